@@ -1,0 +1,36 @@
+/**
+ * serve.ts — the long-running half of `npm run testbed:up`: starts the control plane and Redis
+ * in .testbed/, writes .testbed/state.json for the other commands, and stops everything on
+ * SIGTERM or SIGINT. Started detached by up.ts; not meant to be run by hand.
+ */
+import { writeFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { startControlPlane } from '../../test/support/testbed/control-plane.ts';
+import { startRedis } from '../../test/support/testbed/redis.ts';
+import { TESTBED_DIR, type TestbedState } from './state.ts';
+
+const plane = await startControlPlane({ dir: TESTBED_DIR });
+const redis = await startRedis({ dir: join(TESTBED_DIR, 'redis') });
+const state: TestbedState = {
+  pid: process.pid,
+  kubeconfig: plane.kubeconfigPath,
+  apiServer: plane.apiServer.url,
+  redisUrl: redis.url,
+  assets: process.env['KUBEBUILDER_ASSETS'] ?? '',
+  startedAt: new Date().toISOString(),
+};
+writeFileSync(join(TESTBED_DIR, 'state.json'), JSON.stringify(state, null, 2));
+
+let stopping = false;
+const stop = async (): Promise<void> => {
+  if (stopping) return;
+  stopping = true;
+  await Promise.allSettled([plane.apiServer.stop(), redis.stop()]);
+  await plane.etcd.stop();
+  rmSync(join(TESTBED_DIR, 'state.json'), { force: true });
+  process.exit(0);
+};
+process.on('SIGTERM', () => { void stop(); });
+process.on('SIGINT', () => { void stop(); });
+// Keep the event loop alive until a signal arrives.
+setInterval(() => undefined, 1 << 30);

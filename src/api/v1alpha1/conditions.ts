@@ -1,0 +1,74 @@
+// Condition types and reasons of a DistributedLock, and pure helpers that maintain a
+// metav1.Condition list with the semantics of k8s.io/apimachinery meta.SetStatusCondition.
+import type { Condition } from './distributedlock.ts';
+
+/**
+ * ConditionType lists the condition types of a DistributedLock. `Ready` is the summary: True when
+ * the lock is valid and its fencing backend is working. `Held`: True while someone holds the lock.
+ * `Degraded`: True when the lock cannot make progress as configured (e.g. Redis is unavailable, so
+ * no new grants); holders keep renewing regardless.
+ */
+export const ConditionType = { Ready: 'Ready', Held: 'Held', Degraded: 'Degraded' } as const;
+/** ConditionType is one of the values of the ConditionType constant. */
+export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
+
+/**
+ * Reason lists the CamelCase reasons the controller puts on conditions. Messages carry the details
+ * as human sentences; reasons stay few and stable, for alerts and tests to match on.
+ */
+export const Reason = {
+  /** Initializing: set on every condition at the first visit, before anything was observed (status Unknown). */
+  Initializing: 'Initializing',
+  /** Granted: a candidate holds the lock. */
+  Granted: 'Granted',
+  /** Waiting: nobody holds the lock, because no eligible candidate exists (or, in Mutex mode, none asked). */
+  Waiting: 'WaitingForCandidate',
+  /** Released: the last holder released the lock. */
+  Released: 'Released',
+  /** HolderExpired: the last holder stopped renewing for a full lease duration. */
+  HolderExpired: 'HolderExpired',
+  /** RedisUnavailable: the Redis fencing backend could not issue a token. */
+  RedisUnavailable: 'RedisUnavailable',
+  /** InvalidSpec: the spec cannot be acted on (e.g. an object stored before a validation rule existed). */
+  InvalidSpec: 'InvalidSpec',
+  /** AsExpected: the neutral reason of a condition in its healthy state (e.g. Degraded=False). */
+  AsExpected: 'AsExpected',
+} as const;
+/** Reason is one of the values of the Reason constant. */
+export type Reason = (typeof Reason)[keyof typeof Reason];
+
+/**
+ * findCondition returns the condition of the given type, or undefined when the list has none.
+ * Condition lists are list-maps keyed by type, so there is at most one.
+ */
+export function findCondition(list: readonly Condition[] | undefined, type: string): Condition | undefined {
+  return list?.find((c) => c.type === type);
+}
+
+/**
+ * setCondition returns a new list in which the condition of `c.type` is `c`, with metav1
+ * semantics (meta.SetStatusCondition):
+ * - a condition of a new type is appended, with lastTransitionTime = now;
+ * - an existing one keeps its position; its status, reason, message and observedGeneration are
+ *   replaced, and its lastTransitionTime changes to now only when its status changed.
+ *
+ * Pure: the input list and its conditions are not modified. `now` is rendered at the second
+ * precision of metav1.Time (RFC 3339, e.g. `2024-05-01T12:00:00Z`), so that an unchanged list
+ * round-trips through the API server unchanged.
+ */
+export function setCondition(
+  list: readonly Condition[],
+  c: Omit<Condition, 'lastTransitionTime'>,
+  now: Date,
+): Condition[] {
+  const existing = findCondition(list, c.type);
+  if (existing === undefined) return [...list, { ...c, lastTransitionTime: toMetaTime(now) }];
+  const lastTransitionTime = existing.status === c.status ? existing.lastTransitionTime : toMetaTime(now);
+  const updated: Condition = { ...c, lastTransitionTime };
+  return list.map((old) => (old.type === c.type ? updated : old));
+}
+
+/** toMetaTime renders a Date like metav1.Time: RFC 3339 in UTC, whole seconds. */
+function toMetaTime(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

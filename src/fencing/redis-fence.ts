@@ -1,0 +1,81 @@
+/**
+ * The Redis fencing-token dispenser: one counter key per lock, advanced by INCR and re-floored
+ * from the etcd high-water mark in the same atomic script, so that tokens stay monotonic when
+ * Redis loses its data (restart without persistence, FLUSHALL, failover to a lagging replica, the
+ * key deleted or given a TTL by mistake).
+ *
+ * The key is never deleted and never given a TTL by fencepost; the script removes a TTL it finds.
+ */
+import type { Redis } from 'ioredis';
+import { parseToken } from './token.ts';
+
+/**
+ * FENCE_NEXT_LUA: KEYS[1] = counter key, ARGV[1] = floor (decimal string, the highest token etcd
+ * has recorded for this lock). Returns {token, refloored, hadTtl} with token a decimal string.
+ * Values travel as strings because Lua numbers are doubles and lose precision above 2^53: the
+ * comparison is on decimal strings (length first, then lexicographic, valid for canonical
+ * non-negative integers).
+ */
+const FENCE_NEXT_LUA = `
+local key = KEYS[1]
+local floor = ARGV[1]
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+local hadTtl = 0
+if redis.call('PTTL', key) >= 0 then
+  redis.call('PERSIST', key)
+  hadTtl = 1
+end
+redis.call('INCR', key)
+local v = redis.call('GET', key)
+local refloored = 0
+if not greater(v, floor) then
+  redis.call('SET', key, floor)
+  redis.call('INCR', key)
+  v = redis.call('GET', key)
+  refloored = 1
+end
+return {v, refloored, hadTtl}
+`;
+
+/** FenceResult is one issued token and what the dispenser had to repair to issue it. */
+export interface FenceResult {
+  readonly token: bigint;
+  /** refloored is true when the counter was at or below the floor: Redis lost data. */
+  readonly refloored: boolean;
+  /** hadTtl is true when someone had put a TTL on the counter key (removed now). */
+  readonly hadTtl: boolean;
+}
+
+/** FenceDispenser issues fencing tokens; implementations must never issue a token <= floor. */
+export interface FenceDispenser {
+  next(key: string, floor: bigint): Promise<FenceResult>;
+}
+
+interface RedisWithFence extends Redis {
+  fenceNext(key: string, floor: string): Promise<[string, number, number]>;
+}
+
+/** redisFence returns a dispenser on an ioredis client (EVALSHA, re-sent after NOSCRIPT). */
+export function redisFence(client: Redis): FenceDispenser {
+  if (!('fenceNext' in client)) client.defineCommand('fenceNext', { numberOfKeys: 1, lua: FENCE_NEXT_LUA });
+  const c = client as RedisWithFence;
+  return {
+    async next(key, floor) {
+      const [v, refloored, hadTtl] = await c.fenceNext(key, floor.toString());
+      const token = parseToken(v, `token from Redis key ${key}`);
+      if (token <= floor) throw new Error(`Redis issued token ${token} not above floor ${floor} for ${key}`);
+      return { token, refloored: refloored === 1, hadTtl: hadTtl === 1 };
+    },
+  };
+}
+
+/**
+ * leaseFence is the embedded backend: the token is the floor plus one, and the Lease
+ * compare-and-swap that records it is what makes it unique. No Redis needed.
+ */
+export const leaseFence: FenceDispenser = {
+  next(_key, floor) { return Promise.resolve({ token: floor + 1n, refloored: false, hadTtl: false }); },
+};

@@ -1,0 +1,112 @@
+/**
+ * Child processes started by the testbed: spawned with their output in a log file, stopped by
+ * PID (SIGTERM, then SIGKILL), and recorded in a pid file so that a crashed run's leftovers can be
+ * reaped by the next one (`reapStale`) — only processes whose command line still matches what we
+ * started are ever signalled.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync, existsSync, openSync, readFileSync, closeSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** ManagedProcess is one child process that the testbed started and will stop. */
+export interface ManagedProcess {
+  readonly name: string;
+  readonly pid: number;
+  /** exited resolves with the exit code (or the signal name) when the process ends. */
+  readonly exited: Promise<number | string>;
+  readonly logFile: string;
+  isRunning(): boolean;
+  /** stop sends SIGTERM, then SIGKILL after graceMs (default 5 s), and waits for the exit. */
+  stop(graceMs?: number): Promise<void>;
+  /** signal sends a signal (SIGSTOP/SIGCONT for pauses, SIGKILL for crashes) if still running. */
+  signal(sig: NodeJS.Signals): void;
+}
+
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+/** Kill every child we still own when this process exits, even after a failed test. */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const child of live) {
+      try { child.kill('SIGCONT'); child.kill('SIGKILL'); } catch { /* already gone */ }
+    }
+  });
+}
+
+export interface SpawnOptions {
+  readonly args: readonly string[];
+  readonly logFile: string;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly cwd?: string;
+  /** pidFile, when given, records "pid<TAB>binary" so that reapStale can clean up after a crash. */
+  readonly pidFile?: string;
+}
+
+/** spawnManaged starts binary with its stdout and stderr appended to logFile. */
+export function spawnManaged(name: string, binary: string, opts: SpawnOptions): ManagedProcess {
+  installExitHook();
+  const fd = openSync(opts.logFile, 'a');
+  const child = spawn(binary, [...opts.args], {
+    stdio: ['ignore', fd, fd],
+    env: opts.env ?? process.env,
+    cwd: opts.cwd,
+  });
+  closeSync(fd);
+  if (child.pid === undefined) throw new Error(`Failed to start ${name} (${binary})`);
+  const pid = child.pid;
+  live.add(child);
+  if (opts.pidFile !== undefined) appendFileSync(opts.pidFile, `${pid}\t${binary}\n`);
+  let running = true;
+  const exited = new Promise<number | string>((resolve) => {
+    child.on('exit', (code, sig) => {
+      running = false;
+      live.delete(child);
+      resolve(code ?? sig ?? 'unknown');
+    });
+    child.on('error', () => { running = false; live.delete(child); resolve('spawn-error'); });
+  });
+  return {
+    name, pid, exited, logFile: opts.logFile,
+    isRunning: () => running,
+    signal(sig) { if (running) child.kill(sig); },
+    async stop(graceMs = 5000) {
+      if (!running) return;
+      child.kill('SIGCONT'); // a paused process cannot act on SIGTERM
+      child.kill('SIGTERM');
+      const done = await Promise.race([exited.then(() => true), sleep(graceMs).then(() => false)]);
+      if (!done) { child.kill('SIGKILL'); await exited; }
+    },
+  };
+}
+
+/**
+ * reapStale kills processes recorded in pidFile by an earlier run that did not clean up, but only
+ * those whose /proc command line still starts with the recorded binary (a reused PID is left
+ * alone), then empties the file.
+ */
+export function reapStale(pidFile: string): number {
+  if (!existsSync(pidFile)) return 0;
+  let reaped = 0;
+  for (const line of readFileSync(pidFile, 'utf8').split('\n')) {
+    const [pidText, binary] = line.split('\t');
+    const pid = Number(pidText);
+    if (!Number.isInteger(pid) || pid <= 0 || binary === undefined) continue;
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0];
+      if (cmd !== binary) continue;
+      process.kill(pid, 'SIGCONT');
+      process.kill(pid, 'SIGKILL');
+      reaped++;
+    } catch { /* not running any more */ }
+  }
+  writeFileSync(pidFile, '');
+  return reaped;
+}
+
+/** tailLog returns the last lines of a log file, for error messages when a process fails to start. */
+export function tailLog(file: string, lines = 30): string {
+  try { return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n'); } catch { return '(no log)'; }
+}
