@@ -11,7 +11,7 @@ import { parseToken } from './token.ts';
 
 /**
  * FENCE_NEXT_LUA: KEYS[1] = counter key, ARGV[1] = floor (decimal string, the highest token etcd
- * has recorded for this lock). Returns {token, refloored, hadTtl} with token a decimal string.
+ * has recorded for this lock). Returns {token, refloored, hadTtl, existed} with token a decimal string.
  * Values travel as strings because Lua numbers are doubles and lose precision above 2^53: the
  * comparison is on decimal strings (length first, then lexicographic, valid for canonical
  * non-negative integers).
@@ -23,6 +23,7 @@ local function greater(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
+local existed = redis.call('EXISTS', key)
 local hadTtl = 0
 if redis.call('PTTL', key) >= 0 then
   redis.call('PERSIST', key)
@@ -37,14 +38,20 @@ if not greater(v, floor) then
   v = redis.call('GET', key)
   refloored = 1
 end
-return {v, refloored, hadTtl}
+return {v, refloored, hadTtl, existed}
 `;
 
 /** FenceResult is one issued token and what the dispenser had to repair to issue it. */
 export interface FenceResult {
   readonly token: bigint;
-  /** refloored is true when the counter was at or below the floor: Redis lost data. */
+  /**
+   * refloored is true when the counter was at or below the floor and was raised to it. With
+   * `existed` false that is either a new lock's first token (the caller knows: the Lease had no
+   * token yet) or a lost key; with `existed` true the counter went backwards (restore, failover).
+   */
   readonly refloored: boolean;
+  /** existed is false when the counter key was missing before this call. */
+  readonly existed: boolean;
   /** hadTtl is true when someone had put a TTL on the counter key (removed now). */
   readonly hadTtl: boolean;
 }
@@ -55,7 +62,7 @@ export interface FenceDispenser {
 }
 
 interface RedisWithFence extends Redis {
-  fenceNext(key: string, floor: string): Promise<[string, number, number]>;
+  fenceNext(key: string, floor: string): Promise<[string, number, number, number]>;
 }
 
 /** redisFence returns a dispenser on an ioredis client (EVALSHA, re-sent after NOSCRIPT). */
@@ -64,10 +71,10 @@ export function redisFence(client: Redis): FenceDispenser {
   const c = client as RedisWithFence;
   return {
     async next(key, floor) {
-      const [v, refloored, hadTtl] = await c.fenceNext(key, floor.toString());
+      const [v, refloored, hadTtl, existed] = await c.fenceNext(key, floor.toString());
       const token = parseToken(v, `token from Redis key ${key}`);
       if (token <= floor) throw new Error(`Redis issued token ${token} not above floor ${floor} for ${key}`);
-      return { token, refloored: refloored === 1, hadTtl: hadTtl === 1 };
+      return { token, refloored: refloored === 1, hadTtl: hadTtl === 1, existed: existed === 1 };
     },
   };
 }
@@ -77,5 +84,5 @@ export function redisFence(client: Redis): FenceDispenser {
  * compare-and-swap that records it is what makes it unique. No Redis needed.
  */
 export const leaseFence: FenceDispenser = {
-  next(_key, floor) { return Promise.resolve({ token: floor + 1n, refloored: false, hadTtl: false }); },
+  next(_key, floor) { return Promise.resolve({ token: floor + 1n, refloored: false, hadTtl: false, existed: true }); },
 };

@@ -8,17 +8,28 @@
  *   UID makes a re-created pod of the same name a different holder (a new term, a new token).
  * - spec.acquireTime / renewTime / leaseDurationSeconds / leaseTransitions: as client-go uses them.
  * - annotation fencepost.io/fencing-token: the token of the current (or last) grant. It only
- *   grows; it is the etcd high-water mark from which the Redis counter is re-floored.
+ *   grows; it is the etcd high-water mark from which the Redis counter is re-floored. Before the
+ *   first grant it is absent, and the floor is the Lease's resourceVersion: an etcd revision,
+ *   which is larger than every revision of an earlier Lease of the same name, so a lock deleted
+ *   and created again does not reissue old tokens even when Redis lost its counter.
+ * - annotations fencepost.io/renew-deadline-ms and fencepost.io/renew-period-ms: the timings of
+ *   the current term, fixed at grant, so that the holder's agent needs nothing but the Lease.
  * - annotation fencepost.io/release: `Released` when the holder gave the lock up, so that the
  *   controller can tell a voluntary release (no lock-delay) from an expiry.
  */
-import type { V1Lease } from '@kubernetes/client-node';
+import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { parseToken } from '../fencing/token.ts';
 
 /** TOKEN_ANNOTATION holds the token of the Lease's current or last grant (decimal string). */
 export const TOKEN_ANNOTATION = 'fencepost.io/fencing-token';
 /** RELEASE_ANNOTATION records how the last holder left: `Released` (voluntary) or `Revoked`. */
 export const RELEASE_ANNOTATION = 'fencepost.io/release';
+/** RENEW_DEADLINE_ANNOTATION is the holder's renew deadline for this term, in milliseconds. */
+export const RENEW_DEADLINE_ANNOTATION = 'fencepost.io/renew-deadline-ms';
+/** RENEW_PERIOD_ANNOTATION is the holder's renew period for this term, in milliseconds. */
+export const RENEW_PERIOD_ANNOTATION = 'fencepost.io/renew-period-ms';
+/** LAST_HOLDER_ANNOTATION names the holder that released or lost the Lease, so the next grant prefers someone else. */
+export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
 /** LOCK_LABEL names the DistributedLock a Lease belongs to. */
 export const LOCK_LABEL = 'fencepost.io/lock';
 
@@ -31,14 +42,19 @@ export interface HolderRef {
 /** LockRecord is what a lock's Lease says, parsed. */
 export interface LockRecord {
   readonly holder: HolderRef | undefined;
-  /** token is the highest token recorded on the Lease: the current holder's, or the last one's. */
-  readonly token: bigint;
+  /** token is the highest token recorded on the Lease (the current holder's, or the last one's); undefined before the first grant. */
+  readonly token: bigint | undefined;
+  /** renewDeadlineMs and renewPeriodMs are the current term's timings (undefined when never granted). */
+  readonly renewDeadlineMs: number | undefined;
+  readonly renewPeriodMs: number | undefined;
   readonly acquireTime: Date | undefined;
   readonly renewTime: Date | undefined;
   readonly leaseDurationSeconds: number | undefined;
   readonly transitions: number;
   /** released says how the last holder left, when nobody holds the Lease. */
   readonly released: 'Released' | 'Revoked' | undefined;
+  /** lastHolder is the holder that released or lost the Lease (undefined while held). */
+  readonly lastHolder: HolderRef | undefined;
   readonly resourceVersion: string;
 }
 
@@ -60,25 +76,31 @@ export function sameHolder(a: HolderRef | undefined, b: HolderRef | undefined): 
   return a !== undefined && b !== undefined && a.name === b.name && a.uid === b.uid;
 }
 
+function positiveInt(text: string | undefined): number | undefined {
+  if (text === undefined || !/^[1-9][0-9]{0,8}$/.test(text)) return undefined;
+  return Number(text);
+}
+
 /**
- * parseLease reads a Lease into a LockRecord. A missing or malformed token annotation reads as
- * the Lease's creation revision being unknown: it throws, because granting from an unknown floor
- * could reissue an old token.
+ * parseLease reads a Lease into a LockRecord. A malformed token annotation throws (TokenError):
+ * granting from a floor we cannot read could reissue an old token, so the lock stops instead.
  */
 export function parseLease(lease: V1Lease): LockRecord {
   const ann = lease.metadata?.annotations ?? {};
   const tokenText = ann[TOKEN_ANNOTATION];
-  if (tokenText === undefined) throw new Error(`Lease ${lease.metadata?.name ?? '?'} has no ${TOKEN_ANNOTATION} annotation`);
   const released = ann[RELEASE_ANNOTATION];
   const spec = lease.spec ?? {};
   return {
     holder: parseHolderIdentity(spec.holderIdentity),
-    token: parseToken(tokenText, `Lease annotation ${TOKEN_ANNOTATION}`),
+    token: tokenText === undefined ? undefined : parseToken(tokenText, `Lease annotation ${TOKEN_ANNOTATION}`),
+    renewDeadlineMs: positiveInt(ann[RENEW_DEADLINE_ANNOTATION]),
+    renewPeriodMs: positiveInt(ann[RENEW_PERIOD_ANNOTATION]),
     acquireTime: spec.acquireTime !== undefined ? new Date(spec.acquireTime) : undefined,
     renewTime: spec.renewTime !== undefined ? new Date(spec.renewTime) : undefined,
     leaseDurationSeconds: spec.leaseDurationSeconds,
     transitions: spec.leaseTransitions ?? 0,
     released: released === 'Released' || released === 'Revoked' ? released : undefined,
+    lastHolder: spec.holderIdentity === undefined ? parseHolderIdentity(ann[LAST_HOLDER_ANNOTATION]) : undefined,
     resourceVersion: lease.metadata?.resourceVersion ?? '',
   };
 }
@@ -88,7 +110,30 @@ export function parseLease(lease: V1Lease): LockRecord {
  * restarts its expiry clock when it sees it change (client-go's observedRecord).
  */
 export function renewFingerprint(r: LockRecord): string {
-  return [r.holder !== undefined ? holderIdentity(r.holder) : '', r.renewTime?.toISOString() ?? '', r.transitions, r.token].join('|');
+  return [r.holder !== undefined ? holderIdentity(r.holder) : '', r.renewTime?.toISOString() ?? '', r.transitions, r.token ?? ''].join('|');
+}
+
+/**
+ * tokenFloor is the value every new token must exceed: the recorded high-water mark, or before
+ * the first grant the Lease's resourceVersion (an etcd revision; comparable integers since
+ * Kubernetes 1.35, KEP-5504). Throws when neither is readable.
+ */
+export function tokenFloor(r: LockRecord): bigint {
+  if (r.token !== undefined) return r.token;
+  if (!/^[0-9]{1,19}$/.test(r.resourceVersion)) throw new Error(`Lease resourceVersion ${JSON.stringify(r.resourceVersion)} is not an integer; cannot seed the token floor`);
+  return BigInt(r.resourceVersion);
+}
+
+/** TermTimings are fixed for one holder's term and written on the Lease at grant. */
+export interface TermTimings {
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly renewPeriodMs: number;
+}
+
+/** leaseDurationSecondsFor rounds a lease duration up to the Lease API's whole seconds. */
+export function leaseDurationSecondsFor(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
 }
 
 function withAnnotations(lease: V1Lease, set: Record<string, string | undefined>): V1Lease {
@@ -99,17 +144,28 @@ function withAnnotations(lease: V1Lease, set: Record<string, string | undefined>
   return { ...lease, metadata: { ...lease.metadata, annotations } };
 }
 
+/** microTime: Lease times are metav1.MicroTime, which the API server parses only with six fractional digits. */
+export function microTime(d: Date): V1MicroTime {
+  return new V1MicroTime(d.getTime());
+}
+
 /** grantedLease is the body that hands the Lease to holder with token (one CAS write). */
-export function grantedLease(lease: V1Lease, holder: HolderRef, token: bigint, leaseDurationSeconds: number, now: Date): V1Lease {
-  const l = withAnnotations(lease, { [TOKEN_ANNOTATION]: token.toString(), [RELEASE_ANNOTATION]: undefined });
+export function grantedLease(lease: V1Lease, holder: HolderRef, token: bigint, timings: TermTimings, now: Date): V1Lease {
+  const l = withAnnotations(lease, {
+    [TOKEN_ANNOTATION]: token.toString(),
+    [RENEW_DEADLINE_ANNOTATION]: String(timings.renewDeadlineMs),
+    [RENEW_PERIOD_ANNOTATION]: String(timings.renewPeriodMs),
+    [RELEASE_ANNOTATION]: undefined,
+    [LAST_HOLDER_ANNOTATION]: undefined,
+  });
   return {
     ...l,
     spec: {
       ...l.spec,
       holderIdentity: holderIdentity(holder),
-      leaseDurationSeconds,
-      acquireTime: now,
-      renewTime: now,
+      leaseDurationSeconds: leaseDurationSecondsFor(timings.leaseDurationMs),
+      acquireTime: microTime(now),
+      renewTime: microTime(now),
       leaseTransitions: (lease.spec?.leaseTransitions ?? 0) + 1,
     },
   };
@@ -117,7 +173,7 @@ export function grantedLease(lease: V1Lease, holder: HolderRef, token: bigint, l
 
 /** renewedLease is the body a holder writes to renew (only valid while it is the holder). */
 export function renewedLease(lease: V1Lease, now: Date): V1Lease {
-  return { ...lease, spec: { ...lease.spec, renewTime: now } };
+  return { ...lease, spec: { ...lease.spec, renewTime: microTime(now) } };
 }
 
 /**
@@ -125,7 +181,7 @@ export function renewedLease(lease: V1Lease, now: Date): V1Lease {
  * high-water mark). `how` says whether the holder left on its own or was revoked.
  */
 export function releasedLease(lease: V1Lease, how: 'Released' | 'Revoked'): V1Lease {
-  const l = withAnnotations(lease, { [RELEASE_ANNOTATION]: how });
+  const l = withAnnotations(lease, { [RELEASE_ANNOTATION]: how, [LAST_HOLDER_ANNOTATION]: lease.spec?.holderIdentity });
   const { holderIdentity: _h, acquireTime: _a, renewTime: _r, ...rest } = l.spec ?? {};
   return { ...l, spec: rest };
 }

@@ -27,6 +27,10 @@ export const Reason = {
   Released: 'Released',
   /** HolderExpired: the last holder stopped renewing for a full lease duration. */
   HolderExpired: 'HolderExpired',
+  /** LockDelay: the last holder expired and spec.lockDelaySeconds has not passed yet. */
+  LockDelay: 'LockDelay',
+  /** CacheNotSynced: the controller's pod cache has not synced yet; it decides nothing on absence. */
+  CacheNotSynced: 'CacheNotSynced',
   /** RedisUnavailable: the Redis fencing backend could not issue a token. */
   RedisUnavailable: 'RedisUnavailable',
   /** InvalidSpec: the spec cannot be acted on (e.g. an object stored before a validation rule existed). */

@@ -1,0 +1,114 @@
+/**
+ * The controller's configuration, parsed once from flags (and FENCEPOST_* environment variables
+ * where noted) into a frozen object. The only place the controller reads process.env.
+ */
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { parseDuration } from './duration.ts';
+
+/** ControllerConfig: every knob of `fencepost controller`, with its default in the doc comment. */
+export interface ControllerConfig {
+  /** kubeconfig: path; default: $KUBECONFIG, else in-cluster, else ~/.kube/config. */
+  readonly kubeconfig: string | undefined;
+  /** redisUrl: Redis for fencing tokens (--redis-url or FENCEPOST_REDIS_URL); none → the Lease backend. */
+  readonly redisUrl: string | undefined;
+  /** namespace: watch only this namespace; default all namespaces. */
+  readonly namespace: string | undefined;
+  /** workers: concurrent reconciles; default 4. */
+  readonly workers: number;
+  /** metricsBindAddress: host:port for /metrics; default 0.0.0.0:8080; "0" disables. */
+  readonly metricsBindAddress: string;
+  /** healthProbeBindAddress: host:port for /healthz and /readyz; default 0.0.0.0:8081; "0" disables. */
+  readonly healthProbeBindAddress: string;
+  /** leaderElect: elect one active replica on a Lease; default true. */
+  readonly leaderElect: boolean;
+  /** leaderElectionNamespace: default $POD_NAMESPACE, else "default". */
+  readonly leaderElectionNamespace: string;
+  /** leaderElectionId: the controller's own Lease name; default fencepost-controller. */
+  readonly leaderElectionId: string;
+  readonly leaderElectionLeaseDurationMs: number;
+  readonly leaderElectionRenewDeadlineMs: number;
+  readonly leaderElectionRetryPeriodMs: number;
+  /** identity: this replica's name in leader election and Events; default $POD_NAME, else the hostname. */
+  readonly identity: string;
+  /** cacheSyncTimeoutMs: exit if informers do not sync within this; default 2m. */
+  readonly cacheSyncTimeoutMs: number;
+  /** logLevel: info (default) or debug, error, silent. */
+  readonly logLevel: 'debug' | 'info' | 'error' | 'silent';
+}
+
+/** CONTROLLER_USAGE is printed by --help and on bad flags. */
+export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
+
+  --kubeconfig PATH                    kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)
+  --redis-url URL                      Redis for fencing tokens (env FENCEPOST_REDIS_URL); without it locks use the Lease backend
+  --namespace NS                       watch only this namespace (default: all)
+  --workers N                          concurrent reconciles (default 4)
+  --metrics-bind-address ADDR          /metrics listener (default 0.0.0.0:8080; 0 disables)
+  --health-probe-bind-address ADDR     /healthz and /readyz listener (default 0.0.0.0:8081; 0 disables)
+  --leader-elect BOOL                  elect one active replica (default true)
+  --leader-election-namespace NS       namespace of the controller's Lease (default $POD_NAMESPACE or default)
+  --leader-election-id NAME            name of the controller's Lease (default fencepost-controller)
+  --leader-election-lease-duration D   (default 15s)
+  --leader-election-renew-deadline D   (default 10s)
+  --leader-election-retry-period D     (default 2s)
+  --identity NAME                      this replica's identity (default $POD_NAME or the hostname)
+  --cache-sync-timeout D               exit if caches do not sync in time (default 2m)
+  --log-level LEVEL                    debug, info, error or silent (default info)
+`;
+
+function positiveInt(text: string, flag: string): number {
+  if (!/^[1-9][0-9]*$/.test(text)) throw new Error(`${flag}: must be a positive integer, got ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+function bool(text: string, flag: string): boolean {
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  throw new Error(`${flag}: must be true or false, got ${JSON.stringify(text)}`);
+}
+
+/** parseControllerConfig parses argv (after the subcommand); throws an Error naming the flag on bad input. */
+export function parseControllerConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ControllerConfig {
+  const { values } = parseArgs({
+    args: [...argv], allowPositionals: false, strict: true,
+    options: {
+      'kubeconfig': { type: 'string' }, 'redis-url': { type: 'string' }, 'namespace': { type: 'string' },
+      'workers': { type: 'string', default: '4' },
+      'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
+      'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
+      'leader-elect': { type: 'string', default: 'true' },
+      'leader-election-namespace': { type: 'string' },
+      'leader-election-id': { type: 'string', default: 'fencepost-controller' },
+      'leader-election-lease-duration': { type: 'string', default: '15s' },
+      'leader-election-renew-deadline': { type: 'string', default: '10s' },
+      'leader-election-retry-period': { type: 'string', default: '2s' },
+      'identity': { type: 'string' },
+      'cache-sync-timeout': { type: 'string', default: '2m' },
+      'log-level': { type: 'string', default: 'info' },
+    },
+  });
+  const level = values['log-level'];
+  if (level !== 'debug' && level !== 'info' && level !== 'error' && level !== 'silent') {
+    throw new Error(`--log-level: must be debug, info, error or silent, got ${JSON.stringify(level)}`);
+  }
+  const redisUrl = values['redis-url'] ?? env['FENCEPOST_REDIS_URL'];
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new Error(`--redis-url: must start with redis:// or rediss://, got ${JSON.stringify(redisUrl)}`);
+  return Object.freeze({
+    kubeconfig: values.kubeconfig,
+    redisUrl: redisUrl === '' ? undefined : redisUrl,
+    namespace: values.namespace,
+    workers: positiveInt(values.workers, '--workers'),
+    metricsBindAddress: values['metrics-bind-address'],
+    healthProbeBindAddress: values['health-probe-bind-address'],
+    leaderElect: bool(values['leader-elect'], '--leader-elect'),
+    leaderElectionNamespace: values['leader-election-namespace'] ?? env['POD_NAMESPACE'] ?? 'default',
+    leaderElectionId: values['leader-election-id'],
+    leaderElectionLeaseDurationMs: parseDuration(values['leader-election-lease-duration'], '--leader-election-lease-duration'),
+    leaderElectionRenewDeadlineMs: parseDuration(values['leader-election-renew-deadline'], '--leader-election-renew-deadline'),
+    leaderElectionRetryPeriodMs: parseDuration(values['leader-election-retry-period'], '--leader-election-retry-period'),
+    identity: values.identity ?? env['POD_NAME'] ?? hostname(),
+    cacheSyncTimeoutMs: parseDuration(values['cache-sync-timeout'], '--cache-sync-timeout'),
+    logLevel: level,
+  });
+}

@@ -1,0 +1,167 @@
+/**
+ * decide — the pure heart of the lock controller: from what was observed, and the controller's
+ * own monotonic `nowMs`, which actions bring the world to the spec. No I/O, no clock reads.
+ *
+ * Each action is derived from the observation alone (STYLE G4), so a crash between actions
+ * leaves a state that the next reconcile finishes: a Lease granted but its pod not yet labelled
+ * is labelled next time; a token taken from Redis but never written to the Lease is a gap.
+ *
+ * Safety rule (DESIGN "The protocol"): a held Lease is taken from its holder only when
+ * - the controller has watched it for a full lease duration without seeing it renewed (observed
+ *   time, not the Lease's renewTime against our wall clock; a restarted controller waits a full
+ *   duration again, since its observedAt starts at its first sighting), or
+ * - the kubelet reported the holder pod's containers terminated (and handoff.onPodTerminated).
+ * A holder pod that merely vanished (force deletion, node loss) waits for expiry.
+ */
+import { DEFAULT_HANDOFF_ON_POD_TERMINATED, type DistributedLock, type Timings } from '../../api/v1alpha1/distributedlock.ts';
+import { sameHolder, tokenFloor, type HolderRef, type LockRecord } from '../../lease/record.ts';
+import { byAge, isCandidate, podKeys, type PodSummary } from './pods.ts';
+
+/** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
+export interface LeaseView {
+  readonly record: LockRecord;
+  /** observedAtMs: our monotonic time when the Lease's renew fingerprint last changed (or was first seen). */
+  readonly observedAtMs: number;
+}
+
+/** FencingState says whether new tokens can be issued right now. */
+export interface FencingState {
+  readonly backend: 'Redis' | 'Lease';
+  readonly ready: boolean;
+  /** detail: why it is not ready (for conditions and Events). */
+  readonly detail?: string;
+}
+
+/** Observation is everything decide needs, gathered by observe (I/O) for one lock. */
+export interface Observation {
+  readonly lock: DistributedLock;
+  readonly timings: Timings;
+  readonly lease: LeaseView | undefined;
+  /** pods: pods of the lock's namespace that it selects or that carry its holder label/annotations. */
+  readonly pods: readonly PodSummary[];
+  /** podsSynced: the pod cache has synced; until it has, nothing is done on the absence of a pod. */
+  readonly podsSynced: boolean;
+  readonly fencing: FencingState;
+}
+
+/** GrantCause says why the lock is being (re)granted. */
+export type GrantCause = 'Vacant' | 'Released' | 'Expired' | 'HolderTerminated';
+
+/** Action is one idempotent step toward the spec. */
+export type Action =
+  | { readonly type: 'CreateLease' }
+  /** Grant: take a token above `floor` from the fencing backend, then CAS the Lease to `to`. */
+  | { readonly type: 'Grant'; readonly to: HolderRef; readonly previous: HolderRef | undefined; readonly cause: GrantCause; readonly floor: bigint }
+  /** Revoke: CAS the holder away (expired or terminated) when nobody can take over yet. */
+  | { readonly type: 'Revoke'; readonly holder: HolderRef; readonly cause: 'Expired' | 'HolderTerminated' }
+  | { readonly type: 'MarkHolderPod'; readonly pod: HolderRef; readonly token: bigint }
+  | { readonly type: 'UnmarkPod'; readonly pod: HolderRef };
+
+/** Waiting says why there is no holder and no grant this time. */
+export type Waiting = 'NoCandidates' | 'LockDelay' | 'FencingUnavailable' | 'CacheNotSynced';
+
+/** Decision is what to do now, and when to look again. */
+export interface Decision {
+  readonly actions: readonly Action[];
+  /** requeueAfterMs: when time alone will change the decision (expiry, end of lock-delay). */
+  readonly requeueAfterMs: number;
+  /** holder: the holder that stays (undefined when there is none or it is being replaced). */
+  readonly holder: HolderRef | undefined;
+  /** expiresInMs: for a holder that stays, how long until this controller would expire it. */
+  readonly expiresInMs: number | undefined;
+  readonly waiting: Waiting | undefined;
+  /** candidates: the eligible candidate pods, oldest first. */
+  readonly candidates: readonly PodSummary[];
+}
+
+/** RESYNC_MS is the safety resync when nothing time-driven is pending (events do the real work). */
+export const RESYNC_MS = 5 * 60_000;
+/** EXPIRY_MARGIN_MS: look again just after expiry, not just before it. */
+const EXPIRY_MARGIN_MS = 10;
+/** NOT_SYNCED_RETRY_MS: how soon to look again while the pod cache is still filling. */
+const NOT_SYNCED_RETRY_MS = 500;
+
+/** decide returns the actions for one lock at monotonic time nowMs. Pure and synchronous. */
+export function decide(obs: Observation, nowMs: number): Decision {
+  const candidates = obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector)).sort(byAge);
+  const base = { candidates };
+  if (obs.lease === undefined) {
+    return { ...base, actions: [{ type: 'CreateLease' }], requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined };
+  }
+  const { record, observedAtMs } = obs.lease;
+  const elapsed = nowMs - observedAtMs;
+  const marks = (holder: HolderRef | undefined, token: bigint | undefined): Action[] => podMarks(obs, holder, token);
+
+  if (!obs.podsSynced) {
+    return { ...base, actions: [], requeueAfterMs: NOT_SYNCED_RETRY_MS, holder: record.holder, expiresInMs: undefined, waiting: 'CacheNotSynced' };
+  }
+
+  // 1: A holder that keeps renewing keeps the lock.
+  if (record.holder !== undefined) {
+    const leaseMs = (record.leaseDurationSeconds ?? obs.timings.leaseDurationMs / 1000) * 1000;
+    const holderPod = obs.pods.find((p) => sameHolder(p.ref, record.holder));
+    const handoff = obs.lock.spec.handoff?.onPodTerminated ?? DEFAULT_HANDOFF_ON_POD_TERMINATED;
+    const terminated = handoff && holderPod?.terminated === true;
+    const expired = elapsed > leaseMs;
+    if (!expired && !terminated) {
+      const expiresInMs = leaseMs - elapsed;
+      return { ...base, actions: marks(record.holder, record.token), requeueAfterMs: expiresInMs + EXPIRY_MARGIN_MS, holder: record.holder, expiresInMs, waiting: undefined };
+    }
+    // 2: The holder is gone (expired, or confirmed terminated). Hand over directly when we can.
+    const cause = terminated ? 'HolderTerminated' : 'Expired';
+    const next = pickNext(candidates, record.holder);
+    const canGrantNow = next !== undefined && obs.fencing.ready && !(cause === 'Expired' && obs.timings.lockDelayMs > 0);
+    if (canGrantNow) {
+      return {
+        ...base, actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: record.holder, cause, floor: tokenFloor(record) }],
+        requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined,
+      };
+    }
+    const waiting: Waiting = next === undefined ? 'NoCandidates' : !obs.fencing.ready ? 'FencingUnavailable' : 'LockDelay';
+    return {
+      ...base, actions: [...marks(undefined, undefined), { type: 'Revoke', holder: record.holder, cause }],
+      requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting,
+    };
+  }
+
+  // 3: Nobody holds it. After an involuntary expiry, honour the lock-delay first.
+  if (record.released === 'Revoked' && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
+    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: obs.timings.lockDelayMs - elapsed + EXPIRY_MARGIN_MS, holder: undefined, expiresInMs: undefined, waiting: 'LockDelay' };
+  }
+  const next = record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0];
+  if (next === undefined) {
+    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: RESYNC_MS, holder: undefined, expiresInMs: undefined, waiting: 'NoCandidates' };
+  }
+  if (!obs.fencing.ready) {
+    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: RESYNC_MS, holder: undefined, expiresInMs: undefined, waiting: 'FencingUnavailable' };
+  }
+  const cause: GrantCause = record.released === 'Released' ? 'Released' : record.released === 'Revoked' ? 'Expired' : 'Vacant';
+  return {
+    ...base, actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: undefined, cause, floor: tokenFloor(record) }],
+    requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined,
+  };
+}
+
+/** pickNext prefers a candidate other than the departing holder; the holder itself only as a last resort. */
+function pickNext(candidates: readonly PodSummary[], departing: HolderRef): PodSummary | undefined {
+  return candidates.find((c) => !sameHolder(c.ref, departing)) ?? candidates[0];
+}
+
+/**
+ * podMarks: the holder pod (if it is in the cache) carries the lock's holder label and its token;
+ * every other pod that carries either loses them.
+ */
+function podMarks(obs: Observation, holder: HolderRef | undefined, token: bigint | undefined): Action[] {
+  const keys = podKeys(obs.lock.metadata.name ?? '');
+  const out: Action[] = [];
+  for (const p of obs.pods) {
+    const isHolder = holder !== undefined && sameHolder(p.ref, holder);
+    const marked = p.labels[keys.holder] !== undefined || p.annotations[keys.token] !== undefined;
+    if (isHolder && token !== undefined) {
+      if (p.labels[keys.holder] !== 'true' || p.annotations[keys.token] !== token.toString()) out.push({ type: 'MarkHolderPod', pod: p.ref, token });
+    } else if (marked) {
+      out.push({ type: 'UnmarkPod', pod: p.ref });
+    }
+  }
+  return out;
+}

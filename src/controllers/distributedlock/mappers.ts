@@ -1,0 +1,34 @@
+/**
+ * Mappers: Lease and Pod changes to the keys of the locks they concern (STYLE G1). Synchronous
+ * and cheap; they read only the lock cache.
+ */
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
+import { LOCK_LABEL } from '../../lease/record.ts';
+import type { ObjectKey } from '../../runtime/controller.ts';
+import type { Cache } from './reconciler.ts';
+import { matchesSelector } from './pods.ts';
+
+const HOLDER_LABEL_SUFFIX = '.lock.fencepost.io/holder';
+
+/** leaseToLock: a lock's Lease carries the lock's name in its fencepost.io/lock label. */
+export function leaseToLock(lease: V1Lease): ObjectKey[] {
+  const lock = lease.metadata?.labels?.[LOCK_LABEL];
+  const ns = lease.metadata?.namespace;
+  return lock !== undefined && ns !== undefined ? [`${ns}/${lock}`] : [];
+}
+
+/** podToLocks: every lock in the pod's namespace that selects it, and every lock it is marked as holder of. */
+export function podToLocks(locks: Cache<DistributedLock>, pod: V1Pod): ObjectKey[] {
+  const ns = pod.metadata?.namespace;
+  if (ns === undefined) return [];
+  const labels = pod.metadata?.labels ?? {};
+  const keys = new Set<ObjectKey>();
+  for (const k of Object.keys(labels)) {
+    if (k.endsWith(HOLDER_LABEL_SUFFIX)) keys.add(`${ns}/${k.slice(0, -HOLDER_LABEL_SUFFIX.length)}`);
+  }
+  for (const lock of locks.list(ns)) {
+    if (matchesSelector(lock.spec.candidates.selector, labels)) keys.add(`${ns}/${lock.metadata.name ?? ''}`);
+  }
+  return [...keys];
+}

@@ -1,0 +1,347 @@
+/**
+ * DistributedLockReconciler — the I/O shell around decide(): observe the lock, its Lease and its
+ * pods; decide; act in crash-safe order; report status. One reconciler, one primary kind: Lease
+ * and Pod changes reach it only as lock keys (mappers.ts).
+ *
+ * Order of side effects for a grant (STYLE G4): (1) take a token from the fencing backend,
+ * (2) compare-and-swap the Lease to the new holder and token, (3) label and annotate the holder
+ * pod, (4) patch status. A crash after (1) burns a token (a harmless gap); after (2) the next
+ * reconcile does (3) and (4).
+ */
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Pod } from '@kubernetes/client-node';
+import { API_VERSION, GROUP, KIND, PLURAL, VERSION, resolveTimings, type DistributedLock, type DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
+import type { FencingBackends } from '../../fencing/backends.ts';
+import type { FenceResult } from '../../fencing/redis-fence.ts';
+import type { EventRecorder, EventTarget } from '../../kube/events.ts';
+import { jsonPatch, mergePatch } from '../../kube/patch.ts';
+import { LOCK_LABEL, TOKEN_ANNOTATION, grantedLease, parseLease, releasedLease, renewFingerprint, type HolderRef, type LockRecord } from '../../lease/record.ts';
+import type { Logger } from '../../observability/logger.ts';
+import type { ControllerMetrics } from '../../observability/metrics.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import { type ObjectKey, type ReconcileContext, type Reconciler, type Result, splitKey } from '../../runtime/controller.ts';
+import { errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
+import { jsonPatchFinalizerIO, withFinalizer, type FinalizerIO, type JsonPatchOperation } from '../../runtime/finalizer.ts';
+import { decide, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
+import { podKeys, summarizePod, matchesSelector, type PodSummary } from './pods.ts';
+import { computeStatus, leaseName } from './status.ts';
+
+/** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
+export const FINALIZER = 'fencepost.io/lease-cleanup';
+
+/** Cache is the read side of an informer. Objects are shared: never mutate them. */
+export interface Cache<T> {
+  list(namespace?: string): T[];
+  get(namespace: string | undefined, name: string): T | undefined;
+  hasSynced(): boolean;
+}
+
+/** ReconcilerDeps are the reconciler's collaborators, injected by the composition root. */
+export interface ReconcilerDeps {
+  readonly kc: KubeConfig;
+  readonly locks: Cache<DistributedLock>;
+  readonly leases: Cache<V1Lease>;
+  readonly pods: Cache<V1Pod>;
+  readonly fencing: FencingBackends;
+  readonly events: EventRecorder;
+  readonly metrics: ControllerMetrics | undefined;
+  readonly clock: Clock;
+  readonly log: Logger;
+}
+
+interface Seen { readonly fingerprint: string; readonly atMs: number }
+
+/** MAX_PASSES bounds the observe→act loop of one reconcile (create, grant, then mark). */
+const MAX_PASSES = 4;
+
+/** DistributedLockReconciler implements the lock protocol's controller side (DESIGN "The protocol"). */
+export class DistributedLockReconciler implements Reconciler {
+  readonly #d: ReconcilerDeps;
+  readonly #leaseApi: CoordinationV1Api;
+  readonly #core: CoreV1Api;
+  readonly #custom: CustomObjectsApi;
+  /** #seen: per lock key, the Lease renew fingerprint we last saw and our monotonic time then. */
+  readonly #seen = new Map<ObjectKey, Seen>();
+  /** #degraded: locks whose fencing we last reported unavailable, for transition-only Events. */
+  readonly #degraded = new Set<ObjectKey>();
+
+  constructor(deps: ReconcilerDeps) {
+    this.#d = deps;
+    this.#leaseApi = deps.kc.makeApiClient(CoordinationV1Api);
+    this.#core = deps.kc.makeApiClient(CoreV1Api);
+    this.#custom = deps.kc.makeApiClient(CustomObjectsApi);
+  }
+
+  /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
+  forgetObserved(): void { this.#seen.clear(); }
+
+  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
+    const log = this.#d.log.child({ controller: 'distributedlock', lock: key, reconcileID: ctx.reconcileId });
+    // ### 1: Load the lock; gone means nothing to do.
+    const { namespace, name } = splitKey(key);
+    const cached = this.#d.locks.get(namespace, name);
+    if (cached === undefined) { this.#seen.delete(key); this.#degraded.delete(key); return {}; }
+    const lock = structuredClone(cached);
+    return withFinalizer(lock, FINALIZER, this.#finalizerIO(), {
+      apply: (l) => this.#apply(key, l, log),
+      cleanup: (l) => this.#cleanup(key, l, log),
+    });
+  }
+
+  // ### 2: Observe → decide → act, until no Lease action remains.
+  async #apply(key: ObjectKey, lock: DistributedLock, log: Logger): Promise<Result> {
+    let fresh = false;
+    let obs: Observation | undefined;
+    let dec: Decision | undefined;
+    for (let pass = 0; pass < MAX_PASSES; pass++) {
+      obs = await this.#observe(key, lock, fresh);
+      dec = decide(obs, this.#d.clock.monotonicMs());
+      const leaseAction = dec.actions.find((a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke');
+      if (leaseAction === undefined) break;
+      if (!fresh) { fresh = true; continue; } // decide grants from a direct GET, never the cache alone (G10)
+      await this.#actOnLease(key, lock, obs, leaseAction, log);
+    }
+    if (obs === undefined || dec === undefined) return {};
+    // ### 3: Pod labels and annotations.
+    for (const a of dec.actions) {
+      if (a.type === 'MarkHolderPod') await this.#markPod(lock, obs, a.pod, a.token, log);
+      if (a.type === 'UnmarkPod') await this.#unmarkPod(lock, a.pod, log);
+    }
+    // ### 4: Status, written only when it changed; fencing transitions as Events.
+    this.#reportFencing(key, lock, obs.fencing, log);
+    await this.#writeStatus(lock, computeStatus(obs, dec, lock.status, this.#d.clock.now()));
+    return { requeueAfterMs: dec.requeueAfterMs };
+  }
+
+  async #observe(key: ObjectKey, lock: DistributedLock, fresh: boolean): Promise<Observation> {
+    const namespace = lock.metadata.namespace ?? '';
+    const lName = leaseName(lock.metadata.name ?? '');
+    let lease: V1Lease | undefined;
+    if (fresh) {
+      try { lease = await this.#leaseApi.readNamespacedLease({ namespace, name: lName }); } catch (err) { if (!isNotFound(err)) throw err; }
+    } else {
+      lease = this.#d.leases.get(namespace, lName);
+    }
+    let leaseView: Observation['lease'];
+    if (lease !== undefined) {
+      const record = parseLease(lease);
+      leaseView = { record, observedAtMs: this.#observedAt(key, record) };
+    }
+    const fencing = this.#d.fencing.forLock(lock);
+    const keys = podKeys(lock.metadata.name ?? '');
+    const pods: PodSummary[] = [];
+    for (const p of this.#d.pods.list(namespace)) {
+      const labels = p.metadata?.labels ?? {};
+      const mine = labels[keys.holder] !== undefined || p.metadata?.annotations?.[keys.token] !== undefined;
+      if (mine || matchesSelector(lock.spec.candidates.selector, labels)) pods.push(summarizePod(p));
+    }
+    return {
+      lock, timings: resolveTimings(lock.spec), lease: leaseView, pods, podsSynced: this.#d.pods.hasSynced(),
+      fencing: { backend: fencing.backend, ready: fencing.ready, ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}) },
+    };
+  }
+
+  /** #observedAt restarts the expiry clock whenever the Lease's renew fingerprint changes (client-go observedTime). */
+  #observedAt(key: ObjectKey, record: LockRecord): number {
+    const fingerprint = renewFingerprint(record);
+    const seen = this.#seen.get(key);
+    if (seen !== undefined && seen.fingerprint === fingerprint) return seen.atMs;
+    const atMs = this.#d.clock.monotonicMs();
+    this.#seen.set(key, { fingerprint, atMs });
+    return atMs;
+  }
+
+  async #actOnLease(key: ObjectKey, lock: DistributedLock, obs: Observation, action: Action, log: Logger): Promise<void> {
+    const namespace = lock.metadata.namespace ?? '';
+    const name = leaseName(lock.metadata.name ?? '');
+    switch (action.type) {
+      case 'CreateLease': {
+        try {
+          await this.#leaseApi.createNamespacedLease({
+            namespace,
+            body: {
+              metadata: {
+                name, namespace, labels: { [LOCK_LABEL]: lock.metadata.name ?? '' },
+                ownerReferences: [{ apiVersion: API_VERSION, kind: KIND, name: lock.metadata.name ?? '', uid: lock.metadata.uid ?? '', controller: true }],
+              },
+              spec: {},
+            },
+          });
+          log.info({ lease: name }, 'Created Lease');
+        } catch (err) {
+          if (!isAlreadyExists(err)) throw err; // deterministic name: someone (us, earlier) made it
+        }
+        return;
+      }
+      case 'Grant': {
+        const current = await this.#leaseApi.readNamespacedLease({ namespace, name });
+        const fencing = this.#d.fencing.forLock(lock);
+        let issued;
+        try {
+          issued = await fencing.dispenser.next(fencing.key, action.floor);
+        } catch (err) {
+          this.#d.metrics?.fencingErrors.inc({ backend: fencing.backend, error_kind: errorKind(err) });
+          this.#reportFencing(key, lock, { backend: fencing.backend, ready: false, detail: err instanceof Error ? err.message : String(err) }, log);
+          throw new Error(`Failed to issue fencing token from ${fencing.backend}`, { cause: err });
+        }
+        const firstToken = current.metadata?.annotations?.[TOKEN_ANNOTATION] === undefined;
+        const loss = fenceLoss(issued, firstToken);
+        if (loss !== undefined) {
+          this.#d.metrics?.fencingRefloored.inc({ reason: loss });
+          this.#event(lock, 'Warning', 'FencingRefloored', `${LOSS_MESSAGE[loss]} (key ${fencing.key}); issued token ${issued.token} above the etcd high-water mark ${action.floor}`);
+          log.info({ key: fencing.key, floor: action.floor.toString(), token: issued.token.toString(), reason: loss }, 'Re-floored fencing counter');
+        }
+        const timings = obs.timings;
+        const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now());
+        await this.#leaseApi.replaceNamespacedLease({ namespace, name, body }); // CAS on resourceVersion; 409 → retry
+        this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
+        if (action.cause === 'Expired' || action.cause === 'HolderTerminated') this.#d.metrics?.expirations.inc({ cause: action.cause });
+        if (action.cause === 'Released') this.#d.metrics?.releasesObserved.inc();
+        log.info({ holder: action.to.name, uid: action.to.uid, token: issued.token.toString(), cause: action.cause, previous: action.previous?.name }, 'Granted Lease');
+        this.#event(lock, 'Normal', 'LeaseGranted', `Granted to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`);
+        return;
+      }
+      case 'Revoke': {
+        const current = await this.#leaseApi.readNamespacedLease({ namespace, name });
+        await this.#leaseApi.replaceNamespacedLease({ namespace, name, body: releasedLease(current, 'Revoked') });
+        this.#d.metrics?.expirations.inc({ cause: action.cause });
+        log.info({ holder: action.holder.name, cause: action.cause }, 'Revoked Lease');
+        this.#event(lock, 'Warning', 'HolderExpired', action.cause === 'Expired'
+          ? `Pod ${action.holder.name} stopped renewing for a full lease duration; lock revoked`
+          : `Pod ${action.holder.name}'s containers terminated; lock revoked`);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  async #markPod(lock: DistributedLock, obs: Observation, pod: HolderRef, token: bigint, log: Logger): Promise<void> {
+    const keys = podKeys(lock.metadata.name ?? '');
+    const record = obs.lease?.record;
+    const leaseMs = (record?.leaseDurationSeconds ?? obs.timings.leaseDurationMs / 1000) * 1000;
+    const acquired = record?.acquireTime;
+    const body = {
+      metadata: {
+        labels: { [keys.holder]: 'true' },
+        annotations: {
+          [keys.token]: token.toString(),
+          [keys.lease]: leaseName(lock.metadata.name ?? ''),
+          ...(acquired !== undefined ? { [keys.acquireTime]: acquired.toISOString(), [keys.expireTime]: new Date(acquired.getTime() + leaseMs).toISOString() } : {}),
+        },
+      },
+    };
+    await this.#patchPod(lock, pod, body, log, 'Labelled holder Pod');
+  }
+
+  async #unmarkPod(lock: DistributedLock, pod: HolderRef, log: Logger): Promise<void> {
+    const keys = podKeys(lock.metadata.name ?? '');
+    const body = {
+      metadata: {
+        labels: { [keys.holder]: null },
+        annotations: { [keys.token]: null, [keys.lease]: null, [keys.acquireTime]: null, [keys.expireTime]: null },
+      },
+    };
+    await this.#patchPod(lock, pod, body, log, 'Unlabelled former holder Pod');
+  }
+
+  async #patchPod(lock: DistributedLock, pod: HolderRef, body: object, log: Logger, msg: string): Promise<void> {
+    const namespace = lock.metadata.namespace ?? '';
+    try {
+      // The uid precondition makes sure a re-created pod of the same name is not marked by mistake.
+      await this.#core.patchNamespacedPod({ namespace, name: pod.name, body: { ...body, metadata: { ...(body as { metadata: object }).metadata, uid: pod.uid } } }, mergePatch);
+      log.info({ pod: pod.name }, msg);
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) { log.debug({ pod: pod.name }, 'Pod gone or replaced; skipped'); return; }
+      throw new Error(`Failed to patch Pod ${namespace}/${pod.name}`, { cause: err });
+    }
+  }
+
+  #reportFencing(key: ObjectKey, lock: DistributedLock, f: FencingState, log: Logger): void {
+    this.#d.metrics?.fencingReady.set({ backend: f.backend }, f.ready ? 1 : 0);
+    const was = this.#degraded.has(key);
+    if (!f.ready && !was) {
+      this.#degraded.add(key);
+      log.info({ backend: f.backend, detail: f.detail }, 'Fencing backend unavailable');
+      this.#event(lock, 'Warning', 'FencingUnavailable', `Fencing backend ${f.backend} unavailable (${f.detail ?? 'not ready'}); no new grants until it is back, holders keep renewing`);
+    } else if (f.ready && was) {
+      this.#degraded.delete(key);
+      this.#event(lock, 'Normal', 'FencingAvailable', `Fencing backend ${f.backend} is issuing tokens again`);
+    }
+  }
+
+  async #writeStatus(lock: DistributedLock, next: DistributedLockStatus): Promise<void> {
+    const prev = lock.status ?? {};
+    if (stableJson(prev) === stableJson(next)) return;
+    // A merge patch only adds and changes keys; keys that disappeared are sent as null.
+    const patch: Record<string, unknown> = { ...next };
+    for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
+    await this.#custom.patchNamespacedCustomObjectStatus({
+      group: GROUP, version: VERSION, namespace: lock.metadata.namespace ?? '', plural: PLURAL, name: lock.metadata.name ?? '',
+      body: { status: patch },
+    }, mergePatch);
+  }
+
+  // ### 5: Deletion: unmark pods, delete the Lease (its holder's agent sees it go and stops), drop the finalizer.
+  async #cleanup(key: ObjectKey, lock: DistributedLock, log: Logger): Promise<Result> {
+    const namespace = lock.metadata.namespace ?? '';
+    const keys = podKeys(lock.metadata.name ?? '');
+    for (const p of this.#d.pods.list(namespace)) {
+      const s = summarizePod(p);
+      if (s.labels[keys.holder] !== undefined || s.annotations[keys.token] !== undefined) await this.#unmarkPod(lock, s.ref, log);
+    }
+    try {
+      await this.#leaseApi.deleteNamespacedLease({ namespace, name: leaseName(lock.metadata.name ?? '') });
+      log.info({ lease: leaseName(lock.metadata.name ?? '') }, 'Deleted Lease');
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    this.#seen.delete(key);
+    this.#degraded.delete(key);
+    return {};
+  }
+
+  #finalizerIO(): FinalizerIO<DistributedLock> {
+    return jsonPatchFinalizerIO<DistributedLock>(async (lock, ops: readonly JsonPatchOperation[]) => {
+      await this.#custom.patchNamespacedCustomObject({
+        group: GROUP, version: VERSION, namespace: lock.metadata.namespace ?? '', plural: PLURAL, name: lock.metadata.name ?? '', body: ops,
+      }, jsonPatch);
+    });
+  }
+
+  #event(lock: DistributedLock, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    const target: EventTarget = { apiVersion: API_VERSION, kind: KIND, namespace: lock.metadata.namespace ?? '', name: lock.metadata.name ?? '', uid: lock.metadata.uid ?? '' };
+    this.#d.events.emit(target, type, reason, message);
+  }
+}
+
+type FenceLoss = 'ttl' | 'key_lost' | 'counter_behind';
+
+const LOSS_MESSAGE: Record<FenceLoss, string> = {
+  ttl: 'The Redis fencing counter had a TTL, which fencepost removed',
+  key_lost: 'The Redis fencing counter was missing although tokens were issued before (Redis lost data)',
+  counter_behind: 'The Redis fencing counter was behind tokens already issued (restored or failed over to older data)',
+};
+
+/** fenceLoss says what the dispenser had to repair, if anything; seeding a new lock's counter is not a loss. */
+function fenceLoss(r: FenceResult, firstToken: boolean): FenceLoss | undefined {
+  if (r.hadTtl) return 'ttl';
+  if (!r.refloored) return undefined;
+  if (!r.existed) return firstToken ? undefined : 'key_lost';
+  return 'counter_behind';
+}
+
+function describeCause(cause: string, previous: HolderRef | undefined): string {
+  switch (cause) {
+    case 'Released': return 'the previous holder released it';
+    case 'Expired': return previous !== undefined ? `pod ${previous.name} stopped renewing` : 'the previous holder expired';
+    case 'HolderTerminated': return `pod ${previous?.name ?? '?'}'s containers terminated`;
+    default: return 'it was vacant';
+  }
+}
+
+/** stableJson serialises with sorted keys, for change detection. */
+function stableJson(v: unknown): string {
+  return JSON.stringify(v, (_k, val: unknown) => (val !== null && typeof val === 'object' && !Array.isArray(val)
+    ? Object.fromEntries(Object.entries(val as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+    : val));
+}

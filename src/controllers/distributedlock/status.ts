@@ -1,0 +1,77 @@
+/**
+ * computeStatus — the lock's status, recomputed from the observation and the decision (pure).
+ * The previous status is read only to throttle renewTime/expireTime and to keep condition
+ * transition times; it never feeds a decision.
+ */
+import { ConditionType, Reason, setCondition } from '../../api/v1alpha1/conditions.ts';
+import type { Condition, DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
+import type { Decision, Observation, Waiting } from './decide.ts';
+
+const WAITING_REASON: Record<Waiting, string> = {
+  NoCandidates: Reason.Waiting,
+  LockDelay: Reason.LockDelay,
+  FencingUnavailable: Reason.RedisUnavailable,
+  CacheNotSynced: Reason.CacheNotSynced,
+};
+
+const WAITING_MESSAGE: Record<Waiting, string> = {
+  NoCandidates: 'No candidate pod is Ready and selected by spec.candidates.selector',
+  LockDelay: 'The last holder expired; waiting spec.lockDelaySeconds before the next grant',
+  FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
+  CacheNotSynced: 'The controller is still filling its pod cache',
+};
+
+/**
+ * computeStatus returns the status to write. renewTime and expireTime follow the Lease but are
+ * refreshed only when they lag by more than a lease duration, so that status is not rewritten on
+ * every renewal (the Lease is the truth; status is for people and alerts).
+ */
+export function computeStatus(obs: Observation, dec: Decision, prev: DistributedLockStatus | undefined, now: Date): DistributedLockStatus {
+  const gen = obs.lock.metadata.generation;
+  const record = obs.lease?.record;
+  const held = dec.holder !== undefined && record !== undefined;
+  const leaseMs = (record?.leaseDurationSeconds ?? obs.timings.leaseDurationMs / 1000) * 1000;
+
+  let renewTime: string | undefined;
+  let expireTime: string | undefined;
+  if (held && record.renewTime !== undefined) {
+    const fresh = record.renewTime.getTime();
+    const shown = prev?.renewTime !== undefined && prev.holder?.uid === dec.holder.uid ? Date.parse(prev.renewTime) : Number.NaN;
+    const keep = Number.isFinite(shown) && fresh - shown < leaseMs && fresh >= shown;
+    renewTime = keep ? prev?.renewTime : record.renewTime.toISOString();
+    expireTime = new Date(Date.parse(renewTime ?? '') + leaseMs).toISOString();
+  }
+
+  const og = gen !== undefined ? { observedGeneration: gen } : {};
+  let conditions: Condition[] = [...(prev?.conditions ?? [])];
+  const degraded = !obs.fencing.ready;
+  conditions = setCondition(conditions, degraded
+    ? { type: ConditionType.Degraded, status: 'True', reason: Reason.RedisUnavailable, message: `Fencing backend ${obs.fencing.backend} unavailable: ${obs.fencing.detail ?? 'not ready'}; holders keep renewing, new grants wait`, ...og }
+    : { type: ConditionType.Degraded, status: 'False', reason: Reason.AsExpected, message: `Fencing backend ${obs.fencing.backend} is issuing tokens`, ...og }, now);
+  conditions = setCondition(conditions, held
+    ? { type: ConditionType.Held, status: 'True', reason: Reason.Granted, message: `Held by pod ${dec.holder.name} with fencing token ${record.token ?? '?'}`, ...og }
+    : { type: ConditionType.Held, status: 'False', reason: dec.waiting !== undefined ? WAITING_REASON[dec.waiting] : record?.released === 'Released' ? Reason.Released : Reason.Waiting, message: dec.waiting !== undefined ? WAITING_MESSAGE[dec.waiting] : 'Nobody holds the lock', ...og }, now);
+  conditions = setCondition(conditions, degraded
+    ? { type: ConditionType.Ready, status: 'False', reason: Reason.RedisUnavailable, message: 'The lock cannot be granted while its fencing backend is unavailable', ...og }
+    : { type: ConditionType.Ready, status: 'True', reason: Reason.AsExpected, message: 'The lock is managed and can be granted', ...og }, now);
+
+  const status: DistributedLockStatus = {
+    ...(held ? { holder: { name: dec.holder.name, uid: dec.holder.uid } } : {}),
+    ...(record?.token !== undefined ? { fencingToken: record.token.toString() } : {}),
+    ...(held && record.acquireTime !== undefined ? { acquireTime: record.acquireTime.toISOString() } : {}),
+    ...(renewTime !== undefined ? { renewTime } : {}),
+    ...(expireTime !== undefined ? { expireTime } : {}),
+    leaseTransitions: record?.transitions ?? 0,
+    ...(obs.lease !== undefined ? { leaseName: leaseName(obs.lock.metadata.name ?? '') } : {}),
+    candidates: dec.candidates.length,
+    queueLength: 0,
+    ...(gen !== undefined ? { observedGeneration: gen } : {}),
+    conditions,
+  };
+  return status;
+}
+
+/** leaseName is the deterministic name of a lock's Lease (lock names are at most 63 characters). */
+export function leaseName(lockName: string): string {
+  return `dlock-${lockName}`;
+}

@@ -1,0 +1,66 @@
+/**
+ * Fencing backends as the controller uses them: which dispenser a lock uses, its counter key, and
+ * whether it can issue tokens right now (for the Degraded condition, without a round trip).
+ */
+import { Redis } from 'ioredis';
+import type { DistributedLock } from '../api/v1alpha1/distributedlock.ts';
+import { leaseFence, redisFence, type FenceDispenser } from './redis-fence.ts';
+
+/** LockFencing is how one lock gets its tokens. */
+export interface LockFencing {
+  readonly backend: 'Redis' | 'Lease';
+  readonly key: string;
+  readonly dispenser: FenceDispenser;
+  readonly ready: boolean;
+  readonly detail?: string;
+}
+
+/** FencingBackends picks each lock's backend; `close` ends the Redis connection. */
+export interface FencingBackends {
+  forLock(lock: DistributedLock): LockFencing;
+  close(): Promise<void>;
+}
+
+/** redisKeyFor is the default counter key of a lock: `fencepost:fence:<namespace>/<name>`. */
+export function redisKeyFor(lock: DistributedLock): string {
+  return lock.spec.fencing?.key ?? `fencepost:fence:${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`;
+}
+
+const unavailable: FenceDispenser = {
+  next: () => Promise.reject(new Error('spec.fencing.backend is Redis but the controller was started without --redis-url')),
+};
+
+/**
+ * fencingBackends: with a Redis URL, locks default to Redis; without one, to the embedded Lease
+ * backend, and a lock that asks for Redis is reported not ready. The ioredis client fails
+ * commands at once while disconnected (no offline queue), so a grant never waits on a dead Redis;
+ * it reconnects in the background.
+ */
+export function fencingBackends(redisUrl: string | undefined, onStatus?: (ready: boolean) => void): FencingBackends {
+  const client = redisUrl !== undefined
+    ? new Redis(redisUrl, {
+      enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, commandTimeout: 2000,
+      retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
+    })
+    : undefined;
+  let lastError = 'connecting';
+  if (client !== undefined) {
+    client.on('error', (err: Error) => { lastError = err.message; });
+    client.on('ready', () => onStatus?.(true));
+    client.on('close', () => onStatus?.(false));
+  }
+  const redis = client !== undefined ? redisFence(client) : undefined;
+  return {
+    forLock(lock) {
+      const wanted = lock.spec.fencing?.backend ?? (client !== undefined ? 'Redis' : 'Lease');
+      if (wanted === 'Lease') return { backend: 'Lease', key: '', dispenser: leaseFence, ready: true };
+      const key = redisKeyFor(lock);
+      if (client === undefined || redis === undefined) {
+        return { backend: 'Redis', key, dispenser: unavailable, ready: false, detail: 'the controller has no --redis-url' };
+      }
+      const ready = client.status === 'ready';
+      return { backend: 'Redis', key, dispenser: redis, ready, ...(ready ? {} : { detail: `Redis ${client.status}: ${lastError}` }) };
+    },
+    async close() { if (client !== undefined) { client.disconnect(); await Promise.resolve(); } },
+  };
+}

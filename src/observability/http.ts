@@ -1,0 +1,53 @@
+/**
+ * A tiny HTTP server for /metrics, /healthz and /readyz. Addresses are "host:port"; "0" disables
+ * the listener, and port 0 picks a free one (tests read it back from `address`).
+ */
+import { createServer, type Server } from 'node:http';
+import type { Registry } from 'prom-client';
+
+/** ProbeServer is a listening server; stop closes it. */
+export interface ProbeServer {
+  readonly address: string;
+  stop(): Promise<void>;
+}
+
+/** ProbeRoutes are the checks and the registry a server exposes (each optional). */
+export interface ProbeRoutes {
+  readonly registry?: Registry;
+  readonly healthz?: () => boolean;
+  readonly readyz?: () => boolean;
+}
+
+/** parseBindAddress splits "host:port" (IPv6 in brackets); throws naming the flag. */
+export function parseBindAddress(addr: string, flag: string): { host: string; port: number } {
+  const m = /^(\[[^\]]+\]|[^:]*):(\d{1,5})$/.exec(addr);
+  const port = Number(m?.[2]);
+  if (m === null || port > 65535) throw new Error(`${flag}: expected host:port (e.g. 0.0.0.0:8080 or 127.0.0.1:0), got ${JSON.stringify(addr)}`);
+  const host = (m[1] ?? '').replace(/^\[|\]$/g, '');
+  return { host: host === '' ? '0.0.0.0' : host, port };
+}
+
+/** serveProbes listens on addr (or returns undefined for "0"). */
+export async function serveProbes(addr: string, flag: string, routes: ProbeRoutes): Promise<ProbeServer | undefined> {
+  if (addr === '0') return undefined;
+  const { host, port } = parseBindAddress(addr, flag);
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const check = (ok: boolean | undefined): void => {
+      if (ok === undefined) { res.writeHead(404).end('not found\n'); return; }
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'not ok\n');
+    };
+    if (path === '/metrics' && routes.registry !== undefined) {
+      routes.registry.metrics().then(
+        (text) => { res.writeHead(200, { 'content-type': routes.registry?.contentType ?? 'text/plain' }).end(text); },
+        (err: unknown) => { res.writeHead(500).end(String(err)); },
+      );
+    } else if (path === '/healthz') check(routes.healthz?.() ?? true);
+    else if (path === '/readyz') check(routes.readyz?.());
+    else check(undefined);
+  });
+  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, host, resolve); });
+  const a = server.address();
+  const address = a !== null && typeof a === 'object' ? `${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}` : addr;
+  return { address, stop: () => new Promise((r) => { server.close(() => r()); server.closeAllConnections(); }) };
+}

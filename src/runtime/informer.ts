@@ -1,0 +1,455 @@
+/**
+ * Supervised informers: a list+watch cache of one resource that keeps itself running (G7, G8).
+ *
+ * @kubernetes/client-node's `ListWatch` (what `makeInformer` returns) lists, then watches from the
+ * list's resourceVersion, and re-watches by itself when a watch ends cleanly, times out, or answers
+ * 410 Gone (then it relists first). On any other failure (connection refused or reset, 401/403,
+ * 5xx, a failed list) it emits `error` and stops for good; the caller has to call `start()` again
+ * (issues #364, #795, #1933). This module is that caller: it restarts the informer with jittered
+ * exponential backoff, keeps the cache across restarts, tells when the first list has been
+ * delivered (`start()` resolves, `hasSynced()`), and reports whether it is watching right now, for
+ * health checks and metrics.
+ *
+ * What a restart does (read from client-node 2.0.1 `dist/cache.js`, and observed against a real API
+ * server in test/integration/runtime/informer.test.ts): `start()` keeps the cache and the last
+ * resourceVersion, so it does not relist; it resumes the watch from that resourceVersion, and the
+ * server replays every change since, deletions included. If that resourceVersion is no longer
+ * available (compacted, or the API server restarted and its watch cache starts later, as it does in
+ * practice) the server answers 410 Gone, and the informer relists: `deleteItems` compares the new list
+ * with the cache and emits `delete` for every cached object the list lacks (with its last known
+ * state), then `add`/`update` for new and changed ones. Either way an object deleted while we were
+ * disconnected leaves the cache and produces one `delete`.
+ */
+import { ListWatch, Watch } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject, ListPromise } from '@kubernetes/client-node';
+import type { Timer, TimerClock } from './clock.ts';
+
+/**
+ * InformerLogger is the logging an informer needs: pino-style calls with the structured fields
+ * first and a constant message second (G22). A pino `Logger` satisfies it.
+ */
+export interface InformerLogger {
+  info(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/** ChangeKind says how an object changed in the cache. */
+export type ChangeKind = 'add' | 'update' | 'delete';
+
+/**
+ * ChangeHandler is told about each change to the cache. It must be synchronous, cheap, and only
+ * enqueue (G7: `queue.add(keyOf(obj))`); `obj` is the cache's own object (for `delete`, its last
+ * known state) and must not be mutated.
+ */
+export type ChangeHandler<T> = (obj: T, kind: ChangeKind) => void;
+
+/** InformerBackoff shapes the restart delays of a {@link SupervisedInformer}. */
+export interface InformerBackoff {
+  /** baseMs is the upper bound of the first restart delay. Defaults to 200 ms. */
+  readonly baseMs?: number;
+  /** maxMs caps every restart delay. Defaults to 30 s. */
+  readonly maxMs?: number;
+}
+
+/**
+ * DEFAULT_INFORMER_BACKOFF: restart delays start at ≤ 200 ms and double per consecutive failure up
+ * to 30 s. 200 ms lets a blip (one API server replica restarting behind a load balancer) heal
+ * almost unnoticed; the 30 s cap is client-go's reflector cap and client-node's own re-watch cap,
+ * and keeps a long outage to two attempts a minute per informer. The cap is reached after 8
+ * consecutive failures.
+ */
+export const DEFAULT_INFORMER_BACKOFF = Object.freeze({ baseMs: 200, maxMs: 30_000 } as const);
+
+/**
+ * DEFAULT_SYNC_TIMEOUT_MS is how long `start()` waits for the first list: 2 minutes, as
+ * controller-runtime's `CacheSyncTimeout` (G8).
+ */
+export const DEFAULT_SYNC_TIMEOUT_MS = 120_000;
+
+/** SuperviseInformerOptions configures {@link superviseInformer}. */
+export interface SuperviseInformerOptions<T extends KubernetesObject> {
+  /** name identifies the informer in logs and errors (e.g. `pods`). */
+  readonly name: string;
+  /** kc is the client configuration for the watch requests. */
+  readonly kc: KubeConfig;
+  /** path is the collection's URL path, e.g. `/api/v1/namespaces/ns/configmaps`. */
+  readonly path: string;
+  /**
+   * list returns the whole collection at `path`, e.g. `() => core.listNamespacedPod({ namespace })`.
+   * WARNING: it must apply the same `labelSelector` itself; the informer only passes the selector
+   * to the watch, so a list without it fills the cache with objects no watch will ever update.
+   */
+  readonly list: ListPromise<T>;
+  /** labelSelector restricts the watch (and, by the caller's list, the cache). Defaults to none. */
+  readonly labelSelector?: string;
+  /** clock schedules restarts and the sync timeout. */
+  readonly clock: TimerClock;
+  /** log receives restarts, failures and handler errors. Defaults to discarding them. */
+  readonly log?: InformerLogger;
+  /** backoff shapes restart delays; see {@link DEFAULT_INFORMER_BACKOFF}. */
+  readonly backoff?: InformerBackoff;
+  /** syncTimeoutMs bounds `start()`; see {@link DEFAULT_SYNC_TIMEOUT_MS}. */
+  readonly syncTimeoutMs?: number;
+  /** random returns a number in [0, 1) for jitter. Defaults to `Math.random`; inject it in tests. */
+  readonly random?: () => number;
+  /**
+   * onStateChange is called with the new value of `watching()` each time it changes (not on every
+   * attempt), for a health check or a gauge. It must be synchronous and cheap; a throw is logged.
+   */
+  onStateChange?(watching: boolean): void;
+}
+
+/**
+ * SupervisedInformer is a self-restarting list+watch cache of one collection.
+ *
+ * Caveats for readers of the cache: objects are the cache's own, shared by every reader; callers must
+ * `structuredClone` one before changing it (G9). Objects delivered by a list are client-node model
+ * instances with `Date` timestamps and, as the API server sends list items, no `kind`/`apiVersion`;
+ * objects delivered by the watch are plain JSON with string timestamps and both fields set. Do not
+ * rely on either shape; read `metadata` and `spec` fields only, and compare timestamps by value.
+ */
+export interface SupervisedInformer<T extends KubernetesObject> {
+  /**
+   * start begins listing and watching, and resolves once the first list has been delivered to the
+   * cache and the handlers and a watch has been established (synced). Until then it keeps retrying
+   * with backoff, and rejects after `syncTimeoutMs` (the last failure as `cause`) or if `stop()` is
+   * called first; the informer keeps retrying after a timeout, so call `stop()` (or exit, G8).
+   * Calling it again returns the same promise; once the informer has been stopped it rejects.
+   */
+  start(): Promise<void>;
+  /**
+   * hasSynced reports whether `start()` has resolved: the first list has been delivered and a watch
+   * was established. Once true it stays true, also while
+   * restarting: the cache is still valid, only possibly stale; see {@link SupervisedInformer.watching}.
+   */
+  hasSynced(): boolean;
+  /**
+   * watching reports whether the informer's last list/watch attempt succeeded and has not failed
+   * since, i.e. whether the cache is being kept current. False before the first sync, while
+   * restarting after an error, and after `stop()`. Caveat: client-node re-watches by itself every
+   * 30 s of silence and after clean ends; those short gaps do not show here.
+   */
+  watching(): boolean;
+  /**
+   * list returns the cached objects of `namespace`, or of all namespaces when it is omitted (and for
+   * cluster-scoped resources). The array is new; its objects are the cache's (never mutate them).
+   */
+  list(namespace?: string): T[];
+  /**
+   * get returns the cached object, or `undefined`; pass `undefined` as `namespace` for
+   * cluster-scoped objects. The object is the cache's (never mutate it).
+   */
+  get(namespace: string | undefined, name: string): T | undefined;
+  /**
+   * onChange registers `handler` for every later change to the cache, including the adds of the
+   * first list; register handlers before `start()` so none are missed. Each call is wrapped in
+   * try/catch: a throwing handler is logged and cannot break the informer or other handlers.
+   * Updates are reported only when the resourceVersion changed.
+   */
+  onChange(handler: ChangeHandler<T>): void;
+  /**
+   * stop ends the watch and any pending restart, and the informer for good (create a new one to
+   * watch again). The cache keeps its last contents; handlers are not called any more. Idempotent.
+   */
+  stop(): Promise<void>;
+}
+
+/**
+ * superviseInformer creates a {@link SupervisedInformer} for the collection at `opts.path`; nothing
+ * happens until `start()`.
+ *
+ * Restarts: every `error` from the informer (after it has stopped itself) schedules one restart
+ * after `min(maxMs, baseMs · 2^n) · (0.5 + 0.5 · random())` for the n-th consecutive failure
+ * (equal jitter: half fixed, half random, never above `maxMs`). The count resets once a (re)start
+ * lists (if needed) and establishes a watch without error.
+ *
+ * Hardening over plain `makeInformer` (which is `new ListWatch(path, new Watch(kc), list, false,
+ * labelSelector)`; this builds the same thing with a guarded `Watch`):
+ * - client-node does not re-check `stopped` after its awaits, so a `stop()` during a list or a
+ *   re-watch delay would still open a watch afterwards; the guarded watch refuses to open, and
+ *   aborts one that opened, once stopped;
+ * - a watch that fails before its request is sent (credentials could not be loaded) rejects inside
+ *   client-node's re-watch callback, which nothing awaits (an unhandled rejection, fatal in Node);
+ *   the guarded watch turns it into an `error` event, which is restarted like any other;
+ * - client-node's own re-watch delays run on `opts.clock` and end at once on `stop()`.
+ *
+ * @throws RangeError unless 0 < baseMs ≤ maxMs (finite) and syncTimeoutMs > 0.
+ */
+export function superviseInformer<T extends KubernetesObject>(opts: SuperviseInformerOptions<T>): SupervisedInformer<T> {
+  return new Supervisor(opts);
+}
+
+/** NOOP_LOGGER discards everything; the default when no logger is passed. */
+const NOOP_LOGGER: InformerLogger = Object.freeze({ info() {}, debug() {}, error() {} });
+
+/**
+ * GuardedWatch is client-node's Watch that will not open a watch once `stopped()` is true, and that
+ * reports a failure to start a request through `done` rather than by rejecting.
+ */
+class GuardedWatch extends Watch {
+  readonly #stopped: () => boolean;
+
+  constructor(kc: KubeConfig, stopped: () => boolean) {
+    super(kc);
+    this.#stopped = stopped;
+  }
+
+  override async watch(
+    path: string,
+    queryParams: Record<string, string | number | boolean | undefined>,
+    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    if (this.#stopped()) return abortedController();
+    let controller: AbortController;
+    try {
+      controller = await super.watch(path, queryParams, callback, done);
+    } catch (err) {
+      done(err);
+      return abortedController();
+    }
+    // Stopped while the request was being opened: client-node has already forgotten it.
+    if (this.#stopped()) controller.abort();
+    return controller;
+  }
+}
+
+function abortedController(): AbortController {
+  const c = new AbortController();
+  c.abort();
+  return c;
+}
+
+class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
+  readonly #name: string;
+  readonly #path: string;
+  readonly #clock: TimerClock;
+  readonly #log: InformerLogger;
+  readonly #baseMs: number;
+  readonly #maxMs: number;
+  readonly #syncTimeoutMs: number;
+  readonly #random: () => number;
+  readonly #onStateChange: ((watching: boolean) => void) | undefined;
+  readonly #informer: ListWatch<T>;
+  readonly #handlers: ChangeHandler<T>[] = [];
+  /** #delays are client-node's pending re-watch delays, ended early by stop(). */
+  readonly #delays = new Set<() => void>();
+
+  #started: Promise<void> | undefined;
+  #resolveSync: (() => void) | undefined;
+  #rejectSync: ((err: Error) => void) | undefined;
+  #syncTimer: Timer | undefined;
+  #restartTimer: Timer | undefined;
+  #synced = false;
+  #watching = false;
+  #stopped = false;
+  /** #attempting is true from calling the informer's start() until that promise settles. */
+  #attempting = false;
+  /** #attemptFailed records an error during the current attempt; the attempt's end restarts. */
+  #attemptFailed = false;
+  /** #failures counts consecutive failed attempts, the exponent of the backoff. */
+  #failures = 0;
+  #lastError: unknown;
+
+  constructor(opts: SuperviseInformerOptions<T>) {
+    const baseMs = opts.backoff?.baseMs ?? DEFAULT_INFORMER_BACKOFF.baseMs;
+    const maxMs = opts.backoff?.maxMs ?? DEFAULT_INFORMER_BACKOFF.maxMs;
+    if (!(Number.isFinite(baseMs) && Number.isFinite(maxMs) && baseMs > 0 && baseMs <= maxMs)) {
+      throw new RangeError(`superviseInformer needs 0 < backoff.baseMs ≤ backoff.maxMs, got ${baseMs} and ${maxMs}`);
+    }
+    const syncTimeoutMs = opts.syncTimeoutMs ?? DEFAULT_SYNC_TIMEOUT_MS;
+    if (!(syncTimeoutMs > 0)) throw new RangeError(`superviseInformer needs syncTimeoutMs > 0, got ${syncTimeoutMs}`);
+    this.#name = opts.name;
+    this.#path = opts.path;
+    this.#clock = opts.clock;
+    this.#log = opts.log ?? NOOP_LOGGER;
+    this.#baseMs = baseMs;
+    this.#maxMs = maxMs;
+    this.#syncTimeoutMs = syncTimeoutMs;
+    this.#random = opts.random ?? Math.random;
+    this.#onStateChange = opts.onStateChange?.bind(opts);
+
+    const watch = new GuardedWatch(opts.kc, () => this.#stopped);
+    this.#informer = new ListWatch<T>(opts.path, watch, opts.list, false, opts.labelSelector, undefined, {
+      delayFn: (ms) => this.#delay(ms),
+    });
+    this.#informer.on('add', (obj) => this.#dispatch(obj, 'add'));
+    this.#informer.on('update', (obj) => this.#dispatch(obj, 'update'));
+    this.#informer.on('delete', (obj) => this.#dispatch(obj, 'delete'));
+    this.#informer.on('error', (err: unknown) => this.#onError(err));
+  }
+
+  start(): Promise<void> {
+    if (this.#stopped) return Promise.reject(new Error(`Informer ${this.#name} was stopped; create a new one`));
+    if (this.#started !== undefined) return this.#started;
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
+    this.#started = promise;
+    this.#resolveSync = resolve;
+    this.#rejectSync = reject;
+    this.#syncTimer = this.#clock.setTimeout(() => {
+      this.#syncTimer = undefined;
+      this.#failSync(
+        new Error(`Informer ${this.#name} did not sync within ${this.#syncTimeoutMs} ms`, { cause: this.#lastError }),
+      );
+    }, this.#syncTimeoutMs);
+    this.#log.debug(this.#fields(), 'Started informer');
+    this.#attempt();
+    return promise;
+  }
+
+  hasSynced(): boolean {
+    return this.#synced;
+  }
+
+  watching(): boolean {
+    return this.#watching;
+  }
+
+  list(namespace?: string): T[] {
+    return [...this.#informer.list(namespace)];
+  }
+
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.#informer.get(name, namespace);
+  }
+
+  onChange(handler: ChangeHandler<T>): void {
+    this.#handlers.push(handler);
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#restartTimer?.cancel();
+    this.#restartTimer = undefined;
+    this.#syncTimer?.cancel();
+    this.#syncTimer = undefined;
+    this.#failSync(new Error(`Informer ${this.#name} was stopped before it synced`));
+    for (const end of this.#delays) end();
+    this.#delays.clear();
+    this.#setWatching(false);
+    // Aborts the open watch; client-node then emits an AbortError `error`, which #onError ignores.
+    await this.#informer.stop();
+    if (this.#started !== undefined) this.#log.info(this.#fields(), 'Stopped informer');
+  }
+
+  /** #attempt (re)starts the informer; its outcome arrives through #onError and #attemptEnded. */
+  #attempt(): void {
+    this.#restartTimer = undefined;
+    if (this.#stopped) return;
+    this.#attempting = true;
+    this.#attemptFailed = false;
+    void this.#informer.start().then(
+      () => this.#attemptEnded(),
+      (err: unknown) => {
+        // Rejections bypass the `error` event (a thrown list handler cannot happen: #dispatch catches).
+        this.#onError(err);
+        this.#attemptEnded();
+      },
+    );
+  }
+
+  /**
+   * #attemptEnded runs when the informer's start() settles. client-node's start() resolves after it
+   * has listed (when it had no resourceVersion) and opened the watch, or after it emitted `error`.
+   */
+  #attemptEnded(): void {
+    this.#attempting = false;
+    if (this.#stopped) return;
+    if (this.#attemptFailed) {
+      this.#scheduleRestart();
+      return;
+    }
+    const recovered = this.#failures > 0;
+    this.#failures = 0;
+    this.#lastError = undefined;
+    this.#setWatching(true);
+    if (!this.#synced) {
+      this.#synced = true;
+      this.#syncTimer?.cancel();
+      this.#syncTimer = undefined;
+      const resolve = this.#resolveSync;
+      this.#resolveSync = undefined;
+      this.#rejectSync = undefined;
+      this.#log.info({ ...this.#fields(), objects: this.#informer.list().length }, 'Synced informer cache');
+      resolve?.();
+    } else if (recovered) {
+      this.#log.info(this.#fields(), 'Restored informer watch');
+    }
+  }
+
+  /** #onError handles client-node's `error` event, after which the informer has stopped itself. */
+  #onError(err: unknown): void {
+    // After stop(), the aborted watch reports an AbortError; nothing to restart.
+    if (this.#stopped) return;
+    this.#lastError = err;
+    this.#setWatching(false);
+    if (this.#attempting) {
+      this.#attemptFailed = true;
+      return;
+    }
+    this.#scheduleRestart();
+  }
+
+  #scheduleRestart(): void {
+    if (this.#stopped || this.#restartTimer !== undefined) return;
+    const ceiling = Math.min(this.#maxMs, this.#baseMs * 2 ** this.#failures);
+    const delayMs = ceiling * (0.5 + 0.5 * this.#random());
+    this.#failures++;
+    this.#log.error(
+      { ...this.#fields(), err: this.#lastError, failures: this.#failures, retryInMs: Math.round(delayMs) },
+      'Failed to list or watch resource',
+    );
+    this.#restartTimer = this.#clock.setTimeout(() => this.#attempt(), delayMs);
+  }
+
+  #dispatch(obj: T, kind: ChangeKind): void {
+    if (this.#stopped) return;
+    for (const handler of this.#handlers) {
+      try {
+        handler(obj, kind);
+      } catch (err) {
+        this.#log.error(
+          { ...this.#fields(), err, kind, namespace: obj.metadata?.namespace, objectName: obj.metadata?.name },
+          'Failed to handle informer event',
+        );
+      }
+    }
+  }
+
+  #setWatching(watching: boolean): void {
+    if (this.#watching === watching) return;
+    this.#watching = watching;
+    try {
+      this.#onStateChange?.(watching);
+    } catch (err) {
+      this.#log.error({ ...this.#fields(), err, watching }, 'Failed to report informer state');
+    }
+  }
+
+  #failSync(err: Error): void {
+    const reject = this.#rejectSync;
+    this.#resolveSync = undefined;
+    this.#rejectSync = undefined;
+    reject?.(err);
+  }
+
+  /** #delay is client-node's re-watch delay on our clock; stop() ends it early. */
+  #delay(ms: number): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const end = (): void => {
+        timer.cancel();
+        this.#delays.delete(end);
+        resolve();
+      };
+      const timer = this.#clock.setTimeout(end, ms);
+      this.#delays.add(end);
+    });
+  }
+
+  #fields(): { informer: string; path: string } {
+    return { informer: this.#name, path: this.#path };
+  }
+}

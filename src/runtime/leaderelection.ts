@@ -1,0 +1,703 @@
+/**
+ * Leader election among the controller's own replicas over a coordination.k8s.io/v1 Lease: a port
+ * of client-go's `tools/leaderelection` with its `LeaseLock` (G18).
+ *
+ * WARNING: leader election does not provide fencing. Two replicas may both believe they lead for a
+ * while: a leader that is paused (GC, SIGSTOP, a frozen VM) or cut off from the API server keeps
+ * believing it leads until its own renew deadline passes, and its last requests may still reach the
+ * API server after a successor took over. Nothing here stops those requests. Anything that must not
+ * run twice has to be protected by the resource it touches: a compare-and-swap on a resourceVersion
+ * (what every fencepost grant is), or a fencing token checked by the resource.
+ *
+ * The model, as in client-go:
+ * - *Observed time.* A candidate never compares the Lease's `renewTime` with its own clock (the
+ *   holder's wall clock wrote it). It remembers the record it last saw (holderIdentity,
+ *   leaseDurationSeconds, acquireTime, renewTime, leaseTransitions) and, on its own monotonic clock,
+ *   when it first saw that value. The lease counts as expired only when that record has not
+ *   changed for a full lease duration of the candidate's own time. So a restarted candidate waits
+ *   a full duration before taking over, clock offsets between nodes do not matter, and wall-clock
+ *   steps do not matter; only a difference in clock *rates* does, and `leaseDurationMs /
+ *   renewDeadlineMs` is the ratio of rates tolerated.
+ * - *Compare-and-swap.* Every write is a replace carrying the resourceVersion it was built from (or a
+ *   create, which fails if the Lease exists). A 409 means another writer won: the elector re-reads
+ *   on its next attempt. The leader first tries a fast path with the resourceVersion of its own last
+ *   write, and only re-reads the Lease when that fails.
+ * - *Stepping down.* Every renew round has `renewDeadlineMs`: attempts repeat every
+ *   `retryPeriodMs`, an attempt still in flight at the deadline is abandoned, and if none succeeded
+ *   the leader stops leading (aborts the signal given to `onStartedLeading`, then calls
+ *   `onStoppedLeading`). `renewDeadlineMs < leaseDurationMs` is what makes the old leader stop before
+ *   others expire its lease, given equal clock rates.
+ *
+ * Where this port differs from client-go, and why:
+ * - A leader that reads the Lease and finds another holder steps down at once, instead of retrying
+ *   until the renew deadline (it is certainly no longer the leader).
+ * - After losing the lease (renew deadline, or another holder) it never releases it: the workers it
+ *   is stopping may still be running. Only a cancel of `run()` with `releaseOnCancel` releases.
+ * - `onStoppedLeading` is called once per term, and only if `onStartedLeading` was called (client-go
+ *   also calls it when `run` is cancelled before ever leading).
+ * - `leaseDurationSeconds` is written rounded up to whole seconds, and a candidate waits for the
+ *   longer of its own `leaseDurationMs` and the record's `leaseDurationSeconds` (client-go truncates
+ *   the seconds and, in current versions, trusts the record alone).
+ * - The first renew happens `retryPeriodMs` after acquiring (client-go renews at once, a write that
+ *   changes nothing).
+ */
+import { Observable, V1MicroTime } from '@kubernetes/client-node';
+import type {
+  ConfigurationOptions,
+  CoordinationV1Api,
+  ObservableMiddleware,
+  RequestContext,
+  ResponseContext,
+  V1Lease,
+  V1LeaseSpec,
+} from '@kubernetes/client-node';
+import { sleep } from './clock.ts';
+import type { TimerClock } from './clock.ts';
+import { isAlreadyExists, isConflict, isNotFound } from './errors.ts';
+
+/** DEFAULT_LEASE_DURATION_MS is the default {@link LeaderElectionConfig.leaseDurationMs} (client-go core clients: 15 s). */
+export const DEFAULT_LEASE_DURATION_MS = 15_000;
+/** DEFAULT_RENEW_DEADLINE_MS is the default {@link LeaderElectionConfig.renewDeadlineMs} (client-go core clients: 10 s). */
+export const DEFAULT_RENEW_DEADLINE_MS = 10_000;
+/** DEFAULT_RETRY_PERIOD_MS is the default {@link LeaderElectionConfig.retryPeriodMs} (client-go core clients: 2 s). */
+export const DEFAULT_RETRY_PERIOD_MS = 2_000;
+/**
+ * JITTER_FACTOR is client-go's `JitterFactor`: a candidate waits between `retryPeriodMs` and
+ * `(1 + JITTER_FACTOR) × retryPeriodMs` between acquire attempts, and `renewDeadlineMs` must exceed
+ * `JITTER_FACTOR × retryPeriodMs`.
+ */
+export const JITTER_FACTOR = 1.2;
+
+/** LeaseRequestOptions are per-request options for a {@link LeaseClient}. */
+export interface LeaseRequestOptions {
+  /** signal aborts the request; the call should then reject promptly (the elector stops waiting regardless). */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * LeaseClient is the part of the coordination.k8s.io/v1 API the elector needs; build one from
+ * client-node with {@link leaseClientFrom}, or fake it in unit tests.
+ *
+ * Contract: `get` resolves `undefined` for a Lease that does not exist (404) and rejects on every
+ * other failure. `create` rejects with a 409 (reason AlreadyExists) when the Lease exists.
+ * `replace` is a compare-and-swap: it must reject with a 409 (reason Conflict) when the
+ * `metadata.resourceVersion` of `lease` is not the stored one. Errors are client-node
+ * `ApiException`s or anything else {@link isConflict}/{@link isAlreadyExists} understand. Every call
+ * resolves to the Lease as stored (with its new resourceVersion).
+ */
+export interface LeaseClient {
+  get(namespace: string, name: string, options?: LeaseRequestOptions): Promise<V1Lease | undefined>;
+  create(namespace: string, lease: V1Lease, options?: LeaseRequestOptions): Promise<V1Lease>;
+  replace(namespace: string, name: string, lease: V1Lease, options?: LeaseRequestOptions): Promise<V1Lease>;
+}
+
+/**
+ * leaseClientFrom adapts client-node's `CoordinationV1Api` to a {@link LeaseClient}. Abort signals
+ * are passed to the HTTP request, so an abandoned attempt does not keep a connection busy.
+ *
+ * Errors are the `ApiException`s client-node throws, unwrapped, so that callers can classify them.
+ */
+export function leaseClientFrom(api: CoordinationV1Api): LeaseClient {
+  return {
+    async get(namespace, name, options) {
+      try {
+        return await api.readNamespacedLease({ namespace, name }, withSignal(options?.signal));
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
+    create: (namespace, lease, options) =>
+      api.createNamespacedLease({ namespace, body: lease }, withSignal(options?.signal)),
+    replace: (namespace, name, lease, options) =>
+      api.replaceNamespacedLease({ namespace, name, body: lease }, withSignal(options?.signal)),
+  };
+}
+
+/**
+ * LeaderElectionLogger is the logging the elector does: constant messages, structured fields, errors
+ * as `{ err }` (G22). A pino `Logger` satisfies it.
+ */
+export interface LeaderElectionLogger {
+  info(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/**
+ * LeaderCallbacks are the elector's lifecycle hooks. They run synchronously on the elector's loop,
+ * so they must return promptly: start asynchronous work and return. They must not throw; if one
+ * does, `run()` stops (stepping down if it was leading, without releasing the Lease) and rejects with
+ * that error.
+ */
+export interface LeaderCallbacks {
+  /**
+   * onStartedLeading is called once when this replica acquired the Lease. `signal` aborts when it
+   * stops leading, for whatever reason; everything started here must stop when it does.
+   */
+  onStartedLeading(signal: AbortSignal): void;
+  /**
+   * onStoppedLeading is called exactly once after each `onStartedLeading`, when the term ended: the
+   * renew deadline passed, another holder was seen, or `run()` was cancelled (after the release, if
+   * any). For a controller that did not ask to stop, the right reaction is to exit the process
+   * (controller-runtime: "the binary must exit immediately after losing the lock").
+   */
+  onStoppedLeading(): void;
+  /**
+   * onNewLeader is called when the elector observes a holder different from the last one it
+   * reported, including the first holder it sees and itself. A Lease with no holder is not reported.
+   */
+  onNewLeader?(identity: string): void;
+}
+
+/** LeaderElectionConfig configures a {@link LeaderElector}; see {@link validateLeaderElectionConfig} for the rules. */
+export interface LeaderElectionConfig {
+  /** leases reads and writes the Lease; see {@link LeaseClient}. */
+  readonly leases: LeaseClient;
+  /** namespace of the Lease. */
+  readonly namespace: string;
+  /** name of the Lease; created on the first attempt if it does not exist. */
+  readonly name: string;
+  /**
+   * identity is this replica's holderIdentity. It must be unique per process incarnation (pod name
+   * plus a random suffix or UID): an elector takes over at once a Lease that already names its
+   * identity, as client-go does, so two processes sharing one identity would both lead.
+   */
+  readonly identity: string;
+  /**
+   * leaseDurationMs is how long a candidate waits, on its own monotonic clock, without observing a
+   * change of the Lease record before it takes the Lease over. It also bounds how long a fresh set of
+   * replicas waits for a stale holder. Written to the Lease rounded up to whole seconds.
+   * Defaults to 15 s.
+   */
+  readonly leaseDurationMs?: number;
+  /**
+   * renewDeadlineMs is how long the leader keeps retrying a renewal before it gives up and steps
+   * down; an attempt still in flight when it passes is abandoned. Defaults to 10 s.
+   *
+   * Caveat (as in client-go): a renew round starts `retryPeriodMs` after the previous success, so a
+   * leader may believe it leads up to `retryPeriodMs + renewDeadlineMs` after its last successful
+   * renewal. Keep that below `leaseDurationMs` (the defaults give 12 s < 15 s).
+   */
+  readonly renewDeadlineMs?: number;
+  /**
+   * retryPeriodMs is the wait between attempts: between renewals of a healthy leader, between
+   * retries of a failing renewal, and (plus up to {@link JITTER_FACTOR} × itself of random jitter)
+   * between acquire attempts of a candidate. Defaults to 2 s.
+   */
+  readonly retryPeriodMs?: number;
+  /**
+   * clock supplies monotonic time (all expiry and deadline decisions), wall time (only for the
+   * acquireTime/renewTime written to the Lease, which no elector reads as a time) and timers.
+   */
+  readonly clock: TimerClock;
+  /**
+   * releaseOnCancel releases the Lease when `run()`'s signal aborts while leading, so a successor
+   * takes over at its next attempt instead of after a full lease duration. Defaults to true.
+   *
+   * WARNING: abort `run()` only after everything started in `onStartedLeading` has stopped;
+   * otherwise the successor and the still-running work overlap.
+   */
+  readonly releaseOnCancel?: boolean;
+  /** log receives the elector's logs. Defaults to none. */
+  readonly log?: LeaderElectionLogger;
+  /** random returns a number in [0, 1) for retry jitter. Defaults to `Math.random`; inject it for deterministic tests. */
+  readonly random?: () => number;
+  /** callbacks are the lifecycle hooks; see {@link LeaderCallbacks}. */
+  readonly callbacks: LeaderCallbacks;
+}
+
+/**
+ * validateLeaderElectionConfig throws a `RangeError` whose message starts with the offending field's
+ * name unless, after defaults: every duration is a finite number > 0; `leaseDurationMs >
+ * renewDeadlineMs > JITTER_FACTOR × retryPeriodMs` (client-go's rules); and identity, namespace and
+ * name are non-empty.
+ */
+export function validateLeaderElectionConfig(
+  config: Pick<
+    LeaderElectionConfig,
+    'identity' | 'namespace' | 'name' | 'leaseDurationMs' | 'renewDeadlineMs' | 'retryPeriodMs'
+  >,
+): void {
+  const leaseDurationMs = config.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS;
+  const renewDeadlineMs = config.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS;
+  const retryPeriodMs = config.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS;
+  for (const [field, value] of [
+    ['leaseDurationMs', leaseDurationMs],
+    ['renewDeadlineMs', renewDeadlineMs],
+    ['retryPeriodMs', retryPeriodMs],
+  ] as const) {
+    if (!Number.isFinite(value) || value <= 0) {
+      throw new RangeError(`${field} must be a finite number greater than 0, got ${value}`);
+    }
+  }
+  if (leaseDurationMs <= renewDeadlineMs) {
+    throw new RangeError(
+      `leaseDurationMs must be greater than renewDeadlineMs, got ${leaseDurationMs} and ${renewDeadlineMs}`,
+    );
+  }
+  if (renewDeadlineMs <= JITTER_FACTOR * retryPeriodMs) {
+    throw new RangeError(
+      `renewDeadlineMs must be greater than ${JITTER_FACTOR} × retryPeriodMs, got ${renewDeadlineMs} and ${retryPeriodMs}`,
+    );
+  }
+  for (const field of ['identity', 'namespace', 'name'] as const) {
+    if (config[field] === '') throw new RangeError(`${field} must not be empty`);
+  }
+}
+
+/**
+ * LeaderElector runs leader election for one replica; see the module comment for the model.
+ *
+ * Guarantees: every Lease write is a compare-and-swap; a candidate takes over a held Lease only
+ * after `leaseDurationMs` of its own monotonic time without a change of the record; the leader steps
+ * down (aborting the `onStartedLeading` signal, then calling `onStoppedLeading` once) when a renew
+ * round fails for `renewDeadlineMs` or it sees another holder; a release is a compare-and-swap that
+ * succeeds only while the Lease still names this replica.
+ *
+ * Assumptions: clocks of the replicas run at about the same rate; identities are unique.
+ *
+ * Caveats: not fencing (see the module comment). API errors never reject `run()`: they are logged
+ * and retried, and a leader that cannot renew steps down.
+ */
+export class LeaderElector {
+  readonly #leases: LeaseClient;
+  readonly #namespace: string;
+  readonly #name: string;
+  readonly #identity: string;
+  readonly #leaseDurationMs: number;
+  readonly #renewDeadlineMs: number;
+  readonly #retryPeriodMs: number;
+  readonly #clock: TimerClock;
+  readonly #releaseOnCancel: boolean;
+  readonly #log: LeaderElectionLogger;
+  readonly #random: () => number;
+  readonly #callbacks: LeaderCallbacks;
+  readonly #fields: Readonly<Record<string, string>>;
+
+  /** #lease is the Lease as last read or written: its resourceVersion is the one the next write expects. */
+  #lease: V1Lease | undefined;
+  /** #observed is the record last seen; #observedAt is when (monotonic) it was first seen or written. */
+  #observed: ElectionRecord | undefined;
+  #observedAt = 0;
+  #reportedLeader = '';
+  #leading = false;
+  #started = false;
+
+  /** The constructor validates `config` with {@link validateLeaderElectionConfig} and throws its RangeError. */
+  constructor(config: LeaderElectionConfig) {
+    validateLeaderElectionConfig(config);
+    this.#leases = config.leases;
+    this.#namespace = config.namespace;
+    this.#name = config.name;
+    this.#identity = config.identity;
+    this.#leaseDurationMs = config.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS;
+    this.#renewDeadlineMs = config.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS;
+    this.#retryPeriodMs = config.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS;
+    this.#clock = config.clock;
+    this.#releaseOnCancel = config.releaseOnCancel ?? true;
+    this.#log = config.log ?? NOOP_LOGGER;
+    this.#random = config.random ?? Math.random;
+    this.#callbacks = config.callbacks;
+    this.#fields = Object.freeze({ lease: `${config.namespace}/${config.name}`, identity: config.identity });
+  }
+
+  /**
+   * run campaigns until this replica acquires the Lease, calls `onStartedLeading`, renews until the
+   * term ends, then resolves. It resolves without leading when `signal` aborts first. It may be
+   * called once per elector.
+   *
+   * On abort while leading: the `onStartedLeading` signal aborts, the Lease is released if
+   * `releaseOnCancel` (bounded by `renewDeadlineMs`; a failed release is logged and the Lease then
+   * expires), `onStoppedLeading` is called, and the promise resolves. It rejects only when called
+   * twice or when a callback throws.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (this.#started) throw new Error('LeaderElector.run was already called; create a new LeaderElector');
+    this.#started = true;
+    if (!(await this.#acquire(signal))) return;
+
+    const term = new AbortController();
+    this.#leading = true;
+    let reason = 'Cancelled';
+    try {
+      this.#callbacks.onStartedLeading(term.signal);
+      reason = await this.#renew(signal);
+    } catch (err) {
+      reason = 'CallbackFailed';
+      throw err;
+    } finally {
+      this.#leading = false;
+      term.abort(new Error('Stopped leading'));
+      this.#log.info({ ...this.#fields, reason }, 'Stopped leading');
+      if (reason === 'Cancelled' && this.#releaseOnCancel) await this.#release();
+      this.#callbacks.onStoppedLeading();
+    }
+  }
+
+  /**
+   * isLeader reports whether this replica is leading right now: true from just before
+   * `onStartedLeading` until just before `onStoppedLeading`. (client-go's `IsLeader` instead reports
+   * whether the last observed holder is this replica; compare {@link LeaderElector.getLeader} with
+   * the identity for that.)
+   */
+  isLeader(): boolean {
+    return this.#leading;
+  }
+
+  /** getLeader returns the holder of the Lease as last observed, or `undefined` if none was seen or it was released. */
+  getLeader(): string | undefined {
+    const holder = this.#observed?.holderIdentity;
+    return holder === undefined || holder === '' ? undefined : holder;
+  }
+
+  /**
+   * healthy is client-go's `Check` for a liveness probe: true unless the last observed holder is this
+   * replica and that record was last written or seen more than `leaseDurationMs + toleranceMs` ago.
+   * It turns false when a leader is stuck (or stepped down but did not exit), since others may have
+   * expired its lease by then. A candidate that does not lead is always healthy. `toleranceMs`
+   * defaults to 0.
+   */
+  healthy(toleranceMs = 0): boolean {
+    if (this.#observed?.holderIdentity !== this.#identity) return true;
+    return this.#clock.monotonicMs() - this.#observedAt <= this.#leaseDurationMs + toleranceMs;
+  }
+
+  /** #acquire tries every retryPeriod (+ jitter) until it holds the Lease (true) or signal aborts (false). */
+  async #acquire(signal: AbortSignal): Promise<boolean> {
+    this.#log.info(this.#fields, 'Started campaigning for leader Lease');
+    while (!signal.aborted) {
+      const result = await this.#attempt(signal, this.#clock.monotonicMs() + this.#renewDeadlineMs, false);
+      this.#reportTransition();
+      if (result === 'ok') {
+        this.#log.info(this.#fields, 'Acquired leader Lease');
+        return true;
+      }
+      const jitterMs = this.#random() * JITTER_FACTOR * this.#retryPeriodMs;
+      if (!(await this.#pause(this.#retryPeriodMs + jitterMs, signal))) break;
+    }
+    return false;
+  }
+
+  /**
+   * #renew renews every retryPeriod. Each round has renewDeadline from its start; failed attempts
+   * are retried every retryPeriod (from the previous attempt's start) until then. Resolves with why
+   * the term ended.
+   */
+  async #renew(signal: AbortSignal): Promise<'Cancelled' | 'RenewDeadlineExceeded' | 'LeaseTakenOver'> {
+    for (;;) {
+      if (!(await this.#pause(this.#retryPeriodMs, signal))) return 'Cancelled';
+      const deadline = this.#clock.monotonicMs() + this.#renewDeadlineMs;
+      let result: AttemptResult;
+      for (;;) {
+        const startedAt = this.#clock.monotonicMs();
+        result = await this.#attempt(signal, deadline, true);
+        if (signal.aborted) return 'Cancelled';
+        if (result !== 'failed' || this.#clock.monotonicMs() >= deadline) break;
+        const nextAt = Math.min(startedAt + this.#retryPeriodMs, deadline);
+        if (!(await this.#pause(nextAt - this.#clock.monotonicMs(), signal))) return 'Cancelled';
+        if (this.#clock.monotonicMs() >= deadline) break;
+      }
+      this.#reportTransition();
+      if (result === 'lost') return 'LeaseTakenOver';
+      if (result === 'failed') return 'RenewDeadlineExceeded';
+      this.#log.debug(this.#fields, 'Renewed leader Lease');
+    }
+  }
+
+  /**
+   * #attempt runs one tryAcquireOrRenew bounded by `deadline` (monotonic) and by `parent`: when
+   * either passes, the requests in flight are aborted and abandoned, and the attempt fails.
+   */
+  async #attempt(parent: AbortSignal, deadline: number, mustHold: boolean): Promise<AttemptResult> {
+    if (parent.aborted) return 'failed';
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort(parent.reason);
+    parent.addEventListener('abort', onAbort, { once: true });
+    const timer = this.#clock.setTimeout(
+      () => controller.abort(new DOMException('Leader Lease attempt passed its deadline', 'TimeoutError')),
+      deadline - this.#clock.monotonicMs(),
+    );
+    try {
+      return await this.#tryAcquireOrRenew(controller.signal, mustHold);
+    } finally {
+      timer.cancel();
+      parent.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * #tryAcquireOrRenew is client-go's tryAcquireOrRenew: one attempt to take or keep the Lease.
+   * With `mustHold` (renewing), a Lease found with any other holder means 'lost'.
+   */
+  async #tryAcquireOrRenew(signal: AbortSignal, mustHold: boolean): Promise<AttemptResult> {
+    const now = this.#clock.now();
+
+    // 1. Fast path: the leader renews with the resourceVersion of its own last write.
+    const cached = this.#lease;
+    if (cached !== undefined && this.#observedIsSelf() && this.#observedIsValid()) {
+      try {
+        const spec = this.#heldSpec(now, cached.spec?.acquireTime, cached.spec?.leaseTransitions, cached.spec?.renewTime);
+        this.#observe(await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...cached, spec }, { signal }), signal), true);
+        return 'ok';
+      } catch (err) {
+        if (signal.aborted) return this.#abandoned();
+        this.#log.debug({ ...this.#fields, err }, 'Failed to renew leader Lease with cached resourceVersion');
+      }
+    }
+
+    // 2. Read the Lease, or create it.
+    let current: V1Lease | undefined;
+    try {
+      current = await this.#call(this.#leases.get(this.#namespace, this.#name, { signal }), signal);
+    } catch (err) {
+      if (signal.aborted) return this.#abandoned();
+      this.#log.error({ ...this.#fields, err }, 'Failed to get leader Lease');
+      return 'failed';
+    }
+    if (current === undefined) {
+      const lease: V1Lease = {
+        metadata: { name: this.#name, namespace: this.#namespace },
+        spec: this.#heldSpec(now, new V1MicroTime(now.getTime()), 0, undefined),
+      };
+      try {
+        this.#observe(await this.#call(this.#leases.create(this.#namespace, lease, { signal }), signal), true);
+        return 'ok';
+      } catch (err) {
+        if (signal.aborted) return this.#abandoned();
+        if (isAlreadyExists(err) || isConflict(err)) {
+          this.#log.debug({ ...this.#fields, err }, 'Lost race to create leader Lease');
+        } else {
+          this.#log.error({ ...this.#fields, err }, 'Failed to create leader Lease');
+        }
+        return 'failed';
+      }
+    }
+
+    // 3. Judge the record by when we first saw it, never by its timestamps.
+    this.#observe(current, false);
+    const holder = this.#observed?.holderIdentity ?? '';
+    const self = holder === this.#identity;
+    if (mustHold && !self) return 'lost';
+    if (holder !== '' && !self && this.#observedIsValid()) {
+      this.#log.debug({ ...this.#fields, holder }, 'Found leader Lease held by another candidate');
+      return 'failed';
+    }
+
+    // 4. Take it over (a new term) or renew it, by compare-and-swap on what we just read.
+    const spec = self
+      ? this.#heldSpec(now, current.spec?.acquireTime, current.spec?.leaseTransitions, current.spec?.renewTime)
+      : this.#heldSpec(now, new V1MicroTime(now.getTime()), (current.spec?.leaseTransitions ?? 0) + 1, current.spec?.renewTime);
+    try {
+      this.#observe(await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...current, spec }, { signal }), signal), true);
+      return 'ok';
+    } catch (err) {
+      if (signal.aborted) return this.#abandoned();
+      if (isConflict(err)) {
+        this.#log.debug({ ...this.#fields, err }, 'Lost race to update leader Lease');
+      } else {
+        this.#log.error({ ...this.#fields, err }, 'Failed to update leader Lease');
+      }
+      return 'failed';
+    }
+  }
+
+  /**
+   * #release gives the Lease up (no holder, leaseDurationSeconds 1, same leaseTransitions) by
+   * compare-and-swap on this replica's last write. On a 409 it re-reads the Lease once and, if it
+   * still names this replica, releases that version: a renew abandoned by the cancel may have landed
+   * after all, or someone may have edited labels. Bounded by renewDeadline; failures are logged.
+   */
+  async #release(): Promise<void> {
+    let base = this.#lease;
+    if (base === undefined || !this.#observedIsSelf()) return;
+    const controller = new AbortController();
+    const { signal } = controller;
+    const timer = this.#clock.setTimeout(
+      () => controller.abort(new DOMException('Leader Lease release passed its deadline', 'TimeoutError')),
+      this.#renewDeadlineMs,
+    );
+    try {
+      for (let reread = false; ; reread = true) {
+        const now = new V1MicroTime(this.#clock.now().getTime());
+        const spec: V1LeaseSpec = { leaseDurationSeconds: 1, acquireTime: now, renewTime: now };
+        const transitions = base.spec?.leaseTransitions;
+        if (transitions !== undefined) spec.leaseTransitions = transitions;
+        try {
+          this.#observe(await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...base, spec }, { signal }), signal), true);
+          this.#reportTransition();
+          this.#log.info(this.#fields, 'Released leader Lease');
+          return;
+        } catch (err) {
+          if (!isConflict(err) || reread) throw err;
+          this.#log.debug({ ...this.#fields, err }, 'Failed to release leader Lease with cached resourceVersion');
+        }
+        const current = await this.#call(this.#leases.get(this.#namespace, this.#name, { signal }), signal);
+        if (current !== undefined) this.#observe(current, false);
+        if (current === undefined || current.spec?.holderIdentity !== this.#identity) {
+          this.#reportTransition();
+          this.#log.info({ ...this.#fields, holder: current?.spec?.holderIdentity }, 'Skipped release of leader Lease held by another candidate');
+          return;
+        }
+        base = current;
+      }
+    } catch (err) {
+      this.#log.error({ ...this.#fields, err }, 'Failed to release leader Lease');
+    } finally {
+      timer.cancel();
+    }
+  }
+
+  /** #heldSpec is the spec of a Lease held by this replica, renewed now. */
+  #heldSpec(now: Date, acquireTime: V1MicroTime | undefined, transitions: number | undefined, previousRenew: unknown): V1LeaseSpec {
+    const spec: V1LeaseSpec = {
+      holderIdentity: this.#identity,
+      leaseDurationSeconds: Math.ceil(this.#leaseDurationMs / 1000),
+      renewTime: renewTimeAfter(now, previousRenew),
+    };
+    if (acquireTime !== undefined) spec.acquireTime = acquireTime;
+    if (transitions !== undefined) spec.leaseTransitions = transitions;
+    return spec;
+  }
+
+  /**
+   * #observe caches `lease` for the next compare-and-swap and notes the time of the record: always
+   * after our own write (as client-go does), otherwise only when the record differs from the last one.
+   */
+  #observe(lease: V1Lease, wrote: boolean): void {
+    this.#lease = lease;
+    const record = recordOf(lease);
+    if (wrote || this.#observed === undefined || !sameRecord(record, this.#observed)) {
+      this.#observed = record;
+      this.#observedAt = this.#clock.monotonicMs();
+    }
+  }
+
+  #observedIsSelf(): boolean {
+    return this.#observed?.holderIdentity === this.#identity;
+  }
+
+  /** #observedIsValid: the observed record has been unchanged for less than the lease duration (ours or the record's, the longer). */
+  #observedIsValid(): boolean {
+    const recordMs = (this.#observed?.leaseDurationSeconds ?? 0) * 1000;
+    const durationMs = Math.max(this.#leaseDurationMs, recordMs);
+    return this.#observedAt + durationMs > this.#clock.monotonicMs();
+  }
+
+  #reportTransition(): void {
+    const holder = this.#observed?.holderIdentity ?? '';
+    if (holder === this.#reportedLeader) return;
+    this.#reportedLeader = holder;
+    if (holder === '') return;
+    this.#log.info({ ...this.#fields, leader: holder }, 'Observed new leader');
+    this.#callbacks.onNewLeader?.(holder);
+  }
+
+  #abandoned(): AttemptResult {
+    this.#log.debug(this.#fields, 'Abandoned leader Lease request at its deadline');
+    return 'failed';
+  }
+
+  /** #pause sleeps on the elector's clock; false when `signal` aborted. */
+  async #pause(ms: number, signal: AbortSignal): Promise<boolean> {
+    try {
+      await sleep(this.#clock, ms, signal);
+      return true;
+    } catch (err) {
+      if (signal.aborted) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * #call settles with `request`, or rejects with the abort reason as soon as `signal` aborts, even if
+   * the client ignores the signal (the request is then abandoned; its late outcome is ignored).
+   */
+  #call<T>(request: Promise<T>, signal: AbortSignal): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => reject(abortReason(signal));
+      request.finally(() => signal.removeEventListener('abort', onAbort)).then(resolve, reject);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+/** AttemptResult: 'ok' holds the Lease now; 'failed' does not (retry); 'lost' another holder was seen while leading. */
+type AttemptResult = 'ok' | 'failed' | 'lost';
+
+/** ElectionRecord is client-go's LeaderElectionRecord: the fields whose change proves the holder is alive. */
+interface ElectionRecord {
+  readonly holderIdentity: string;
+  readonly leaseDurationSeconds: number | undefined;
+  readonly acquireTime: string | undefined;
+  readonly renewTime: string | undefined;
+  readonly leaseTransitions: number | undefined;
+}
+
+function recordOf(lease: V1Lease): ElectionRecord {
+  const spec = lease.spec;
+  return {
+    holderIdentity: spec?.holderIdentity ?? '',
+    leaseDurationSeconds: spec?.leaseDurationSeconds,
+    acquireTime: timeKey(spec?.acquireTime),
+    renewTime: timeKey(spec?.renewTime),
+    leaseTransitions: spec?.leaseTransitions,
+  };
+}
+
+function sameRecord(a: ElectionRecord, b: ElectionRecord): boolean {
+  return (
+    a.holderIdentity === b.holderIdentity &&
+    a.leaseDurationSeconds === b.leaseDurationSeconds &&
+    a.acquireTime === b.acquireTime &&
+    a.renewTime === b.renewTime &&
+    a.leaseTransitions === b.leaseTransitions
+  );
+}
+
+/**
+ * timeKey is a comparable form of a MicroTime field. client-node types them as `V1MicroTime` but
+ * deserialises them as the server's RFC 3339 string, so both forms occur; Dates are rendered the way
+ * client-node sends them (six fractional digits).
+ */
+function timeKey(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : new V1MicroTime(value.getTime()).toISOString();
+  return undefined;
+}
+
+/**
+ * renewTimeAfter is `now`, nudged 1 ms forward when it equals the previous renewTime (a stalled or
+ * stepped-back wall clock), so that every renewal changes the record others watch.
+ */
+function renewTimeAfter(now: Date, previous: unknown): V1MicroTime {
+  const renew = new V1MicroTime(now.getTime());
+  return timeKey(previous) === timeKey(renew) ? new V1MicroTime(now.getTime() + 1) : renew;
+}
+
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error('Aborted', { cause: reason });
+}
+
+/** withSignal makes client-node request options that attach `signal` to the HTTP request. */
+function withSignal(signal: AbortSignal | undefined): ConfigurationOptions | undefined {
+  if (signal === undefined) return undefined;
+  const middleware: ObservableMiddleware = {
+    pre(context: RequestContext): Observable<RequestContext> {
+      context.setSignal(signal);
+      return new Observable(Promise.resolve(context));
+    },
+    post(context: ResponseContext): Observable<ResponseContext> {
+      return new Observable(Promise.resolve(context));
+    },
+  };
+  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
+}
+
+const NOOP_LOGGER: LeaderElectionLogger = Object.freeze({
+  info: () => undefined,
+  debug: () => undefined,
+  error: () => undefined,
+});

@@ -1,0 +1,136 @@
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CoordinationV1Api } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
+import { realClock } from '../../../src/runtime/clock.ts';
+import { LeaderElector, leaseClientFrom } from '../../../src/runtime/leaderelection.ts';
+
+// Short timings so that failover is observable in seconds; the rules still hold
+// (1 500 > 1 000 > 1.2 × 200). The Lease records leaseDurationSeconds rounded up (2 s).
+const LEASE_MS = 1_500;
+const RENEW_MS = 1_000;
+const RETRY_MS = 200;
+/** HANG_MS only catches hangs; it is not a performance claim. */
+const HANG_MS = 15_000;
+
+/** Replica is one in-process elector with its own API client, as a separate controller pod would have. */
+interface Replica {
+  readonly identity: string;
+  readonly elector: LeaderElector;
+  readonly cancel: AbortController;
+  readonly run: Promise<void>;
+  /** startedAt / stoppedAt are performance.now() readings in the callbacks. */
+  readonly startedAt: number[];
+  readonly stoppedAt: number[];
+}
+
+describe('LeaderElector against a real API server', () => {
+  const kc = sharedKubeConfig();
+  const leases = kc.makeApiClient(CoordinationV1Api);
+  let namespace = '';
+  const replicas: Replica[] = [];
+
+  beforeAll(async () => {
+    namespace = await freshNamespace(kc, 'leaderelection-');
+  });
+
+  afterEach(async () => {
+    const stopping = replicas.splice(0);
+    for (const r of stopping) r.cancel.abort();
+    await Promise.all(stopping.map((r) => r.run));
+  });
+
+  function replica(identity: string, name: string, releaseOnCancel: boolean): Replica {
+    const startedAt: number[] = [];
+    const stoppedAt: number[] = [];
+    const elector = new LeaderElector({
+      leases: leaseClientFrom(sharedKubeConfig().makeApiClient(CoordinationV1Api)),
+      namespace,
+      name,
+      identity,
+      leaseDurationMs: LEASE_MS,
+      renewDeadlineMs: RENEW_MS,
+      retryPeriodMs: RETRY_MS,
+      clock: realClock,
+      releaseOnCancel,
+      callbacks: {
+        onStartedLeading: () => startedAt.push(performance.now()),
+        onStoppedLeading: () => stoppedAt.push(performance.now()),
+      },
+    });
+    const cancel = new AbortController();
+    const r: Replica = { identity, elector, cancel, run: elector.run(cancel.signal), startedAt, stoppedAt };
+    replicas.push(r);
+    return r;
+  }
+
+  /** pair starts two replicas on one Lease and returns them once one leads, leader first. */
+  async function pair(name: string, releaseOnCancel: boolean): Promise<[leader: Replica, follower: Replica]> {
+    const a = replica(`${name}-a`, name, releaseOnCancel);
+    const b = replica(`${name}-b`, name, releaseOnCancel);
+    await eventually(() => expect(a.elector.isLeader() || b.elector.isLeader()).toBe(true), HANG_MS);
+    return a.elector.isLeader() ? [a, b] : [b, a];
+  }
+
+  async function holderOf(name: string): Promise<{ holder: string | undefined; transitions: number | undefined }> {
+    const lease = await leases.readNamespacedLease({ namespace, name });
+    return { holder: lease.spec?.holderIdentity, transitions: lease.spec?.leaseTransitions };
+  }
+
+  it('leaseClientFrom keeps the LeaseClient contract: 404 is undefined, stale writes are 409, signals abort requests', async () => {
+    const client = leaseClientFrom(leases);
+    expect(await client.get(namespace, 'contract')).toBeUndefined();
+    const created = await client.create(namespace, { metadata: { name: 'contract' }, spec: { holderIdentity: 'x' } });
+    await expect(client.create(namespace, { metadata: { name: 'contract' } })).rejects.toMatchObject({ code: 409 });
+    await client.replace(namespace, 'contract', { ...created, spec: { holderIdentity: 'y' } });
+    await expect(client.replace(namespace, 'contract', { ...created, spec: { holderIdentity: 'z' } })).rejects.toMatchObject({ code: 409 });
+    await expect(client.get(namespace, 'contract', { signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError' });
+    expect((await client.get(namespace, 'contract'))?.spec?.holderIdentity).toBe('y');
+  });
+
+  it('elects exactly one of two replicas, and the Lease names it', async () => {
+    const [leader, follower] = await pair('one', true);
+
+    await sleep(2 * LEASE_MS); // several renewals and many follower attempts later
+    expect(leader.elector.isLeader()).toBe(true);
+    expect(follower.elector.isLeader()).toBe(false);
+    expect([leader.startedAt.length, follower.startedAt.length]).toEqual([1, 0]);
+    expect(follower.elector.getLeader()).toBe(leader.identity);
+    expect(await holderOf('one')).toEqual({ holder: leader.identity, transitions: 0 });
+    const spec = (await leases.readNamespacedLease({ namespace, name: 'one' })).spec;
+    expect(spec?.leaseDurationSeconds).toBe(2);
+    expect(spec?.acquireTime).toBeDefined();
+    expect(spec?.renewTime).toBeDefined();
+  });
+
+  it('hands over promptly when the leader is cancelled, because it releases the Lease', async () => {
+    const [leader, follower] = await pair('release', true);
+    await sleep(3 * RETRY_MS);
+
+    const cancelledAt = performance.now();
+    leader.cancel.abort();
+    await leader.run;
+    expect(leader.stoppedAt).toHaveLength(1);
+    await eventually(() => expect(follower.startedAt).toHaveLength(1), HANG_MS);
+
+    const handover = (follower.startedAt[0] ?? Infinity) - cancelledAt;
+    expect(handover).toBeLessThan(LEASE_MS); // it did not wait for the lease to expire
+    expect(await holderOf('release')).toEqual({ holder: follower.identity, transitions: 1 });
+  });
+
+  it('takes over from a crashed leader (no release) only after leaseDuration', async () => {
+    const [leader, follower] = await pair('crash', false);
+    await sleep(3 * RETRY_MS);
+
+    const crashedAt = performance.now();
+    leader.cancel.abort(); // stops its loop without touching the Lease, as a crash would
+    await leader.run;
+    expect(await holderOf('crash')).toMatchObject({ holder: leader.identity });
+    await eventually(() => expect(follower.startedAt).toHaveLength(1), HANG_MS);
+
+    const takeover = (follower.startedAt[0] ?? 0) - crashedAt;
+    expect(takeover).toBeGreaterThanOrEqual(LEASE_MS);
+    expect(takeover).toBeLessThan(HANG_MS);
+    expect(await holderOf('crash')).toEqual({ holder: follower.identity, transitions: 1 });
+  });
+});

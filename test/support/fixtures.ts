@@ -1,0 +1,102 @@
+/**
+ * Builders and helpers for integration tests: DistributedLocks, Pods made Ready through the status
+ * subresource (there is no kubelet), and a stand-in for the holder's renewal.
+ */
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Pod } from '@kubernetes/client-node';
+import { API_VERSION, GROUP, KIND, PLURAL, VERSION, type DistributedLock, type DistributedLockSpec } from '../../src/api/v1alpha1/distributedlock.ts';
+import { releasedLease, renewedLease } from '../../src/lease/record.ts';
+
+/** lockBody builds a DistributedLock selecting `app: <app>` pods. */
+export function lockBody(name: string, app: string, spec: Partial<DistributedLockSpec> = {}): DistributedLock {
+  return {
+    apiVersion: API_VERSION, kind: KIND, metadata: { name },
+    spec: { leaseDurationSeconds: 2, candidates: { selector: { matchLabels: { app } } }, ...spec },
+  };
+}
+
+/** TestKube bundles the clients a test needs in one namespace. */
+export interface TestKube {
+  readonly kc: KubeConfig;
+  readonly namespace: string;
+  readonly core: CoreV1Api;
+  readonly leases: CoordinationV1Api;
+  readonly custom: CustomObjectsApi;
+}
+
+/** testKube makes the clients for a namespace. */
+export function testKube(kc: KubeConfig, namespace: string): TestKube {
+  return { kc, namespace, core: kc.makeApiClient(CoreV1Api), leases: kc.makeApiClient(CoordinationV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
+}
+
+/** createLock creates a lock in the namespace. */
+export async function createLock(t: TestKube, body: DistributedLock): Promise<DistributedLock> {
+  return await t.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: t.namespace, plural: PLURAL, body }) as DistributedLock;
+}
+
+/** getLock reads a lock (throws 404 when gone). */
+export async function getLock(t: TestKube, name: string): Promise<DistributedLock> {
+  return await t.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: t.namespace, plural: PLURAL, name }) as DistributedLock;
+}
+
+/** deleteLock deletes a lock. */
+export async function deleteLock(t: TestKube, name: string): Promise<void> {
+  await t.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: t.namespace, plural: PLURAL, name });
+}
+
+/** createPod creates a Pod and, unless ready is false, reports it Running and Ready as a kubelet would. */
+export async function createPod(t: TestKube, name: string, labels: Record<string, string>, ready = true): Promise<V1Pod> {
+  const pod = await t.core.createNamespacedPod({
+    namespace: t.namespace,
+    body: { metadata: { name, labels }, spec: { containers: [{ name: 'app', image: 'example.invalid/app:1' }] } },
+  });
+  return ready ? await setPodStatus(t, name, 'ready') : pod;
+}
+
+/** setPodStatus writes a kubelet-style status: Running and Ready, Running but not Ready, or all containers terminated. */
+export async function setPodStatus(t: TestKube, name: string, state: 'ready' | 'unready' | 'terminated'): Promise<V1Pod> {
+  const now = new Date();
+  const pod = await t.core.readNamespacedPod({ name, namespace: t.namespace });
+  const containerState = state === 'terminated'
+    ? { terminated: { exitCode: 137, reason: 'Error', startedAt: now, finishedAt: now } }
+    : { running: { startedAt: now } };
+  pod.status = {
+    phase: state === 'terminated' ? 'Failed' : 'Running',
+    conditions: [{ type: 'Ready', status: state === 'ready' ? 'True' : 'False', lastTransitionTime: now }],
+    containerStatuses: [{ name: 'app', image: 'example.invalid/app:1', imageID: '', ready: state === 'ready', restartCount: 0, state: containerState }],
+  };
+  return await t.core.replaceNamespacedPodStatus({ name, namespace: t.namespace, body: pod });
+}
+
+/** getLease reads the lock's Lease, or undefined. */
+export async function getLease(t: TestKube, lockName: string): Promise<V1Lease | undefined> {
+  try { return await t.leases.readNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}` }); } catch (err) {
+    if ((err as { code?: number }).code === 404) return undefined;
+    throw err;
+  }
+}
+
+/** renewLease is what the holder's agent does each renew period: CAS the renewTime forward. */
+export async function renewLease(t: TestKube, lockName: string): Promise<V1Lease> {
+  const lease = await getLease(t, lockName);
+  if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
+  return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}`, body: renewedLease(lease, new Date()) });
+}
+
+/** releaseLease is what an agent does on SIGTERM: clear the holder, mark it Released (CAS). */
+export async function releaseLease(t: TestKube, lockName: string): Promise<V1Lease> {
+  const lease = await getLease(t, lockName);
+  if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
+  return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}`, body: releasedLease(lease, 'Released') });
+}
+
+/** keepRenewing renews every periodMs until the returned stop() is called (a well-behaved holder). */
+export function keepRenewing(t: TestKube, lockName: string, periodMs: number): () => Promise<void> {
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      try { await renewLease(t, lockName); } catch { /* a conflict or a lost lease; the test asserts */ }
+      await new Promise((r) => setTimeout(r, periodMs));
+    }
+  })();
+  return async () => { stopped = true; await loop; };
+}
