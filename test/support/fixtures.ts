@@ -54,6 +54,17 @@ export async function createPod(t: TestKube, name: string, labels: Record<string
 
 /** setPodStatus writes a kubelet-style status: Running and Ready, Running but not Ready, or all containers terminated. */
 export async function setPodStatus(t: TestKube, name: string, state: 'ready' | 'unready' | 'terminated'): Promise<V1Pod> {
+  // The controller patches labels concurrently; like a kubelet, retry the read-modify-write on 409.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await writePodStatus(t, name, state);
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409 || attempt >= 10) throw err;
+    }
+  }
+}
+
+async function writePodStatus(t: TestKube, name: string, state: 'ready' | 'unready' | 'terminated'): Promise<V1Pod> {
   const now = new Date();
   const pod = await t.core.readNamespacedPod({ name, namespace: t.namespace });
   const containerState = state === 'terminated'

@@ -78,6 +78,8 @@ export interface Decision {
 export const RESYNC_MS = 5 * 60_000;
 /** EXPIRY_MARGIN_MS: look again just after expiry, not just before it. */
 const EXPIRY_MARGIN_MS = 10;
+/** FENCING_RETRY_MS: how soon to look again while a grant waits for the fencing backend. */
+export const FENCING_RETRY_MS = 1000;
 /** NOT_SYNCED_RETRY_MS: how soon to look again while the pod cache is still filling. */
 const NOT_SYNCED_RETRY_MS = 500;
 
@@ -133,7 +135,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
     return { ...base, actions: marks(undefined, undefined), requeueAfterMs: RESYNC_MS, holder: undefined, expiresInMs: undefined, waiting: 'NoCandidates' };
   }
   if (!obs.fencing.ready) {
-    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: RESYNC_MS, holder: undefined, expiresInMs: undefined, waiting: 'FencingUnavailable' };
+    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: FENCING_RETRY_MS, holder: undefined, expiresInMs: undefined, waiting: 'FencingUnavailable' };
   }
   const cause: GrantCause = record.released === 'Released' ? 'Released' : record.released === 'Revoked' ? 'Expired' : 'Vacant';
   return {

@@ -70,7 +70,9 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     list: () => (ns !== undefined ? core.listNamespacedPod({ namespace: ns }) : core.listPodForAllNamespaces()),
   });
 
-  const fencing = fencingBackends(o.redisUrl);
+  // Every lock's Degraded condition follows the Redis connection: re-check them all when it changes.
+  let enqueueAll = (): void => undefined;
+  const fencing = fencingBackends(o.redisUrl, () => { enqueueAll(); });
   const reconciler = new DistributedLockReconciler({
     kc, locks, leases, pods, fencing, events: eventRecorder(kc, 'fencepost-controller', o.identity, log), metrics, clock, log,
   });
@@ -93,6 +95,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     } : {},
   });
 
+  enqueueAll = () => { for (const l of locks.list()) controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`); };
   // Informer handlers only enqueue (STYLE G7).
   locks.onChange((l) => { controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`); });
   leases.onChange((l) => { for (const k of leaseToLock(l)) controller.enqueue(k); });

@@ -680,6 +680,7 @@ describe('LeaderElector releasing', () => {
     leases.fault = 'hangs and ignores the abort';
 
     a.cancel.abort();
+    await flushAsync(); // the release starts now, at 3 000
     await advanceTo(clock, 3_000 + RENEW - 1);
     expect(a.finished).toBe(false);
     expect(a.term?.aborted).toBe(true); // the term ends before the release is even tried

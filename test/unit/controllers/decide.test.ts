@@ -1,0 +1,680 @@
+import { describe, expect, it } from 'vitest';
+import { RESYNC_MS, decide } from '../../../src/controllers/distributedlock/decide.ts';
+import type { Action, Decision, Observation } from '../../../src/controllers/distributedlock/decide.ts';
+import { isCandidate, podKeys } from '../../../src/controllers/distributedlock/pods.ts';
+import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
+import { sameHolder, type HolderRef } from '../../../src/lease/record.ts';
+import {
+  aLeaseView, aLock, aPod, anObservation, createdAt, deepFreeze, fencingDown, heldBy, lastHolder, leaseSeconds,
+  markedHolderOf, noLease, observedAt, podsNotSynced, released, rv, terminated, terminating, token, transitions,
+  unready, withAnnotations, withHandoff, withLabels, withLease, withLeaseSeconds, withLock, withLockDelay, withPods,
+  withSelector, withUid, type LeaseOption, type LockOption, type ObservationOption, type PodOption,
+} from '../../support/builders.ts';
+
+// The lock `db` has a 10 s lease; the controller saw the Lease's fingerprint change at monotonic 0
+// unless a row says otherwise, so `nowMs` is also the time elapsed since then.
+const LEASE_MS = 10_000;
+const keys = podKeys('db');
+
+// Candidates, oldest first: a (1 s), b (2 s), c (3 s).
+const a = aPod('web-a', createdAt(1_000));
+const b = aPod('web-b', createdAt(2_000));
+const c = aPod('web-c', createdAt(3_000));
+const pod = (p: PodSummary, ...opts: PodOption[]): PodSummary => aPod(p.ref.name, createdAt(p.createdAt), ...opts);
+const marked = (p: PodSummary, t: bigint, ...opts: PodOption[]): PodSummary => pod(p, markedHolderOf('db', t), ...opts);
+
+/** heldByA is a Lease held by a with token 5. */
+const heldByA = (...opts: LeaseOption[]): ObservationOption => withLease(aLeaseView(heldBy(a), token(5n), transitions(3), ...opts));
+const obs = (...opts: ObservationOption[]): Observation => anObservation(...opts);
+const lockWith = (...opts: LockOption[]): ObservationOption => withLock(aLock('db', ...opts));
+
+const unmark = (p: PodSummary): Action => ({ type: 'UnmarkPod', pod: p.ref });
+const mark = (p: PodSummary, t: bigint): Action => ({ type: 'MarkHolderPod', pod: p.ref, token: t });
+
+interface Row {
+  readonly name: string;
+  readonly obs: Observation;
+  readonly nowMs: number;
+  /** want is matched with toMatchObject: listed keys must match, arrays exactly (length and order). */
+  readonly want: Partial<Decision>;
+  /** requeue: inclusive bounds on requeueAfterMs, when its exact margin is not the point. */
+  readonly requeue?: readonly [number, number];
+}
+
+const rows: readonly Row[] = [
+  // ----- Creating the Lease; waiting for the pod cache -----
+  {
+    name: 'a lock without a Lease gets it created and nothing else',
+    obs: obs(noLease(), withPods(a, b)),
+    nowMs: 0,
+    want: { actions: [{ type: 'CreateLease' }], holder: undefined, waiting: undefined },
+  },
+  {
+    name: 'while the pod cache is not synced a vacant lock with a Ready candidate is not granted',
+    obs: obs(podsNotSynced(), withPods(a)),
+    nowMs: 0,
+    want: { actions: [], waiting: 'CacheNotSynced' },
+    requeue: [1, 5_000],
+  },
+  {
+    name: 'while the pod cache is not synced an expired holder is neither revoked nor replaced',
+    obs: obs(podsNotSynced(), heldByA(), withPods(marked(a, 5n), b)),
+    nowMs: 3 * LEASE_MS,
+    want: { actions: [], waiting: 'CacheNotSynced' },
+  },
+  {
+    name: 'while the pod cache is not synced a holder absent from it is not revoked after expiry',
+    obs: obs(podsNotSynced(), heldByA(), withPods()),
+    nowMs: 3 * LEASE_MS,
+    want: { actions: [], waiting: 'CacheNotSynced' },
+  },
+  {
+    name: 'while the pod cache is not synced a terminated holder is not handed off',
+    obs: obs(podsNotSynced(), heldByA(), withPods(marked(a, 5n, terminated()), b)),
+    nowMs: 1_000,
+    want: { actions: [], waiting: 'CacheNotSynced' },
+  },
+  {
+    name: 'while the pod cache is not synced neither a stale-marked pod is unmarked nor the holder marked',
+    obs: obs(podsNotSynced(), heldByA(), withPods(a, marked(b, 4n))),
+    nowMs: 1_000,
+    want: { actions: [], waiting: 'CacheNotSynced' },
+  },
+
+  // ----- A vacant Lease -----
+  {
+    name: 'a Lease never granted goes to the oldest Ready candidate with its resourceVersion as the floor',
+    obs: obs(withLease(aLeaseView(rv('7340032'))), withPods(c, a, b)),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 7_340_032n }], holder: undefined, waiting: undefined, candidates: [a, b, c] },
+  },
+  {
+    name: 'a vacant Lease with a recorded token uses the token as the floor, even below the resourceVersion',
+    obs: obs(withLease(aLeaseView(token(41n), rv('9000'))), withPods(b, c)),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Vacant', floor: 41n }] },
+  },
+  {
+    name: 'candidates of the same age are ordered by name',
+    obs: obs(withPods(aPod('web-z', createdAt(5)), aPod('web-m', createdAt(5)))),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: { name: 'web-m', uid: 'web-m-uid' }, previous: undefined, cause: 'Vacant', floor: 100n }] },
+  },
+  {
+    name: 'unready, terminating, terminated and unselected pods are passed over for a younger Ready candidate',
+    obs: obs(withPods(
+      aPod('old-unready', createdAt(1), unready()),
+      aPod('old-terminating', createdAt(2), terminating()),
+      aPod('old-terminated', createdAt(3), terminated()),
+      aPod('old-unselected', createdAt(4), withLabels({ app: 'api' })),
+      aPod('old-unlabelled', createdAt(5), withLabels({ app: undefined })),
+      c,
+    )),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: c.ref, previous: undefined, cause: 'Vacant', floor: 100n }], candidates: [c] },
+  },
+  {
+    name: 'a vacant lock with only unready, terminating, terminated or unselected pods waits for a candidate',
+    obs: obs(withPods(pod(a, unready()), pod(b, terminating()), pod(c, terminated()), aPod('api-0', withLabels({ app: 'api' })))),
+    nowMs: 0,
+    want: { actions: [], waiting: 'NoCandidates', requeueAfterMs: RESYNC_MS, candidates: [] },
+  },
+  {
+    name: 'a pod selected through matchExpressions is a candidate, one excluded by them is not',
+    obs: obs(
+      lockWith(withSelector({ matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }, { key: 'canary', operator: 'DoesNotExist' }] })),
+      withPods(pod(a, withLabels({ tier: 'db', canary: 'yes' })), pod(b, withLabels({ tier: 'db' })), pod(c, withLabels({ tier: 'web' }))),
+    ),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Vacant', floor: 100n }] },
+  },
+
+  // ----- A held Lease: renewal and expiry -----
+  {
+    name: 'a holder renewed recently keeps the lock and the requeue comes at about its expiry',
+    obs: obs(heldByA(), withPods(marked(a, 5n), b)),
+    nowMs: 4_000,
+    want: { actions: [], holder: a.ref, expiresInMs: 6_000, waiting: undefined },
+    requeue: [6_000, 7_000],
+  },
+  {
+    name: 'a holder not renewed for exactly the lease duration is still held (expiry is strictly after)',
+    obs: obs(heldByA(), withPods(marked(a, 5n), b)),
+    nowMs: LEASE_MS,
+    want: { actions: [], holder: a.ref, expiresInMs: 0 },
+    requeue: [0, 1_000],
+  },
+  {
+    name: 'a holder not renewed for the lease duration plus 1 ms is replaced by another candidate, cause Expired',
+    obs: obs(heldByA(), withPods(marked(a, 5n), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }], holder: undefined, expiresInMs: undefined, waiting: undefined },
+  },
+  {
+    name: 'expiry is counted from when the controller saw the renewal, not from monotonic zero',
+    obs: obs(heldByA(observedAt(50_000)), withPods(marked(a, 5n), b)),
+    nowMs: 50_000 + LEASE_MS,
+    want: { actions: [], holder: a.ref, expiresInMs: 0 },
+  },
+  {
+    name: 'the lease duration written on the Lease for this term wins over a changed spec',
+    obs: obs(lockWith(withLeaseSeconds(60)), heldByA(leaseSeconds(10)), withPods(marked(a, 5n), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  {
+    name: 'an expired holder that is the only candidate is granted a new term',
+    obs: obs(heldByA(), withPods(marked(a, 5n))),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Grant', to: a.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  {
+    name: 'an expired holder is replaced by the oldest other candidate even when the holder is older and still Ready',
+    obs: obs(heldByA(), withPods(c, marked(a, 5n), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  {
+    name: 'an expired holder with no candidate is revoked',
+    obs: obs(heldByA(), withPods(marked(a, 5n, unready()))),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }], holder: undefined, waiting: 'NoCandidates' },
+  },
+
+  // ----- Handoff on termination; vanished pods -----
+  {
+    name: 'a holder whose containers terminated is replaced before expiry (handoff defaults to on), cause HolderTerminated',
+    obs: obs(heldByA(), withPods(marked(a, 5n, terminated()), b)),
+    nowMs: 1_000,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }], holder: undefined },
+  },
+  {
+    name: 'with handoff on explicitly a terminated holder is replaced before expiry',
+    obs: obs(lockWith(withHandoff(true)), heldByA(), withPods(marked(a, 5n, terminated()), b)),
+    nowMs: 1_000,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }] },
+  },
+  {
+    name: 'a terminated holder with nobody to take over is revoked at once',
+    obs: obs(heldByA(), withPods(marked(a, 5n, terminated()))),
+    nowMs: 1_000,
+    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }], waiting: 'NoCandidates' },
+  },
+  {
+    name: 'with handoff off a terminated holder keeps the lock until it expires',
+    obs: obs(lockWith(withHandoff(false)), heldByA(), withPods(marked(a, 5n, terminated()), b)),
+    nowMs: 1_000,
+    want: { actions: [], holder: a.ref, expiresInMs: 9_000 },
+  },
+  {
+    name: 'with handoff off a terminated holder is replaced after expiry, cause Expired',
+    obs: obs(lockWith(withHandoff(false)), heldByA(), withPods(marked(a, 5n, terminated()), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  {
+    name: 'a holder that is merely unready or terminating keeps the lock until it expires',
+    obs: obs(heldByA(), withPods(marked(a, 5n, unready(), terminating()), b)),
+    nowMs: 9_999,
+    want: { actions: [], holder: a.ref },
+  },
+  {
+    name: 'a holder pod missing from the cache (vanished) waits for expiry',
+    obs: obs(heldByA(), withPods(b)),
+    nowMs: 9_000,
+    want: { actions: [], holder: a.ref, expiresInMs: 1_000 },
+  },
+  {
+    name: 'a vanished holder is replaced after expiry',
+    obs: obs(heldByA(), withPods(b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [{ type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  {
+    name: 'a new incarnation of the holder (same name, new uid) is not the holder, even if its predecessor terminated',
+    obs: obs(heldByA(), withPods(pod(a, withUid('web-a-uid-2')))),
+    nowMs: 9_000,
+    want: { actions: [], holder: a.ref },
+  },
+  {
+    name: 'after expiry the new incarnation of the holder counts as another candidate',
+    obs: obs(heldByA(), withPods(pod(a, withUid('web-a-uid-2')))),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [{ type: 'Grant', to: { name: 'web-a', uid: 'web-a-uid-2' }, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+
+  // ----- Lock delay -----
+  {
+    name: 'with a lock delay an expired holder is revoked, not replaced',
+    obs: obs(lockWith(withLockDelay(5)), heldByA(), withPods(marked(a, 5n), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }], holder: undefined, waiting: 'LockDelay' },
+  },
+  {
+    name: 'within the lock delay after a revocation nothing is granted and the requeue lands at its end',
+    obs: obs(lockWith(withLockDelay(5)), withLease(aLeaseView(heldBy(a), token(5n), released('Revoked'), observedAt(20_000))), withPods(a, b)),
+    nowMs: 22_000,
+    want: { actions: [], waiting: 'LockDelay', holder: undefined },
+    requeue: [3_000, 3_500],
+  },
+  {
+    name: 'once the lock delay has passed the lock is granted, cause Expired, preferring someone other than the lost holder',
+    obs: obs(lockWith(withLockDelay(5)), withLease(aLeaseView(heldBy(a), token(5n), released('Revoked'), observedAt(20_000))), withPods(a, b)),
+    nowMs: 25_000,
+    want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Expired', floor: 5n }], waiting: undefined },
+  },
+  {
+    name: 'a lock delay does not hold back the handoff from a terminated holder',
+    obs: obs(lockWith(withLockDelay(5)), heldByA(), withPods(marked(a, 5n, terminated()), b)),
+    nowMs: 1_000,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }] },
+  },
+  {
+    name: 'a lock delay does not apply after a voluntary release',
+    obs: obs(lockWith(withLockDelay(5)), withLease(aLeaseView(heldBy(a), token(5n), released('Released'), observedAt(20_000))), withPods(a, b)),
+    nowMs: 20_001,
+    want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Released', floor: 5n }] },
+  },
+  {
+    name: 'without a lock delay a revoked Lease is granted at once',
+    obs: obs(withLease(aLeaseView(heldBy(a), token(5n), released('Revoked'), observedAt(20_000))), withPods(b)),
+    nowMs: 20_000,
+    want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Expired', floor: 5n }] },
+  },
+
+  // ----- Release -----
+  {
+    name: 'a released Lease goes to a candidate other than the last holder, although the last holder is older',
+    obs: obs(withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(a, c, b)),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Released', floor: 5n }] },
+  },
+  {
+    name: 'a released Lease goes back to the last holder when it is the only candidate',
+    obs: obs(withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(a)),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Released', floor: 5n }] },
+  },
+  {
+    name: 'a released Lease with no candidate waits and unmarks its last holder',
+    obs: obs(withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(marked(a, 5n, terminating()))),
+    nowMs: 0,
+    want: { actions: [unmark(a)], waiting: 'NoCandidates', requeueAfterMs: RESYNC_MS },
+  },
+
+  // ----- Fencing unavailable -----
+  {
+    name: 'without a working fencing backend a vacant lock is not granted',
+    obs: obs(fencingDown(), withPods(a, b)),
+    nowMs: 0,
+    want: { actions: [], waiting: 'FencingUnavailable', holder: undefined },
+  },
+  {
+    name: 'without a working fencing backend a released lock is not granted',
+    obs: obs(fencingDown(), withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(a, b)),
+    nowMs: 0,
+    want: { actions: [], waiting: 'FencingUnavailable' },
+  },
+  {
+    name: 'without a working fencing backend a holder that renews stays holder',
+    obs: obs(fencingDown(), heldByA(), withPods(marked(a, 5n), b)),
+    nowMs: 9_000,
+    want: { actions: [], holder: a.ref, waiting: undefined, expiresInMs: 1_000 },
+  },
+  {
+    name: 'without a working fencing backend an expired holder is revoked but not replaced',
+    obs: obs(fencingDown(), heldByA(), withPods(marked(a, 5n), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }], waiting: 'FencingUnavailable' },
+  },
+  {
+    name: 'without a working fencing backend a terminated holder is revoked but not replaced',
+    obs: obs(fencingDown(), heldByA(), withPods(marked(a, 5n, terminated()), b)),
+    nowMs: 1_000,
+    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }], waiting: 'FencingUnavailable' },
+  },
+
+  // ----- Pod marks -----
+  {
+    name: 'a holder pod without the label and the annotation is marked with its token',
+    obs: obs(heldByA(), withPods(a, b)),
+    nowMs: 1_000,
+    want: { actions: [mark(a, 5n)], holder: a.ref },
+  },
+  {
+    name: 'a holder pod with the label but no token annotation is marked',
+    obs: obs(heldByA(), withPods(pod(a, withLabels({ [keys.holder]: 'true' })))),
+    nowMs: 1_000,
+    want: { actions: [mark(a, 5n)] },
+  },
+  {
+    name: 'a holder pod with the token annotation but no label is marked',
+    obs: obs(heldByA(), withPods(pod(a, withAnnotations({ [keys.token]: '5' })))),
+    nowMs: 1_000,
+    want: { actions: [mark(a, 5n)] },
+  },
+  {
+    name: 'a holder pod carrying a stale token is marked again with the current one',
+    obs: obs(heldByA(), withPods(marked(a, 4n))),
+    nowMs: 1_000,
+    want: { actions: [mark(a, 5n)] },
+  },
+  {
+    name: 'a holder pod whose label is not "true" is marked again',
+    obs: obs(heldByA(), withPods(marked(a, 5n, withLabels({ [keys.holder]: 'false' })))),
+    nowMs: 1_000,
+    want: { actions: [mark(a, 5n)] },
+  },
+  {
+    name: 'a non-holder pod carrying the marks is unmarked',
+    obs: obs(heldByA(), withPods(marked(a, 5n), marked(b, 4n))),
+    nowMs: 1_000,
+    want: { actions: [unmark(b)], holder: a.ref },
+  },
+  {
+    name: 'a non-holder pod carrying only the token annotation is unmarked',
+    obs: obs(heldByA(), withPods(marked(a, 5n), pod(b, withAnnotations({ [keys.token]: '4' })))),
+    nowMs: 1_000,
+    want: { actions: [unmark(b)] },
+  },
+  {
+    name: "marks on a re-created pod of the holder's name (a new uid) are removed",
+    obs: obs(heldByA(), withPods(marked(a, 5n, withUid('web-a-uid-2')))),
+    nowMs: 1_000,
+    want: { actions: [{ type: 'UnmarkPod', pod: { name: 'web-a', uid: 'web-a-uid-2' } }], holder: a.ref },
+  },
+  {
+    name: 'marks of another lock are left alone',
+    obs: obs(heldByA(), withPods(marked(a, 5n), pod(b, markedHolderOf('other', 9n)))),
+    nowMs: 1_000,
+    want: { actions: [] },
+  },
+  {
+    name: 'an already correctly marked holder needs nothing',
+    obs: obs(heldByA(), withPods(marked(a, 5n), b, c)),
+    nowMs: 1_000,
+    want: { actions: [], holder: a.ref },
+  },
+];
+
+describe('decide', () => {
+  it.each(rows)('$name', ({ obs: o, nowMs, want, requeue }) => {
+    const d = decide(o, nowMs);
+    expect(d).toMatchObject(want);
+    if (requeue !== undefined) {
+      expect(d.requeueAfterMs).toBeGreaterThanOrEqual(requeue[0]);
+      expect(d.requeueAfterMs).toBeLessThanOrEqual(requeue[1]);
+    }
+  });
+
+  // Idempotence (STYLE G4): applying the actions and deciding again, with time standing still,
+  // reaches a world that needs nothing within a few passes — and then decide keeps saying so.
+  it.each(rows)('the world after its actions needs nothing more: $name', ({ obs: o, nowMs }) => {
+    const { final, decisions } = runToFixpoint(o, nowMs);
+    expect(decisions.length).toBeLessThanOrEqual(4);
+    expect(decide(final, nowMs).actions).toEqual([]);
+  });
+
+  it('the holder keeps the lock across renewals: each new sighting restarts the expiry clock', () => {
+    let view = aLeaseView(heldBy(a), token(5n), observedAt(0));
+    for (let t = 9_000; t <= 90_000; t += 9_000) {
+      expect(decide(obs(withLease(view), withPods(marked(a, 5n), b)), t)).toMatchObject({ actions: [], holder: a.ref });
+      view = aLeaseView(heldBy(a), token(5n), observedAt(t));
+    }
+  });
+
+  it('a full cycle: grant, mark, expire, regrant with a larger token, unmark the old holder', () => {
+    let world = obs(withPods(a, b));
+    const grants: bigint[] = [];
+    let now = 0;
+    for (const step of [0, 1, LEASE_MS + 1, 1, LEASE_MS + 1]) {
+      now += step;
+      const { final, decisions } = runToFixpoint(world, now);
+      for (const d of decisions) for (const act of d.actions) if (act.type === 'Grant') grants.push(act.floor + 1n);
+      world = final;
+    }
+    expect(grants).toEqual([101n, 102n, 103n]);
+    expect(grants.every((t, i) => i === 0 || t > (grants[i - 1] ?? 0n))).toBe(true);
+    const holder = world.lease?.record.holder;
+    expect(holder).toBeDefined();
+    const markedPods = world.pods.filter((p) => p.labels[keys.holder] !== undefined || p.annotations[keys.token] !== undefined);
+    expect(markedPods.map((p) => p.ref)).toEqual([holder]);
+  });
+});
+
+// ----- A tiny world: what the reconciler's actions do to the observation -----
+
+/** applyActions is what the reconciler's writes would make the next observation look like. */
+function applyActions(o: Observation, actions: readonly Action[], nowMs: number): Observation {
+  let lease = o.lease;
+  let pods = o.pods;
+  const setPod = (ref: HolderRef, f: (p: PodSummary) => PodSummary): void => {
+    pods = pods.map((p) => (sameHolder(p.ref, ref) ? f(p) : p));
+  };
+  for (const act of actions) {
+    switch (act.type) {
+      case 'CreateLease':
+        lease = aLeaseView(rv('1'), observedAt(nowMs));
+        break;
+      case 'Grant': {
+        const r = lease?.record;
+        lease = aLeaseView(
+          heldBy(act.to), token(act.floor + 1n), transitions((r?.transitions ?? 0) + 1),
+          leaseSeconds(Math.ceil(o.timings.leaseDurationMs / 1000)), rv(r?.resourceVersion ?? '1'), observedAt(nowMs),
+        );
+        break;
+      }
+      case 'Revoke': {
+        const r = lease?.record;
+        if (r === undefined) throw new Error('Revoke without a Lease');
+        lease = aLeaseView(
+          heldBy(act.holder), ...(r.token !== undefined ? [token(r.token)] : []), transitions(r.transitions),
+          released('Revoked'), rv(r.resourceVersion), observedAt(nowMs),
+        );
+        break;
+      }
+      case 'MarkHolderPod':
+        setPod(act.pod, (p) => ({ ...p, labels: { ...p.labels, [keys.holder]: 'true' }, annotations: { ...p.annotations, [keys.token]: act.token.toString() } }));
+        break;
+      case 'UnmarkPod':
+        setPod(act.pod, (p) => {
+          const { [keys.holder]: _l, ...labels } = p.labels;
+          const { [keys.token]: _t, ...annotations } = p.annotations;
+          return { ...p, labels, annotations };
+        });
+        break;
+    }
+  }
+  return deepFreeze({ ...o, lease, pods });
+}
+
+/** runToFixpoint decides and applies until a decision has no actions (at most 8 passes). */
+function runToFixpoint(start: Observation, nowMs: number): { final: Observation; decisions: Decision[] } {
+  let world = start;
+  const decisions: Decision[] = [];
+  for (let pass = 0; pass < 8; pass++) {
+    const d = decide(world, nowMs);
+    decisions.push(d);
+    if (d.actions.length === 0) return { final: world, decisions };
+    world = applyActions(world, d.actions, nowMs);
+  }
+  throw new Error(`no fixpoint after 8 passes: ${JSON.stringify(decisions.map((d) => d.actions.map((x) => x.type)))}`);
+}
+
+// ----- Property-style: random observations, invariants -----
+
+/** mulberry32 is a small seeded PRNG (uniform in [0, 1)), so that a failure is reproducible. */
+function mulberry32(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+interface Sample { readonly obs: Observation; readonly nowMs: number }
+
+function randomSample(rnd: () => number): Sample {
+  const int = (lo: number, hi: number): number => lo + Math.floor(rnd() * (hi - lo + 1));
+  const pick = <T>(xs: readonly T[]): T => {
+    const x = xs[Math.floor(rnd() * xs.length)];
+    if (x === undefined) throw new Error('pick from an empty list');
+    return x;
+  };
+  const leaseS = pick([1, 2, 10]);
+  const lock = aLock('db', withLeaseSeconds(leaseS), withLockDelay(pick([0, 0, 1, 3])), ...(rnd() < 0.4 ? [withHandoff(rnd() < 0.5)] : []));
+  const held = rnd() < 0.6;
+  const recordToken = held || rnd() < 0.6 ? BigInt(int(1, 1_000)) : undefined;
+
+  const pods: PodSummary[] = [];
+  for (let i = 0, n = int(0, 5); i < n; i++) {
+    const opts: PodOption[] = [createdAt(int(0, 4) * 1_000)];
+    if (rnd() < 0.25) opts.push(unready());
+    if (rnd() < 0.15) opts.push(terminating());
+    if (rnd() < 0.15) opts.push(terminated());
+    if (rnd() < 0.2) opts.push(withLabels({ app: 'other' }));
+    // Pods only ever carry tokens from earlier or current grants: never above the Lease's mark.
+    if (recordToken !== undefined && rnd() < 0.4) {
+      const t = recordToken - BigInt(int(0, 2));
+      opts.push(markedHolderOf('db', t < 0n ? 0n : t));
+    }
+    pods.push(aPod(`p${i}`, ...opts));
+  }
+  const someone = (): HolderRef => (pods.length > 0 && rnd() < 0.8 ? pick(pods).ref : pick([{ name: 'gone', uid: 'gone-uid' }, { name: 'p0', uid: 'p0-old-uid' }]));
+
+  const nowMs = 1_000_000;
+  const leaseOpts: LeaseOption[] = [rv(String(int(1, 2_000))), observedAt(nowMs - int(0, 3 * leaseS * 1_000 + 10))];
+  if (recordToken !== undefined) leaseOpts.push(token(recordToken));
+  if (held) {
+    leaseOpts.push(leaseSeconds(rnd() < 0.8 ? leaseS : pick([1, 2, 10])), heldBy(someone()));
+  } else {
+    const how = pick(['Vacant', 'Released', 'Revoked'] as const);
+    if (how !== 'Vacant') leaseOpts.push(heldBy(someone()), released(how));
+    else if (rnd() < 0.3) leaseOpts.push(lastHolder(someone()));
+  }
+  const opts: ObservationOption[] = [withLock(lock), withPods(...pods)];
+  opts.push(rnd() < 0.05 ? noLease() : withLease(aLeaseView(...leaseOpts)));
+  if (rnd() < 0.2) opts.push(podsNotSynced());
+  if (rnd() < 0.25) opts.push(fencingDown());
+  return { obs: anObservation(...opts), nowMs };
+}
+
+function shuffled<T>(xs: readonly T[], rnd: () => number): T[] {
+  const out = [...xs];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    const x = out[i] as T;
+    out[i] = out[j] as T;
+    out[j] = x;
+  }
+  return out;
+}
+
+/** show is JSON.stringify that spells bigints as decimal strings. */
+const show = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));
+
+const isLeaseAction = (x: Action): boolean => x.type === 'Grant' || x.type === 'Revoke' || x.type === 'CreateLease';
+
+describe('decide on 2000 random observations (seeded)', () => {
+  const SEED = 0x5eed_f00d;
+  const rnd = mulberry32(SEED);
+  const samples = Array.from({ length: 2_000 }, () => randomSample(rnd));
+
+  const check = (name: string, property: (s: Sample, d: Decision) => string | undefined): void => {
+    it(name, () => {
+      const failures: string[] = [];
+      samples.forEach((s, i) => {
+        const why = property(s, decide(s.obs, s.nowMs));
+        if (why !== undefined && failures.length < 5) failures.push(`sample #${i} (seed ${SEED}): ${why}`);
+      });
+      expect(failures).toEqual([]);
+    });
+  };
+
+  it('covers the interesting cases', () => {
+    const kinds = new Set<string>();
+    for (const s of samples) for (const x of decide(s.obs, s.nowMs).actions) kinds.add(x.type === 'Grant' ? `Grant:${x.cause}` : x.type);
+    expect([...kinds].sort()).toEqual(['CreateLease', 'Grant:Expired', 'Grant:HolderTerminated', 'Grant:Released', 'Grant:Vacant', 'MarkHolderPod', 'Revoke', 'UnmarkPod']);
+  });
+
+  check('never grants, revokes or (un)marks while the pod cache is not synced', ({ obs: o }, d) => (
+    !o.podsSynced && d.actions.some((x) => x.type !== 'CreateLease') ? `acted before sync: ${JSON.stringify(d.actions.map((x) => x.type))}` : undefined
+  ));
+
+  check('every Grant goes to an eligible candidate of the observation', ({ obs: o }, d) => {
+    for (const x of d.actions) {
+      if (x.type !== 'Grant') continue;
+      const p = o.pods.find((q) => sameHolder(q.ref, x.to));
+      if (p === undefined || !isCandidate(p, o.lock.spec.candidates.selector)) return `granted to non-candidate ${x.to.name}/${x.to.uid}`;
+      if (!d.candidates.some((q) => sameHolder(q.ref, x.to))) return `granted to ${x.to.name} outside decision.candidates`;
+    }
+    return undefined;
+  });
+
+  check('every Grant floor is at least every token in the observation', ({ obs: o }, d) => {
+    const tokens = [
+      ...(o.lease?.record.token !== undefined ? [o.lease.record.token] : []),
+      ...o.pods.flatMap((p) => { const t = p.annotations[keys.token]; return t !== undefined ? [BigInt(t)] : []; }),
+    ];
+    for (const x of d.actions) {
+      if (x.type === 'Grant' && tokens.some((t) => x.floor < t)) return `floor ${x.floor} below a token in ${tokens.join(',')}`;
+    }
+    return undefined;
+  });
+
+  check('never a Lease action while the holder is unexpired and not terminated', ({ obs: o, nowMs }, d) => {
+    const r = o.lease?.record;
+    if (r?.holder === undefined || o.lease === undefined) return undefined;
+    const leaseMs = (r.leaseDurationSeconds ?? o.timings.leaseDurationMs / 1000) * 1000;
+    const handoff = o.lock.spec.handoff?.onPodTerminated ?? true;
+    const dead = handoff && o.pods.some((p) => sameHolder(p.ref, r.holder) && p.terminated);
+    const alive = nowMs - o.lease.observedAtMs <= leaseMs && !dead;
+    return alive && d.actions.some(isLeaseAction) ? `took the lock from a live holder: ${JSON.stringify(d.actions.map((x) => x.type))}` : undefined;
+  });
+
+  check('never grants without a working fencing backend, nor within the lock delay after a revocation', ({ obs: o, nowMs }, d) => {
+    const grant = d.actions.find((x) => x.type === 'Grant');
+    if (grant === undefined || o.lease === undefined) return undefined;
+    if (!o.fencing.ready) return 'granted without fencing';
+    const r = o.lease.record;
+    const inDelay = r.holder === undefined && r.released === 'Revoked' && nowMs - o.lease.observedAtMs < o.timings.lockDelayMs;
+    const expiring = r.holder !== undefined && grant.cause === 'Expired' && o.timings.lockDelayMs > 0;
+    return inDelay || expiring ? 'granted within the lock delay' : undefined;
+  });
+
+  check('at most one Lease action, which comes last, and marks only pods in the observation', ({ obs: o }, d) => {
+    const lease = d.actions.filter(isLeaseAction);
+    if (lease.length > 1) return `several Lease actions: ${JSON.stringify(d.actions.map((x) => x.type))}`;
+    if (lease.length === 1 && d.actions.at(-1) !== lease[0]) return 'Lease action not last';
+    for (const x of d.actions) {
+      if ((x.type === 'MarkHolderPod' || x.type === 'UnmarkPod') && !o.pods.some((p) => sameHolder(p.ref, x.pod))) return `touched unknown pod ${x.pod.name}`;
+      if (x.type === 'MarkHolderPod' && !sameHolder(x.pod, o.lease?.record.holder)) return `marked non-holder ${x.pod.name}`;
+    }
+    return undefined;
+  });
+
+  check('the requeue is finite and not negative', (_s, d) => (
+    Number.isFinite(d.requeueAfterMs) && d.requeueAfterMs >= 0 ? undefined : `requeueAfterMs ${d.requeueAfterMs}`
+  ));
+
+  check('the decision does not depend on the order of the pods', ({ obs: o, nowMs }, d) => {
+    const other = decide(deepFreeze({ ...o, pods: shuffled(o.pods, rnd) }), nowMs);
+    const key = (x: Decision): string => show({
+      lease: x.actions.filter(isLeaseAction), marks: x.actions.filter((y) => !isLeaseAction(y)).map(show).sort(),
+      holder: x.holder, waiting: x.waiting, candidates: x.candidates.map((p) => p.ref),
+    });
+    return key(d) === key(other) ? undefined : 'pod order changed the decision';
+  });
+
+  check('applying the actions reaches a world that needs nothing within four passes', ({ obs: o, nowMs }) => {
+    try {
+      const { decisions } = runToFixpoint(o, nowMs);
+      return decisions.length <= 4 ? undefined : `${decisions.length} passes`;
+    } catch (err) {
+      return String(err);
+    }
+  });
+});
