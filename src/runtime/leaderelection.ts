@@ -40,6 +40,11 @@
  *   the seconds and, in current versions, trusts the record alone).
  * - The first renew happens `retryPeriodMs` after acquiring (client-go renews at once, a write that
  *   changes nothing).
+ * - A release that gets a 409 re-reads the Lease once and releases it if it still names this
+ *   replica (a renewal abandoned by the cancel may have landed on the server after all, leaving the
+ *   cached resourceVersion stale; client-go then leaves the Lease to expire).
+ * - Acquire attempts and the release are bounded by `renewDeadlineMs` too, so that a request that
+ *   never answers cannot stall the elector (client-go relies on the HTTP client's timeout).
  */
 import { Observable, V1MicroTime } from '@kubernetes/client-node';
 import type {

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { LeaderElector, leaseClientFrom } from '../../../src/runtime/leaderelection.ts';
+import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
 
 // Short timings so that failover is observable in seconds; the rules still hold
 // (1 500 > 1 000 > 1.2 × 200). The Lease records leaseDurationSeconds rounded up (2 s).
@@ -22,6 +23,8 @@ interface Replica {
   /** startedAt / stoppedAt are performance.now() readings in the callbacks. */
   readonly startedAt: number[];
   readonly stoppedAt: number[];
+  /** logs are the elector's log messages, to explain a failed assertion. */
+  readonly logs: string[];
 }
 
 describe('LeaderElector against a real API server', () => {
@@ -40,11 +43,13 @@ describe('LeaderElector against a real API server', () => {
     await Promise.all(stopping.map((r) => r.run));
   });
 
-  function replica(identity: string, name: string, releaseOnCancel: boolean): Replica {
+  function replica(identity: string, name: string, releaseOnCancel: boolean, client?: LeaseClient): Replica {
     const startedAt: number[] = [];
     const stoppedAt: number[] = [];
+    const logs: string[] = [];
+    const record = (obj: object, msg: string): void => void logs.push(`${msg} ${JSON.stringify(obj)}`);
     const elector = new LeaderElector({
-      leases: leaseClientFrom(sharedKubeConfig().makeApiClient(CoordinationV1Api)),
+      leases: client ?? leaseClientFrom(sharedKubeConfig().makeApiClient(CoordinationV1Api)),
       namespace,
       name,
       identity,
@@ -53,13 +58,14 @@ describe('LeaderElector against a real API server', () => {
       retryPeriodMs: RETRY_MS,
       clock: realClock,
       releaseOnCancel,
+      log: { info: record, debug: record, error: record },
       callbacks: {
         onStartedLeading: () => startedAt.push(performance.now()),
         onStoppedLeading: () => stoppedAt.push(performance.now()),
       },
     });
     const cancel = new AbortController();
-    const r: Replica = { identity, elector, cancel, run: elector.run(cancel.signal), startedAt, stoppedAt };
+    const r: Replica = { identity, elector, cancel, run: elector.run(cancel.signal), startedAt, stoppedAt, logs };
     replicas.push(r);
     return r;
   }
@@ -114,9 +120,45 @@ describe('LeaderElector against a real API server', () => {
     await eventually(() => expect(follower.startedAt).toHaveLength(1), HANG_MS);
 
     const handover = (follower.startedAt[0] ?? Infinity) - cancelledAt;
-    console.log('HANDOVER', handover);
-    expect(handover).toBeLessThan(LEASE_MS); // it did not wait for the lease to expire
+    expect(handover, leader.logs.join('\n')).toBeLessThan(LEASE_MS); // it did not wait for the lease to expire
     expect(await holderOf('release')).toEqual({ holder: follower.identity, transitions: 1 });
+  });
+
+  it('still releases on cancel when the cancel abandoned a renewal that the API server applied', async () => {
+    // A Lease client whose replies to renewals can be held back after the server applied them, so
+    // the cancel lands while the elector's cached resourceVersion is already stale.
+    const inner = leaseClientFrom(leases);
+    let hold = false;
+    let applied: () => void = () => undefined;
+    const renewalApplied = new Promise<void>((resolve) => (applied = resolve));
+    const client: LeaseClient = {
+      get: (ns, name, options) => inner.get(ns, name, options),
+      create: (ns, lease, options) => inner.create(ns, lease, options),
+      async replace(ns, name, lease, options) {
+        const stored = await inner.replace(ns, name, lease);
+        if (hold) {
+          applied();
+          await new Promise<never>((_resolve, reject) =>
+            options?.signal?.addEventListener('abort', () => reject(new Error('Reply withheld')), { once: true }));
+        }
+        return stored;
+      },
+    };
+    const leader = replica('late-a', 'late', true, client);
+    await eventually(() => expect(leader.elector.isLeader()).toBe(true), HANG_MS);
+
+    hold = true;
+    await renewalApplied;
+    hold = false;
+    leader.cancel.abort();
+    await leader.run;
+
+    const spec = (await leases.readNamespacedLease({ namespace, name: 'late' })).spec;
+    expect(spec?.holderIdentity ?? '', leader.logs.join('\n')).toBe('');
+    expect(spec?.leaseDurationSeconds).toBe(1);
+    expect(leader.logs.map((l) => l.split(' {')[0])).toEqual(
+      expect.arrayContaining(['Failed to release leader Lease with cached resourceVersion', 'Released leader Lease']),
+    );
   });
 
   it('takes over from a crashed leader (no release) only after leaseDuration', async () => {
@@ -130,8 +172,7 @@ describe('LeaderElector against a real API server', () => {
     await eventually(() => expect(follower.startedAt).toHaveLength(1), HANG_MS);
 
     const takeover = (follower.startedAt[0] ?? 0) - crashedAt;
-    console.log('TAKEOVER', takeover);
-    expect(takeover).toBeGreaterThanOrEqual(LEASE_MS);
+    expect(takeover, follower.logs.join('\n')).toBeGreaterThanOrEqual(LEASE_MS);
     expect(takeover).toBeLessThan(HANG_MS);
     expect(await holderOf('crash')).toEqual({ holder: follower.identity, transitions: 1 });
   });

@@ -1,0 +1,98 @@
+/**
+ * `fencepost controller` — the composition root: config → clients → metrics and probes → leader
+ * election → the lock controller. With leader election (the default) only the leading replica
+ * runs workers; losing the lead exits the process (controller-runtime's rule: state built while
+ * leading cannot be trusted afterwards), and Kubernetes restarts it as a candidate.
+ */
+import { randomUUID } from 'node:crypto';
+import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
+import { parseControllerConfig, type ControllerConfig } from '../config/controller.ts';
+import { startLockController, type LockController } from '../controllers/distributedlock/setup.ts';
+import { createLogger, type Logger } from '../observability/logger.ts';
+import { serveProbes } from '../observability/http.ts';
+import { createControllerMetrics } from '../observability/metrics.ts';
+import { realClock } from '../runtime/clock.ts';
+import { LeaderElector, leaseClientFrom } from '../runtime/leaderelection.ts';
+
+/** loadKubeConfig: --kubeconfig, else $KUBECONFIG / in-cluster / ~/.kube/config (client-node's default order). */
+export function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  if (path !== undefined) kc.loadFromFile(path); else kc.loadFromDefault();
+  return kc;
+}
+
+/** runController runs until SIGTERM/SIGINT (exit 0) or loss of leadership (exit 1). */
+export async function runController(argv: readonly string[]): Promise<number> {
+  const cfg: ControllerConfig = parseControllerConfig(argv);
+  const log: Logger = createLogger(cfg.logLevel, { component: 'controller' });
+  const kc = loadKubeConfig(cfg.kubeconfig);
+  const metrics = createControllerMetrics();
+  // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
+  const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
+  let controller: LockController | undefined;
+  let elector: LeaderElector | undefined;
+  let stopping = false;
+
+  const metricsServer = await serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry: metrics.registry });
+  const probeServer = await serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', {
+    healthz: () => elector === undefined || elector.healthy(5000),
+    // Ready: a standby replica is ready (it is waiting to lead); a leader once its caches synced.
+    readyz: () => !cfg.leaderElect || (elector?.isLeader() !== true) || (controller?.synced() ?? false),
+  });
+  log.info({ identity, metrics: metricsServer?.address, probes: probeServer?.address, redis: cfg.redisUrl !== undefined, namespace: cfg.namespace ?? '(all)' }, 'Started controller process');
+
+  const startWorkers = async (): Promise<void> => {
+    controller = await startLockController({
+      kc, redisUrl: cfg.redisUrl, namespace: cfg.namespace, workers: cfg.workers, identity,
+      clock: realClock, log, metrics, cacheSyncTimeoutMs: cfg.cacheSyncTimeoutMs,
+    });
+  };
+
+  const done = new Promise<number>((resolve) => {
+    const shutdown = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ signal }, 'Stopping controller');
+      void (async () => {
+        await controller?.stop();              // drain workers first, then give up the lead (G18)
+        abort.abort(new Error(signal));
+        await running;
+        await Promise.allSettled([metricsServer?.stop(), probeServer?.stop()]);
+        resolve(0);
+      })();
+    };
+    process.once('SIGTERM', () => { shutdown('SIGTERM'); });
+    process.once('SIGINT', () => { shutdown('SIGINT'); });
+  });
+
+  const abort = new AbortController();
+  let running: Promise<void> = Promise.resolve();
+  if (cfg.leaderElect) {
+    elector = new LeaderElector({
+      leases: leaseClientFrom(kc.makeApiClient(CoordinationV1Api)),
+      namespace: cfg.leaderElectionNamespace, name: cfg.leaderElectionId, identity,
+      leaseDurationMs: cfg.leaderElectionLeaseDurationMs, renewDeadlineMs: cfg.leaderElectionRenewDeadlineMs,
+      retryPeriodMs: cfg.leaderElectionRetryPeriodMs, clock: realClock, releaseOnCancel: true,
+      log: log.child({ component: 'leaderelection' }),
+      callbacks: {
+        onStartedLeading: () => {
+          metrics.leader.set(1);
+          log.info({ identity }, 'Started leading');
+          startWorkers().catch((err: unknown) => { log.error({ err }, 'Failed to start workers'); process.exit(1); });
+        },
+        onStoppedLeading: () => {
+          metrics.leader.set(0);
+          if (stopping) return;
+          log.error({ identity }, 'Lost leadership; exiting');
+          process.exit(1);
+        },
+        onNewLeader: (leader) => { log.info({ leader }, 'Observed new leader'); },
+      },
+    });
+    running = elector.run(abort.signal).catch((err: unknown) => { log.error({ err }, 'Leader election failed'); process.exit(1); });
+  } else {
+    metrics.leader.set(1);
+    await startWorkers();
+  }
+  return await done;
+}

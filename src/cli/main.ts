@@ -1,0 +1,40 @@
+#!/usr/bin/env node
+/**
+ * The `fencepost` command: `fencepost controller [flags]` (more subcommands arrive with the agent).
+ * Exit codes: 0 success, 1 runtime failure, 2 bad usage.
+ */
+import { CONTROLLER_USAGE } from '../config/controller.ts';
+import { runController } from './controller.ts';
+
+const USAGE = `Usage: fencepost <command> [flags]
+
+Commands:
+  controller   run the DistributedLock controller (see: fencepost controller --help)
+  version      print the version
+`;
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'controller':
+      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(CONTROLLER_USAGE); return 0; }
+      return await runController(rest);
+    case 'version':
+      process.stdout.write('fencepost 0.1.0\n');
+      return 0;
+    case undefined: case '--help': case '-h': case 'help':
+      process.stdout.write(USAGE);
+      return cmd === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`fencepost: unknown command ${JSON.stringify(cmd)}\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (err: unknown) => {
+    process.stderr.write(`fencepost: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = (err instanceof Error && /^--[a-z-]+:|Unknown option|unexpected argument/i.test(err.message)) ? 2 : 1;
+  },
+);

@@ -1,0 +1,199 @@
+import { describe, expect, it } from 'vitest';
+import type { V1ContainerStatus, V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { LabelSelector } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { byAge, isCandidate, lockKeyPrefix, matchesSelector, podKeys, summarizePod } from '../../../src/controllers/distributedlock/pods.ts';
+import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
+import { aPod, createdAt, deepFreeze, terminated, terminating, unready, withLabels } from '../../support/builders.ts';
+
+describe('matchesSelector', () => {
+  const labels = { app: 'web', tier: 'db', empty: '' };
+  it.each<{ name: string; selector: LabelSelector; labels?: Record<string, string>; want: boolean }>([
+    { name: 'matchLabels all equal matches', selector: { matchLabels: { app: 'web', tier: 'db' } }, want: true },
+    { name: 'matchLabels with one different value does not match', selector: { matchLabels: { app: 'web', tier: 'cache' } }, want: false },
+    { name: 'matchLabels with a missing key does not match', selector: { matchLabels: { role: 'leader' } }, want: false },
+    { name: 'matchLabels with an empty value matches a label set to the empty string', selector: { matchLabels: { empty: '' } }, want: true },
+    { name: 'matchLabels with an empty value does not match an absent label', selector: { matchLabels: { missing: '' } }, want: false },
+    { name: 'In matches when the value is listed', selector: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['cache', 'db'] }] }, want: true },
+    { name: 'In does not match when the value is not listed', selector: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['cache'] }] }, want: false },
+    { name: 'In does not match when the key is absent', selector: { matchExpressions: [{ key: 'role', operator: 'In', values: ['leader'] }] }, want: false },
+    { name: 'NotIn does not match when the value is listed', selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['db'] }] }, want: false },
+    { name: 'NotIn matches when the value is not listed', selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['cache'] }] }, want: true },
+    { name: 'NotIn matches when the key is absent (metav1 semantics)', selector: { matchExpressions: [{ key: 'role', operator: 'NotIn', values: ['leader'] }] }, want: true },
+    { name: 'Exists matches a present key', selector: { matchExpressions: [{ key: 'tier', operator: 'Exists' }] }, want: true },
+    { name: 'Exists matches a key whose value is empty', selector: { matchExpressions: [{ key: 'empty', operator: 'Exists' }] }, want: true },
+    { name: 'Exists does not match an absent key', selector: { matchExpressions: [{ key: 'role', operator: 'Exists' }] }, want: false },
+    { name: 'DoesNotExist matches an absent key', selector: { matchExpressions: [{ key: 'role', operator: 'DoesNotExist' }] }, want: true },
+    { name: 'DoesNotExist does not match a present key', selector: { matchExpressions: [{ key: 'tier', operator: 'DoesNotExist' }] }, want: false },
+    {
+      name: 'matchLabels and matchExpressions are ANDed: both hold',
+      selector: { matchLabels: { app: 'web' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }, { key: 'role', operator: 'DoesNotExist' }] },
+      want: true,
+    },
+    {
+      name: 'matchLabels and matchExpressions are ANDed: one expression fails',
+      selector: { matchLabels: { app: 'web' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }, { key: 'app', operator: 'DoesNotExist' }] },
+      want: false,
+    },
+    { name: 'the empty selector matches nothing', selector: {}, want: false },
+    { name: 'a selector with empty matchLabels and matchExpressions matches nothing', selector: { matchLabels: {}, matchExpressions: [] }, want: false },
+    { name: 'the empty selector matches nothing, not even a pod without labels', selector: {}, labels: {}, want: false },
+    { name: 'a NotIn-only selector matches a pod without labels', selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['db'] }] }, labels: {}, want: true },
+    {
+      name: 'a label named like an Object.prototype property is not present unless set',
+      selector: { matchExpressions: [{ key: 'constructor', operator: 'Exists' }] },
+      want: false,
+    },
+  ])('$name', ({ selector, labels: l, want }) => {
+    expect(matchesSelector(deepFreeze(selector), deepFreeze({ ...(l ?? labels) }))).toBe(want);
+  });
+});
+
+// ----- summarizePod -----
+
+const T0 = new Date('2025-01-01T00:00:00Z');
+const running: V1ContainerStatus = { name: 'app', image: 'app:1', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: T0 } } };
+const stopped: V1ContainerStatus = { name: 'app', image: 'app:1', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, startedAt: T0, finishedAt: T0 } } };
+const sidecar = (s: V1ContainerStatus): V1ContainerStatus => ({ ...s, name: 'fencepost-agent' });
+
+function kubePod(status: V1PodStatus | undefined, metadata: V1Pod['metadata'] = { name: 'web-0', uid: 'u-1', creationTimestamp: T0 }): V1Pod {
+  return deepFreeze({ metadata, ...(status !== undefined ? { status } : {}) });
+}
+const readyCond = (s: 'True' | 'False'): NonNullable<V1PodStatus['conditions']> => [{ type: 'Ready', status: s }];
+
+describe('summarizePod', () => {
+  it.each<{ name: string; pod: V1Pod; want: Partial<PodSummary> }>([
+    {
+      name: 'a Running pod with Ready=True is ready and not terminated',
+      pod: kubePod({ phase: 'Running', conditions: readyCond('True'), containerStatuses: [running] }),
+      want: { ready: true, terminated: false, terminating: false },
+    },
+    {
+      name: 'a Running pod with Ready=False is not ready',
+      pod: kubePod({ phase: 'Running', conditions: readyCond('False'), containerStatuses: [running] }),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a Running pod without a Ready condition is not ready',
+      pod: kubePod({ phase: 'Running', conditions: [{ type: 'ContainersReady', status: 'True' }], containerStatuses: [running] }),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a Pending pod is not ready even with a Ready=True condition',
+      pod: kubePod({ phase: 'Pending', conditions: readyCond('True') }),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a pod without status is neither ready nor terminated',
+      pod: kubePod(undefined),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a Succeeded pod is terminated and not ready',
+      pod: kubePod({ phase: 'Succeeded', conditions: readyCond('False'), containerStatuses: [stopped] }),
+      want: { ready: false, terminated: true },
+    },
+    {
+      name: 'a Failed pod is terminated even without container statuses',
+      pod: kubePod({ phase: 'Failed' }),
+      want: { ready: false, terminated: true },
+    },
+    {
+      name: 'a Running pod whose every container terminated is terminated, and not ready despite a stale Ready=True',
+      pod: kubePod({ phase: 'Running', conditions: readyCond('True'), containerStatuses: [stopped, sidecar(stopped)] }),
+      want: { ready: false, terminated: true },
+    },
+    {
+      name: 'a pod with one container still running is not terminated',
+      pod: kubePod({ phase: 'Running', conditions: readyCond('False'), containerStatuses: [stopped, sidecar(running)] }),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a Running pod with no container statuses yet is not terminated',
+      pod: kubePod({ phase: 'Running', conditions: readyCond('True'), containerStatuses: [] }),
+      want: { ready: true, terminated: false },
+    },
+    {
+      name: 'a pod with a deletionTimestamp is terminating, and may still be ready',
+      pod: kubePod({ phase: 'Running', conditions: readyCond('True'), containerStatuses: [running] }, { name: 'web-0', uid: 'u-1', deletionTimestamp: T0 }),
+      want: { ready: true, terminating: true, terminated: false },
+    },
+  ])('$name', ({ pod, want }) => {
+    expect(summarizePod(pod)).toMatchObject(want);
+  });
+
+  it('carries name, uid, labels, annotations and the creation time in epoch milliseconds', () => {
+    const pod = kubePod({ phase: 'Running' }, {
+      name: 'web-0', uid: 'u-1', creationTimestamp: new Date('2025-01-01T00:00:01.500Z'), labels: { app: 'web' }, annotations: { note: 'x' },
+    });
+    expect(summarizePod(pod)).toEqual({
+      ref: { name: 'web-0', uid: 'u-1' }, labels: { app: 'web' }, annotations: { note: 'x' },
+      createdAt: Date.parse('2025-01-01T00:00:01.500Z'), ready: false, terminating: false, terminated: false,
+    });
+  });
+
+  it('a pod without metadata gets empty names, no labels and creation time 0', () => {
+    expect(summarizePod(deepFreeze({}))).toEqual({
+      ref: { name: '', uid: '' }, labels: {}, annotations: {}, createdAt: 0, ready: false, terminating: false, terminated: false,
+    });
+  });
+});
+
+describe('isCandidate', () => {
+  const selector: LabelSelector = deepFreeze({ matchLabels: { app: 'web' } });
+  it.each<{ name: string; pod: PodSummary; want: boolean }>([
+    { name: 'a Ready selected pod is a candidate', pod: aPod('web-0'), want: true },
+    { name: 'an unready pod is not', pod: aPod('web-0', unready()), want: false },
+    { name: 'a terminating pod is not, even while Ready', pod: aPod('web-0', terminating()), want: false },
+    { name: 'a terminated pod is not', pod: aPod('web-0', terminated()), want: false },
+    { name: 'an unselected pod is not', pod: aPod('api-0', withLabels({ app: 'api' })), want: false },
+  ])('$name', ({ pod, want }) => {
+    expect(isCandidate(pod, selector)).toBe(want);
+  });
+});
+
+describe('byAge', () => {
+  it('orders oldest first, then by name, and does not depend on the input order', () => {
+    const pods = [aPod('c', createdAt(2)), aPod('b', createdAt(1)), aPod('z', createdAt(0)), aPod('a', createdAt(1))];
+    const want = ['z', 'a', 'b', 'c'];
+    expect([...pods].sort(byAge).map((p) => p.ref.name)).toEqual(want);
+    expect([...pods].reverse().sort(byAge).map((p) => p.ref.name)).toEqual(want);
+  });
+
+  it('is zero only for the same name and age', () => {
+    expect(byAge(aPod('a', createdAt(1)), aPod('a', createdAt(1)))).toBe(0);
+    expect(Math.sign(byAge(aPod('a', createdAt(1)), aPod('b', createdAt(1))))).toBe(-1);
+    expect(Math.sign(byAge(aPod('b', createdAt(1)), aPod('a', createdAt(1))))).toBe(1);
+  });
+});
+
+describe('podKeys', () => {
+  it('puts every key under the per-lock prefix <lock>.lock.fencepost.io', () => {
+    expect(lockKeyPrefix('db')).toBe('db.lock.fencepost.io');
+    expect(podKeys('db')).toEqual({
+      holder: 'db.lock.fencepost.io/holder',
+      token: 'db.lock.fencepost.io/fencing-token',
+      lease: 'db.lock.fencepost.io/lease',
+      acquireTime: 'db.lock.fencepost.io/acquire-time',
+      expireTime: 'db.lock.fencepost.io/expire-time',
+    });
+  });
+
+  it('keeps the keys of two locks apart, so that one pod can hold both', () => {
+    const a = Object.values(podKeys('a'));
+    const b = Object.values(podKeys('b'));
+    expect(a.filter((k) => b.includes(k))).toEqual([]);
+  });
+
+  it('gives a 63-character lock name a valid label key (prefix at most 253, name at most 63)', () => {
+    const name = 'x'.repeat(63);
+    const keys: readonly string[] = Object.values(podKeys(name));
+    for (const key of keys) {
+      const slash = key.indexOf('/');
+      const prefix = key.slice(0, slash);
+      const local = key.slice(slash + 1);
+      expect(prefix.length).toBeLessThanOrEqual(253);
+      expect(local.length).toBeLessThanOrEqual(63);
+      expect(prefix).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/);
+    }
+  });
+});

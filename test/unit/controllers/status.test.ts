@@ -1,0 +1,166 @@
+import { describe, expect, it } from 'vitest';
+import { ConditionType, Reason, findCondition } from '../../../src/api/v1alpha1/conditions.ts';
+import type { Condition, DistributedLockStatus } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { decide, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
+import { computeStatus, leaseName } from '../../../src/controllers/distributedlock/status.ts';
+import {
+  aLeaseView, aLock, aPod, acquiredAt, anObservation, createdAt, deepFreeze, fencingDown, heldBy, markedHolderOf, noLease,
+  observedAt, podsNotSynced, released, renewedAt, token, transitions, unready, withGeneration, withLease, withLock, withLockDelay,
+  withPods, type LeaseOption, type ObservationOption,
+} from '../../support/builders.ts';
+
+const LEASE_MS = 10_000;
+const NOW = new Date('2025-01-01T00:01:00.500Z');
+const NOW_META = '2025-01-01T00:01:00Z';
+const EARLIER_META = '2024-12-31T23:00:00Z';
+const T0 = new Date('2025-01-01T00:00:00.000Z');
+const at = (ms: number): Date => new Date(T0.getTime() + ms);
+
+const a = aPod('web-a', createdAt(1_000), markedHolderOf('db', 5n));
+const b = aPod('web-b', createdAt(2_000));
+
+const heldByA = (...opts: LeaseOption[]): ObservationOption =>
+  withLease(aLeaseView(heldBy(a), token(5n), transitions(3), acquiredAt(T0), renewedAt(T0), ...opts));
+
+/** statusOf decides at monotonic nowMs and computes the status against prev. */
+function statusOf(o: Observation, prev?: DistributedLockStatus, nowMs = 1_000): DistributedLockStatus {
+  return computeStatus(o, decide(o, nowMs), prev === undefined ? undefined : deepFreeze(prev), NOW);
+}
+const cond = (s: DistributedLockStatus, type: string): Condition | undefined => findCondition(s.conditions, type);
+
+describe('computeStatus', () => {
+  it('reports a held lock: holder, token, times, counts, and Held/Ready True with Degraded False', () => {
+    const s = statusOf(anObservation(withLock(aLock('db', withGeneration(4))), heldByA(renewedAt(at(4_000))), withPods(a, b)));
+    expect(s).toEqual({
+      holder: { name: 'web-a', uid: 'web-a-uid' },
+      fencingToken: '5',
+      acquireTime: '2025-01-01T00:00:00.000Z',
+      renewTime: '2025-01-01T00:00:04.000Z',
+      expireTime: '2025-01-01T00:00:14.000Z',
+      leaseTransitions: 3,
+      leaseName: 'dlock-db',
+      candidates: 2,
+      queueLength: 0,
+      observedGeneration: 4,
+      conditions: [
+        { type: 'Degraded', status: 'False', reason: 'AsExpected', message: expect.any(String) as string, observedGeneration: 4, lastTransitionTime: NOW_META },
+        { type: 'Held', status: 'True', reason: 'Granted', message: expect.stringMatching(/web-a.*5/) as string, observedGeneration: 4, lastTransitionTime: NOW_META },
+        { type: 'Ready', status: 'True', reason: 'AsExpected', message: expect.any(String) as string, observedGeneration: 4, lastTransitionTime: NOW_META },
+      ],
+    });
+  });
+
+  it('renders tokens above 2^53 exactly', () => {
+    const s = statusOf(anObservation(withLease(aLeaseView(heldBy(a), token(9_007_199_254_740_993n))), withPods(a)));
+    expect(s.fencingToken).toBe('9007199254740993');
+  });
+
+  it('leaves observedGeneration out everywhere when the lock has no generation', () => {
+    const s = statusOf(anObservation(withLock(aLock('db', withGeneration(undefined))), heldByA(), withPods(a)));
+    expect(s).not.toHaveProperty('observedGeneration');
+    for (const c of s.conditions ?? []) expect(c).not.toHaveProperty('observedGeneration');
+  });
+
+  it('reports fencing trouble as Degraded True and Ready False, both RedisUnavailable, with the detail in the message', () => {
+    const s = statusOf(anObservation(fencingDown('connect ECONNREFUSED'), withPods(b)));
+    expect(cond(s, ConditionType.Degraded)).toMatchObject({ status: 'True', reason: Reason.RedisUnavailable, message: expect.stringContaining('ECONNREFUSED') as string });
+    expect(cond(s, ConditionType.Ready)).toMatchObject({ status: 'False', reason: Reason.RedisUnavailable });
+    expect(cond(s, ConditionType.Held)).toMatchObject({ status: 'False', reason: Reason.RedisUnavailable });
+  });
+
+  it('keeps a renewing holder Held while fencing is down', () => {
+    const s = statusOf(anObservation(fencingDown(), heldByA(), withPods(a, b)));
+    expect(cond(s, ConditionType.Held)).toMatchObject({ status: 'True', reason: Reason.Granted });
+    expect(cond(s, ConditionType.Degraded)?.status).toBe('True');
+    expect(s.holder).toEqual(a.ref);
+  });
+
+  it.each<{ name: string; obs: Observation; nowMs?: number; reason: string }>([
+    { name: 'no candidate: WaitingForCandidate', obs: anObservation(withPods(aPod('web-a', unready()))), reason: Reason.Waiting },
+    {
+      name: 'within the lock delay: LockDelay',
+      obs: anObservation(withLock(aLock('db', withLockDelay(5))), withLease(aLeaseView(heldBy(a), token(5n), released('Revoked'))), withPods(b)),
+      reason: Reason.LockDelay,
+    },
+    { name: 'pod cache not synced on a vacant lock: CacheNotSynced', obs: anObservation(podsNotSynced(), withPods(b)), reason: Reason.CacheNotSynced },
+    { name: 'fencing unavailable: RedisUnavailable', obs: anObservation(fencingDown(), withPods(b)), reason: Reason.RedisUnavailable },
+    { name: 'released and about to be granted again: Released', obs: anObservation(withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(b)), reason: Reason.Released },
+    { name: 'never granted and about to be: WaitingForCandidate', obs: anObservation(withPods(b)), reason: Reason.Waiting },
+  ])('an unheld lock says why in Held False: $name', ({ obs: o, nowMs, reason }) => {
+    const s = statusOf(o, undefined, nowMs);
+    expect(cond(s, ConditionType.Held)).toMatchObject({ status: 'False', reason });
+    expect(s).not.toHaveProperty('holder');
+  });
+
+  it('a lock without a Lease yet has no leaseName, no token and zero transitions', () => {
+    const s = statusOf(anObservation(noLease(), withPods(b)));
+    expect(s).not.toHaveProperty('leaseName');
+    expect(s).not.toHaveProperty('fencingToken');
+    expect(s.leaseTransitions).toBe(0);
+    expect(cond(s, ConditionType.Held)?.status).toBe('False');
+  });
+
+  it('removes holder, acquireTime, renewTime and expireTime when the lock is released, and keeps the token', () => {
+    const prev = statusOf(anObservation(heldByA(), withPods(a, b)));
+    expect(prev).toMatchObject({ holder: a.ref, acquireTime: expect.any(String) as string, renewTime: expect.any(String) as string, expireTime: expect.any(String) as string });
+    const s = statusOf(anObservation(withLease(aLeaseView(heldBy(a), token(5n), transitions(3), released('Released'))), withPods(aPod('web-a', unready()))), prev);
+    for (const k of ['holder', 'acquireTime', 'renewTime', 'expireTime'] as const) expect(s).not.toHaveProperty(k);
+    expect(s).toMatchObject({ fencingToken: '5', leaseTransitions: 3, leaseName: leaseName('db') });
+  });
+
+  it('keeps lastTransitionTime of unchanged conditions and moves it for changed ones', () => {
+    const prev: DistributedLockStatus = {
+      conditions: [
+        { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '', lastTransitionTime: EARLIER_META },
+        { type: 'Held', status: 'True', reason: 'Granted', message: '', lastTransitionTime: EARLIER_META },
+        { type: 'Ready', status: 'True', reason: 'AsExpected', message: '', lastTransitionTime: EARLIER_META },
+      ],
+    };
+    const stillHeld = statusOf(anObservation(heldByA(), withPods(a)), prev);
+    expect(stillHeld.conditions?.map((c) => c.lastTransitionTime)).toEqual([EARLIER_META, EARLIER_META, EARLIER_META]);
+    const lost = statusOf(anObservation(fencingDown(), withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(b)), prev);
+    expect(lost.conditions?.map((c) => [c.type, c.lastTransitionTime])).toEqual([['Degraded', NOW_META], ['Held', NOW_META], ['Ready', NOW_META]]);
+  });
+
+  it('is a fixpoint: computing again from its own output gives the same status', () => {
+    const o = anObservation(heldByA(renewedAt(at(3_000))), withPods(a, b));
+    const first = statusOf(o);
+    expect(statusOf(o, first)).toEqual(first);
+  });
+
+  describe('renewTime throttling', () => {
+    const shownAt = at(2_000);
+    const prevShown = (holder = a.ref): DistributedLockStatus => ({ holder, renewTime: shownAt.toISOString(), expireTime: at(12_000).toISOString() });
+
+    it.each<{ name: string; prev: DistributedLockStatus | undefined; renew: Date; want: Date }>([
+      { name: 'kept when the Lease renewTime lags it by less than a lease duration', prev: prevShown(), renew: at(2_000 + LEASE_MS - 1), want: shownAt },
+      { name: 'refreshed when it lags by exactly a lease duration', prev: prevShown(), renew: at(2_000 + LEASE_MS), want: at(2_000 + LEASE_MS) },
+      { name: 'refreshed when it lags by more than a lease duration', prev: prevShown(), renew: at(2_000 + 3 * LEASE_MS), want: at(2_000 + 3 * LEASE_MS) },
+      { name: 'refreshed when the Lease renewTime is earlier than the one shown', prev: prevShown(), renew: at(1_000), want: at(1_000) },
+      { name: 'refreshed when the holder changed', prev: prevShown({ name: 'web-b', uid: 'web-b-uid' }), renew: at(3_000), want: at(3_000) },
+      { name: 'refreshed when the holder is a new incarnation of the same name', prev: prevShown({ name: 'web-a', uid: 'old-uid' }), renew: at(3_000), want: at(3_000) },
+      { name: 'taken from the Lease when none was shown', prev: undefined, renew: at(3_000), want: at(3_000) },
+    ])('$name', ({ prev, renew, want }) => {
+      const s = statusOf(anObservation(heldByA(renewedAt(renew)), withPods(a)), prev);
+      expect(s.renewTime).toBe(want.toISOString());
+      expect(s.expireTime).toBe(new Date(want.getTime() + LEASE_MS).toISOString());
+    });
+
+    it('uses the lease duration of the Lease, not of the lock spec', () => {
+      const o = anObservation(withLease(aLeaseView(heldBy(a), token(5n), renewedAt(at(2_000 + 4_000)), observedAt(0))), withPods(a));
+      const short = deepFreeze({ ...o, lease: o.lease === undefined ? undefined : { ...o.lease, record: { ...o.lease.record, leaseDurationSeconds: 3 } } });
+      expect(statusOf(short, prevShown()).renewTime).toBe(at(6_000).toISOString());
+    });
+
+    // BUG (src/controllers/distributedlock/status.ts): the throttle compares holder uids only, so a
+    // new term of the same pod (re-granted after a release or an expiry, as when it is the only
+    // candidate) keeps the previous term's renewTime: status then shows renewTime before
+    // acquireTime, and an expireTime computed from the old term. Remove `.fails` once fixed.
+    it.fails('a new term of the same holder shows its own renewTime, never one before acquireTime', () => {
+      const oldTerm = statusOf(anObservation(heldByA(acquiredAt(T0), renewedAt(at(2_000))), withPods(a)));
+      const newTerm = statusOf(anObservation(withLease(aLeaseView(heldBy(a), token(6n), transitions(4), acquiredAt(at(5_000)), renewedAt(at(5_000)))), withPods(a)), oldTerm);
+      expect(newTerm.acquireTime).toBe(at(5_000).toISOString());
+      expect(Date.parse(newTerm.renewTime ?? '')).toBeGreaterThanOrEqual(Date.parse(newTerm.acquireTime ?? ''));
+    });
+  });
+});
