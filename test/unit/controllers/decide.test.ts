@@ -308,12 +308,14 @@ const rows: readonly Row[] = [
     obs: obs(fencingDown(), withPods(a, b)),
     nowMs: 0,
     want: { actions: [], waiting: 'FencingUnavailable', holder: undefined },
+    requeue: [1, 5_000], // a waiting grant is retried soon, not at the safety resync
   },
   {
     name: 'without a working fencing backend a released lock is not granted',
     obs: obs(fencingDown(), withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(a, b)),
     nowMs: 0,
     want: { actions: [], waiting: 'FencingUnavailable' },
+    requeue: [1, 5_000],
   },
   {
     name: 'without a working fencing backend a holder that renews stays holder',
