@@ -14,15 +14,15 @@
  *   and created again does not reissue old tokens even when Redis lost its counter.
  * - annotations fencepost.io/renew-deadline-ms and fencepost.io/renew-period-ms: the timings of
  *   the current term, fixed at grant, so that the holder's agent needs nothing but the Lease.
- * - annotation fencepost.io/release: `Released` when the holder gave the lock up, so that the
- *   controller can tell a voluntary release (no lock-delay) from an expiry.
+ * - annotation fencepost.io/release: `Released` when the holder gave the lock up, `Expired` or
+ *   `Terminated` when the controller revoked it, so that lock-delay applies after an expiry only.
  */
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { parseToken } from '../fencing/token.ts';
 
 /** TOKEN_ANNOTATION holds the token of the Lease's current or last grant (decimal string). */
 export const TOKEN_ANNOTATION = 'fencepost.io/fencing-token';
-/** RELEASE_ANNOTATION records how the last holder left: `Released` (voluntary) or `Revoked`. */
+/** RELEASE_ANNOTATION records how the last holder left: `Released` (voluntary), `Expired` or `Terminated` (revoked by the controller). */
 export const RELEASE_ANNOTATION = 'fencepost.io/release';
 /** RENEW_DEADLINE_ANNOTATION is the holder's renew deadline for this term, in milliseconds. */
 export const RENEW_DEADLINE_ANNOTATION = 'fencepost.io/renew-deadline-ms';
@@ -32,6 +32,9 @@ export const RENEW_PERIOD_ANNOTATION = 'fencepost.io/renew-period-ms';
 export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
 /** LOCK_LABEL names the DistributedLock a Lease belongs to. */
 export const LOCK_LABEL = 'fencepost.io/lock';
+
+/** ReleaseKind: how a holder left — on its own, or revoked after expiry or termination. */
+export type ReleaseKind = 'Released' | 'Expired' | 'Terminated';
 
 /** HolderRef identifies one incarnation of a holder pod. */
 export interface HolderRef {
@@ -52,7 +55,7 @@ export interface LockRecord {
   readonly leaseDurationSeconds: number | undefined;
   readonly transitions: number;
   /** released says how the last holder left, when nobody holds the Lease. */
-  readonly released: 'Released' | 'Revoked' | undefined;
+  readonly released: ReleaseKind | undefined;
   /** lastHolder is the holder that released or lost the Lease (undefined while held). */
   readonly lastHolder: HolderRef | undefined;
   readonly resourceVersion: string;
@@ -63,11 +66,13 @@ export function holderIdentity(h: HolderRef): string {
   return `${h.name}/${h.uid}`;
 }
 
-/** parseHolderIdentity reverses holderIdentity; other spellings (not ours) yield undefined. */
+/** parseHolderIdentity reverses holderIdentity; another spelling yields a holder with an empty uid (matches no pod). */
 export function parseHolderIdentity(id: string | undefined): HolderRef | undefined {
   if (id === undefined || id === '') return undefined;
   const slash = id.indexOf('/');
-  if (slash <= 0 || slash === id.length - 1) return undefined;
+  // Not our spelling (someone else wrote it): still a holder, that no pod matches — so it is held
+  // until it expires, never taken over at once.
+  if (slash <= 0 || slash === id.length - 1) return { name: id, uid: '' };
   return { name: id.slice(0, slash), uid: id.slice(slash + 1) };
 }
 
@@ -99,7 +104,7 @@ export function parseLease(lease: V1Lease): LockRecord {
     renewTime: spec.renewTime !== undefined ? new Date(spec.renewTime) : undefined,
     leaseDurationSeconds: spec.leaseDurationSeconds,
     transitions: spec.leaseTransitions ?? 0,
-    released: released === 'Released' || released === 'Revoked' ? released : undefined,
+    released: released === 'Released' || released === 'Expired' || released === 'Terminated' ? released : undefined,
     lastHolder: spec.holderIdentity === undefined ? parseHolderIdentity(ann[LAST_HOLDER_ANNOTATION]) : undefined,
     resourceVersion: lease.metadata?.resourceVersion ?? '',
   };
@@ -180,7 +185,7 @@ export function renewedLease(lease: V1Lease, now: Date): V1Lease {
  * releasedLease is the body that clears the holder and keeps the token annotation (the
  * high-water mark). `how` says whether the holder left on its own or was revoked.
  */
-export function releasedLease(lease: V1Lease, how: 'Released' | 'Revoked'): V1Lease {
+export function releasedLease(lease: V1Lease, how: ReleaseKind): V1Lease {
   const l = withAnnotations(lease, { [RELEASE_ANNOTATION]: how, [LAST_HOLDER_ANNOTATION]: lease.spec?.holderIdentity });
   const { holderIdentity: _h, acquireTime: _a, renewTime: _r, ...rest } = l.spec ?? {};
   return { ...l, spec: rest };

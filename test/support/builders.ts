@@ -176,7 +176,7 @@ export const heldBy = (pod: PodSummary | HolderRef): LeaseOption => (d) => {
 /** token sets the Lease's token annotation (the high-water mark). */
 export const token = (n: bigint): LeaseOption => (d) => { d.record.token = n; };
 /** released clears the holder as a release or revocation does, remembering it as lastHolder. */
-export const released = (how: 'Released' | 'Revoked'): LeaseOption => (d) => {
+export const released = (how: 'Released' | 'Expired' | 'Terminated'): LeaseOption => (d) => {
   const r = d.record;
   if (r.holder !== undefined) r.lastHolder = r.holder;
   r.holder = undefined;

@@ -127,7 +127,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
   }
 
   // 3: Nobody holds it. After an involuntary expiry, honour the lock-delay first.
-  if (record.released === 'Revoked' && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
+  if (record.released === 'Expired' && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
     return { ...base, actions: marks(undefined, undefined), requeueAfterMs: obs.timings.lockDelayMs - elapsed + EXPIRY_MARGIN_MS, holder: undefined, expiresInMs: undefined, waiting: 'LockDelay' };
   }
   const next = record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0];
@@ -137,7 +137,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
   if (!obs.fencing.ready) {
     return { ...base, actions: marks(undefined, undefined), requeueAfterMs: FENCING_RETRY_MS, holder: undefined, expiresInMs: undefined, waiting: 'FencingUnavailable' };
   }
-  const cause: GrantCause = record.released === 'Released' ? 'Released' : record.released === 'Revoked' ? 'Expired' : 'Vacant';
+  const cause: GrantCause = record.released === 'Released' ? 'Released' : record.released === 'Expired' ? 'Expired' : record.released === 'Terminated' ? 'HolderTerminated' : 'Vacant';
   return {
     ...base, actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: undefined, cause, floor: tokenFloor(record) }],
     requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined,

@@ -202,7 +202,7 @@ export class DistributedLockReconciler implements Reconciler {
       }
       case 'Revoke': {
         const current = await this.#leaseApi.readNamespacedLease({ namespace, name });
-        await this.#leaseApi.replaceNamespacedLease({ namespace, name, body: releasedLease(current, 'Revoked') });
+        await this.#leaseApi.replaceNamespacedLease({ namespace, name, body: releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated') });
         this.#d.metrics?.expirations.inc({ cause: action.cause });
         log.info({ holder: action.holder.name, cause: action.cause }, 'Revoked Lease');
         this.#event(lock, 'Warning', 'HolderExpired', action.cause === 'Expired'

@@ -36,7 +36,9 @@ export function computeStatus(obs: Observation, dec: Decision, prev: Distributed
   let expireTime: string | undefined;
   if (held && record.renewTime !== undefined) {
     const fresh = record.renewTime.getTime();
-    const shown = prev?.renewTime !== undefined && prev.holder?.uid === dec.holder.uid ? Date.parse(prev.renewTime) : Number.NaN;
+    // Keep the shown renewTime only within the same term (same holder and acquireTime).
+    const sameTerm = prev?.holder?.uid === dec.holder.uid && prev?.acquireTime === record.acquireTime?.toISOString();
+    const shown = prev?.renewTime !== undefined && sameTerm ? Date.parse(prev.renewTime) : Number.NaN;
     const keep = Number.isFinite(shown) && fresh - shown < leaseMs && fresh >= shown;
     renewTime = keep ? prev?.renewTime : record.renewTime.toISOString();
     expireTime = new Date(Date.parse(renewTime ?? '') + leaseMs).toISOString();

@@ -33,9 +33,10 @@ describe('parseHolderIdentity', () => {
     { name: 'only the first slash separates, the rest is the uid', id: 'web-a/u/v', want: { name: 'web-a', uid: 'u/v' } },
     { name: 'undefined is nobody', id: undefined, want: undefined },
     { name: 'the empty string is nobody', id: '', want: undefined },
-    { name: 'a bare name (not our spelling) is nobody', id: 'web-a', want: undefined },
-    { name: 'an empty name is nobody', id: '/uid-a', want: undefined },
-    { name: 'an empty uid is nobody', id: 'web-a/', want: undefined },
+    // Someone else's spelling is still somebody: held (by no pod of ours) until it expires.
+    { name: 'a bare name (not our spelling) is a holder that matches no pod', id: 'web-a', want: { name: 'web-a', uid: '' } },
+    { name: 'an empty name is a holder that matches no pod', id: '/uid-a', want: { name: '/uid-a', uid: '' } },
+    { name: 'an empty uid is a holder that matches no pod', id: 'web-a/', want: { name: 'web-a/', uid: '' } },
   ])('$name', ({ id, want }) => {
     expect(parseHolderIdentity(id)).toEqual(want);
   });
@@ -160,7 +161,7 @@ describe('renewedLease', () => {
 });
 
 describe('releasedLease', () => {
-  it.each(['Released', 'Revoked'] as const)('%s: clears holder and times, keeps the token, records how and who, keeps transitions', (how) => {
+  it.each(['Released', 'Expired'] as const)('%s: clears holder and times, keeps the token, records how and who, keeps transitions', (how) => {
     const held = deepFreeze(grantedLease(aKubeLease({ leaseTransitions: 2 }), A, 7n, TIMINGS, T1));
     const r = parseLease(roundTrip(releasedLease(held, how)));
     expect(r).toMatchObject({
@@ -170,9 +171,9 @@ describe('releasedLease', () => {
   });
 
   it('releasing a vacant Lease records no last holder', () => {
-    const r = parseLease(releasedLease(fresh, 'Revoked'));
+    const r = parseLease(releasedLease(fresh, 'Expired'));
     expect(r.lastHolder).toBeUndefined();
-    expect(r.released).toBe('Revoked');
+    expect(r.released).toBe('Expired');
     expect(r.token).toBeUndefined();
   });
 
