@@ -195,19 +195,28 @@ export function httpGuard(book: FenceBook, opts: HttpGuardOptions = {}): HttpMid
       return;
     }
     void book.enter(resource).then((leave) => {
-      const verdict = book.check(resource, req.headers[lookup], header);
+      let verdict: FenceCheck;
+      try {
+        verdict = book.check(resource, req.headers[lookup], header);
+        if (!verdict.ok) {
+          if (verdict.status === 409) reply(res, 409, { error: verdict.reason, token: String(req.headers[lookup]), highWater: verdict.highWater.toString() });
+          else reply(res, 400, { error: verdict.reason });
+        }
+      } catch (err) {
+        leave();
+        throw err;
+      }
       if (!verdict.ok) {
         leave();
-        if (verdict.status === 409) reply(res, 409, { error: verdict.reason, token: String(req.headers[lookup]), highWater: verdict.highWater.toString() });
-        else reply(res, 400, { error: verdict.reason });
         return;
       }
-      tokens.set(req, verdict.token);
+      const token = verdict.token;
+      tokens.set(req, token);
       let done = false;
       const settle = (): void => {
         if (done) return;
         done = true;
-        if (res.headersSent && succeeded(res)) book.commit(resource, verdict.token);
+        if (res.headersSent && succeeded(res)) book.commit(resource, token);
         leave();
       };
       res.once('finish', settle);
@@ -215,16 +224,18 @@ export function httpGuard(book: FenceBook, opts: HttpGuardOptions = {}): HttpMid
       try {
         next();
       } catch (err) {
+        // The handler failed: whatever it did, it did not report success, so no commit.
+        done = true;
+        leave();
         if (!res.headersSent) {
           res.statusCode = 500;
           res.end(`handler failed: ${err instanceof Error ? err.message : String(err)}`);
         } else {
           res.destroy(err instanceof Error ? err : new Error(String(err)));
         }
-        // The write may have happened before the throw; we only know it did not succeed visibly.
-        done = true;
-        leave();
       }
+    }).catch((err: unknown) => {
+      res.destroy(err instanceof Error ? err : new Error(String(err)));
     });
   };
 }

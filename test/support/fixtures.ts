@@ -95,9 +95,16 @@ export async function renewLease(t: TestKube, lockName: string): Promise<V1Lease
 
 /** releaseLease is what an agent does on SIGTERM: clear the holder, mark it Released (CAS). */
 export async function releaseLease(t: TestKube, lockName: string): Promise<V1Lease> {
-  const lease = await getLease(t, lockName);
-  if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
-  return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}`, body: releasedLease(lease, 'Released') });
+  // As an agent does: on 409 re-read and try again (the Lease changed between read and write).
+  for (let attempt = 1; ; attempt++) {
+    const lease = await getLease(t, lockName);
+    if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
+    try {
+      return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}`, body: releasedLease(lease, 'Released') });
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409 || attempt >= 5) throw err;
+    }
+  }
 }
 
 /** keepRenewing renews every periodMs until the returned stop() is called (a well-behaved holder). */

@@ -1,0 +1,11 @@
+/**
+ * Fencing guards: make a resource refuse writes whose fencing token is below the highest it has
+ * accepted — Redis (a Lua fenced write), HTTP (a mark book and a node:http middleware) and SQL
+ * (statement text for a fence column).
+ */
+export { DEFAULT_WRITE_ID_TTL_MS, redisGuard } from './redis-guard.ts';
+export type { RedisGuard, RedisGuardOptions, RedisWriteResult } from './redis-guard.ts';
+export { FenceBook, defaultResource, fencingTokenOf, httpGuard } from './http-guard.ts';
+export type { FenceBookOptions, FenceCheck, HttpGuardOptions, HttpMiddleware } from './http-guard.ts';
+export { SqlIdentifierError, fencedParams, fencedUpdateSql, fencedUpsertSql, quoteIdentifier, tokenParam } from './sql-guard.ts';
+export type { FencedSqlSpec } from './sql-guard.ts';

@@ -1,0 +1,312 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MAX_TOKEN, TokenError } from '../../../src/fencing/token.ts';
+import { redisGuard, type RedisGuard, type RedisWriteResult } from '../../../src/guards/redis-guard.ts';
+import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+
+/** mulberry32: a small seeded PRNG, enough to replay a workload from its seed. */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];
+
+// A real redis-server of this file's own: the guard is one Lua script, and what matters is what
+// Redis does with it (atomicity, string comparison past 2^53, the mark on rejection).
+describe('redisGuard against a real redis-server', () => {
+  let redis: RedisServer;
+  let client: Redis;
+  let guard: RedisGuard;
+  let n = 0;
+  const fresh = (): string => `guard-test:${++n}`;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = redis.client();
+    guard = redisGuard(client);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  it('accepts increasing tokens, writes the value and raises the mark', async () => {
+    const k = fresh();
+    expect(await guard.highWater(k)).toBeUndefined();
+    for (const t of [1n, 2n, 5n, 100n]) {
+      expect(await guard.write(k, t, `v${t}`)).toEqual({ accepted: true, duplicate: false });
+      expect(await client.get(k)).toBe(`v${t}`);
+      expect(await guard.highWater(k)).toBe(t);
+    }
+    expect(await client.get(`${k}:fence`)).toBe('100');
+    expect(await client.pttl(`${k}:fence`)).toBe(-1);
+  });
+
+  it('rejects a lower token and leaves the data and the mark unchanged', async () => {
+    const k = fresh();
+    await guard.write(k, '7', 'seven');
+    expect(await guard.write(k, '6', 'six')).toEqual({ accepted: false, reason: 'stale', highWater: 7n });
+    expect(await guard.write(k, 0n, 'zero')).toEqual({ accepted: false, reason: 'stale', highWater: 7n });
+    expect(await client.get(k)).toBe('seven');
+    expect(await client.get(`${k}:fence`)).toBe('7');
+  });
+
+  it('accepts an equal token (the same holder writing again in its term)', async () => {
+    const k = fresh();
+    await guard.write(k, 9n, 'first');
+    expect(await guard.write(k, '9', 'second')).toEqual({ accepted: true, duplicate: false });
+    expect(await client.get(k)).toBe('second');
+    expect(await guard.highWater(k)).toBe(9n);
+  });
+
+  it('compares exactly around 2^53 and by length, not as doubles or plain strings', async () => {
+    const k = fresh();
+    expect((await guard.write(k, '9007199254740993', 'a')).accepted).toBe(true);
+    expect(await guard.write(k, '9007199254740992', 'b')).toEqual({ accepted: false, reason: 'stale', highWater: 9007199254740993n });
+    expect(await client.get(k)).toBe('a');
+    expect((await guard.write(k, 9007199254740994n, 'c')).accepted).toBe(true);
+    expect(await guard.highWater(k)).toBe(9007199254740994n);
+
+    const up = fresh();
+    expect((await guard.write(up, '9007199254740992', 'a')).accepted).toBe(true);
+    expect((await guard.write(up, '9007199254740993', 'b')).accepted).toBe(true);
+    expect(await client.get(up)).toBe('b');
+
+    const len = fresh(); // "9" > "10" as strings; 9 < 10 as integers
+    await guard.write(len, '10', 'ten');
+    expect(await guard.write(len, '9', 'nine')).toEqual({ accepted: false, reason: 'stale', highWater: 10n });
+
+    const max = fresh();
+    await guard.write(max, MAX_TOKEN - 1n, 'almost');
+    expect((await guard.write(max, MAX_TOKEN, 'max')).accepted).toBe(true);
+    expect(await guard.write(max, MAX_TOKEN - 1n, 'late')).toEqual({ accepted: false, reason: 'stale', highWater: MAX_TOKEN });
+  });
+
+  it('refuses malformed tokens before anything reaches Redis, naming the value', async () => {
+    // A client that can send nothing: any command would fail with a connection error, not a TokenError.
+    const offline = new Redis(redis.url, { lazyConnect: true, enableOfflineQueue: false });
+    const blind = redisGuard(offline);
+    const k = fresh();
+    await guard.write(k, '5', 'kept');
+    try {
+      for (const bad of MALFORMED) {
+        for (const g of [blind, guard]) {
+          const err = await g.write(k, bad, 'forged').then(() => undefined, (e: unknown) => e);
+          expect(err, `token ${JSON.stringify(bad)}`).toBeInstanceOf(TokenError);
+          expect((err as Error).message).toContain(bad === '9223372036854775808' ? bad : JSON.stringify(bad));
+        }
+      }
+      for (const bad of [-1n, MAX_TOKEN + 1n]) {
+        await expect(blind.write(k, bad, 'forged')).rejects.toThrow(TokenError);
+        await expect(guard.write(k, bad, 'forged')).rejects.toThrow(bad.toString());
+      }
+      expect(offline.status).toBe('wait');
+    } finally {
+      offline.disconnect();
+    }
+    expect(await client.get(`${k}:fence`)).toBe('5');
+    expect(await client.get(k)).toBe('kept');
+  });
+
+  it('fails closed when the script itself gets a malformed token or the mark is not a token', async () => {
+    const k = fresh();
+    await guard.write(k, '5', 'kept');
+    // Defence in depth: the script re-validates its token.
+    const raw = client as unknown as { fencepostFencedWrite(...args: string[]): Promise<unknown> };
+    await expect(raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '007', 'forged', '', '1000')).rejects.toThrow(/malformed fencing token/);
+    await expect(raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '9223372036854775808', 'forged', '', '1000')).rejects.toThrow(/malformed fencing token/);
+    expect(await client.get(k)).toBe('kept');
+    // A corrupted mark is never compared.
+    await client.set(`${k}:fence`, '1e3');
+    await expect(guard.write(k, '6', 'after-corruption')).rejects.toThrow(/does not hold a fencing token/);
+    expect(await client.get(k)).toBe('kept');
+    await expect(guard.highWater(k)).rejects.toThrow(TokenError);
+  });
+
+  it('removes a TTL someone put on the fence key, even on a rejected write', async () => {
+    const k = fresh();
+    await guard.write(k, '5', 'v');
+    await client.pexpire(`${k}:fence`, 60_000);
+    expect((await guard.write(k, '4', 'stale')).accepted).toBe(false);
+    expect(await client.pttl(`${k}:fence`)).toBe(-1);
+    expect(await client.get(`${k}:fence`)).toBe('5');
+  });
+
+  it('applies a write id once and reports retries as duplicates', async () => {
+    const k = fresh();
+    expect(await guard.write(k, 5n, 'a', 'w1')).toEqual({ accepted: true, duplicate: false });
+    expect(await guard.write(k, 5n, 'a', 'w1')).toEqual({ accepted: true, duplicate: true });
+    expect(await guard.write(k, 6n, 'b', 'w2')).toEqual({ accepted: true, duplicate: false });
+    // A late retry of w1 (token 5, now below the mark) was applied once already: duplicate, no change.
+    expect(await guard.write(k, 5n, 'a', 'w1')).toEqual({ accepted: true, duplicate: true });
+    expect(await client.get(k)).toBe('b');
+    expect(await guard.highWater(k)).toBe(6n);
+    // A rejected write id is not remembered.
+    expect((await guard.write(k, 3n, 'x', 'w3')).accepted).toBe(false);
+    expect(await client.zscore(`${k}:writes`, 'w3')).toBeNull();
+    // The id set expires; the fence key never does.
+    expect(await client.pttl(`${k}:writes`)).toBeGreaterThan(0);
+    expect(await client.pttl(`${k}:fence`)).toBe(-1);
+    await expect(guard.write(k, 7n, 'c', '')).rejects.toThrow(/writeId/);
+  });
+
+  it('forgets write ids after the window (the token still fences the retry)', async () => {
+    const short = redisGuard(client, { writeIdTtlMs: 50 });
+    const k = fresh();
+    expect(await short.write(k, 5n, 'a', 'w1')).toEqual({ accepted: true, duplicate: false });
+    await sleep(120);
+    expect(await short.write(k, 5n, 'a', 'w1')).toEqual({ accepted: true, duplicate: false });
+    await short.write(k, 6n, 'b');
+    await sleep(120);
+    expect(await short.write(k, 5n, 'a', 'w1')).toEqual({ accepted: false, reason: 'stale', highWater: 6n });
+  });
+
+  it('shares one mark across keys with the fenceKey option (a lock namespace)', async () => {
+    const ns = redisGuard(client, { fenceKey: () => 'guard-test:ns:fence' });
+    expect((await ns.write('guard-test:ns:a', 10n, 'a')).accepted).toBe(true);
+    expect(await ns.write('guard-test:ns:b', 9n, 'b')).toEqual({ accepted: false, reason: 'stale', highWater: 10n });
+    expect(await client.get('guard-test:ns:b')).toBeNull();
+    expect(await ns.highWater('guard-test:ns:b')).toBe(10n);
+    const suffixed = redisGuard(client, { fenceKeySuffix: '#hw' });
+    await suffixed.write('guard-test:sfx', 3n, 'v');
+    expect(await client.get('guard-test:sfx#hw')).toBe('3');
+    const same = redisGuard(client, { fenceKey: (key) => key });
+    await expect(same.write('guard-test:same', 1n, 'v')).rejects.toThrow(/must differ/);
+  });
+
+  it('keeps accepted tokens non-decreasing under 2000 randomly interleaved writes from several holders', async () => {
+    const seed = Number(process.env['FENCEPOST_GUARD_SEED'] ?? Math.floor(Math.random() * 2 ** 32));
+    const rnd = mulberry32(seed);
+    const pick = <T>(xs: readonly T[]): T | undefined => xs[Math.floor(rnd() * xs.length)];
+    const why = `seed=${seed} (replay the workload with FENCEPOST_GUARD_SEED=${seed})`;
+    const key = `guard-test:random:${seed}`;
+
+    interface Send { holder: number; token: bigint; value: string; writeId?: string }
+    const HOLDERS = 5;
+    const TOTAL = 2000;
+    const clients = Array.from({ length: HOLDERS }, () => redis.client());
+    const guards = clients.map((c) => redisGuard(c));
+    // Load the script once so that every later call is one EVALSHA (no NOSCRIPT + EVAL pair).
+    await guards[0]?.write(`${key}:warmup`, 0n, 'x');
+    const monitor = await redis.client().monitor();
+    const seen: string[][] = [];
+    const marker = `guard-test:end:${seed}`;
+    let ended = false;
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const cmd = (args[0] ?? '').toLowerCase();
+      if (cmd === 'evalsha' || cmd === 'eval') { if (args[3] === key) seen.push(args); }
+      if (cmd === 'echo' && args[1] === marker) ended = true;
+    });
+
+    const sends: Send[] = [];
+    const results = new Map<string, RedisWriteResult[]>(); // by value (a retry re-sends the value)
+    try {
+      let counter = 2n ** 53n - 25n; // the run crosses 2^53
+      const current: (bigint | undefined)[] = Array.from({ length: HOLDERS }, () => undefined);
+      const history: Send[][] = Array.from({ length: HOLDERS }, () => []);
+      let serial = 0;
+      while (sends.length < TOTAL) {
+        if (rnd() < 0.3 || current.every((t) => t === undefined)) {
+          // A grant: a new, larger token for one holder; the others keep their (now stale) ones.
+          current[Math.floor(rnd() * HOLDERS)] = ++counter;
+        }
+        const batch: Send[] = [];
+        const size = 1 + Math.floor(rnd() * 8);
+        for (let i = 0; i < size && sends.length + batch.length < TOTAL; i++) {
+          const holder = Math.floor(rnd() * HOLDERS);
+          const token = current[holder];
+          if (token === undefined) continue;
+          const past = history[holder] ?? [];
+          const r = rnd();
+          let send: Send;
+          if (r < 0.1 && past.length > 0) {
+            const old = pick(past.filter((s) => s.writeId !== undefined).slice(-5));
+            send = old ?? { holder, token, value: `h${holder}-s${++serial}-t${token}` };
+          } else if (r < 0.4) {
+            send = { holder, token, value: `h${holder}-s${++serial}-t${token}`, writeId: `h${holder}-id${serial}` };
+          } else {
+            send = { holder, token, value: `h${holder}-s${++serial}-t${token}` };
+          }
+          batch.push(send);
+          past.push(send);
+        }
+        sends.push(...batch);
+        await Promise.all(batch.map(async (s) => {
+          const ticks = Math.floor(rnd() * 3);
+          for (let i = 0; i < ticks; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+          const g = guards[s.holder];
+          if (g === undefined) throw new Error('no guard');
+          const res = await g.write(key, s.token, s.value, s.writeId);
+          const list = results.get(s.value) ?? [];
+          list.push(res);
+          results.set(s.value, list);
+        }));
+      }
+      await clients[0]?.echo(marker);
+      for (let i = 0; !ended; i++) {
+        if (i > 500) throw new Error(`monitor never saw the end marker; ${why}`);
+        await sleep(10);
+      }
+    } finally {
+      monitor.disconnect();
+      for (const c of clients) c.disconnect();
+    }
+
+    // Replay Redis's own execution order (MONITOR) against the model.
+    expect(seen.length, why).toBe(TOTAL);
+    let mark: bigint | undefined;
+    let last: string | undefined;
+    const applied = new Set<string>();
+    const expected = new Map<string, string[]>();
+    const acceptedTokens: bigint[] = [];
+    for (const args of seen) {
+      const token = BigInt(args[6] ?? 'x');
+      const value = args[7] ?? '';
+      const writeId = args[8] ?? '';
+      let outcome: string;
+      if (writeId !== '' && applied.has(writeId)) outcome = 'duplicate';
+      else if (mark !== undefined && token < mark) outcome = `stale:${mark}`;
+      else {
+        outcome = 'applied';
+        mark = token;
+        last = value;
+        acceptedTokens.push(token);
+        if (writeId !== '') applied.add(writeId);
+      }
+      expected.set(value, [...(expected.get(value) ?? []), outcome]);
+    }
+    const actual = new Map<string, string[]>();
+    for (const [value, list] of results) {
+      actual.set(value, list.map((r) => r.accepted ? (r.duplicate ? 'duplicate' : 'applied') : `stale:${r.highWater}`));
+    }
+    expect([...actual.keys()].sort(), why).toEqual([...expected.keys()].sort());
+    for (const [value, outcomes] of expected) {
+      // Outcomes per value as multisets: a retry's result cannot be matched to its send otherwise.
+      expect([...(actual.get(value) ?? [])].sort(), `${why}: outcomes of ${value}`).toEqual([...outcomes].sort());
+    }
+
+    for (let i = 1; i < acceptedTokens.length; i++) {
+      expect((acceptedTokens[i] ?? 0n) >= (acceptedTokens[i - 1] ?? 0n), `${why}: accepted ${acceptedTokens[i]} after ${acceptedTokens[i - 1]}`).toBe(true);
+    }
+    for (const [value, list] of results) {
+      const token = BigInt(/-t(\d+)$/.exec(value)?.[1] ?? 'x');
+      for (const r of list) {
+        if (!r.accepted) expect(token < r.highWater, `${why}: ${value} rejected by mark ${r.highWater}`).toBe(true);
+      }
+    }
+    const rejected = [...results.values()].flat().filter((r) => !r.accepted).length;
+    const duplicates = [...results.values()].flat().filter((r) => r.accepted && r.duplicate).length;
+    expect(rejected, `${why}: the workload must exercise rejections`).toBeGreaterThan(0);
+    expect(duplicates, `${why}: the workload must exercise retries`).toBeGreaterThan(0);
+    expect(await client.get(key), why).toBe(last);
+    expect(await client.get(`${key}:fence`), why).toBe(mark?.toString());
+  });
+});
