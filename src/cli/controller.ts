@@ -5,7 +5,8 @@
  * leading cannot be trusted afterwards), and Kubernetes restarts it as a candidate.
  */
 import { randomUUID } from 'node:crypto';
-import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api } from '@kubernetes/client-node';
+import { loadKubeConfig } from './kubeconfig.ts';
 import { parseControllerConfig, type ControllerConfig } from '../config/controller.ts';
 import { startLockController, type LockController } from '../controllers/distributedlock/setup.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
@@ -13,13 +14,6 @@ import { serveProbes } from '../observability/http.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { realClock } from '../runtime/clock.ts';
 import { LeaderElector, leaseClientFrom } from '../runtime/leaderelection.ts';
-
-/** loadKubeConfig: --kubeconfig, else $KUBECONFIG / in-cluster / ~/.kube/config (client-node's default order). */
-export function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  if (path !== undefined) kc.loadFromFile(path); else kc.loadFromDefault();
-  return kc;
-}
 
 /** runController runs until SIGTERM/SIGINT (exit 0) or loss of leadership (exit 1). */
 export async function runController(argv: readonly string[]): Promise<number> {

@@ -1,15 +1,18 @@
 #!/usr/bin/env node
 /**
- * The `fencepost` command: `fencepost controller [flags]` (more subcommands arrive with the agent).
+ * The `fencepost` command: `fencepost controller|agent|exec|version`.
  * Exit codes: 0 success, 1 runtime failure, 2 bad usage.
  */
 import { CONTROLLER_USAGE } from '../config/controller.ts';
 import { runController } from './controller.ts';
+import { AGENT_USAGE } from '../config/agent.ts';
+import { runAgent } from './agent.ts';
 
 const USAGE = `Usage: fencepost <command> [flags]
 
 Commands:
   controller   run the DistributedLock controller (see: fencepost controller --help)
+  agent        run the in-pod sidecar that renews this pod's locks (see: fencepost agent --help)
   version      print the version
 `;
 
@@ -19,6 +22,9 @@ async function main(argv: readonly string[]): Promise<number> {
     case 'controller':
       if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(CONTROLLER_USAGE); return 0; }
       return await runController(rest);
+    case 'agent':
+      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(AGENT_USAGE); return 0; }
+      return await runAgent(rest);
     case 'version':
       process.stdout.write('fencepost 0.1.0\n');
       return 0;

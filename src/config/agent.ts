@@ -1,0 +1,61 @@
+/**
+ * The agent's configuration: the pod identity from the downward API (POD_NAME, POD_NAMESPACE,
+ * POD_UID) and flags. The only place the agent reads process.env.
+ */
+import { parseArgs } from 'node:util';
+
+/** AgentConfig: every knob of `fencepost agent`. */
+export interface AgentConfig {
+  readonly kubeconfig: string | undefined;
+  readonly podName: string;
+  readonly podNamespace: string;
+  readonly podUid: string;
+  /** locks: --lock NAME, repeatable, at least one. */
+  readonly locks: readonly string[];
+  /** listen: loopback host:port of the local API; default 127.0.0.1:7370. */
+  readonly listen: string;
+  /** stateDir: where per-lock state files are written; none by default. */
+  readonly stateDir: string | undefined;
+  readonly logLevel: 'debug' | 'info' | 'error' | 'silent';
+}
+
+/** AGENT_USAGE is printed by --help and on bad flags. */
+export const AGENT_USAGE = `Usage: fencepost agent --lock NAME [--lock NAME ...] [flags]
+
+Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
+
+  --lock NAME          a DistributedLock in POD_NAMESPACE this pod is a candidate for (repeatable)
+  --listen ADDR        loopback address of the local HTTP API (default 127.0.0.1:7370)
+  --state-dir DIR      write <DIR>/<lock>.json while the lock is held (atomic; removed on loss)
+  --kubeconfig PATH    (default: in-cluster, $KUBECONFIG, ~/.kube/config)
+  --log-level LEVEL    debug, info, error or silent (default info)
+`;
+
+const LOCK_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** parseAgentConfig parses argv after the subcommand; throws an Error naming the flag or variable. */
+export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const { values } = parseArgs({
+    args: [...argv], strict: true, allowPositionals: false,
+    options: {
+      'lock': { type: 'string', multiple: true }, 'listen': { type: 'string', default: '127.0.0.1:7370' },
+      'state-dir': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'info' },
+    },
+  });
+  const need = (name: string): string => {
+    const v = env[name];
+    if (v === undefined || v === '') throw new Error(`${name}: not set; pass it from the downward API (fieldRef metadata.${name === 'POD_UID' ? 'uid' : name === 'POD_NAME' ? 'name' : 'namespace'})`);
+    return v;
+  };
+  const locks = values.lock ?? [];
+  if (locks.length === 0) throw new Error('--lock: at least one lock name is required');
+  for (const l of locks) if (!LOCK_NAME.test(l)) throw new Error(`--lock: ${JSON.stringify(l)} is not a valid lock name (a DNS label of at most 63 characters)`);
+  const host = values.listen.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) throw new Error(`--listen: ${JSON.stringify(values.listen)} is not a loopback address; the agent API is for the pod's own containers only`);
+  const level = values['log-level'];
+  if (level !== 'debug' && level !== 'info' && level !== 'error' && level !== 'silent') throw new Error(`--log-level: must be debug, info, error or silent, got ${JSON.stringify(level)}`);
+  return Object.freeze({
+    kubeconfig: values.kubeconfig, podName: need('POD_NAME'), podNamespace: need('POD_NAMESPACE'), podUid: need('POD_UID'),
+    locks: Object.freeze([...new Set(locks)]), listen: values.listen, stateDir: values['state-dir'], logLevel: level,
+  });
+}
