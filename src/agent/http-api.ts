@@ -58,7 +58,7 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
       return;
     }
     if (action === '/acquire' && req.method === 'POST') {
-      let waitMs = 0;
+      let waitMs: number;
       try { waitMs = parseDuration(url.searchParams.get('wait') ?? '0', 'wait'); } catch (err) { json(res, 400, { error: (err as Error).message }); return; }
       void waitHeld(session, waitMs, req).then((held) => { if (!res.writableEnded) json(res, held ? 200 : 408, session.snapshot()); });
       return;

@@ -8,7 +8,9 @@
  * 1. `book.check(resource, header)` — is the token well formed and not below the mark? Changes
  *    nothing.
  * 2. the handler performs the write;
- * 3. `book.commit(resource, token)` — only if the write succeeded: raise the mark.
+ * 3. `book.commit(resource, token)` — only if the write succeeded: raise the mark. The
+ *    middleware commits when the handler ends its response with a success status (`res.end`,
+ *    not the 'finish' event, which never fires when the client has gone away meanwhile).
  *
  * Check, write and commit must not interleave with another request on the same resource (token 6
  * checked, token 5 checked, 6 written, 5 written would let the stale holder win), so they run
@@ -32,6 +34,7 @@ export type FenceCheck =
 
 /** FenceBookOptions seeds a book, e.g. from a snapshot saved before a restart. */
 export interface FenceBookOptions {
+  /** initial marks, e.g. `snapshot()` of an earlier book; invalid tokens throw TokenError. */
   readonly initial?: Iterable<readonly [string, bigint]>;
 }
 
@@ -119,7 +122,7 @@ export class FenceBook {
    * rejects: the rejection propagates and the mark stays). A refused check is returned, and
    * `write` is not called.
    */
-  async guarded<T>(resource: string, tokenText: string | undefined, write: (token: bigint) => Promise<T>): Promise<{ readonly ok: true; readonly value: T } | Exclude<FenceCheck, { ok: true }>> {
+  async guarded<T>(resource: string, tokenText: string | readonly string[] | undefined, write: (token: bigint) => Promise<T>): Promise<{ readonly ok: true; readonly value: T } | Exclude<FenceCheck, { ok: true }>> {
     const leave = await this.enter(resource);
     try {
       const verdict = this.check(resource, tokenText);
@@ -139,9 +142,13 @@ export interface HttpGuardOptions {
   readonly header?: string;
   /** resource names the fenced resource of a request (default: the URL path, without query). */
   readonly resource?: (req: IncomingMessage) => string;
-  /** succeeded tells, once the response is sent, whether the handler's write happened
+  /** succeeded tells, when the handler ends the response, whether its write happened
    *  (default: status below 400). */
   readonly succeeded?: (res: ServerResponse) => boolean;
+  /** abandonAfterMs: when the client disconnects before the handler ends the response, how long
+   *  to keep the resource for the handler before letting the next request in without a commit
+   *  (default 30 s). */
+  readonly abandonAfterMs?: number;
 }
 
 /** HttpMiddleware is a connect-style handler on plain node:http. */
@@ -173,19 +180,21 @@ function reply(res: ServerResponse, status: number, body: Record<string, string>
 
 /**
  * httpGuard returns a middleware that fences each request: it enters the resource's critical
- * section, answers 400 (missing or malformed token: the body names the header and the value) or
- * 409 (stale: the body names the token and the mark) without calling `next`, or calls `next`
- * and, when the response has been sent, commits the token if `succeeded(res)`. The section is
- * left when the response finishes or the connection closes, so requests to one resource are
- * handled one at a time: a handler that keeps a response open holds up that resource. A handler
- * that throws synchronously gets a 500 and no commit. If the connection closes before the
- * response is complete, the token is committed only if a successful status was already sent.
+ * section and answers 400 (missing or malformed token: the body names the header and the value)
+ * or 409 (stale: the body names the token and the mark) without calling `next`; or it calls
+ * `next`, and when the handler ends the response (`res.end`) it commits the token if
+ * `succeeded(res)` and leaves the section. So requests to one resource are handled one at a time,
+ * and a handler that never ends its response holds that resource up (after a client disconnect,
+ * for at most `abandonAfterMs`; hazard: a handler still writing after that is no longer
+ * serialised). A handler that throws synchronously gets a 500 and no commit. The accepted token
+ * is available to the handler as `fencingTokenOf(req)`.
  */
 export function httpGuard(book: FenceBook, opts: HttpGuardOptions = {}): HttpMiddleware {
   const header = opts.header ?? 'fencing-token';
   const lookup = header.toLowerCase();
   const resourceOf = opts.resource ?? defaultResource;
   const succeeded = opts.succeeded ?? ((res: ServerResponse) => res.statusCode < 400);
+  const abandonAfterMs = opts.abandonAfterMs ?? 30_000;
   return (req, res, next) => {
     let resource: string;
     try {
@@ -212,21 +221,33 @@ export function httpGuard(book: FenceBook, opts: HttpGuardOptions = {}): HttpMid
       }
       const token = verdict.token;
       tokens.set(req, token);
-      let done = false;
-      const settle = (): void => {
-        if (done) return;
-        done = true;
-        if (res.headersSent && succeeded(res)) book.commit(resource, token);
+      let settled = false;
+      let abandon: NodeJS.Timeout | undefined;
+      const settle = (commit: boolean): void => {
+        if (settled) return;
+        settled = true;
+        if (abandon !== undefined) clearTimeout(abandon);
+        if (commit) book.commit(resource, token);
         leave();
       };
-      res.once('finish', settle);
-      res.once('close', settle);
+      // The handler's verdict is the response it ends: commit (or not) at res.end, before the
+      // client can see the answer, and then let the next request on the resource in.
+      const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+      res.end = ((...args: unknown[]) => {
+        let ok = false;
+        try { ok = succeeded(res); } finally { settle(ok); }
+        return end(...args);
+      }) as ServerResponse['end'];
+      res.once('close', () => {
+        // The connection went away before the handler ended the response: it may still be
+        // writing, so keep the resource until it ends (or give up, without a commit).
+        if (!settled) abandon = setTimeout(() => settle(false), abandonAfterMs).unref();
+      });
       try {
         next();
       } catch (err) {
         // The handler failed: whatever it did, it did not report success, so no commit.
-        done = true;
-        leave();
+        settle(false);
         if (!res.headersSent) {
           res.statusCode = 500;
           res.end(`handler failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -64,7 +64,7 @@ function quoteSpec(spec: FencedSqlSpec): Quoted {
   const qualified = spec.schema === undefined ? table : `${quoteIdentifier(spec.schema, 'schema')}.${table}`;
   const id = quoteIdentifier(spec.idColumn, 'idColumn');
   const fence = quoteIdentifier(spec.fenceColumn, 'fenceColumn');
-  if (!Array.isArray(spec.setColumns) || spec.setColumns.length === 0) throw new SqlIdentifierError('setColumns must name at least one column');
+  if (spec.setColumns.length === 0) throw new SqlIdentifierError('setColumns must name at least one column');
   const set = spec.setColumns.map((c, i) => quoteIdentifier(c, `setColumns[${i}]`));
   const all = [spec.idColumn, spec.fenceColumn, ...spec.setColumns];
   const seen = new Set<string>();
@@ -118,7 +118,7 @@ export function tokenParam(token: bigint | string): string {
  * order, the token as a string, the id. Throws RangeError when the number of values does not
  * match `setColumns`, and TokenError for a malformed token.
  */
-export function fencedParams<V>(spec: FencedSqlSpec, values: readonly V[], token: bigint | string, id: V): (V | string)[] {
+export function fencedParams(spec: FencedSqlSpec, values: readonly unknown[], token: bigint | string, id: unknown): unknown[] {
   if (values.length !== spec.setColumns.length) {
     throw new RangeError(`fencedParams: ${values.length} values for ${spec.setColumns.length} setColumns`);
   }
