@@ -67,6 +67,14 @@ export interface LockSessionOptions {
 interface Term {
   readonly token: bigint;
   validUntilMs: number;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly renewPeriodMs: number;
+}
+
+/** TermTimings of the current or last term, as the Lease fixed them at grant. */
+export interface TermTimings {
+  readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
   readonly renewPeriodMs: number;
 }
@@ -91,6 +99,7 @@ export class LockSession {
   #deadlineTimer: Timer | undefined;
   #inFlight: Promise<void> | undefined;
   #abort = new AbortController();
+  #lastTimings: TermTimings | undefined;
 
   constructor(o: LockSessionOptions) {
     this.#o = o;
@@ -137,6 +146,9 @@ export class LockSession {
       state: this.#state,
     };
   }
+
+  /** termTimings: the current or last term's timings (undefined before the first grant). */
+  termTimings(): TermTimings | undefined { return this.#lastTimings; }
 
   /** heldToken returns the token while the lock is validly held, else undefined (checks the clock). */
   heldToken(): bigint | undefined {
@@ -253,7 +265,7 @@ export class LockSession {
         const stored = await this.#leases.replace(this.#o.namespace, leaseNameOf(this.#o.lock), renewedLease(lease, clock.now()), { signal: ac.signal });
         this.#lease = stored;
         if (this.#ended()) return; // stopped or released while the request was out
-        this.#onRenewed(token, sentAt, deadlineMs, periodMs);
+        this.#onRenewed(token, sentAt, (rec.leaseDurationSeconds ?? 15) * 1000, deadlineMs, periodMs);
         return;
       } catch (err) {
         if (this.#ended()) return;
@@ -278,12 +290,13 @@ export class LockSession {
     }
   }
 
-  #onRenewed(token: bigint, sentAt: number, deadlineMs: number, periodMs: number): void {
+  #onRenewed(token: bigint, sentAt: number, leaseMs: number, deadlineMs: number, periodMs: number): void {
     const validUntilMs = sentAt + deadlineMs;
     const now = this.#o.clock.monotonicMs();
     if (validUntilMs <= now) { this.#checkDeadline(); return; } // the reply came too late to trust
     if (this.#term === undefined) {
-      this.#term = { token, validUntilMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };
+      this.#term = { token, validUntilMs, leaseDurationMs: leaseMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };
+      this.#lastTimings = { leaseDurationMs: leaseMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };
       this.#confirming = undefined;
       this.#state = 'held';
       this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, 'Acquired lock');

@@ -7,12 +7,14 @@ import { CONTROLLER_USAGE } from '../config/controller.ts';
 import { runController } from './controller.ts';
 import { AGENT_USAGE } from '../config/agent.ts';
 import { runAgent } from './agent.ts';
+import { EXEC_USAGE, runExec } from './exec.ts';
 
 const USAGE = `Usage: fencepost <command> [flags]
 
 Commands:
   controller   run the DistributedLock controller (see: fencepost controller --help)
   agent        run the in-pod sidecar that renews this pod's locks (see: fencepost agent --help)
+  exec         run a command only while this pod holds a lock (see: fencepost exec --help)
   version      print the version
 `;
 
@@ -25,6 +27,9 @@ async function main(argv: readonly string[]): Promise<number> {
     case 'agent':
       if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(AGENT_USAGE); return 0; }
       return await runAgent(rest);
+    case 'exec':
+      if (rest[0] === '--help' || rest[0] === '-h') { process.stdout.write(EXEC_USAGE); return 0; }
+      return await runExec(rest);
     case 'version':
       process.stdout.write('fencepost 0.1.0\n');
       return 0;

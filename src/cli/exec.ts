@@ -1,0 +1,103 @@
+/**
+ * `fencepost exec --lock NAME [--wait D] [--grace D] -- CMD [ARGS...]` — run CMD only while this
+ * pod holds the lock: acquire (in-process, with the pod identity from the downward API), run CMD
+ * with FENCEPOST_LOCK and FENCEPOST_TOKEN in its environment, renew while it runs, release when
+ * it exits. If the lock is lost, CMD gets SIGTERM and, after the grace, SIGKILL; the grace is cut
+ * to end before the lease could expire on the server (lease duration − renew deadline).
+ *
+ * Exit codes: CMD's own (128 + signal number when it was killed by a signal), or
+ *   EXIT_NOT_ACQUIRED (3): not granted within --wait;
+ *   EXIT_LOST (4): the lock was lost while CMD ran (CMD was stopped);
+ *   2: bad usage.
+ */
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import { parseArgs } from 'node:util';
+import type { TermTimings } from '../agent/session.ts';
+import { acquire, NotAcquiredError } from '../client/acquire.ts';
+import { parseDuration } from '../config/duration.ts';
+import { createLogger } from '../observability/logger.ts';
+
+/** EXIT_NOT_ACQUIRED: the lock was not granted within --wait. */
+export const EXIT_NOT_ACQUIRED = 3;
+/** EXIT_LOST: the lock was lost while the command ran; the command was stopped. */
+export const EXIT_LOST = 4;
+
+/** EXEC_USAGE is printed by --help. */
+export const EXEC_USAGE = `Usage: fencepost exec --lock NAME [--wait D] [--grace D] [--kubeconfig PATH] -- CMD [ARGS...]
+
+Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
+
+  --lock NAME        the DistributedLock to hold while CMD runs
+  --wait D           give up if not granted within D (default: wait forever); exit ${EXIT_NOT_ACQUIRED}
+  --grace D          on loss, SIGKILL this long after SIGTERM (default: half of lease − renew deadline,
+                     and never longer than lease − renew deadline)
+  --kubeconfig PATH  (default: in-cluster, $KUBECONFIG, ~/.kube/config)
+  --log-level LEVEL  debug, info, error or silent (default error)
+
+CMD runs with FENCEPOST_LOCK and FENCEPOST_TOKEN set. Exit status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired,
+${EXIT_LOST} when the lock was lost while CMD ran.
+`;
+
+/** runExec runs the command under the lock and returns the exit status. */
+export async function runExec(argv: readonly string[]): Promise<number> {
+  const dash = argv.indexOf('--');
+  if (dash < 0 || dash === argv.length - 1) throw new Error('--: missing; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
+  const command = argv.slice(dash + 1);
+  const { values } = parseArgs({
+    args: argv.slice(0, dash), strict: true, allowPositionals: false,
+    options: { 'lock': { type: 'string' }, 'wait': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' } },
+  });
+  if (values.lock === undefined) throw new Error('--lock: required');
+  const waitMs = values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined;
+  const graceFlagMs = values.grace !== undefined ? parseDuration(values.grace, '--grace') : undefined;
+  const level = values['log-level'];
+  if (level !== 'debug' && level !== 'info' && level !== 'error' && level !== 'silent') throw new Error(`--log-level: must be debug, info, error or silent, got ${JSON.stringify(level)}`);
+  const log = createLogger(level, { component: 'exec', lock: values.lock });
+
+  let lock;
+  try {
+    lock = await acquire(values.lock, { ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}), ...(waitMs !== undefined ? { waitMs } : {}), log });
+  } catch (err) {
+    if (err instanceof NotAcquiredError) { process.stderr.write(`fencepost exec: ${err.message}\n`); return EXIT_NOT_ACQUIRED; }
+    throw err;
+  }
+  const [cmd, ...args] = command;
+  const child = spawn(cmd ?? '', args, { stdio: 'inherit', env: { ...process.env, FENCEPOST_LOCK: lock.lock, FENCEPOST_TOKEN: lock.token.toString() } });
+  let lostWhileRunning = false;
+  let killTimer: NodeJS.Timeout | undefined;
+  const onLost = (): void => {
+    if (child.exitCode !== null) return;
+    lostWhileRunning = true;
+    const grace = graceFor(lock.timings, graceFlagMs);
+    log.error({ graceMs: grace }, 'Lost lock; stopping command');
+    child.kill('SIGTERM');
+    killTimer = setTimeout(() => { child.kill('SIGKILL'); }, grace);
+  };
+  lock.signal.addEventListener('abort', onLost, { once: true });
+  const forward = (sig: NodeJS.Signals) => (): void => { child.kill(sig); };
+  const onTerm = forward('SIGTERM');
+  const onInt = forward('SIGINT');
+  process.on('SIGTERM', onTerm);
+  process.on('SIGINT', onInt);
+  const status = await new Promise<number>((resolve) => {
+    child.on('error', (err) => { process.stderr.write(`fencepost exec: cannot run ${JSON.stringify(cmd)}: ${err.message}\n`); resolve(127); });
+    child.on('exit', (code, signal) => { resolve(code ?? 128 + (signal !== null ? constants.signals[signal] : 0)); });
+  });
+  clearTimeout(killTimer);
+  process.off('SIGTERM', onTerm);
+  process.off('SIGINT', onInt);
+  lock.signal.removeEventListener('abort', onLost);
+  await lock.release();
+  return lostWhileRunning ? EXIT_LOST : status;
+}
+
+/**
+ * graceFor: the SIGTERM→SIGKILL grace. The agent declares the lock lost at its renew deadline;
+ * the controller cannot re-grant before a full lease duration after it last saw a renewal, so
+ * (lease − renew deadline) is the most the command may keep running. Default: half of that.
+ */
+export function graceFor(t: TermTimings, flagMs: number | undefined): number {
+  const window = Math.max(0, t.leaseDurationMs - t.renewDeadlineMs);
+  return Math.min(flagMs ?? Math.floor(window / 2), window);
+}

@@ -1,0 +1,105 @@
+/**
+ * acquire — the agent's logic in-process, for Node applications:
+ *
+ *   await using lock = await acquire('billing');
+ *   await store.write(key, value, lock.token);          // pass the token to every fenced write
+ *   doWork({ signal: lock.signal });                     // aborted the moment the lock is lost
+ *
+ * The pod identity comes from the downward API (POD_NAME, POD_NAMESPACE, POD_UID) unless given.
+ * The controller decides who is granted (Election mode: the oldest Ready candidate); acquire
+ * waits until this pod is, and its own first renew confirmed it.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { LockSession, type LockEvent, type TermTimings } from '../agent/session.ts';
+import { loadKubeConfig } from '../cli/kubeconfig.ts';
+import { silentLogger, type Logger } from '../observability/logger.ts';
+import { realClock, type TimerClock } from '../runtime/clock.ts';
+
+/** AcquireOptions; every field is optional. */
+export interface AcquireOptions {
+  /** kubeconfig: a KubeConfig or a file path; default client-node's order (in-cluster, $KUBECONFIG, ~/.kube/config). */
+  readonly kubeconfig?: KubeConfig | string;
+  /** namespace of the lock; default $POD_NAMESPACE. */
+  readonly namespace?: string;
+  /** pod: this pod incarnation; default $POD_NAME and $POD_UID. */
+  readonly pod?: { readonly name: string; readonly uid: string };
+  /** waitMs: give up after this long (NotAcquiredError); default: wait until signal aborts. */
+  readonly waitMs?: number;
+  /** signal: abandons the wait. */
+  readonly signal?: AbortSignal;
+  readonly log?: Logger;
+  readonly clock?: TimerClock;
+}
+
+/** NotAcquiredError: the lock was not granted to this pod within waitMs (or the wait was aborted). */
+export class NotAcquiredError extends Error {
+  constructor(message: string) { super(message); this.name = 'NotAcquiredError'; }
+}
+
+/** HeldLock is a granted lock. Dispose it (or call release) when done. */
+export interface HeldLock extends AsyncDisposable {
+  readonly lock: string;
+  /** token is this term's fencing token. */
+  readonly token: bigint;
+  /** signal aborts when the lock is lost or released; stop writing then. */
+  readonly signal: AbortSignal;
+  /** timings: this term's lease duration, renew deadline and renew period. */
+  readonly timings: TermTimings;
+  /** isHeld checks validity against the clock now (false after a pause past the deadline). */
+  isHeld(): boolean;
+  /** onEvent subscribes to renewed/lost/released events of this session. */
+  onEvent(listener: (e: LockEvent) => void): () => void;
+  /** release gives the lock up (compare-and-swap) and stops the session. Idempotent. */
+  release(): Promise<void>;
+}
+
+function env(name: string): string {
+  const v = process.env[name];
+  if (v === undefined || v === '') throw new Error(`acquire: ${name} is not set; pass options.${name === 'POD_NAMESPACE' ? 'namespace' : 'pod'} or set it from the downward API`);
+  return v;
+}
+
+/** acquire waits until the lock is granted to this pod and confirmed, then returns it. */
+export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<HeldLock> {
+  const kc = typeof opts.kubeconfig === 'object' ? opts.kubeconfig : loadKubeConfig(opts.kubeconfig);
+  const namespace = opts.namespace ?? env('POD_NAMESPACE');
+  const self = opts.pod ?? { name: env('POD_NAME'), uid: env('POD_UID') };
+  const clock = opts.clock ?? realClock;
+  const session = new LockSession({ kc, namespace, lock, self, clock, log: opts.log ?? silentLogger });
+  const lost = new AbortController();
+  await session.start();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const finish = (err?: Error): void => {
+        off(); timer?.cancel(); opts.signal?.removeEventListener('abort', onAbort);
+        if (err !== undefined) reject(err); else resolve();
+      };
+      const off = session.onEvent((e) => { if (e.type === 'granted') finish(); });
+      const onAbort = (): void => { finish(new NotAcquiredError(`acquire(${lock}): aborted before the lock was granted`)); };
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      const timer = opts.waitMs !== undefined
+        ? clock.setTimeout(() => { finish(new NotAcquiredError(`acquire(${lock}): not granted within ${opts.waitMs} ms`)); }, opts.waitMs)
+        : undefined;
+      if (session.heldToken() !== undefined) finish();
+    });
+  } catch (err) {
+    await session.stop();
+    throw err;
+  }
+  const token = session.heldToken();
+  const timings = session.termTimings();
+  if (token === undefined || timings === undefined) { await session.stop(); throw new NotAcquiredError(`acquire(${lock}): lost before it could be used`); }
+  session.onEvent((e) => { if ((e.type === 'lost' || e.type === 'released') && e.token === token.toString()) lost.abort(new Error(`lock ${lock} ${e.type}: ${e.reason ?? ''}`)); });
+  let released: Promise<void> | undefined;
+  const release = (): Promise<void> => {
+    released ??= (async () => { lost.abort(new Error(`lock ${lock} released`)); await session.release(); await session.stop(); })();
+    return released;
+  };
+  return {
+    lock, token, timings, signal: lost.signal,
+    isHeld: () => session.heldToken() === token,
+    onEvent: (l) => session.onEvent(l),
+    release,
+    [Symbol.asyncDispose]: release,
+  };
+}

@@ -1,0 +1,114 @@
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acquire, NotAcquiredError } from '../../../src/index.ts';
+import { EXIT_LOST, EXIT_NOT_ACQUIRED, graceFor } from '../../../src/cli/exec.ts';
+import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
+import { parseLease } from '../../../src/lease/record.ts';
+import { silentLogger } from '../../../src/observability/logger.ts';
+import { realClock } from '../../../src/runtime/clock.ts';
+import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
+import { createLock, createPod, deleteLock, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+
+const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+
+interface Run { code: number | null; stdout: string; stderr: string }
+
+describe('the acquire() library and fencepost exec', () => {
+  const kc = sharedKubeConfig();
+  let t: TestKube;
+  let controller: LockController;
+  beforeAll(async () => {
+    t = testKube(kc, await freshNamespace(kc, 'exec-'));
+    controller = await startLockController({ kc, redisUrl: sharedRedisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
+  });
+  afterAll(async () => { await controller?.stop(); });
+
+  const execAs = (pod: { name: string; uid: string }, args: string[]): Promise<Run> => new Promise((res) => {
+    execFile(process.execPath, [main, 'exec', '--kubeconfig', sharedKubeconfigPath(), ...args], {
+      env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid }, timeout: 60_000,
+    }, (err, stdout, stderr) => { res({ code: err === null ? 0 : (typeof err.code === 'number' ? err.code : null), stdout, stderr }); });
+  });
+  const podRef = async (name: string, app: string) => {
+    const p = await createPod(t, name, { app });
+    return { name, uid: p.metadata?.uid ?? '' };
+  };
+
+  it('acquire() returns the granted lock with the Lease token, and release() hands it back', async () => {
+    const pod = await podRef('lib-0', 'lib');
+    await createLock(t, lockBody('lib', 'lib', { leaseDurationSeconds: 3 }));
+    {
+      await using lock = await acquire('lib', { kubeconfig: kc, namespace: t.namespace, pod, waitMs: 20_000 });
+      const lease = parseLease((await getLease(t, 'lib')) ?? {});
+      expect(lock.token).toBe(lease.token);
+      expect(lock.isHeld()).toBe(true);
+      expect(lock.signal.aborted).toBe(false);
+      expect(lock.timings).toEqual({ leaseDurationMs: 3000, renewDeadlineMs: 2000, renewPeriodMs: 1000 });
+      await new Promise((r) => setTimeout(r, 4000)); // renews by itself past a lease duration
+      expect(lock.isHeld()).toBe(true);
+      expect(parseLease((await getLease(t, 'lib')) ?? {}).transitions).toBe(lease.transitions);
+    } // await using → release
+    const after = parseLease((await getLease(t, 'lib')) ?? {});
+    expect(after.released === 'Released' || after.transitions > 1).toBe(true);
+  });
+
+  it('acquire() gives up with NotAcquiredError when another pod holds the lock', async () => {
+    const holder = await podRef('busy-0', 'busy');
+    await createLock(t, lockBody('busy', 'busy', { leaseDurationSeconds: 30 }));
+    await using held = await acquire('busy', { kubeconfig: kc, namespace: t.namespace, pod: holder, waitMs: 20_000 });
+    const late = await podRef('busy-1', 'busy');
+    await expect(acquire('busy', { kubeconfig: kc, namespace: t.namespace, pod: late, waitMs: 1500 })).rejects.toBeInstanceOf(NotAcquiredError);
+    expect(held.isHeld()).toBe(true);
+  });
+
+  it('exec runs the command with FENCEPOST_LOCK and FENCEPOST_TOKEN, exits with its status, and releases', async () => {
+    const pod = await podRef('job-0', 'job');
+    await createLock(t, lockBody('job', 'job', { leaseDurationSeconds: 30 }));
+    const r = await execAs(pod, ['--lock', 'job', '--wait', '20s', '--', process.execPath, '-e', 'process.stdout.write(process.env.FENCEPOST_LOCK + " " + process.env.FENCEPOST_TOKEN); process.exit(7)']);
+    expect(r.code, r.stderr).toBe(7);
+    const [lockName, printed] = r.stdout.split(' ');
+    expect(lockName).toBe('job');
+    // Released when the command exited; in Election mode the only candidate is then granted
+    // again, with a new term and a larger token.
+    const lease = parseLease((await getLease(t, 'job')) ?? {});
+    expect(lease.released === 'Released' || (lease.transitions >= 2 && (lease.token ?? 0n) > BigInt(printed ?? '0'))).toBe(true);
+  });
+
+  it(`exec exits ${EXIT_NOT_ACQUIRED} when the lock is not granted within --wait`, async () => {
+    const holder = await podRef('cron-0', 'cron');
+    await createLock(t, lockBody('cron', 'cron', { leaseDurationSeconds: 30 }));
+    await using _held = await acquire('cron', { kubeconfig: kc, namespace: t.namespace, pod: holder, waitMs: 20_000 });
+    const other = await podRef('cron-1', 'cron');
+    const r = await execAs(other, ['--lock', 'cron', '--wait', '1s', '--', 'true']);
+    expect(r.code).toBe(EXIT_NOT_ACQUIRED);
+    expect(r.stderr).toContain('not granted within 1000 ms');
+  });
+
+  it(`exec stops the command and exits ${EXIT_LOST} when the lock is lost while it runs`, async () => {
+    const pod = await podRef('lose-0', 'lose');
+    await createLock(t, lockBody('lose', 'lose', { leaseDurationSeconds: 30 }));
+    const running = execAs(pod, ['--lock', 'lose', '--wait', '20s', '--', 'sleep', '60']);
+    // exec has confirmed the grant (and started the command) once its first renew moved renewTime past acquireTime.
+    await eventually(async () => {
+      const r = parseLease((await getLease(t, 'lose')) ?? {});
+      expect(r.holder?.name).toBe('lose-0');
+      expect(r.renewTime?.getTime()).toBeGreaterThan(r.acquireTime?.getTime() ?? Infinity);
+    }, 20_000);
+    await deleteLock(t, 'lose'); // the controller deletes the Lease: the holder has lost it
+    const r = await running;
+    expect(r.code, r.stderr).toBe(EXIT_LOST);
+  });
+
+  it('exec usage errors exit 2 and name the flag', async () => {
+    const r = await execAs({ name: 'x', uid: 'y' }, ['--wait', 'soon', '--lock', 'l', '--', 'true']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--wait: invalid duration "soon"');
+  });
+
+  it('the kill grace never outlasts the window before the server could re-grant', () => {
+    const t15 = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, renewPeriodMs: 5000 };
+    expect(graceFor(t15, undefined)).toBe(2500);
+    expect(graceFor(t15, 1000)).toBe(1000);
+    expect(graceFor(t15, 60_000)).toBe(5000);
+  });
+});
