@@ -2,8 +2,9 @@
  * The agent's local HTTP API (loopback only), usable with curl from any language:
  *   GET  /v1/locks/NAME                  → LockSnapshot JSON
  *   GET  /v1/locks/NAME/events           → Server-Sent Events: `state` first, then granted/renewed/lost/released
- *   POST /v1/locks/NAME/acquire?wait=D   → 200 when held (waits up to D, default 0), 408 when not held in time
- *   POST /v1/locks/NAME/release          → 200 after the Lease was released
+ *   POST /v1/locks/NAME/acquire?wait=D&runId=ID → asks for the lock (Mutex: joins the FIFO queue), then
+ *                                          200 when held (waits up to D, default 0), 408 when not held in time
+ *   POST /v1/locks/NAME/release          → withdraws the request and releases the Lease; 200 after
  *   GET  /healthz, /readyz, /metrics
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -60,11 +61,15 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
     if (action === '/acquire' && req.method === 'POST') {
       let waitMs: number;
       try { waitMs = parseDuration(url.searchParams.get('wait') ?? '0', 'wait'); } catch (err) { json(res, 400, { error: (err as Error).message }); return; }
-      void waitHeld(session, waitMs, req).then((held) => { if (!res.writableEnded) json(res, held ? 200 : 408, session.snapshot()); });
+      const runId = url.searchParams.get('runId') ?? undefined;
+      session.request(runId).then(
+        () => waitHeld(session, waitMs, req).then((held) => { if (!res.writableEnded) json(res, held ? 200 : 408, session.snapshot()); }),
+        (err: unknown) => { json(res, 502, { error: `Failed to request the lock: ${err instanceof Error ? err.message : String(err)}` }); },
+      );
       return;
     }
     if (action === '/release' && req.method === 'POST') {
-      session.release().then(() => { json(res, 200, session.snapshot()); }, (err: unknown) => { json(res, 502, { error: err instanceof Error ? err.message : String(err) }); });
+      session.withdraw().then(() => session.release()).then(() => { json(res, 200, session.snapshot()); }, (err: unknown) => { json(res, 502, { error: err instanceof Error ? err.message : String(err) }); });
       return;
     }
     json(res, 405, { error: `${req.method ?? ''} not allowed on ${path}` });

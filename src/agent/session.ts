@@ -16,7 +16,9 @@
  *   deadline (riding out API-server blips), then the lock is declared lost.
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
-import { CoordinationV1Api } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { podKeys } from '../controllers/distributedlock/pods.ts';
+import { mergePatch } from '../kube/patch.ts';
 import { parseLease, releasedLease, renewedLease, sameHolder, type HolderRef, type LockRecord } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Timer, TimerClock } from '../runtime/clock.ts';
@@ -145,6 +147,34 @@ export class LockSession {
       expiresInMs: held ? Math.max(0, Math.floor(term.validUntilMs - this.#o.clock.monotonicMs())) : undefined,
       state: this.#state,
     };
+  }
+
+  /**
+   * request asks for the lock in Mutex mode: the pod's request annotation (now, to the ms) and
+   * the run id, if any. The controller grants requesters first come, first served. Harmless in
+   * Election mode, where every Ready candidate may be granted anyway.
+   */
+  async request(runId?: string): Promise<void> {
+    const keys = podKeys(this.#o.lock);
+    await this.#patchOwnPod({ [keys.request]: this.#o.clock.now().toISOString(), [keys.runId]: runId ?? null });
+  }
+
+  /** withdraw removes the request (Mutex mode), so that the pod is not granted again. */
+  async withdraw(): Promise<void> {
+    const keys = podKeys(this.#o.lock);
+    await this.#patchOwnPod({ [keys.request]: null, [keys.runId]: null });
+  }
+
+  /** complete reports a run id done (the controller records it in status.completedRuns). */
+  async complete(runId: string): Promise<void> {
+    const keys = podKeys(this.#o.lock);
+    await this.#patchOwnPod({ [keys.completedRun]: runId, [keys.completedAt]: this.#o.clock.now().toISOString() });
+  }
+
+  async #patchOwnPod(annotations: Record<string, string | null>): Promise<void> {
+    const core = this.#o.kc.makeApiClient(CoreV1Api);
+    // The uid makes it a precondition: a new pod of the same name is never changed by an old incarnation.
+    await core.patchNamespacedPod({ namespace: this.#o.namespace, name: this.#o.self.name, body: { metadata: { uid: this.#o.self.uid, annotations } } }, mergePatch);
   }
 
   /** termTimings: the current or last term's timings (undefined before the first grant). */

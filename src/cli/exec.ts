@@ -8,13 +8,14 @@
  * Exit codes: CMD's own (128 + signal number when it was killed by a signal), or
  *   EXIT_NOT_ACQUIRED (3): not granted within --wait;
  *   EXIT_LOST (4): the lock was lost while CMD ran (CMD was stopped);
+ *   EXIT_ALREADY_DONE (5): --run-id was already reported completed (CMD did not run);
  *   2: bad usage.
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { TermTimings } from '../agent/session.ts';
-import { acquire, NotAcquiredError } from '../client/acquire.ts';
+import { acquire, AlreadyDoneError, NotAcquiredError } from '../client/acquire.ts';
 import { parseDuration } from '../config/duration.ts';
 import { createLogger } from '../observability/logger.ts';
 
@@ -22,21 +23,25 @@ import { createLogger } from '../observability/logger.ts';
 export const EXIT_NOT_ACQUIRED = 3;
 /** EXIT_LOST: the lock was lost while the command ran; the command was stopped. */
 export const EXIT_LOST = 4;
+/** EXIT_ALREADY_DONE: --run-id was already reported completed; the command did not run. */
+export const EXIT_ALREADY_DONE = 5;
 
 /** EXEC_USAGE is printed by --help. */
-export const EXEC_USAGE = `Usage: fencepost exec --lock NAME [--wait D] [--grace D] [--kubeconfig PATH] -- CMD [ARGS...]
+export const EXEC_USAGE = `Usage: fencepost exec --lock NAME [--wait D] [--run-id ID] [--grace D] [--kubeconfig PATH] -- CMD [ARGS...]
 
 Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
 
   --lock NAME        the DistributedLock to hold while CMD runs
   --wait D           give up if not granted within D (default: wait forever); exit ${EXIT_NOT_ACQUIRED}
+  --run-id ID        run once per ID (Mutex locks): if a holder already completed ID, exit ${EXIT_ALREADY_DONE}
+                     without running; when CMD exits 0, report ID completed
   --grace D          on loss, SIGKILL this long after SIGTERM (default: half of lease − renew deadline,
                      and never longer than lease − renew deadline)
   --kubeconfig PATH  (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --log-level LEVEL  debug, info, error or silent (default error)
 
 CMD runs with FENCEPOST_LOCK and FENCEPOST_TOKEN set. Exit status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired,
-${EXIT_LOST} when the lock was lost while CMD ran.
+${EXIT_LOST} when the lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was already completed.
 `;
 
 /** runExec runs the command under the lock and returns the exit status. */
@@ -46,7 +51,7 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   const command = argv.slice(dash + 1);
   const { values } = parseArgs({
     args: argv.slice(0, dash), strict: true, allowPositionals: false,
-    options: { 'lock': { type: 'string' }, 'wait': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' } },
+    options: { 'lock': { type: 'string' }, 'wait': { type: 'string' }, 'run-id': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' } },
   });
   if (values.lock === undefined) throw new Error('--lock: required');
   const waitMs = values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined;
@@ -57,8 +62,12 @@ export async function runExec(argv: readonly string[]): Promise<number> {
 
   let lock;
   try {
-    lock = await acquire(values.lock, { ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}), ...(waitMs !== undefined ? { waitMs } : {}), log });
+    lock = await acquire(values.lock, {
+      ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}), ...(waitMs !== undefined ? { waitMs } : {}),
+      ...(values['run-id'] !== undefined ? { runId: values['run-id'] } : {}), log,
+    });
   } catch (err) {
+    if (err instanceof AlreadyDoneError) { process.stderr.write(`fencepost exec: ${err.message}\n`); return EXIT_ALREADY_DONE; }
     if (err instanceof NotAcquiredError) { process.stderr.write(`fencepost exec: ${err.message}\n`); return EXIT_NOT_ACQUIRED; }
     throw err;
   }
@@ -88,6 +97,7 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   process.off('SIGTERM', onTerm);
   process.off('SIGINT', onInt);
   lock.signal.removeEventListener('abort', onLost);
+  if (status === 0 && !lostWhileRunning && values['run-id'] !== undefined) await lock.complete();
   await lock.release();
   return lostWhileRunning ? EXIT_LOST : status;
 }

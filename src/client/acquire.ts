@@ -9,7 +9,8 @@
  * The controller decides who is granted (Election mode: the oldest Ready candidate); acquire
  * waits until this pod is, and its own first renew confirmed it.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { LockSession, type LockEvent, type TermTimings } from '../agent/session.ts';
 import { loadKubeConfig } from '../cli/kubeconfig.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
@@ -27,8 +28,18 @@ export interface AcquireOptions {
   readonly waitMs?: number;
   /** signal: abandons the wait. */
   readonly signal?: AbortSignal;
+  /**
+   * runId (Mutex mode, run-once-per-window): the run this acquire is for, e.g. a cron slot. If a
+   * holder already reported it completed, acquire throws AlreadyDoneError instead of granting.
+   */
+  readonly runId?: string;
   readonly log?: Logger;
   readonly clock?: TimerClock;
+}
+
+/** AlreadyDoneError: the run id was already reported completed by some holder. */
+export class AlreadyDoneError extends Error {
+  constructor(message: string) { super(message); this.name = 'AlreadyDoneError'; }
 }
 
 /** NotAcquiredError: the lock was not granted to this pod within waitMs (or the wait was aborted). */
@@ -49,8 +60,15 @@ export interface HeldLock extends AsyncDisposable {
   isHeld(): boolean;
   /** onEvent subscribes to renewed/lost/released events of this session. */
   onEvent(listener: (e: LockEvent) => void): () => void;
-  /** release gives the lock up (compare-and-swap) and stops the session. Idempotent. */
+  /** complete reports this acquire's run id completed (requires options.runId); call before release. */
+  complete(): Promise<void>;
+  /** release withdraws the request, gives the lock up (compare-and-swap) and stops the session. Idempotent. */
   release(): Promise<void>;
+}
+
+async function runDone(kc: KubeConfig, namespace: string, lock: string, runId: string): Promise<boolean> {
+  const obj = await kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name: lock }) as DistributedLock;
+  return (obj.status?.completedRuns ?? []).some((r) => r.runId === runId);
 }
 
 function env(name: string): string {
@@ -67,8 +85,11 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   const clock = opts.clock ?? realClock;
   const session = new LockSession({ kc, namespace, lock, self, clock, log: opts.log ?? silentLogger });
   const lost = new AbortController();
+  const done = (): Promise<boolean> => (opts.runId !== undefined ? runDone(kc, namespace, lock, opts.runId) : Promise.resolve(false));
+  if (await done()) throw new AlreadyDoneError(`acquire(${lock}): run ${JSON.stringify(opts.runId)} was already completed`);
   await session.start();
   try {
+    await session.request(opts.runId);
     await new Promise<void>((resolve, reject) => {
       const finish = (err?: Error): void => {
         off(); timer?.cancel(); opts.signal?.removeEventListener('abort', onAbort);
@@ -82,7 +103,14 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
         : undefined;
       if (session.heldToken() !== undefined) finish();
     });
+    // Someone may have completed the run while we waited in the queue.
+    if (await done()) {
+      await session.withdraw();
+      await session.release();
+      throw new AlreadyDoneError(`acquire(${lock}): run ${JSON.stringify(opts.runId)} was completed while waiting`);
+    }
   } catch (err) {
+    await session.withdraw().catch(() => undefined);
     await session.stop();
     throw err;
   }
@@ -92,13 +120,22 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   session.onEvent((e) => { if ((e.type === 'lost' || e.type === 'released') && e.token === token.toString()) lost.abort(new Error(`lock ${lock} ${e.type}: ${e.reason ?? ''}`)); });
   let released: Promise<void> | undefined;
   const release = (): Promise<void> => {
-    released ??= (async () => { lost.abort(new Error(`lock ${lock} released`)); await session.release(); await session.stop(); })();
+    released ??= (async () => {
+      lost.abort(new Error(`lock ${lock} released`));
+      await session.withdraw(); // first, so that a Mutex lock is not granted back to us
+      await session.release();
+      await session.stop();
+    })();
     return released;
   };
   return {
     lock, token, timings, signal: lost.signal,
     isHeld: () => session.heldToken() === token,
     onEvent: (l) => session.onEvent(l),
+    complete: async () => {
+      if (opts.runId === undefined) throw new Error(`lock ${lock}: complete() needs options.runId`);
+      await session.complete(opts.runId);
+    },
     release,
     [Symbol.asyncDispose]: release,
   };

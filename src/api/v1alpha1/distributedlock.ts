@@ -170,6 +170,13 @@ export interface DistributedLockSpec {
   readonly handoff?: HandoffSpec;
 }
 
+/** CompletedRun is one run id that a holder reported completed (Mutex mode, run-once-per-window). */
+export interface CompletedRun {
+  readonly runId: string;
+  readonly completedAt: string;
+  readonly holder?: string;
+}
+
 /** HolderRef names the pod that holds a lock. The UID distinguishes incarnations of one pod name. */
 export interface HolderRef {
   readonly name: string;
@@ -207,6 +214,8 @@ export interface DistributedLockStatus {
   readonly candidates?: number;
   /** queueLength is the number of waiting candidates in Mutex mode; 0 in Election mode. */
   readonly queueLength?: number;
+  /** completedRuns: run ids reported completed in Mutex mode, newest last, at most 32. */
+  readonly completedRuns?: readonly CompletedRun[];
   readonly observedGeneration?: number;
   readonly conditions?: readonly Condition[];
 }
@@ -332,6 +341,7 @@ export const STATUS_SHAPE = {
   'leaseName?': 'string',
   'candidates?': 'integer',
   'queueLength?': 'integer',
+  'completedRuns?': [{ runId: 'string', completedAt: 'string', 'holder?': 'string' }],
   'observedGeneration?': 'integer',
   'conditions?': [
     {

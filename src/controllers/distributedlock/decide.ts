@@ -15,7 +15,7 @@
  */
 import { DEFAULT_HANDOFF_ON_POD_TERMINATED, type DistributedLock, type Timings } from '../../api/v1alpha1/distributedlock.ts';
 import { sameHolder, tokenFloor, type HolderRef, type LockRecord } from '../../lease/record.ts';
-import { byAge, isCandidate, podKeys, type PodSummary } from './pods.ts';
+import { byAge, byRequest, isCandidate, podKeys, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
 export interface LeaseView {
@@ -70,8 +70,13 @@ export interface Decision {
   /** expiresInMs: for a holder that stays, how long until this controller would expire it. */
   readonly expiresInMs: number | undefined;
   readonly waiting: Waiting | undefined;
-  /** candidates: the eligible candidate pods, oldest first. */
+  /**
+   * candidates: the pods that may be granted next — Election: every eligible pod, oldest first;
+   * Mutex: the eligible pods that asked for the lock, first come first served.
+   */
   readonly candidates: readonly PodSummary[];
+  /** queue: Mutex mode, requesters waiting behind the holder; 0 in Election mode. */
+  readonly queue: number;
 }
 
 /** RESYNC_MS is the safety resync when nothing time-driven is pending (events do the real work). */
@@ -85,8 +90,15 @@ const NOT_SYNCED_RETRY_MS = 500;
 
 /** decide returns the actions for one lock at monotonic time nowMs. Pure and synchronous. */
 export function decide(obs: Observation, nowMs: number): Decision {
-  const candidates = obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector)).sort(byAge);
-  const base = { candidates };
+  const eligible = obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector));
+  const keys = podKeys(obs.lock.metadata.name ?? '');
+  // Mutex: only pods that asked (their agent's request annotation), in order of asking.
+  const candidates = obs.lock.spec.mode === 'Mutex'
+    ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(byRequest(keys))
+    : eligible.sort(byAge);
+  const holderNow = obs.lease?.record.holder;
+  const queue = obs.lock.spec.mode === 'Mutex' ? candidates.filter((c) => !sameHolder(c.ref, holderNow)).length : 0;
+  const base = { candidates, queue };
   if (obs.lease === undefined) {
     return { ...base, actions: [{ type: 'CreateLease' }], requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined };
   }

@@ -27,12 +27,22 @@ export interface PodKeys {
   readonly acquireTime: string;
   /** expireTime: annotation, when this grant expires unless renewed (RFC 3339, as of the grant). */
   readonly expireTime: string;
+  /** request: annotation set by the pod's agent, Mutex mode: it wants the lock since this time (RFC 3339, ms). */
+  readonly request: string;
+  /** runId: annotation set with request: the run the pod wants to do (run-once-per-window). */
+  readonly runId: string;
+  /** completedRun / completedAt: annotations set by a holder that finished a run id. */
+  readonly completedRun: string;
+  readonly completedAt: string;
 }
 
 /** podKeys returns the keys for a lock. */
 export function podKeys(lockName: string): PodKeys {
   const p = lockKeyPrefix(lockName);
-  return { holder: `${p}/holder`, token: `${p}/fencing-token`, lease: `${p}/lease`, acquireTime: `${p}/acquire-time`, expireTime: `${p}/expire-time` };
+  return {
+    holder: `${p}/holder`, token: `${p}/fencing-token`, lease: `${p}/lease`, acquireTime: `${p}/acquire-time`, expireTime: `${p}/expire-time`,
+    request: `${p}/request`, runId: `${p}/run-id`, completedRun: `${p}/completed-run`, completedAt: `${p}/completed-at`,
+  };
 }
 
 /** PodSummary is what the lock controller needs to know of a pod. */
@@ -102,4 +112,20 @@ export function isCandidate(p: PodSummary, selector: LabelSelector): boolean {
 /** byAge orders candidates: oldest first, then by name, so that grants are deterministic. */
 export function byAge(a: PodSummary, b: PodSummary): number {
   return a.createdAt - b.createdAt || (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0);
+}
+
+/**
+ * requestedAt: in Mutex mode, when the pod asked for the lock (its agent's request annotation),
+ * or undefined when it has not asked (or the value is not a time).
+ */
+export function requestedAt(p: PodSummary, keys: PodKeys): number | undefined {
+  const v = p.annotations[keys.request];
+  if (v === undefined) return undefined;
+  const t = Date.parse(v);
+  return Number.isFinite(t) ? t : undefined;
+}
+
+/** byRequest orders Mutex requesters first come, first served (then by name for equal times). */
+export function byRequest(keys: PodKeys): (a: PodSummary, b: PodSummary) => number {
+  return (a, b) => (requestedAt(a, keys) ?? 0) - (requestedAt(b, keys) ?? 0) || (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0);
 }

@@ -4,7 +4,8 @@
  * transition times; it never feeds a decision.
  */
 import { ConditionType, Reason, setCondition } from '../../api/v1alpha1/conditions.ts';
-import type { Condition, DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
+import type { CompletedRun, Condition, DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
+import { podKeys } from './pods.ts';
 import type { Decision, Observation, Waiting } from './decide.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
@@ -66,11 +67,32 @@ export function computeStatus(obs: Observation, dec: Decision, prev: Distributed
     leaseTransitions: record?.transitions ?? 0,
     ...(obs.lease !== undefined ? { leaseName: leaseName(obs.lock.metadata.name ?? '') } : {}),
     candidates: dec.candidates.length,
-    queueLength: 0,
+    queueLength: dec.queue,
+    ...(completedRuns(obs, prev).length > 0 ? { completedRuns: completedRuns(obs, prev) } : {}),
     ...(gen !== undefined ? { observedGeneration: gen } : {}),
     conditions,
   };
   return status;
+}
+
+/** MAX_COMPLETED_RUNS bounds status.completedRuns (the CRD's maxItems). */
+export const MAX_COMPLETED_RUNS = 32;
+
+/**
+ * completedRuns merges the runs already in status with those holder pods report (their
+ * completed-run annotations), one entry per run id (the earliest report), newest last, at most 32.
+ */
+export function completedRuns(obs: Observation, prev: DistributedLockStatus | undefined): CompletedRun[] {
+  const keys = podKeys(obs.lock.metadata.name ?? '');
+  const byId = new Map<string, CompletedRun>();
+  for (const r of prev?.completedRuns ?? []) byId.set(r.runId, r);
+  for (const p of obs.pods) {
+    const runId = p.annotations[keys.completedRun];
+    const at = p.annotations[keys.completedAt];
+    if (runId === undefined || runId === '' || at === undefined || !Number.isFinite(Date.parse(at)) || byId.has(runId)) continue;
+    byId.set(runId, { runId, completedAt: new Date(Date.parse(at)).toISOString(), holder: p.ref.name });
+  }
+  return [...byId.values()].sort((a, b) => Date.parse(a.completedAt) - Date.parse(b.completedAt)).slice(-MAX_COMPLETED_RUNS);
 }
 
 /** leaseName is the deterministic name of a lock's Lease (lock names are at most 63 characters). */

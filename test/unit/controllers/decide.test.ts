@@ -697,3 +697,31 @@ describe('decide on 2000 random observations (seeded)', () => {
     }
   });
 });
+
+describe('decide in Mutex mode', () => {
+  const mutexKeys = podKeys('db');
+  const requested = (at: string) => (p: PodSummary): PodSummary => ({ ...p, annotations: { ...p.annotations, [mutexKeys.request]: at } });
+  const mutexObs = (pods: PodSummary[], lease = aLeaseView(rv('100'), observedAt(0))): Observation =>
+    deepFreeze({ ...obs(withPods(...pods)), lock: { ...obs(withPods()).lock, spec: { ...obs(withPods()).lock.spec, mode: 'Mutex' as const } }, lease });
+
+  it('grants nobody while no Ready candidate has asked', () => {
+    const d = decide(mutexObs([a, b]), 1);
+    expect(d.actions.filter((x) => x.type === 'Grant')).toEqual([]);
+    expect(d.waiting).toBe('NoCandidates');
+    expect(d.queue).toBe(0);
+  });
+
+  it('grants the first to ask, not the oldest pod, and counts the others as queued', () => {
+    const d = decide(mutexObs([requested('2026-01-01T00:00:02.000Z')(a), requested('2026-01-01T00:00:01.000Z')(b)]), 1);
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: b.ref }));
+    expect(d.queue).toBe(2); // nobody holds yet: both wait
+  });
+
+  it('keeps a renewing holder even when others asked earlier, and reports the queue behind it', () => {
+    const held = aLeaseView(heldBy(a), token(5n), observedAt(0));
+    const d = decide(mutexObs([requested('2026-01-01T00:00:05.000Z')(a), requested('2026-01-01T00:00:01.000Z')(b)], held), 1);
+    expect(d.actions.filter((x) => x.type === 'Grant' || x.type === 'Revoke')).toEqual([]);
+    expect(d.holder).toEqual(a.ref);
+    expect(d.queue).toBe(1);
+  });
+});

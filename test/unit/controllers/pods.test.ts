@@ -175,6 +175,10 @@ describe('podKeys', () => {
       lease: 'db.lock.fencepost.io/lease',
       acquireTime: 'db.lock.fencepost.io/acquire-time',
       expireTime: 'db.lock.fencepost.io/expire-time',
+      request: 'db.lock.fencepost.io/request',
+      runId: 'db.lock.fencepost.io/run-id',
+      completedRun: 'db.lock.fencepost.io/completed-run',
+      completedAt: 'db.lock.fencepost.io/completed-at',
     });
   });
 

@@ -1,0 +1,73 @@
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acquire, type HeldLock } from '../../../src/index.ts';
+import { EXIT_ALREADY_DONE } from '../../../src/cli/exec.ts';
+import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
+import { parseLease } from '../../../src/lease/record.ts';
+import { silentLogger } from '../../../src/observability/logger.ts';
+import { realClock } from '../../../src/runtime/clock.ts';
+import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
+import { createLock, createPod, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+
+const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+
+// Mutex mode: nobody holds the lock until a candidate asks (its request annotation); requests are
+// granted first come, first served; a release hands over to the next in line at once.
+describe('the lock controller in Mutex mode', () => {
+  const kc = sharedKubeConfig();
+  let t: TestKube;
+  let controller: LockController;
+  beforeAll(async () => {
+    t = testKube(kc, await freshNamespace(kc, 'mutex-'));
+    controller = await startLockController({ kc, redisUrl: sharedRedisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
+  });
+  afterAll(async () => { await controller?.stop(); });
+
+  const pod = async (name: string, app: string) => ({ name, uid: (await createPod(t, name, { app })).metadata?.uid ?? '' });
+
+  it('grants nobody until asked, then grants in the order of asking, each release handing over to the next', async () => {
+    const pods = [await pod('q-0', 'q'), await pod('q-1', 'q'), await pod('q-2', 'q')];
+    await createLock(t, lockBody('q', 'q', { mode: 'Mutex', leaseDurationSeconds: 10 }));
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(parseLease((await getLease(t, 'q')) ?? {}).holder).toBeUndefined();
+    await eventually(async () => { expect((await getLock(t, 'q')).status?.conditions?.find((c) => c.type === 'Held')?.status).toBe('False'); });
+
+    // Ask in the order q-2, q-0, q-1 (not the pods' age order).
+    const order = [pods[2], pods[0], pods[1]];
+    const granted: { name: string; token: bigint }[] = [];
+    const attempts: Promise<HeldLock>[] = [];
+    for (const p of order) {
+      if (p === undefined) continue;
+      attempts.push(acquire('q', { kubeconfig: kc, namespace: t.namespace, pod: p, waitMs: 30_000 }));
+      await new Promise((r) => setTimeout(r, 400)); // distinct request times
+    }
+    await eventually(async () => { expect((await getLock(t, 'q')).status?.queueLength).toBe(2); });
+    for (const attempt of attempts) {
+      const lock = await attempt;
+      granted.push({ name: parseLease((await getLease(t, 'q')) ?? {}).holder?.name ?? '', token: lock.token });
+      await lock.release();
+    }
+    expect(granted.map((g) => g.name)).toEqual(['q-2', 'q-0', 'q-1']);
+    for (let i = 1; i < granted.length; i++) expect(granted[i]?.token).toBeGreaterThan(granted[i - 1]?.token ?? 0n);
+  });
+
+  it('runs a run id once: the second exec with the same --run-id exits without running', async () => {
+    const a = await pod('cron-a', 'cron');
+    const b = await pod('cron-b', 'cron');
+    await createLock(t, lockBody('cron', 'cron', { mode: 'Mutex', leaseDurationSeconds: 10 }));
+    const run = (p: { name: string; uid: string }) => new Promise<{ code: number; stdout: string }>((res) => {
+      execFile(process.execPath, [main, 'exec', '--lock', 'cron', '--run-id', 'slot-2026-12-02T10:00', '--wait', '20s', '--kubeconfig', sharedKubeconfigPath(), '--', 'echo', `ran on ${p.name}`], {
+        env: { ...process.env, POD_NAME: p.name, POD_NAMESPACE: t.namespace, POD_UID: p.uid }, timeout: 60_000,
+      }, (err, stdout) => { res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout }); });
+    });
+    const first = await run(a);
+    expect(first).toEqual({ code: 0, stdout: 'ran on cron-a\n' });
+    await eventually(async () => {
+      expect((await getLock(t, 'cron')).status?.completedRuns).toEqual([expect.objectContaining({ runId: 'slot-2026-12-02T10:00', holder: 'cron-a' })]);
+    });
+    const second = await run(b);
+    expect(second.code).toBe(EXIT_ALREADY_DONE);
+    expect(second.stdout).toBe('');
+  });
+});
