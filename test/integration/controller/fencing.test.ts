@@ -147,7 +147,10 @@ describe('the embedded Lease fencing backend (no Redis)', () => {
       await releaseLease(t, 'l');
     }
     await deleteLock(t, 'l');
-    await eventually(async () => { expect(await getLease(t, 'l')).toBeUndefined(); });
+    await eventually(async () => {
+      expect(await getLease(t, 'l')).toBeUndefined();
+      await expect(getLock(t, 'l')).rejects.toMatchObject({ code: 404 }); // the finalizer let it go
+    });
     await createLock(t, lockBody('l', 'l', { leaseDurationSeconds: 30 }));
     const again = await eventually(async () => { const x = await getLease(t, 'l'); const rec = x !== undefined ? parseLease(x) : undefined; expect(rec?.holder).toBeDefined(); return rec; });
     seen.push(again?.token ?? 0n);

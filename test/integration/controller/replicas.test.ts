@@ -68,8 +68,11 @@ describe('fencepost controller as replicated processes', () => {
     expect(metrics).toMatch(/fencepost_leader 1/);
     expect(metrics, metrics.split('\n').filter((l) => l.includes('reconcile_total')).join('\n')).toMatch(/fencepost_reconcile_total\{controller="distributedlock",result="(success|requeue_after)"\} [1-9]/);
     expect((await getStatus(`http://127.0.0.1:${lead.healthPort}/readyz`)).status).toBe(200);
-    expect((await getStatus(`http://127.0.0.1:${standby.healthPort}/healthz`)).status).toBe(200);
-    expect((await getStatus(`http://127.0.0.1:${standby.metricsPort}/metrics`)).body).toMatch(/fencepost_leader 0/);
+    // The standby may still be booting under load: it only has to answer eventually.
+    await eventually(async () => {
+      expect((await getStatus(`http://127.0.0.1:${standby.healthPort}/healthz`)).status).toBe(200);
+      expect((await getStatus(`http://127.0.0.1:${standby.metricsPort}/metrics`)).body).toMatch(/fencepost_leader 0/);
+    }, 30_000);
 
     lead.proc.signal('SIGKILL');
     await lead.proc.exited;
