@@ -5,3 +5,4 @@
 export { acquire, AlreadyDoneError, NotAcquiredError, type AcquireOptions, type HeldLock } from './client/acquire.ts';
 export type { LockEvent, LockSnapshot, LockState } from './agent/session.ts';
 export { parseToken, TokenError, MAX_TOKEN } from './fencing/token.ts';
+export * from './guards/index.ts';
