@@ -1,14 +1,12 @@
 import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { acquire, NotAcquiredError } from '../../../src/index.ts';
 import { EXIT_LOST, EXIT_NOT_ACQUIRED, graceFor } from '../../../src/cli/exec.ts';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { parseLease } from '../../../src/lease/record.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
-import { createLock, createPod, deleteLock, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { useLockController } from '../../support/lock-controller.ts';
+import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { createLock, createPod, deleteLock, getLease, lockBody, type TestKube } from '../../support/fixtures.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
@@ -16,13 +14,9 @@ interface Run { code: number | null; stdout: string; stderr: string }
 
 describe('the acquire() library and fencepost exec', () => {
   const kc = sharedKubeConfig();
+  const fx = useLockController('exec-');
   let t: TestKube;
-  let controller: LockController;
-  beforeAll(async () => {
-    t = testKube(kc, await freshNamespace(kc, 'exec-'));
-    controller = await startLockController({ kc, redisUrl: sharedRedisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
-  });
-  afterAll(async () => { await controller?.stop(); });
+  beforeAll(() => { t = fx.t; });
 
   const execAs = (pod: { name: string; uid: string }, args: string[]): Promise<Run> => new Promise((res) => {
     execFile(process.execPath, [main, 'exec', '--kubeconfig', sharedKubeconfigPath(), ...args], {

@@ -1,25 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { podKeys } from '../../../src/controllers/distributedlock/pods.ts';
 import { parseLease } from '../../../src/lease/record.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedRedisUrl } from '../../support/env.ts';
-import { createLock, createPod, getLease, getLock, keepRenewing, lockBody, releaseLease, setPodStatus, testKube, type TestKube } from '../../support/fixtures.ts';
+import { useLockController } from '../../support/lock-controller.ts';
+import { eventually, sharedKubeConfig } from '../../support/env.ts';
+import { createLock, createPod, getLease, getLock, keepRenewing, lockBody, releaseLease, setPodStatus, type TestKube } from '../../support/fixtures.ts';
 
 // The controller in-process, against the real API server and Redis, in Election mode. Pods are
 // made Ready through the status subresource; the holder's renewals are done by the test (the
 // agent arrives with issue 4), so each test decides whether the holder is alive.
 describe('the lock controller in Election mode', () => {
   const kc = sharedKubeConfig();
+  const fx = useLockController('election-');
   let t: TestKube;
-  let controller: LockController;
-  beforeAll(async () => {
-    t = testKube(kc, await freshNamespace(kc, 'election-'));
-    controller = await startLockController({ kc, redisUrl: sharedRedisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
-  });
-  afterAll(async () => { await controller?.stop(); });
+  beforeAll(() => { t = fx.t; });
 
   const holderOf = async (lock: string) => {
     const lease = await getLease(t, lock);

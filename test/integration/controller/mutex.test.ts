@@ -1,14 +1,12 @@
 import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { acquire, type HeldLock } from '../../../src/index.ts';
 import { EXIT_ALREADY_DONE } from '../../../src/cli/exec.ts';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { parseLease } from '../../../src/lease/record.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
-import { createLock, createPod, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { useLockController } from '../../support/lock-controller.ts';
+import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { createLock, createPod, getLease, getLock, lockBody, type TestKube } from '../../support/fixtures.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
@@ -16,13 +14,9 @@ const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 // granted first come, first served; a release hands over to the next in line at once.
 describe('the lock controller in Mutex mode', () => {
   const kc = sharedKubeConfig();
+  const fx = useLockController('mutex-');
   let t: TestKube;
-  let controller: LockController;
-  beforeAll(async () => {
-    t = testKube(kc, await freshNamespace(kc, 'mutex-'));
-    controller = await startLockController({ kc, redisUrl: sharedRedisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
-  });
-  afterAll(async () => { await controller?.stop(); });
+  beforeAll(() => { t = fx.t; });
 
   const pod = async (name: string, app: string) => ({ name, uid: (await createPod(t, name, { app })).metadata?.uid ?? '' });
 

@@ -1,21 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mulberry32 } from '../../support/prng.ts';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MAX_TOKEN, TokenError } from '../../../src/fencing/token.ts';
 import { redisGuard, type RedisGuard, type RedisWriteResult } from '../../../src/guards/redis-guard.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 
-/** mulberry32: a small seeded PRNG, enough to replay a workload from its seed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { mulberry32 } from '../../support/prng.ts';
 import { RESYNC_MS, decide } from '../../../src/controllers/distributedlock/decide.ts';
 import type { Action, Decision, Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import { isCandidate, podKeys } from '../../../src/controllers/distributedlock/pods.ts';
@@ -522,17 +523,6 @@ function runToFixpoint(start: Observation, nowMs: number): { final: Observation;
 
 // ----- Property-style: random observations, invariants -----
 
-/** mulberry32 is a small seeded PRNG (uniform in [0, 1)), so that a failure is reproducible. */
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 interface Sample { readonly obs: Observation; readonly nowMs: number }
 
