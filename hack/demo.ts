@@ -1,23 +1,114 @@
 /**
- * demo.ts — `npm run demo`: brings up the testbed (a real API server and Redis on loopback),
- * applies the example lock, and shows it with kubectl. Leaves the testbed running; stop it with
- * `npm run testbed:down`.
+ * demo.ts — `npm run demo`: what a fencing token is for, shown on real servers in well under a
+ * minute. A kube-apiserver, etcd and redis-server on loopback, the fencepost controller, two
+ * pods (worker-a, worker-b) each with a fencepost agent and a worker process that writes to a
+ * Redis "ledger" while its agent says it holds the lock `billing`. The holder is frozen
+ * (SIGSTOP) between checking its lock and writing, for twice the lease: the lock moves on to the
+ * other pod with a larger token, and when the frozen worker wakes up its stale write is refused
+ * by the Redis guard. Then the same pause again without the guard: the stale write overwrites
+ * the newer holder's.
+ *
+ *   node hack/demo.ts          narrate, print a summary, tear everything down
+ *   node hack/demo.ts --json   the narration goes to stderr and the summary to stdout as JSON
+ *   node hack/demo.ts --keep   leave the testbed running afterwards (until Ctrl-C)
+ *
+ * Binaries: KUBEBUILDER_ASSETS or the hack/testbed/build.sh cache, built on first use.
  */
 import { execFileSync } from 'node:child_process';
-import { join, resolve } from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { findBinary } from '../test/support/testbed/assets.ts';
+import { Demo, type Cleanups } from './demo/story.ts';
+import { formatSummary } from './demo/summary.ts';
+import { timeline } from './demo/timeline.ts';
 
+const startedAt = performance.now();
 const root = resolve(import.meta.dirname, '..');
-const exportsText = execFileSync(process.execPath, [join(root, 'hack/testbed/up.ts')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-const vars = new Map<string, string>();
-for (const line of exportsText.split('\n')) {
-  const m = /^export (\w+)=(\S+)/.exec(line);
-  if (m?.[1] !== undefined && m[2] !== undefined) vars.set(m[1], m[2]);
-}
-const kubeconfig = vars.get('KUBECONFIG') ?? '';
-const path = (vars.get('PATH') ?? '').replace(/:\$PATH$/, '');
-const kubectl = (...args: string[]): string =>
-  execFileSync(join(path, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8' });
 
-process.stdout.write(kubectl('apply', '-f', join(root, 'examples/basic-lock.yaml')));
-process.stdout.write(kubectl('get', 'dlock', '-o', 'wide'));
-process.stdout.write(`\nThe testbed keeps running. To use it by hand:\n\n${exportsText}\n  kubectl get dlock\n\nStop it with: hack/npm run testbed:down\n`);
+let flags: { json: boolean; keep: boolean };
+try {
+  const { values } = parseArgs({ strict: true, options: { json: { type: 'boolean', default: false }, keep: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } } });
+  if (values.help) {
+    process.stdout.write('Usage: node hack/demo.ts [--json] [--keep]\n\n  --json   print the summary as JSON on stdout (the narration goes to stderr)\n  --keep   leave the testbed running afterwards, until Ctrl-C\n');
+    process.exit(0);
+  }
+  flags = { json: values.json, keep: values.keep };
+} catch (err) {
+  process.stderr.write(`demo: ${err instanceof Error ? err.message : String(err)}\nUsage: node hack/demo.ts [--json] [--keep]\n`);
+  process.exit(2);
+}
+
+const out = flags.json ? process.stderr : process.stdout;
+const tl = timeline(out, out.isTTY && (process.env['NO_COLOR'] ?? '') === '', startedAt);
+
+// Everything started is stopped by PID, in reverse order, on success, failure and Ctrl-C alike.
+const dir = mkdtempSync(join(tmpdir(), 'fencepost-demo-'));
+let keepDir = false;
+const stack: { name: string; stop: () => Promise<void> | void }[] = [];
+const cleanups: Cleanups = { add(name, stop) { stack.push({ name, stop }); } };
+let tearingDown: Promise<void> | undefined;
+const teardown = (): Promise<void> => {
+  tearingDown ??= (async () => {
+    for (let c = stack.pop(); c !== undefined; c = stack.pop()) {
+      try { await c.stop(); } catch (err) { process.stderr.write(`demo: failed to stop the ${c.name}: ${err instanceof Error ? err.message : String(err)}\n`); }
+    }
+    if (keepDir) process.stderr.write(`demo: logs kept in ${dir}\n`);
+    else rmSync(dir, { recursive: true, force: true });
+  })();
+  return tearingDown;
+};
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (interrupted) return;
+    interrupted = true;
+    tl.step(`${sig}: stopping everything the demo started`);
+    void teardown().then(() => { process.exit(flags.keep ? 0 : 130); });
+  });
+}
+
+/** assetsDir finds the testbed binaries, building them with hack/testbed/build.sh when missing. */
+function assetsDir(): string {
+  try {
+    return dirname(findBinary('kube-apiserver'));
+  } catch {
+    tl.step('Building the test control plane with hack/testbed/build.sh (first run only; kube-apiserver takes 10-25 minutes on 2 cores)');
+    const printed = execFileSync(join(root, 'hack/testbed/build.sh'), ['kube-apiserver', 'etcd', 'kubectl'], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+    const assets = printed.trim().split('\n').pop() ?? '';
+    process.env['KUBEBUILDER_ASSETS'] = assets;
+    return dirname(findBinary('kube-apiserver'));
+  }
+}
+
+function kubectlDir(): string | undefined {
+  try { return dirname(findBinary('kubectl')); } catch { return undefined; }
+}
+
+const demo = new Demo(tl, dir, cleanups);
+try {
+  tl.heading('fencepost demo: a lock holder freezes, wakes up, and writes with a stale fencing token');
+  await demo.setup(assetsDir());
+  await demo.act(true);
+  await demo.act(false);
+  const summary = demo.summary();
+  if (flags.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  else tl.plain(formatSummary(summary, tl.paint));
+  if (flags.keep && !interrupted) {
+    tl.plain(demo.keepInstructions(kubectlDir()));
+    setInterval(() => undefined, 1 << 30); // until Ctrl-C
+  } else {
+    tl.step('Stopping the workers, agents, controller, redis-server and control plane');
+    await teardown();
+    tl.step('Done');
+    process.exit(0); // do not wait for the stopped servers' grace timers
+  }
+} catch (err) {
+  if (!interrupted) {
+    process.stderr.write(`\ndemo failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    keepDir = true;
+    await teardown();
+    process.exit(1);
+  }
+}

@@ -6,7 +6,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, existsSync, openSync, readFileSync, closeSync, writeFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** ManagedProcess is one child process that the testbed started and will stop. */
 export interface ManagedProcess {
@@ -76,7 +75,7 @@ export function spawnManaged(name: string, binary: string, opts: SpawnOptions): 
       if (!running) return;
       child.kill('SIGCONT'); // a paused process cannot act on SIGTERM
       child.kill('SIGTERM');
-      const done = await Promise.race([exited.then(() => true), sleep(graceMs).then(() => false)]);
+      const done = await raceTimeout(exited.then(() => true), graceMs, false);
       if (!done) { child.kill('SIGKILL'); await exited; }
     },
   };
@@ -109,4 +108,17 @@ export function reapStale(pidFile: string): number {
 /** tailLog returns the last lines of a log file, for error messages when a process fails to start. */
 export function tailLog(file: string, lines = 30): string {
   try { return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n'); } catch { return '(no log)'; }
+}
+
+/**
+ * raceTimeout resolves with p's value, or with `onTimeout` after ms — and clears its timer either
+ * way, so that a caller's process can exit as soon as its work is done.
+ */
+export async function raceTimeout<T>(p: Promise<T>, ms: number, onTimeout: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<T>((resolve) => { timer = setTimeout(() => { resolve(onTimeout); }, ms); })]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

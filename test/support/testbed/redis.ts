@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from './ports.ts';
-import { spawnManaged, tailLog, type ManagedProcess } from './processes.ts';
+import { raceTimeout, spawnManaged, tailLog, type ManagedProcess } from './processes.ts';
 
 const SENTINEL_KEY = 'fencepost:testbed:sentinel';
 
@@ -94,7 +94,7 @@ export async function startRedis(opts: { dir?: string; binary?: string } = {}): 
     const p = proc;
     if (p === undefined || !p.isRunning()) return;
     await command('SHUTDOWN', 'NOSAVE');
-    await Promise.race([p.exited, sleep(5000)]);
+    await raceTimeout(p.exited, 5000, 'timeout');
     await p.stop();
   };
 
