@@ -5,7 +5,7 @@
  * leading cannot be trusted afterwards), and Kubernetes restarts it as a candidate.
  */
 import { randomUUID } from 'node:crypto';
-import { CoordinationV1Api } from '@kubernetes/client-node';
+import { CoordinationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from './kubeconfig.ts';
 import { parseControllerConfig, type ControllerConfig } from '../config/controller.ts';
 import { startLockController, type LockController } from '../controllers/distributedlock/setup.ts';
@@ -15,6 +15,30 @@ import { createControllerMetrics } from '../observability/metrics.ts';
 import { realClock } from '../runtime/clock.ts';
 import { LeaderElector, leaseClientFrom } from '../runtime/leaderelection.ts';
 
+/** StartupError: the process cannot start (e.g. the API server is unreachable); exit status 2. */
+export class StartupError extends Error {
+  readonly exitCode = 2;
+  constructor(message: string, options?: ErrorOptions) { super(message, options); this.name = 'StartupError'; }
+}
+
+/** checkApiServer fails fast, with one line naming the server, when it cannot be reached at start. */
+async function checkApiServer(kc: KubeConfig): Promise<void> {
+  const server = kc.getCurrentCluster()?.server ?? '(no server in kubeconfig)';
+  try {
+    const ac = new AbortController();
+    const timer = setTimeout(() => { ac.abort(new Error('no answer within 10 s')); }, 10_000);
+    try {
+      await Promise.race([
+        kc.makeApiClient(VersionApi).getCode(),
+        new Promise((_, reject) => { ac.signal.addEventListener('abort', () => { reject(ac.signal.reason as Error); }); }),
+      ]);
+    } finally { clearTimeout(timer); }
+  } catch (err) {
+    const why = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    throw new StartupError(`cannot reach the API server at ${server}: ${why.split('\n')[0] ?? why}`, { cause: err });
+  }
+}
+
 /** runController runs until SIGTERM/SIGINT (exit 0) or loss of leadership (exit 1). */
 export async function runController(argv: readonly string[]): Promise<number> {
   const cfg: ControllerConfig = parseControllerConfig(argv);
@@ -23,7 +47,8 @@ export async function runController(argv: readonly string[]): Promise<number> {
   const metrics = createControllerMetrics();
   // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
   const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
-  let controller: LockController | undefined;
+  await checkApiServer(kc);
+  let controllers: LockController[] = [];
   let elector: LeaderElector | undefined;
   let stopping = false;
 
@@ -31,15 +56,17 @@ export async function runController(argv: readonly string[]): Promise<number> {
   const probeServer = await serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', {
     healthz: () => elector === undefined || elector.healthy(5000),
     // Ready: a standby replica is ready (it is waiting to lead); a leader once its caches synced.
-    readyz: () => !cfg.leaderElect || (elector?.isLeader() !== true) || (controller?.synced() ?? false),
+    readyz: () => !cfg.leaderElect || (elector?.isLeader() !== true) || (controllers.length > 0 && controllers.every((c) => c.synced())),
   });
-  log.info({ identity, metrics: metricsServer?.address, probes: probeServer?.address, redis: cfg.redisUrl !== undefined, namespace: cfg.namespace ?? '(all)' }, 'Started controller process');
+  log.info({ identity, metrics: metricsServer?.address, probes: probeServer?.address, redis: cfg.redisUrl !== undefined, namespaces: cfg.namespaces.length > 0 ? cfg.namespaces : ['(all)'] }, 'Started controller process');
 
+  // One controller per watched namespace (or one for all): each has its own informers and queue.
   const startWorkers = async (): Promise<void> => {
-    controller = await startLockController({
-      kc, redisUrl: cfg.redisUrl, namespace: cfg.namespace, workers: cfg.workers, identity,
+    const scopes: (string | undefined)[] = cfg.namespaces.length > 0 ? [...cfg.namespaces] : [undefined];
+    controllers = await Promise.all(scopes.map((namespace) => startLockController({
+      kc, redisUrl: cfg.redisUrl, namespace, workers: cfg.workers, identity,
       clock: realClock, log, metrics, cacheSyncTimeoutMs: cfg.cacheSyncTimeoutMs,
-    });
+    })));
   };
 
   const done = new Promise<number>((resolve) => {
@@ -48,7 +75,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
       stopping = true;
       log.info({ signal }, 'Stopping controller');
       void (async () => {
-        await controller?.stop();              // drain workers first, then give up the lead (G18)
+        await Promise.allSettled(controllers.map((c) => c.stop())); // drain workers first, then give up the lead (G18)
         abort.abort(new Error(signal));
         await running;
         await Promise.allSettled([metricsServer?.stop(), probeServer?.stop()]);

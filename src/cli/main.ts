@@ -46,6 +46,7 @@ main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
     process.stderr.write(`fencepost: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = (err instanceof Error && /^--[a-z-]+:|Unknown option|unexpected argument/i.test(err.message)) ? 2 : 1;
+    const startup = typeof (err as { exitCode?: unknown }).exitCode === 'number' ? (err as { exitCode: number }).exitCode : undefined;
+    process.exitCode = startup ?? ((err instanceof Error && /^--[a-z-]+:|^[A-Z_]+: |Unknown option|unexpected argument/i.test(err.message)) ? 2 : 1);
   },
 );

@@ -12,8 +12,8 @@ export interface ControllerConfig {
   readonly kubeconfig: string | undefined;
   /** redisUrl: Redis for fencing tokens (--redis-url or FENCEPOST_REDIS_URL); none → the Lease backend. */
   readonly redisUrl: string | undefined;
-  /** namespace: watch only this namespace; default all namespaces. */
-  readonly namespace: string | undefined;
+  /** namespaces: watch only these (--namespace, repeatable); empty = all namespaces. */
+  readonly namespaces: readonly string[];
   /** workers: concurrent reconciles; default 4. */
   readonly workers: number;
   /** metricsBindAddress: host:port for /metrics; default 0.0.0.0:8080; "0" disables. */
@@ -42,7 +42,7 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
 
   --kubeconfig PATH                    kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)
   --redis-url URL                      Redis for fencing tokens (env FENCEPOST_REDIS_URL); without it locks use the Lease backend
-  --namespace NS                       watch only this namespace (default: all)
+  --namespace NS                       watch only this namespace; repeatable (default: all namespaces)
   --workers N                          concurrent reconciles (default 4)
   --metrics-bind-address ADDR          /metrics listener (default 0.0.0.0:8080; 0 disables)
   --health-probe-bind-address ADDR     /healthz and /readyz listener (default 0.0.0.0:8081; 0 disables)
@@ -73,7 +73,7 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
   const { values } = parseArgs({
     args: [...argv], allowPositionals: false, strict: true,
     options: {
-      'kubeconfig': { type: 'string' }, 'redis-url': { type: 'string' }, 'namespace': { type: 'string' },
+      'kubeconfig': { type: 'string' }, 'redis-url': { type: 'string' }, 'namespace': { type: 'string', multiple: true },
       'workers': { type: 'string', default: '4' },
       'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
       'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
@@ -97,7 +97,7 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     redisUrl: redisUrl === '' ? undefined : redisUrl,
-    namespace: values.namespace,
+    namespaces: Object.freeze([...new Set(values.namespace ?? [])]),
     workers: positiveInt(values.workers, '--workers'),
     metricsBindAddress: values['metrics-bind-address'],
     healthProbeBindAddress: values['health-probe-bind-address'],

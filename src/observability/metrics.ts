@@ -24,6 +24,8 @@ export interface ControllerMetrics {
   readonly fencingRefloored: Counter<'reason'>;
   readonly fencingReady: Gauge<'backend'>;
   readonly locks: Gauge<'state'>;
+  readonly handoffDuration: Histogram<'cause'>;
+  readonly holdDuration: Histogram<'cause'>;
 }
 
 /** createControllerMetrics registers the controller's metrics (and Node's defaults) on a new registry. */
@@ -49,6 +51,16 @@ export function createControllerMetrics(): ControllerMetrics {
     fencingErrors: new Counter({ name: 'fencepost_fencing_errors_total', help: 'Failed attempts to issue a fencing token.', labelNames: ['backend', 'error_kind'], registers }),
     fencingRefloored: new Counter({ name: 'fencepost_fencing_refloored_total', help: 'Tokens the Redis counter could not issue alone: it was at or below the etcd high-water mark (data loss) or had a TTL.', labelNames: ['reason'], registers }),
     fencingReady: new Gauge({ name: 'fencepost_fencing_ready', help: '1 while the fencing backend can issue tokens.', labelNames: ['backend'], registers }),
+    handoffDuration: new Histogram({
+      name: 'fencepost_handoff_duration_seconds',
+      help: 'From when this controller saw what made a lock grantable (a release, a terminated holder; for Expired, the last renewal it saw) to the committed grant, by cause.',
+      labelNames: ['cause'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 60, 120], registers,
+    }),
+    holdDuration: new Histogram({
+      name: 'fencepost_hold_duration_seconds',
+      help: 'How long a holder held a lock whose term the controller ended (Expired, HolderTerminated), from acquireTime.',
+      labelNames: ['cause'], buckets: [1, 5, 15, 30, 60, 300, 900, 3600, 14400, 86400], registers,
+    }),
     locks: new Gauge({ name: 'fencepost_locks', help: 'Locks by state (held, vacant).', labelNames: ['state'], registers }),
   };
 }

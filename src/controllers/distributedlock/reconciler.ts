@@ -194,6 +194,10 @@ export class DistributedLockReconciler implements Reconciler {
         const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now());
         await this.#leaseApi.replaceNamespacedLease({ namespace, name, body }); // CAS on resourceVersion; 409 → retry
         this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
+        if (obs.lease !== undefined && action.cause !== 'Vacant') {
+          this.#d.metrics?.handoffDuration.observe({ cause: action.cause }, (this.#d.clock.monotonicMs() - obs.lease.observedAtMs) / 1000);
+        }
+        this.#observeHold(obs, action.cause);
         if (action.cause === 'Expired' || action.cause === 'HolderTerminated') this.#d.metrics?.expirations.inc({ cause: action.cause });
         if (action.cause === 'Released') this.#d.metrics?.releasesObserved.inc();
         log.info({ holder: action.to.name, uid: action.to.uid, token: issued.token.toString(), cause: action.cause, previous: action.previous?.name }, 'Granted Lease');
@@ -204,6 +208,7 @@ export class DistributedLockReconciler implements Reconciler {
         const current = await this.#leaseApi.readNamespacedLease({ namespace, name });
         await this.#leaseApi.replaceNamespacedLease({ namespace, name, body: releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated') });
         this.#d.metrics?.expirations.inc({ cause: action.cause });
+        this.#observeHold(obs, action.cause);
         log.info({ holder: action.holder.name, cause: action.cause }, 'Revoked Lease');
         this.#event(lock, 'Warning', 'HolderExpired', action.cause === 'Expired'
           ? `Pod ${action.holder.name} stopped renewing for a full lease duration; lock revoked`
@@ -213,6 +218,13 @@ export class DistributedLockReconciler implements Reconciler {
       default:
         return;
     }
+  }
+
+  /** #observeHold records how long an involuntarily ended term lasted (releases clear acquireTime). */
+  #observeHold(obs: Observation, cause: string): void {
+    const acquired = obs.lease?.record.acquireTime;
+    if (obs.lease?.record.holder === undefined || acquired === undefined) return;
+    this.#d.metrics?.holdDuration.observe({ cause }, Math.max(0, this.#d.clock.now().getTime() - acquired.getTime()) / 1000);
   }
 
   async #markPod(lock: DistributedLock, obs: Observation, pod: HolderRef, token: bigint, log: Logger): Promise<void> {

@@ -20,9 +20,11 @@ describe('the lock controller in Election mode', () => {
     return lease !== undefined ? parseLease(lease) : undefined;
   };
 
-  it('grants the lock to a Ready candidate with a token from Redis, labels the pod and reports status', async () => {
+  it('grants exactly one of three Ready candidates with a token from Redis; Lease, status, annotations and label agree', async () => {
     const pod = await createPod(t, 'a-0', { app: 'a' });
-    await createLock(t, lockBody('a', 'a'));
+    await createPod(t, 'a-1', { app: 'a' });
+    await createPod(t, 'a-2', { app: 'a' });
+    await createLock(t, lockBody('a', 'a', { leaseDurationSeconds: 30 }));
     const record = await eventually(async () => {
       const r = await holderOf('a');
       expect(r?.holder).toEqual({ name: 'a-0', uid: pod.metadata?.uid });
@@ -36,6 +38,8 @@ describe('the lock controller in Election mode', () => {
       expect(p.metadata?.labels?.[keys.holder]).toBe('true');
       expect(p.metadata?.annotations?.[keys.token]).toBe(record?.token?.toString());
       expect(p.metadata?.annotations?.[keys.lease]).toBe('dlock-a');
+      const all = await t.core.listNamespacedPod({ namespace: t.namespace, labelSelector: `${keys.holder}=true` });
+      expect(all.items.map((x) => x.metadata?.name)).toEqual(['a-0']); // exactly one holder label
     });
     await eventually(async () => {
       const lock = await getLock(t, 'a');
@@ -44,6 +48,7 @@ describe('the lock controller in Election mode', () => {
       expect(lock.status?.conditions?.find((c) => c.type === 'Held')).toMatchObject({ status: 'True', reason: 'Granted' });
       expect(lock.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True' });
       expect(lock.status?.observedGeneration).toBe(lock.metadata.generation);
+      expect(lock.status?.candidates).toBe(3);
       expect(lock.metadata.finalizers).toContain('fencepost.io/lease-cleanup');
     });
     const lease = await getLease(t, 'a');

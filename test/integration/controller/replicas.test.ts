@@ -66,6 +66,7 @@ describe('fencepost controller as replicated processes', () => {
       return m.body;
     });
     expect(metrics).toMatch(/fencepost_leader 1/);
+    expect(metrics).toMatch(/# TYPE fencepost_handoff_duration_seconds histogram/);
     expect(metrics, metrics.split('\n').filter((l) => l.includes('reconcile_total')).join('\n')).toMatch(/fencepost_reconcile_total\{controller="distributedlock",result="(success|requeue_after)"\} [1-9]/);
     expect((await getStatus(`http://127.0.0.1:${lead.healthPort}/readyz`)).status).toBe(200);
     // The standby may still be booting under load: it only has to answer eventually.
@@ -79,6 +80,13 @@ describe('fencepost controller as replicated processes', () => {
     const killedAt = performance.now();
     await eventually(async () => { expect(await leaderIdentity()).toMatch(/^replica-/); expect(await leaderIdentity()).not.toBe(leader); }, 30_000);
     expect(performance.now() - killedAt).toBeGreaterThanOrEqual(1500); // waited out (most of) the 2 s controller lease
+
+    // The holder kept its lock through the failover: same holder, same token, no new term.
+    await new Promise((r) => setTimeout(r, 1500)); // let the new leader reconcile
+    const kept = parseLease((await getLease(t, 'p')) ?? {});
+    expect(kept.holder).toEqual(first?.holder);
+    expect(kept.token).toBe(first?.token);
+    expect(kept.transitions).toBe(first?.transitions);
 
     // The new leader grants: release the lock and watch it move to the other pod.
     await releaseLease(t, 'p');
