@@ -134,4 +134,20 @@ describe('fencepost agent processes', () => {
     expect(resumed.token).toBeUndefined();
     expect(resumed.state).toBe('lost');
   });
+
+  it('SIGKILL of the holder agent: the successor is granted only after the lease duration, with a larger token', async () => {
+    const pair = await twoAgents('kill', 2);
+    const { holder, other, snap } = await holderAgent('kill', pair);
+    const before = parseLease((await getLease(t, 'kill')) ?? {});
+    holder.proc.signal('SIGKILL');
+    await holder.proc.exited;
+    const killedAt = performance.now();
+    const next = await eventually(async () => { const s = await snapshot(other, 'kill'); expect(s.held).toBe(true); return s; }, 20_000);
+    // The last renew was at most one renew period (~666 ms) before the kill, and the controller
+    // waits a full 2 s lease from when it saw it: at least 2000 - 666 ms after the kill.
+    expect(performance.now() - killedAt).toBeGreaterThanOrEqual(2000 - 700);
+    expect(BigInt(next.token ?? '0')).toBeGreaterThan(BigInt(snap.token ?? '0'));
+    const after = parseLease((await getLease(t, 'kill')) ?? {});
+    expect(after.transitions).toBe(before.transitions + 1);
+  });
 });

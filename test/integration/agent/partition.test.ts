@@ -1,0 +1,92 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { LockSnapshot } from '../../../src/agent/session.ts';
+import { getStatus } from '../../support/testbed/http-probe.ts';
+import { freePort } from '../../support/testbed/ports.ts';
+import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
+import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
+import { useLockController } from '../../support/lock-controller.ts';
+import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
+import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
+
+const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+
+/** firstEvent resolves with the performance.now() time of the first SSE event of that type. */
+function firstEvent(port: number, lock: string, type: string): { at: Promise<number>; stop: () => void } {
+  let stop = (): void => undefined;
+  const at = new Promise<number>((resolveAt) => {
+    const req = request(`http://127.0.0.1:${port}/v1/locks/${lock}/events`, (res) => {
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => { if (chunk.includes(`event: ${type}\n`)) resolveAt(performance.now()); });
+    });
+    req.on('error', () => undefined);
+    req.end();
+    stop = () => { req.destroy(); };
+  });
+  return { at, stop: () => { stop(); } };
+}
+
+// FAULTS T4: the holder's agent is cut off from the API server (a blackhole in a TCP proxy that
+// only its traffic crosses) while the controller and the other agent still reach it. The cut-off
+// agent must declare the lock lost before the controller can grant it to anyone else.
+describe('an agent cut off from the API server', () => {
+  const fx = useLockController('partition-');
+  let t: TestKube;
+  let dir: string;
+  let proxy: TcpProxy;
+  const procs: ManagedProcess[] = [];
+  beforeAll(() => { t = fx.t; dir = mkdtempSync(join(tmpdir(), 'fencepost-partition-')); });
+  afterAll(async () => {
+    await Promise.all(procs.map((p) => p.stop()));
+    await proxy?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const startAgent = async (pod: string, uid: string, kubeconfig: string): Promise<number> => {
+    const port = await freePort();
+    procs.push(spawnManaged(`agent-${pod}`, process.execPath, {
+      args: [main, 'agent', '--lock', 'cut', '--listen', `127.0.0.1:${port}`, '--kubeconfig', kubeconfig],
+      logFile: join(dir, `${pod}.log`), env: { ...process.env, POD_NAME: pod, POD_NAMESPACE: t.namespace, POD_UID: uid },
+    }));
+    await eventually(async () => { expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200); }, 30_000);
+    return port;
+  };
+  const snapshot = async (port: number): Promise<LockSnapshot> => JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/cut`)).body) as LockSnapshot;
+
+  it('declares the lock lost before the successor is granted, by about lease − renew deadline', async () => {
+    // Agent a talks to the API server through the proxy; agent b directly.
+    const admin = new KubeConfig();
+    admin.loadFromFile(sharedKubeconfigPath());
+    const server = new URL(admin.getCurrentCluster()?.server ?? '');
+    proxy = await startTcpProxy({ targetPort: Number(server.port) });
+    const viaProxy = join(dir, 'kubeconfig-proxied');
+    writeFileSync(viaProxy, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${proxy.port}`));
+
+    const a = await createPod(t, 'cut-a', { app: 'cut' });
+    const aPort = await startAgent('cut-a', a.metadata?.uid ?? '', viaProxy);
+    await createLock(t, lockBody('cut', 'cut', { leaseDurationSeconds: 3 })); // renew deadline 2 s, period 1 s
+    await eventually(async () => { expect((await snapshot(aPort)).held).toBe(true); }, 20_000);
+    const b = await createPod(t, 'cut-b', { app: 'cut' });
+    const bPort = await startAgent('cut-b', b.metadata?.uid ?? '', sharedKubeconfigPath());
+
+    const lost = firstEvent(aPort, 'cut', 'lost');
+    const granted = firstEvent(bPort, 'cut', 'granted');
+    const cutAt = performance.now();
+    proxy.blackhole();
+    try {
+      const [lostAt, grantedAt] = await Promise.all([lost.at, granted.at]);
+      const margin = grantedAt - lostAt;
+      process.stdout.write(`partition: cut→lost ${Math.round(lostAt - cutAt)} ms, cut→successor granted ${Math.round(grantedAt - cutAt)} ms, margin ${Math.round(margin)} ms (lease 3000, renew deadline 2000)\n`);
+      expect(lostAt).toBeLessThan(grantedAt);
+      expect(lostAt - cutAt).toBeLessThan(2000 + 500); // at the renew deadline, not at a timeout of its own
+      expect((await snapshot(aPort)).held).toBe(false);
+    } finally {
+      lost.stop(); granted.stop();
+      proxy.heal();
+    }
+  });
+});
