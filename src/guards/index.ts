@@ -9,3 +9,4 @@ export { FenceBook, defaultResource, fencingTokenOf, httpGuard } from './http-gu
 export type { FenceBookOptions, FenceCheck, HttpGuardOptions, HttpMiddleware } from './http-guard.ts';
 export { SqlIdentifierError, fencedParams, fencedUpdateSql, fencedUpsertSql, quoteIdentifier, tokenParam } from './sql-guard.ts';
 export type { FencedSqlSpec } from './sql-guard.ts';
+export { fenceMigrationSql, postgresGuard, type FenceMigrationSpec, type PostgresGuard, type PostgresQueryable, type PostgresWriteResult } from './postgres-guard.ts';

@@ -1,0 +1,180 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { MAX_TOKEN, TokenError } from '../../../src/fencing/token.ts';
+import { fenceMigrationSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../../../src/guards/postgres-guard.ts';
+import type { FencedSqlSpec } from '../../../src/guards/sql-guard.ts';
+import { startPostgres, type PostgresServer } from '../../support/testbed/postgres.ts';
+
+const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];
+const SPEC: FencedSqlSpec = { table: 'docs', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] };
+
+interface Row { body: string | null; fence: string }
+
+// A real PostgreSQL server of this file's own: what matters is what the database does with the
+// statements — the comparison of a text-bound token with a bigint column, the row lock under
+// concurrent writers, ON CONFLICT.
+describe('postgresGuard against a real PostgreSQL server', () => {
+  let server: PostgresServer;
+  let pool: pg.Pool;
+  let guard: PostgresGuard;
+  let n = 0;
+  const fresh = (): string => `doc-${++n}`;
+
+  const row = async (id: string): Promise<Row | undefined> => {
+    const res = await pool.query<Row>('SELECT body, fence::text AS fence FROM docs WHERE id = $1', [id]);
+    return res.rows[0];
+  };
+  const insert = async (id: string, body = 'initial'): Promise<void> => {
+    await pool.query('INSERT INTO docs (id, body) VALUES ($1, $2)', [id, body]);
+  };
+
+  beforeAll(async () => {
+    server = await startPostgres();
+    pool = new pg.Pool({ connectionString: server.url, max: 25 });
+    pool.on('error', () => undefined);
+    // The table exists before the fence column: the migration adds it.
+    await pool.query('CREATE TABLE docs (id text PRIMARY KEY, body text)');
+    await pool.query(fenceMigrationSql(SPEC));
+    guard = postgresGuard(pool, SPEC);
+  }, 60_000);
+  afterAll(async () => {
+    await pool?.end();
+    await server?.stop();
+  });
+
+  it('runs the migration idempotently: a bigint fence column, NOT NULL DEFAULT 0, on existing rows too', async () => {
+    expect(fenceMigrationSql(SPEC)).toBe('ALTER TABLE "docs" ADD COLUMN IF NOT EXISTS "fence" bigint NOT NULL DEFAULT 0');
+    await pool.query('CREATE TABLE migrated (id text PRIMARY KEY, body text)');
+    await pool.query("INSERT INTO migrated (id, body) VALUES ('old', 'before the migration')");
+    const spec = { table: 'migrated', fenceColumn: 'fence' };
+    await pool.query(fenceMigrationSql(spec));
+    await pool.query(fenceMigrationSql(spec)); // again: a notice, no error, no change
+    const cols = await pool.query<{ data_type: string; is_nullable: string; column_default: string }>(
+      "SELECT data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = 'migrated' AND column_name = 'fence'");
+    expect(cols.rows).toEqual([{ data_type: 'bigint', is_nullable: 'NO', column_default: '0' }]);
+    const old = await pool.query<{ fence: string }>("SELECT fence::text AS fence FROM migrated WHERE id = 'old'");
+    expect(old.rows[0]?.fence).toBe('0');
+    const g = postgresGuard(pool, { table: 'migrated', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] });
+    expect(await g.write('old', 1n, ['after'])).toEqual({ accepted: true });
+    expect(() => fenceMigrationSql({ table: 'x"; DROP TABLE docs; --', fenceColumn: 'fence' })).toThrow(/not an identifier/);
+    expect(fenceMigrationSql({ schema: 'public', table: 'docs', fenceColumn: 'fence' })).toBe('ALTER TABLE "public"."docs" ADD COLUMN IF NOT EXISTS "fence" bigint NOT NULL DEFAULT 0');
+  });
+
+  it('accepts increasing tokens, writes the value and raises the fence', async () => {
+    const id = fresh();
+    await insert(id);
+    for (const t of [1n, 2n, 5n, 100n]) {
+      expect(await guard.write(id, t, [`v${t}`])).toEqual({ accepted: true });
+      expect(await row(id)).toEqual({ body: `v${t}`, fence: t.toString() });
+    }
+  });
+
+  it('rejects a lower token and leaves the row and the fence unchanged', async () => {
+    const id = fresh();
+    await insert(id);
+    expect(await guard.write(id, '7', ['seven'])).toEqual({ accepted: true });
+    expect(await guard.write(id, '6', ['six'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await guard.write(id, 0n, ['zero'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await row(id)).toEqual({ body: 'seven', fence: '7' });
+  });
+
+  it('accepts an equal token (the same holder writing again in its term)', async () => {
+    const id = fresh();
+    await insert(id);
+    await guard.write(id, 9n, ['first']);
+    expect(await guard.write(id, '9', ['second'])).toEqual({ accepted: true });
+    expect(await row(id)).toEqual({ body: 'second', fence: '9' });
+  });
+
+  it('reports an update of a missing row as refused and creates nothing', async () => {
+    const id = fresh();
+    expect(await guard.write(id, 1n, ['ghost'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await row(id)).toBeUndefined();
+  });
+
+  it('compares exactly around 2^53, by value not as strings, and takes 2^63−1', async () => {
+    const id = fresh();
+    await insert(id);
+    expect(await guard.write(id, '9007199254740992', ['a'])).toEqual({ accepted: true });
+    expect(await guard.write(id, '9007199254740993', ['b'])).toEqual({ accepted: true });
+    expect(await guard.write(id, '9007199254740992', ['c'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await row(id)).toEqual({ body: 'b', fence: '9007199254740993' });
+
+    const len = fresh(); // "9" > "10" as strings; 9 < 10 as integers
+    await insert(len);
+    await guard.write(len, '10', ['ten']);
+    expect(await guard.write(len, '9', ['nine'])).toEqual({ accepted: false, reason: 'stale' });
+
+    const max = fresh();
+    await insert(max);
+    expect(await guard.write(max, MAX_TOKEN - 1n, ['almost'])).toEqual({ accepted: true });
+    expect(await guard.write(max, '9223372036854775807', ['max'])).toEqual({ accepted: true });
+    expect(await guard.write(max, MAX_TOKEN - 1n, ['late'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await guard.write(max, MAX_TOKEN, ['max again'])).toEqual({ accepted: true });
+    expect(await row(max)).toEqual({ body: 'max again', fence: '9223372036854775807' });
+  });
+
+  it('refuses malformed tokens before anything reaches the database, changing nothing', async () => {
+    let sent = 0;
+    const counting: PostgresQueryable = { query: async (text, params) => { sent++; return pool.query(text, params); } };
+    const g = postgresGuard(counting, SPEC);
+    const id = fresh();
+    await insert(id);
+    expect(await g.write(id, '5', ['kept'])).toEqual({ accepted: true });
+    expect(sent).toBe(1);
+    for (const bad of MALFORMED) {
+      for (const mode of ['write', 'upsert'] as const) {
+        const err = await g[mode](id, bad, ['forged']).then(() => undefined, (e: unknown) => e);
+        expect(err, `${mode} with token ${JSON.stringify(bad)}`).toBeInstanceOf(TokenError);
+        expect((err as Error).message).toContain(bad === '9223372036854775808' ? bad : JSON.stringify(bad));
+      }
+    }
+    for (const bad of [-1n, MAX_TOKEN + 1n]) {
+      await expect(g.write(id, bad, ['forged'])).rejects.toThrow(TokenError);
+      await expect(g.upsert(fresh(), bad, ['forged'])).rejects.toThrow(TokenError);
+    }
+    await expect(g.write(id, '6', [])).rejects.toThrow(RangeError);
+    expect(sent).toBe(1);
+    expect(await row(id)).toEqual({ body: 'kept', fence: '5' });
+  });
+
+  it('upserts a new row with the token as its fence and refuses a stale upsert', async () => {
+    const id = fresh();
+    expect(await guard.upsert(id, 42n, ['created'])).toEqual({ accepted: true });
+    expect(await row(id)).toEqual({ body: 'created', fence: '42' });
+    expect(await guard.upsert(id, '41', ['stale'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await row(id)).toEqual({ body: 'created', fence: '42' });
+    expect(await guard.upsert(id, '42', ['same term'])).toEqual({ accepted: true });
+    expect(await guard.upsert(id, '9007199254740993', ['newer'])).toEqual({ accepted: true });
+    expect(await row(id)).toEqual({ body: 'newer', fence: '9007199254740993' });
+  });
+
+  it('leaves the highest token\'s value when 20 writers race on separate connections', async () => {
+    const randomToken = (): bigint => randomBytes(8).readBigUInt64BE() & MAX_TOKEN;
+    const WRITERS = 20;
+    for (const mode of ['write', 'upsert'] as const) {
+      const tokens = new Set<bigint>();
+      while (tokens.size < WRITERS) tokens.add(randomToken());
+      const list = [...tokens];
+      const maxTok = list.reduce((a, b) => (a > b ? a : b));
+      const why = `${mode} with tokens ${list.join(',')}`;
+      const id = fresh();
+      if (mode === 'write') await insert(id);
+      // One connection per writer, all checked out before any writes: the writes really overlap.
+      const conns = await Promise.all(list.map(() => pool.connect()));
+      try {
+        const results = await Promise.all(list.map((t, i) => {
+          const conn = conns[i];
+          if (conn === undefined) throw new Error('no connection');
+          return postgresGuard(conn, SPEC)[mode](id, t, [`t${t}`]);
+        }));
+        expect(results[list.indexOf(maxTok)], why).toEqual({ accepted: true });
+        expect(results.filter((r) => r.accepted).length, why).toBeGreaterThanOrEqual(1);
+      } finally {
+        for (const c of conns) c.release();
+      }
+      expect(await row(id), why).toEqual({ body: `t${maxTok}`, fence: maxTok.toString() });
+    }
+  });
+});
