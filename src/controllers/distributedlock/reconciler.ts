@@ -93,12 +93,14 @@ export class DistributedLockReconciler implements Reconciler {
     let obs: Observation | undefined;
     let dec: Decision | undefined;
     for (let pass = 0; pass < MAX_PASSES; pass++) {
-      obs = await this.#observe(key, lock, fresh);
+      const observed = await this.#observe(key, lock, fresh);
+      obs = observed.obs;
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find((a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke');
       if (leaseAction === undefined) break;
       if (!fresh) { fresh = true; continue; } // decide grants from a direct GET, never the cache alone (G10)
-      await this.#actOnLease(key, lock, obs, leaseAction, log);
+      // The write is a CAS on the resourceVersion of the very Lease this decision was made from.
+      await this.#actOnLease(key, lock, obs, observed.lease, leaseAction, log);
     }
     if (obs === undefined || dec === undefined) return {};
     // ### 3: Pod labels and annotations.
@@ -112,7 +114,8 @@ export class DistributedLockReconciler implements Reconciler {
     return { requeueAfterMs: dec.requeueAfterMs };
   }
 
-  async #observe(key: ObjectKey, lock: DistributedLock, fresh: boolean): Promise<Observation> {
+  /** #observe gathers the Observation; `lease` is the Lease it was made from (a direct GET when fresh). */
+  async #observe(key: ObjectKey, lock: DistributedLock, fresh: boolean): Promise<{ obs: Observation; lease: V1Lease | undefined }> {
     const namespace = lock.metadata.namespace ?? '';
     const lName = leaseName(lock.metadata.name ?? '');
     let lease: V1Lease | undefined;
@@ -134,10 +137,11 @@ export class DistributedLockReconciler implements Reconciler {
       const mine = labels[keys.holder] !== undefined || p.metadata?.annotations?.[keys.token] !== undefined;
       if (mine || matchesSelector(lock.spec.candidates.selector, labels)) pods.push(summarizePod(p));
     }
-    return {
+    const obs: Observation = {
       lock, timings: resolveTimings(lock.spec), lease: leaseView, pods, podsSynced: this.#d.pods.hasSynced(),
       fencing: { backend: fencing.backend, ready: fencing.ready, ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}) },
     };
+    return { obs, lease };
   }
 
   /** #observedAt restarts the expiry clock whenever the Lease's renew fingerprint changes (client-go observedTime). */
@@ -150,7 +154,7 @@ export class DistributedLockReconciler implements Reconciler {
     return atMs;
   }
 
-  async #actOnLease(key: ObjectKey, lock: DistributedLock, obs: Observation, action: Action, log: Logger): Promise<void> {
+  async #actOnLease(key: ObjectKey, lock: DistributedLock, obs: Observation, read: V1Lease | undefined, action: Action, log: Logger): Promise<void> {
     const namespace = lock.metadata.namespace ?? '';
     const name = leaseName(lock.metadata.name ?? '');
     switch (action.type) {
@@ -173,7 +177,8 @@ export class DistributedLockReconciler implements Reconciler {
         return;
       }
       case 'Grant': {
-        const current = await this.#leaseApi.readNamespacedLease({ namespace, name });
+        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the grant`);
+        const current = read;
         const fencing = this.#d.fencing.forLock(lock);
         let issued;
         try {
@@ -205,7 +210,8 @@ export class DistributedLockReconciler implements Reconciler {
         return;
       }
       case 'Revoke': {
-        const current = await this.#leaseApi.readNamespacedLease({ namespace, name });
+        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the revoke`);
+        const current = read;
         await this.#leaseApi.replaceNamespacedLease({ namespace, name, body: releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated') });
         this.#d.metrics?.expirations.inc({ cause: action.cause });
         this.#observeHold(obs, action.cause);
