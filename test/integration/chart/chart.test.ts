@@ -1,0 +1,152 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findBinary } from '../../support/testbed/assets.ts';
+import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+
+const run = promisify(execFile);
+const root = resolve(import.meta.dirname, '../../..');
+const chart = join(root, 'charts/fencepost');
+const KUBE_VERSION = '1.36.3';
+
+interface Result { readonly code: number; readonly stdout: string; readonly stderr: string }
+
+/** helm runs the testbed's helm and returns its exit code and output (never throws on a non-zero exit). */
+async function helm(args: readonly string[]): Promise<Result> {
+  try {
+    const { stdout, stderr } = await run(findBinary('helm'), [...args], { cwd: root, maxBuffer: 32 * 1024 * 1024 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: unknown; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? String(err) };
+  }
+}
+
+/** template renders the chart as release "r"; the arguments are appended (--set, -f). */
+function template(namespace: string, extra: readonly string[] = []): Promise<Result> {
+  return helm(['template', 'r', chart, '--namespace', namespace, '--kube-version', KUBE_VERSION, ...extra]);
+}
+
+/** kubectlApply pipes manifests to `kubectl apply --dry-run=server -f - -n NS` on the shared API server. */
+function kubectlApply(manifests: string, namespace: string): Promise<Result> {
+  return new Promise((done, fail) => {
+    const child = spawn(findBinary('kubectl'), ['--kubeconfig', sharedKubeconfigPath(), 'apply', '--dry-run=server', '-f', '-', '-n', namespace], { cwd: root });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.on('error', fail);
+    child.on('close', (code) => { done({ code: code ?? 1, stdout, stderr }); });
+    child.stdin.end(manifests);
+  });
+}
+
+/** deploymentArgs pulls the controller container's args out of rendered manifests. */
+function deploymentArgs(manifests: string): string[] {
+  const doc = manifests.split(/^---$/m).find((d) => /^kind: Deployment$/m.test(d));
+  if (doc === undefined) throw new Error('no Deployment rendered');
+  const block = /^ {10}args:\n((?: {12}- .*\n)+)/m.exec(doc);
+  if (block?.[1] === undefined) throw new Error('no args in the Deployment');
+  return block[1].split('\n').filter((l) => l !== '').map((l) => l.replace(/^ {12}- /, ''));
+}
+
+// The chart as an operator sees it: it lints, renders, is accepted by a real API server, rejects
+// bad values naming the key, and ships the CRD of crds/ unchanged.
+describe('the fencepost Helm chart', () => {
+  const kc = sharedKubeConfig();
+  let ns = '';
+  let dir = '';
+
+  beforeAll(async () => {
+    ns = await freshNamespace(kc, 'chart-');
+    dir = mkdtempSync(join(tmpdir(), 'fencepost-chart-'));
+  });
+  afterAll(() => { if (dir !== '') rmSync(dir, { recursive: true, force: true }); });
+
+  it('passes helm lint --strict', async () => {
+    const r = await helm(['lint', '--strict', chart]);
+    expect(r.stderr + r.stdout).toContain('0 chart(s) failed');
+    expect(r.code).toBe(0);
+  });
+
+  it('renders with the defaults, and the API server accepts every object (dry run)', async () => {
+    const system = await template('fencepost-system');
+    expect(system.code, system.stderr).toBe(0);
+    for (const kind of ['Deployment', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'Service', 'PodDisruptionBudget', 'CustomResourceDefinition']) {
+      expect(system.stdout).toMatch(new RegExp(`^kind: ${kind}$`, 'm'));
+    }
+    expect(system.stdout).toContain('--leader-election-namespace=fencepost-system');
+    expect(system.stdout).toContain('helm.sh/resource-policy: keep');
+    expect(deploymentArgs(system.stdout)).not.toContainEqual(expect.stringMatching(/^--redis-url/));
+
+    // Namespaced objects carry metadata.namespace, so the dry run renders into the fresh
+    // namespace itself (kubectl refuses an object whose namespace differs from -n).
+    const here = await template(ns, ['--set', `agentRbac.namespaces={${ns}}`]);
+    expect(here.code, here.stderr).toBe(0);
+    const applied = await kubectlApply(here.stdout, ns);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain(`deployment.apps/r-fencepost created (server dry run)`);
+    expect(applied.stdout).toContain('role.rbac.authorization.k8s.io/r-fencepost-agent created (server dry run)');
+  });
+
+  it('renders the Redis backend and one --namespace per watched namespace', async () => {
+    const r = await template(ns, ['--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrl=redis://r:6379', '--set', 'watchNamespaces={a,b}']);
+    expect(r.code, r.stderr).toBe(0);
+    const args = deploymentArgs(r.stdout);
+    expect(args[0]).toBe('controller');
+    expect(args).toContain('--redis-url=redis://r:6379');
+    expect(args.filter((a) => a.startsWith('--namespace='))).toEqual(['--namespace=a', '--namespace=b']);
+    const applied = await kubectlApply(r.stdout, ns);
+    expect(applied.code, applied.stderr).toBe(0);
+  });
+
+  it('rejects an unknown key, naming it', async () => {
+    const file = join(dir, 'unknown.yaml');
+    writeFileSync(file, 'replicas: 3\n');
+    const r = await template('fencepost-system', ['-f', file]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('replicas');
+    expect(r.stderr).toMatch(/additional properties 'replicas' not allowed/i);
+  });
+
+  it('rejects an unknown fencing backend, naming the key', async () => {
+    const file = join(dir, 'backend.yaml');
+    writeFileSync(file, 'fencing:\n  backend: Zookeeper\n');
+    const r = await template('fencepost-system', ['-f', file]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('fencing');
+    expect(r.stderr).toContain('backend');
+    expect(r.stderr).toMatch(/Redis|Lease/);
+  });
+
+  it('rejects a wrong type, naming the key', async () => {
+    const r = await template('fencepost-system', ['--set-string', 'workers=four']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('workers');
+  });
+
+  it('requires fencing.redisUrl with the Redis backend', async () => {
+    const r = await template('fencepost-system', ['--set', 'fencing.backend=Redis']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('fencing.redisUrl is required when fencing.backend is Redis');
+  });
+
+  it('ships a byte-identical copy of crds/distributedlocks.fencepost.io.yaml', () => {
+    const source = readFileSync(join(root, 'crds/distributedlocks.fencepost.io.yaml'));
+    const copy = readFileSync(join(chart, 'files/distributedlocks.fencepost.io.yaml'));
+    expect(copy.equals(source)).toBe(true);
+  });
+
+  it('leaves the CRD out with crds.enabled=false and the keep annotation out with crds.keep=false', async () => {
+    const off = await template('fencepost-system', ['--set', 'crds.enabled=false']);
+    expect(off.code, off.stderr).toBe(0);
+    expect(off.stdout).not.toMatch(/^kind: CustomResourceDefinition$/m);
+    const noKeep = await template('fencepost-system', ['--set', 'crds.keep=false']);
+    expect(noKeep.code, noKeep.stderr).toBe(0);
+    expect(noKeep.stdout).toMatch(/^kind: CustomResourceDefinition$/m);
+    expect(noKeep.stdout).not.toContain('helm.sh/resource-policy');
+  });
+});
