@@ -16,11 +16,10 @@
  * Writes bench/results/agent-footprint.json and prints a table. Every process it starts is stopped
  * by PID at the end, also on failure or Ctrl-C.
  */
-import { cpus, release, tmpdir, totalmem, arch, platform } from 'node:os';
+import { tmpdir } from 'node:os';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockSnapshot } from '../src/agent/session.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
@@ -28,11 +27,12 @@ import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import { createLock, createPod, lockBody, testKube } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
-import { startControlPlane, type ControlPlane } from '../test/support/testbed/control-plane.ts';
+import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import { getStatus } from '../test/support/testbed/http-probe.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../test/support/testbed/processes.ts';
-import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
+import type { RedisServer } from '../test/support/testbed/redis.ts';
+import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, startServers } from './lib.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
@@ -74,12 +74,6 @@ interface ModuleCount {
   readonly packages: Record<string, number>;
 }
 
-/** percentile uses the nearest-rank method on a copy of xs. */
-function percentile(xs: readonly number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const i = Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1));
-  return s[i] ?? Number.NaN;
-}
 function stats(xs: readonly number[]): Stats {
   const r = (n: number): number => Math.round(n * 10) / 10;
   return { p50: r(percentile(xs, 50)), p90: r(percentile(xs, 90)), max: r(Math.max(...xs)) };
@@ -139,16 +133,11 @@ function countModules(urls: readonly string[]): ModuleCount {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { runs: { type: 'string', default: '10' }, help: { type: 'boolean', short: 'h' } }, strict: true });
-  if (values.help === true) { process.stdout.write(USAGE); return; }
-  const runs = Number(values.runs);
-  if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
+  const runs = parseRuns(10, USAGE);
+  if (runs === undefined) return;
 
-  const abort = new AbortController();
-  const onSignal = (sig: NodeJS.Signals): void => { process.stderr.write(`\n${sig}: stopping\n`); abort.abort(new Error(`interrupted by ${sig}`)); };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const signal = abort.signal;
+  const interrupt = onInterrupt();
+  const signal = interrupt.signal;
 
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-bench-'));
   const procs: ManagedProcess[] = [];
@@ -158,12 +147,7 @@ async function main(): Promise<void> {
   try {
     const log = (msg: string): void => { process.stderr.write(`${msg}\n`); };
     log('Starting control plane and redis…');
-    const [p, r] = await Promise.allSettled([startControlPlane(), startRedis()]);
-    if (p.status === 'fulfilled') plane = p.value;
-    if (r.status === 'fulfilled') redis = r.value;
-    if (p.status === 'rejected') throw p.reason;
-    if (r.status === 'rejected') throw r.reason;
-    if (plane === undefined || redis === undefined) throw new Error('unreachable: servers not started');
+    ({ plane, redis } = await startServers());
     const kc = plane.kubeConfig();
     const t = testKube(kc, await plane.createNamespace('bench-'));
     controller = await startLockController({ kc, redisUrl: redis.url, namespace: t.namespace, identity: 'bench-controller', clock: realClock, log: silentLogger });
@@ -238,7 +222,6 @@ async function main(): Promise<void> {
       modules = { skipped: `module count failed: ${err instanceof Error ? err.message : String(err)}` };
     }
 
-    const cpu = cpus();
     const result = {
       benchmark: 'agent-footprint',
       date: new Date().toISOString(),
@@ -249,7 +232,7 @@ async function main(): Promise<void> {
         note: 'times are from spawn (performance.now()) to the first 200 on /readyz and to the first held: true on /v1/locks/NAME; ' +
           'the controller runs in the benchmark process; p50/p90 are nearest-rank; memory is VmRSS/VmHWM from /proc/<pid>/status',
       },
-      machine: { cpu: cpu[0]?.model ?? 'unknown', cores: cpu.length, totalMemoryBytes: totalmem(), platform: platform(), arch: arch(), kernel: release() },
+      machine: describeMachine(),
       versions: { node: process.version, kube: KUBE_VERSION, etcd: ETCD_VERSION },
       summary: {
         readyMs: stats(samples.map((s) => s.readyMs)),
@@ -273,8 +256,7 @@ async function main(): Promise<void> {
     await controller?.stop().catch(() => undefined);
     await Promise.allSettled([plane?.stop(), redis?.stop()]);
     rmSync(dir, { recursive: true, force: true });
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.dispose();
   }
 }
 
@@ -301,7 +283,7 @@ function table(
   const line = (r: string[]): string => r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
   const out = [
     `fencepost agent footprint: ${runs} runs, node ${versions.node}, kube ${versions.kube}`,
-    `machine: ${machine.cpu}, ${machine.cores} cores, ${(machine.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB`,
+    machineLine(machine),
     '',
     line(rows[0] ?? []),
     widths.map((w) => '-'.repeat(w)).join('  '),

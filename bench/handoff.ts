@@ -26,11 +26,9 @@
  * controller. Writes bench/results/handoff.json and prints a table. Every process it starts is
  * stopped by PID at the end, also on failure or Ctrl-C.
  */
-import { arch, cpus, platform, release, totalmem } from 'node:os';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpsRequest } from 'node:https';
 import { join, relative, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
@@ -39,8 +37,9 @@ import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import { createLock, createPod, getLease, getLock, lockBody, releaseLease, testKube, type TestKube } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
-import { startControlPlane, type ControlPlane } from '../test/support/testbed/control-plane.ts';
-import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
+import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
+import type { RedisServer } from '../test/support/testbed/redis.ts';
+import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, startServers } from './lib.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const OUT = join(ROOT, 'bench/results/handoff.json');
@@ -131,8 +130,9 @@ interface SeriesResult {
    * models, from the floor p50s (a negative watch delivery counts as 0):
    * - watchRoundTrip*: one watch round trip, 2 × watch delivery + 1 × CAS (the release reaches the
    *   controller by watch, it writes the grant, the grant reaches the watcher by watch);
-   * - controllerPathClientNodeMs: that plus the two GETs the reconciler makes before its grant
-   *   write (a fresh observe and the read in Grant), all with client-node; the Redis INCR is not in it.
+   * - controllerPathClientNodeMs: that plus the one direct GET the reconciler makes before its
+   *   grant write (the fresh observe the decision is made from), all with client-node; the Redis
+   *   INCR is not in it.
    */
   readonly models: {
     readonly watchRoundTripKeepAliveMs: number;
@@ -150,12 +150,6 @@ interface SeriesResult {
   readonly warmup: { readonly handoff: HandoffSample[]; readonly floor: FloorSample[] };
 }
 
-/** percentile uses the nearest-rank method on a copy of xs. */
-function percentile(xs: readonly number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const i = Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1));
-  return s[i] ?? Number.NaN;
-}
 const r2 = (n: number): number => Math.round(n * 100) / 100;
 function stats(xs: readonly number[]): Stats {
   return { p50: r2(percentile(xs, 50)), p90: r2(percentile(xs, 90)), p99: r2(percentile(xs, 99)), max: r2(Math.max(...xs)) };
@@ -472,7 +466,7 @@ async function runSeries(
     const models = {
       watchRoundTripKeepAliveMs: r2(2 * Math.max(0, ka.watchMs.p50) + ka.casMs.p50),
       watchRoundTripClientNodeMs: r2(2 * Math.max(0, cn.watchMs.p50) + cn.casMs.p50),
-      controllerPathClientNodeMs: r2(2 * Math.max(0, cn.watchMs.p50) + 2 * cn.getMs.p50 + cn.casMs.p50),
+      controllerPathClientNodeMs: r2(2 * Math.max(0, cn.watchMs.p50) + cn.getMs.p50 + cn.casMs.p50),
     };
     const c2g = summary.commitToGrantMs.p50;
     return {
@@ -507,33 +501,22 @@ function clientNodeVersion(): string {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { runs: { type: 'string', default: '30' }, help: { type: 'boolean', short: 'h' } }, strict: true });
-  if (values.help === true) { process.stdout.write(USAGE); return; }
-  const runs = Number(values.runs);
-  if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
+  const runs = parseRuns(30, USAGE);
+  if (runs === undefined) return;
 
-  const abort = new AbortController();
-  const onSignal = (sig: NodeJS.Signals): void => { process.stderr.write(`\n${sig}: stopping\n`); abort.abort(new Error(`interrupted by ${sig}`)); };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const signal = abort.signal;
+  const interrupt = onInterrupt();
+  const signal = interrupt.signal;
 
   let plane: ControlPlane | undefined;
   let redis: RedisServer | undefined;
   try {
     const log = (msg: string): void => { process.stderr.write(`${msg}\n`); };
     log('Starting control plane and redis…');
-    const [p, r] = await Promise.allSettled([startControlPlane(), startRedis()]);
-    if (p.status === 'fulfilled') plane = p.value;
-    if (r.status === 'fulfilled') redis = r.value;
-    if (p.status === 'rejected') throw p.reason;
-    if (r.status === 'rejected') throw r.reason;
-    if (plane === undefined || redis === undefined) throw new Error('unreachable: servers not started');
+    ({ plane, redis } = await startServers());
 
     const series: SeriesResult[] = [];
     for (const backend of ['Redis', 'Lease'] as const) series.push(await runSeries(plane, redis, backend, runs, signal, log));
 
-    const cpu = cpus();
     const result = {
       benchmark: 'handoff',
       date: new Date().toISOString(),
@@ -550,12 +533,12 @@ async function main(): Promise<void> {
           'watchMs = from that replace returning to its event on a second Watch (watchFromSendMs: from the call). ' +
           'Each twice: clientNode (client-node 2.0, a new undici Agent and TLS connection per call, as the controller and fixtures make them; renewedLease body) ' +
           'and keepAlive (node:https, one kept-alive connection; one annotation changed). ' +
-          'models: watchRoundTrip* = 2 × watch p50 + 1 × CAS p50; controllerPathClientNodeMs = 2 × watch + 2 × GET + 1 × CAS (client-node p50s; the reconciler reads the Lease twice before its grant write; Redis INCR not included). ' +
+          'models: watchRoundTrip* = 2 × watch p50 + 1 × CAS p50; controllerPathClientNodeMs = 2 × watch + 1 × GET + 1 × CAS (client-node p50s; the reconciler reads the Lease once, directly, before its grant write; Redis INCR not included). ' +
           'Between samples the benchmark waits until the lock status shows the new holder, then settleMs. ' +
           'The controller, both watches and the clients share one Node process. Percentiles are nearest-rank ' +
           '(with 30 runs p99 is the maximum); warm-up samples are kept apart under warmup.',
       },
-      machine: { cpu: cpu[0]?.model ?? 'unknown', cores: cpu.length, totalMemoryBytes: totalmem(), platform: platform(), arch: arch(), kernel: release() },
+      machine: describeMachine(),
       versions: { node: process.version, kube: KUBE_VERSION, etcd: ETCD_VERSION, redis: await redisVersion(redis), clientNode: clientNodeVersion() },
       series,
     };
@@ -565,8 +548,7 @@ async function main(): Promise<void> {
     process.stdout.write(`\nWrote ${relative(process.cwd(), OUT) || OUT}\n`);
   } finally {
     await Promise.allSettled([plane?.stop(), redis?.stop()]);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.dispose();
   }
 }
 
@@ -578,7 +560,7 @@ function table(
   const out = [
     `fencepost voluntary handoff: ${runs} runs (+${WARMUP} warm-up) per backend, 2 Ready pods, leaseDurationSeconds ${LEASE_SECONDS}`,
     `node ${versions.node}, kube ${versions.kube}, etcd ${versions.etcd}, redis ${versions.redis}, client-node ${versions.clientNode}`,
-    `machine: ${machine.cpu}, ${machine.cores} cores, ${(machine.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB`,
+    machineLine(machine),
   ];
   for (const s of series) {
     const m = s.summary;
@@ -618,7 +600,7 @@ function table(
       `commit → grant p50 ${m.commitToGrantMs.p50.toFixed(1)} ms is:`,
       `  ${ra.commitToGrantOverWatchRoundTripKeepAlive.toFixed(1)}× one watch round trip on kept-alive connections (2 × watch + 1 × CAS = ${md.watchRoundTripKeepAliveMs.toFixed(1)} ms)`,
       `  ${ra.commitToGrantOverWatchRoundTripClientNode.toFixed(1)}× one watch round trip with client-node (2 × watch + 1 × CAS = ${md.watchRoundTripClientNodeMs.toFixed(1)} ms)`,
-      `  ${ra.commitToGrantOverControllerPathClientNode.toFixed(1)}× the controller's calls with client-node (2 × watch + 2 × GET + 1 × CAS = ${md.controllerPathClientNodeMs.toFixed(1)} ms)`,
+      `  ${ra.commitToGrantOverControllerPathClientNode.toFixed(1)}× the controller's calls with client-node (2 × watch + 1 × GET + 1 × CAS = ${md.controllerPathClientNodeMs.toFixed(1)} ms)`,
     );
   }
   out.push('', 'ka = one kept-alive node:https connection; cn = client-node 2.0 (a new TLS connection per call, as the controller makes them).');

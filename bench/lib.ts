@@ -1,0 +1,68 @@
+/**
+ * Pieces every benchmark in bench/ shares: nearest-rank percentiles, the --runs flag, stopping
+ * on SIGINT/SIGTERM, starting the testbed's servers, and a description of the machine.
+ */
+import { arch, cpus, platform, release, totalmem } from 'node:os';
+import { parseArgs } from 'node:util';
+import { startControlPlane, type ControlPlane } from '../test/support/testbed/control-plane.ts';
+import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
+
+/** percentile uses the nearest-rank method on a copy of xs (NaN for none). */
+export function percentile(xs: readonly number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const i = Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1));
+  return s[i] ?? Number.NaN;
+}
+
+/**
+ * parseRuns reads `--runs N` (and `--help`) from the command line: the run count, or undefined
+ * after printing usage. Throws naming the flag and the value on a bad count.
+ */
+export function parseRuns(defaultRuns: number, usage: string): number | undefined {
+  const { values } = parseArgs({ options: { runs: { type: 'string', default: String(defaultRuns) }, help: { type: 'boolean', short: 'h' } }, strict: true });
+  if (values.help === true) { process.stdout.write(usage); return undefined; }
+  const runs = Number(values.runs);
+  if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
+  return runs;
+}
+
+/** Interrupt: a signal aborted on SIGINT/SIGTERM, and dispose() to remove the handlers. */
+export interface Interrupt { readonly signal: AbortSignal; dispose(): void }
+
+/** onInterrupt aborts the returned signal on the first SIGINT or SIGTERM, so the benchmark can clean up. */
+export function onInterrupt(): Interrupt {
+  const abort = new AbortController();
+  const onSignal = (sig: NodeJS.Signals): void => { process.stderr.write(`\n${sig}: stopping\n`); abort.abort(new Error(`interrupted by ${sig}`)); };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return { signal: abort.signal, dispose: () => { process.off('SIGINT', onSignal); process.off('SIGTERM', onSignal); } };
+}
+
+/** startServers starts a control plane and a redis-server side by side; if either fails, the other is stopped. */
+export async function startServers(): Promise<{ plane: ControlPlane; redis: RedisServer }> {
+  const [p, r] = await Promise.allSettled([startControlPlane(), startRedis()]);
+  if (p.status === 'fulfilled' && r.status === 'fulfilled') return { plane: p.value, redis: r.value };
+  await Promise.allSettled([p.status === 'fulfilled' ? p.value.stop() : undefined, r.status === 'fulfilled' ? r.value.stop() : undefined]);
+  throw p.status === 'rejected' ? p.reason : (r as PromiseRejectedResult).reason;
+}
+
+/** Machine describes where a benchmark ran (recorded with every result). */
+export interface Machine {
+  readonly cpu: string;
+  readonly cores: number;
+  readonly totalMemoryBytes: number;
+  readonly platform: string;
+  readonly arch: string;
+  readonly kernel: string;
+}
+
+/** describeMachine reads this machine's description. */
+export function describeMachine(): Machine {
+  const cpu = cpus();
+  return { cpu: cpu[0]?.model ?? 'unknown', cores: cpu.length, totalMemoryBytes: totalmem(), platform: platform(), arch: arch(), kernel: release() };
+}
+
+/** machineLine is the one-line machine header of a results table. */
+export function machineLine(m: Pick<Machine, 'cpu' | 'cores' | 'totalMemoryBytes'>): string {
+  return `machine: ${m.cpu}, ${m.cores} cores, ${(m.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB`;
+}
