@@ -1,5 +1,6 @@
 /** Per-test access to the shared control plane and Redis that global-setup started. */
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import { createTestNamespace } from './testbed/control-plane.ts';
 import { inject } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -17,11 +18,8 @@ export function sharedKubeconfigPath(): string { return inject('kubeconfigPath')
 export function sharedRedisUrl(): string { return inject('redisUrl'); }
 
 /** freshNamespace creates a namespace with a generated name for one test file. */
-export async function freshNamespace(kc: KubeConfig, prefix = 'test-'): Promise<string> {
-  const ns = await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { generateName: prefix } } });
-  const name = ns.metadata?.name;
-  if (name === undefined) throw new Error('Created Namespace has no name');
-  return name;
+export function freshNamespace(kc: KubeConfig, prefix = 'test-'): Promise<string> {
+  return createTestNamespace(kc, prefix);
 }
 
 /**

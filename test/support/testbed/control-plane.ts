@@ -59,6 +59,14 @@ function kubeConfigFor(server: string, pki: Pki, user: { name: string; cert?: st
   return kc;
 }
 
+/** createTestNamespace makes a namespace with a generated name (prefix + random suffix) and returns its name. */
+export async function createTestNamespace(kc: KubeConfig, prefix = 'test-'): Promise<string> {
+  const ns = await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { generateName: prefix } } });
+  const name = ns.metadata?.name;
+  if (name === undefined) throw new Error('Created Namespace has no name');
+  return name;
+}
+
 /** readCrds loads every CRD document from crds/. */
 export function readCrds(): V1CustomResourceDefinition[] {
   const out: V1CustomResourceDefinition[] = [];
@@ -107,13 +115,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         await waitEstablished(api, name);
       }
     },
-    async createNamespace(prefix = 'test-') {
-      const core = admin().makeApiClient(CoreV1Api);
-      const ns = await core.createNamespace({ body: { metadata: { generateName: prefix } } });
-      const name = ns.metadata?.name;
-      if (name === undefined) throw new Error('Created Namespace has no name');
-      return name;
-    },
+    createNamespace: (prefix = 'test-') => createTestNamespace(admin(), prefix),
     async serviceAccountConfig(namespace, name, expirationSeconds = 3600) {
       const core = admin().makeApiClient(CoreV1Api);
       try {
