@@ -30,14 +30,24 @@ fencepost.chart is "<chart>-<version>" for the helm.sh/chart label.
 {{- end }}
 
 {{/*
-fencepost.labels are the standard app.kubernetes.io/* labels on every resource.
+fencepost.labels are the standard app.kubernetes.io/* labels on every resource, without the
+component: each template adds its own (controller, agent, test), or uses fencepost.controllerLabels.
 */}}
 {{- define "fencepost.labels" -}}
 helm.sh/chart: {{ include "fencepost.chart" . }}
-{{ include "fencepost.selectorLabels" . }}
+app.kubernetes.io/name: {{ include "fencepost.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ (default .Chart.AppVersion .Values.image.tag) | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: fencepost
+{{- end }}
+
+{{/*
+fencepost.controllerLabels are fencepost.labels plus app.kubernetes.io/component: controller.
+*/}}
+{{- define "fencepost.controllerLabels" -}}
+{{ include "fencepost.labels" . }}
+app.kubernetes.io/component: controller
 {{- end }}
 
 {{/*

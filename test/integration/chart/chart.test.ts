@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadYaml } from '@kubernetes/client-node';
+import { loadAllYaml, loadYaml } from '@kubernetes/client-node';
 import { createControllerMetrics } from '../../../src/observability/metrics.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
 import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
@@ -234,5 +234,14 @@ describe('the fencepost Helm chart', () => {
     const r = await template('fencepost-system', ['--set', 'prometheusRule.noHolderFor=five minutes']);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('noHolderFor');
+  });
+
+  it('renders strict YAML (no duplicate keys) with every optional object on', async () => {
+    const r = await template(ns, ['--set', `agentRbac.namespaces={${ns}}`, '--set', 'serviceMonitor.enabled=true', '--set', 'prometheusRule.enabled=true',
+      '--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrlSecret.name=redis-auth', '--set', `watchNamespaces={${ns}}`]);
+    expect(r.code, r.stderr).toBe(0);
+    const docs = loadAllYaml(r.stdout).filter((d) => d !== null) as { kind: string; metadata: { labels?: Record<string, string> } }[];
+    expect(docs.length).toBeGreaterThanOrEqual(15);
+    for (const d of docs) expect(d.metadata.labels?.['app.kubernetes.io/instance'], d.kind).toBe('r');
   });
 });

@@ -17,12 +17,13 @@
  * status is written Succeeded or Failed with the exit codes, so Jobs complete as they would.
  * Other containers (the application images of examples) are not run.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, type KubeConfig, type V1Container, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../testbed/processes.ts';
+import { writeServiceAccountKubeconfig } from './identity.ts';
 
 /** FENCEPOST_MAIN is the command-line entry point run for fencepost containers (the image's ENTRYPOINT). */
 export const FENCEPOST_MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
@@ -99,9 +100,6 @@ export interface RunningContainer {
 export interface PodRunnerOptions {
   /** admin is an admin KubeConfig (pod reads, TokenRequests, Secret reads, pod status writes). */
   readonly admin: KubeConfig;
-  /** server and caFile describe the API server for the pods' kubeconfigs. */
-  readonly server: string;
-  readonly caFile: string;
   readonly namespaces: readonly string[];
   /** dir keeps the kubeconfigs and the containers' logs. */
   readonly dir: string;
@@ -128,24 +126,11 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   let stopped = false;
   mkdirSync(o.dir, { recursive: true });
 
-  const kubeconfigFor = async (pod: V1Pod): Promise<string> => {
-    const ns = pod.metadata?.namespace ?? '';
-    const sa = pod.spec?.serviceAccountName ?? 'default';
-    const tr = await core.createNamespacedServiceAccountToken({
-      namespace: ns, name: sa,
-      body: { spec: { audiences: [], expirationSeconds: 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' } } },
-    });
-    const token = tr.status?.token;
-    if (token === undefined) throw new Error(`TokenRequest for ${ns}/${sa} returned no token`);
-    const file = join(o.dir, `${ns}.${pod.metadata?.name ?? ''}.kubeconfig`);
-    writeFileSync(file, JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'pod',
-      clusters: [{ name: 'cluster', cluster: { server: o.server, 'certificate-authority': o.caFile } }],
-      users: [{ name: `system:serviceaccount:${ns}:${sa}`, user: { token } }],
-      contexts: [{ name: 'pod', context: { cluster: 'cluster', user: `system:serviceaccount:${ns}:${sa}`, namespace: ns } }],
-    }), { mode: 0o600 });
-    return file;
-  };
+  const kubeconfigFor = (pod: V1Pod): Promise<string> => writeServiceAccountKubeconfig(
+    o.admin, pod.metadata?.namespace ?? '', pod.spec?.serviceAccountName ?? 'default',
+    join(o.dir, `${pod.metadata?.namespace ?? ''}.${pod.metadata?.name ?? ''}.kubeconfig`),
+    { name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' },
+  );
 
   const fieldValue = (pod: V1Pod, path: string): string => {
     const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(path);
