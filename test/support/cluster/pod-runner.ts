@@ -12,7 +12,8 @@
  *   to free loopback ports, recorded by the container port they stand for.
  *
  * When the pod is deleted (deletionTimestamp) its processes get SIGTERM and, after the pod's grace
- * period, SIGKILL. A process that exits by itself is restarted after a second when the pod's
+ * period, SIGKILL; once they have exited the pod object is deleted (kwok's pod-delete stage does
+ * it for pods without fencepost containers). A process that exits by itself is restarted after a second when the pod's
  * restartPolicy is Always; otherwise, once every fencepost container of the pod has exited, the pod
  * status is written Succeeded or Failed with the exit codes, so Jobs complete as they would.
  * Other containers (the application images of examples) are not run.
@@ -100,7 +101,8 @@ export interface RunningContainer {
 export interface PodRunnerOptions {
   /** admin is an admin KubeConfig (pod reads, TokenRequests, Secret reads, pod status writes). */
   readonly admin: KubeConfig;
-  readonly namespaces: readonly string[];
+  /** namespaces whose pods to run; 'all' for every namespace. */
+  readonly namespaces: readonly string[] | 'all';
   /** dir keeps the kubeconfigs and the containers' logs. */
   readonly dir: string;
   readonly pollMs?: number;
@@ -205,16 +207,23 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     await core.replaceNamespacedPodStatus({ namespace: fresh.metadata?.namespace ?? '', name: fresh.metadata?.name ?? '', body: fresh });
   };
 
+  /**
+   * terminate stops a deleted pod's processes (SIGTERM, SIGKILL after the grace period) and then,
+   * as the kubelet does once the containers are gone, deletes the pod object with grace 0.
+   */
   const terminate = (pod: V1Pod | undefined, state: PodState): void => {
     state.terminating = true;
     const graceMs = Math.min(30, pod?.metadata?.deletionGracePeriodSeconds ?? pod?.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
-    for (const c of state.containers) void c.proc.stop(graceMs);
+    void Promise.all(state.containers.map((c) => c.proc.stop(graceMs))).then(async () => {
+      if (pod === undefined || stopped) return;
+      await core.deleteNamespacedPod({ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', gracePeriodSeconds: 0, body: { preconditions: { uid: pod.metadata?.uid ?? '' } } }).catch(() => undefined);
+    });
   };
 
   const sync = async (): Promise<void> => {
     const seen = new Set<string>();
-    for (const ns of o.namespaces) {
-      const list = await core.listNamespacedPod({ namespace: ns });
+    const lists = o.namespaces === 'all' ? [await core.listPodForAllNamespaces()] : await Promise.all(o.namespaces.map((namespace) => core.listNamespacedPod({ namespace })));
+    for (const list of lists) {
       for (const pod of list.items) {
         const uid = pod.metadata?.uid ?? '';
         seen.add(uid);
