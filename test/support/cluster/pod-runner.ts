@@ -220,45 +220,48 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     });
   };
 
-  const sync = async (): Promise<void> => {
-    const seen = new Set<string>();
-    const lists = o.namespaces === 'all' ? [await core.listPodForAllNamespaces()] : await Promise.all(o.namespaces.map((namespace) => core.listNamespacedPod({ namespace })));
-    for (const list of lists) {
-      for (const pod of list.items) {
-        const uid = pod.metadata?.uid ?? '';
-        seen.add(uid);
-        const state = pods.get(uid);
-        if (state === undefined) {
-          const running = pod.status?.phase === 'Running' && (pod.spec?.nodeName ?? '') !== '' && pod.metadata?.deletionTimestamp === undefined;
-          const wanted = fencepostContainers(pod);
-          if (!running || wanted.length === 0) continue;
-          const fresh: PodState = { containers: [], terminating: false, reported: false };
-          pods.set(uid, fresh);
-          const kubeconfig = await kubeconfigFor(pod);
-          for (const c of wanted) fresh.containers.push(await startContainer(pod, c, kubeconfig));
-          continue;
-        }
-        if (pod.metadata?.deletionTimestamp !== undefined) {
-          if (!state.terminating) terminate(pod, state);
-          continue;
-        }
-        if (state.terminating) continue;
-        const exited = state.containers.filter((c) => !c.proc.isRunning());
-        if (exited.length === 0) continue;
-        if ((pod.spec?.restartPolicy ?? 'Always') === 'Always') {
-          const kubeconfig = await kubeconfigFor(pod);
-          for (const c of exited) {
-            const spec = fencepostContainers(pod).find((s) => s.name === c.container);
-            if (spec === undefined) continue;
-            c.restarts++;
-            await sleep(1000); // the kubelet's first back-off
-            await startContainer(pod, spec, kubeconfig, c);
-          }
-        } else if (!state.reported && exited.length === state.containers.length) {
-          state.reported = true;
-          await reportExit(pod, state);
-        }
+  /** syncPod starts, restarts, reports or stops one pod's fencepost containers. */
+  const syncPod = async (pod: V1Pod): Promise<void> => {
+    const uid = pod.metadata?.uid ?? '';
+    const state = pods.get(uid);
+    if (state === undefined) {
+      const running = pod.status?.phase === 'Running' && (pod.spec?.nodeName ?? '') !== '' && pod.metadata?.deletionTimestamp === undefined;
+      const wanted = fencepostContainers(pod);
+      if (!running || wanted.length === 0) return;
+      const kubeconfig = await kubeconfigFor(pod); // throws before anything started: retried next round
+      const fresh: PodState = { containers: [], terminating: false, reported: false };
+      pods.set(uid, fresh);
+      for (const c of wanted) fresh.containers.push(await startContainer(pod, c, kubeconfig));
+      return;
+    }
+    if (pod.metadata?.deletionTimestamp !== undefined) {
+      if (!state.terminating) terminate(pod, state);
+      return;
+    }
+    if (state.terminating) return;
+    const exited = state.containers.filter((c) => !c.proc.isRunning());
+    if (exited.length === 0) return;
+    if ((pod.spec?.restartPolicy ?? 'Always') === 'Always') {
+      const kubeconfig = await kubeconfigFor(pod);
+      for (const c of exited) {
+        const spec = fencepostContainers(pod).find((x) => x.name === c.container);
+        if (spec === undefined) continue;
+        c.restarts++;
+        await sleep(1000); // the kubelet's first back-off
+        await startContainer(pod, spec, kubeconfig, c);
       }
+    } else if (!state.reported && exited.length === state.containers.length) {
+      await reportExit(pod, state); // a 409 (the controller patched the pod) throws: retried next round
+      state.reported = true;
+    }
+  };
+
+  const sync = async (): Promise<void> => {
+    const lists = o.namespaces === 'all' ? [await core.listPodForAllNamespaces()] : await Promise.all(o.namespaces.map((namespace) => core.listNamespacedPod({ namespace })));
+    const seen = new Set<string>();
+    for (const pod of lists.flatMap((l) => l.items)) {
+      seen.add(pod.metadata?.uid ?? '');
+      try { await syncPod(pod); } catch { /* a conflict or a restarting API server: next round */ }
     }
     for (const [uid, state] of pods) {
       if (!seen.has(uid) && !state.terminating) terminate(undefined, state); // deleted at once (grace 0)
