@@ -33,8 +33,8 @@ export interface ControllerMetrics {
   addLockStateSource(source: () => LockStateCounts): () => void;
 }
 
-/** LockStateCounts counts a controller's locks by whether their Lease names a holder. */
-export interface LockStateCounts { readonly held: number; readonly vacant: number }
+/** LockStateCounts counts a controller's locks: held, vacant (Election, no holder), idle (Mutex, no holder). */
+export interface LockStateCounts { readonly held: number; readonly vacant: number; readonly idle: number }
 
 /** createControllerMetrics registers the controller's metrics (and Node's defaults) on a new registry. */
 export function createControllerMetrics(): ControllerMetrics {
@@ -72,14 +72,12 @@ export function createControllerMetrics(): ControllerMetrics {
       labelNames: ['cause'], buckets: [1, 5, 15, 30, 60, 300, 900, 3600, 14400, 86400], registers,
     }),
     locks: new Gauge({
-      name: 'fencepost_locks', help: 'Locks by state (held, vacant), counted from the leading replica\'s caches at scrape time.', labelNames: ['state'], registers,
+      name: 'fencepost_locks', help: 'Locks by state: held, vacant (Election mode, no holder), idle (Mutex mode, no holder); counted from the leading replica\'s caches at scrape time.', labelNames: ['state'], registers,
       collect() {
         if (lockSources.size === 0) return; // a standby replica: no series, so max() across replicas sees the leader
-        let held = 0;
-        let vacant = 0;
-        for (const count of lockSources) { const c = count(); held += c.held; vacant += c.vacant; }
-        this.set({ state: 'held' }, held);
-        this.set({ state: 'vacant' }, vacant);
+        const sum = { held: 0, vacant: 0, idle: 0 };
+        for (const count of lockSources) { const c = count(); sum.held += c.held; sum.vacant += c.vacant; sum.idle += c.idle; }
+        for (const [state, n] of Object.entries(sum)) this.set({ state }, n);
       },
     }),
   };

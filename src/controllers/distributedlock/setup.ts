@@ -113,13 +113,16 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   log.info({ workers: o.workers ?? 4, namespace: ns ?? '(all)' }, 'Started workers');
   controller.start();
   // fencepost_locks (the "no holder" alert): counted from the caches when Prometheus scrapes.
+  // A Mutex lock without a holder is idle between runs, not a problem: it is counted apart.
   const removeLockSource = metrics?.addLockStateSource(() => {
-    let held = 0;
+    const counts = { held: 0, vacant: 0, idle: 0 };
     for (const l of locks.list()) {
       const lease = leases.get(l.metadata.namespace, leaseName(l.metadata.name ?? ''));
-      if ((lease?.spec?.holderIdentity ?? '') !== '') held++;
+      if ((lease?.spec?.holderIdentity ?? '') !== '') counts.held++;
+      else if (l.spec.mode === 'Mutex') counts.idle++;
+      else counts.vacant++;
     }
-    return { held, vacant: locks.list().length - held };
+    return counts;
   });
   return {
     synced: () => informers.every((i) => i.hasSynced()),
