@@ -1,15 +1,22 @@
 /**
  * serve.ts — the long-running half of `npm run testbed:up`: starts the control plane and Redis
- * in .testbed/, writes .testbed/state.json for the other commands, and stops everything on
- * SIGTERM or SIGINT. Started detached by up.ts; not meant to be run by hand.
+ * in .testbed/ (with --with-nodes also kube-scheduler, kube-controller-manager, kwok with two fake
+ * nodes and the pod runner, test/support/cluster), writes .testbed/state.json for the other
+ * commands, and stops everything on SIGTERM or SIGINT. Started detached by up.ts; not meant to be
+ * run by hand.
  */
 import { writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { startControlPlane } from '../../test/support/testbed/control-plane.ts';
+import { startCluster } from '../../test/support/cluster/cluster.ts';
+import { startControlPlane, type ControlPlane } from '../../test/support/testbed/control-plane.ts';
 import { startRedis } from '../../test/support/testbed/redis.ts';
 import { TESTBED_DIR, type TestbedState } from './state.ts';
 
-const plane = await startControlPlane({ dir: TESTBED_DIR });
+const withNodes = process.argv.includes('--with-nodes');
+// With nodes, every fencepost container of every scheduled pod runs as a local process (logs in
+// .testbed/pods/), so that `helm install` and the examples work as on a cluster.
+const cluster = withNodes ? await startCluster({ dir: TESTBED_DIR, nodes: 2, runNamespaces: 'all' }) : undefined;
+const plane: ControlPlane = cluster?.plane ?? await startControlPlane({ dir: TESTBED_DIR });
 const redis = await startRedis({ dir: join(TESTBED_DIR, 'redis') });
 const state: TestbedState = {
   pid: process.pid,
@@ -17,6 +24,7 @@ const state: TestbedState = {
   apiServer: plane.apiServer.url,
   redisUrl: redis.url,
   assets: process.env['KUBEBUILDER_ASSETS'] ?? '',
+  nodes: cluster?.nodes ?? [],
   startedAt: new Date().toISOString(),
 };
 writeFileSync(join(TESTBED_DIR, 'state.json'), JSON.stringify(state, null, 2));
@@ -25,8 +33,12 @@ let stopping = false;
 const stop = async (): Promise<void> => {
   if (stopping) return;
   stopping = true;
-  await Promise.allSettled([plane.apiServer.stop(), redis.stop()]);
-  await plane.etcd.stop();
+  if (cluster !== undefined) {
+    await Promise.allSettled([cluster.stop(), redis.stop()]);
+  } else {
+    await Promise.allSettled([plane.apiServer.stop(), redis.stop()]);
+    await plane.etcd.stop();
+  }
   rmSync(join(TESTBED_DIR, 'state.json'), { force: true });
   process.exit(0);
 };

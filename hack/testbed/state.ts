@@ -12,6 +12,8 @@ export interface TestbedState {
   readonly apiServer: string;
   readonly redisUrl: string;
   readonly assets: string;
+  /** nodes are kwok's fake nodes (testbed:up --with-nodes); absent or empty without them. */
+  readonly nodes?: readonly string[];
   readonly startedAt: string;
 }
 

@@ -3,6 +3,10 @@
  * on loopback for a person to use, the way `kind create cluster` is used. Prints the exports to
  * paste. Stop it with `npm run testbed:down`. Binaries: KUBEBUILDER_ASSETS, else the
  * hack/testbed/build.sh cache (built on first use).
+ *
+ * `npm run testbed:up -- --with-nodes` adds kube-scheduler, kube-controller-manager and kwok with
+ * two fake nodes, and runs every fencepost container of a scheduled pod as a local process (the
+ * first run builds the three extra binaries, about 10 minutes on 2 cores).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
@@ -27,23 +31,25 @@ if (running !== undefined) {
   process.exit(0);
 }
 
-const assets = process.env['KUBEBUILDER_ASSETS'] ??
-  execFileSync(join(root, 'hack/testbed/build.sh'), { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' }).trim().split('\n').pop() ?? '';
+const withNodes = process.argv.includes('--with-nodes');
+const components = withNodes ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'kwok'] : [];
+const assets = (withNodes ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
+  execFileSync(join(root, 'hack/testbed/build.sh'), components, { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' }).trim().split('\n').pop() ?? '';
 
 // A fresh cluster each time, as `kind create cluster` gives.
 rmSync(TESTBED_DIR, { recursive: true, force: true });
 mkdirSync(TESTBED_DIR, { recursive: true });
 const log = openSync(join(TESTBED_DIR, 'serve.log'), 'a');
-const child = spawn(process.execPath, [join(root, 'hack/testbed/serve.ts')], {
+const child = spawn(process.execPath, [join(root, 'hack/testbed/serve.ts'), ...(withNodes ? ['--with-nodes'] : [])], {
   detached: true, stdio: ['ignore', log, log], env: { ...process.env, KUBEBUILDER_ASSETS: assets },
 });
 child.unref();
 
-const deadline = performance.now() + 120_000;
+const deadline = performance.now() + 180_000;
 for (;;) {
   const state = readState();
   if (state !== undefined) {
-    process.stderr.write(`Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}, logs in ${TESTBED_DIR}\n`);
+    process.stderr.write(`Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}${(state.nodes ?? []).length > 0 ? `, nodes ${(state.nodes ?? []).join(', ')}` : ''}, logs in ${TESTBED_DIR}\n`);
     printExports(state.kubeconfig, state.redisUrl, state.assets);
     break;
   }

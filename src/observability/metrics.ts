@@ -26,14 +26,24 @@ export interface ControllerMetrics {
   readonly locks: Gauge<'state'>;
   readonly handoffDuration: Histogram<'cause'>;
   readonly holdDuration: Histogram<'cause'>;
+  /**
+   * addLockStateSource adds a function that counts held and vacant locks from a controller's
+   * caches; `fencepost_locks` sums every source at scrape time. Returns the function that removes it.
+   */
+  addLockStateSource(source: () => LockStateCounts): () => void;
 }
+
+/** LockStateCounts counts a controller's locks: held, vacant (Election, no holder), idle (Mutex, no holder). */
+export interface LockStateCounts { readonly held: number; readonly vacant: number; readonly idle: number }
 
 /** createControllerMetrics registers the controller's metrics (and Node's defaults) on a new registry. */
 export function createControllerMetrics(): ControllerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'fencepost_' });
   const registers = [registry];
+  const lockSources = new Set<() => LockStateCounts>();
   return {
+    addLockStateSource(source) { lockSources.add(source); return () => { lockSources.delete(source); }; },
     registry,
     reconcileTotal: new Counter({ name: 'fencepost_reconcile_total', help: 'Reconciles by result (success, error, requeue_after).', labelNames: ['controller', 'result'], registers }),
     reconcileErrors: new Counter({ name: 'fencepost_reconcile_errors_total', help: 'Failed reconciles by error kind.', labelNames: ['controller', 'error_kind'], registers }),
@@ -61,6 +71,14 @@ export function createControllerMetrics(): ControllerMetrics {
       help: 'How long a holder held a lock whose term the controller ended (Expired, HolderTerminated), from acquireTime.',
       labelNames: ['cause'], buckets: [1, 5, 15, 30, 60, 300, 900, 3600, 14400, 86400], registers,
     }),
-    locks: new Gauge({ name: 'fencepost_locks', help: 'Locks by state (held, vacant).', labelNames: ['state'], registers }),
+    locks: new Gauge({
+      name: 'fencepost_locks', help: 'Locks by state: held, vacant (Election mode, no holder), idle (Mutex mode, no holder); counted from the leading replica\'s caches at scrape time.', labelNames: ['state'], registers,
+      collect() {
+        if (lockSources.size === 0) return; // a standby replica: no series, so max() across replicas sees the leader
+        const sum = { held: 0, vacant: 0, idle: 0 };
+        for (const count of lockSources) { const c = count(); sum.held += c.held; sum.vacant += c.vacant; sum.idle += c.idle; }
+        for (const [state, n] of Object.entries(sum)) this.set({ state }, n);
+      },
+    }),
   };
 }

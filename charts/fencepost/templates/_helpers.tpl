@@ -30,14 +30,24 @@ fencepost.chart is "<chart>-<version>" for the helm.sh/chart label.
 {{- end }}
 
 {{/*
-fencepost.labels are the standard app.kubernetes.io/* labels on every resource.
+fencepost.labels are the standard app.kubernetes.io/* labels on every resource, without the
+component: each template adds its own (controller, agent, test), or uses fencepost.controllerLabels.
 */}}
 {{- define "fencepost.labels" -}}
 helm.sh/chart: {{ include "fencepost.chart" . }}
-{{ include "fencepost.selectorLabels" . }}
+app.kubernetes.io/name: {{ include "fencepost.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ (default .Chart.AppVersion .Values.image.tag) | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: fencepost
+{{- end }}
+
+{{/*
+fencepost.controllerLabels are fencepost.labels plus app.kubernetes.io/component: controller.
+*/}}
+{{- define "fencepost.controllerLabels" -}}
+{{ include "fencepost.labels" . }}
+app.kubernetes.io/component: controller
 {{- end }}
 
 {{/*
@@ -69,11 +79,45 @@ fencepost.image is "<repository>:<tag>", the tag defaulting to the chart's appVe
 {{- end }}
 
 {{/*
-fencepost.redisUrl is .Values.fencing.redisUrl when the backend is Redis (failing with a clear
-message when it is empty), else empty.
+fencepost.redisUrl is .Values.fencing.redisUrl when the backend is Redis and no Secret is named
+(failing with a clear message when both are empty), else empty.
 */}}
 {{- define "fencepost.redisUrl" -}}
-{{- if eq .Values.fencing.backend "Redis" }}
-{{- required "fencing.redisUrl is required when fencing.backend is Redis (e.g. --set fencing.redisUrl=redis://redis:6379)" .Values.fencing.redisUrl }}
+{{- if and (eq .Values.fencing.backend "Redis") (not .Values.fencing.redisUrlSecret.name) }}
+{{- required "fencing.redisUrl is required when fencing.backend is Redis (e.g. --set fencing.redisUrl=redis://redis:6379), or name a Secret in fencing.redisUrlSecret.name" .Values.fencing.redisUrl }}
 {{- end }}
+{{- end }}
+
+{{/*
+fencepost.controllerRules are the controller's permissions on the objects it manages, and no more:
+each verb is one the code uses (test/e2e/rbac.test.ts runs the controller with exactly these and
+checks that every other verb is denied). Shared by the ClusterRole (all namespaces) and the
+per-namespace Roles (watchNamespaces).
+*/}}
+{{- define "fencepost.controllerRules" -}}
+- apiGroups: ["fencepost.io"]
+  resources: ["distributedlocks"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["fencepost.io"]
+  resources: ["distributedlocks/status"]
+  verbs: ["patch"]
+- apiGroups: ["fencepost.io"]
+  resources: ["distributedlocks/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "list", "watch", "create", "update", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
+
+{{/*
+fencepost.redisSecretName is fencing.redisUrlSecret.name when the backend is Redis, else empty.
+*/}}
+{{- define "fencepost.redisSecretName" -}}
+{{- if eq .Values.fencing.backend "Redis" }}{{ .Values.fencing.redisUrlSecret.name }}{{ end }}
 {{- end }}

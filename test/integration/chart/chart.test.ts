@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadAllYaml, loadYaml } from '@kubernetes/client-node';
+import { createControllerMetrics } from '../../../src/observability/metrics.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
 import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 
@@ -32,16 +34,43 @@ function template(namespace: string, extra: readonly string[] = []): Promise<Res
 
 /** kubectlApply pipes manifests to `kubectl apply --dry-run=server -f - -n NS` on the shared API server. */
 function kubectlApply(manifests: string, namespace: string): Promise<Result> {
+  return kubectl(['apply', '--dry-run=server', '-f', '-', '-n', namespace], manifests);
+}
+
+/** kubectl runs the testbed's kubectl on the shared API server with stdin, never throwing on a non-zero exit. */
+function kubectl(args: readonly string[], stdin = ''): Promise<Result> {
   return new Promise((done, fail) => {
-    const child = spawn(findBinary('kubectl'), ['--kubeconfig', sharedKubeconfigPath(), 'apply', '--dry-run=server', '-f', '-', '-n', namespace], { cwd: root });
+    const child = spawn(findBinary('kubectl'), ['--kubeconfig', sharedKubeconfigPath(), ...args], { cwd: root });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
     child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
     child.on('error', fail);
     child.on('close', (code) => { done({ code: code ?? 1, stdout, stderr }); });
-    child.stdin.end(manifests);
+    child.stdin.end(stdin);
   });
+}
+
+/** docsOf splits rendered manifests into the documents of one kind. */
+function docsOf(manifests: string, kind: string): string[] {
+  return manifests.split(/^---$/m).filter((d) => new RegExp(`^kind: ${kind}$`, 'm').test(d));
+}
+
+/** schemaPaths lists every dotted key path the values schema declares under properties. */
+function schemaPaths(schema: unknown, prefix = ''): string[] {
+  const props = (schema as { properties?: Record<string, unknown> }).properties ?? {};
+  return Object.entries(props).flatMap(([k, v]) => [`${prefix}${k}`, ...schemaPaths(v, `${prefix}${k}.`)]);
+}
+
+/**
+ * valuePaths lists every dotted key path of a values object, not into lists, and not into
+ * free-form maps (where the schema declares no properties: resources.requests, nodeSelector).
+ */
+function valuePaths(values: unknown, schema: unknown, prefix = ''): string[] {
+  if (typeof values !== 'object' || values === null || Array.isArray(values)) return [];
+  const props = (schema as { properties?: Record<string, unknown> } | undefined)?.properties;
+  if (props === undefined) return [];
+  return Object.entries(values).flatMap(([k, v]) => [`${prefix}${k}`, ...valuePaths(v, props[k], `${prefix}${k}.`)]);
 }
 
 /** deploymentArgs pulls the controller container's args out of rendered manifests. */
@@ -99,8 +128,7 @@ describe('the fencepost Helm chart', () => {
     expect(args[0]).toBe('controller');
     expect(args).toContain('--redis-url=redis://r:6379');
     expect(args.filter((a) => a.startsWith('--namespace='))).toEqual(['--namespace=a', '--namespace=b']);
-    const applied = await kubectlApply(r.stdout, ns);
-    expect(applied.code, applied.stderr).toBe(0);
+    // Its per-namespace Roles go to a and b; the dry run of that layout is the next test's.
   });
 
   it('rejects an unknown key, naming it', async () => {
@@ -148,5 +176,78 @@ describe('the fencepost Helm chart', () => {
     expect(noKeep.code, noKeep.stderr).toBe(0);
     expect(noKeep.stdout).toMatch(/^kind: CustomResourceDefinition$/m);
     expect(noKeep.stdout).not.toContain('helm.sh/resource-policy');
+  });
+
+  it('documents every value in values.yaml (a "# <key> --" comment) and declares it in the schema', () => {
+    const text = readFileSync(join(chart, 'values.yaml'), 'utf8');
+    const values = loadYaml(text);
+    const schema: unknown = JSON.parse(readFileSync(join(chart, 'values.schema.json'), 'utf8'));
+    const declared = new Set(schemaPaths(schema));
+    const paths = valuePaths(values, schema);
+    expect(paths.length).toBeGreaterThan(50);
+    for (const path of paths) {
+      expect(text, `values.yaml documents ${path}`).toContain(`# ${path} --`);
+      expect(declared.has(path), `values.schema.json declares ${path}`).toBe(true);
+    }
+  });
+
+  it('with watchNamespaces, grants the controller Roles in those namespaces only, never a ClusterRole', async () => {
+    const r = await template(ns, ['--set', `watchNamespaces={${ns}}`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toMatch(/^kind: ClusterRole(Binding)?$/m);
+    const roles = docsOf(r.stdout, 'Role');
+    expect(roles.map((d) => /^ {2}name: (.*)$/m.exec(d)?.[1]).sort()).toEqual(['r-fencepost-controller', 'r-fencepost-leader-election']);
+    for (const role of roles) expect(role).toContain(`namespace: ${ns}`);
+    const applied = await kubectlApply(r.stdout, ns);
+    expect(applied.code, applied.stderr).toBe(0);
+  });
+
+  it('takes the Redis URL from an existing Secret as FENCEPOST_REDIS_URL, not from the args', async () => {
+    const r = await template(ns, ['--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrlSecret.name=redis-auth', '--set', 'fencing.redisUrlSecret.key=uri']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(deploymentArgs(r.stdout)).not.toContainEqual(expect.stringMatching(/^--redis-url/));
+    expect(r.stdout).toMatch(/- name: FENCEPOST_REDIS_URL\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: redis-auth\n\s+key: uri\n/);
+  });
+
+  it('renders a ServiceMonitor and a PrometheusRule that the API server accepts, with the four alerts the operations guide describes', async () => {
+    const crds = await kubectl(['apply', '-f', join(import.meta.dirname, 'fixtures/monitoring-crds.yaml')]);
+    expect(crds.code, crds.stderr).toBe(0);
+    const est = await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/servicemonitors.monitoring.coreos.com', 'crd/prometheusrules.monitoring.coreos.com']);
+    expect(est.code, est.stderr).toBe(0);
+    const r = await template(ns, ['--set', 'serviceMonitor.enabled=true', '--set', 'prometheusRule.enabled=true', '--set', 'prometheusRule.noHolderFor=7m']);
+    expect(r.code, r.stderr).toBe(0);
+    const [monitor] = docsOf(r.stdout, 'ServiceMonitor');
+    expect(monitor).toContain('port: metrics');
+    const [rule] = docsOf(r.stdout, 'PrometheusRule');
+    const alerts = [...(rule ?? '').matchAll(/- alert: (\w+)/g)].map((m) => m[1]);
+    expect(alerts).toEqual(expect.arrayContaining(['FencepostLockWithoutHolder', 'FencepostFrequentInvoluntaryExpiries', 'FencepostRedisUnavailable', 'FencepostReconcileErrors']));
+    expect(rule).toMatch(/alert: FencepostLockWithoutHolder\n\s+#.*\n\s+expr: .*\n\s+for: 7m/);
+    const applied = await kubectlApply(r.stdout, ns);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain('prometheusrule.monitoring.coreos.com/r-fencepost created (server dry run)');
+  });
+
+  it('alerts only on metrics the controller exports', async () => {
+    const r = await template(ns, ['--set', 'prometheusRule.enabled=true']);
+    expect(r.code, r.stderr).toBe(0);
+    const named = new Set([...(docsOf(r.stdout, 'PrometheusRule')[0] ?? '').matchAll(/\b(fencepost_[a-z_]+)\{/g)].map((m) => m[1] ?? ''));
+    expect(named.size).toBeGreaterThanOrEqual(5);
+    const exported = await createControllerMetrics().registry.metrics();
+    for (const metric of named) expect(exported, metric).toMatch(new RegExp(`^# TYPE ${metric} `, 'm'));
+  });
+
+  it('rejects a malformed alert duration, naming the key', async () => {
+    const r = await template('fencepost-system', ['--set', 'prometheusRule.noHolderFor=five minutes']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('noHolderFor');
+  });
+
+  it('renders strict YAML (no duplicate keys) with every optional object on', async () => {
+    const r = await template(ns, ['--set', `agentRbac.namespaces={${ns}}`, '--set', 'serviceMonitor.enabled=true', '--set', 'prometheusRule.enabled=true',
+      '--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrlSecret.name=redis-auth', '--set', `watchNamespaces={${ns}}`]);
+    expect(r.code, r.stderr).toBe(0);
+    const docs = loadAllYaml(r.stdout).filter((d) => d !== null) as { kind: string; metadata: { labels?: Record<string, string> } }[];
+    expect(docs.length).toBeGreaterThanOrEqual(15);
+    for (const d of docs) expect(d.metadata.labels?.['app.kubernetes.io/instance'], d.kind).toBe('r');
   });
 });

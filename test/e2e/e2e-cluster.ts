@@ -1,0 +1,81 @@
+/**
+ * useE2eCluster: what every end-to-end file starts — a cluster with fake nodes (test/support/cluster),
+ * a redis-server, the chart installed with `helm install` into fencepost-system (CRD from the chart,
+ * Redis fencing backend, two controller replicas with leader election), and a pod runner that runs
+ * every fencepost container of every scheduled pod as a local process with that pod's identity.
+ * On failure the controller logs and Events are what to read: dumpDiagnostics prints them.
+ */
+import { execFile } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { CoreV1Api, CustomObjectsApi, CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll } from 'vitest';
+import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
+import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
+import { findBinary } from '../support/testbed/assets.ts';
+import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
+
+const run = promisify(execFile);
+/** ROOT is the repository. */
+export const ROOT = resolve(import.meta.dirname, '../..');
+/** RELEASE and SYSTEM_NAMESPACE are where the chart is installed. */
+export const RELEASE = 'fencepost';
+export const SYSTEM_NAMESPACE = 'fencepost-system';
+
+/** E2e gives a file its cluster once beforeAll has run. */
+export interface E2e {
+  readonly cluster: Cluster;
+  readonly redis: RedisServer;
+  readonly runner: PodRunner;
+  readonly kc: KubeConfig;
+  readonly core: CoreV1Api;
+  readonly leases: CoordinationV1Api;
+  readonly custom: CustomObjectsApi;
+  readonly kubectl: (args: readonly string[]) => Promise<string>;
+  readonly helm: (args: readonly string[]) => Promise<string>;
+  /** agentOf is the running fencepost-agent container of a pod, if any. */
+  readonly agentOf: (namespace: string, pod: string) => RunningContainer | undefined;
+}
+
+/**
+ * useE2eCluster registers beforeAll/afterAll: start everything, install the chart with agent
+ * RBAC for appNamespaces (created here), and tear it all down after the file.
+ */
+export function useE2eCluster(appNamespaces: readonly string[], extraValues: readonly string[] = []): E2e {
+  let e: E2e | undefined;
+  let stopAll: () => Promise<void> = () => Promise.resolve();
+  beforeAll(async () => {
+    const [cluster, redis] = await Promise.all([startCluster({ installCrds: false, nodes: 2 }), startRedis()]);
+    stopAll = async () => { await cluster.stop(); await redis.stop(); };
+    const kubeconfig = cluster.plane.kubeconfigPath;
+    const kubectl = async (args: readonly string[]) => (await run(findBinary('kubectl'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 })).stdout;
+    const helm = async (args: readonly string[]) => (await run(findBinary('helm'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 })).stdout;
+    for (const ns of appNamespaces) await kubectl(['create', 'namespace', ns]);
+    const runner = cluster.runPods('all');
+    await helm([
+      'install', RELEASE, join(ROOT, 'charts/fencepost'), '--namespace', SYSTEM_NAMESPACE, '--create-namespace',
+      '--set', 'image.repository=fencepost', '--set', 'image.tag=e2e',
+      '--set', 'fencing.backend=Redis', '--set', `fencing.redisUrl=${redis.url}`,
+      '--set', `agentRbac.namespaces={${appNamespaces.join(',')}}`,
+      '--wait', '--timeout', '120s', ...extraValues,
+    ]);
+    const kc = cluster.plane.kubeConfig();
+    e = {
+      cluster, redis, runner, kc, kubectl, helm,
+      core: kc.makeApiClient(CoreV1Api), leases: kc.makeApiClient(CoordinationV1Api), custom: kc.makeApiClient(CustomObjectsApi),
+      agentOf: (namespace, pod) => runner.containers().find((c) => c.namespace === namespace && c.pod === pod && c.container === 'fencepost-agent' && c.proc.isRunning()),
+    };
+  });
+  afterAll(async () => { await stopAll(); });
+  return new Proxy({} as E2e, { get: (_t, key) => { if (e === undefined) throw new Error('useE2eCluster: used before beforeAll'); return e[key as keyof E2e]; } });
+}
+
+/** dumpDiagnostics returns the controllers' logs and the Events of a namespace, for failure messages. */
+export async function dumpDiagnostics(e: E2e, namespace: string): Promise<string> {
+  const dir = join(e.cluster.plane.dir, 'pods');
+  const logs = readdirSync(dir).filter((f) => f.startsWith(`${SYSTEM_NAMESPACE}.`) && f.endsWith('.log'))
+    .map((f) => `--- ${f}\n${readFileSync(join(dir, f), 'utf8').split('\n').slice(-40).join('\n')}`);
+  const events = await e.kubectl(['get', 'events', '-n', namespace, '--sort-by=.lastTimestamp']).catch((err: unknown) => String(err));
+  return [...logs, `--- events in ${namespace}\n${events}`].join('\n');
+}

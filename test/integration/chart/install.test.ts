@@ -1,0 +1,231 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { AuthorizationV1Api, CoreV1Api, KubeConfig, loadAllYaml, type V1Deployment } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LockSnapshot } from '../../../src/agent/session.ts';
+import { writeServiceAccountKubeconfig } from '../../support/cluster/identity.ts';
+import { FENCEPOST_MAIN, rewriteAddresses } from '../../support/cluster/pod-runner.ts';
+import { findBinary } from '../../support/testbed/assets.ts';
+import { getStatus } from '../../support/testbed/http-probe.ts';
+import { freePort } from '../../support/testbed/ports.ts';
+import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
+import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { createLock, deleteLock, setPodStatus, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+
+const run = promisify(execFile);
+const chart = resolve(import.meta.dirname, '../../../charts/fencepost');
+
+/** Access is one SelfSubjectAccessReview question: may this identity do verb on resource? */
+interface Access { readonly verb: string; readonly resource: string; readonly group?: string; readonly subresource?: string; readonly namespace?: string; readonly name?: string }
+
+const describeAccess = (a: Access): string => `${a.verb} ${a.group !== undefined && a.group !== '' ? `${a.group}/` : ''}${a.resource}${a.subresource !== undefined ? `/${a.subresource}` : ''}${a.name !== undefined ? ` ${a.name}` : ''}${a.namespace !== undefined ? ` in ${a.namespace}` : ' (cluster)'}`;
+
+/** allowed asks the API server, as the identity of kc, whether it may do a. */
+async function allowed(kc: KubeConfig, a: Access): Promise<boolean> {
+  const r = await kc.makeApiClient(AuthorizationV1Api).createSelfSubjectAccessReview({
+    body: { spec: { resourceAttributes: { verb: a.verb, resource: a.resource, group: a.group ?? '', ...(a.subresource !== undefined ? { subresource: a.subresource } : {}), ...(a.namespace !== undefined ? { namespace: a.namespace } : {}), ...(a.name !== undefined ? { name: a.name } : {}) } } },
+  });
+  return r.status?.allowed === true;
+}
+
+function fromFile(file: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(file);
+  return kc;
+}
+
+// A real `helm install` of the chart on the shared API server, then the controller run as a local
+// process with the chart's ServiceAccount token and the Deployment's own args, and agents with the
+// chart's agent ServiceAccount bound to their pods: the chart's RBAC is enough for the whole lock
+// life cycle, and every verb the two identities should not have is denied.
+describe('helm install of the chart: the RBAC it grants is enough, and no more', () => {
+  const admin = sharedKubeConfig();
+  const release = `rbac${Math.random().toString(36).slice(2, 7)}`;
+  let t: TestKube;
+  let dir = '';
+  let controller: ManagedProcess | undefined;
+  let metricsPort = 0;
+  let controllerKc: KubeConfig;
+  let agentKc: KubeConfig;
+  let controllerSa = '';
+  const agents: ManagedProcess[] = [];
+  const helm = (args: readonly string[]) => run(findBinary('helm'), ['--kubeconfig', sharedKubeconfigPath(), ...args], { maxBuffer: 16 * 1024 * 1024 });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'fencepost-install-'));
+    t = testKube(admin, await freshNamespace(admin, 'install-'));
+    // The shared API server already has the CRD (from crds/, not owned by Helm), so the chart's copy is off here;
+    // test/e2e installs it from the chart on a fresh cluster.
+    await helm(['install', release, chart, '--namespace', t.namespace, '--set', 'crds.enabled=false', '--set', `agentRbac.namespaces={${t.namespace}}`,
+      '--set', 'leaderElection.leaseDuration=4s', '--set', 'leaderElection.renewDeadline=3s', '--set', 'leaderElection.retryPeriod=1s', '--set', 'logLevel=debug']);
+    const manifest = (await helm(['get', 'manifest', release, '--namespace', t.namespace])).stdout;
+    const deployment = loadAllYaml(manifest).find((d) => (d as { kind?: string }).kind === 'Deployment') as V1Deployment;
+    const container = deployment.spec?.template.spec?.containers[0];
+    controllerSa = deployment.spec?.template.spec?.serviceAccountName ?? '';
+    expect(controllerSa).toBe(`${release}-fencepost`);
+    const { args, ports } = await rewriteAddresses(container?.args ?? []);
+    metricsPort = ports.get(8080) ?? 0;
+    const kubeconfig = await writeServiceAccountKubeconfig(admin, t.namespace, controllerSa, join(dir, 'controller.kubeconfig'));
+    controllerKc = fromFile(kubeconfig);
+    agentKc = fromFile(await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, 'agent.kubeconfig')));
+    controller = spawnManaged('controller', process.execPath, {
+      args: [FENCEPOST_MAIN, ...args], logFile: join(dir, 'controller.log'),
+      env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: `${release}-controller-0`, POD_NAMESPACE: t.namespace },
+    });
+  });
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop()));
+    await controller?.stop();
+    await helm(['uninstall', release, '--namespace', t.namespace]).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('installs every object, and the chart-configured controller becomes leader and ready with the chart\'s identity', async () => {
+    const status = await helm(['status', release, '--namespace', t.namespace, '-o', 'json']);
+    expect(JSON.parse(status.stdout)).toMatchObject({ info: { status: 'deployed' } });
+    const lease = await eventually(async () => {
+      const l = await t.leases.readNamespacedLease({ namespace: t.namespace, name: 'fencepost-controller' });
+      expect(l.spec?.holderIdentity).toMatch(new RegExp(`^${release}-controller-0_`));
+      return l;
+    }, 30_000);
+    expect(lease.metadata?.namespace).toBe(t.namespace);
+    await eventually(async () => {
+      const m = await getStatus(`http://127.0.0.1:${metricsPort}/metrics`);
+      expect(m.body).toMatch(/^fencepost_leader 1$/m);
+    }, 30_000);
+  });
+
+  it('grants, hands off and cleans up a lock with agents on the chart\'s agent ServiceAccount; no request is forbidden', async () => {
+    const uids: string[] = [];
+    for (const i of [0, 1]) {
+      // A bound token must name a pod running as that ServiceAccount (the API server checks).
+      const pod = await t.core.createNamespacedPod({ namespace: t.namespace, body: {
+        metadata: { name: `svc-${i}`, labels: { app: 'svc' } },
+        spec: { serviceAccountName: 'fencepost-agent', containers: [{ name: 'app', image: 'example.invalid/app:1' }] },
+      } });
+      uids.push(pod.metadata?.uid ?? '');
+      await setPodStatus(t, `svc-${i}`, 'ready');
+    }
+    const ports: number[] = [];
+    for (const i of [0, 1]) {
+      const port = await freePort();
+      ports.push(port);
+      const kubeconfig = await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, `agent-${i}.kubeconfig`), { name: `svc-${i}`, uid: uids[i] ?? '' });
+      agents.push(spawnManaged(`agent-${i}`, process.execPath, {
+        args: [FENCEPOST_MAIN, 'agent', '--lock', 'svc', '--listen', `127.0.0.1:${port}`], logFile: join(dir, `agent-${i}.log`),
+        env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: `svc-${i}`, POD_NAMESPACE: t.namespace, POD_UID: uids[i] ?? '' },
+      }));
+    }
+    await createLock(t, lockBody('svc', 'svc', { leaseDurationSeconds: 3 }));
+    const snap = async (i: number): Promise<LockSnapshot> => JSON.parse((await getStatus(`http://127.0.0.1:${ports[i] ?? 0}/v1/locks/svc`)).body) as LockSnapshot;
+    const first = await eventually(async () => {
+      const s = [await snap(0), await snap(1)];
+      expect(s.filter((x) => x.held)).toHaveLength(1);
+      return s[0]?.held === true ? 0 : 1;
+    }, 30_000);
+    const token = BigInt((await snap(first)).token ?? '0');
+    // The controller wrote the lock's status, labelled the holder pod, and recorded an Event.
+    await eventually(async () => {
+      const lock = await getLock(t, 'svc');
+      expect(lock.status?.holder?.name).toBe(`svc-${first}`);
+      const pod = await t.core.readNamespacedPod({ namespace: t.namespace, name: `svc-${first}` });
+      expect(Object.values(pod.metadata?.annotations ?? {})).toContain(token.toString());
+      const events = await t.core.listNamespacedEvent({ namespace: t.namespace });
+      expect(events.items.some((e) => e.involvedObject.kind === 'DistributedLock')).toBe(true);
+    }, 20_000);
+    // The holder's agent is stopped (SIGTERM releases): the other one is granted a larger token.
+    await agents[first]?.stop();
+    const second = 1 - first;
+    await eventually(async () => { const s = await snap(second); expect(s.held).toBe(true); expect(BigInt(s.token ?? '0')).toBeGreaterThan(token); }, 20_000);
+    // Deleting the lock runs the finalizer: the Lease goes, then the lock.
+    await deleteLock(t, 'svc');
+    await eventually(async () => {
+      expect(await getLease(t, 'svc')).toBeUndefined();
+      await expect(getLock(t, 'svc')).rejects.toMatchObject({ code: 404 });
+    }, 20_000);
+    for (const log of [controller?.logFile ?? '', ...agents.map((a) => a.logFile)]) {
+      expect(tailLog(log, 100_000), log).not.toMatch(/forbidden|"code":403|HTTP-Code: 403/i);
+    }
+  });
+
+  it('the controller ServiceAccount may do exactly what the controller does', async () => {
+    const ns = t.namespace;
+    const granted: Access[] = [
+      { verb: 'list', resource: 'distributedlocks', group: 'fencepost.io' },
+      { verb: 'watch', resource: 'distributedlocks', group: 'fencepost.io' },
+      { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', namespace: 'any' },
+      { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', subresource: 'status', namespace: 'any' },
+      { verb: 'update', resource: 'distributedlocks', group: 'fencepost.io', subresource: 'finalizers', namespace: 'any' },
+      { verb: 'create', resource: 'leases', group: 'coordination.k8s.io', namespace: 'any' },
+      { verb: 'update', resource: 'leases', group: 'coordination.k8s.io', namespace: 'any' },
+      { verb: 'delete', resource: 'leases', group: 'coordination.k8s.io', namespace: 'any' },
+      { verb: 'list', resource: 'pods' },
+      { verb: 'patch', resource: 'pods', namespace: 'any' },
+      { verb: 'create', resource: 'events', namespace: 'any' },
+    ];
+    const denied: Access[] = [
+      { verb: 'get', resource: 'secrets', namespace: ns },
+      { verb: 'list', resource: 'secrets' },
+      { verb: 'watch', resource: 'configmaps' },
+      { verb: 'create', resource: 'pods', namespace: ns },
+      { verb: 'update', resource: 'pods', namespace: ns },
+      { verb: 'delete', resource: 'pods', namespace: ns },
+      { verb: 'create', resource: 'pods', subresource: 'exec', namespace: ns },
+      { verb: 'create', resource: 'pods', subresource: 'eviction', namespace: ns },
+      { verb: 'update', resource: 'pods', subresource: 'status', namespace: ns },
+      { verb: 'create', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
+      { verb: 'update', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
+      { verb: 'delete', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
+      { verb: 'deletecollection', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
+      { verb: 'update', resource: 'distributedlocks', group: 'fencepost.io', subresource: 'status', namespace: ns },
+      { verb: 'deletecollection', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
+      { verb: 'patch', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
+      { verb: 'delete', resource: 'events', namespace: ns },
+      { verb: 'patch', resource: 'deployments', group: 'apps', namespace: ns },
+      { verb: 'create', resource: 'serviceaccounts', subresource: 'token', namespace: ns, name: controllerSa },
+      { verb: 'get', resource: 'nodes' },
+      { verb: 'create', resource: 'namespaces' },
+      { verb: 'update', resource: 'customresourcedefinitions', group: 'apiextensions.k8s.io' },
+      { verb: 'create', resource: 'clusterrolebindings', group: 'rbac.authorization.k8s.io' },
+      { verb: 'escalate', resource: 'clusterroles', group: 'rbac.authorization.k8s.io' },
+      { verb: 'bind', resource: 'clusterroles', group: 'rbac.authorization.k8s.io' },
+      { verb: 'impersonate', resource: 'serviceaccounts', namespace: ns },
+      { verb: 'create', resource: 'validatingadmissionpolicies', group: 'admissionregistration.k8s.io' },
+    ];
+    for (const a of granted) expect(await allowed(controllerKc, a), `controller may ${describeAccess(a)}`).toBe(true);
+    for (const a of denied) expect(await allowed(controllerKc, a), `controller may not ${describeAccess(a)}`).toBe(false);
+    // And real requests, not only reviews: reading a Secret and deleting a pod are refused with 403.
+    const core = controllerKc.makeApiClient(CoreV1Api);
+    await expect(core.listNamespacedSecret({ namespace: ns })).rejects.toMatchObject({ code: 403 });
+    await expect(core.deleteNamespacedPod({ namespace: ns, name: 'svc-0' })).rejects.toMatchObject({ code: 403 });
+  });
+
+  it('the agent ServiceAccount may renew Leases and patch pods in its namespace, and nothing more', async () => {
+    const ns = t.namespace;
+    const granted: Access[] = [
+      { verb: 'get', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
+      { verb: 'watch', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
+      { verb: 'update', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
+      { verb: 'patch', resource: 'pods', namespace: ns },
+      { verb: 'get', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
+    ];
+    const denied: Access[] = [
+      { verb: 'create', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
+      { verb: 'delete', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
+      { verb: 'update', resource: 'leases', group: 'coordination.k8s.io', namespace: 'default' },
+      { verb: 'list', resource: 'leases', group: 'coordination.k8s.io' },
+      { verb: 'get', resource: 'secrets', namespace: ns },
+      { verb: 'delete', resource: 'pods', namespace: ns },
+      { verb: 'update', resource: 'pods', subresource: 'status', namespace: ns },
+      { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
+      { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', subresource: 'status', namespace: ns },
+      { verb: 'create', resource: 'events', namespace: ns },
+      { verb: 'patch', resource: 'pods', namespace: 'default' },
+    ];
+    for (const a of granted) expect(await allowed(agentKc, a), `agent may ${describeAccess(a)}`).toBe(true);
+    for (const a of denied) expect(await allowed(agentKc, a), `agent may not ${describeAccess(a)}`).toBe(false);
+  });
+});

@@ -1,0 +1,64 @@
+/**
+ * startCluster: a test control plane plus what makes pods run on it — kube-scheduler,
+ * kube-controller-manager, kwok with fake nodes, and the pod runner that runs fencepost containers
+ * as local processes with their pods' identities. Deployments create pods that are scheduled,
+ * become Running and Ready, roll and get deleted, as on a cluster (docs/testbed.md, "Nodes").
+ */
+import { join } from 'node:path';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../testbed/control-plane.ts';
+import type { ManagedProcess } from '../testbed/processes.ts';
+import { startControllerManager, startKwok, startScheduler } from './components.ts';
+import { createNodes, waitNodesReady } from './nodes.ts';
+import { startPodRunner, type PodRunner } from './pod-runner.ts';
+
+/** ClusterOptions configures startCluster. */
+export interface ClusterOptions extends ControlPlaneOptions {
+  /** nodes is the number of fake nodes (default 2). */
+  readonly nodes?: number;
+  /** runNamespaces are the namespaces whose fencepost containers a pod runner runs from the start ('all', a list; default none: see runPods). */
+  readonly runNamespaces?: readonly string[] | 'all';
+}
+
+/** Cluster is a running control plane with nodes. */
+export interface Cluster {
+  readonly plane: ControlPlane;
+  readonly nodes: readonly string[];
+  readonly components: readonly ManagedProcess[];
+  /** runPods starts a pod runner for namespaces (stopped with the cluster). */
+  runPods(namespaces: readonly string[] | 'all'): PodRunner;
+  stop(): Promise<void>;
+}
+
+/** startCluster starts the control plane, the three components and the nodes, and waits until the nodes are Ready. */
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  const plane = await startControlPlane(opts);
+  const pidFile = join(plane.dir, 'pids');
+  const components: ManagedProcess[] = [];
+  const runners: PodRunner[] = [];
+  const stop = async (): Promise<void> => {
+    await Promise.allSettled(runners.map((r) => r.stop()));
+    await Promise.allSettled(components.map((c) => c.stop()));
+    await plane.stop();
+  };
+  try {
+    components.push(startKwok(plane, pidFile), startScheduler(plane, pidFile), startControllerManager(plane, pidFile));
+    const admin = plane.kubeConfig();
+    const nodes = await createNodes(admin, opts.nodes ?? 2);
+    await waitNodesReady(admin, nodes);
+    for (const c of components) if (!c.isRunning()) throw new Error(`${c.name} exited: see ${c.logFile}`);
+    const cluster: Cluster = {
+      plane, nodes, components,
+      runPods(namespaces) {
+        const r = startPodRunner({ admin: plane.kubeConfig(), namespaces, dir: join(plane.dir, 'pods') });
+        runners.push(r);
+        return r;
+      },
+      stop,
+    };
+    if (opts.runNamespaces !== undefined) cluster.runPods(opts.runNamespaces);
+    return cluster;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { expandVars, isFencepostImage, rewriteAddresses } from '../../support/cluster/pod-runner.ts';
+
+// The pure parts of the e2e pod runner: which containers it runs, how it expands $(VAR) as the
+// kubelet does, and how it moves listen addresses to free loopback ports.
+describe('the pod runner', () => {
+  it.each([
+    ['fencepost', true], ['fencepost:e2e', true], ['ghcr.io/fencepost/fencepost:0.1.0', true],
+    ['registry:5000/fencepost@sha256:abc', true], ['fencepost-tools:1', false], ['example.invalid/app:1', false], ['', false],
+  ])('treats image %j as fencepost\'s: %s', (image, expected) => {
+    expect(isFencepostImage(image)).toBe(expected);
+  });
+
+  it('expands $(VAR) from the env, keeps unknown names and turns $$ into $', () => {
+    expect(expandVars('--run-id=$(RUN_ID)', { RUN_ID: 'job-1' })).toBe('--run-id=job-1');
+    expect(expandVars('$(MISSING) $$(RUN_ID)', { RUN_ID: 'x' })).toBe('$(MISSING) $(RUN_ID)');
+  });
+
+  it('moves listen flags in both spellings to new ports, and adds the command\'s defaults', async () => {
+    const ports = [41001, 41002, 41003];
+    const next = (): Promise<number> => Promise.resolve(ports.shift() ?? 0);
+    const agent = await rewriteAddresses(['agent', '--lock', 'x'], next);
+    expect(agent.args).toEqual(['agent', '--lock', 'x', '--listen=127.0.0.1:41001']);
+    expect([...agent.ports]).toEqual([[7370, 41001]]);
+    const controller = await rewriteAddresses(['controller', '--metrics-bind-address=0.0.0.0:8080', '--health-probe-bind-address', '0.0.0.0:8081'], next);
+    expect(controller.args).toEqual(['controller', '--metrics-bind-address=127.0.0.1:41002', '--health-probe-bind-address', '127.0.0.1:41003']);
+    expect([...controller.ports]).toEqual([[8080, 41002], [8081, 41003]]);
+  });
+
+  it('leaves a disabled listener (port 0) and other commands alone', async () => {
+    const r = await rewriteAddresses(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0'], () => Promise.reject(new Error('no port needed')));
+    expect(r.args).toEqual(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0']);
+    expect((await rewriteAddresses(['exec', '--lock', 'x', '--', 'sh'], () => Promise.reject(new Error('no port needed')))).args).toEqual(['exec', '--lock', 'x', '--', 'sh']);
+  });
+});
