@@ -6,7 +6,8 @@
  * and the worker pools. Global faults (controller kill, Redis server faults) take `exclusive`,
  * so that two of them never overlap.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -24,6 +25,10 @@ const UNSAFE_CONTROLLER = resolve(import.meta.dirname, 'unsafe-controller.ts');
 
 /** libfaketime's preload library on Debian (package faketime). */
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+
+function readLog(file: string | undefined): string {
+  try { return file !== undefined ? readFileSync(file, 'utf8') : ''; } catch { return ''; }
+}
 
 /** SafetyBedOptions configures startSafetyBed. */
 export interface SafetyBedOptions {
@@ -45,11 +50,19 @@ export interface SafetyBed {
   readonly leases: LeaseRecorder;
   readonly storeLog: StoreRecorder;
   readonly pool: WorkerPool;
-  /** skewedPool returns (creating once) a pool whose workers run under libfaketime with FAKETIME=spec. */
+  /** skewedPool returns (creating once) a pool whose workers run under libfaketime with FAKETIME=spec (rate skew, from start). */
   skewedPool(spec: string): WorkerPool;
+  /**
+   * jumpPool: workers under libfaketime reading their offset from a file (`clockFile`), starting
+   * at +0, so a trial can step one process's wall clock at the moment it chooses. The monotonic
+   * clock is left alone, as an NTP step leaves it.
+   */
+  readonly jumpPool: WorkerPool;
+  /** clockFile is the libfaketime offset file of a jumpPool worker. */
+  clockFile(workerId: string): string;
   /** controllerRestarts counts SIGKILL + restart cycles. */
   readonly controllerRestarts: number;
-  /** killController SIGKILLs the controller process and starts a new one. */
+  /** killController SIGKILLs the controller process, starts a new one and waits until its workers run. */
   killController(): Promise<void>;
   /** exclusive runs fn while no other global fault runs. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
@@ -74,6 +87,14 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   await storeLog.start();
   const pool = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port });
   const skewed = new Map<string, WorkerPool>();
+  const clockFile = (id: string): string => join(dir, `${id}.faketime`);
+  const jumpPool = new WorkerPool({
+    dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port, name: 'jump',
+    env: (id) => {
+      writeFileSync(clockFile(id), '+0\n');
+      return { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: clockFile(id), FAKETIME_CACHE_DURATION: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+    },
+  });
 
   let generation = 0;
   let controller: ManagedProcess | undefined;
@@ -95,11 +116,11 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
 
   let chain: Promise<unknown> = Promise.resolve();
   const bed: SafetyBed = {
-    dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool,
+    dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool, jumpPool, clockFile,
     skewedPool(spec) {
       let p = skewed.get(spec);
       if (p === undefined) {
-        p = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port, name: `skewed${skewed.size}`, env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: spec, FAKETIME_NO_CACHE: '1' } });
+        p = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port, name: `skewed${skewed.size}`, env: () => ({ LD_PRELOAD: LIBFAKETIME, FAKETIME: spec }) });
         skewed.set(spec, p);
       }
       return p;
@@ -109,6 +130,10 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       controller?.signal('SIGKILL');
       await controller?.exited;
       startController();
+      // Until the new process has synced its caches and started its workers nothing is granted;
+      // the next global fault waits for that (its log line; readyz is always true without leader election).
+      const started = performance.now();
+      while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
     },
     exclusive<T>(fn: () => Promise<T>): Promise<T> {
       const run = chain.then(fn, fn);
@@ -117,7 +142,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     },
     controllerLog: () => logs.slice(-2).map((f) => `--- ${f}\n${tailLog(f, 30)}`).join('\n'),
     async close(keepDir = false) {
-      await Promise.allSettled([pool.close(), ...[...skewed.values()].map((p) => p.close())]);
+      await Promise.allSettled([pool.close(), jumpPool.close(), ...[...skewed.values()].map((p) => p.close())]);
       await controller?.stop();
       leases.stop();
       storeLog.stop();

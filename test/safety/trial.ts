@@ -7,6 +7,7 @@
  * for a fixed time, and every wait is bounded. A trial that cannot make progress in time is
  * reported as `stuck` (a liveness finding, not a safety one), with its history still checked.
  */
+import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLock, createPod, deleteLock, lockBody } from '../support/fixtures.ts';
 import { mulberry32 } from '../support/prng.ts';
@@ -151,10 +152,20 @@ interface FaultOutcome { variant: string; faultMs: number; startAt: number; abov
 
 type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
 
-/** stopAt SIGSTOPs w when `point` comes (check-write, after-grant already handled by caller, during-renew, random). */
-async function stopAt(ctx: Ctx, h: Holder, point: string): Promise<void> {
+/**
+ * nextCheck waits for the next check of whoever holds the lock now (under load the first holder
+ * may have lost it meanwhile) and returns that holder: the fault then acts on it.
+ */
+async function nextCheck(ctx: Ctx): Promise<Holder> {
+  const { w, e } = await ctx.next(undefined, (x) => x.kind === 'check', 15_000, 'check');
+  return { w, id: e.holder, token: BigInt(e.token ?? '0'), pod: e.holder.split('/')[0] ?? '' };
+}
+
+/** stopAt SIGSTOPs the holder when `point` comes (check-write, during-renew, random); returns whom it stopped. */
+async function stopAt(ctx: Ctx, first: Holder, point: string): Promise<Holder> {
+  let h = first;
   if (point === 'check-write') {
-    await ctx.next(h.w, (e) => e.kind === 'check', 10_000, 'check');
+    h = await nextCheck(ctx);
   } else if (point === 'during-renew') {
     // The API traffic is TLS: the first client→server bytes after arming are a request in flight
     // (a renew, in steady state; the watch sends nothing after its request).
@@ -164,6 +175,7 @@ async function stopAt(ctx: Ctx, h: Holder, point: string): Promise<void> {
   }
   h.w.signal('SIGSTOP');
   ctx.note('paused', h.id);
+  return h;
 }
 
 const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
@@ -171,19 +183,20 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     await sleep(500);
     return { variant: 'none', faultMs: 0, startAt: performance.now(), above: h.token - 1n };
   },
-  async pause(ctx, h) {
+  async pause(ctx, first) {
     const point = ctx.pick(['check-write', 'during-renew', 'random']);
     const ms = ctx.uniform(0.5, 3) * ctx.leaseMs;
-    await stopAt(ctx, h, point);
+    const h = await stopAt(ctx, first, point);
     const startAt = performance.now();
     await sleep(ms);
     h.w.signal('SIGCONT');
     ctx.note('resumed', h.id);
     return { variant: point, faultMs: ms, startAt, above: ms > ctx.leaseMs ? h.token : h.token - 1n, resumed: h.w };
   },
-  async kill(ctx, h) {
+  async kill(ctx, first) {
     const point = ctx.pick(['check-write', 'random']);
-    if (point === 'check-write') await ctx.next(h.w, (e) => e.kind === 'check', 10_000, 'check');
+    let h = first;
+    if (point === 'check-write') h = await nextCheck(ctx);
     else await sleep(ctx.uniform(0, ctx.leaseMs));
     h.w.signal('SIGKILL');
     ctx.note('killed', h.id);
@@ -200,10 +213,10 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     h.w.apiProxy.heal();
     return { variant: 'blackhole', faultMs: ms, startAt, above: h.token, resumed: h.w, ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}) };
   },
-  async ['store-delay'](ctx, h) {
+  async ['store-delay'](ctx) {
     // Hold this holder's store traffic from its next check (its write waits in the proxy) and cut
     // it off from the API server so the lock moves on; release the held write after the successor wrote.
-    await ctx.next(h.w, (e) => e.kind === 'check', 10_000, 'check');
+    const h = await nextCheck(ctx);
     h.w.storeProxy.blackhole();
     h.w.apiProxy.blackhole();
     const startAt = performance.now();
@@ -215,8 +228,8 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     h.w.apiProxy.heal();
     return { variant: 'hold-store-bytes', faultMs: performance.now() - startAt, startAt, above: h.token, resumed: h.w };
   },
-  async ['identity-reuse'](ctx, h) {
-    await ctx.next(h.w, (e) => e.kind === 'check', 10_000, 'check');
+  async ['identity-reuse'](ctx) {
+    const h = await nextCheck(ctx);
     h.w.signal('SIGSTOP');
     ctx.note('paused', h.id);
     const startAt = performance.now();
@@ -285,13 +298,28 @@ async function pauseGrant(ctx: Ctx, a: WorkerHandle, aId: string): Promise<Fault
   return { variant: ms > ctx.leaseMs ? 'resumed-after-lease' : 'resumed-within-lease', faultMs: ms, startAt, above: 0n, resumed: a };
 }
 
-/** CLOCK_SPECS: libfaketime settings for the clock trials (jumps and rate skew, on the holder). */
-export const CLOCK_SPECS = ['+600', '-600', '+0 x0.5', '+0 x2'] as const;
+/**
+ * mixSeed scrambles a seed (murmur3's finalizer): mulberry32's first outputs for adjacent seeds
+ * are correlated, and trials use adjacent seeds (base + i).
+ */
+export function mixSeed(seed: number): number {
+  let h = seed >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * CLOCK_SPECS: libfaketime settings for the clock trials, on the holder: wall-clock steps of ±10
+ * minutes taken mid-run (monotonic clock untouched, as an NTP step), and rate skew from the start
+ * (both clocks run at half or double speed; half speed is beyond the L/R tolerance).
+ */
+export const CLOCK_SPECS = ['step +600', 'step -600', 'rate +0 x0.5', 'rate +0 x2'] as const;
 
 /** runTrial runs one trial on the bed and checks its history. Never throws for a fault's effect. */
 export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialResult> {
   const began = performance.now();
-  const ctx = new Ctx(bed, spec, mulberry32(spec.seed));
+  const ctx = new Ctx(bed, spec, mulberry32(mixSeed(spec.seed)));
   let outcome: FaultOutcome | undefined;
   let stuck: string | undefined;
   const clockSpec = spec.fault === 'clock' ? ctx.pick(CLOCK_SPECS) : undefined;
@@ -299,19 +327,22 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     const a = await createPod(bed.t, `${spec.id}-a`, { app: spec.id });
     const b = await createPod(bed.t, `${spec.id}-b`, { app: spec.id });
     const aId = `${spec.id}-a/${a.metadata?.uid ?? ''}`;
-    const wa = await ctx.join(clockSpec !== undefined ? bed.skewedPool(clockSpec) : bed.pool, `${spec.id}-a`, a.metadata?.uid ?? '');
+    const poolA = clockSpec === undefined ? bed.pool : clockSpec.startsWith('rate ') ? bed.skewedPool(clockSpec.slice(5)) : bed.jumpPool;
+    const wa = await ctx.join(poolA, `${spec.id}-a`, a.metadata?.uid ?? '');
     const wb = await ctx.join(bed.pool, `${spec.id}-b`, b.metadata?.uid ?? '');
     if (spec.fault === 'pause-grant') {
       outcome = await pauseGrant(ctx, wa, aId);
     } else {
       await createLock(bed.t, lockBody(spec.id, spec.id, { leaseDurationSeconds: spec.leaseSeconds }));
-      const first = await ctx.next(undefined, (e) => e.kind === 'granted', 40_000, 'first grant');
+      const first = await ctx.next(undefined, (e) => e.kind === 'granted', 60_000, 'first grant');
       const h: Holder = { w: first.w, id: first.e.holder, token: BigInt(first.e.token ?? '0'), pod: first.e.holder.split('/')[0] ?? '' };
-      await ctx.next(h.w, (e) => e.kind === 'outcome' && e.result === 'accepted', 10_000, 'first accepted write');
+      await ctx.next(undefined, (e) => e.kind === 'outcome' && e.result === 'accepted', 15_000, 'first accepted write');
       const other = h.w === wa ? wb : wa;
       if (spec.fault === 'clock') {
-        // The skewed holder is cut off from the API server: its belief ends by its own (skewed) clock.
-        outcome = { ...(await scripts.partition(ctx, h, other)), variant: `faketime ${clockSpec ?? ''} + blackhole` };
+        // A stepped clock: step the holder's wall clock now. Then the holder is cut off from the API
+        // server, so its belief ends by its own (stepped or skewed) clock alone.
+        if (clockSpec?.startsWith('step ') === true && h.w === wa) writeFileSync(bed.clockFile(wa.id), `${clockSpec.slice(5)}\n`);
+        outcome = { ...(await scripts.partition(ctx, h, other)), variant: `${clockSpec ?? ''}${h.w === wa ? '' : ' (not the holder)'} + blackhole` };
       } else {
         outcome = await scripts[spec.fault](ctx, h, other);
       }
@@ -321,6 +352,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   } catch (err) {
     stuck = err instanceof Error ? err.message : String(err);
   } finally {
+    if (clockSpec?.startsWith('step ') === true) for (const w of ctx.workers) if (w.id.startsWith('jump')) writeFileSync(bed.clockFile(w.id), '+0\n');
     await ctx.leaveAll();
   }
   await sleep(200); // the MONITOR stream trails the clients' acknowledgements slightly

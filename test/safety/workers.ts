@@ -45,8 +45,8 @@ export interface PoolOptions {
   /** kubeconfigPath: an admin kubeconfig; each worker gets a copy pointing at its API proxy. */
   readonly kubeconfigPath: string;
   readonly storePort: number;
-  /** env: extra environment for every worker (e.g. libfaketime); a pool per environment. */
-  readonly env?: NodeJS.ProcessEnv;
+  /** env: extra environment for each worker, by worker id (e.g. libfaketime); a pool per environment. */
+  readonly env?: (id: string) => NodeJS.ProcessEnv;
   readonly name?: string;
 }
 
@@ -68,7 +68,7 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
   writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${apiProxy.port}`), { mode: 0o600 });
   const fd = openSync(join(o.dir, `${id}.log`), 'a');
   const child = spawn(process.execPath, [WORKER, '--kubeconfig', kubeconfig, '--store', `redis://127.0.0.1:${storeProxy.port}`], {
-    stdio: ['pipe', 'pipe', fd], env: { ...process.env, ...o.env },
+    stdio: ['pipe', 'pipe', fd], env: { ...process.env, ...o.env?.(id) },
   });
   closeSync(fd);
   if (child.pid === undefined || child.stdout === null || child.stdin === null) throw new Error(`Failed to start worker ${id}`);
