@@ -23,17 +23,19 @@ import { FAULT_TYPES, type FaultType } from '../test/safety/trial.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
-                          [--calibrate guard|floor] [--out FILE] [--keep-logs]
+                          [--calibrate guard|floor] [--minutes-per-fault M] [--out FILE] [--keep-logs]
+  --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
+                          then reports the trials actually run); results are written after each fault type
 Fault types: ${FAULT_TYPES.join(', ')}
 `;
 
-let opts: { trials: number; faults: FaultType[]; concurrency: number; seed: number; lease: number; calibrate: 'guard' | 'floor' | undefined; out: string; keepLogs: boolean };
+let opts: { trials: number; faults: FaultType[]; concurrency: number; seed: number; lease: number; calibrate: 'guard' | 'floor' | undefined; out: string; keepLogs: boolean; phaseMinutes: number | undefined };
 try {
   const { values } = parseArgs({
     strict: true, options: {
       'trials': { type: 'string', default: '20' }, 'fault': { type: 'string', multiple: true }, 'concurrency': { type: 'string', default: '4' },
       'seed': { type: 'string' }, 'lease': { type: 'string', default: '2' }, 'calibrate': { type: 'string' }, 'out': { type: 'string' },
-      'keep-logs': { type: 'boolean', default: false }, 'help': { type: 'boolean', short: 'h', default: false },
+      'keep-logs': { type: 'boolean', default: false }, 'minutes-per-fault': { type: 'string' }, 'help': { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) { process.stdout.write(USAGE); process.exit(0); }
@@ -53,6 +55,7 @@ try {
     lease: int(values.lease, '--lease', 1), calibrate,
     out: values.out ?? join(root, 'test/safety/results', `soak-${calibrate !== undefined ? `calibrate-${calibrate}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`),
     keepLogs: values['keep-logs'],
+    phaseMinutes: values['minutes-per-fault'] !== undefined ? int(values['minutes-per-fault'], '--minutes-per-fault', 1) : undefined,
   };
 } catch (err) {
   process.stderr.write(`soak: ${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
@@ -73,13 +76,28 @@ const stop = async (code: number, keep: boolean): Promise<never> => {
 };
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!stopping) void stop(130, false); });
 
+const resultOf = (summaries: readonly FaultSummary[], complete: boolean): Record<string, unknown> => ({
+  command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), complete, seed: opts.seed, trialsPerFault: opts.trials, concurrency: opts.concurrency,
+  leaseSeconds: opts.lease, calibrate: opts.calibrate ?? null, minutesPerFault: opts.phaseMinutes ?? null, wallSeconds: Math.round((performance.now() - began) / 1000),
+  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts,
+  machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+  summaries,
+});
+const writeResult = (summaries: readonly FaultSummary[], complete: boolean): void => {
+  mkdirSync(dirname(opts.out), { recursive: true });
+  writeFileSync(opts.out, `${JSON.stringify(resultOf(summaries, complete), null, 2)}\n`);
+};
+
 let done = 0;
 const total = opts.trials * opts.faults.length;
+const ran = (): number => done;
 let summaries: FaultSummary[];
 try {
   summaries = await runTrials({
     bed, faults: opts.faults, trialsPerFault: opts.trials, concurrency: opts.concurrency, baseSeed: opts.seed,
     leaseSeconds: opts.lease, fenced: opts.calibrate !== 'guard', ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}),
+    ...(opts.phaseMinutes !== undefined ? { phaseBudgetMs: opts.phaseMinutes * 60_000 } : {}),
+    onPhase: (s) => { writeResult(s, false); },
     onResult: (r) => {
       done++;
       if (!r.report.ok || done % 25 === 0 || done === total) {
@@ -94,18 +112,10 @@ try {
 }
 const wallMs = performance.now() - began;
 const violations = summaries.reduce((a, s) => a + s.failed.length, 0);
-const result = {
-  command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), seed: opts.seed, trialsPerFault: opts.trials, concurrency: opts.concurrency,
-  leaseSeconds: opts.lease, calibrate: opts.calibrate ?? null, wallSeconds: Math.round(wallMs / 1000),
-  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts,
-  machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-  summaries,
-};
-mkdirSync(dirname(opts.out), { recursive: true });
-writeFileSync(opts.out, `${JSON.stringify(result, null, 2)}\n`);
+writeResult(summaries, true);
 process.stdout.write(`${formatTable(summaries)}\n`);
 const failures = formatFailures(summaries);
 if (failures !== '') process.stdout.write(`\n${failures}\n`);
-process.stdout.write(`\nseed ${opts.seed}; ${total} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`);
+process.stdout.write(`\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`);
 const ok = opts.calibrate !== undefined ? violations > 0 : violations === 0;
 await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

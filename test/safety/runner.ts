@@ -21,6 +21,10 @@ export interface RunOptions {
   /** calibrate: how the run was weakened (for the replay command); undefined for the real suite. */
   readonly calibrate?: 'guard' | 'floor';
   readonly onResult?: (r: TrialResult) => void;
+  /** phaseBudgetMs: per fault type; a phase stops starting new trials after this times its fault types (soak runs with a deadline). */
+  readonly phaseBudgetMs?: number;
+  /** onPhase is called with the summaries so far after each fault type (for partial results). */
+  readonly onPhase?: (summaries: readonly FaultSummary[]) => void;
 }
 
 /** Stat is a distribution summary in milliseconds. */
@@ -54,6 +58,7 @@ export interface FaultSummary {
   readonly failoverMs: Stat;
   readonly stepDownMs: Stat;
   readonly ops: { readonly grants: number; readonly renews: number; readonly attempts: number; readonly accepted: number };
+  /** wallMs: the wall time of the phase this fault type ran in (shared by interleaved fault types). */
   readonly wallMs: number;
   readonly failed: readonly FailedTrial[];
   readonly stuckExamples: readonly string[];
@@ -64,11 +69,12 @@ export function replayCommand(fault: FaultType, seed: number, o: Pick<RunOptions
   return `npm run soak -- --fault ${fault} --trials 1 --seed ${seed} --lease ${o.leaseSeconds}${o.calibrate !== undefined ? ` --calibrate ${o.calibrate}` : ''}`;
 }
 
-async function pooled<T>(n: number, concurrency: number, run: (i: number) => Promise<T>): Promise<T[]> {
-  const out: T[] = new Array<T>(n);
+/** pooled runs run(0..n-1), `concurrency` at a time, starting none after `until` (monotonic ms). */
+async function pooled<T>(n: number, concurrency: number, run: (i: number) => Promise<T>, until = Infinity): Promise<T[]> {
+  const out: T[] = [];
   let next = 0;
   await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
-    for (let i = next++; i < n; i = next++) out[i] = await run(i);
+    for (let i = next++; i < n && performance.now() < until; i = next++) out.push(await run(i));
   }));
   return out;
 }
@@ -103,17 +109,31 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
   };
 }
 
+/**
+ * GLOBAL_FAULTS act on something every trial shares (the controller process, the counter Redis
+ * server): their trials run in a phase of their own. The others act on one trial's processes and
+ * proxies only, so their trials run interleaved in one phase (no idle slots between fault types).
+ */
+export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill']);
+
 /** runTrials runs every fault type's trials and returns one summary per fault type. */
 export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
   const out: FaultSummary[] = [];
-  for (const fault of o.faults) {
+  const local = o.faults.filter((f) => !GLOBAL_FAULTS.has(f));
+  const phases: FaultType[][] = [...(local.length > 0 ? [local] : []), ...o.faults.filter((f) => GLOBAL_FAULTS.has(f)).map((f) => [f])];
+  for (const faults of phases) {
     const began = performance.now();
-    const results = await pooled(o.trialsPerFault, o.concurrency, async (i) => {
+    // Trial k of the phase: fault faults[k % n], its index i = floor(k / n) (seed baseSeed + i).
+    const results = await pooled(o.trialsPerFault * faults.length, o.concurrency, async (k) => {
+      const fault = faults[k % faults.length] as FaultType;
+      const i = Math.floor(k / faults.length);
       const r = await runTrial(o.bed, { id: `${fault}-${i}`, seed: (o.baseSeed + i) >>> 0, fault, leaseSeconds: o.leaseSeconds, fenced: o.fenced });
       o.onResult?.(r);
       return r;
-    });
-    out.push(summarize(fault, results, performance.now() - began, o));
+    }, began + (o.phaseBudgetMs ?? Infinity) * faults.length);
+    const wallMs = performance.now() - began;
+    for (const fault of faults) out.push(summarize(fault, results.filter((r) => r.spec.fault === fault), wallMs, o));
+    o.onPhase?.(out);
   }
   return out;
 }
