@@ -58,6 +58,8 @@ class Ctx {
   readonly workers: WorkerHandle[] = [];
   readonly #offs: (() => void)[] = [];
   readonly #borrowed: { w: WorkerHandle; pool: WorkerPool }[] = [];
+  /** #actedAt: per worker, when it last reported a write outcome or a loss. */
+  readonly #actedAt = new Map<WorkerHandle, number>();
   readonly bed: SafetyBed;
   readonly spec: TrialSpec;
   readonly rnd: () => number;
@@ -88,7 +90,10 @@ class Ctx {
     const w = await pool.borrow();
     this.#borrowed.push({ w, pool });
     this.workers.push(w);
-    this.#offs.push(w.on(this.spec.id, (e) => { this.record(e); }));
+    this.#offs.push(w.on(this.spec.id, (e) => {
+      this.record(e);
+      if (e.kind === 'outcome' || e.kind === 'lost') this.#actedAt.set(w, e.at);
+    }));
     const joined = w.waitFor(this.spec.id, (e) => e.kind === 'joined' || e.kind === 'failed', 30_000, 'joined');
     w.send({ cmd: 'join', trial: this.spec.id, lock: this.spec.id, namespace: this.bed.t.namespace, pod, uid, fenced: this.spec.fenced, dataPrefix: trialPrefix(this.spec.id), thinkMs: THINK_MS, intervalMs: INTERVAL_MS });
     const e = await joined;
@@ -117,8 +122,9 @@ class Ctx {
     } catch { return false; }
   }
 
-  /** settle gives a resumed process the time to act on its stale belief (its next attempt or loss). */
-  async settle(w: WorkerHandle, ms = 3000): Promise<void> {
+  /** settle gives a process resumed after `since` the time to act on its stale belief (a write outcome or a loss), unless it already has. */
+  async settle(w: WorkerHandle, since: number, ms = 3000): Promise<void> {
+    if ((this.#actedAt.get(w) ?? -Infinity) >= since) return;
     await this.next(w, (e) => e.kind === 'outcome' || e.kind === 'lost', ms, 'attempt or loss').catch(() => undefined);
   }
 
@@ -148,7 +154,7 @@ class Ctx {
 interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
 
 /** FaultOutcome: what a fault script reports back. */
-interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; stepDownMs?: number }
+interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number }
 
 type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
 
@@ -191,7 +197,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     await sleep(ms);
     h.w.signal('SIGCONT');
     ctx.note('resumed', h.id);
-    return { variant: point, faultMs: ms, startAt, above: ms > ctx.leaseMs ? h.token : h.token - 1n, resumed: h.w };
+    return { variant: point, faultMs: ms, startAt, above: ms > ctx.leaseMs ? h.token : h.token - 1n, resumed: h.w, resumedAt: performance.now() };
   },
   async kill(ctx, first) {
     const point = ctx.pick(['check-write', 'random']);
@@ -241,7 +247,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     await sleep(Math.max(0, startAt + ms - performance.now()));
     h.w.signal('SIGCONT');
     ctx.note('resumed', h.id);
-    return { variant: 'same-name-new-uid', faultMs: ms, startAt, above: h.token, resumed: h.w };
+    return { variant: 'same-name-new-uid', faultMs: ms, startAt, above: h.token, resumed: h.w, resumedAt: performance.now() };
   },
   async redis(ctx, h) {
     const variant = ctx.pick(['del', 'expire', 'flushall', 'restart-empty', 'crash'] as const);
@@ -295,7 +301,7 @@ async function pauseGrant(ctx: Ctx, a: WorkerHandle, aId: string): Promise<Fault
   await sleep(ms);
   a.signal('SIGCONT');
   ctx.note('resumed', aId);
-  return { variant: ms > ctx.leaseMs ? 'resumed-after-lease' : 'resumed-within-lease', faultMs: ms, startAt, above: 0n, resumed: a };
+  return { variant: ms > ctx.leaseMs ? 'resumed-after-lease' : 'resumed-within-lease', faultMs: ms, startAt, above: 0n, resumed: a, resumedAt: performance.now() };
 }
 
 /**
@@ -348,7 +354,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
       }
     }
     if (!(await ctx.progress(outcome.above, 30_000))) stuck = `no write accepted above token ${outcome.above} within 30 s of the fault`;
-    if (outcome.resumed !== undefined) await ctx.settle(outcome.resumed);
+    if (outcome.resumed !== undefined) await ctx.settle(outcome.resumed, outcome.resumedAt ?? outcome.startAt);
   } catch (err) {
     stuck = err instanceof Error ? err.message : String(err);
   } finally {
