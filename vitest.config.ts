@@ -15,7 +15,8 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
-          include: ['test/integration/**/*.test.ts'],
+          // test/safety: the fault-injection suite (docs/safety.md), on the same shared control plane.
+          include: ['test/integration/**/*.test.ts', 'test/safety/**/*.test.ts'],
           globalSetup: ['test/support/global-setup.ts'],
           pool: 'forks',
           maxWorkers: 2,

@@ -5,7 +5,7 @@
  */
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesListObject, type V1Lease, type V1Pod } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
-import { fencingBackends } from '../../fencing/backends.ts';
+import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { eventRecorder } from '../../kube/events.ts';
 import { LOCK_LABEL } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
@@ -31,6 +31,11 @@ export interface LockControllerOptions {
   readonly log: Logger;
   readonly metrics?: ControllerMetrics;
   readonly cacheSyncTimeoutMs?: number;
+  /**
+   * fencing replaces the token backends made from redisUrl. For the safety suite's calibration
+   * only (a dispenser with a protection removed must make the suite fail); production passes none.
+   */
+  readonly fencing?: FencingBackends;
 }
 
 /** LockController is a running controller. */
@@ -73,7 +78,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
 
   // Every lock's Degraded condition follows the Redis connection: re-check them all when it changes.
   let enqueueAll = (): void => undefined;
-  const fencing = fencingBackends(o.redisUrl, () => { enqueueAll(); });
+  const fencing = o.fencing ?? fencingBackends(o.redisUrl, () => { enqueueAll(); });
   const reconciler = new DistributedLockReconciler({
     kc, locks, leases, pods, fencing, events: eventRecorder(kc, 'fencepost-controller', o.identity, log), metrics, clock, log,
   });

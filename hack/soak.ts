@@ -1,0 +1,121 @@
+/**
+ * soak.ts — `npm run soak -- --trials N`: the safety suite at large N. Starts its own control
+ * plane (etcd + kube-apiserver), two redis-servers, the controller and a pool of worker
+ * processes, runs N trials per fault type (each on its own lock, --concurrency at a time), checks
+ * every history, prints the fault table and writes it as JSON.
+ *
+ *   node hack/soak.ts --trials 1000                     every fault type, 1000 trials each
+ *   node hack/soak.ts --fault pause --trials 1 --seed 42  replay one trial
+ *   node hack/soak.ts --calibrate guard --fault pause     the same faults with the guard removed
+ *   node hack/soak.ts --calibrate floor --fault redis     ... with the etcd floor removed
+ *
+ * Exit code: 0 when every trial held S1–S5 (or, calibrating, when violations were found), 1 otherwise.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startControlPlane } from '../test/support/testbed/control-plane.ts';
+import { formatFailures, runTrials, type FaultSummary } from '../test/safety/runner.ts';
+import { formatTable } from '../test/safety/report.ts';
+import { startSafetyBed } from '../test/safety/testbed.ts';
+import { FAULT_TYPES, type FaultType } from '../test/safety/trial.ts';
+
+const root = resolve(import.meta.dirname, '..');
+const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
+                          [--calibrate guard|floor] [--minutes-per-fault M] [--out FILE] [--keep-logs]
+  --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
+                          then reports the trials actually run); results are written after each fault type
+Fault types: ${FAULT_TYPES.join(', ')}
+`;
+
+let opts: { trials: number; faults: FaultType[]; concurrency: number; seed: number; lease: number; calibrate: 'guard' | 'floor' | undefined; out: string; keepLogs: boolean; phaseMinutes: number | undefined };
+try {
+  const { values } = parseArgs({
+    strict: true, options: {
+      'trials': { type: 'string', default: '20' }, 'fault': { type: 'string', multiple: true }, 'concurrency': { type: 'string', default: '4' },
+      'seed': { type: 'string' }, 'lease': { type: 'string', default: '2' }, 'calibrate': { type: 'string' }, 'out': { type: 'string' },
+      'keep-logs': { type: 'boolean', default: false }, 'minutes-per-fault': { type: 'string' }, 'help': { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) { process.stdout.write(USAGE); process.exit(0); }
+  const int = (text: string, flag: string, min: number): number => {
+    if (!/^[0-9]+$/.test(text) || Number(text) < min) throw new Error(`${flag}: expected an integer >= ${min}, got ${JSON.stringify(text)}`);
+    return Number(text);
+  };
+  const faults = (values.fault ?? FAULT_TYPES.filter((f) => f !== 'none')).map((f) => {
+    if (!(FAULT_TYPES as readonly string[]).includes(f)) throw new Error(`--fault: unknown fault type ${JSON.stringify(f)}`);
+    return f as FaultType;
+  });
+  const calibrate = values.calibrate;
+  if (calibrate !== undefined && calibrate !== 'guard' && calibrate !== 'floor') throw new Error(`--calibrate: expected guard or floor, got ${JSON.stringify(calibrate)}`);
+  const seed = values.seed !== undefined ? int(values.seed, '--seed', 0) : Math.floor(Math.random() * 2 ** 31);
+  opts = {
+    trials: int(values.trials, '--trials', 1), faults, concurrency: int(values.concurrency, '--concurrency', 1), seed,
+    lease: int(values.lease, '--lease', 1), calibrate,
+    out: values.out ?? join(root, 'test/safety/results', `soak-${calibrate !== undefined ? `calibrate-${calibrate}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`),
+    keepLogs: values['keep-logs'],
+    phaseMinutes: values['minutes-per-fault'] !== undefined ? int(values['minutes-per-fault'], '--minutes-per-fault', 1) : undefined,
+  };
+} catch (err) {
+  process.stderr.write(`soak: ${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
+  process.exit(2);
+}
+
+const began = performance.now();
+process.stderr.write(`soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`);
+const plane = await startControlPlane();
+const bed = await startSafetyBed({ kubeconfigPath: plane.kubeconfigPath, noFloor: opts.calibrate === 'floor' });
+let stopping = false;
+const stop = async (code: number, keep: boolean): Promise<never> => {
+  stopping = true;
+  await bed.close(keep || opts.keepLogs);
+  await plane.stop();
+  if (keep || opts.keepLogs) process.stderr.write(`soak: logs kept in ${bed.dir}\n`);
+  process.exit(code);
+};
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!stopping) void stop(130, false); });
+
+const resultOf = (summaries: readonly FaultSummary[], complete: boolean): Record<string, unknown> => ({
+  command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), complete, seed: opts.seed, trialsPerFault: opts.trials, concurrency: opts.concurrency,
+  leaseSeconds: opts.lease, calibrate: opts.calibrate ?? null, minutesPerFault: opts.phaseMinutes ?? null, wallSeconds: Math.round((performance.now() - began) / 1000),
+  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts,
+  machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+  summaries,
+});
+const writeResult = (summaries: readonly FaultSummary[], complete: boolean): void => {
+  mkdirSync(dirname(opts.out), { recursive: true });
+  writeFileSync(opts.out, `${JSON.stringify(resultOf(summaries, complete), null, 2)}\n`);
+};
+
+let done = 0;
+const total = opts.trials * opts.faults.length;
+const ran = (): number => done;
+let summaries: FaultSummary[];
+try {
+  summaries = await runTrials({
+    bed, faults: opts.faults, trialsPerFault: opts.trials, concurrency: opts.concurrency, baseSeed: opts.seed,
+    leaseSeconds: opts.lease, fenced: opts.calibrate !== 'guard', ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}),
+    ...(opts.phaseMinutes !== undefined ? { phaseBudgetMs: opts.phaseMinutes * 60_000 } : {}),
+    onPhase: (s) => { writeResult(s, false); },
+    onResult: (r) => {
+      done++;
+      if (!r.report.ok || done % 25 === 0 || done === total) {
+        process.stderr.write(`soak: ${done}/${total} (${Math.round((performance.now() - began) / 1000)} s)${r.report.ok ? '' : ` — ${r.spec.id} seed ${r.spec.seed} broke ${[...new Set(r.report.violations.map((v) => v.invariant))].join(',')}`}\n`);
+      }
+    },
+  });
+} catch (err) {
+  process.stderr.write(`soak failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n${bed.controllerLog()}\n`);
+  await stop(1, true);
+  throw err; // unreachable
+}
+const wallMs = performance.now() - began;
+const violations = summaries.reduce((a, s) => a + s.failed.length, 0);
+writeResult(summaries, true);
+process.stdout.write(`${formatTable(summaries)}\n`);
+const failures = formatFailures(summaries);
+if (failures !== '') process.stdout.write(`\n${failures}\n`);
+process.stdout.write(`\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`);
+const ok = opts.calibrate !== undefined ? violations > 0 : violations === 0;
+await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

@@ -1,0 +1,46 @@
+/**
+ * Calibration: the safety suite must FAIL when a protection is removed, or it tests nothing.
+ * - guard removed: the workers write with plain SETs (the store accepts any token);
+ * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark.
+ * Same faults, same checker, same seeds as the real suite (SAFETY_SEED).
+ */
+import { describe, expect, it } from 'vitest';
+import { sharedKubeconfigPath } from '../support/env.ts';
+import { formatTable } from './report.ts';
+import { formatFailures, runTrials, type FaultSummary } from './runner.ts';
+import { startSafetyBed } from './testbed.ts';
+
+const TRIALS = Number(process.env['SAFETY_CALIBRATION_TRIALS'] ?? '3');
+const CONCURRENCY = Number(process.env['SAFETY_CONCURRENCY'] ?? '10');
+const LEASE_SECONDS = 1;
+const SEED = process.env['SAFETY_SEED'] !== undefined ? Number(process.env['SAFETY_SEED']) : Math.floor(Math.random() * 2 ** 31);
+
+function print(title: string, summaries: readonly FaultSummary[]): void {
+  const failures = formatFailures(summaries);
+  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${failures !== '' ? `${failures}\n` : ''}`);
+}
+
+describe('calibration: the suite fails when a protection is removed', () => {
+  it('reports S2/S3 violations when the store accepts any token (guard removed)', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({ bed, faults: ['store-delay', 'identity-reuse'], trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: false, calibrate: 'guard' });
+      print('calibration: guard removed', summaries);
+      for (const s of summaries) {
+        expect(s.notRun).toBe(0);
+        expect(s.violations.S2 + s.violations.S3, `${s.fault}: trials with out-of-order accepted writes`).toBeGreaterThan(0);
+      }
+    } finally { await bed.close(); }
+  }, 600_000);
+
+  it('reports S1 violations when tokens ignore the etcd high-water mark (floor removed)', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath(), noFloor: true });
+    try {
+      const summaries = await runTrials({ bed, faults: ['redis'], trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true, calibrate: 'floor' });
+      print('calibration: floor removed', summaries);
+      const [s] = summaries;
+      expect(s?.notRun).toBe(0);
+      expect(s?.violations.S1, 'trials with reissued or regressed tokens').toBeGreaterThan(0);
+    } finally { await bed.close(); }
+  }, 600_000);
+});

@@ -1,0 +1,152 @@
+/**
+ * The trial runner: N trials per fault type on one safety testbed, `concurrency` at a time (each
+ * on its own lock), fault types one after another. It aggregates the checker's reports into the
+ * fault table of docs/safety.md and names every failed trial with its seed and replay command.
+ */
+import { percentile } from '../../bench/lib.ts';
+import type { Invariant } from './checker.ts';
+import type { SafetyBed } from './testbed.ts';
+import { runTrial, type FaultType, type TrialResult } from './trial.ts';
+
+/** RunOptions configures runTrials. */
+export interface RunOptions {
+  readonly bed: SafetyBed;
+  readonly faults: readonly FaultType[];
+  readonly trialsPerFault: number;
+  readonly concurrency: number;
+  /** baseSeed: trial i of every fault type uses seed baseSeed + i (so one trial replays alone). */
+  readonly baseSeed: number;
+  readonly leaseSeconds: number;
+  readonly fenced: boolean;
+  /** calibrate: how the run was weakened (for the replay command); undefined for the real suite. */
+  readonly calibrate?: 'guard' | 'floor';
+  readonly onResult?: (r: TrialResult) => void;
+  /** phaseBudgetMs: per fault type; a phase stops starting new trials after this times its fault types (soak runs with a deadline). */
+  readonly phaseBudgetMs?: number;
+  /** onPhase is called with the summaries so far after each fault type (for partial results). */
+  readonly onPhase?: (summaries: readonly FaultSummary[]) => void;
+}
+
+/** Stat is a distribution summary in milliseconds. */
+export interface Stat { readonly n: number; readonly p50: number | null; readonly p99: number | null; readonly max: number | null }
+
+function stat(xs: readonly number[]): Stat {
+  if (xs.length === 0) return { n: 0, p50: null, p99: null, max: null };
+  return { n: xs.length, p50: Math.round(percentile(xs, 50)), p99: Math.round(percentile(xs, 99)), max: Math.round(Math.max(...xs)) };
+}
+
+/** FailedTrial names a trial whose history broke an invariant (or contradicted itself). */
+export interface FailedTrial { readonly id: string; readonly seed: number; readonly variant: string; readonly violations: readonly string[]; readonly replay: string }
+
+/** FaultSummary is one row of the fault table. */
+export interface FaultSummary {
+  readonly fault: FaultType;
+  /** trials: trials in which the fault was injected. */
+  readonly trials: number;
+  /** notRun: trials that failed before their fault could be injected (set-up errors); must be 0. */
+  readonly notRun: number;
+  /** survived: trials with the fault injected whose history held S1–S5 (and was consistent). */
+  readonly survived: number;
+  readonly violations: Readonly<Record<Invariant, number>>;
+  /** stuck: trials that made no progress in time after the fault (liveness, not safety). */
+  readonly stuck: number;
+  readonly variants: Readonly<Record<string, number>>;
+  readonly faultMsTotal: number;
+  readonly staleRejected: number;
+  readonly attemptsAfterValidUntil: number;
+  readonly dualBelief: Stat;
+  readonly failoverMs: Stat;
+  readonly stepDownMs: Stat;
+  readonly ops: { readonly grants: number; readonly renews: number; readonly attempts: number; readonly accepted: number };
+  /** wallMs: the wall time of the phase this fault type ran in (shared by interleaved fault types). */
+  readonly wallMs: number;
+  readonly failed: readonly FailedTrial[];
+  readonly stuckExamples: readonly string[];
+}
+
+/** replayCommand is the command line that runs one trial again. */
+export function replayCommand(fault: FaultType, seed: number, o: Pick<RunOptions, 'leaseSeconds' | 'calibrate'>): string {
+  return `npm run soak -- --fault ${fault} --trials 1 --seed ${seed} --lease ${o.leaseSeconds}${o.calibrate !== undefined ? ` --calibrate ${o.calibrate}` : ''}`;
+}
+
+/** pooled runs run(0..n-1), `concurrency` at a time, starting none after `until` (monotonic ms). */
+async function pooled<T>(n: number, concurrency: number, run: (i: number) => Promise<T>, until = Infinity): Promise<T[]> {
+  const out: T[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
+    for (let i = next++; i < n && performance.now() < until; i = next++) out.push(await run(i));
+  }));
+  return out;
+}
+
+/** summarize aggregates one fault type's trial results. */
+export function summarize(fault: FaultType, results: readonly TrialResult[], wallMs: number, o: Pick<RunOptions, 'leaseSeconds' | 'calibrate'>): FaultSummary {
+  const violations: Record<Invariant, number> = { S1: 0, S2: 0, S3: 0, S4: 0, S5: 0, H: 0 };
+  const variants: Record<string, number> = {};
+  const failed: FailedTrial[] = [];
+  for (const r of results) {
+    variants[r.variant] = (variants[r.variant] ?? 0) + 1;
+    const kinds = new Set(r.report.violations.map((v) => v.invariant));
+    for (const k of kinds) violations[k]++;
+    if (!r.report.ok) {
+      failed.push({ id: r.spec.id, seed: r.spec.seed, variant: r.variant, violations: r.report.violations.map((v) => `${v.invariant}: ${v.message}`), replay: replayCommand(fault, r.spec.seed, o) });
+    }
+  }
+  const sum = (f: (r: TrialResult) => number): number => results.reduce((a, r) => a + f(r), 0);
+  return {
+    fault, trials: results.filter((r) => r.injected).length, notRun: results.filter((r) => !r.injected).length,
+    survived: results.filter((r) => r.injected && r.report.ok).length, violations,
+    stuck: results.filter((r) => r.stuck !== undefined).length, variants,
+    faultMsTotal: sum((r) => r.faultMs),
+    staleRejected: sum((r) => r.report.counts.staleRejected),
+    attemptsAfterValidUntil: sum((r) => r.report.counts.attemptsAfterValidUntil),
+    dualBelief: stat(results.flatMap((r) => r.report.dualBelief.map((d) => d.ms))),
+    failoverMs: stat(results.flatMap((r) => (r.failoverMs !== undefined ? [r.failoverMs] : []))),
+    stepDownMs: stat(results.flatMap((r) => (r.stepDownMs !== undefined ? [r.stepDownMs] : []))),
+    ops: { grants: sum((r) => r.report.counts.grants), renews: sum((r) => r.report.counts.renews), attempts: sum((r) => r.report.counts.attempts), accepted: sum((r) => r.report.counts.accepted) },
+    wallMs: Math.round(wallMs), failed,
+    stuckExamples: results.flatMap((r) => (r.stuck !== undefined ? [`${r.spec.id} (seed ${r.spec.seed}, ${r.variant}): ${r.stuck}`] : [])).slice(0, 5),
+  };
+}
+
+/**
+ * GLOBAL_FAULTS act on something every trial shares (the controller process, the counter Redis
+ * server): their trials run in a phase of their own. The others act on one trial's processes and
+ * proxies only, so their trials run interleaved in one phase (no idle slots between fault types).
+ */
+export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill']);
+
+/** runTrials runs every fault type's trials and returns one summary per fault type. */
+export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
+  const out: FaultSummary[] = [];
+  const local = o.faults.filter((f) => !GLOBAL_FAULTS.has(f));
+  const phases: FaultType[][] = [...(local.length > 0 ? [local] : []), ...o.faults.filter((f) => GLOBAL_FAULTS.has(f)).map((f) => [f])];
+  for (const faults of phases) {
+    const began = performance.now();
+    // Trial k of the phase: fault faults[k % n], its index i = floor(k / n) (seed baseSeed + i).
+    const results = await pooled(o.trialsPerFault * faults.length, o.concurrency, async (k) => {
+      const fault = faults[k % faults.length] as FaultType;
+      const i = Math.floor(k / faults.length);
+      const r = await runTrial(o.bed, { id: `${fault}-${i}`, seed: (o.baseSeed + i) >>> 0, fault, leaseSeconds: o.leaseSeconds, fenced: o.fenced });
+      o.onResult?.(r);
+      return r;
+    }, began + (o.phaseBudgetMs ?? Infinity) * faults.length);
+    const wallMs = performance.now() - began;
+    for (const fault of faults) out.push(summarize(fault, results.filter((r) => r.spec.fault === fault), wallMs, o));
+    o.onPhase?.(out);
+  }
+  return out;
+}
+
+/** formatFailures prints failed trials with their seeds and replay commands. */
+export function formatFailures(summaries: readonly FaultSummary[]): string {
+  const lines: string[] = [];
+  for (const s of summaries) {
+    for (const f of s.failed) {
+      lines.push(`FAILED ${f.id} (fault ${s.fault}, variant ${f.variant}, seed ${f.seed})`);
+      for (const v of f.violations.slice(0, 5)) lines.push(`  ${v}`);
+      lines.push(`  replay: ${f.replay}`);
+    }
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,380 @@
+/**
+ * One safety trial: a fresh lock with two candidate pods (A older than B, so A is granted first),
+ * each served by a real worker process; one fault of the trial's type, with its kind and timing
+ * drawn from the trial's seed; then the history is collected and checked.
+ *
+ * The trial waits for progress (a write accepted with a token above the faulted holder's), never
+ * for a fixed time, and every wait is bounded. A trial that cannot make progress in time is
+ * reported as `stuck` (a liveness finding, not a safety one), with its history still checked.
+ */
+import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLock, createPod, deleteLock, lockBody } from '../support/fixtures.ts';
+import { mulberry32 } from '../support/prng.ts';
+import { checkHistory, type TrialReport } from './checker.ts';
+import type { ClientEvent } from './history.ts';
+import { readFinalStore, trialPrefix } from './recorders.ts';
+import type { SafetyBed } from './testbed.ts';
+import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
+
+/** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
+export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock'] as const;
+export type FaultType = (typeof FAULT_TYPES)[number];
+
+/** TrialSpec: which trial, with which seed, under which fault. */
+export interface TrialSpec {
+  readonly id: string;
+  readonly seed: number;
+  readonly fault: FaultType;
+  readonly leaseSeconds: number;
+  /** fenced: false for the guard calibration (plain SETs). */
+  readonly fenced: boolean;
+}
+
+/** TrialResult: the checker's report plus what the fault did and the liveness figures. */
+export interface TrialResult {
+  readonly spec: TrialSpec;
+  readonly variant: string;
+  readonly report: TrialReport;
+  /** faultMs: the fault's duration (0 for instantaneous faults). */
+  readonly faultMs: number;
+  /** failoverMs: fault start → a new term's first grant reported by its holder. */
+  readonly failoverMs: number | undefined;
+  /** stepDownMs: fault start → the faulted holder reported the loss (partition, clock). */
+  readonly stepDownMs: number | undefined;
+  /** injected: the fault was applied (false when set-up failed before it: such a trial counts as not run). */
+  readonly injected: boolean;
+  /** stuck: the trial made no progress after the fault within its bound, or failed before it. */
+  readonly stuck: string | undefined;
+  readonly wallMs: number;
+}
+
+const THINK_MS = 60;
+const INTERVAL_MS = 100;
+
+/** Ctx is what a fault script works with. */
+class Ctx {
+  readonly events: ClientEvent[] = [];
+  readonly workers: WorkerHandle[] = [];
+  readonly #offs: (() => void)[] = [];
+  readonly #borrowed: { w: WorkerHandle; pool: WorkerPool }[] = [];
+  /** #actedAt: per worker, when it last reported a write outcome or a loss. */
+  readonly #actedAt = new Map<WorkerHandle, number>();
+  readonly bed: SafetyBed;
+  readonly spec: TrialSpec;
+  readonly rnd: () => number;
+  constructor(bed: SafetyBed, spec: TrialSpec, rnd: () => number) { this.bed = bed; this.spec = spec; this.rnd = rnd; }
+
+  get leaseMs(): number { return this.spec.leaseSeconds * 1000; }
+  uniform(lo: number, hi: number): number { return lo + (hi - lo) * this.rnd(); }
+  pick<T>(xs: readonly T[]): T { return xs[Math.floor(this.rnd() * xs.length) % xs.length] as T; }
+
+  record(e: StampedOutput): void {
+    const token = e.token !== undefined ? BigInt(e.token) : undefined;
+    switch (e.kind) {
+      case 'granted': case 'renewed': case 'lost': case 'released':
+        if (token !== undefined) this.events.push({ kind: e.kind, at: e.at, holder: e.holder, token, ...(e.reason !== undefined ? { reason: e.reason } : {}) });
+        break;
+      case 'attempt':
+        if (token !== undefined && e.writeId !== undefined) this.events.push({ kind: 'attempt', at: e.at, holder: e.holder, token, writeId: e.writeId, afterValidUntil: e.afterValidUntil === true });
+        break;
+      case 'outcome':
+        if (token !== undefined && e.writeId !== undefined && e.result !== undefined) this.events.push({ kind: 'outcome', at: e.at, holder: e.holder, token, writeId: e.writeId, result: e.result, ...(e.detail !== undefined ? { detail: e.detail } : {}) });
+        break;
+      default: break;
+    }
+  }
+
+  /** join borrows a worker and starts a session on the trial's lock as pod/uid. */
+  async join(pool: WorkerPool, pod: string, uid: string): Promise<WorkerHandle> {
+    const w = await pool.borrow();
+    this.#borrowed.push({ w, pool });
+    this.workers.push(w);
+    this.#offs.push(w.on(this.spec.id, (e) => {
+      this.record(e);
+      if (e.kind === 'outcome' || e.kind === 'lost') this.#actedAt.set(w, e.at);
+    }));
+    const joined = w.waitFor(this.spec.id, (e) => e.kind === 'joined' || e.kind === 'failed', 30_000, 'joined');
+    w.send({ cmd: 'join', trial: this.spec.id, lock: this.spec.id, namespace: this.bed.t.namespace, pod, uid, fenced: this.spec.fenced, dataPrefix: trialPrefix(this.spec.id), thinkMs: THINK_MS, intervalMs: INTERVAL_MS });
+    const e = await joined;
+    if (e.kind === 'failed') throw new Error(`worker ${w.id} failed to join: ${e.detail ?? ''}`);
+    return w;
+  }
+
+  /** next resolves with the next event of worker w (any worker when undefined) that matches. */
+  next(w: WorkerHandle | undefined, match: (e: StampedOutput) => boolean, timeoutMs: number, what: string): Promise<{ w: WorkerHandle; e: StampedOutput }> {
+    const ws = w !== undefined ? [w] : this.workers;
+    return new Promise((resolveNext, reject) => {
+      const offs: (() => void)[] = [];
+      const done = (): void => { clearTimeout(timer); for (const off of offs) off(); };
+      const timer = setTimeout(() => { done(); reject(new Error(`no ${what} within ${timeoutMs} ms`)); }, timeoutMs);
+      for (const x of ws) offs.push(x.on(this.spec.id, (e) => { if (match(e)) { done(); resolveNext({ w: x, e }); } }));
+    });
+  }
+
+  /** progress waits for a write accepted with a token above `above`; returns false on timeout. */
+  async progress(above: bigint, timeoutMs = 30_000): Promise<boolean> {
+    const seen = this.events.some((e) => e.kind === 'outcome' && e.result === 'accepted' && e.token > above);
+    if (seen) return true;
+    try {
+      await this.next(undefined, (e) => e.kind === 'outcome' && e.result === 'accepted' && e.token !== undefined && BigInt(e.token) > above, timeoutMs, `write accepted above token ${above}`);
+      return true;
+    } catch { return false; }
+  }
+
+  /** settle gives a process resumed after `since` the time to act on its stale belief (a write outcome or a loss), unless it already has. */
+  async settle(w: WorkerHandle, since: number, ms = 3000): Promise<void> {
+    if ((this.#actedAt.get(w) ?? -Infinity) >= since) return;
+    await this.next(w, (e) => e.kind === 'outcome' || e.kind === 'lost', ms, 'attempt or loss').catch(() => undefined);
+  }
+
+  firstGrantAbove(token: bigint, since: number): number | undefined {
+    const g = this.events.find((e) => e.kind === 'granted' && e.token > token && e.at >= since);
+    return g !== undefined ? g.at - since : undefined;
+  }
+
+  note(kind: 'paused' | 'resumed' | 'killed', holder: string): void { this.events.push({ kind, at: performance.now(), holder }); }
+
+  async leaveAll(): Promise<void> {
+    await Promise.all(this.#borrowed.map(async ({ w }) => {
+      if (!w.alive()) return;
+      w.signal('SIGCONT');
+      w.apiProxy.heal();
+      w.storeProxy.heal();
+      const left = w.waitFor(this.spec.id, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
+      w.send({ cmd: 'leave', trial: this.spec.id, release: false });
+      await left;
+    }));
+    for (const off of this.#offs) off();
+    await Promise.all(this.#borrowed.map(({ w, pool }) => pool.give(w)));
+  }
+}
+
+/** Holder is the first holder of the trial's lock. */
+interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
+
+/** FaultOutcome: what a fault script reports back. */
+interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number }
+
+type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
+
+/**
+ * nextCheck waits for the next check of whoever holds the lock now (under load the first holder
+ * may have lost it meanwhile) and returns that holder: the fault then acts on it.
+ */
+async function nextCheck(ctx: Ctx): Promise<Holder> {
+  const { w, e } = await ctx.next(undefined, (x) => x.kind === 'check', 15_000, 'check');
+  return { w, id: e.holder, token: BigInt(e.token ?? '0'), pod: e.holder.split('/')[0] ?? '' };
+}
+
+/** stopAt SIGSTOPs the holder when `point` comes (check-write, during-renew, random); returns whom it stopped. */
+async function stopAt(ctx: Ctx, first: Holder, point: string): Promise<Holder> {
+  let h = first;
+  if (point === 'check-write') {
+    h = await nextCheck(ctx);
+  } else if (point === 'during-renew') {
+    // The API traffic is TLS: the first client→server bytes after arming are a request in flight
+    // (a renew, in steady state; the watch sends nothing after its request).
+    await new Promise<void>((r) => { const off = h.w.apiProxy.onClientData(() => { off(); r(); }); setTimeout(() => { off(); r(); }, 5000).unref(); });
+  } else {
+    await sleep(ctx.uniform(0, ctx.leaseMs));
+  }
+  h.w.signal('SIGSTOP');
+  ctx.note('paused', h.id);
+  return h;
+}
+
+const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
+  async none(_ctx, h) {
+    await sleep(500);
+    return { variant: 'none', faultMs: 0, startAt: performance.now(), above: h.token - 1n };
+  },
+  async pause(ctx, first) {
+    const point = ctx.pick(['check-write', 'during-renew', 'random']);
+    const ms = ctx.uniform(0.5, 3) * ctx.leaseMs;
+    const h = await stopAt(ctx, first, point);
+    const startAt = performance.now();
+    await sleep(ms);
+    h.w.signal('SIGCONT');
+    ctx.note('resumed', h.id);
+    return { variant: point, faultMs: ms, startAt, above: ms > ctx.leaseMs ? h.token : h.token - 1n, resumed: h.w, resumedAt: performance.now() };
+  },
+  async kill(ctx, first) {
+    const point = ctx.pick(['check-write', 'random']);
+    let h = first;
+    if (point === 'check-write') h = await nextCheck(ctx);
+    else await sleep(ctx.uniform(0, ctx.leaseMs));
+    h.w.signal('SIGKILL');
+    ctx.note('killed', h.id);
+    return { variant: point, faultMs: 0, startAt: performance.now(), above: h.token };
+  },
+  async partition(ctx, h) {
+    await sleep(ctx.uniform(0, ctx.leaseMs / 2));
+    const ms = ctx.uniform(1, 3) * ctx.leaseMs;
+    const lost = ctx.next(h.w, (e) => e.kind === 'lost', ms, 'lost').catch(() => undefined);
+    h.w.apiProxy.blackhole();
+    const startAt = performance.now();
+    const l = await lost;
+    await sleep(Math.max(0, startAt + ms - performance.now()));
+    h.w.apiProxy.heal();
+    return { variant: 'blackhole', faultMs: ms, startAt, above: h.token, resumed: h.w, ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}) };
+  },
+  async ['store-delay'](ctx) {
+    // Hold this holder's store traffic from its next check (its write waits in the proxy) and cut
+    // it off from the API server so the lock moves on; release the held write after the successor wrote.
+    const h = await nextCheck(ctx);
+    h.w.storeProxy.blackhole();
+    h.w.apiProxy.blackhole();
+    const startAt = performance.now();
+    const ms = ctx.uniform(1, 3) * ctx.leaseMs;
+    await ctx.progress(h.token, 30_000);
+    await sleep(Math.max(0, startAt + ms - performance.now()));
+    h.w.storeProxy.heal();
+    await ctx.next(h.w, (e) => e.kind === 'outcome', 5000, 'delayed write outcome').catch(() => undefined);
+    h.w.apiProxy.heal();
+    return { variant: 'hold-store-bytes', faultMs: performance.now() - startAt, startAt, above: h.token, resumed: h.w };
+  },
+  async ['identity-reuse'](ctx) {
+    const h = await nextCheck(ctx);
+    h.w.signal('SIGSTOP');
+    ctx.note('paused', h.id);
+    const startAt = performance.now();
+    await ctx.bed.t.core.deleteNamespacedPod({ namespace: ctx.bed.t.namespace, name: h.pod, gracePeriodSeconds: 0 });
+    const again = await createPod(ctx.bed.t, h.pod, { app: ctx.spec.id });
+    await ctx.join(ctx.bed.pool, h.pod, again.metadata?.uid ?? '');
+    await ctx.progress(h.token, 30_000);
+    const ms = Math.max(ctx.uniform(1, 2) * ctx.leaseMs, performance.now() - startAt);
+    await sleep(Math.max(0, startAt + ms - performance.now()));
+    h.w.signal('SIGCONT');
+    ctx.note('resumed', h.id);
+    return { variant: 'same-name-new-uid', faultMs: ms, startAt, above: h.token, resumed: h.w, resumedAt: performance.now() };
+  },
+  async redis(ctx, h) {
+    const variant = ctx.pick(['del', 'expire', 'flushall', 'restart-empty', 'crash'] as const);
+    const key = `fencepost:fence:${ctx.bed.t.namespace}/${ctx.spec.id}`;
+    const c = ctx.bed.counter;
+    const startAt = performance.now();
+    if (variant === 'del' || variant === 'expire') {
+      const client = c.client();
+      client.on('error', () => undefined);
+      try { if (variant === 'del') await client.del(key); else await client.pexpire(key, 1); } finally { client.disconnect(); }
+    } else {
+      await ctx.bed.exclusive(async () => {
+        if (variant === 'flushall') await c.flushAll();
+        else if (variant === 'restart-empty') await c.restart({ loseData: true });
+        else await c.crash();
+      });
+    }
+    // Hand over now, so that the next token is drawn from the damaged counter.
+    const released = h.w.waitFor(ctx.spec.id, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
+    h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
+    await released;
+    return { variant, faultMs: 0, startAt, above: h.token };
+  },
+  async ['controller-kill'](ctx, h) {
+    const variant = ctx.pick(['between-incr-and-lease', 'during-handoff'] as const);
+    const key = `fencepost:fence:${ctx.bed.t.namespace}/${ctx.spec.id}`;
+    return await ctx.bed.exclusive(async () => {
+      const proxy = ctx.bed.counterProxy;
+      if (variant === 'between-incr-and-lease') proxy.holdReplies((b) => b.toString('latin1').includes(key));
+      const startAt = performance.now();
+      h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
+      if (variant === 'between-incr-and-lease') {
+        for (let i = 0; i < 200 && !proxy.holding; i++) await sleep(25);
+      } else {
+        await sleep(ctx.uniform(0, 300));
+      }
+      await ctx.bed.killController();
+      proxy.release();
+      return { variant, faultMs: 0, startAt, above: h.token };
+    });
+  },
+};
+
+async function pauseGrant(ctx: Ctx, a: WorkerHandle, aId: string): Promise<FaultOutcome> {
+  // A is paused before its lock exists: the controller grants it while it cannot see the grant.
+  a.signal('SIGSTOP');
+  ctx.note('paused', aId);
+  await createLock(ctx.bed.t, lockBody(ctx.spec.id, ctx.spec.id, { leaseDurationSeconds: ctx.spec.leaseSeconds }));
+  const startAt = performance.now();
+  const ms = ctx.uniform(0.5, 3) * ctx.leaseMs;
+  await sleep(ms);
+  a.signal('SIGCONT');
+  ctx.note('resumed', aId);
+  return { variant: ms > ctx.leaseMs ? 'resumed-after-lease' : 'resumed-within-lease', faultMs: ms, startAt, above: 0n, resumed: a, resumedAt: performance.now() };
+}
+
+/**
+ * mixSeed scrambles a seed (murmur3's finalizer): mulberry32's first outputs for adjacent seeds
+ * are correlated, and trials use adjacent seeds (base + i).
+ */
+export function mixSeed(seed: number): number {
+  let h = seed >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * CLOCK_SPECS: libfaketime settings for the clock trials, on the holder: wall-clock steps of ±10
+ * minutes taken mid-run (monotonic clock untouched, as an NTP step), and rate skew from the start
+ * (both clocks run at half or double speed; half speed is beyond the L/R tolerance).
+ */
+export const CLOCK_SPECS = ['step +600', 'step -600', 'rate +0 x0.5', 'rate +0 x2'] as const;
+
+/** runTrial runs one trial on the bed and checks its history. Never throws for a fault's effect. */
+export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialResult> {
+  const began = performance.now();
+  const ctx = new Ctx(bed, spec, mulberry32(mixSeed(spec.seed)));
+  let outcome: FaultOutcome | undefined;
+  let stuck: string | undefined;
+  const clockSpec = spec.fault === 'clock' ? ctx.pick(CLOCK_SPECS) : undefined;
+  try {
+    const a = await createPod(bed.t, `${spec.id}-a`, { app: spec.id });
+    const b = await createPod(bed.t, `${spec.id}-b`, { app: spec.id });
+    const aId = `${spec.id}-a/${a.metadata?.uid ?? ''}`;
+    const poolA = clockSpec === undefined ? bed.pool : clockSpec.startsWith('rate ') ? bed.skewedPool(clockSpec.slice(5)) : bed.jumpPool;
+    const wa = await ctx.join(poolA, `${spec.id}-a`, a.metadata?.uid ?? '');
+    const wb = await ctx.join(bed.pool, `${spec.id}-b`, b.metadata?.uid ?? '');
+    if (spec.fault === 'pause-grant') {
+      outcome = await pauseGrant(ctx, wa, aId);
+    } else {
+      await createLock(bed.t, lockBody(spec.id, spec.id, { leaseDurationSeconds: spec.leaseSeconds }));
+      const first = await ctx.next(undefined, (e) => e.kind === 'granted', 60_000, 'first grant');
+      const h: Holder = { w: first.w, id: first.e.holder, token: BigInt(first.e.token ?? '0'), pod: first.e.holder.split('/')[0] ?? '' };
+      await ctx.next(undefined, (e) => e.kind === 'outcome' && e.result === 'accepted', 15_000, 'first accepted write');
+      const other = h.w === wa ? wb : wa;
+      if (spec.fault === 'clock') {
+        // A stepped clock: step the holder's wall clock now. Then the holder is cut off from the API
+        // server, so its belief ends by its own (stepped or skewed) clock alone.
+        if (clockSpec?.startsWith('step ') === true && h.w === wa) writeFileSync(bed.clockFile(wa.id), `${clockSpec.slice(5)}\n`);
+        outcome = { ...(await scripts.partition(ctx, h, other)), variant: `${clockSpec ?? ''}${h.w === wa ? '' : ' (not the holder)'} + blackhole` };
+      } else {
+        outcome = await scripts[spec.fault](ctx, h, other);
+      }
+    }
+    if (!(await ctx.progress(outcome.above, 30_000))) stuck = `no write accepted above token ${outcome.above} within 30 s of the fault`;
+    if (outcome.resumed !== undefined) await ctx.settle(outcome.resumed, outcome.resumedAt ?? outcome.startAt);
+  } catch (err) {
+    stuck = err instanceof Error ? err.message : String(err);
+  } finally {
+    if (clockSpec?.startsWith('step ') === true) for (const w of ctx.workers) if (w.id.startsWith('jump')) writeFileSync(bed.clockFile(w.id), '+0\n');
+    await ctx.leaveAll();
+  }
+  await sleep(200); // the MONITOR stream trails the clients' acknowledgements slightly
+  const history = {
+    lock: spec.id, leaseDurationMs: ctx.leaseMs,
+    leases: await bed.leases.versions(spec.id),
+    clients: ctx.events,
+    store: bed.storeLog.applies(spec.id),
+    finalStore: await readFinalStore(bed.storeClient, spec.id),
+  };
+  const report = checkHistory(history);
+  void deleteLock(bed.t, spec.id).catch(() => undefined);
+  const startAt = outcome?.startAt ?? began;
+  return {
+    spec, variant: outcome?.variant ?? '(not reached)', report, injected: outcome !== undefined, faultMs: Math.round(outcome?.faultMs ?? 0),
+    failoverMs: spec.fault === 'none' ? undefined : ctx.firstGrantAbove(outcome?.above ?? 0n, startAt),
+    stepDownMs: outcome?.stepDownMs, stuck, wallMs: performance.now() - began,
+  };
+}

@@ -1,0 +1,44 @@
+/** The line protocol between the trial runner and a worker process (test/safety/worker.ts). */
+
+/** JoinCommand starts a lock session for one trial as one pod incarnation. */
+export interface JoinCommand {
+  readonly cmd: 'join';
+  readonly trial: string;
+  readonly lock: string;
+  readonly namespace: string;
+  readonly pod: string;
+  readonly uid: string;
+  /** fenced: write through the Redis guard (false only in calibration runs). */
+  readonly fenced: boolean;
+  /** dataPrefix: the trial's store key prefix (`<prefix>fence`, `<prefix>w:<writeId>`). */
+  readonly dataPrefix: string;
+  readonly thinkMs: number;
+  readonly intervalMs: number;
+}
+
+/** LeaveCommand stops a trial's session, releasing the lock first when `release`. */
+export interface LeaveCommand { readonly cmd: 'leave'; readonly trial: string; readonly release: boolean }
+
+export type WorkerCommand = JoinCommand | LeaveCommand;
+
+/** WorkerOutput is one event line; tokens are decimal strings. */
+export interface WorkerOutput {
+  readonly trial: string;
+  readonly kind: 'ready' | 'joined' | 'left' | 'failed' | 'granted' | 'renewed' | 'lost' | 'released' | 'check' | 'attempt' | 'outcome';
+  readonly holder: string;
+  readonly token?: string;
+  readonly writeId?: string;
+  readonly afterValidUntil?: boolean;
+  readonly result?: 'accepted' | 'stale' | 'error';
+  readonly reason?: string;
+  readonly detail?: string;
+}
+
+/** parseWorkerOutput reads one stdout line; undefined for anything that is not an event. */
+export function parseWorkerOutput(line: string): WorkerOutput | undefined {
+  try {
+    const o = JSON.parse(line) as Partial<WorkerOutput>;
+    if (typeof o.kind !== 'string' || typeof o.trial !== 'string' || typeof o.holder !== 'string') return undefined;
+    return o as WorkerOutput;
+  } catch { return undefined; }
+}

@@ -1,0 +1,172 @@
+/**
+ * The runner's side of the worker processes: a pool of real child processes (test/safety/worker.ts),
+ * each reaching the API server through a TCP proxy of its own and the store through another, so
+ * that one candidate can be paused (SIGSTOP), killed (SIGKILL), cut off from the API server or
+ * have its store traffic delayed without touching any other.
+ *
+ * Worker processes are reused from trial to trial (starting one costs about a second of CPU);
+ * a killed worker is replaced. Every event a worker prints is stamped on arrival with the
+ * runner's monotonic clock: the reference clock of the history.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { KubeConfig } from '@kubernetes/client-node';
+import { startTcpProxy, type TcpProxy } from '../support/testbed/tcp-proxy.ts';
+import { parseWorkerOutput, type WorkerCommand, type WorkerOutput } from './worker-protocol.ts';
+
+const WORKER = resolve(import.meta.dirname, 'worker.ts');
+
+/** StampedOutput is a worker event with its arrival time on the reference clock. */
+export type StampedOutput = WorkerOutput & { readonly at: number };
+
+/** WorkerHandle is one worker process with its two proxies. */
+export interface WorkerHandle {
+  readonly id: string;
+  readonly pid: number;
+  readonly apiProxy: TcpProxy;
+  readonly storeProxy: TcpProxy;
+  alive(): boolean;
+  send(cmd: WorkerCommand): void;
+  /** on subscribes to one trial's events; returns the unsubscribe. */
+  on(trial: string, listener: (e: StampedOutput) => void): () => void;
+  /** waitFor resolves with the first future event of the trial that matches, or rejects after timeoutMs. */
+  waitFor(trial: string, match: (e: StampedOutput) => boolean, timeoutMs: number, what: string): Promise<StampedOutput>;
+  /** signal sends SIGSTOP/SIGCONT/SIGKILL to the process (no-op once it exited). */
+  signal(sig: 'SIGSTOP' | 'SIGCONT' | 'SIGKILL'): void;
+  readonly exited: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** PoolOptions: where workers connect, and where their logs go. */
+export interface PoolOptions {
+  readonly dir: string;
+  /** kubeconfigPath: an admin kubeconfig; each worker gets a copy pointing at its API proxy. */
+  readonly kubeconfigPath: string;
+  readonly storePort: number;
+  /** env: extra environment for each worker, by worker id (e.g. libfaketime); a pool per environment. */
+  readonly env?: (id: string) => NodeJS.ProcessEnv;
+  readonly name?: string;
+}
+
+const live = new Set<ChildProcess>();
+let hooked = false;
+
+async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
+  if (!hooked) {
+    hooked = true;
+    process.on('exit', () => { for (const c of live) { c.kill('SIGCONT'); c.kill('SIGKILL'); } });
+  }
+  const admin = new KubeConfig();
+  admin.loadFromFile(o.kubeconfigPath);
+  const server = new URL(admin.getCurrentCluster()?.server ?? '');
+  if (server.hostname !== '127.0.0.1') throw new Error(`no loopback API server in ${o.kubeconfigPath}`);
+  const apiProxy = await startTcpProxy({ targetPort: Number(server.port) });
+  const storeProxy = await startTcpProxy({ targetPort: o.storePort });
+  const kubeconfig = join(o.dir, `${id}.kubeconfig`);
+  writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${apiProxy.port}`), { mode: 0o600 });
+  const fd = openSync(join(o.dir, `${id}.log`), 'a');
+  const child = spawn(process.execPath, [WORKER, '--kubeconfig', kubeconfig, '--store', `redis://127.0.0.1:${storeProxy.port}`], {
+    stdio: ['pipe', 'pipe', fd], env: { ...process.env, ...o.env?.(id) },
+  });
+  closeSync(fd);
+  if (child.pid === undefined || child.stdout === null || child.stdin === null) throw new Error(`Failed to start worker ${id}`);
+  live.add(child);
+  const stdin = child.stdin;
+  stdin.on('error', () => undefined); // a killed worker's pipe
+  let running = true;
+  const exited = new Promise<void>((done) => {
+    child.on('exit', () => { running = false; live.delete(child); done(); });
+    child.on('error', () => { running = false; live.delete(child); done(); });
+  });
+  const listeners = new Map<string, Set<(e: StampedOutput) => void>>();
+  let onReady: (() => void) | undefined;
+  const ready = new Promise<void>((r) => { onReady = r; });
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    const at = performance.now();
+    const o = parseWorkerOutput(line);
+    if (o === undefined) return;
+    if (o.kind === 'ready') { onReady?.(); return; }
+    for (const l of [...(listeners.get(o.trial) ?? [])]) l({ ...o, at });
+  });
+  const on = (trial: string, listener: (e: StampedOutput) => void): (() => void) => {
+    let set = listeners.get(trial);
+    if (set === undefined) { set = new Set(); listeners.set(trial, set); }
+    set.add(listener);
+    return () => { set.delete(listener); if (set.size === 0) listeners.delete(trial); };
+  };
+  const h: WorkerHandle = {
+    id, pid: child.pid, apiProxy, storeProxy, exited, on,
+    alive: () => running,
+    send(cmd) { if (running) stdin.write(`${JSON.stringify(cmd)}\n`); },
+    waitFor(trial, match, timeoutMs, what) {
+      return new Promise((resolveEvent, reject) => {
+        const timer = setTimeout(() => { off(); reject(new Error(`worker ${id}: no ${what} within ${timeoutMs} ms`)); }, timeoutMs);
+        const off = on(trial, (e) => { if (match(e)) { clearTimeout(timer); off(); resolveEvent(e); } });
+      });
+    },
+    signal(sig) { if (running) child.kill(sig); },
+    async stop() {
+      if (running) {
+        child.kill('SIGCONT');
+        child.kill('SIGKILL');
+        await exited;
+      }
+      await Promise.allSettled([apiProxy.close(), storeProxy.close()]);
+    },
+  };
+  const started = await Promise.race([ready.then(() => true), exited.then(() => false), new Promise<boolean>((r) => { setTimeout(() => { r(false); }, 60_000).unref(); })]);
+  if (!started) { await h.stop(); throw new Error(`worker ${id} did not start; see ${join(o.dir, `${id}.log`)}`); }
+  return h;
+}
+
+/** WorkerPool lends idle workers to trials and takes them back. */
+export class WorkerPool {
+  readonly #o: PoolOptions;
+  readonly #idle: WorkerHandle[] = [];
+  readonly #all = new Set<WorkerHandle>();
+  #next = 0;
+  #closed = false;
+
+  constructor(o: PoolOptions) { this.#o = o; }
+
+  /** started is how many worker processes this pool has started (replacements included). */
+  get started(): number { return this.#next; }
+
+  /** borrow takes an idle worker or starts a new one. */
+  async borrow(): Promise<WorkerHandle> {
+    if (this.#closed) throw new Error('worker pool closed');
+    for (let w = this.#idle.pop(); w !== undefined; w = this.#idle.pop()) {
+      if (w.alive()) return w;
+      this.#all.delete(w);
+      await w.stop();
+    }
+    const w = await startWorker(this.#o, `${this.#o.name ?? 'worker'}-${++this.#next}`);
+    this.#all.add(w);
+    return w;
+  }
+
+  /** give returns a worker: resumed and with healed proxies; a dead one is discarded. */
+  async give(w: WorkerHandle): Promise<void> {
+    w.signal('SIGCONT');
+    w.apiProxy.heal();
+    w.storeProxy.heal();
+    if (w.alive() && !this.#closed) { this.#idle.push(w); return; }
+    this.#all.delete(w);
+    await w.stop();
+  }
+
+  /** prestart starts n workers ahead of the trials. */
+  async prestart(n: number): Promise<void> {
+    const ws = await Promise.all(Array.from({ length: n }, () => this.borrow()));
+    for (const w of ws) await this.give(w);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.allSettled([...this.#all].map((w) => w.stop()));
+    this.#all.clear();
+    this.#idle.length = 0;
+  }
+}
