@@ -39,7 +39,9 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../src/cli/kubeconfig.ts';
+import { renewedLease } from '../src/lease/record.ts';
 import { createLock, createPod, lockBody, setPodStatus, testKube, type TestKube } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
@@ -61,12 +63,14 @@ const CLIENT_GO_DEFAULTS: Timings = { leaseDurationSeconds: 15, renewDeadlineSec
 const FENCEPOST_DEFAULTS: Timings = { leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 5 };
 const STEP_TIMEOUT_MS = 60_000;
 
-const USAGE = `Usage: node bench/compare.ts [--runs N] [--window S] [--quick] [--skip-steady]
+const USAGE = `Usage: node bench/compare.ts [--runs N] [--window S] [--quick] [--skip-steady] [--only LIST] [--out FILE]
 
   --runs N       runs per scenario and system (default 30)
   --window S     steady-state measuring window per system, seconds (default 60)
   --quick        write bench/results/compare-quick.json instead of compare.json
   --skip-steady  leave out the steady-state API load
+  --only LIST    only these scenarios (comma-separated: handoff, crash-silent, crash-terminated)
+  --out FILE     the results file name under bench/results/ (default compare.json / compare-quick.json)
 `;
 
 type Scenario = 'handoff' | 'crash-silent' | 'crash-terminated';
@@ -101,7 +105,16 @@ interface Sample {
   readonly phaseWaitMs: number;
 }
 
-interface FloorSample { readonly run: number; readonly casMs: number; readonly watchMs: number; readonly watchFromSendMs: number }
+interface FloorSample {
+  readonly run: number;
+  readonly casMs: number;
+  readonly watchMs: number;
+  readonly watchFromSendMs: number;
+  /** clientNodeCasMs: the same replace with a plain client-node KubeConfig (a new TLS connection per call). */
+  readonly clientNodeCasMs: number;
+  /** pooledCasMs: the same replace with loadKubeConfig's PooledKubeConfig (what the agent and controller use). */
+  readonly pooledCasMs: number;
+}
 
 const r2 = (n: number): number => Math.round(n * 100) / 100;
 
@@ -132,21 +145,38 @@ class LeaseEvents {
   stop(): void { this.#abort?.abort(); }
 }
 
-/** floorSample: one bare CAS on the scratch Lease over the kept-alive connection and its watch delivery. */
-async function floorSample(run: number, raw: KeepAliveClient, path: string, watch: LeaseEvents, signal: AbortSignal): Promise<FloorSample> {
-  const lease = await raw.request('GET', path);
+/** FloorClients: the three ways the floor's CAS is sent. */
+interface FloorClients { readonly raw: KeepAliveClient; readonly plain: CoordinationV1Api; readonly pooled: CoordinationV1Api; readonly namespace: string; readonly name: string }
+
+/**
+ * floorSample: one bare CAS on the scratch Lease over the kept-alive connection and its watch
+ * delivery; then the same replace through client-node, plain and pooled (order alternating).
+ */
+async function floorSample(run: number, c: FloorClients, watch: LeaseEvents, signal: AbortSignal): Promise<FloorSample> {
+  const path = `/apis/coordination.k8s.io/v1/namespaces/${c.namespace}/leases/${c.name}`;
+  const lease = await c.raw.request('GET', path);
   const c0 = performance.now();
-  const stored = await raw.request('PUT', path, { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, 'bench.fencepost.io/seq': String(run) } } });
+  const stored = await c.raw.request('PUT', path, { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, 'bench.fencepost.io/seq': String(run) } } });
   const c1 = performance.now();
   const at = await watch.waitFor(stored.metadata?.resourceVersion ?? '', signal);
-  return { run, casMs: r2(c1 - c0), watchMs: r2(at - c1), watchFromSendMs: r2(at - c0) };
+  const viaClientNode = async (api: CoordinationV1Api): Promise<number> => {
+    const l = await api.readNamespacedLease({ namespace: c.namespace, name: c.name });
+    const t0 = performance.now();
+    await api.replaceNamespacedLease({ namespace: c.namespace, name: c.name, body: renewedLease(l, new Date()) });
+    return r2(performance.now() - t0);
+  };
+  let clientNodeCasMs: number;
+  let pooledCasMs: number;
+  if (run % 2 === 0) { clientNodeCasMs = await viaClientNode(c.plain); pooledCasMs = await viaClientNode(c.pooled); } else { pooledCasMs = await viaClientNode(c.pooled); clientNodeCasMs = await viaClientNode(c.plain); }
+  return { run, casMs: r2(c1 - c0), watchMs: r2(at - c1), watchFromSendMs: r2(at - c0), clientNodeCasMs, pooledCasMs };
 }
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       runs: { type: 'string', default: '30' }, window: { type: 'string', default: '60' },
-      quick: { type: 'boolean' }, 'skip-steady': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      quick: { type: 'boolean' }, 'skip-steady': { type: 'boolean' }, only: { type: 'string' }, out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
     }, strict: true,
   });
   if (values.help === true) { process.stdout.write(USAGE); return; }
@@ -234,8 +264,8 @@ async function main(): Promise<void> {
     closers.push(() => { scratchWatch.stop(); });
     const raw = keepAliveClient(kc);
     closers.push(() => { raw.close(); });
-    const scratchPath = `/apis/coordination.k8s.io/v1/namespaces/${fpPairNs.namespace}/leases/${scratch}`;
-    for (let i = 0; i < 3; i++) await floorSample(0, raw, scratchPath, scratchWatch, signal); // warm-up
+    const floorClients: FloorClients = { raw, plain: kc.makeApiClient(CoordinationV1Api), pooled: loadKubeConfig(kubeconfig).makeApiClient(CoordinationV1Api), namespace: fpPairNs.namespace, name: scratch };
+    for (let i = 0; i < 3; i++) await floorSample(i, floorClients, scratchWatch, signal); // warm-up
 
     const samples: Sample[] = [];
     const floor: FloorSample[] = [];
@@ -270,11 +300,14 @@ async function main(): Promise<void> {
       };
     };
 
-    const scenarios: readonly Scenario[] = ['handoff', 'crash-silent', 'crash-terminated'];
+    const all: readonly Scenario[] = ['handoff', 'crash-silent', 'crash-terminated'];
+    const only = values.only?.split(',').map((x) => x.trim()).filter((x) => x !== '');
+    for (const o of only ?? []) if (!all.includes(o as Scenario)) throw new Error(`--only: unknown scenario ${JSON.stringify(o)} (one of ${all.join(', ')})`);
+    const scenarios = all.filter((x) => only === undefined || only.includes(x));
     for (const scenario of scenarios) {
       const inScenario = pairs.filter((p) => !(scenario === 'crash-terminated' && p.id === 'client-go-defaults'));
       for (let run = 1; run <= runs; run++) {
-        if (scenario === 'handoff') floor.push(await floorSample(run, raw, scratchPath, scratchWatch, signal));
+        if (scenario === 'handoff') floor.push(await floorSample(run, floorClients, scratchWatch, signal));
         const order = run % 2 === 1 ? inScenario : [...inScenario].reverse();
         const line: string[] = [];
         for (const pair of order) {
@@ -319,11 +352,14 @@ async function main(): Promise<void> {
         if (scenario !== 'handoff') bySystem[`${p.id}:beyondLease`] = summarize(xs.map((s) => s.beyondLeaseMs ?? Number.NaN));
       }
     }
-    const floorSummary = { casMs: summarize(floor.map((f) => f.casMs)), watchMs: summarize(floor.map((f) => Math.max(0, f.watchMs))), watchFromSendMs: summarize(floor.map((f) => f.watchFromSendMs)) };
+    const floorSummary = {
+      casMs: summarize(floor.map((f) => f.casMs)), watchMs: summarize(floor.map((f) => Math.max(0, f.watchMs))), watchFromSendMs: summarize(floor.map((f) => f.watchFromSendMs)),
+      clientNodeCasMs: summarize(floor.map((f) => f.clientNodeCasMs)), pooledCasMs: summarize(floor.map((f) => f.pooledCasMs)),
+    };
     const result = {
       benchmark: 'compare',
       date: new Date().toISOString(),
-      command: `node bench/compare.ts --runs ${runs} --window ${windowS}${values.quick === true ? ' --quick' : ''}${values['skip-steady'] === true ? ' --skip-steady' : ''}`,
+      command: `node bench/compare.ts ${process.argv.slice(2).join(' ')}`.trimEnd(),
       runs,
       loadAverage: { start: loadAtStart, end: loadAverage() },
       settings: {
@@ -347,7 +383,7 @@ async function main(): Promise<void> {
       floorSamples: floor,
       restarts: Object.fromEntries(pairs.map((p) => [p.id, p.restarts])),
     };
-    const out = writeResult(values.quick === true ? 'compare-quick.json' : 'compare.json', result);
+    const out = writeResult(values.out ?? (values.quick === true ? 'compare-quick.json' : 'compare.json'), result);
     process.stdout.write(table(result.summary, floorSummary, result.ratios, steady, runs, result.machine, result.loadAverage.start));
     process.stdout.write(`\nWrote ${relative(process.cwd(), out) || out}\n`);
   } finally {
@@ -438,13 +474,14 @@ async function measureSteady(o: {
   configs: readonly SteadyConfig[]; onProc: (p: LineProcess) => void;
 }): Promise<SteadyResult> {
   const SETTLE_MS = 5000;
+  const QUIET_MS = 15_000;
   const window = async (): Promise<Counts> => {
     const a = await scrape(o.raw, o.etcdUrl);
     await sleep(o.windowS * 1000, undefined, { signal: o.signal });
     return diff(a, await scrape(o.raw, o.etcdUrl));
   };
   const perMin = (n: number): number => r2((n * 60) / o.windowS);
-  await sleep(SETTLE_MS, undefined, { signal: o.signal });
+  await sleep(QUIET_MS, undefined, { signal: o.signal });
   o.log(`Steady state: idle window (${o.windowS} s)…`);
   const idle = await window();
   const rows: SteadyRow[] = [];
@@ -458,6 +495,9 @@ async function measureSteady(o: {
     o.log(`Steady state: ${c.label}, 3 candidates, ${o.windowS} s…`);
     const counts = await window();
     await Promise.all(cands.map((x) => x.proc.stop()));
+    // Stopping releases the lock (fencepost: a handoff chain through the controller); let it end
+    // before the next window.
+    await sleep(QUIET_MS, undefined, { signal: o.signal });
     const keys = new Set([...Object.keys(counts.byVerbResource), ...Object.keys(idle.byVerbResource)]);
     const byVerbResourcePerMinute: Record<string, number> = {};
     for (const k of [...keys].sort()) {
@@ -470,7 +510,6 @@ async function measureSteady(o: {
       etcdWritesPerMinute: perMin(counts.etcdRevision - idle.etcdRevision),
       byVerbResourcePerMinute, raw: counts,
     });
-    await sleep(SETTLE_MS, undefined, { signal: o.signal });
   }
   return {
     windowS: o.windowS, candidates: STEADY_PODS.length,
@@ -512,7 +551,7 @@ function goVersion(): string {
 }
 
 function table(
-  summary: Record<string, Record<string, Stats>>, floor: { casMs: Stats; watchMs: Stats; watchFromSendMs: Stats },
+  summary: Record<string, Record<string, Stats>>, floor: { casMs: Stats; watchMs: Stats; watchFromSendMs: Stats; clientNodeCasMs: Stats; pooledCasMs: Stats },
   rat: Record<string, number>, steady: SteadyResult | undefined, runs: number,
   machine: { cpu: string; cores: number; totalMemoryBytes: number }, load: { one: number; five: number },
 ): string {
@@ -523,6 +562,8 @@ function table(
   }
   rows.push(['floor', 'Lease CAS (kept-alive)', ms(floor.casMs.p50), ms(floor.casMs.p90), ms(floor.casMs.p99), ms(floor.casMs.max)]);
   rows.push(['floor', 'watch delivery', ms(floor.watchMs.p50), ms(floor.watchMs.p90), ms(floor.watchMs.p99), ms(floor.watchMs.max)]);
+  rows.push(['floor', 'Lease CAS, client-node plain', ms(floor.clientNodeCasMs.p50), ms(floor.clientNodeCasMs.p90), ms(floor.clientNodeCasMs.p99), ms(floor.clientNodeCasMs.max)]);
+  rows.push(['floor', 'Lease CAS, client-node pooled', ms(floor.pooledCasMs.p50), ms(floor.pooledCasMs.p90), ms(floor.pooledCasMs.p99), ms(floor.pooledCasMs.max)]);
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
   const line = (r: string[]): string => r.map((c, i) => (i < 2 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
   const out = [
