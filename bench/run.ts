@@ -5,8 +5,9 @@
  *
  * quick: compare (5 runs, 20 s steady windows) → compare-quick.json; scale (100 and 1,000 locks,
  *   20 s steady) → scale-quick.json; Redis fencing (500 calls, 2 s) → redis-fence-quick.json.
- * full: compare (30 runs, 60 s windows) → compare.json; scale (100, 1,000, 10,000 locks) →
- *   scale.json; Redis fencing → redis-fence.json; agent footprint (10 runs) → agent-footprint.json;
+ * full: compare (30 runs, 60 s windows) → compare.json; scale (100, 1,000, 10,000 locks, the
+ *   controller with 16 workers) → scale.json and (100, 1,000 locks, its default 4 workers) →
+ *   scale-workers4.json; Redis fencing → redis-fence.json; agent footprint (10 runs) → agent-footprint.json;
  *   voluntary handoff against the floor (30 runs) → handoff.json; plots → docs/img/*.svg.
  * `--only NAME[,NAME]` runs a subset (compare, scale, redis, agent, handoff, plot).
  */
@@ -24,7 +25,8 @@ const full = values.full === true;
 const steps: [string, string, string[]][] = full
   ? [
     ['compare', 'compare.ts', ['--runs', '30', '--window', '60']],
-    ['scale', 'scale.ts', ['--locks', '100,1000,10000', '--steady', '60']],
+    ['scale', 'scale.ts', ['--locks', '100,1000,10000', '--steady', '60', '--workers', '16', '--timeout', '900']],
+    ['scale', 'scale.ts', ['--locks', '100,1000', '--steady', '30', '--out', 'scale-workers4.json']],
     ['redis', 'redis-fence.ts', []],
     ['agent', 'agent-footprint.ts', ['--runs', '10']],
     ['handoff', 'handoff.ts', ['--runs', '30']],

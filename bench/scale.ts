@@ -56,6 +56,7 @@ const USAGE = `Usage: node bench/scale.ts [--locks LIST] [--steady S] [--timeout
   --timeout S    give up on a size after this many seconds of cold start (default 600)
   --out FILE     results file under bench/results/ (default scale.json)
   --workers N    the controller's --workers (default 4, its default)
+  --node-options OPTS  NODE_OPTIONS for the controller (e.g. --max-old-space-size=192)
 `;
 
 interface Sample {
@@ -65,6 +66,10 @@ interface Sample {
   readonly granted: number;
   readonly queueDepth: number;
   readonly controllerRssMiB: number;
+  /** heapUsedMiB / heapTotalMiB / externalMiB: the controller's V8 heap (its own /metrics), to tell live data from heap not yet collected. */
+  readonly heapUsedMiB: number;
+  readonly heapTotalMiB: number;
+  readonly externalMiB: number;
   /** CPU use over the last interval, in cores (1 = one core fully busy). */
   readonly controllerCpu: number;
   readonly apiserverCpu: number;
@@ -84,6 +89,7 @@ interface SizeResult {
   readonly grantedAtEnd: number;
   readonly grantsPerSecond: number | undefined;
   readonly peakRssMiB: number;
+  readonly peakHeapUsedMiB: number;
   readonly steadyRssMiB: number | undefined;
   readonly peakQueueDepth: number;
   readonly coldCpu: { readonly controller: number; readonly apiserver: number; readonly etcd: number };
@@ -209,7 +215,7 @@ class Renewer {
   }
 }
 
-async function runSize(n: number, o: { steadyS: number; timeoutS: number; workers: number; signal: AbortSignal; log: (m: string) => void }): Promise<SizeResult> {
+async function runSize(n: number, o: { steadyS: number; timeoutS: number; workers: number; nodeOptions: string; signal: AbortSignal; log: (m: string) => void }): Promise<SizeResult> {
   const loadStart = loadAverage();
   let plane: ControlPlane | undefined;
   let redis: RedisServer | undefined;
@@ -249,7 +255,7 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
     controller = new LineProcess('controller', process.execPath, [
       MAIN, 'controller', '--kubeconfig', plane.kubeconfigPath, '--redis-url', redis.url, '--leader-elect', 'false', '--namespace', namespace,
       '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--health-probe-bind-address', '0', '--log-level', 'error', '--cache-sync-timeout', '10m', '--workers', String(o.workers),
-    ], process.env, join(dir, 'controller.log'));
+    ], o.nodeOptions !== '' ? { ...process.env, NODE_OPTIONS: o.nodeOptions } : process.env, join(dir, 'controller.log'));
     const cpid = controller.pid;
     const apiPid = plane.apiServer.process().pid;
     const etcdPid = plane.etcd.process().pid;
@@ -264,12 +270,16 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
       return { writes, requests: sumMetric(m, 'apiserver_request_total') };
     };
     ({ writes: last.writes, requests: last.requests } = await apiCounts());
-    const controllerMetrics = async (): Promise<{ granted: number; depth: number }> => {
+    const controllerMetrics = async (): Promise<{ granted: number; depth: number; heapUsed: number; heapTotal: number; external: number }> => {
       try {
         const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
         const m = parseMetrics(text);
-        return { granted: sumMetric(m, 'fencepost_grants_total'), depth: sumMetric(m, 'fencepost_workqueue_depth') };
-      } catch { return { granted: Number.NaN, depth: Number.NaN }; }
+        const mib = (name: string): number => r2(sumMetric(m, name) / 2 ** 20);
+        return {
+          granted: sumMetric(m, 'fencepost_grants_total'), depth: sumMetric(m, 'fencepost_workqueue_depth'),
+          heapUsed: mib('fencepost_nodejs_heap_size_used_bytes'), heapTotal: mib('fencepost_nodejs_heap_size_total_bytes'), external: mib('fencepost_nodejs_external_memory_bytes'),
+        };
+      } catch { return { granted: Number.NaN, depth: Number.NaN, heapUsed: Number.NaN, heapTotal: Number.NaN, external: Number.NaN }; }
     };
     const sample = async (phase: Sample['phase']): Promise<Sample> => {
       const [api, cm] = await Promise.all([apiCounts(), controllerMetrics()]);
@@ -277,6 +287,7 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
       const dt = (now.at - last.at) / 1000;
       const s: Sample = {
         t: r2((now.at - spawnAt) / 1000), phase, granted: cm.granted, queueDepth: cm.depth, controllerRssMiB: rssMiB(cpid),
+        heapUsedMiB: cm.heapUsed, heapTotalMiB: cm.heapTotal, externalMiB: cm.external,
         controllerCpu: r2((now.c - last.c) / CLK_TCK / dt), apiserverCpu: r2((now.a - last.a) / CLK_TCK / dt), etcdCpu: r2((now.e - last.e) / CLK_TCK / dt),
         apiWritesPerS: r2((now.writes - last.writes) / dt), apiRequestsPerS: r2((now.requests - last.requests) / dt), renewsPerS: r2((now.renews - last.renews) / dt),
       };
@@ -291,7 +302,7 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
       if (!controller.isRunning()) throw new Error(`controller exited; see ${controller.logFile}`);
       const s = await sample('cold');
       samples.push(s);
-      if (samples.length % 5 === 0) o.log(`N=${n}: t=${s.t.toFixed(0)} s granted ${s.granted}, queue ${s.queueDepth}, RSS ${s.controllerRssMiB.toFixed(0)} MiB, CPU ${s.controllerCpu}, writes ${s.apiWritesPerS}/s`);
+      if (samples.length % 5 === 0) o.log(`N=${n}: t=${s.t.toFixed(0)} s granted ${s.granted}, queue ${s.queueDepth}, RSS ${s.controllerRssMiB.toFixed(0)} MiB (heap ${s.heapUsedMiB.toFixed(0)}/${s.heapTotalMiB.toFixed(0)}), CPU ${s.controllerCpu}, writes ${s.apiWritesPerS}/s`);
       if (s.granted >= n) { allGrantedSeconds = s.t; break; }
     }
     const completed = allGrantedSeconds !== undefined;
@@ -325,6 +336,7 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
       grantedAtEnd: lastGranted,
       grantsPerSecond: allGrantedSeconds !== undefined ? r2(n / allGrantedSeconds) : undefined,
       peakRssMiB: Math.max(...samples.map((s) => s.controllerRssMiB)),
+      peakHeapUsedMiB: Math.max(...samples.map((s) => (Number.isNaN(s.heapUsedMiB) ? 0 : s.heapUsedMiB))),
       steadyRssMiB: steady.length > 0 ? r2(mean(steady.map((s) => s.controllerRssMiB))) : undefined,
       peakQueueDepth: Math.max(...samples.map((s) => (Number.isNaN(s.queueDepth) ? 0 : s.queueDepth))),
       coldCpu: { controller: r2(mean(cold.map((s) => s.controllerCpu))), apiserver: r2(mean(cold.map((s) => s.apiserverCpu))), etcd: r2(mean(cold.map((s) => s.etcdCpu))) },
@@ -350,7 +362,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       locks: { type: 'string', default: '100,1000,10000' }, steady: { type: 'string', default: '60' }, timeout: { type: 'string', default: '600' },
-      out: { type: 'string', default: 'scale.json' }, workers: { type: 'string', default: '4' }, help: { type: 'boolean', short: 'h' },
+      out: { type: 'string', default: 'scale.json' }, 'node-options': { type: 'string', default: '' }, workers: { type: 'string', default: '4' }, help: { type: 'boolean', short: 'h' },
     }, strict: true,
   });
   if (values.help === true) { process.stdout.write(USAGE); return; }
@@ -363,14 +375,14 @@ async function main(): Promise<void> {
   const interrupt = onInterrupt();
   try {
     const results: SizeResult[] = [];
-    for (const n of sizes) results.push(await runSize(n, { steadyS, timeoutS, workers, signal: interrupt.signal, log }));
+    for (const n of sizes) results.push(await runSize(n, { steadyS, timeoutS, workers, nodeOptions: values['node-options'], signal: interrupt.signal, log }));
     const result = {
       benchmark: 'scale',
       date: new Date().toISOString(),
       command: `node bench/scale.ts ${process.argv.slice(2).join(' ')}`.trimEnd(),
       settings: {
         leaseDurationSeconds: LEASE_SECONDS, renewPeriodSeconds: RENEW_PERIOD_SECONDS, sampleMs: SAMPLE_MS, setupConcurrency: SETUP_CONCURRENCY,
-        renewConcurrency: RENEW_CONCURRENCY, steadySeconds: steadyS, timeoutSeconds: timeoutS, controller: `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}`, workers,
+        renewConcurrency: RENEW_CONCURRENCY, steadySeconds: steadyS, timeoutSeconds: timeoutS, controller: `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}`, workers, nodeOptions: values['node-options'],
         note: 'one fresh control plane per size; pods and locks created before the controller starts; allGrantedSeconds from controller spawn to fencepost_grants_total = N; ' +
           'CPU in cores (1.0 = one core busy) averaged over the phase; the renewer (holders) runs in the benchmark process from controller spawn on; ' +
           'apiWritesPerS = POST/PUT/PATCH/DELETE in apiserver_request_total',
