@@ -29,6 +29,7 @@ const steps: [string, string, string[]][] = full
     ['scale', 'scale.ts', ['--locks', '100,1000', '--steady', '30', '--out', 'scale-workers4.json']],
     ['redis', 'redis-fence.ts', []],
     ['agent', 'agent-footprint.ts', ['--runs', '10']],
+    ['agent', 'agent-imports.ts', ['--runs', '3']],
     ['handoff', 'handoff.ts', ['--runs', '30']],
     ['plot', 'plot.ts', []],
   ]
