@@ -3,7 +3,7 @@
  * figures, about an hour on 2 cores): every benchmark in turn, each in its own process so that
  * none shares an event loop or a control plane with another, then the plots.
  *
- * quick: compare (5 runs, 20 s steady windows) → compare-quick.json; scale (100 and 1,000 locks,
+ * quick: compare (3 runs, 15 s steady windows) → compare-quick.json; scale (100 and 1,000 locks,
  *   20 s steady) → scale-quick.json; Redis fencing (500 calls, 2 s) → redis-fence-quick.json.
  * full: compare (30 runs, 60 s windows) → compare.json; scale (100, 1,000, 10,000 locks, the
  *   controller with 16 workers) → scale.json and (100, 1,000 locks, its default 4 workers) →
@@ -34,7 +34,7 @@ const steps: [string, string, string[]][] = full
     ['plot', 'plot.ts', []],
   ]
   : [
-    ['compare', 'compare.ts', ['--runs', '5', '--window', '20', '--quick']],
+    ['compare', 'compare.ts', ['--runs', '3', '--window', '15', '--quick']],
     ['scale', 'scale.ts', ['--locks', '100,1000', '--steady', '20', '--out', 'scale-quick.json']],
     ['redis', 'redis-fence.ts', ['--runs', '500', '--seconds', '2', '--out', 'redis-fence-quick.json']],
   ];
