@@ -193,6 +193,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-compare-'));
   const procs: LineProcess[] = [];
   const closers: (() => void)[] = [];
+  let keepLogs = false;
   let plane: ControlPlane | undefined;
   let redis: RedisServer | undefined;
   try {
@@ -269,6 +270,20 @@ async function main(): Promise<void> {
 
     const samples: Sample[] = [];
     const floor: FloorSample[] = [];
+    const failures: { run: number; system: SystemId; scenario: Scenario; error: string }[] = [];
+    /** resetPair stops both candidates, reports both pods Ready, and starts them again as at the beginning. */
+    const resetPair = async (pair: Pair): Promise<void> => {
+      await Promise.allSettled([...pair.candidates.values()].map((c) => c.proc.stop()));
+      for (const pod of pair.pods) await setPodStatus(pair.t, pod, 'ready');
+      const [a, b] = pair.pods;
+      const first = await pair.start(a);
+      pair.candidates.set(a, first);
+      await first.proc.waitLine('lead after reset', first.isLeadLine, 0, STEP_TIMEOUT_MS, signal);
+      const second = await pair.start(b);
+      pair.candidates.set(b, second);
+      await second.synced(signal);
+      pair.holder = a;
+    };
     const runOnce = async (pair: Pair, scenario: Scenario, run: number): Promise<Sample> => {
       const from = pair.holder;
       const to = pair.pods.find((p) => p !== from) ?? '';
@@ -311,9 +326,21 @@ async function main(): Promise<void> {
         const order = run % 2 === 1 ? inScenario : [...inScenario].reverse();
         const line: string[] = [];
         for (const pair of order) {
-          const s = await runOnce(pair, scenario, run);
-          samples.push(s);
-          line.push(`${pair.id} ${s.ms.toFixed(0)} ms`);
+          try {
+            const s = await runOnce(pair, scenario, run);
+            samples.push(s);
+            line.push(`${pair.id} ${s.ms.toFixed(0)} ms`);
+          } catch (err) {
+            // A run that did not finish is recorded (and its logs kept), not dropped silently, and
+            // the pair is started afresh so that the remaining runs still count.
+            signal.throwIfAborted();
+            const message = err instanceof Error ? err.message : String(err);
+            failures.push({ run, system: pair.id, scenario, error: message });
+            keepLogs = true;
+            line.push(`${pair.id} FAILED`);
+            log(`${scenario} ${run}: ${pair.id} failed: ${message}; restarting its candidates`);
+            await resetPair(pair);
+          }
         }
         log(`${scenario} ${run}/${runs}: ${line.join(', ')}`);
       }
@@ -382,15 +409,20 @@ async function main(): Promise<void> {
       samples,
       floorSamples: floor,
       restarts: Object.fromEntries(pairs.map((p) => [p.id, p.restarts])),
+      failures,
     };
     const out = writeResult(values.out ?? (values.quick === true ? 'compare-quick.json' : 'compare.json'), result);
     process.stdout.write(table(result.summary, floorSummary, result.ratios, steady, runs, result.machine, result.loadAverage.start));
+    if (failures.length > 0) process.stdout.write(`\n${failures.length} run(s) did not finish: ${failures.map((f) => `${f.scenario} ${f.run} ${f.system}`).join(', ')}\n`);
     process.stdout.write(`\nWrote ${relative(process.cwd(), out) || out}\n`);
+  } catch (err) {
+    keepLogs = true;
+    throw err;
   } finally {
     for (const c of closers) c();
     await Promise.allSettled(procs.map((p) => p.stop()));
     await Promise.allSettled([plane?.stop(), redis?.stop()]);
-    rmSync(dir, { recursive: true, force: true });
+    if (keepLogs) process.stderr.write(`Logs kept in ${dir}\n`); else rmSync(dir, { recursive: true, force: true });
     interrupt.dispose();
   }
 }

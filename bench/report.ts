@@ -16,6 +16,7 @@ interface Compare {
   readonly settings: { readonly equal: Timings; readonly systems: Record<string, { label: string; timings: Timings }> };
   readonly summary: Record<string, Record<string, Stats>>;
   readonly floor: Record<string, Stats>;
+  readonly failures?: readonly { run: number; system: string; scenario: string; error: string }[];
   readonly steady?: { readonly windowS: number; readonly idle: { requestsPerMinute: number; etcdWritesPerMinute: number }; readonly rows: readonly { id: string; label: string; requestsPerMinute: number; etcdWritesPerMinute: number; byVerbResourcePerMinute: Record<string, number> }[] };
 }
 interface ScaleSize {
@@ -54,6 +55,8 @@ if (compare !== undefined) {
     }
   }
   out.push(table(['scenario', 'system (lease / renew deadline / retry or renew period)', 'p50', 'p90', 'p99', 'max', 'minus the lease: p50 / p99'], rows), '');
+  const failed = compare.failures ?? [];
+  out.push(failed.length === 0 ? 'Every run finished.' : `${failed.length} run(s) did not finish within 60 s and are left out of the percentiles (the pair was restarted): ${failed.map((f) => `${f.scenario} run ${f.run}, ${f.system}: ${f.error.replace(/;.*$/, '')}`).join('; ')}.`, '');
   const f = compare.floor;
   const cas = f['casMs'];
   const watch = f['watchMs'];
