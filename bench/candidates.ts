@@ -105,6 +105,15 @@ export class LineProcess {
   }
 }
 
+/** holdsNow: the candidate's last lead line is later than its last loss line (and it runs). */
+export function holdsNow(c: Candidate): boolean {
+  if (!c.proc.isRunning()) return false;
+  let lead = -1;
+  let loss = -1;
+  c.proc.lines.forEach((l, i) => { if (c.isLeadLine(l.text)) lead = i; else if (c.isLossLine(l.text)) loss = i; });
+  return lead > loss;
+}
+
 /** Timings are one lease configuration, the same numbers for both systems. */
 export interface Timings {
   readonly leaseDurationSeconds: number;
@@ -119,6 +128,8 @@ export interface Candidate {
   readonly proc: LineProcess;
   /** isLeadLine tells whether an output line says this candidate now holds the lock. */
   readonly isLeadLine: (text: string) => boolean;
+  /** isLossLine tells whether an output line says this candidate no longer holds the lock. */
+  readonly isLossLine: (text: string) => boolean;
   /** synced resolves once the candidate has read the lock's state (it can take over from now on). */
   synced(signal: AbortSignal): Promise<void>;
 }
@@ -136,6 +147,7 @@ export async function fencepostAgent(o: {
   return {
     pod: o.pod, proc,
     isLeadLine: (text) => text.includes('"msg":"Acquired lock"'),
+    isLossLine: (text) => text.includes('"msg":"Lost lock"') || text.includes('"msg":"Released lock"'),
     async synced(signal) {
       const deadline = performance.now() + STEP_TIMEOUT_MS;
       for (;;) {
@@ -162,6 +174,7 @@ export function clientGoPeer(o: {
   return {
     pod: o.pod, proc,
     isLeadLine: (text) => text.startsWith('started '),
+    isLossLine: (text) => text.startsWith('stopped '),
     async synced(signal) { await proc.waitLine('first new-leader line', (t) => t.startsWith('new-leader ') || t.startsWith('started '), 0, STEP_TIMEOUT_MS, signal); },
   };
 }

@@ -47,7 +47,7 @@ import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
-import { clientGoPeer, fencepostAgent, LineProcess, type Candidate, type Timings } from './candidates.ts';
+import { clientGoPeer, fencepostAgent, holdsNow, LineProcess, type Candidate, type Timings } from './candidates.ts';
 import { keepAliveClient, parseMetrics, sumMetric, type KeepAliveClient, type MetricSample } from './kube-http.ts';
 import { describeMachine, loadAverage, machineLine, onInterrupt, startServers, summarize, writeResult, type Stats } from './lib.ts';
 import { clientGoVersion, ensureClientGoPeer } from './peers/client-go-peer.ts';
@@ -63,12 +63,13 @@ const CLIENT_GO_DEFAULTS: Timings = { leaseDurationSeconds: 15, renewDeadlineSec
 const FENCEPOST_DEFAULTS: Timings = { leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 5 };
 const STEP_TIMEOUT_MS = 60_000;
 
-const USAGE = `Usage: node bench/compare.ts [--runs N] [--window S] [--quick] [--skip-steady] [--only LIST] [--out FILE]
+const USAGE = `Usage: node bench/compare.ts [--runs N] [--window S] [--defaults-crash-runs N] [--quick] [--skip-steady] [--only LIST] [--out FILE]
 
   --runs N       runs per scenario and system (default 30)
   --window S     steady-state measuring window per system, seconds (default 60)
   --quick        write bench/results/compare-quick.json instead of compare.json
   --skip-steady  leave out the steady-state API load
+  --defaults-crash-runs N  silent crashes of client-go at its defaults (15 s each; default 10)
   --only LIST    only these scenarios (comma-separated: handoff, crash-silent, crash-terminated)
   --out FILE     the results file name under bench/results/ (default compare.json / compare-quick.json)
 `;
@@ -86,6 +87,7 @@ interface Pair {
   readonly candidates: Map<string, Candidate>;
   holder: string;
   restarts: number;
+  unplannedChanges: number;
   start(pod: string): Promise<Candidate>;
 }
 
@@ -123,26 +125,33 @@ class LeaseEvents {
   readonly events: { at: number; rv: string }[] = [];
   #abort: AbortController | undefined;
 
+  #stopped = false;
+
+  /** open watches the Lease and re-opens the watch whenever the server ends it (until stop). */
   static async open(kc: KubeConfig, namespace: string, name: string): Promise<LeaseEvents> {
     const w = new LeaseEvents();
-    w.#abort = await new Watch(kc).watch(`/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`, { fieldSelector: `metadata.name=${name}` },
-      (_type: string, obj: V1Lease) => { w.events.push({ at: performance.now(), rv: obj.metadata?.resourceVersion ?? '' }); },
-      () => undefined);
+    const watch = async (): Promise<void> => {
+      w.#abort = await new Watch(kc).watch(`/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`, { fieldSelector: `metadata.name=${name}` },
+        (_type: string, obj: V1Lease) => { w.events.push({ at: performance.now(), rv: obj.metadata?.resourceVersion ?? '' }); },
+        () => { if (!w.#stopped) void watch().catch(() => undefined); });
+    };
+    await watch();
     return w;
   }
 
   async waitFor(rv: string, signal: AbortSignal): Promise<number> {
-    const deadline = performance.now() + STEP_TIMEOUT_MS;
+    const deadline = performance.now() + STEP_TIMEOUT_MS / 6;
     for (;;) {
       const e = this.events.find((x) => x.rv === rv);
       if (e !== undefined) return e.at;
       signal.throwIfAborted();
       if (performance.now() > deadline) throw new Error(`no watch event for resourceVersion ${rv}`);
+      // (deadline: STEP_TIMEOUT_MS / 6, so a lost event costs 10 s, not a minute)
       await sleep(1);
     }
   }
 
-  stop(): void { this.#abort?.abort(); }
+  stop(): void { this.#stopped = true; this.#abort?.abort(); }
 }
 
 /** FloorClients: the three ways the floor's CAS is sent. */
@@ -158,7 +167,8 @@ async function floorSample(run: number, c: FloorClients, watch: LeaseEvents, sig
   const c0 = performance.now();
   const stored = await c.raw.request('PUT', path, { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, 'bench.fencepost.io/seq': String(run) } } });
   const c1 = performance.now();
-  const at = await watch.waitFor(stored.metadata?.resourceVersion ?? '', signal);
+  // A watch the server ended between the write and its event loses that event: no watch figure then.
+  const at = await watch.waitFor(stored.metadata?.resourceVersion ?? '', signal).catch(() => Number.NaN);
   const viaClientNode = async (api: CoordinationV1Api): Promise<number> => {
     const l = await api.readNamespacedLease({ namespace: c.namespace, name: c.name });
     const t0 = performance.now();
@@ -175,13 +185,14 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       runs: { type: 'string', default: '30' }, window: { type: 'string', default: '60' },
-      quick: { type: 'boolean' }, 'skip-steady': { type: 'boolean' }, only: { type: 'string' }, out: { type: 'string' },
+      'defaults-crash-runs': { type: 'string', default: '10' }, quick: { type: 'boolean' }, 'skip-steady': { type: 'boolean' }, only: { type: 'string' }, out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     }, strict: true,
   });
   if (values.help === true) { process.stdout.write(USAGE); return; }
   const runs = Number(values.runs);
   const windowS = Number(values.window);
+  const defaultsCrashRuns = Math.min(runs, Number(values['defaults-crash-runs']));
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
   if (!Number.isFinite(windowS) || windowS < 5) throw new Error(`--window: must be at least 5 seconds, got ${JSON.stringify(values.window)}`);
 
@@ -238,7 +249,7 @@ async function main(): Promise<void> {
       await makePods(t, pods);
       if (id === 'fencepost') await createLock(t, lockBody(LOCK, LOCK, lockTimings(timings)));
       let n = 0;
-      const pair: Pair = { id, label, timings, t, pods, candidates: new Map(), holder: pods[0], restarts: 0, start: starter(id, t, timings, () => String(++n)) };
+      const pair: Pair = { id, label, timings, t, pods, candidates: new Map(), holder: pods[0], restarts: 0, unplannedChanges: 0, start: starter(id, t, timings, () => String(++n)) };
       // The first candidate takes the lock alone; the second joins once it holds.
       const first = await pair.start(pods[0]);
       pair.candidates.set(pods[0], first);
@@ -284,7 +295,27 @@ async function main(): Promise<void> {
       await second.synced(signal);
       pair.holder = a;
     };
+    /**
+     * confirmHolder makes pair.holder the candidate that holds the lock now. On an overloaded
+     * machine a holder can lose its lease between runs (a renew that did not come back within the
+     * renew deadline: the safety rule at work), and the other candidate is granted; each such
+     * change is counted in pair.unplannedChanges.
+     */
+    const confirmHolder = async (pair: Pair): Promise<void> => {
+      const deadline = performance.now() + STEP_TIMEOUT_MS;
+      for (;;) {
+        const holding = pair.pods.filter((p) => { const c = pair.candidates.get(p); return c !== undefined && holdsNow(c); });
+        if (holding.length === 1) {
+          const h = holding[0] ?? pair.holder;
+          if (h !== pair.holder) { pair.unplannedChanges++; log(`${pair.id}: ${pair.holder} no longer holds; ${h} does`); pair.holder = h; }
+          return;
+        }
+        if (performance.now() > deadline) throw new Error(`${pair.id}: ${holding.length} candidates say they hold the lock`);
+        await sleep(50, undefined, { signal });
+      }
+    };
     const runOnce = async (pair: Pair, scenario: Scenario, run: number): Promise<Sample> => {
+      await confirmHolder(pair);
       const from = pair.holder;
       const to = pair.pods.find((p) => p !== from) ?? '';
       const holder = pair.candidates.get(from);
@@ -320,8 +351,8 @@ async function main(): Promise<void> {
     for (const o of only ?? []) if (!all.includes(o as Scenario)) throw new Error(`--only: unknown scenario ${JSON.stringify(o)} (one of ${all.join(', ')})`);
     const scenarios = all.filter((x) => only === undefined || only.includes(x));
     for (const scenario of scenarios) {
-      const inScenario = pairs.filter((p) => !(scenario === 'crash-terminated' && p.id === 'client-go-defaults'));
       for (let run = 1; run <= runs; run++) {
+        const inScenario = pairs.filter((p) => !(p.id === 'client-go-defaults' && (scenario === 'crash-terminated' || (scenario === 'crash-silent' && run > defaultsCrashRuns))));
         if (scenario === 'handoff') floor.push(await floorSample(run, floorClients, scratchWatch, signal));
         const order = run % 2 === 1 ? inScenario : [...inScenario].reverse();
         const line: string[] = [];
@@ -380,7 +411,7 @@ async function main(): Promise<void> {
       }
     }
     const floorSummary = {
-      casMs: summarize(floor.map((f) => f.casMs)), watchMs: summarize(floor.map((f) => Math.max(0, f.watchMs))), watchFromSendMs: summarize(floor.map((f) => f.watchFromSendMs)),
+      casMs: summarize(floor.map((f) => f.casMs)), watchMs: summarize(floor.map((f) => Math.max(0, f.watchMs)).filter(Number.isFinite)), watchFromSendMs: summarize(floor.map((f) => f.watchFromSendMs).filter(Number.isFinite)),
       clientNodeCasMs: summarize(floor.map((f) => f.clientNodeCasMs)), pooledCasMs: summarize(floor.map((f) => f.pooledCasMs)),
     };
     const result = {
@@ -409,6 +440,7 @@ async function main(): Promise<void> {
       samples,
       floorSamples: floor,
       restarts: Object.fromEntries(pairs.map((p) => [p.id, p.restarts])),
+      unplannedHolderChanges: Object.fromEntries(pairs.map((p) => [p.id, p.unplannedChanges])),
       failures,
     };
     const out = writeResult(values.out ?? (values.quick === true ? 'compare-quick.json' : 'compare.json'), result);
