@@ -63,13 +63,14 @@ function plotScale(r: ScaleResult): void {
     series: r.sizes.map((s) => ({ name: `${s.locks} locks`, points: s.samples.map((x): [number, number] => [x.t, x.controllerRssMiB]) })),
   }));
   write('scale-queue.svg', lineChart({
-    title: 'Scale: work-queue depth and API-server writes per second',
-    xLabel: 'seconds since the controller was started', yLabel: 'keys queued / writes per second', yMin: 0,
-    series: r.sizes.flatMap((s) => [
-      { name: `${s.locks} locks: queue depth`, points: s.samples.map((x): [number, number] => [x.t, Number.isNaN(x.queueDepth) ? 0 : x.queueDepth]) },
-      { name: `${s.locks} locks: API writes/s`, dashed: true, points: s.samples.map((x): [number, number] => [x.t, x.apiWritesPerS]) },
-    ]),
-    height: 460,
+    title: 'Scale: work-queue depth (keys waiting ÷ locks)',
+    xLabel: 'seconds since the controller was started', yLabel: 'queue depth ÷ locks', yMin: 0, yMax: 1.05,
+    series: r.sizes.map((s) => ({ name: `${s.locks} locks`, points: s.samples.map((x): [number, number] => [x.t, Number.isNaN(x.queueDepth) ? 0 : x.queueDepth / s.locks]) })),
+  }));
+  write('scale-writes.svg', lineChart({
+    title: 'Scale: API-server writes per second (POST/PUT/PATCH/DELETE)',
+    xLabel: 'seconds since the controller was started', yLabel: 'writes per second', yMin: 0,
+    series: r.sizes.map((s) => ({ name: `${s.locks} locks`, points: s.samples.map((x): [number, number] => [x.t, x.apiWritesPerS]) })),
   }));
 }
 
