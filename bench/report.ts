@@ -17,6 +17,7 @@ interface Compare {
   readonly summary: Record<string, Record<string, Stats>>;
   readonly floor: Record<string, Stats>;
   readonly failures?: readonly { run: number; system: string; scenario: string; error: string }[];
+  readonly unplannedHolderChanges?: Record<string, number>;
   readonly steady?: { readonly windowS: number; readonly idle: { requestsPerMinute: number; etcdWritesPerMinute: number }; readonly rows: readonly { id: string; label: string; requestsPerMinute: number; etcdWritesPerMinute: number; byVerbResourcePerMinute: Record<string, number> }[] };
 }
 interface ScaleSize {
@@ -56,6 +57,8 @@ if (compare !== undefined) {
   }
   out.push(table(['scenario', 'system (lease / renew deadline / retry or renew period)', 'p50', 'p90', 'p99', 'max', 'minus the lease: p50 / p99'], rows), '');
   const failed = compare.failures ?? [];
+  const unplanned = Object.entries(compare.unplannedHolderChanges ?? {}).filter(([, n]) => n > 0);
+  if (unplanned.length > 0) out.push(`Between runs, a holder lost its lease without being signalled (its renew did not come back within the renew deadline, and the other candidate was granted — the safety rule working on an overloaded machine): ${unplanned.map(([id, n]) => `${label(id)} ${n}×`).join(', ')}. The next run then started from the new holder.`, '');
   out.push(failed.length === 0 ? 'Every run finished.' : `${failed.length} run(s) did not finish within 60 s and are left out of the percentiles (the pair was restarted): ${failed.map((f) => `${f.scenario} run ${f.run}, ${f.system}: ${f.error.replace(/;.*$/, '')}`).join('; ')}.`, '');
   const f = compare.floor;
   const cas = f['casMs'];
