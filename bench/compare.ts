@@ -42,7 +42,7 @@ import { parseArgs } from 'node:util';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../src/cli/kubeconfig.ts';
 import { renewedLease } from '../src/lease/record.ts';
-import { createLock, createPod, lockBody, setPodStatus, testKube, type TestKube } from '../test/support/fixtures.ts';
+import { createLock, createPod, deleteLock, lockBody, setPodStatus, testKube, type TestKube } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
@@ -70,7 +70,7 @@ const USAGE = `Usage: node bench/compare.ts [--runs N] [--window S] [--defaults-
   --quick        write bench/results/compare-quick.json instead of compare.json
   --skip-steady  leave out the steady-state API load
   --defaults-crash-runs N  silent crashes of client-go at its defaults (15 s each; default 10)
-  --only LIST    only these scenarios (comma-separated: handoff, crash-silent, crash-terminated)
+  --only LIST    only these scenarios (comma-separated: handoff, crash-silent, crash-terminated; none: steady state only)
   --out FILE     the results file name under bench/results/ (default compare.json / compare-quick.json)
 `;
 
@@ -348,7 +348,7 @@ async function main(): Promise<void> {
 
     const all: readonly Scenario[] = ['handoff', 'crash-silent', 'crash-terminated'];
     const only = values.only?.split(',').map((x) => x.trim()).filter((x) => x !== '');
-    for (const o of only ?? []) if (!all.includes(o as Scenario)) throw new Error(`--only: unknown scenario ${JSON.stringify(o)} (one of ${all.join(', ')})`);
+    for (const o of only ?? []) if (o !== 'none' && !all.includes(o as Scenario)) throw new Error(`--only: unknown scenario ${JSON.stringify(o)} (one of ${all.join(', ')})`);
     const scenarios = all.filter((x) => only === undefined || only.includes(x));
     for (const scenario of scenarios) {
       for (let run = 1; run <= runs; run++) {
@@ -382,13 +382,16 @@ async function main(): Promise<void> {
     if (values['skip-steady'] !== true) {
       log('Steady state: stopping the scenario candidates…');
       await Promise.all(pairs.flatMap((p) => [...p.candidates.values()].map((c) => c.proc.stop())));
+      // A lock whose Ready pods have no agent keeps being granted and expiring (grant, pod label,
+      // status, Event every lease duration): delete it, so that it does not count in any window.
+      await deleteLock(fpPairNs, LOCK);
       steady = await measureSteady({
         log, signal, windowS, raw, etcdUrl: plane.etcd.clientUrl,
         configs: [
-          { id: 'fencepost', label: `fencepost (${fmtTimings(EQUAL)})`, timings: EQUAL, setup: async () => { await setupSteady(fpSteadyNs, EQUAL, true); return starter('fencepost', fpSteadyNs, EQUAL, () => 'steady'); } },
+          { id: 'fencepost', label: `fencepost (${fmtTimings(EQUAL)})`, timings: EQUAL, setup: async () => { await setupSteady(fpSteadyNs, EQUAL, true); return starter('fencepost', fpSteadyNs, EQUAL, () => 'steady'); }, teardown: () => deleteLock(fpSteadyNs, LOCK) },
           { id: 'client-go-equal', label: `client-go (${fmtTimings(EQUAL)})`, timings: EQUAL, setup: async () => { const t = await ns('cg-steady-'); await makePods(t, STEADY_PODS); return starter('client-go-equal', t, EQUAL, () => 'steady'); } },
           { id: 'client-go-defaults', label: `client-go (${fmtTimings(CLIENT_GO_DEFAULTS)})`, timings: CLIENT_GO_DEFAULTS, setup: async () => { const t = await ns('cg-steady-default-'); await makePods(t, STEADY_PODS); return starter('client-go-defaults', t, CLIENT_GO_DEFAULTS, () => 'steady'); } },
-          { id: 'fencepost-defaults', label: `fencepost (lock defaults: ${fmtTimings(FENCEPOST_DEFAULTS)})`, timings: FENCEPOST_DEFAULTS, setup: async () => { await setupSteady(fpDefaultNs, FENCEPOST_DEFAULTS, false); return starter('fencepost', fpDefaultNs, FENCEPOST_DEFAULTS, () => 'steady'); } },
+          { id: 'fencepost-defaults', label: `fencepost (lock defaults: ${fmtTimings(FENCEPOST_DEFAULTS)})`, timings: FENCEPOST_DEFAULTS, setup: async () => { await setupSteady(fpDefaultNs, FENCEPOST_DEFAULTS, false); return starter('fencepost', fpDefaultNs, FENCEPOST_DEFAULTS, () => 'steady'); }, teardown: () => deleteLock(fpDefaultNs, LOCK) },
         ],
         onProc: (p) => { procs.push(p); },
       });
@@ -467,6 +470,8 @@ interface SteadyConfig {
   readonly timings: Timings;
   /** setup makes the pods (and lock) and returns the candidate starter. */
   setup(): Promise<(pod: string) => Promise<Candidate>>;
+  /** teardown, after the candidates stopped: fencepost deletes its lock (Ready pods without agents would keep being granted). */
+  teardown?(): Promise<void>;
 }
 
 interface Counts {
@@ -559,6 +564,7 @@ async function measureSteady(o: {
     o.log(`Steady state: ${c.label}, 3 candidates, ${o.windowS} s…`);
     const counts = await window();
     await Promise.all(cands.map((x) => x.proc.stop()));
+    await c.teardown?.();
     // Stopping releases the lock (fencepost: a handoff chain through the controller); let it end
     // before the next window.
     await sleep(QUIET_MS, undefined, { signal: o.signal });

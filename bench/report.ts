@@ -96,9 +96,12 @@ if (compare !== undefined) {
   if (term !== undefined) targets.push(['pod reported terminated: successor ≤ 1 s (p99)', ms(term.p99), term.p99 <= 1000 ? 'met' : `missed by ${ms(term.p99 - 1000)}`]);
   const silent = S['crash-silent']?.['fencepost:beyondLease'];
   if (silent !== undefined) targets.push(['silent crash ≤ lease + 100 ms (p99)', `lease ${silent.p99 >= 0 ? '+' : '−'} ${ms(Math.abs(silent.p99))}`, silent.p99 <= 100 ? 'met' : `missed by ${ms(silent.p99 - 100)}`]);
-  const st = compare.steady;
+  // A steady-state-only run (compare-steady.json) supersedes the one in compare.json when present.
+  const steadyRun = read<Compare>('compare-steady.json');
+  const st = steadyRun?.steady ?? compare.steady;
   if (st !== undefined) {
-    out.push(`Steady state, one lock, 3 candidates, ${st.windowS} s windows; idle (subtracted): ${st.idle.requestsPerMinute} requests/min, ${st.idle.etcdWritesPerMinute} etcd writes/min.`, '');
+    const src = steadyRun?.steady !== undefined ? steadyRun : compare;
+    out.push(`Steady state (\`${src.command}\`, load average ${src.loadAverage.start.one} at start), one lock, 3 candidates, ${st.windowS} s windows; idle (subtracted): ${st.idle.requestsPerMinute} requests/min, ${st.idle.etcdWritesPerMinute} etcd writes/min.`, '');
     out.push(table(['system', 'API requests / lock / minute', 'etcd writes / lock / minute', 'by verb and resource (per minute)'],
       st.rows.map((r) => [r.label, r.requestsPerMinute.toFixed(0), r.etcdWritesPerMinute.toFixed(0), Object.entries(r.byVerbResourcePerMinute).map(([k, v]) => `${k} ${v}`).join(', ')])), '');
     const fpE = st.rows.find((r) => r.id === 'fencepost');
