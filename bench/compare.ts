@@ -399,7 +399,8 @@ async function main(): Promise<void> {
 
     async function setupSteady(t: TestKube, timings: Timings, explicit: boolean): Promise<void> {
       await makePods(t, STEADY_PODS);
-      await createLock(t, lockBody(LOCK, LOCK, explicit ? lockTimings(timings) : {}));
+      // lockBody's own default lease is 2 s (for tests): give the lease, leave the rest to the CRD's defaults.
+      await createLock(t, lockBody(LOCK, LOCK, explicit ? lockTimings(timings) : { leaseDurationSeconds: timings.leaseDurationSeconds }));
     }
 
     const summary: Record<string, Record<string, Stats>> = {};
