@@ -27,7 +27,6 @@
  * stopped by PID at the end, also on failure or Ctrl-C.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { Agent, request as httpsRequest } from 'node:https';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
@@ -39,6 +38,7 @@ import { createLock, createPod, getLease, getLock, lockBody, releaseLease, testK
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
+import { keepAliveClient } from './kube-http.ts';
 import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, startServers } from './lib.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -173,58 +173,6 @@ class TimedLeases extends CoordinationV1Api {
       this.t1 = performance.now();
     }
   }
-}
-
-/** RawObject is an API object as JSON, kept as the server sent it. */
-interface RawObject {
-  readonly metadata?: { readonly resourceVersion?: string; readonly annotations?: Record<string, string> };
-  readonly [key: string]: unknown;
-}
-
-/** KeepAliveClient talks to the API server over one kept-alive HTTPS connection (node:https). */
-interface KeepAliveClient {
-  request(method: 'GET' | 'PUT', path: string, body?: RawObject): Promise<RawObject>;
-  close(): void;
-}
-
-function keepAliveClient(kc: KubeConfig): KeepAliveClient {
-  const cluster = kc.getCurrentCluster();
-  const user = kc.getCurrentUser();
-  if (cluster === null || user === null) throw new Error('kubeconfig has no current cluster or user');
-  const pem = (file: string | undefined, data: string | undefined): Buffer | undefined =>
-    (file !== undefined ? readFileSync(file) : data !== undefined ? Buffer.from(data, 'base64') : undefined);
-  const ca = pem(cluster.caFile, cluster.caData);
-  const cert = pem(user.certFile, user.certData);
-  const key = pem(user.keyFile, user.keyData);
-  const agent = new Agent({
-    keepAlive: true, maxSockets: 1, rejectUnauthorized: cluster.skipTLSVerify !== true,
-    ...(ca !== undefined ? { ca } : {}), ...(cert !== undefined ? { cert } : {}), ...(key !== undefined ? { key } : {}),
-  });
-  const headers: Record<string, string> = { accept: 'application/json' };
-  if (user.token !== undefined) headers['authorization'] = `Bearer ${user.token}`;
-  return {
-    request(method, path, body) {
-      const payload = body !== undefined ? JSON.stringify(body) : undefined;
-      return new Promise<RawObject>((resolvePromise, reject) => {
-        const req = httpsRequest(new URL(cluster.server + path), {
-          method, agent, headers: payload !== undefined ? { ...headers, 'content-type': 'application/json' } : headers,
-        }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => { chunks.push(c); });
-          res.on('error', reject);
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            const status = res.statusCode ?? 0;
-            if (status < 200 || status > 299) { reject(new Error(`${method} ${path}: HTTP ${status}: ${text.slice(0, 300)}`)); return; }
-            try { resolvePromise(JSON.parse(text) as RawObject); } catch (err) { reject(err instanceof Error ? err : new Error(String(err))); }
-          });
-        });
-        req.on('error', reject);
-        req.end(payload);
-      });
-    },
-    close() { agent.destroy(); },
-  };
 }
 
 interface Seen { readonly at: number; readonly type: string; readonly lease: V1Lease }

@@ -2,7 +2,9 @@
  * Pieces every benchmark in bench/ shares: nearest-rank percentiles, the --runs flag, stopping
  * on SIGINT/SIGTERM, starting the testbed's servers, and a description of the machine.
  */
-import { arch, cpus, platform, release, totalmem } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { arch, cpus, loadavg, platform, release, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../test/support/testbed/control-plane.ts';
 import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
@@ -65,4 +67,34 @@ export function describeMachine(): Machine {
 /** machineLine is the one-line machine header of a results table. */
 export function machineLine(m: Pick<Machine, 'cpu' | 'cores' | 'totalMemoryBytes'>): string {
   return `machine: ${m.cpu}, ${m.cores} cores, ${(m.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB`;
+}
+
+/** Stats: nearest-rank percentiles and the maximum of a series, rounded to 0.01. */
+export interface Stats { readonly n: number; readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number }
+
+const round2 = (n: number): number => Math.round(n * 100) / 100;
+
+/** summarize computes Stats over xs (NaN fields for none). */
+export function summarize(xs: readonly number[]): Stats {
+  return { n: xs.length, p50: round2(percentile(xs, 50)), p90: round2(percentile(xs, 90)), p99: round2(percentile(xs, 99)), max: round2(xs.length > 0 ? Math.max(...xs) : Number.NaN) };
+}
+
+/** LoadAverage: the 1, 5 and 15 minute load averages, with the time they were read. */
+export interface LoadAverage { readonly at: string; readonly one: number; readonly five: number; readonly fifteen: number }
+
+/** loadAverage reads the load average now (the machine is shared: every result records it at start and end). */
+export function loadAverage(): LoadAverage {
+  const [one = 0, five = 0, fifteen = 0] = loadavg();
+  return { at: new Date().toISOString(), one: round2(one), five: round2(five), fifteen: round2(fifteen) };
+}
+
+/** RESULTS_DIR is where every benchmark writes its JSON. */
+export const RESULTS_DIR = join(import.meta.dirname, 'results');
+
+/** writeResult writes bench/results/<file> (pretty JSON) and returns its path. */
+export function writeResult(file: string, result: unknown): string {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const path = join(RESULTS_DIR, file);
+  writeFileSync(path, `${JSON.stringify(result, null, 2)}\n`);
+  return path;
 }
