@@ -242,6 +242,32 @@ describe('the fencepost Helm chart', () => {
     expect(r.stderr).toContain('noHolderFor');
   });
 
+  it('ships the agent admission policies of test/safety/agent-policy.yaml, matching the chart\'s agent ServiceAccount in agentRbac.namespaces only', async () => {
+    interface Doc { kind: string; metadata: { name: string }; spec: { matchConditions?: { expression: string }[]; matchResources?: unknown; policyName?: string } & Record<string, unknown> }
+    const r = await template(ns, ['--set', 'agentRbac.namespaces={a,b}', '--set', 'agentRbac.serviceAccountName=locker']);
+    expect(r.code, r.stderr).toBe(0);
+    const rendered = (loadAllYaml(r.stdout) as (Doc | null)[]).filter((d): d is Doc => d !== null && d.kind.startsWith('ValidatingAdmissionPolicy'));
+    const proven = (loadAllYaml(readFileSync(join(root, 'test/safety/agent-policy.yaml'), 'utf8')) as Doc[]);
+    expect(rendered.map((d) => `${d.kind} ${d.metadata.name}`).sort()).toEqual(proven.map((d) => `${d.kind} r-${d.metadata.name}`).sort());
+    for (const d of rendered) {
+      const twin = proven.find((p) => p.kind === d.kind && `r-${p.metadata.name}` === d.metadata.name);
+      if (d.kind === 'ValidatingAdmissionPolicy') {
+        // Identical but for who is matched: the chart names its agent ServiceAccount in each granted namespace.
+        const { matchConditions, ...rest } = d.spec;
+        const { matchConditions: _m, ...provenRest } = twin?.spec ?? {};
+        expect(rest).toEqual(provenRest);
+        expect(matchConditions?.map((c) => c.expression)).toEqual(['request.userInfo.username in ["system:serviceaccount:a:locker","system:serviceaccount:b:locker"]']);
+      } else {
+        expect(d.spec.policyName).toBe(d.metadata.name);
+        expect(d.spec.matchResources).toEqual({ namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['a', 'b'] }] } });
+      }
+    }
+    const off = await template(ns, ['--set', 'agentRbac.namespaces={a}', '--set', 'agentRbac.admissionPolicies.enabled=false']);
+    expect(off.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
+    const none = await template(ns);
+    expect(none.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
+  });
+
   it('renders strict YAML (no duplicate keys) with every optional object on', async () => {
     const r = await template(ns, ['--set', `agentRbac.namespaces={${ns}}`, '--set', 'serviceMonitor.enabled=true', '--set', 'prometheusRule.enabled=true',
       '--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrlSecret.name=redis-auth', '--set', `watchNamespaces={${ns}}`]);

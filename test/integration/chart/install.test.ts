@@ -3,9 +3,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { AuthorizationV1Api, CoreV1Api, KubeConfig, loadAllYaml, type V1Deployment } from '@kubernetes/client-node';
+import { AuthorizationV1Api, CoordinationV1Api, CoreV1Api, KubeConfig, loadAllYaml, type V1Deployment } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockSnapshot } from '../../../src/agent/session.ts';
+import { renewedLease } from '../../../src/lease/record.ts';
 import { writeServiceAccountKubeconfig } from '../../support/cluster/identity.ts';
 import { FENCEPOST_MAIN, rewriteAddresses } from '../../support/cluster/pod-runner.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
@@ -40,7 +41,8 @@ function fromFile(file: string): KubeConfig {
 // A real `helm install` of the chart on the shared API server, then the controller run as a local
 // process with the chart's ServiceAccount token and the Deployment's own args, and agents with the
 // chart's agent ServiceAccount bound to their pods: the chart's RBAC is enough for the whole lock
-// life cycle, and every verb the two identities should not have is denied.
+// life cycle (with the chart's agent admission policies on), and every verb the two identities
+// should not have is denied.
 describe('helm install of the chart: the RBAC it grants is enough, and no more', () => {
   const admin = sharedKubeConfig();
   const release = `rbac${Math.random().toString(36).slice(2, 7)}`;
@@ -140,6 +142,20 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
     await agents[first]?.stop();
     const second = 1 - first;
     await eventually(async () => { const s = await snap(second); expect(s.held).toBe(true); expect(BigInt(s.token ?? '0')).toBeGreaterThan(token); }, 20_000);
+    // The chart's admission policies: the first pod's agent identity (a token bound to svc-<first>,
+    // still valid) may not write the Lease svc-<second> now holds, though RBAC grants update on it.
+    const held = await eventually(async () => { const l = await getLease(t, 'svc'); expect(l?.spec?.holderIdentity).toMatch(new RegExp(`^svc-${second}/`)); return l; }, 20_000);
+    const other = fromFile(join(dir, `agent-${first}.kubeconfig`)).makeApiClient(CoordinationV1Api);
+    const denied = await other.replaceNamespacedLease({ namespace: t.namespace, name: held?.metadata?.name ?? '', body: renewedLease(held ?? {}, new Date()) }).then(() => undefined, (e: unknown) => e);
+    expect(denied).toMatchObject({ code: 403 });
+    expect(String((denied as { body?: unknown }).body)).toMatch(/spec\.holderIdentity: only the holder pod may write this Lease/);
+    // The real holder's agent still renews through the same policies.
+    const renewedBefore = String(held?.spec?.renewTime);
+    await eventually(async () => {
+      const l = await getLease(t, 'svc');
+      expect(l?.spec?.holderIdentity).toBe(held?.spec?.holderIdentity);
+      expect(String(l?.spec?.renewTime)).not.toBe(renewedBefore);
+    }, 20_000);
     // Deleting the lock runs the finalizer: the Lease goes, then the lock.
     await deleteLock(t, 'svc');
     await eventually(async () => {
