@@ -6,19 +6,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { sharedKubeconfigPath } from '../support/env.ts';
-import { formatTable } from './report.ts';
-import { formatFailures, runTrials, type FaultSummary } from './runner.ts';
+import { CONCURRENCY, LEASE_SECONDS, printSummaries as print, SEED } from './ci-settings.ts';
+import { runTrials } from './runner.ts';
 import { startSafetyBed } from './testbed.ts';
 
 const TRIALS = Number(process.env['SAFETY_CALIBRATION_TRIALS'] ?? '3');
-const CONCURRENCY = Number(process.env['SAFETY_CONCURRENCY'] ?? '10');
-const LEASE_SECONDS = 1;
-const SEED = process.env['SAFETY_SEED'] !== undefined ? Number(process.env['SAFETY_SEED']) : Math.floor(Math.random() * 2 ** 31);
-
-function print(title: string, summaries: readonly FaultSummary[]): void {
-  const failures = formatFailures(summaries);
-  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${failures !== '' ? `${failures}\n` : ''}`);
-}
 
 describe('calibration: the suite fails when a protection is removed', () => {
   it('reports S2/S3 violations when the store accepts any token (guard removed)', async () => {

@@ -8,20 +8,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sharedKubeconfigPath } from '../support/env.ts';
-import { formatTable } from './report.ts';
-import { formatFailures, runTrials, type FaultSummary } from './runner.ts';
+import { CONCURRENCY, LEASE_SECONDS, printSummaries as print, SEED } from './ci-settings.ts';
+import { runTrials } from './runner.ts';
 import { startSafetyBed, type SafetyBed } from './testbed.ts';
 import { FAULT_TYPES } from './trial.ts';
 
 const TRIALS = Number(process.env['SAFETY_TRIALS'] ?? '20');
-const CONCURRENCY = Number(process.env['SAFETY_CONCURRENCY'] ?? '10');
-const LEASE_SECONDS = 1;
-const SEED = process.env['SAFETY_SEED'] !== undefined ? Number(process.env['SAFETY_SEED']) : Math.floor(Math.random() * 2 ** 31);
-
-function print(title: string, summaries: readonly FaultSummary[]): void {
-  const failures = formatFailures(summaries);
-  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${failures !== '' ? `${failures}\n` : ''}`);
-}
 
 describe('the safety suite', () => {
   let bed: SafetyBed;
