@@ -32,7 +32,7 @@ import { getStatus } from '../test/support/testbed/http-probe.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../test/support/testbed/processes.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
-import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, startServers } from './lib.ts';
+import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, runMain, startServers, textTable } from './lib.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
@@ -279,15 +279,11 @@ function table(
     ['baseline node RSS', ...mib(s.baselineRssKiB)],
     ['baseline node HWM', ...mib(s.baselineHwmKiB)],
   ];
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  const line = (r: string[]): string => r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
   const out = [
     `fencepost agent footprint: ${runs} runs, node ${versions.node}, kube ${versions.kube}`,
     machineLine(machine),
     '',
-    line(rows[0] ?? []),
-    widths.map((w) => '-'.repeat(w)).join('  '),
-    ...rows.slice(1).map(line),
+    ...textTable(rows, 1),
     '',
   ];
   if ('skipped' in modules) out.push(`modules loaded: skipped (${modules.skipped})`);
@@ -302,10 +298,4 @@ function table(
   return `${out.join('\n')}\n`;
 }
 
-main().then(
-  () => { process.exitCode = 0; },
-  (err: unknown) => {
-    process.stderr.write(`agent-footprint: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain('agent-footprint', main);

@@ -49,7 +49,7 @@ import { freePort } from '../test/support/testbed/ports.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { clientGoPeer, fencepostAgent, holdsNow, LineProcess, type Candidate, type Timings } from './candidates.ts';
 import { keepAliveClient, parseMetrics, sumMetric, type KeepAliveClient, type MetricSample } from './kube-http.ts';
-import { describeMachine, loadAverage, machineLine, onInterrupt, startServers, summarize, writeResult, type Stats } from './lib.ts';
+import { describeMachine, loadAverage, machineLine, onInterrupt, runMain, startServers, textTable, summarize, writeResult, type Stats } from './lib.ts';
 import { clientGoVersion, ensureClientGoPeer } from './peers/client-go-peer.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -635,12 +635,10 @@ function table(
   rows.push(['floor', 'watch delivery', ms(floor.watchMs.p50), ms(floor.watchMs.p90), ms(floor.watchMs.p99), ms(floor.watchMs.max)]);
   rows.push(['floor', 'Lease CAS, client-node plain', ms(floor.clientNodeCasMs.p50), ms(floor.clientNodeCasMs.p90), ms(floor.clientNodeCasMs.p99), ms(floor.clientNodeCasMs.max)]);
   rows.push(['floor', 'Lease CAS, client-node pooled', ms(floor.pooledCasMs.p50), ms(floor.pooledCasMs.p90), ms(floor.pooledCasMs.p99), ms(floor.pooledCasMs.max)]);
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  const line = (r: string[]): string => r.map((c, i) => (i < 2 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
   const out = [
     `fencepost vs client-go leader election: ${runs} runs per scenario and system`,
     `${machineLine(machine)}, load average at start ${load.one} / ${load.five}`,
-    '', line(rows[0] ?? []), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line), '',
+    '', ...textTable(rows, 2), '',
     ...Object.entries(rat).map(([k, v]) => `${k}: ${v.toFixed(2)}×`),
   ];
   if (steady !== undefined) {
@@ -650,10 +648,4 @@ function table(
   return `${out.join('\n')}\n`;
 }
 
-main().then(
-  () => { process.exitCode = 0; },
-  (err: unknown) => {
-    process.stderr.write(`compare: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain('compare', main);

@@ -39,7 +39,7 @@ import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { keepAliveClient } from './kube-http.ts';
-import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, startServers } from './lib.ts';
+import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, runMain, startServers, textTable } from './lib.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const OUT = join(ROOT, 'bench/results/handoff.json');
@@ -536,15 +536,11 @@ function table(
       row('floor, client-node: watch (after return)', cn.watchMs),
       row('floor, client-node: watch (from send)', cn.watchFromSendMs),
     ];
-    const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-    const line = (r: string[]): string => r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
     const md = s.models;
     const ra = s.ratios;
     out.push(
       '',
-      line(rows[0] ?? []),
-      widths.map((w) => '-'.repeat(w)).join('  '),
-      ...rows.slice(1).map(line),
+      ...textTable(rows, 1),
       `commit → grant p50 ${m.commitToGrantMs.p50.toFixed(1)} ms is:`,
       `  ${ra.commitToGrantOverWatchRoundTripKeepAlive.toFixed(1)}× one watch round trip on kept-alive connections (2 × watch + 1 × CAS = ${md.watchRoundTripKeepAliveMs.toFixed(1)} ms)`,
       `  ${ra.commitToGrantOverWatchRoundTripClientNode.toFixed(1)}× one watch round trip with client-node (2 × watch + 1 × CAS = ${md.watchRoundTripClientNodeMs.toFixed(1)} ms)`,
@@ -555,10 +551,4 @@ function table(
   return `${out.join('\n')}\n`;
 }
 
-main().then(
-  () => { process.exitCode = 0; },
-  (err: unknown) => {
-    process.stderr.write(`handoff: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain('handoff', main);

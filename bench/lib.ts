@@ -98,3 +98,25 @@ export function writeResult(file: string, result: unknown): string {
   writeFileSync(path, `${JSON.stringify(result, null, 2)}\n`);
   return path;
 }
+
+/**
+ * textTable lays out rows (the first is the header) as aligned text lines: the first `leftColumns`
+ * columns padded to the left edge, the rest to the right (numbers), two spaces apart, with a
+ * dashed rule under the header unless `rule` is false.
+ */
+export function textTable(rows: readonly (readonly string[])[], leftColumns: number, rule = true): string[] {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  const line = (r: readonly string[]): string => r.map((c, i) => (i < leftColumns ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
+  return [line(rows[0] ?? []), ...(rule ? [widths.map((w) => '-'.repeat(w)).join('  ')] : []), ...rows.slice(1).map(line)];
+}
+
+/** runMain runs a benchmark's main and turns a failure into one line on stderr (prefixed by name) and exit code 1. */
+export function runMain(name: string, main: () => Promise<void>): void {
+  main().then(
+    () => { process.exitCode = 0; },
+    (err: unknown) => {
+      process.stderr.write(`${name}: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -15,7 +15,7 @@ import type { Redis } from 'ioredis';
 import { redisFence } from '../src/fencing/redis-fence.ts';
 import { redisGuard, type RedisGuard } from '../src/guards/redis-guard.ts';
 import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
-import { describeMachine, loadAverage, machineLine, onInterrupt, summarize, writeResult, type Stats } from './lib.ts';
+import { describeMachine, loadAverage, machineLine, onInterrupt, runMain, summarize, writeResult, type Stats } from './lib.ts';
 
 const USAGE = `Usage: node bench/redis-fence.ts [--runs N] [--seconds S] [--out FILE]
 
@@ -105,10 +105,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => { process.exitCode = 0; },
-  (err: unknown) => {
-    process.stderr.write(`redis-fence: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain('redis-fence', main);

@@ -38,7 +38,7 @@ import { freePort } from '../test/support/testbed/ports.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { LineProcess } from './candidates.ts';
 import { keepAliveClient, parseMetrics, sumMetric, type KeepAliveClient } from './kube-http.ts';
-import { describeMachine, loadAverage, machineLine, onInterrupt, startServers, writeResult, type LoadAverage } from './lib.ts';
+import { describeMachine, loadAverage, machineLine, onInterrupt, runMain, startServers, textTable, writeResult, type LoadAverage } from './lib.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
@@ -410,15 +410,7 @@ function table(rs: readonly SizeResult[], machine: { cpu: string; cores: number;
       f(r.coldApiWritesPerS), f(r.steadyApiWritesPerS),
     ]);
   }
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  const line = (r: string[]): string => r.map((c, i) => c.padStart(widths[i] ?? 0)).join('  ');
-  return `${['fencepost scale: one controller replica, holders renewing', machineLine(machine), '', line(rows[0] ?? []), ...rows.slice(1).map(line)].join('\n')}\n`;
+  return `${['fencepost scale: one controller replica, holders renewing', machineLine(machine), '', ...textTable(rows, 0, false)].join('\n')}\n`;
 }
 
-main().then(
-  () => { process.exitCode = 0; },
-  (err: unknown) => {
-    process.stderr.write(`scale: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+runMain('scale', main);
