@@ -7,7 +7,7 @@ import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type K
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { eventRecorder } from '../../kube/events.ts';
-import { LOCK_LABEL } from '../../lease/record.ts';
+import { LOCK_LABEL, parseHolderIdentity } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { TimerClock } from '../../runtime/clock.ts';
@@ -123,7 +123,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     const counts = { held: 0, vacant: 0, idle: 0 };
     for (const l of locks.list()) {
       const lease = leases.get(l.metadata.namespace, leaseName(l.metadata.name ?? ''));
-      if ((lease?.spec?.holderIdentity ?? '') !== '') counts.held++;
+      if (parseHolderIdentity(lease?.spec?.holderIdentity) !== undefined) counts.held++; // the record's own notion of held
       else if (l.spec.mode === 'Mutex') counts.idle++;
       else counts.vacant++;
     }
