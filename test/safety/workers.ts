@@ -8,11 +8,11 @@
  * a killed worker is replaced. Every event a worker prints is stamped on arrival with the
  * runner's monotonic clock: the reference clock of the history.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { KubeConfig } from '@kubernetes/client-node';
+import { spawnManaged } from '../support/testbed/processes.ts';
 import { startTcpProxy, type TcpProxy } from '../support/testbed/tcp-proxy.ts';
 import { parseWorkerOutput, type WorkerCommand, type WorkerOutput } from './worker-protocol.ts';
 
@@ -50,14 +50,7 @@ export interface PoolOptions {
   readonly name?: string;
 }
 
-const live = new Set<ChildProcess>();
-let hooked = false;
-
 async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
-  if (!hooked) {
-    hooked = true;
-    process.on('exit', () => { for (const c of live) { c.kill('SIGCONT'); c.kill('SIGKILL'); } });
-  }
   const admin = new KubeConfig();
   admin.loadFromFile(o.kubeconfigPath);
   const server = new URL(admin.getCurrentCluster()?.server ?? '');
@@ -66,24 +59,19 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
   const storeProxy = await startTcpProxy({ targetPort: o.storePort });
   const kubeconfig = join(o.dir, `${id}.kubeconfig`);
   writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${apiProxy.port}`), { mode: 0o600 });
-  const fd = openSync(join(o.dir, `${id}.log`), 'a');
-  const child = spawn(process.execPath, [WORKER, '--kubeconfig', kubeconfig, '--store', `redis://127.0.0.1:${storeProxy.port}`], {
-    stdio: ['pipe', 'pipe', fd], env: { ...process.env, ...o.env?.(id) },
+  // A managed process: stopped with this process even after a failed test, like every testbed child.
+  const proc = spawnManaged(`worker ${id}`, process.execPath, {
+    args: [WORKER, '--kubeconfig', kubeconfig, '--store', `redis://127.0.0.1:${storeProxy.port}`],
+    logFile: join(o.dir, `${id}.log`), env: { ...process.env, ...o.env?.(id) }, pipeStdio: true,
   });
-  closeSync(fd);
-  if (child.pid === undefined || child.stdout === null || child.stdin === null) throw new Error(`Failed to start worker ${id}`);
-  live.add(child);
-  const stdin = child.stdin;
+  if (proc.stdout === null || proc.stdin === null) throw new Error(`Failed to start worker ${id}`);
+  const stdin = proc.stdin;
   stdin.on('error', () => undefined); // a killed worker's pipe
-  let running = true;
-  const exited = new Promise<void>((done) => {
-    child.on('exit', () => { running = false; live.delete(child); done(); });
-    child.on('error', () => { running = false; live.delete(child); done(); });
-  });
+  const exited = proc.exited.then(() => undefined);
   const listeners = new Map<string, Set<(e: StampedOutput) => void>>();
   let onReady: (() => void) | undefined;
   const ready = new Promise<void>((r) => { onReady = r; });
-  createInterface({ input: child.stdout }).on('line', (line) => {
+  createInterface({ input: proc.stdout }).on('line', (line) => {
     const at = performance.now();
     const o = parseWorkerOutput(line);
     if (o === undefined) return;
@@ -97,20 +85,20 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
     return () => { set.delete(listener); if (set.size === 0) listeners.delete(trial); };
   };
   const h: WorkerHandle = {
-    id, pid: child.pid, apiProxy, storeProxy, exited, on,
-    alive: () => running,
-    send(cmd) { if (running) stdin.write(`${JSON.stringify(cmd)}\n`); },
+    id, pid: proc.pid, apiProxy, storeProxy, exited, on,
+    alive: () => proc.isRunning(),
+    send(cmd) { if (proc.isRunning()) stdin.write(`${JSON.stringify(cmd)}\n`); },
     waitFor(trial, match, timeoutMs, what) {
       return new Promise((resolveEvent, reject) => {
         const timer = setTimeout(() => { off(); reject(new Error(`worker ${id}: no ${what} within ${timeoutMs} ms`)); }, timeoutMs);
         const off = on(trial, (e) => { if (match(e)) { clearTimeout(timer); off(); resolveEvent(e); } });
       });
     },
-    signal(sig) { if (running) child.kill(sig); },
+    signal(sig) { proc.signal(sig); },
     async stop() {
-      if (running) {
-        child.kill('SIGCONT');
-        child.kill('SIGKILL');
+      if (proc.isRunning()) {
+        proc.signal('SIGCONT');
+        proc.signal('SIGKILL');
         await exited;
       }
       await Promise.allSettled([apiProxy.close(), storeProxy.close()]);

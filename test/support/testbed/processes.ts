@@ -5,6 +5,7 @@
  * started are ever signalled.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { appendFileSync, existsSync, openSync, readFileSync, closeSync, writeFileSync } from 'node:fs';
 
 /** ManagedProcess is one child process that the testbed started and will stop. */
@@ -14,6 +15,9 @@ export interface ManagedProcess {
   /** exited resolves with the exit code (or the signal name) when the process ends. */
   readonly exited: Promise<number | string>;
   readonly logFile: string;
+  /** stdin and stdout are pipes when spawned with pipeStdio (else null: stdout goes to logFile). */
+  readonly stdin: Writable | null;
+  readonly stdout: Readable | null;
   isRunning(): boolean;
   /** stop sends SIGTERM, then SIGKILL after graceMs (default 5 s), and waits for the exit. */
   stop(graceMs?: number): Promise<void>;
@@ -42,6 +46,8 @@ export interface SpawnOptions {
   readonly cwd?: string;
   /** pidFile, when given, records "pid<TAB>binary" so that reapStale can clean up after a crash. */
   readonly pidFile?: string;
+  /** pipeStdio gives the caller stdin and stdout as pipes (a line protocol); stderr still goes to logFile. */
+  readonly pipeStdio?: boolean;
 }
 
 /** spawnManaged starts binary with its stdout and stderr appended to logFile. */
@@ -49,7 +55,7 @@ export function spawnManaged(name: string, binary: string, opts: SpawnOptions): 
   installExitHook();
   const fd = openSync(opts.logFile, 'a');
   const child = spawn(binary, [...opts.args], {
-    stdio: ['ignore', fd, fd],
+    stdio: opts.pipeStdio === true ? ['pipe', 'pipe', fd] : ['ignore', fd, fd],
     env: opts.env ?? process.env,
     cwd: opts.cwd,
   });
@@ -68,7 +74,7 @@ export function spawnManaged(name: string, binary: string, opts: SpawnOptions): 
     child.on('error', () => { running = false; live.delete(child); resolve('spawn-error'); });
   });
   return {
-    name, pid, exited, logFile: opts.logFile,
+    name, pid, exited, logFile: opts.logFile, stdin: child.stdin, stdout: child.stdout,
     isRunning: () => running,
     signal(sig) { if (running) child.kill(sig); },
     async stop(graceMs = 5000) {
