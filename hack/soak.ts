@@ -79,7 +79,7 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!s
 const resultOf = (summaries: readonly FaultSummary[], complete: boolean): Record<string, unknown> => ({
   command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), complete, seed: opts.seed, trialsPerFault: opts.trials, concurrency: opts.concurrency,
   leaseSeconds: opts.lease, calibrate: opts.calibrate ?? null, minutesPerFault: opts.phaseMinutes ?? null, wallSeconds: Math.round((performance.now() - began) / 1000),
-  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts,
+  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, killRoundSizes: bed.killRoundSizes, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts,
   machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
   summaries,
 });

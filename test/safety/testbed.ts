@@ -30,6 +30,20 @@ function readLog(file: string | undefined): string {
   try { return file !== undefined ? readFileSync(file, 'utf8') : ''; } catch { return ''; }
 }
 
+/** KillRoundKind: whether a controller kill round holds the token counter's replies. */
+export type KillRoundKind = 'hold-counter-replies' | 'plain';
+
+/** KILL_ROUND_GATHER_MS: how long a kill round waits for more trials to join it. */
+export const KILL_ROUND_GATHER_MS = 1000;
+/**
+ * KILL_ROUND_HOLD_MAX caps a 'hold-counter-replies' round: the controller runs 4 reconciles at a
+ * time (--workers default), and each waits on its held reply, so a 5th token request would never
+ * leave before the kill.
+ */
+const KILL_ROUND_HOLD_MAX = 4;
+/** KILL_ROUND_PREPARE_MS bounds the wait for the trials' `prepare` steps before the kill. */
+const KILL_ROUND_PREPARE_MS = 10_000;
+
 /** SafetyBedOptions configures startSafetyBed. */
 export interface SafetyBedOptions {
   readonly kubeconfigPath: string;
@@ -64,6 +78,18 @@ export interface SafetyBed {
   readonly controllerRestarts: number;
   /** killController SIGKILLs the controller process, starts a new one and waits until its workers run. */
   killController(): Promise<void>;
+  /**
+   * killTogether joins the open kill round of `kind` (or opens one) and resolves after that
+   * round's one SIGKILL + restart. A round gathers the trials that reach their kill point within
+   * KILL_ROUND_GATHER_MS, then runs each one's `prepare` (its part of the fault: release the lock,
+   * wait for its INCR to leave) and kills once every `prepare` is done: a restart costs seconds,
+   * and one serves every trial in the round. With 'hold-counter-replies' the counter proxy holds
+   * every reply from before the `prepare`s until after the kill, so a grant that has drawn its
+   * token never reaches its Lease write (the kill lands between INCR and the Lease update).
+   */
+  killTogether(kind: KillRoundKind, prepare: () => Promise<void>): Promise<void>;
+  /** killRoundSizes: how many trials each kill round served, in order. */
+  readonly killRoundSizes: readonly number[];
   /** exclusive runs fn while no other global fault runs. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** controllerLog: the tail of the controller logs (for failure messages). */
@@ -115,6 +141,26 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   startController();
 
   let chain: Promise<unknown> = Promise.resolve();
+  interface KillRound { readonly kind: KillRoundKind; readonly prepared: Promise<unknown>[]; readonly closed: Promise<void>; readonly done: Promise<void> }
+  const rounds = new Map<KillRoundKind, KillRound>();
+  const killRoundSizes: number[] = [];
+  const openRound = (kind: KillRoundKind): KillRound => {
+    let close = (): void => undefined;
+    const closed = new Promise<void>((r) => { close = r; });
+    const prepared: Promise<unknown>[] = [];
+    const done = bed.exclusive(async () => {
+      await sleep(KILL_ROUND_GATHER_MS);
+      rounds.delete(kind); // later arrivals open the next round
+      if (kind === 'hold-counter-replies') counterProxy.holdReplies();
+      close();
+      killRoundSizes.push(prepared.length);
+      await Promise.race([Promise.allSettled(prepared), sleep(KILL_ROUND_PREPARE_MS)]);
+      try { await bed.killController(); } finally { counterProxy.release(); }
+    });
+    const round: KillRound = { kind, prepared, closed, done };
+    rounds.set(kind, round);
+    return round;
+  };
   const bed: SafetyBed = {
     dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool, jumpPool, clockFile,
     skewedPool(spec) {
@@ -134,6 +180,14 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       // the next global fault waits for that (its log line; readyz is always true without leader election).
       const started = performance.now();
       while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
+    },
+    killRoundSizes,
+    async killTogether(kind, prepare) {
+      let round = rounds.get(kind) ?? openRound(kind);
+      if (kind === 'hold-counter-replies' && round.prepared.length >= KILL_ROUND_HOLD_MAX) round = openRound(kind);
+      const mine = round.closed.then(prepare);
+      round.prepared.push(mine);
+      await Promise.all([mine, round.done]);
     },
     exclusive<T>(fn: () => Promise<T>): Promise<T> {
       const run = chain.then(fn, fn);

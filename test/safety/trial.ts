@@ -272,22 +272,30 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     return { variant, faultMs: 0, startAt, above: h.token };
   },
   async ['controller-kill'](ctx, h) {
-    const variant = ctx.pick(['between-incr-and-lease', 'during-handoff'] as const);
+    const wanted = ctx.pick(['between-incr-and-lease', 'during-handoff'] as const);
+    let variant: string = wanted;
     const key = `fencepost:fence:${ctx.bed.t.namespace}/${ctx.spec.id}`;
-    return await ctx.bed.exclusive(async () => {
-      const proxy = ctx.bed.counterProxy;
-      if (variant === 'between-incr-and-lease') proxy.holdReplies((b) => b.toString('latin1').includes(key));
-      const startAt = performance.now();
-      h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
-      if (variant === 'between-incr-and-lease') {
-        for (let i = 0; i < 200 && !proxy.holding; i++) await sleep(25);
+    const proxy = ctx.bed.counterProxy;
+    let startAt = performance.now();
+    // One kill serves every trial of its round (see killTogether); this trial's part is its handoff.
+    await ctx.bed.killTogether(wanted === 'between-incr-and-lease' ? 'hold-counter-replies' : 'plain', async () => {
+      startAt = performance.now();
+      if (wanted === 'between-incr-and-lease') {
+        // The counter's replies are held now: once this lock's token script has left for Redis
+        // (it runs there), the grant cannot reach its Lease write before the kill.
+        const sent = new Promise<boolean>((r) => {
+          const off = proxy.onClientData((chunk) => { if (chunk.toString('latin1').includes(key)) { off(); r(true); } });
+          setTimeout(() => { off(); r(false); }, 5000).unref();
+        });
+        h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
+        // Labelled by what happened: a token request that never left makes it a kill mid-handoff.
+        if (!(await sent)) variant = 'during-handoff (token not requested in 5 s)';
       } else {
+        h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
         await sleep(ctx.uniform(0, 300));
       }
-      await ctx.bed.killController();
-      proxy.release();
-      return { variant, faultMs: 0, startAt, above: h.token };
     });
+    return { variant, faultMs: 0, startAt, above: h.token };
   },
 };
 
