@@ -16,10 +16,10 @@ import { cpus, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';
-import { formatFailures, runTrials, type FaultSummary } from '../test/safety/runner.ts';
+import { formatFailures, runTrials, summarize, type FaultSummary } from '../test/safety/runner.ts';
 import { formatTable } from '../test/safety/report.ts';
 import { startSafetyBed } from '../test/safety/testbed.ts';
-import { FAULT_TYPES, type FaultType } from '../test/safety/trial.ts';
+import { FAULT_TYPES, type FaultType, type TrialResult } from '../test/safety/trial.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
@@ -89,6 +89,17 @@ const writeResult = (summaries: readonly FaultSummary[], complete: boolean): voi
 };
 
 let done = 0;
+// Results so far, so that a run cut short (a crash, a deadline) still leaves its figures behind:
+// every PARTIAL_EVERY trials the JSON is rewritten with the finished phases plus the current one.
+const PARTIAL_EVERY = 100;
+let finished: readonly FaultSummary[] = [];
+let current: TrialResult[] = [];
+const writePartial = (): void => {
+  const wall = performance.now() - began;
+  const ongoing = opts.faults.filter((f) => !finished.some((s) => s.fault === f) && current.some((r) => r.spec.fault === f))
+    .map((f) => summarize(f, current.filter((r) => r.spec.fault === f), wall, { leaseSeconds: opts.lease, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}) }));
+  writeResult([...finished, ...ongoing], false);
+};
 const total = opts.trials * opts.faults.length;
 const ran = (): number => done;
 let summaries: FaultSummary[];
@@ -97,9 +108,11 @@ try {
     bed, faults: opts.faults, trialsPerFault: opts.trials, concurrency: opts.concurrency, baseSeed: opts.seed,
     leaseSeconds: opts.lease, fenced: opts.calibrate !== 'guard', ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}),
     ...(opts.phaseMinutes !== undefined ? { phaseBudgetMs: opts.phaseMinutes * 60_000 } : {}),
-    onPhase: (s) => { writeResult(s, false); },
+    onPhase: (s) => { finished = s; current = []; writeResult(s, false); },
     onResult: (r) => {
       done++;
+      current.push(r);
+      if (done % PARTIAL_EVERY === 0) writePartial();
       if (!r.report.ok || done % 25 === 0 || done === total) {
         process.stderr.write(`soak: ${done}/${total} (${Math.round((performance.now() - began) / 1000)} s)${r.report.ok ? '' : ` — ${r.spec.id} seed ${r.spec.seed} broke ${[...new Set(r.report.violations.map((v) => v.invariant))].join(',')}`}\n`);
       }
@@ -107,6 +120,7 @@ try {
   });
 } catch (err) {
   process.stderr.write(`soak failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n${bed.controllerLog()}\n`);
+  writePartial();
   await stop(1, true);
   throw err; // unreachable
 }

@@ -366,7 +366,8 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   } catch (err) {
     stuck = err instanceof Error ? err.message : String(err);
   } finally {
-    if (clockSpec?.startsWith('step ') === true) for (const w of ctx.workers) if (w.id.startsWith('jump')) writeFileSync(bed.clockFile(w.id), '+0\n');
+    // A clock file that cannot be reset (its worker is gone with its folder) must not end the run.
+    if (clockSpec?.startsWith('step ') === true) for (const w of ctx.workers) if (w.id.startsWith('jump')) try { writeFileSync(bed.clockFile(w.id), '+0\n'); } catch { /* see above */ }
     await ctx.leaveAll();
   }
   await sleep(200); // the MONITOR stream trails the clients' acknowledgements slightly
