@@ -363,7 +363,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
         outcome = { ...(await scripts.partition(ctx, h, other)), variant: `${clockSpec ?? ''}${h.w === wa ? '' : ' (not the holder)'} + blackhole` };
       } else if (spec.fault === 'apiserver') {
         if (outages === undefined || admission === undefined) throw new Error('apiserver: not admitted');
-        const r = await apiserverFault(ctx, h, outages, admission);
+        const r = await apiserverFault(ctx, outages, admission);
         outcome = { variant: r.observation.variant, faultMs: r.endAt - r.startAt, startAt: r.startAt, above: r.above, outage: r.observation, ...(r.observation.lostAfterMs !== undefined ? { stepDownMs: r.observation.lostAfterMs } : {}) };
       } else {
         outcome = await scripts[spec.fault](ctx, h, other);

@@ -131,7 +131,8 @@ export interface OutageObservation {
 export interface HolderTrack {
   /** deadlines: (report time, deadline) of each granted/renewed report, on the reference clock. */
   readonly deadlines: readonly { readonly at: number; readonly until: number }[];
-  readonly lostAt: number | undefined;
+  /** losses: times of its `lost`/`released` reports for the term's token (a term may be lost and confirmed again). */
+  readonly losses: readonly number[];
   /** renewedAfterEnd: a renew of the same term was reported after the outage ended. */
   readonly renewedAfterEnd: boolean;
 }
@@ -139,16 +140,17 @@ export interface HolderTrack {
 /** observe turns the outage and the holder's reports into the trial's observation (pure). */
 export function observe(o: SharedOutage<OutagePlan>, track: HolderTrack, renewDeadlineMs: number, failoverAt: number | undefined): OutageObservation {
   const before = track.deadlines.filter((d) => d.at <= o.startAt).at(-1);
-  const holding = before !== undefined && before.until > o.startAt && (track.lostAt === undefined || track.lostAt >= o.startAt);
-  const lostInside = track.lostAt !== undefined && track.lostAt >= o.startAt;
+  const holding = before !== undefined && before.until > o.startAt && !track.losses.some((t) => t >= before.at && t < o.startAt);
+  const lostAt = track.losses.find((t) => t >= o.startAt);
+  const lostInside = lostAt !== undefined;
   const observed = !holding ? 'unknown' : lostInside ? 'stepped-down' : track.renewedAfterEnd ? 'kept' : 'unknown';
   const marginMs = holding ? Math.round(before.until - o.endAt) : undefined;
   return {
     variant: o.plan.variant, downMs: o.plan.downMs, outageMs: Math.round(o.endAt - o.startAt), seq: o.seq, trials: o.trials, holding,
     phaseMs: holding ? Math.round(o.startAt - (before.until - renewDeadlineMs)) : undefined,
     marginMs, predicted: marginMs !== undefined ? predict(marginMs) : undefined, observed,
-    lostAfterMs: lostInside ? Math.round((track.lostAt ?? 0) - o.startAt) : undefined,
-    lostVsDeadlineMs: lostInside && before !== undefined ? Math.round((track.lostAt ?? 0) - before.until) : undefined,
+    lostAfterMs: lostInside ? Math.round((lostAt ?? 0) - o.startAt) : undefined,
+    lostVsDeadlineMs: lostInside && before !== undefined ? Math.round((lostAt ?? 0) - before.until) : undefined,
     failoverAfterEndMs: failoverAt !== undefined && observed === 'stepped-down' ? Math.round(failoverAt - o.endAt) : undefined,
   };
 }
