@@ -53,14 +53,17 @@ export function drawPlan(pick: <T>(xs: readonly T[]) => T): OutagePlan {
   return { variant, downMs: variant.endsWith('-hang') ? pick(HANG_MS) : pick(RESTART_EXTRA_MS) };
 }
 
-/** apiAnswers resolves once a read through kube-apiserver succeeds (bounded). */
-async function apiAnswers(plane: ControlPlane, timeoutMs: number): Promise<void> {
+/**
+ * apiAnswers resolves with the time a read through kube-apiserver first succeeds (bounded): the
+ * end of an outage as clients see it (kube-apiserver serves requests before its /readyz says ok).
+ */
+async function apiAnswers(plane: ControlPlane, timeoutMs: number): Promise<number> {
   const core = plane.kubeConfig().makeApiClient(CoreV1Api);
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
-    try { await core.readNamespace({ name: 'default' }); return; } catch { await sleep(20); }
+    try { await core.readNamespace({ name: 'default' }); return performance.now(); } catch { await sleep(20); }
   }
-  throw new Error(`kube-apiserver did not answer within ${timeoutMs} ms after the etcd restart`);
+  throw new Error(`kube-apiserver did not answer within ${timeoutMs} ms`);
 }
 
 /** runOutage acts on the plane's real processes and returns when the service went away and came back. */
@@ -73,17 +76,18 @@ export async function runOutage(plane: ControlPlane, plan: OutagePlan): Promise<
       try { await sleep(plan.downMs); } finally { p.signal('SIGCONT'); }
       return { startAt, endAt: performance.now() };
     }
-    case 'apiserver-restart':
+    case 'apiserver-restart': {
       await plane.apiServer.stop();
       await sleep(plan.downMs);
-      await plane.apiServer.start();
-      return { startAt, endAt: performance.now() };
-    case 'etcd-restart':
+      const [endAt] = await Promise.all([apiAnswers(plane, 120_000), plane.apiServer.start()]);
+      return { startAt, endAt };
+    }
+    case 'etcd-restart': {
       await plane.etcd.stop(1000);
       await sleep(plan.downMs);
       await plane.etcd.start();
-      await apiAnswers(plane, 60_000);
-      return { startAt, endAt: performance.now() };
+      return { startAt, endAt: await apiAnswers(plane, 60_000) };
+    }
   }
 }
 
@@ -141,7 +145,9 @@ export interface HolderTrack {
 export function observe(o: SharedOutage<OutagePlan>, track: HolderTrack, renewDeadlineMs: number, failoverAt: number | undefined): OutageObservation {
   const before = track.deadlines.filter((d) => d.at <= o.startAt).at(-1);
   const holding = before !== undefined && before.until > o.startAt && !track.losses.some((t) => t >= before.at && t < o.startAt);
-  const lostAt = track.losses.find((t) => t >= o.startAt);
+  // A loss counts for this outage if it came before the term's first renew after it (a later loss is another story).
+  const firstRenewAfterEnd = track.deadlines.find((d) => d.at > o.endAt)?.at ?? Infinity;
+  const lostAt = track.losses.find((t) => t >= o.startAt && t < firstRenewAfterEnd);
   const lostInside = lostAt !== undefined;
   const observed = !holding ? 'unknown' : lostInside ? 'stepped-down' : track.renewedAfterEnd ? 'kept' : 'unknown';
   const marginMs = holding ? Math.round(before.until - o.endAt) : undefined;
