@@ -32,7 +32,7 @@ export interface OutageResult { readonly startAt: number; readonly endAt: number
 export function renewDeadlineOf(leaseMs: number): number { return Math.floor((leaseMs * 2) / 3); }
 
 /** Terms tracks each term (holder and token) of a trial from its reports: deadlines and losses. */
-class Terms {
+export class Terms {
   readonly deadlines = new Map<string, { at: number; until: number }[]>();
   readonly losses = new Map<string, number[]>();
   readonly tokens = new Map<string, bigint>();

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { drawPlan, HANG_MS, observe, predict, RESTART_EXTRA_MS, summarizeOutages, formatOutageTable, type OutageObservation, type OutagePlan } from '../../../test/safety/faults/apiserver.ts';
 import { OutageScheduler, type SharedOutage } from '../../../test/safety/faults/outage-scheduler.ts';
-import { renewDeadlineOf } from '../../../test/safety/faults/apiserver-trial.ts';
+import { renewDeadlineOf, Terms } from '../../../test/safety/faults/apiserver-trial.ts';
+import type { StampedOutput } from '../../../test/safety/workers.ts';
 import { mulberry32 } from '../../../test/support/prng.ts';
 
 const R = 666;
@@ -116,5 +117,18 @@ describe('OutageScheduler', () => {
     const s = new OutageScheduler<string>(() => Promise.reject(new Error('kube-apiserver did not start')));
     const a = await s.admit();
     await expect(s.join(a, 'x')).rejects.toThrow('did not start');
+  });
+});
+
+describe('Terms (which term held when the outage began)', () => {
+  const ev = (kind: 'granted' | 'renewed' | 'lost', holder: string, token: string, at: number, expiresInMs?: number): StampedOutput => ({ trial: 't', kind, holder, token, at, ...(expiresInMs !== undefined ? { expiresInMs } : {}) });
+
+  it('takes the term whose last confirmation is still valid and not lost since, whichever candidate holds it', () => {
+    const terms = new Terms();
+    for (const e of [ev('granted', 'a/1', '5', 0, 600), ev('lost', 'a/1', '5', 650), ev('granted', 'b/2', '6', 1800, 600), ev('renewed', 'b/2', '6', 2100, 620)]) terms.add(e);
+    expect(terms.heldAt(500)).toBe('a/1#5');
+    expect(terms.heldAt(1000)).toBeUndefined();
+    expect(terms.heldAt(2200)).toBe('b/2#6');
+    expect(terms.track('b/2#6', 2000)).toEqual({ deadlines: [{ at: 1800, until: 2400 }, { at: 2100, until: 2720 }], losses: [], renewedAfterEnd: true });
   });
 });
