@@ -17,6 +17,7 @@ import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';
 import { formatFailures, runTrials, summarize, type FaultSummary } from '../test/safety/runner.ts';
+import { formatOutageTable } from '../test/safety/faults/apiserver.ts';
 import { formatTable } from '../test/safety/report.ts';
 import { startSafetyBed } from '../test/safety/testbed.ts';
 import { FAULT_TYPES, type FaultType, type TrialResult } from '../test/safety/trial.ts';
@@ -65,7 +66,8 @@ try {
 const began = performance.now();
 process.stderr.write(`soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`);
 const plane = await startControlPlane();
-const bed = await startSafetyBed({ kubeconfigPath: plane.kubeconfigPath, noFloor: opts.calibrate === 'floor' });
+// The plane is ours: the apiserver fault may stop and pause its kube-apiserver and etcd.
+const bed = await startSafetyBed({ kubeconfigPath: plane.kubeconfigPath, noFloor: opts.calibrate === 'floor', ...(opts.faults.includes('apiserver') ? { plane } : {}) });
 let stopping = false;
 const stop = async (code: number, keep: boolean): Promise<never> => {
   stopping = true;
@@ -79,7 +81,8 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!s
 const resultOf = (summaries: readonly FaultSummary[], complete: boolean): Record<string, unknown> => ({
   command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), complete, seed: opts.seed, trialsPerFault: opts.trials, concurrency: opts.concurrency,
   leaseSeconds: opts.lease, calibrate: opts.calibrate ?? null, minutesPerFault: opts.phaseMinutes ?? null, wallSeconds: Math.round((performance.now() - began) / 1000),
-  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, killRoundSizes: bed.killRoundSizes, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts,
+  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, killRoundSizes: bed.killRoundSizes, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts, leaseWatchExpired: bed.leases.expired,
+  controlPlaneOutages: bed.outages?.outages ?? 0,
   machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
   summaries,
 });
@@ -128,6 +131,8 @@ const wallMs = performance.now() - began;
 const violations = summaries.reduce((a, s) => a + s.failed.length, 0);
 writeResult(summaries, true);
 process.stdout.write(`${formatTable(summaries)}\n`);
+const outageRows = summaries.flatMap((s) => s.outages ?? []);
+if (outageRows.length > 0) process.stdout.write(`\nControl-plane outages (apiserver fault):\n${formatOutageTable(outageRows)}\n`);
 const failures = formatFailures(summaries);
 if (failures !== '') process.stdout.write(`\n${failures}\n`);
 process.stdout.write(`\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`);

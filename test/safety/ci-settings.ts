@@ -4,6 +4,7 @@
  * runs each in its own process) and prints it with every table, so a failing CI run can be replayed
  * with SAFETY_SEED.
  */
+import { formatOutageTable } from './faults/apiserver.ts';
 import { formatTable } from './report.ts';
 import { formatFailures, type FaultSummary } from './runner.ts';
 
@@ -17,5 +18,6 @@ export const SEED = process.env['SAFETY_SEED'] !== undefined ? Number(process.en
 /** printSummaries writes a titled fault table, the seed and every failed trial's replay command. */
 export function printSummaries(title: string, summaries: readonly FaultSummary[]): void {
   const failures = formatFailures(summaries);
-  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${failures !== '' ? `${failures}\n` : ''}`);
+  const outages = summaries.flatMap((s) => s.outages ?? []);
+  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${outages.length > 0 ? `\nControl-plane outages (apiserver fault):\n${formatOutageTable(outages)}\n` : ''}${failures !== '' ? `${failures}\n` : ''}`);
 }

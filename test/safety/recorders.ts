@@ -39,6 +39,11 @@ export class LeaseRecorder {
   #stopped = false;
   /** restarts: how many times the watch had to be resumed. */
   restarts = 0;
+  /**
+   * expired: how many times the server refused to resume from the last resourceVersion (410 Gone),
+   * so that the recorder relisted and the versions in between are missing: histories incomplete.
+   */
+  expired = 0;
 
   constructor(kc: KubeConfig, namespace: string) { this.#kc = kc; this.#ns = namespace; }
 
@@ -53,26 +58,49 @@ export class LeaseRecorder {
 
   /** start lists the Leases and watches from there. */
   async start(): Promise<void> {
+    await this.#list();
+    await this.#watch();
+  }
+
+  async #list(): Promise<void> {
     const list = await this.#kc.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: this.#ns, labelSelector: LOCK_LABEL });
     for (const l of list.items) this.#add(l);
     this.#rv = list.metadata?.resourceVersion ?? '';
-    await this.#watch();
   }
 
   async #watch(): Promise<void> {
     if (this.#stopped) return;
     const w = new Watch(this.#kc);
-    this.#abort = await w.watch(`/apis/coordination.k8s.io/v1/namespaces/${this.#ns}/leases`,
-      { labelSelector: LOCK_LABEL, resourceVersion: this.#rv, allowWatchBookmarks: true },
-      (type: string, obj: V1Lease) => {
-        if (obj.metadata?.resourceVersion !== undefined) this.#rv = obj.metadata.resourceVersion;
-        if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') this.#add(obj);
-      },
-      () => {
-        if (this.#stopped) return;
-        this.restarts++;
-        setTimeout(() => { void this.#watch().catch(() => undefined); }, 100);
-      });
+    let gone = false;
+    // A watch that cannot even start (the API server is down) is retried too, not dropped.
+    let resumed = false;
+    const again = (): void => {
+      if (this.#stopped || resumed) return;
+      resumed = true; // the watch may both reject and call done: resume once
+      this.restarts++;
+      const retry = (): void => {
+        setTimeout(() => {
+          if (this.#stopped) return;
+          void (gone ? this.#list() : Promise.resolve()).then(() => this.#watch(), () => { retry(); });
+        }, 100);
+      };
+      retry();
+    };
+    try {
+      this.#abort = await w.watch(`/apis/coordination.k8s.io/v1/namespaces/${this.#ns}/leases`,
+        { labelSelector: LOCK_LABEL, resourceVersion: this.#rv, allowWatchBookmarks: true },
+        (type: string, obj: V1Lease) => {
+          if (type === 'ERROR') {
+            if ((obj as { code?: number }).code === 410) { gone = true; this.expired++; }
+            return;
+          }
+          if (obj.metadata?.resourceVersion !== undefined) this.#rv = obj.metadata.resourceVersion;
+          if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') this.#add(obj);
+        },
+        () => { again(); });
+    } catch {
+      again();
+    }
   }
 
   /** versions returns what was recorded for a lock so far, after a fresh GET of its Lease. */

@@ -5,6 +5,7 @@
  */
 import { percentile } from '../../bench/lib.ts';
 import type { Invariant } from './checker.ts';
+import { summarizeOutages, type OutageRow } from './faults/apiserver.ts';
 import type { SafetyBed } from './testbed.ts';
 import { runTrial, type FaultType, type TrialResult } from './trial.ts';
 
@@ -62,6 +63,8 @@ export interface FaultSummary {
   readonly wallMs: number;
   readonly failed: readonly FailedTrial[];
   readonly stuckExamples: readonly string[];
+  /** outages: the `apiserver` fault's table (per variant and D: kept, stepped down, matched the formula). */
+  readonly outages?: readonly OutageRow[];
 }
 
 /** replayCommand is the command line that runs one trial again. */
@@ -106,15 +109,16 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
     ops: { grants: sum((r) => r.report.counts.grants), renews: sum((r) => r.report.counts.renews), attempts: sum((r) => r.report.counts.attempts), accepted: sum((r) => r.report.counts.accepted) },
     wallMs: Math.round(wallMs), failed,
     stuckExamples: results.flatMap((r) => (r.stuck !== undefined ? [`${r.spec.id} (seed ${r.spec.seed}, ${r.variant}): ${r.stuck}`] : [])).slice(0, 5),
+    ...(fault === 'apiserver' ? { outages: summarizeOutages(results.flatMap((r) => (r.outage !== undefined ? [r.outage] : []))) } : {}),
   };
 }
 
 /**
  * GLOBAL_FAULTS act on something every trial shares (the controller process, the counter Redis
- * server): their trials run in a phase of their own. The others act on one trial's processes and
+ * server, the control plane): their trials run in a phase of their own. The others act on one trial's processes and
  * proxies only, so their trials run interleaved in one phase (no idle slots between fault types).
  */
-export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill']);
+export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill', 'apiserver']);
 
 /** runTrials runs every fault type's trials and returns one summary per fault type. */
 export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {

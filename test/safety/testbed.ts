@@ -12,11 +12,14 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Redis } from 'ioredis';
-import { createTestNamespace } from '../support/testbed/control-plane.ts';
+import { createTestNamespace, type ControlPlane } from '../support/testbed/control-plane.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../support/testbed/processes.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
 import { startTcpProxy, type TcpProxy } from '../support/testbed/tcp-proxy.ts';
 import { testKube, type TestKube } from '../support/fixtures.ts';
+import { runOutage, type OutagePlan } from './faults/apiserver.ts';
+import { OutageScheduler } from './faults/outage-scheduler.ts';
+import { startWitness, type Witness } from './faults/witness.ts';
 import { LeaseRecorder, StoreRecorder } from './recorders.ts';
 import { WorkerPool } from './workers.ts';
 
@@ -51,6 +54,12 @@ export interface SafetyBedOptions {
   readonly noFloor?: boolean;
   /** keepDir: keep the logs folder after close (the runner keeps it when a trial failed). */
   readonly keepDir?: boolean;
+  /**
+   * plane: the control plane behind kubeconfigPath, when this bed may stop and pause its processes
+   * (the `apiserver` fault). Never the shared CI plane. The Lease recorder then watches through a
+   * witness API server of its own (faults/witness.ts), so that it sees every version across outages.
+   */
+  readonly plane?: ControlPlane;
 }
 
 /** SafetyBed is everything the trials share. */
@@ -92,6 +101,8 @@ export interface SafetyBed {
   readonly killRoundSizes: readonly number[];
   /** exclusive runs fn while no other global fault runs. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
+  /** outages: the shared control-plane outages of the `apiserver` fault (only with a plane). */
+  readonly outages?: OutageScheduler<OutagePlan>;
   /** controllerLog: the tail of the controller logs (for failure messages). */
   controllerLog(): string;
   close(keepDir?: boolean): Promise<void>;
@@ -107,7 +118,9 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   const counterProxy = await startTcpProxy({ targetPort: counter.port });
   const storeClient = store.client();
   storeClient.on('error', () => undefined);
-  const leases = new LeaseRecorder(kc, t.namespace);
+  const witness: Witness | undefined = o.plane !== undefined ? await startWitness(o.plane) : undefined;
+  const plane = o.plane;
+  const leases = new LeaseRecorder(witness?.kubeConfig() ?? kc, t.namespace);
   await leases.start();
   const storeLog = new StoreRecorder(store.url);
   await storeLog.start();
@@ -163,6 +176,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   };
   const bed: SafetyBed = {
     dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool, jumpPool, clockFile,
+    ...(plane !== undefined ? { outages: new OutageScheduler<OutagePlan>((p) => runOutage(plane, p)) } : {}),
     skewedPool(spec) {
       let p = skewed.get(spec);
       if (p === undefined) {
@@ -202,7 +216,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       storeLog.stop();
       storeClient.disconnect();
       await counterProxy.close();
-      await Promise.allSettled([counter.stop(), store.stop()]);
+      await Promise.allSettled([counter.stop(), store.stop(), witness?.stop()]);
       if (!keepDir && o.keepDir !== true) rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -12,13 +12,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createLock, createPod, deleteLock, lockBody } from '../support/fixtures.ts';
 import { mulberry32 } from '../support/prng.ts';
 import { checkHistory, type TrialReport } from './checker.ts';
+import { apiserverFault } from './faults/apiserver-trial.ts';
+import type { OutageObservation } from './faults/apiserver.ts';
+import type { Admission } from './faults/outage-scheduler.ts';
 import type { ClientEvent } from './history.ts';
 import { readFinalStore, trialPrefix } from './recorders.ts';
 import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
-export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock'] as const;
+export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock', 'apiserver'] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
 /** TrialSpec: which trial, with which seed, under which fault. */
@@ -42,6 +45,8 @@ export interface TrialResult {
   readonly failoverMs: number | undefined;
   /** stepDownMs: fault start → the faulted holder reported the loss (partition, clock). */
   readonly stepDownMs: number | undefined;
+  /** outage: the `apiserver` fault's observation (variant, D, kept or stepped down, the formula's prediction). */
+  readonly outage?: OutageObservation;
   /** injected: the fault was applied (false when set-up failed before it: such a trial counts as not run). */
   readonly injected: boolean;
   /** stuck: the trial made no progress after the fault within its bound, or failed before it. */
@@ -154,7 +159,7 @@ class Ctx {
 interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
 
 /** FaultOutcome: what a fault script reports back. */
-interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number }
+interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number; outage?: OutageObservation }
 
 type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
 
@@ -184,7 +189,7 @@ async function stopAt(ctx: Ctx, first: Holder, point: string): Promise<Holder> {
   return h;
 }
 
-const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
+const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>, Script> = {
   async none(_ctx, h) {
     await sleep(500);
     return { variant: 'none', faultMs: 0, startAt: performance.now(), above: h.token - 1n };
@@ -337,7 +342,14 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   let outcome: FaultOutcome | undefined;
   let stuck: string | undefined;
   const clockSpec = spec.fault === 'clock' ? ctx.pick(CLOCK_SPECS) : undefined;
+  // apiserver: the trial sets up only while no shared outage is gathered or running (outage-scheduler.ts).
+  const outages = spec.fault === 'apiserver' ? bed.outages : undefined;
+  let admission: Admission | undefined;
   try {
+    if (spec.fault === 'apiserver') {
+      if (outages === undefined) throw new Error('the apiserver fault needs a bed that owns its control plane (startSafetyBed({ plane }))');
+      admission = await outages.admit();
+    }
     const a = await createPod(bed.t, `${spec.id}-a`, { app: spec.id });
     const b = await createPod(bed.t, `${spec.id}-b`, { app: spec.id });
     const aId = `${spec.id}-a/${a.metadata?.uid ?? ''}`;
@@ -357,6 +369,10 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
         // server, so its belief ends by its own (stepped or skewed) clock alone.
         if (clockSpec?.startsWith('step ') === true && h.w === wa) writeFileSync(bed.clockFile(wa.id), `${clockSpec.slice(5)}\n`);
         outcome = { ...(await scripts.partition(ctx, h, other)), variant: `${clockSpec ?? ''}${h.w === wa ? '' : ' (not the holder)'} + blackhole` };
+      } else if (spec.fault === 'apiserver') {
+        if (outages === undefined || admission === undefined) throw new Error('apiserver: not admitted');
+        const r = await apiserverFault(ctx, outages, admission);
+        outcome = { variant: r.observation.variant, faultMs: r.endAt - r.startAt, startAt: r.startAt, above: r.above, outage: r.observation, ...(r.observation.lostAfterMs !== undefined ? { stepDownMs: r.observation.lostAfterMs } : {}) };
       } else {
         outcome = await scripts[spec.fault](ctx, h, other);
       }
@@ -366,6 +382,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   } catch (err) {
     stuck = err instanceof Error ? err.message : String(err);
   } finally {
+    if (admission !== undefined) outages?.leave(admission);
     // A clock file that cannot be reset (its worker is gone with its folder) must not end the run.
     if (clockSpec?.startsWith('step ') === true) for (const w of ctx.workers) if (w.id.startsWith('jump')) try { writeFileSync(bed.clockFile(w.id), '+0\n'); } catch { /* see above */ }
     await ctx.leaveAll();
@@ -385,5 +402,6 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     spec, variant: outcome?.variant ?? '(not reached)', report, injected: outcome !== undefined, faultMs: Math.round(outcome?.faultMs ?? 0),
     failoverMs: spec.fault === 'none' ? undefined : ctx.firstGrantAbove(outcome?.above ?? 0n, startAt),
     stepDownMs: outcome?.stepDownMs, stuck, wallMs: performance.now() - began,
+    ...(outcome?.outage !== undefined ? { outage: outcome.outage } : {}),
   };
 }

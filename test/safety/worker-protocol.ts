@@ -32,6 +32,8 @@ export interface WorkerOutput {
   readonly result?: 'accepted' | 'stale' | 'error';
   readonly reason?: string;
   readonly detail?: string;
+  /** expiresInMs: with granted/renewed, the validity left at that moment (the apiserver fault's deadline tracking). */
+  readonly expiresInMs?: number;
 }
 
 /** parseWorkerOutput reads one stdout line; undefined for anything that is not an event. */

@@ -74,7 +74,7 @@ async function writeLoop(c: JoinCommand, session: LockSession, running: () => bo
 async function join(c: JoinCommand): Promise<void> {
   const holder = `${c.pod}/${c.uid}`;
   const session = new LockSession({ kc, namespace: c.namespace, lock: c.lock, self: { name: c.pod, uid: c.uid }, clock: realClock, log: silentLogger });
-  session.onEvent((e) => { emit({ trial: c.trial, kind: e.type, holder, token: e.token, ...(e.reason !== undefined ? { reason: e.reason } : {}) }); });
+  session.onEvent((e) => { emit({ trial: c.trial, kind: e.type, holder, token: e.token, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.expiresInMs !== undefined ? { expiresInMs: e.expiresInMs } : {}) }); });
   const r: Running = { session, stopped: false, loop: Promise.resolve() };
   trials.set(c.trial, r);
   await session.start();

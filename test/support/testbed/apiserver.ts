@@ -23,12 +23,21 @@ export interface ApiServer {
   start(): Promise<void>;
 }
 
+/** ApiServerOptions: for a second server on the same etcd (e.g. a recorder's own, without the watch cache). */
+export interface ApiServerOptions {
+  /** name names its log file and cert folder (default kube-apiserver, apiserver-certs). */
+  readonly name?: string;
+  /** extraArgs are appended to the command line. */
+  readonly extraArgs?: readonly string[];
+}
+
 /** startApiServer starts kube-apiserver against etcdUrl and waits until /readyz answers 200. */
-export async function startApiServer(dir: string, pki: Pki, etcdUrl: string, pidFile?: string): Promise<ApiServer> {
+export async function startApiServer(dir: string, pki: Pki, etcdUrl: string, pidFile?: string, opts: ApiServerOptions = {}): Promise<ApiServer> {
   const bin = findBinary('kube-apiserver');
   const port = await freePort();
   const url = `https://127.0.0.1:${port}`;
-  const certDir = join(dir, 'apiserver-certs');
+  const name = opts.name ?? 'kube-apiserver';
+  const certDir = join(dir, opts.name !== undefined ? `${name}-certs` : 'apiserver-certs');
   mkdirSync(certDir, { recursive: true });
   const args = [
     `--etcd-servers=${etcdUrl}`,
@@ -43,13 +52,14 @@ export async function startApiServer(dir: string, pki: Pki, etcdUrl: string, pid
     // endpoint reconciler (as kwok does: there is no real node behind the advertise address).
     '--disable-admission-plugins=ServiceAccount', '--endpoint-reconciler-type=none',
     '--v=0',
+    ...(opts.extraArgs ?? []),
   ];
   let proc: ManagedProcess | undefined;
   const start = async (): Promise<void> => {
     // The port may still be in TIME_WAIT or taken briefly after a restart: retry a few times.
     for (let attempt = 1; ; attempt++) {
       const p = spawnManaged('kube-apiserver', bin, {
-        args, logFile: join(dir, 'kube-apiserver.log'), ...(pidFile !== undefined ? { pidFile } : {}),
+        args, logFile: join(dir, `${name}.log`), ...(pidFile !== undefined ? { pidFile } : {}),
       });
       proc = p;
       try {
@@ -62,7 +72,7 @@ export async function startApiServer(dir: string, pki: Pki, etcdUrl: string, pid
         await p.stop();
         const log = tailLog(p.logFile);
         if (attempt < 5 && /address already in use/.test(log)) { await sleep(500 * attempt); continue; }
-        throw new Error(`${(err as Error).message}\n--- kube-apiserver.log ---\n${log}`, { cause: err });
+        throw new Error(`${(err as Error).message}\n--- ${name}.log ---\n${log}`, { cause: err });
       }
     }
   };

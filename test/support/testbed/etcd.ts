@@ -6,11 +6,12 @@ import { waitHealthy } from './http-probe.ts';
 import { freePort } from './ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from './processes.ts';
 
-/** Etcd is a running etcd; `restart` keeps its data and ports. */
+/** Etcd is a running etcd; stop() then start() brings it back with its data, on the same ports. */
 export interface Etcd {
   readonly clientUrl: string;
   process(): ManagedProcess;
-  stop(): Promise<void>;
+  /** stop sends SIGTERM, then SIGKILL after graceMs (default 5 s; etcd with clients attached often needs the SIGKILL). */
+  stop(graceMs?: number): Promise<void>;
   start(): Promise<void>;
 }
 
@@ -48,7 +49,7 @@ export async function startEtcd(dir: string, pidFile?: string): Promise<Etcd> {
   return {
     clientUrl,
     process: () => { if (proc === undefined) throw new Error('etcd not started'); return proc; },
-    stop: async () => { await proc?.stop(); },
+    stop: async (graceMs?: number) => { await proc?.stop(graceMs); },
     start,
   };
 }
