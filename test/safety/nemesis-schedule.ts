@@ -41,6 +41,11 @@ export interface ScheduledFault extends FaultPlan {
   readonly kind: string;
   /** candidate: the target's index, for candidate-scoped kinds. */
   readonly candidate: number | undefined;
+  /**
+   * holderOf: for about half the candidate-scoped faults, a lock's index: the fault then acts on
+   * whoever holds that lock when it starts (falling back to `candidate`), so faults bite holders.
+   */
+  readonly holderOf: number | undefined;
 }
 
 /** ScheduleOptions: how long the nemesis acts, how often, on how many candidates, with which kinds. */
@@ -50,6 +55,8 @@ export interface ScheduleOptions {
   /** intervalMs: the gap between two fault starts is drawn from U[lo, hi). */
   readonly intervalMs: readonly [number, number];
   readonly candidates: number;
+  /** locks: how many locks holder-targeted faults choose from (0: target candidates only). */
+  readonly locks?: number;
   readonly leaseMs: number;
   readonly kinds: readonly FaultKindPlan[];
 }
@@ -82,8 +89,10 @@ export function nemesisSchedule(o: ScheduleOptions): ScheduledFault[] {
     const kind = kinds.find((k) => (r -= k.weight) < 0) ?? kinds.at(-1);
     if (kind === undefined) break;
     const candidate = kind.scope === 'candidate' ? Math.floor(rnd() * o.candidates) % o.candidates : undefined;
+    const locks = o.locks ?? 0;
+    const holderOf = candidate !== undefined && locks > 0 && rnd() < 0.5 ? Math.floor(rnd() * locks) % locks : undefined;
     const p = kind.plan(draw, o.leaseMs);
-    out.push({ index: out.length, atMs: Math.round(at), kind: kind.kind, candidate, variant: p.variant, durationMs: Math.round(p.durationMs) });
+    out.push({ index: out.length, atMs: Math.round(at), kind: kind.kind, candidate, holderOf, variant: p.variant, durationMs: Math.round(p.durationMs) });
   }
   return out;
 }

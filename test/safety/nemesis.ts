@@ -52,7 +52,10 @@ export interface InjectedFault {
   readonly index: number;
   readonly kind: string;
   readonly variant: string;
+  /** candidate: the slot the fault acted on (for holder-targeted faults, the holder found at its start). */
   readonly candidate: number | undefined;
+  /** holderOf: the lock whose holder was targeted, if the schedule asked for one. */
+  readonly holderOf: string | undefined;
   readonly plannedAtMs: number;
   readonly startMs: number;
   readonly endMs: number;
@@ -120,12 +123,19 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
   const podName = (lock: string, c: number): string => `${lock}-c${c}`;
   const identity = (s: Slot, lock: string): string => `${podName(lock, s.index)}/${s.uids.get(lock) ?? ''}`;
   let incarnations = 0;
+  /** holders: per lock, the identity of the last grant a client reported. */
+  const holders = new Map<string, string>();
 
   /** attach makes w the slot's process and joins every lock as the slot's current pods. */
   const attach = async (s: Slot, w: WorkerHandle): Promise<void> => {
     incarnations++;
     s.worker = w;
-    s.offs = locks.map((lock) => w.on(lock, (e) => { const c = clientEvent(e); if (c !== undefined) events.get(lock)?.push(c); }));
+    s.offs = locks.map((lock) => w.on(lock, (e) => {
+      const c = clientEvent(e);
+      if (c === undefined) return;
+      events.get(lock)?.push(c);
+      if (c.kind === 'granted') holders.set(lock, c.holder);
+    }));
     await Promise.all(locks.map(async (lock) => {
       const joined = w.waitFor(lock, (e) => e.kind === 'joined' || e.kind === 'failed', 30_000, 'joined');
       w.send({ cmd: 'join', trial: lock, lock, namespace: bed.t.namespace, pod: podName(lock, s.index), uid: s.uids.get(lock) ?? '', fenced: true, dataPrefix: trialPrefix(lock), thinkMs: THINK_MS, intervalMs: INTERVAL_MS });
@@ -201,17 +211,20 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
     startAt = performance.now();
 
     // The nemesis phase: start each scheduled fault on time, without waiting for earlier ones.
-    const schedule = nemesisSchedule({ seed: o.seed, durationMs: o.durationMs, intervalMs: o.intervalMs, candidates: nCandidates, leaseMs, kinds });
+    const schedule = nemesisSchedule({ seed: o.seed, durationMs: o.durationMs, intervalMs: o.intervalMs, candidates: nCandidates, locks: nLocks, leaseMs, kinds });
     log(`nemesis: ${schedule.length} faults scheduled over ${Math.round(o.durationMs / 1000)} s (seed ${o.seed})`);
     const inflight: Promise<void>[] = [];
     const run = async (f: ScheduledFault): Promise<void> => {
       const kind = kinds.find((k) => k.kind === f.kind) as NemesisFault;
-      const s = f.candidate !== undefined ? slots[f.candidate] : undefined;
+      const lock = f.holderOf !== undefined ? locks[f.holderOf] : undefined;
+      const holder = lock !== undefined ? holders.get(lock) : undefined;
+      const s = lock !== undefined && holder !== undefined ? (slots.find((x) => identity(x, lock) === holder) ?? slots[f.candidate ?? 0])
+        : f.candidate !== undefined ? slots[f.candidate] : undefined;
       const t0 = performance.now();
       let error: string | undefined;
-      log(`nemesis: +${Math.round((t0 - startAt) / 1000)} s ${f.kind} ${f.variant}${s !== undefined ? ` on candidate ${s.index} (${s.worker.id})` : ''}${f.durationMs > 0 ? ` for ${f.durationMs} ms` : ''}`);
+      log(`nemesis: +${Math.round((t0 - startAt) / 1000)} s ${f.kind} ${f.variant}${s !== undefined ? ` on candidate ${s.index} (${s.worker.id}${lock !== undefined ? `, holder of ${lock}` : ''})` : ''}${f.durationMs > 0 ? ` for ${f.durationMs} ms` : ''}`);
       try { await kind.inject(env, s, f); } catch (err) { error = err instanceof Error ? err.message : String(err); log(`nemesis: ${f.kind} #${f.index} failed: ${error}`); }
-      injected.push({ index: f.index, kind: f.kind, variant: f.variant, candidate: f.candidate, plannedAtMs: f.atMs, startMs: Math.round(t0 - startAt), endMs: Math.round(performance.now() - startAt), ...(error !== undefined ? { error } : {}) });
+      injected.push({ index: f.index, kind: f.kind, variant: f.variant, candidate: s?.index, holderOf: lock, plannedAtMs: f.atMs, startMs: Math.round(t0 - startAt), endMs: Math.round(performance.now() - startAt), ...(error !== undefined ? { error } : {}) });
     };
     for (const f of schedule) {
       await sleep(Math.max(0, startAt + f.atMs - performance.now()));

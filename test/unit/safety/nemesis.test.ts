@@ -102,3 +102,16 @@ describe('fault tallies', () => {
     expect(livenessBoundMs(1000, 1000)).toBe(3000);
   });
 });
+
+describe('holder targeting', () => {
+  it('aims about half the candidate faults at a lock holder, never a global one', () => {
+    const s = nemesisSchedule({ ...opts, locks: 3, durationMs: 600_000, intervalMs: [100, 200] });
+    const candidateFaults = s.filter((f) => f.candidate !== undefined);
+    const aimed = candidateFaults.filter((f) => f.holderOf !== undefined);
+    expect(aimed.length / candidateFaults.length).toBeGreaterThan(0.4);
+    expect(aimed.length / candidateFaults.length).toBeLessThan(0.6);
+    expect(new Set(aimed.map((f) => f.holderOf))).toEqual(new Set([0, 1, 2]));
+    expect(s.filter((f) => f.candidate === undefined && f.holderOf !== undefined)).toEqual([]);
+    expect(nemesisSchedule(opts).every((f) => f.holderOf === undefined)).toBe(true);
+  });
+});
