@@ -82,8 +82,8 @@ const stop = async (code: number, keep: boolean): Promise<never> => {
 };
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!stopping) void stop(130, false); });
 if (opts.nemesisMinutes !== undefined) {
-  const ok = await runNemesisSoak({ bed, minutes: opts.nemesisMinutes, seed: opts.seed, leaseSeconds: opts.lease, out: opts.out, command: `node hack/soak.ts ${process.argv.slice(2).join(' ')}` });
-  await stop(ok ? 0 : 1, !ok);
+  const ok = await runNemesisSoak({ bed, minutes: opts.nemesisMinutes, seed: opts.seed, leaseSeconds: opts.lease, out: opts.out, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}), command: `node hack/soak.ts ${process.argv.slice(2).join(' ')}` });
+  await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);
 }
 
 const resultOf = (summaries: readonly FaultSummary[], complete: boolean): Record<string, unknown> => ({

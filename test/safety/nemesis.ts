@@ -42,6 +42,8 @@ export interface NemesisOptions {
   readonly recoveryTimeoutMs?: number;
   /** reconcileMs: the reconcile allowance in the reported bound L + R + P + reconcile. */
   readonly reconcileMs?: number;
+  /** fenced: false for the guard calibration (plain SETs: the store accepts any token). */
+  readonly fenced?: boolean;
   /** name: lock name prefix (several runs on one bed need different names). */
   readonly name?: string;
   readonly log?: (line: string) => void;
@@ -138,7 +140,7 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
     }));
     await Promise.all(locks.map(async (lock) => {
       const joined = w.waitFor(lock, (e) => e.kind === 'joined' || e.kind === 'failed', 30_000, 'joined');
-      w.send({ cmd: 'join', trial: lock, lock, namespace: bed.t.namespace, pod: podName(lock, s.index), uid: s.uids.get(lock) ?? '', fenced: true, dataPrefix: trialPrefix(lock), thinkMs: THINK_MS, intervalMs: INTERVAL_MS });
+      w.send({ cmd: 'join', trial: lock, lock, namespace: bed.t.namespace, pod: podName(lock, s.index), uid: s.uids.get(lock) ?? '', fenced: o.fenced ?? true, dataPrefix: trialPrefix(lock), thinkMs: THINK_MS, intervalMs: INTERVAL_MS });
       const e = await joined;
       if (e.kind === 'failed') throw new Error(`worker ${w.id} failed to join ${lock}: ${e.detail ?? ''}`);
     }));
