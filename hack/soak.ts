@@ -69,7 +69,7 @@ try {
 }
 
 const began = performance.now();
-process.stderr.write(`soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`);
+if (opts.nemesisMinutes === undefined) process.stderr.write(`soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`);
 const plane = await startControlPlane();
 const bed = await startSafetyBed({ kubeconfigPath: plane.kubeconfigPath, noFloor: opts.calibrate === 'floor' });
 let stopping = false;

@@ -29,7 +29,7 @@ export const SOAK_INTERVAL_MS = [5000, 15_000] as const;
 /** runNemesisSoak runs, reports and writes the result; true when every lock held S1–S5 and recovered (calibrating: when violations were found). */
 export async function runNemesisSoak(o: NemesisSoakOptions): Promise<boolean> {
   const log = (l: string): void => { process.stderr.write(`${l}\n`); };
-  log(`soak: combined nemesis for ${o.minutes} min, seed ${o.seed}, lease ${o.leaseSeconds} s (replay: node hack/soak.ts --nemesis-minutes ${o.minutes} --seed ${o.seed} --lease ${o.leaseSeconds})`);
+  log(`soak: combined nemesis for ${o.minutes} min, seed ${o.seed}, lease ${o.leaseSeconds} s${o.calibrate !== undefined ? `, CALIBRATION: ${o.calibrate} disabled` : ''} (replay: node hack/soak.ts --nemesis-minutes ${o.minutes} --seed ${o.seed} --lease ${o.leaseSeconds})`);
   const r = await runNemesis({ bed: o.bed, seed: o.seed, durationMs: o.minutes * 60_000, intervalMs: SOAK_INTERVAL_MS, leaseSeconds: o.leaseSeconds, fenced: o.calibrate !== 'guard', log });
   mkdirSync(dirname(o.out), { recursive: true });
   writeFileSync(o.out, `${JSON.stringify({
