@@ -29,11 +29,12 @@ export const SOAK_INTERVAL_MS = [5000, 15_000] as const;
 /** runNemesisSoak runs, reports and writes the result; true when every lock held S1–S5 and recovered (calibrating: when violations were found). */
 export async function runNemesisSoak(o: NemesisSoakOptions): Promise<boolean> {
   const log = (l: string): void => { process.stderr.write(`${l}\n`); };
-  log(`soak: combined nemesis for ${o.minutes} min, seed ${o.seed}, lease ${o.leaseSeconds} s${o.calibrate !== undefined ? `, CALIBRATION: ${o.calibrate} disabled` : ''} (replay: node hack/soak.ts --nemesis-minutes ${o.minutes} --seed ${o.seed} --lease ${o.leaseSeconds})`);
+  const replay = `node hack/soak.ts --nemesis-minutes ${o.minutes} --seed ${o.seed} --lease ${o.leaseSeconds}${o.calibrate !== undefined ? ` --calibrate ${o.calibrate}` : ''}`;
+  log(`soak: combined nemesis for ${o.minutes} min, seed ${o.seed}, lease ${o.leaseSeconds} s${o.calibrate !== undefined ? `, CALIBRATION: ${o.calibrate} disabled` : ''} (replay: ${replay})`);
   const r = await runNemesis({ bed: o.bed, seed: o.seed, durationMs: o.minutes * 60_000, intervalMs: SOAK_INTERVAL_MS, leaseSeconds: o.leaseSeconds, fenced: o.calibrate !== 'guard', log });
   mkdirSync(dirname(o.out), { recursive: true });
   writeFileSync(o.out, `${JSON.stringify({
-    command: o.command, calibrate: o.calibrate ?? null, replay: `node hack/soak.ts --nemesis-minutes ${o.minutes} --seed ${o.seed} --lease ${o.leaseSeconds}${o.calibrate !== undefined ? ` --calibrate ${o.calibrate}` : ''}`,
+    command: o.command, calibrate: o.calibrate ?? null, replay,
     storeLogBroken: o.bed.storeLog.broken, leaseWatchRestarts: o.bed.leases.restarts,
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, loadavgAtEnd: loadavg().map((x) => Math.round(x * 10) / 10) },
     ...r,
