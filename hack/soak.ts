@@ -8,6 +8,7 @@
  *   node hack/soak.ts --fault pause --trials 1 --seed 42  replay one trial
  *   node hack/soak.ts --calibrate guard --fault pause     the same faults with the guard removed
  *   node hack/soak.ts --calibrate floor --fault redis     ... with the etcd floor removed
+ *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (T24) instead of trials
  *
  * Exit code: 0 when every trial held S1–S5 (or, calibrating, when violations were found), 1 otherwise.
  */
@@ -21,22 +22,26 @@ import { formatOutageTable } from '../test/safety/faults/apiserver.ts';
 import { formatTable } from '../test/safety/report.ts';
 import { startSafetyBed } from '../test/safety/testbed.ts';
 import { FAULT_TYPES, type FaultType, type TrialResult } from '../test/safety/trial.ts';
+import { runNemesisSoak } from '../test/safety/nemesis-soak.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
                           [--calibrate guard|floor] [--minutes-per-fault M] [--out FILE] [--keep-logs]
+                          [--nemesis-minutes M]
   --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
                           then reports the trials actually run); results are written after each fault type
+  --nemesis-minutes M     the combined nemesis instead: 4 candidates, 3 locks, a seeded fault every U[5, 15] s
+                          for M minutes, then a final heal (--seed, --lease and --out apply)
 Fault types: ${FAULT_TYPES.join(', ')}
 `;
 
-let opts: { trials: number; faults: FaultType[]; concurrency: number; seed: number; lease: number; calibrate: 'guard' | 'floor' | undefined; out: string; keepLogs: boolean; phaseMinutes: number | undefined };
+let opts: { trials: number; faults: FaultType[]; concurrency: number; seed: number; lease: number; calibrate: 'guard' | 'floor' | undefined; out: string; keepLogs: boolean; phaseMinutes: number | undefined; nemesisMinutes: number | undefined };
 try {
   const { values } = parseArgs({
     strict: true, options: {
       'trials': { type: 'string', default: '20' }, 'fault': { type: 'string', multiple: true }, 'concurrency': { type: 'string', default: '4' },
       'seed': { type: 'string' }, 'lease': { type: 'string', default: '2' }, 'calibrate': { type: 'string' }, 'out': { type: 'string' },
-      'keep-logs': { type: 'boolean', default: false }, 'minutes-per-fault': { type: 'string' }, 'help': { type: 'boolean', short: 'h', default: false },
+      'keep-logs': { type: 'boolean', default: false }, 'minutes-per-fault': { type: 'string' }, 'nemesis-minutes': { type: 'string' }, 'help': { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) { process.stdout.write(USAGE); process.exit(0); }
@@ -54,9 +59,10 @@ try {
   opts = {
     trials: int(values.trials, '--trials', 1), faults, concurrency: int(values.concurrency, '--concurrency', 1), seed,
     lease: int(values.lease, '--lease', 1), calibrate,
-    out: values.out ?? join(root, 'test/safety/results', `soak-${calibrate !== undefined ? `calibrate-${calibrate}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`),
+    out: values.out ?? join(root, 'test/safety/results', `${values['nemesis-minutes'] !== undefined ? 'nemesis-' : ''}soak-${calibrate !== undefined ? `calibrate-${calibrate}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`),
     keepLogs: values['keep-logs'],
     phaseMinutes: values['minutes-per-fault'] !== undefined ? int(values['minutes-per-fault'], '--minutes-per-fault', 1) : undefined,
+    nemesisMinutes: values['nemesis-minutes'] !== undefined ? int(values['nemesis-minutes'], '--nemesis-minutes', 1) : undefined,
   };
 } catch (err) {
   process.stderr.write(`soak: ${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
@@ -64,7 +70,7 @@ try {
 }
 
 const began = performance.now();
-process.stderr.write(`soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`);
+if (opts.nemesisMinutes === undefined) process.stderr.write(`soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`);
 const plane = await startControlPlane();
 // The plane is ours: the apiserver fault may stop and pause its kube-apiserver and etcd.
 const bed = await startSafetyBed({ kubeconfigPath: plane.kubeconfigPath, noFloor: opts.calibrate === 'floor', ...(opts.faults.includes('apiserver') ? { plane } : {}) });
@@ -77,6 +83,10 @@ const stop = async (code: number, keep: boolean): Promise<never> => {
   process.exit(code);
 };
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!stopping) void stop(130, false); });
+if (opts.nemesisMinutes !== undefined) {
+  const ok = await runNemesisSoak({ bed, minutes: opts.nemesisMinutes, seed: opts.seed, leaseSeconds: opts.lease, out: opts.out, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}), command: `node hack/soak.ts ${process.argv.slice(2).join(' ')}` });
+  await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);
+}
 
 const resultOf = (summaries: readonly FaultSummary[], complete: boolean): Record<string, unknown> => ({
   command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), complete, seed: opts.seed, trialsPerFault: opts.trials, concurrency: opts.concurrency,

@@ -31,7 +31,8 @@ export interface RunOptions {
 /** Stat is a distribution summary in milliseconds. */
 export interface Stat { readonly n: number; readonly p50: number | null; readonly p99: number | null; readonly max: number | null }
 
-function stat(xs: readonly number[]): Stat {
+/** stat summarizes a distribution of milliseconds (nearest-rank p50, p99, max). */
+export function stat(xs: readonly number[]): Stat {
   if (xs.length === 0) return { n: 0, p50: null, p99: null, max: null };
   return { n: xs.length, p50: Math.round(percentile(xs, 50)), p99: Math.round(percentile(xs, 99)), max: Math.round(Math.max(...xs)) };
 }

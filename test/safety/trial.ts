@@ -54,8 +54,23 @@ export interface TrialResult {
   readonly wallMs: number;
 }
 
-const THINK_MS = 60;
-const INTERVAL_MS = 100;
+/** THINK_MS, INTERVAL_MS: the workers' check → write gap and their pause between writes. */
+export const THINK_MS = 60;
+export const INTERVAL_MS = 100;
+
+/** clientEvent turns a worker's stamped output into a history event (undefined for protocol-only lines). */
+export function clientEvent(e: StampedOutput): ClientEvent | undefined {
+  const token = e.token !== undefined ? BigInt(e.token) : undefined;
+  switch (e.kind) {
+    case 'granted': case 'renewed': case 'lost': case 'released':
+      return token !== undefined ? { kind: e.kind, at: e.at, holder: e.holder, token, ...(e.reason !== undefined ? { reason: e.reason } : {}) } : undefined;
+    case 'attempt':
+      return token !== undefined && e.writeId !== undefined ? { kind: 'attempt', at: e.at, holder: e.holder, token, writeId: e.writeId, afterValidUntil: e.afterValidUntil === true } : undefined;
+    case 'outcome':
+      return token !== undefined && e.writeId !== undefined && e.result !== undefined ? { kind: 'outcome', at: e.at, holder: e.holder, token, writeId: e.writeId, result: e.result, ...(e.detail !== undefined ? { detail: e.detail } : {}) } : undefined;
+    default: return undefined;
+  }
+}
 
 /** Ctx is what a fault script works with. */
 class Ctx {
@@ -75,19 +90,8 @@ class Ctx {
   pick<T>(xs: readonly T[]): T { return xs[Math.floor(this.rnd() * xs.length) % xs.length] as T; }
 
   record(e: StampedOutput): void {
-    const token = e.token !== undefined ? BigInt(e.token) : undefined;
-    switch (e.kind) {
-      case 'granted': case 'renewed': case 'lost': case 'released':
-        if (token !== undefined) this.events.push({ kind: e.kind, at: e.at, holder: e.holder, token, ...(e.reason !== undefined ? { reason: e.reason } : {}) });
-        break;
-      case 'attempt':
-        if (token !== undefined && e.writeId !== undefined) this.events.push({ kind: 'attempt', at: e.at, holder: e.holder, token, writeId: e.writeId, afterValidUntil: e.afterValidUntil === true });
-        break;
-      case 'outcome':
-        if (token !== undefined && e.writeId !== undefined && e.result !== undefined) this.events.push({ kind: 'outcome', at: e.at, holder: e.holder, token, writeId: e.writeId, result: e.result, ...(e.detail !== undefined ? { detail: e.detail } : {}) });
-        break;
-      default: break;
-    }
+    const c = clientEvent(e);
+    if (c !== undefined) this.events.push(c);
   }
 
   /** join borrows a worker and starts a session on the trial's lock as pod/uid. */
