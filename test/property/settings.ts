@@ -8,7 +8,7 @@
  * - FC_RUNS: a multiplier on every property's default run count (default 1). `FC_RUNS=10` is the
  *   nightly size (T18: 1000 sequences per seed). Fractions shrink a run for quick local checks.
  */
-import fc from 'fast-check';
+import type fc from 'fast-check';
 
 /** DEFAULT_SEED: fixed, so that CI runs the same inputs every time. */
 export const DEFAULT_SEED = 20261203;
