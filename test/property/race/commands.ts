@@ -70,6 +70,31 @@ class Write implements Command {
   toString(): string { return `write(${this.i})`; }
 }
 
+/**
+ * Stall: T1 in one command: the application checks its token, the process is paused for `ms`
+ * (the others go on: renews, expiry, a successor's grant and writes), resumes and sends the write
+ * it had checked.
+ */
+class Stall implements Command {
+  readonly i: number;
+  readonly ms: number;
+  constructor(i: number, ms: number) { this.i = i; this.ms = ms; }
+  check(): boolean { return true; }
+  async run(_m: Model, w: World): Promise<void> {
+    const a = w.agents[this.i];
+    if (a === undefined || a.paused) return;
+    a.pending = a.session.heldToken();
+    a.pause();
+    await w.tick(this.ms);
+    await a.resume();
+    const token = a.pending;
+    a.pending = undefined;
+    if (token !== undefined) w.write(this.i, token);
+    await done(w);
+  }
+  toString(): string { return `stall(${this.i}, ${this.ms})`; }
+}
+
 /** Pause: SIGSTOP (its clock, timers, responses and watch events wait). */
 class Pause implements Command {
   readonly i: number;
@@ -119,9 +144,7 @@ class Tick implements Command {
 class Reconcile implements Command {
   check(): boolean { return true; }
   async run(_m: Model, w: World): Promise<void> {
-    const r = w.controller.reconcile();
-    await w.settle();
-    await r;
+    await w.alongside(w.controller.reconcile());
     w.check();
   }
   toString(): string { return 'reconcile'; }
@@ -137,9 +160,7 @@ class CrashController implements Command {
   check(): boolean { return true; }
   async run(_m: Model, w: World): Promise<void> {
     if (this.afterToken) {
-      const r = w.controller.reconcile(true);
-      await w.settle();
-      await r;
+      await w.alongside(w.controller.reconcile(true));
     }
     w.controller.crash();
     w.controller.restart();
@@ -166,6 +187,7 @@ export const commandArbs: fc.Arbitrary<Command>[] = [
   agent.map((i) => new Release(i)),
   ...weighted(2, agent.map((i) => new Check(i))),
   ...weighted(3, agent.map((i) => new Write(i))),
+  ...weighted(2, fc.tuple(agent, fc.constantFrom(1000, 2500, 4000, 6000)).map(([i, ms]) => new Stall(i, ms))),
   agent.map((i) => new Pause(i)),
   agent.map((i) => new Resume(i)),
   agent.map((i) => new Partition(i)),

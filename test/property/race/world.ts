@@ -15,8 +15,9 @@
  * - the controller's loop around decide: a fresh GET, the observed-time bookkeeping of the
  *   reconciler (#observedAt: the expiry clock restarts when the renew fingerprint changes), the
  *   Grant (token, then CAS) and Revoke actions; a crash forgets the observed times;
- * - the application: it checks `heldToken()` and sends the token with its write, maybe after a
- *   pause (check, then write); the fenced store accepts a token >= its mark (the guards' rule);
+ * - the application: while it believes it holds the lock it writes at every time step; and it
+ *   can check `heldToken()` and send that token later (check, pause, ..., write): the stale write
+ *   of T1. The fenced store accepts a token >= its mark (the guards' rule);
  * - processes: a paused agent's clock stops (its timers fire late, on resume), its watch events
  *   and responses wait; a partitioned agent's requests fail and its watch misses events (a relist
  *   on heal).
@@ -328,6 +329,10 @@ export class World {
   readonly grants: { token: bigint; holder: HolderRef }[] = [];
   readonly accepts: Accept[] = [];
   #mark: bigint | undefined;
+  /** rejected: stale writes the store refused (the fencing at work). */
+  rejected = 0;
+  /** lostTerms: terms that agents ended as lost (deadline, revoked, superseded). */
+  lostTerms = 0;
   /** log: what happened, for the failure message. */
   readonly log: string[] = [];
 
@@ -343,7 +348,10 @@ export class World {
   }
 
   async start(): Promise<void> {
-    for (const a of this.agents) await a.start();
+    for (const a of this.agents) {
+      a.session.onEvent((e) => { if (e.type === 'lost') this.lostTerms += 1; });
+      await a.start();
+    }
   }
 
   /** committed records a grant the Lease accepted, and checks S1. */
@@ -360,6 +368,7 @@ export class World {
   write(agent: number, token: bigint): void {
     const mark = this.#mark;
     if (this.mutations.noGuard !== true && mark !== undefined && token < mark) {
+      this.rejected += 1;
       this.log.push(`web-${agent} write ${token} rejected (mark ${mark})`);
       return;
     }
@@ -384,6 +393,18 @@ export class World {
     throw new Error('the model did not settle within 1000 scheduled tasks');
   }
 
+  /**
+   * alongside settles the world while `p` runs (p may wait on scheduled responses) and then
+   * returns p's result; p's rejection (a Violation) is caught at once, never left unhandled.
+   */
+  async alongside<T>(p: Promise<T>): Promise<T> {
+    const caught = p.then((value) => ({ ok: true as const, value }), (err: unknown) => ({ ok: false as const, err }));
+    await this.settle();
+    const r = await caught;
+    if (!r.ok) throw r.err;
+    return r.value;
+  }
+
   /** tick moves time by `ms` in steps, reconciling when the controller's requeue is due; checks after every step. */
   async tick(ms: number): Promise<void> {
     for (let left = ms; left > 0; left -= STEP_MS) {
@@ -392,10 +413,14 @@ export class World {
       this.controller.clock.advance(step);
       await this.settle();
       this.check();
+      // Each application writes while it believes it holds the lock (as the safety suite's
+      // writer loop does), so a stale token sent later meets the successor's mark.
+      for (const a of this.agents) {
+        const t = a.believes();
+        if (t !== undefined) this.write(a.index, t);
+      }
       if (this.controller.due()) {
-        const reconciling = this.controller.reconcile();
-        await this.settle();
-        await reconciling;
+        await this.alongside(this.controller.reconcile());
         this.check();
       }
     }
