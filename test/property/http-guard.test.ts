@@ -19,7 +19,7 @@ import { applyToModel, emptyLock, type Expected } from './guard-model.ts';
 import { banner, fcParams, runs } from './settings.ts';
 import { malformedToken, namesValue, validToken, type Malformed } from './tokens.ts';
 
-const BOOK_RUNS = 2500;
+const BOOK_RUNS = 3100;
 const MIDDLEWARE_RUNS = 300;
 
 /** HttpWrite is one request: its token (valid or malformed) and whether the handler's write fails. */

@@ -22,7 +22,7 @@ import { banner, fcParams, runs } from './settings.ts';
 import { malformedToken, namesValue, validToken } from './tokens.ts';
 
 const MALFORMED_RUNS = 500;
-const SEQUENCE_RUNS = 1200;
+const SEQUENCE_RUNS = 600;
 const SPEC: FencedSqlSpec = { table: 'docs', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] };
 
 interface Row { body: string | null; fence: string }
