@@ -13,6 +13,19 @@ export default defineConfig({
         },
       },
       {
+        // Property-based tests (fast-check): the guards against their own real redis-server and
+        // PostgreSQL (started by each file), and model-based tests of the pure decision logic.
+        // No control plane; FC_SEED and FC_RUNS are the knobs (test/property/settings.ts).
+        test: {
+          name: 'property',
+          include: ['test/property/**/*.test.ts'],
+          pool: 'forks',
+          maxWorkers: 2,
+          testTimeout: 300_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
         test: {
           name: 'integration',
           // test/safety: the fault-injection suite (docs/safety.md), on the same shared control plane.

@@ -64,7 +64,15 @@ export interface LockSessionOptions {
   readonly leases?: LeaseClient;
   /** random for renew jitter; defaults to Math.random. */
   readonly random?: () => number;
+  /**
+   * leaseInformer overrides the watch of the lock's Lease (tests: the model-based race test feeds
+   * Lease changes itself); defaults to a supervised informer made from kc.
+   */
+  readonly leaseInformer?: LeaseInformer;
 }
+
+/** LeaseInformer is the part of a Lease informer a session uses. */
+export type LeaseInformer = Pick<SupervisedInformer<V1Lease>, 'start' | 'get' | 'onChange' | 'stop'>;
 
 interface Term {
   readonly token: bigint;
@@ -91,7 +99,7 @@ const RETRY_MIN_MS = 50;
 export class LockSession {
   readonly #o: LockSessionOptions;
   readonly #leases: LeaseClient;
-  readonly #informer: SupervisedInformer<V1Lease>;
+  readonly #informer: LeaseInformer;
   readonly #listeners = new Set<(e: LockEvent) => void>();
   #lease: V1Lease | undefined;
   #term: Term | undefined;
@@ -106,13 +114,7 @@ export class LockSession {
   constructor(o: LockSessionOptions) {
     this.#o = o;
     this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
-    const api = o.kc.makeApiClient(CoordinationV1Api);
-    const labelSelector = `fencepost.io/lock=${o.lock}`;
-    this.#informer = superviseInformer<V1Lease>({
-      name: `lease:${o.lock}`, kc: o.kc, clock: o.clock, log: o.log, labelSelector,
-      path: `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`,
-      list: () => api.listNamespacedLease({ namespace: o.namespace, labelSelector }),
-    });
+    this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#informer.onChange((lease, kind) => {
       if (lease.metadata?.name !== leaseNameOf(o.lock)) return;
       if (kind === 'delete') { this.#onLeaseGone(); return; }
@@ -375,6 +377,17 @@ export class LockSession {
       try { l(e); } catch (err) { this.#o.log.error({ err }, 'Lock event listener failed'); }
     }
   }
+}
+
+/** leaseInformerOf watches the Leases labelled with the lock (the session picks its own by name). */
+function leaseInformerOf(o: LockSessionOptions): LeaseInformer {
+  const api = o.kc.makeApiClient(CoordinationV1Api);
+  const labelSelector = `fencepost.io/lock=${o.lock}`;
+  return superviseInformer<V1Lease>({
+    name: `lease:${o.lock}`, kc: o.kc, clock: o.clock, log: o.log, labelSelector,
+    path: `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`,
+    list: () => api.listNamespacedLease({ namespace: o.namespace, labelSelector }),
+  });
 }
 
 function rvOf(l: V1Lease): bigint {

@@ -19,11 +19,16 @@ export class TokenError extends Error {
  * has exactly one spelling and a guard cannot be fooled by "007" or "1e3".
  */
 export function parseToken(text: unknown, what = 'fencing token'): bigint {
-  if (typeof text !== 'string') throw new TokenError(`${what} must be a decimal string, got ${typeof text}`);
+  if (typeof text !== 'string') throw new TokenError(`${what} must be a decimal string, got ${typeof text}${describePrimitive(text)}`);
   if (!DECIMAL.test(text)) throw new TokenError(`${what} must be a canonical non-negative decimal integer, got ${JSON.stringify(text.slice(0, 40))}`);
   const v = BigInt(text);
   if (v > MAX_TOKEN) throw new TokenError(`${what} ${text} exceeds the maximum ${MAX_TOKEN}`);
   return v;
+}
+
+/** describePrimitive names a non-string value in an error message (numbers, bigints, booleans); objects are not printed. */
+function describePrimitive(v: unknown): string {
+  return typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' ? ` ${String(v).slice(0, 40)}` : '';
 }
 
 /** tryParseToken is parseToken that returns undefined instead of throwing. */
