@@ -17,7 +17,7 @@ import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';
 import { formatFailures, runTrials, type FaultSummary } from '../test/safety/runner.ts';
-import { formatTable } from '../test/safety/report.ts';
+import { formatStepDowns, formatTable } from '../test/safety/report.ts';
 import { startSafetyBed } from '../test/safety/testbed.ts';
 import { FAULT_TYPES, type FaultType } from '../test/safety/trial.ts';
 
@@ -113,7 +113,7 @@ try {
 const wallMs = performance.now() - began;
 const violations = summaries.reduce((a, s) => a + s.failed.length, 0);
 writeResult(summaries, true);
-process.stdout.write(`${formatTable(summaries)}\n`);
+process.stdout.write(`${formatTable(summaries)}\n${formatStepDowns(summaries)}\n`);
 const failures = formatFailures(summaries);
 if (failures !== '') process.stdout.write(`\n${failures}\n`);
 process.stdout.write(`\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`);

@@ -4,7 +4,7 @@
  * runs each in its own process) and prints it with every table, so a failing CI run can be replayed
  * with SAFETY_SEED.
  */
-import { formatTable } from './report.ts';
+import { formatStepDowns, formatTable } from './report.ts';
 import { formatFailures, type FaultSummary } from './runner.ts';
 
 /** CONCURRENCY is how many trials run at once (SAFETY_CONCURRENCY, default 10). */
@@ -17,5 +17,5 @@ export const SEED = process.env['SAFETY_SEED'] !== undefined ? Number(process.en
 /** printSummaries writes a titled fault table, the seed and every failed trial's replay command. */
 export function printSummaries(title: string, summaries: readonly FaultSummary[]): void {
   const failures = formatFailures(summaries);
-  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${failures !== '' ? `${failures}\n` : ''}`);
+  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${formatStepDowns(summaries)}\n${failures !== '' ? `${failures}\n` : ''}`);
 }
