@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';
 import { formatFailures, runTrials, summarize, type FaultSummary } from '../test/safety/runner.ts';
 import { formatOutageTable } from '../test/safety/faults/apiserver.ts';
-import { formatTable } from '../test/safety/report.ts';
+import { formatStepDowns, formatTable } from '../test/safety/report.ts';
 import { startSafetyBed } from '../test/safety/testbed.ts';
 import { FAULT_TYPES, type FaultType, type TrialResult } from '../test/safety/trial.ts';
 import { runNemesisSoak } from '../test/safety/nemesis-soak.ts';
@@ -140,7 +140,7 @@ try {
 const wallMs = performance.now() - began;
 const violations = summaries.reduce((a, s) => a + s.failed.length, 0);
 writeResult(summaries, true);
-process.stdout.write(`${formatTable(summaries)}\n`);
+process.stdout.write(`${formatTable(summaries)}\n${formatStepDowns(summaries)}\n`);
 const outageRows = summaries.flatMap((s) => s.outages ?? []);
 if (outageRows.length > 0) process.stdout.write(`\nControl-plane outages (apiserver fault):\n${formatOutageTable(outageRows)}\n`);
 const failures = formatFailures(summaries);

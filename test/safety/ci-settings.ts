@@ -5,7 +5,7 @@
  * with SAFETY_SEED.
  */
 import { formatOutageTable } from './faults/apiserver.ts';
-import { formatTable } from './report.ts';
+import { formatStepDowns, formatTable } from './report.ts';
 import { formatFailures, type FaultSummary } from './runner.ts';
 
 /** CONCURRENCY is how many trials run at once (SAFETY_CONCURRENCY, default 10). */
@@ -19,5 +19,5 @@ export const SEED = process.env['SAFETY_SEED'] !== undefined ? Number(process.en
 export function printSummaries(title: string, summaries: readonly FaultSummary[]): void {
   const failures = formatFailures(summaries);
   const outages = summaries.flatMap((s) => s.outages ?? []);
-  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${outages.length > 0 ? `\nControl-plane outages (apiserver fault):\n${formatOutageTable(outages)}\n` : ''}${failures !== '' ? `${failures}\n` : ''}`);
+  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${formatStepDowns(summaries)}\n${outages.length > 0 ? `\nControl-plane outages (apiserver fault):\n${formatOutageTable(outages)}\n` : ''}${failures !== '' ? `${failures}\n` : ''}`);
 }

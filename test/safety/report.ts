@@ -13,3 +13,19 @@ export function formatTable(summaries: readonly FaultSummary[]): string {
   });
   return [head, rule, ...rows].join('\n');
 }
+
+/**
+ * formatStepDowns: per-variant step-down latency and missed step-downs (api-errors), and terms
+ * re-confirmed after their holder reported them lost, for the fault types that have any.
+ */
+export function formatStepDowns(summaries: readonly FaultSummary[]): string {
+  const lines: string[] = [];
+  for (const s of summaries) {
+    if (s.stepDownByVariant !== undefined) {
+      const parts = Object.entries(s.stepDownByVariant).sort(([a], [b]) => a.localeCompare(b)).map(([v, st]) => `${v} ${st.n} (${ms(st)})`);
+      lines.push(`${s.fault}: step-down n (p50/p99/max ms) by variant: ${parts.join('; ')}; missed step-downs: ${s.missedStepDowns ?? 0}`);
+    }
+    if ((s.resumedAfterLoss ?? 0) > 0) lines.push(`${s.fault}: terms re-confirmed after a reported loss: ${s.resumedAfterLoss ?? 0}`);
+  }
+  return lines.join('\n');
+}

@@ -59,6 +59,12 @@ export interface FaultSummary {
   readonly dualBelief: Stat;
   readonly failoverMs: Stat;
   readonly stepDownMs: Stat;
+  /** stepDownByVariant: step-down latency per variant (api-errors), absent when no trial of the type reports one. */
+  readonly stepDownByVariant?: Readonly<Record<string, Stat>>;
+  /** missedStepDowns: trials whose holder did not report the loss although API errors outlasted its renew deadline. */
+  readonly missedStepDowns?: number;
+  /** resumedAfterLoss: `granted` reports of a term its holder had reported lost (see trial.ts resumedAfterLoss). */
+  readonly resumedAfterLoss?: number;
   readonly ops: { readonly grants: number; readonly renews: number; readonly attempts: number; readonly accepted: number };
   /** wallMs: the wall time of the phase this fault type ran in (shared by interleaved fault types). */
   readonly wallMs: number;
@@ -107,6 +113,8 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
     dualBelief: stat(results.flatMap((r) => r.report.dualBelief.map((d) => d.ms))),
     failoverMs: stat(results.flatMap((r) => (r.failoverMs !== undefined ? [r.failoverMs] : []))),
     stepDownMs: stat(results.flatMap((r) => (r.stepDownMs !== undefined ? [r.stepDownMs] : []))),
+    ...stepDownDetail(results),
+    resumedAfterLoss: sum((r) => r.resumedAfterLoss ?? 0),
     ops: { grants: sum((r) => r.report.counts.grants), renews: sum((r) => r.report.counts.renews), attempts: sum((r) => r.report.counts.attempts), accepted: sum((r) => r.report.counts.accepted) },
     wallMs: Math.round(wallMs), failed,
     stuckExamples: results.flatMap((r) => (r.stuck !== undefined ? [`${r.spec.id} (seed ${r.spec.seed}, ${r.variant}): ${r.stuck}`] : [])).slice(0, 5),
@@ -119,7 +127,15 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
  * server, the control plane): their trials run in a phase of their own. The others act on one trial's processes and
  * proxies only, so their trials run interleaved in one phase (no idle slots between fault types).
  */
-export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill', 'apiserver']);
+export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill', 'apiserver', 'watch-delay']);
+
+/** stepDownDetail: per-variant step-down latency and missed step-downs, for fault types that report them. */
+function stepDownDetail(results: readonly TrialResult[]): Pick<FaultSummary, 'stepDownByVariant' | 'missedStepDowns'> {
+  if (!results.some((r) => r.missedStepDown !== undefined)) return {};
+  const byVariant: Record<string, Stat> = {};
+  for (const v of new Set(results.map((r) => r.variant))) byVariant[v] = stat(results.flatMap((r) => (r.variant === v && r.stepDownMs !== undefined ? [r.stepDownMs] : [])));
+  return { stepDownByVariant: byVariant, missedStepDowns: results.filter((r) => r.missedStepDown === true).length };
+}
 
 /** runTrials runs every fault type's trials and returns one summary per fault type. */
 export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {

@@ -16,6 +16,7 @@ import { createTestNamespace, type ControlPlane } from '../support/testbed/contr
 import { spawnManaged, tailLog, type ManagedProcess } from '../support/testbed/processes.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
 import { startTcpProxy, type TcpProxy } from '../support/testbed/tcp-proxy.ts';
+import { kubeconfigVia, proxyTargetOf, startHttpFaultProxy, type HttpFaultProxy } from '../support/testbed/http-fault-proxy.ts';
 import { testKube, type TestKube } from '../support/fixtures.ts';
 import { runOutage, type OutagePlan } from './faults/apiserver.ts';
 import { OutageScheduler } from './faults/outage-scheduler.ts';
@@ -73,6 +74,10 @@ export interface SafetyBed {
   readonly leases: LeaseRecorder;
   readonly storeLog: StoreRecorder;
   readonly pool: WorkerPool;
+  /** httpPool: workers that reach the API server through an HTTP fault proxy each (`api-errors`). */
+  readonly httpPool: WorkerPool;
+  /** controllerApi: the HTTP fault proxy between the controller and the API server (pass-through unless a fault is set; `watch-delay`). */
+  readonly controllerApi: HttpFaultProxy;
   /** skewedPool returns (creating once) a pool whose workers run under libfaketime with FAKETIME=spec (rate skew, from start). */
   skewedPool(spec: string): WorkerPool;
   /**
@@ -125,6 +130,10 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   const storeLog = new StoreRecorder(store.url);
   await storeLog.start();
   const pool = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port });
+  const httpPool = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port, name: 'http', httpFaults: true });
+  const controllerApi = await startHttpFaultProxy(proxyTargetOf(o.kubeconfigPath));
+  const controllerKubeconfig = join(dir, 'controller.kubeconfig');
+  writeFileSync(controllerKubeconfig, kubeconfigVia(o.kubeconfigPath, controllerApi.url), { mode: 0o600 });
   const skewed = new Map<string, WorkerPool>();
   const clockFile = (id: string): string => join(dir, `${id}.faketime`);
   const jumpPool = new WorkerPool({
@@ -144,8 +153,8 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     logs.push(logFile);
     const redisUrl = `redis://127.0.0.1:${counterProxy.port}`;
     const args = o.noFloor === true
-      ? [UNSAFE_CONTROLLER, '--kubeconfig', o.kubeconfigPath, '--redis-url', redisUrl, '--namespace', t.namespace]
-      : [MAIN, 'controller', '--kubeconfig', o.kubeconfigPath, '--redis-url', redisUrl, '--namespace', t.namespace,
+      ? [UNSAFE_CONTROLLER, '--kubeconfig', controllerKubeconfig, '--redis-url', redisUrl, '--namespace', t.namespace]
+      : [MAIN, 'controller', '--kubeconfig', controllerKubeconfig, '--redis-url', redisUrl, '--namespace', t.namespace,
         // One replica: its own leader election would only add a lease wait to every restart.
         '--leader-elect', 'false', '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0',
         '--identity', identity, '--log-level', 'info'];
@@ -175,7 +184,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     return round;
   };
   const bed: SafetyBed = {
-    dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool, jumpPool, clockFile,
+    dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool, httpPool, controllerApi, jumpPool, clockFile,
     ...(plane !== undefined ? { outages: new OutageScheduler<OutagePlan>((p) => runOutage(plane, p)) } : {}),
     skewedPool(spec) {
       let p = skewed.get(spec);
@@ -210,12 +219,13 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     },
     controllerLog: () => logs.slice(-2).map((f) => `--- ${f}\n${tailLog(f, 30)}`).join('\n'),
     async close(keepDir = false) {
-      await Promise.allSettled([pool.close(), jumpPool.close(), ...[...skewed.values()].map((p) => p.close())]);
+      await Promise.allSettled([pool.close(), httpPool.close(), jumpPool.close(), ...[...skewed.values()].map((p) => p.close())]);
       await controller?.stop();
       leases.stop();
       storeLog.stop();
       storeClient.disconnect();
       await counterProxy.close();
+      await controllerApi.close();
       await Promise.allSettled([counter.stop(), store.stop(), witness?.stop()]);
       if (!keepDir && o.keepDir !== true) rmSync(dir, { recursive: true, force: true });
     },

@@ -19,9 +19,11 @@ import type { ClientEvent } from './history.ts';
 import { readFinalStore, trialPrefix } from './recorders.ts';
 import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
+import { apiErrors } from './faults/api-errors.ts';
+import { watchDelay } from './faults/watch-delay.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
-export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock', 'apiserver'] as const;
+export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock', 'apiserver', 'api-errors', 'watch-delay'] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
 /** TrialSpec: which trial, with which seed, under which fault. */
@@ -47,6 +49,10 @@ export interface TrialResult {
   readonly stepDownMs: number | undefined;
   /** outage: the `apiserver` fault's observation (variant, D, kept or stepped down, the formula's prediction). */
   readonly outage?: OutageObservation;
+  /** missedStepDown: API errors outlasted the holder's renew deadline and it did not report the loss (api-errors). */
+  readonly missedStepDown?: boolean | undefined;
+  /** resumedAfterLoss: times a client reported `granted` again for a token it had reported `lost` (same term re-confirmed). */
+  readonly resumedAfterLoss?: number;
   /** injected: the fault was applied (false when set-up failed before it: such a trial counts as not run). */
   readonly injected: boolean;
   /** stuck: the trial made no progress after the fault within its bound, or failed before it. */
@@ -73,7 +79,7 @@ export function clientEvent(e: StampedOutput): ClientEvent | undefined {
 }
 
 /** Ctx is what a fault script works with. */
-class Ctx {
+export class Ctx {
   readonly events: ClientEvent[] = [];
   readonly workers: WorkerHandle[] = [];
   readonly #offs: (() => void)[] = [];
@@ -150,6 +156,7 @@ class Ctx {
       w.signal('SIGCONT');
       w.apiProxy.heal();
       w.storeProxy.heal();
+      w.httpProxy?.heal();
       const left = w.waitFor(this.spec.id, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
       w.send({ cmd: 'leave', trial: this.spec.id, release: false });
       await left;
@@ -160,10 +167,10 @@ class Ctx {
 }
 
 /** Holder is the first holder of the trial's lock. */
-interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
+export interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
 
 /** FaultOutcome: what a fault script reports back. */
-interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number; outage?: OutageObservation }
+export interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number; missedStepDown?: boolean; outage?: OutageObservation }
 
 type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
 
@@ -280,6 +287,8 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     await released;
     return { variant, faultMs: 0, startAt, above: h.token };
   },
+  ['api-errors']: apiErrors,
+  ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {
     const wanted = ctx.pick(['between-incr-and-lease', 'during-handoff'] as const);
     let variant: string = wanted;
@@ -339,6 +348,25 @@ export function mixSeed(seed: number): number {
  */
 export const CLOCK_SPECS = ['step +600', 'step -600', 'rate +0 x0.5', 'rate +0 x2'] as const;
 
+/**
+ * resumedAfterLoss counts `granted` reports for a (holder, token) that the same holder had
+ * reported `lost` before: the session stepped down at its deadline, then re-confirmed the very
+ * same term (the Lease still named it, and its compare-and-swap renew succeeded) instead of
+ * waiting for a new grant with a new token. Not a fencing violation (no other term came between:
+ * the renew is a CAS), but it is what plan row T11 says must not happen, so it is reported.
+ */
+export function resumedAfterLoss(events: readonly ClientEvent[]): number {
+  const lost = new Set<string>();
+  let n = 0;
+  for (const e of events) {
+    if (e.kind !== 'lost' && e.kind !== 'granted') continue;
+    const key = `${e.holder}#${e.token}`;
+    if (e.kind === 'lost') lost.add(key);
+    else if (lost.has(key)) n++;
+  }
+  return n;
+}
+
 /** runTrial runs one trial on the bed and checks its history. Never throws for a fault's effect. */
 export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialResult> {
   const began = performance.now();
@@ -357,9 +385,10 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     const a = await createPod(bed.t, `${spec.id}-a`, { app: spec.id });
     const b = await createPod(bed.t, `${spec.id}-b`, { app: spec.id });
     const aId = `${spec.id}-a/${a.metadata?.uid ?? ''}`;
-    const poolA = clockSpec === undefined ? bed.pool : clockSpec.startsWith('rate ') ? bed.skewedPool(clockSpec.slice(5)) : bed.jumpPool;
+    const poolB = spec.fault === 'api-errors' ? bed.httpPool : bed.pool;
+    const poolA = clockSpec === undefined ? poolB : clockSpec.startsWith('rate ') ? bed.skewedPool(clockSpec.slice(5)) : bed.jumpPool;
     const wa = await ctx.join(poolA, `${spec.id}-a`, a.metadata?.uid ?? '');
-    const wb = await ctx.join(bed.pool, `${spec.id}-b`, b.metadata?.uid ?? '');
+    const wb = await ctx.join(poolB, `${spec.id}-b`, b.metadata?.uid ?? '');
     if (spec.fault === 'pause-grant') {
       outcome = await pauseGrant(ctx, wa, aId);
     } else {
@@ -405,7 +434,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   return {
     spec, variant: outcome?.variant ?? '(not reached)', report, injected: outcome !== undefined, faultMs: Math.round(outcome?.faultMs ?? 0),
     failoverMs: spec.fault === 'none' ? undefined : ctx.firstGrantAbove(outcome?.above ?? 0n, startAt),
-    stepDownMs: outcome?.stepDownMs, stuck, wallMs: performance.now() - began,
+    stepDownMs: outcome?.stepDownMs, missedStepDown: outcome?.missedStepDown, resumedAfterLoss: resumedAfterLoss(ctx.events), stuck, wallMs: performance.now() - began,
     ...(outcome?.outage !== undefined ? { outage: outcome.outage } : {}),
   };
 }

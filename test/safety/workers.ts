@@ -14,6 +14,7 @@ import { createInterface } from 'node:readline';
 import { KubeConfig } from '@kubernetes/client-node';
 import { spawnManaged } from '../support/testbed/processes.ts';
 import { startTcpProxy, type TcpProxy } from '../support/testbed/tcp-proxy.ts';
+import { proxyTargetOf, startHttpFaultProxy, type HttpFaultProxy } from '../support/testbed/http-fault-proxy.ts';
 import { parseWorkerOutput, type WorkerCommand, type WorkerOutput } from './worker-protocol.ts';
 
 const WORKER = resolve(import.meta.dirname, 'worker.ts');
@@ -27,6 +28,8 @@ export interface WorkerHandle {
   readonly pid: number;
   readonly apiProxy: TcpProxy;
   readonly storeProxy: TcpProxy;
+  /** httpProxy: in a pool with `httpFaults`, the HTTP fault proxy between the worker and its apiProxy. */
+  readonly httpProxy: HttpFaultProxy | undefined;
   alive(): boolean;
   send(cmd: WorkerCommand): void;
   /** on subscribes to one trial's events; returns the unsubscribe. */
@@ -48,6 +51,8 @@ export interface PoolOptions {
   /** env: extra environment for each worker, by worker id (e.g. libfaketime); a pool per environment. */
   readonly env?: (id: string) => NodeJS.ProcessEnv;
   readonly name?: string;
+  /** httpFaults: each worker reaches its API proxy through an HTTP fault proxy of its own (API-level faults). */
+  readonly httpFaults?: boolean;
 }
 
 async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
@@ -57,8 +62,10 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
   if (server.hostname !== '127.0.0.1') throw new Error(`no loopback API server in ${o.kubeconfigPath}`);
   const apiProxy = await startTcpProxy({ targetPort: Number(server.port) });
   const storeProxy = await startTcpProxy({ targetPort: o.storePort });
+  // worker → HTTP fault proxy (TLS, per request) → TCP proxy (bytes) → kube-apiserver
+  const httpProxy = o.httpFaults === true ? await startHttpFaultProxy({ targetPort: apiProxy.port, tls: proxyTargetOf(o.kubeconfigPath).tls }) : undefined;
   const kubeconfig = join(o.dir, `${id}.kubeconfig`);
-  writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${apiProxy.port}`), { mode: 0o600 });
+  writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, httpProxy?.url ?? `https://127.0.0.1:${apiProxy.port}`), { mode: 0o600 });
   // A managed process: stopped with this process even after a failed test, like every testbed child.
   const proc = spawnManaged(`worker ${id}`, process.execPath, {
     args: [WORKER, '--kubeconfig', kubeconfig, '--store', `redis://127.0.0.1:${storeProxy.port}`],
@@ -85,7 +92,7 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
     return () => { set.delete(listener); if (set.size === 0) listeners.delete(trial); };
   };
   const h: WorkerHandle = {
-    id, pid: proc.pid, apiProxy, storeProxy, exited, on,
+    id, pid: proc.pid, apiProxy, storeProxy, httpProxy, exited, on,
     alive: () => proc.isRunning(),
     send(cmd) { if (proc.isRunning()) stdin.write(`${JSON.stringify(cmd)}\n`); },
     waitFor(trial, match, timeoutMs, what) {
@@ -101,7 +108,7 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
         proc.signal('SIGKILL');
         await exited;
       }
-      await Promise.allSettled([apiProxy.close(), storeProxy.close()]);
+      await Promise.allSettled([apiProxy.close(), storeProxy.close(), httpProxy?.close()]);
     },
   };
   const started = await Promise.race([ready.then(() => true), exited.then(() => false), new Promise<boolean>((r) => { setTimeout(() => { r(false); }, 60_000).unref(); })]);
@@ -156,6 +163,7 @@ export class WorkerPool {
     w.signal('SIGCONT');
     w.apiProxy.heal();
     w.storeProxy.heal();
+    w.httpProxy?.heal();
     if (w.alive() && !this.#closed) { this.#idle.push(w); return; }
     this.#all.delete(w);
     await w.stop();
