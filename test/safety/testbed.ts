@@ -43,8 +43,14 @@ export interface SafetyBedOptions {
 export interface SafetyBed {
   readonly dir: string;
   readonly t: TestKube;
+  /** counter: the token counter's redis-server now (a failover replaces it: `replaceCounter`). */
   readonly counter: RedisServer;
   readonly counterProxy: TcpProxy;
+  /**
+   * replaceCounter makes `next` the token counter (a promoted replica) and points the controller's
+   * counter proxy at it; the old server is stopped at close (a failover has already killed it).
+   */
+  replaceCounter(next: RedisServer): void;
   readonly store: RedisServer;
   readonly storeClient: Redis;
   readonly leases: LeaseRecorder;
@@ -77,8 +83,10 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   const kc = new KubeConfig();
   kc.loadFromFile(o.kubeconfigPath);
   const t = testKube(kc, await createTestNamespace(kc, 'safety-'));
-  const [counter, store] = await Promise.all([startRedis(), startRedis()]);
-  const counterProxy = await startTcpProxy({ targetPort: counter.port });
+  const [firstCounter, store] = await Promise.all([startRedis(), startRedis()]);
+  let counter = firstCounter;
+  const retiredCounters: RedisServer[] = [];
+  const counterProxy = await startTcpProxy({ targetPort: firstCounter.port });
   const storeClient = store.client();
   storeClient.on('error', () => undefined);
   const leases = new LeaseRecorder(kc, t.namespace);
@@ -116,7 +124,13 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
 
   let chain: Promise<unknown> = Promise.resolve();
   const bed: SafetyBed = {
-    dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool, jumpPool, clockFile,
+    dir, t, counterProxy, store, storeClient, leases, storeLog, pool, jumpPool, clockFile,
+    get counter() { return counter; },
+    replaceCounter(next) {
+      retiredCounters.push(counter);
+      counter = next;
+      counterProxy.retarget(next.port);
+    },
     skewedPool(spec) {
       let p = skewed.get(spec);
       if (p === undefined) {
@@ -148,7 +162,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       storeLog.stop();
       storeClient.disconnect();
       await counterProxy.close();
-      await Promise.allSettled([counter.stop(), store.stop()]);
+      await Promise.allSettled([counter.stop(), store.stop(), ...retiredCounters.map((c) => c.stop())]);
       if (!keepDir && o.keepDir !== true) rmSync(dir, { recursive: true, force: true });
     },
   };

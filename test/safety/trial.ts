@@ -14,6 +14,7 @@ import { mulberry32 } from '../support/prng.ts';
 import { checkHistory, type TrialReport } from './checker.ts';
 import type { ClientEvent } from './history.ts';
 import { readFinalStore, trialPrefix } from './recorders.ts';
+import { startLaggingReplica } from './faults/redis-failover.ts';
 import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
 
@@ -250,16 +251,17 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     return { variant: 'same-name-new-uid', faultMs: ms, startAt, above: h.token, resumed: h.w, resumedAt: performance.now() };
   },
   async redis(ctx, h) {
-    const variant = ctx.pick(['del', 'expire', 'flushall', 'restart-empty', 'crash'] as const);
+    const variant = ctx.pick(['del', 'expire', 'flushall', 'restart-empty', 'crash', 'failover-lagging-replica'] as const);
+    if (variant === 'failover-lagging-replica') return await failoverToLaggingReplica(ctx, h);
     const key = `fencepost:fence:${ctx.bed.t.namespace}/${ctx.spec.id}`;
-    const c = ctx.bed.counter;
     const startAt = performance.now();
     if (variant === 'del' || variant === 'expire') {
-      const client = c.client();
+      const client = ctx.bed.counter.client();
       client.on('error', () => undefined);
       try { if (variant === 'del') await client.del(key); else await client.pexpire(key, 1); } finally { client.disconnect(); }
     } else {
       await ctx.bed.exclusive(async () => {
+        const c = ctx.bed.counter; // now: a failover may have replaced it
         if (variant === 'flushall') await c.flushAll();
         else if (variant === 'restart-empty') await c.restart({ loseData: true });
         else await c.crash();
@@ -290,6 +292,35 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
     });
   },
 };
+
+/**
+ * T8: a replica of the counter is cut off, the next grant draws its token from the primary alone,
+ * then the primary dies and the replica (missing that INCR) is promoted; the grant after that must
+ * still be above every token issued. A third candidate C is joined so that there is a grant after
+ * the failover.
+ */
+async function failoverToLaggingReplica(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
+  const c = await createPod(ctx.bed.t, `${ctx.spec.id}-c`, { app: ctx.spec.id });
+  await ctx.join(ctx.bed.pool, `${ctx.spec.id}-c`, c.metadata?.uid ?? '');
+  const replica = await ctx.bed.exclusive(() => startLaggingReplica(ctx.bed.counter));
+  const startAt = performance.now();
+  let second: { w: WorkerHandle; e: StampedOutput };
+  try {
+    const granted = ctx.next(undefined, (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token, 30_000, 'a grant after the replication cut');
+    h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
+    second = await granted;
+  } catch (err) {
+    await replica.discard();
+    throw err;
+  }
+  await ctx.bed.exclusive(async () => {
+    await replica.promote(ctx.bed.counter);
+    ctx.bed.replaceCounter(replica.server);
+  });
+  // Hand over again: this token comes from the promoted replica.
+  second.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
+  return { variant: 'failover-lagging-replica', faultMs: 0, startAt, above: BigInt(second.e.token ?? '0') };
+}
 
 async function pauseGrant(ctx: Ctx, a: WorkerHandle, aId: string): Promise<FaultOutcome> {
   // A is paused before its lock exists: the controller grants it while it cannot see the grant.
