@@ -70,6 +70,12 @@ export interface SafetyBed {
   readonly controllerRestarts: number;
   /** killController SIGKILLs the controller process, starts a new one and waits until its workers run. */
   killController(): Promise<void>;
+  /** kubeconfigPath: the admin kubeconfig the bed was started with. */
+  readonly kubeconfigPath: string;
+  /** suspendController stops the bed's controller (SIGTERM) until resumeController (the controller-split phase runs its own replicas). */
+  suspendController(): Promise<void>;
+  /** resumeController starts the bed's controller again and waits until its workers run. */
+  resumeController(): Promise<void>;
   /** exclusive runs fn while no other global fault runs. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** controllerLog: the tail of the controller logs (for failure messages). */
@@ -146,6 +152,14 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       startController();
       // Until the new process has synced its caches and started its workers nothing is granted;
       // the next global fault waits for that (its log line; readyz is always true without leader election).
+      const started = performance.now();
+      while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
+    },
+    kubeconfigPath: o.kubeconfigPath,
+    async suspendController() { await controller?.stop(); },
+    async resumeController() {
+      if (controller?.isRunning() === true) return;
+      startController();
       const started = performance.now();
       while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
     },

@@ -9,17 +9,18 @@
  */
 import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLock, createPod, deleteLock, lockBody } from '../support/fixtures.ts';
+import { createLock, createPod, deleteLock, lockBody, setPodStatus } from '../support/fixtures.ts';
 import { mulberry32 } from '../support/prng.ts';
 import { checkHistory, type TrialReport } from './checker.ts';
-import type { ClientEvent } from './history.ts';
+import type { ClientEvent, LeaseVersion } from './history.ts';
 import { readFinalStore, trialPrefix } from './recorders.ts';
+import { activeSplit } from './faults/controller-split.ts';
 import { startLaggingReplica } from './faults/redis-failover.ts';
 import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
-export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock'] as const;
+export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock', 'controller-split'] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
 /** TrialSpec: which trial, with which seed, under which fault. */
@@ -48,6 +49,8 @@ export interface TrialResult {
   /** stuck: the trial made no progress after the fault within its bound, or failed before it. */
   readonly stuck: string | undefined;
   readonly wallMs: number;
+  /** counters: fault-specific figures (controller-split: grants by a replica that was not the leader). */
+  readonly counters?: Readonly<Record<string, number>>;
 }
 
 const THINK_MS = 60;
@@ -134,6 +137,15 @@ class Ctx {
     return g !== undefined ? g.at - since : undefined;
   }
 
+  /**
+   * handOff: the holder's pod stops being a candidate (unready) and its worker leaves, releasing
+   * the lock, so the next grant goes to a candidate that is still running (trials with three pods).
+   */
+  async handOff(w: WorkerHandle, holder: string): Promise<void> {
+    await setPodStatus(this.bed.t, holder.split('/')[0] ?? '', 'unready').catch(() => undefined);
+    w.send({ cmd: 'leave', trial: this.spec.id, release: true });
+  }
+
   note(kind: 'paused' | 'resumed' | 'killed', holder: string): void { this.events.push({ kind, at: performance.now(), holder }); }
 
   async leaveAll(): Promise<void> {
@@ -155,7 +167,11 @@ class Ctx {
 interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
 
 /** FaultOutcome: what a fault script reports back. */
-interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number }
+interface FaultOutcome {
+  variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number;
+  /** tally computes the trial's counters from its Lease history. */
+  tally?: (leases: readonly LeaseVersion[]) => Record<string, number>;
+}
 
 type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
 
@@ -291,6 +307,26 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock'>, Script> = {
       return { variant, faultMs: 0, startAt, above: h.token };
     });
   },
+  async ['controller-split'](ctx, h) {
+    const split = activeSplit(ctx.bed);
+    if (split === undefined) throw new Error('controller-split trials run in their own phase (runTrials starts the two replicas)');
+    // A third candidate, so that there is a second handoff to make when the old leader comes back.
+    const c = await createPod(ctx.bed.t, `${ctx.spec.id}-c`, { app: ctx.spec.id });
+    await ctx.join(ctx.bed.pool, `${ctx.spec.id}-c`, c.metadata?.uid ?? '');
+    const ticket = await split.join(ctx.rnd);
+    const startAt = await ticket.stopped;
+    // First handoff while the leader is paused or cut off: only a takeover can grant it.
+    await sleep(ctx.uniform(0, 500));
+    const granted = ctx.next(undefined, (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token, 60_000, 'a grant during the split');
+    granted.catch(() => undefined);
+    await ctx.handOff(h.w, h.id);
+    await ticket.resuming;
+    // Second handoff as the old leader comes back believing it leads.
+    const second = await granted;
+    await ctx.handOff(second.w, second.e.holder);
+    await ticket.done;
+    return { variant: ticket.variant, faultMs: ticket.faultMs, startAt, above: BigInt(second.e.token ?? '0'), tally: (leases) => split.tally(leases) };
+  },
 };
 
 /**
@@ -307,7 +343,7 @@ async function failoverToLaggingReplica(ctx: Ctx, h: Holder): Promise<FaultOutco
   let second: { w: WorkerHandle; e: StampedOutput };
   try {
     const granted = ctx.next(undefined, (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token, 30_000, 'a grant after the replication cut');
-    h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
+    await ctx.handOff(h.w, h.id);
     second = await granted;
   } catch (err) {
     await replica.discard();
@@ -318,7 +354,7 @@ async function failoverToLaggingReplica(ctx: Ctx, h: Holder): Promise<FaultOutco
     ctx.bed.replaceCounter(replica.server);
   });
   // Hand over again: this token comes from the promoted replica.
-  second.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
+  await ctx.handOff(second.w, second.e.holder);
   return { variant: 'failover-lagging-replica', faultMs: 0, startAt, above: BigInt(second.e.token ?? '0') };
 }
 
@@ -401,11 +437,12 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     finalStore: await readFinalStore(bed.storeClient, spec.id),
   };
   const report = checkHistory(history);
+  const counters = outcome?.tally?.(history.leases);
   void deleteLock(bed.t, spec.id).catch(() => undefined);
   const startAt = outcome?.startAt ?? began;
   return {
     spec, variant: outcome?.variant ?? '(not reached)', report, injected: outcome !== undefined, faultMs: Math.round(outcome?.faultMs ?? 0),
     failoverMs: spec.fault === 'none' ? undefined : ctx.firstGrantAbove(outcome?.above ?? 0n, startAt),
-    stepDownMs: outcome?.stepDownMs, stuck, wallMs: performance.now() - began,
+    stepDownMs: outcome?.stepDownMs, stuck, wallMs: performance.now() - began, ...(counters !== undefined ? { counters } : {}),
   };
 }
