@@ -34,8 +34,12 @@ import type { SafetyBed } from '../testbed.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
-/** The replicas' leader election: lease 2 s, renew deadline 1.3 s, retry 400 ms. */
-export const ELECTION = { leaseMs: 2000, renewDeadlineMs: 1300, retryPeriodMs: 400, id: 'safety-split-leader' } as const;
+/**
+ * The replicas' leader election: lease 4 s, renew deadline 3 s, retry 600 ms. Shorter settings
+ * (2 s / 1.3 s / 400 ms) made the leader lose its lead every few seconds on the shared 2-core
+ * machine at load 20–35 (renewals slower than the deadline), and every loss costs a process restart.
+ */
+export const ELECTION = { leaseMs: 4000, renewDeadlineMs: 3000, retryPeriodMs: 600, id: 'safety-split-leader' } as const;
 /** GATHER_MS: how long an event waits, after its first trial joined, for more trials to join. */
 const GATHER_MS = 400;
 /** RESUME_LEAD_MS: the trials' second handoff is released this long before the paused leader resumes. */
@@ -90,10 +94,15 @@ class Replica {
     });
   }
 
-  /** leading: its current process logged that it leads and started its workers. */
+  /** workersStarted: its current process logged that it leads and started its workers. */
   workersStarted(): boolean {
     const text = readLog(this.log);
     return text.includes('Started leading') && text.includes('Started workers');
+  }
+
+  /** campaigning: its current process runs and takes part in the election (a standby that can take over). */
+  campaigning(): boolean {
+    return this.proc?.isRunning() === true && readLog(this.log).includes('Started campaigning');
   }
 
   async stop(): Promise<void> {
@@ -195,7 +204,7 @@ export class ControllerSplit {
     for (;;) {
       await this.#pollLeader();
       const leader = this.#leaderReplica();
-      if (leader !== undefined && leader.workersStarted() && this.#replicas.every((r) => r.proc?.isRunning() === true)) return leader;
+      if (leader !== undefined && leader.workersStarted() && this.#replicas.every((r) => r.campaigning())) return leader;
       if (performance.now() > deadline) return leader;
       await sleep(100);
     }
@@ -217,11 +226,11 @@ export class ControllerSplit {
 
   async #run(p: PendingEvent): Promise<void> {
     await sleep(Math.max(0, p.joined + GATHER_MS - performance.now()));
-    const leader = await this.#ready(45_000);
+    const leader = await this.#ready(90_000);
     if (this.#pending === p) this.#pending = undefined; // later trials gather for the next event
     const variant = SPLIT_VARIANTS[Math.floor(p.opener() * SPLIT_VARIANTS.length) % SPLIT_VARIANTS.length] ?? 'pause-leader';
-    // Longer than the election lease, so the standby takes over and grants; at most 3 leases.
-    const faultMs = Math.round((1.5 + 1.5 * p.opener()) * ELECTION.leaseMs);
+    // Longer than the election lease, so the standby takes over and grants: U[1.25, 2.5] leases.
+    const faultMs = Math.round((1.25 + 1.25 * p.opener()) * ELECTION.leaseMs);
     let onStopped: (at: number) => void = () => undefined;
     let onResuming: () => void = () => undefined;
     let onDone: () => void = () => undefined;
