@@ -11,7 +11,10 @@ export function formatTable(summaries: readonly FaultSummary[]): string {
     const v = s.violations;
     return `| ${s.fault} | ${s.trials} | ${s.notRun} | ${s.survived} | ${v.S1} | ${v.S2} | ${v.S3} | ${v.S4} | ${v.S5} | ${v.H} | ${s.stuck} | ${s.staleRejected} | ${s.attemptsAfterValidUntil} | ${s.dualBelief.n} (${ms(s.dualBelief)}) | ${ms(s.failoverMs)} | ${ms(s.stepDownMs)} | ${Math.round(s.wallMs / 1000)} |`;
   });
-  return [head, rule, ...rows].join('\n');
+  // Fault-specific counters (controller-split: which replica granted) follow the table.
+  const counters = summaries.filter((s) => Object.keys(s.counters).length > 0)
+    .map((s) => `counters: ${s.fault}: ${Object.entries(s.counters).map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  return [head, rule, ...rows, ...(counters.length > 0 ? ['', ...counters] : [])].join('\n');
 }
 
 /**

@@ -6,6 +6,7 @@
 import { percentile } from '../../bench/lib.ts';
 import type { Invariant } from './checker.ts';
 import { summarizeOutages, type OutageRow } from './faults/apiserver.ts';
+import { withControllerSplit } from './faults/controller-split.ts';
 import type { SafetyBed } from './testbed.ts';
 import { runTrial, type FaultType, type TrialResult } from './trial.ts';
 
@@ -72,6 +73,8 @@ export interface FaultSummary {
   readonly stuckExamples: readonly string[];
   /** outages: the `apiserver` fault's table (per variant and D: kept, stepped down, matched the formula). */
   readonly outages?: readonly OutageRow[];
+  /** counters: the trials' fault-specific counters, summed (controller-split: grants by a non-leader replica). */
+  readonly counters: Readonly<Record<string, number>>;
 }
 
 /** replayCommand is the command line that runs one trial again. */
@@ -103,6 +106,8 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
     }
   }
   const sum = (f: (r: TrialResult) => number): number => results.reduce((a, r) => a + f(r), 0);
+  const counters: Record<string, number> = {};
+  for (const r of results) for (const [k, v] of Object.entries(r.counters ?? {})) counters[k] = (counters[k] ?? 0) + v;
   return {
     fault, trials: results.filter((r) => r.injected).length, notRun: results.filter((r) => !r.injected).length,
     survived: results.filter((r) => r.injected && r.report.ok).length, violations,
@@ -116,7 +121,7 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
     ...stepDownDetail(results),
     resumedAfterLoss: sum((r) => r.resumedAfterLoss ?? 0),
     ops: { grants: sum((r) => r.report.counts.grants), renews: sum((r) => r.report.counts.renews), attempts: sum((r) => r.report.counts.attempts), accepted: sum((r) => r.report.counts.accepted) },
-    wallMs: Math.round(wallMs), failed,
+    wallMs: Math.round(wallMs), failed, counters,
     stuckExamples: results.flatMap((r) => (r.stuck !== undefined ? [`${r.spec.id} (seed ${r.spec.seed}, ${r.variant}): ${r.stuck}`] : [])).slice(0, 5),
     ...(fault === 'apiserver' ? { outages: summarizeOutages(results.flatMap((r) => (r.outage !== undefined ? [r.outage] : []))) } : {}),
   };
@@ -127,7 +132,7 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
  * server, the control plane): their trials run in a phase of their own. The others act on one trial's processes and
  * proxies only, so their trials run interleaved in one phase (no idle slots between fault types).
  */
-export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill', 'apiserver', 'watch-delay']);
+export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill', 'apiserver', 'watch-delay', 'controller-split']);
 
 /** stepDownDetail: per-variant step-down latency and missed step-downs, for fault types that report them. */
 function stepDownDetail(results: readonly TrialResult[]): Pick<FaultSummary, 'stepDownByVariant' | 'missedStepDowns'> {
@@ -145,13 +150,15 @@ export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
   for (const faults of phases) {
     const began = performance.now();
     // Trial k of the phase: fault faults[k % n], its index i = floor(k / n) (seed baseSeed + i).
-    const results = await pooled(o.trialsPerFault * faults.length, o.concurrency, async (k) => {
+    const phase = (): Promise<TrialResult[]> => pooled(o.trialsPerFault * faults.length, o.concurrency, async (k) => {
       const fault = faults[k % faults.length] as FaultType;
       const i = Math.floor(k / faults.length);
       const r = await runTrial(o.bed, { id: `${fault}-${i}`, seed: (o.baseSeed + i) >>> 0, fault, leaseSeconds: o.leaseSeconds, fenced: o.fenced });
       o.onResult?.(r);
       return r;
     }, began + (o.phaseBudgetMs ?? Infinity) * faults.length);
+    // controller-split replaces the bed's controller with two replicas for its phase.
+    const results = faults.includes('controller-split') ? await withControllerSplit(o.bed, phase) : await phase();
     const wallMs = performance.now() - began;
     for (const fault of faults) out.push(summarize(fault, results.filter((r) => r.spec.fault === fault), wallMs, o));
     o.onPhase?.(out);

@@ -67,8 +67,14 @@ export interface SafetyBedOptions {
 export interface SafetyBed {
   readonly dir: string;
   readonly t: TestKube;
+  /** counter: the token counter's redis-server now (a failover replaces it: `replaceCounter`). */
   readonly counter: RedisServer;
   readonly counterProxy: TcpProxy;
+  /**
+   * replaceCounter makes `next` the token counter (a promoted replica) and points the controller's
+   * counter proxy at it; the old server is stopped at close (a failover has already killed it).
+   */
+  replaceCounter(next: RedisServer): void;
   readonly store: RedisServer;
   readonly storeClient: Redis;
   readonly leases: LeaseRecorder;
@@ -104,6 +110,12 @@ export interface SafetyBed {
   killTogether(kind: KillRoundKind, prepare: () => Promise<void>): Promise<void>;
   /** killRoundSizes: how many trials each kill round served, in order. */
   readonly killRoundSizes: readonly number[];
+  /** kubeconfigPath: the admin kubeconfig the bed was started with. */
+  readonly kubeconfigPath: string;
+  /** suspendController stops the bed's controller (SIGTERM) until resumeController (the controller-split phase runs its own replicas). */
+  suspendController(): Promise<void>;
+  /** resumeController starts the bed's controller again and waits until its workers run. */
+  resumeController(): Promise<void>;
   /** exclusive runs fn while no other global fault runs. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** outages: the shared control-plane outages of the `apiserver` fault (only with a plane). */
@@ -119,8 +131,10 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   const kc = new KubeConfig();
   kc.loadFromFile(o.kubeconfigPath);
   const t = testKube(kc, await createTestNamespace(kc, 'safety-'));
-  const [counter, store] = await Promise.all([startRedis(), startRedis()]);
-  const counterProxy = await startTcpProxy({ targetPort: counter.port });
+  const [firstCounter, store] = await Promise.all([startRedis(), startRedis()]);
+  let counter = firstCounter;
+  const retiredCounters: RedisServer[] = [];
+  const counterProxy = await startTcpProxy({ targetPort: firstCounter.port });
   const storeClient = store.client();
   storeClient.on('error', () => undefined);
   const witness: Witness | undefined = o.plane !== undefined ? await startWitness(o.plane) : undefined;
@@ -184,8 +198,14 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     return round;
   };
   const bed: SafetyBed = {
-    dir, t, counter, counterProxy, store, storeClient, leases, storeLog, pool, httpPool, controllerApi, jumpPool, clockFile,
+    dir, t, counterProxy, store, storeClient, leases, storeLog, pool, httpPool, controllerApi, jumpPool, clockFile,
     ...(plane !== undefined ? { outages: new OutageScheduler<OutagePlan>((p) => runOutage(plane, p)) } : {}),
+    get counter() { return counter; },
+    replaceCounter(next) {
+      retiredCounters.push(counter);
+      counter = next;
+      counterProxy.retarget(next.port);
+    },
     skewedPool(spec) {
       let p = skewed.get(spec);
       if (p === undefined) {
@@ -212,6 +232,14 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       round.prepared.push(mine);
       await Promise.all([mine, round.done]);
     },
+    kubeconfigPath: o.kubeconfigPath,
+    async suspendController() { await controller?.stop(); },
+    async resumeController() {
+      if (controller?.isRunning() === true) return;
+      startController();
+      const started = performance.now();
+      while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
+    },
     exclusive<T>(fn: () => Promise<T>): Promise<T> {
       const run = chain.then(fn, fn);
       chain = run.catch(() => undefined);
@@ -226,7 +254,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       storeClient.disconnect();
       await counterProxy.close();
       await controllerApi.close();
-      await Promise.allSettled([counter.stop(), store.stop(), witness?.stop()]);
+      await Promise.allSettled([counter.stop(), store.stop(), witness?.stop(), ...retiredCounters.map((c) => c.stop())]);
       if (!keepDir && o.keepDir !== true) rmSync(dir, { recursive: true, force: true });
     },
   };

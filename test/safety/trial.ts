@@ -9,21 +9,23 @@
  */
 import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLock, createPod, deleteLock, lockBody } from '../support/fixtures.ts';
+import { createLock, createPod, deleteLock, lockBody, setPodStatus } from '../support/fixtures.ts';
 import { mulberry32 } from '../support/prng.ts';
 import { checkHistory, type TrialReport } from './checker.ts';
 import { apiserverFault } from './faults/apiserver-trial.ts';
 import type { OutageObservation } from './faults/apiserver.ts';
 import type { Admission } from './faults/outage-scheduler.ts';
-import type { ClientEvent } from './history.ts';
+import type { ClientEvent, LeaseVersion } from './history.ts';
 import { readFinalStore, trialPrefix } from './recorders.ts';
+import { activeSplit } from './faults/controller-split.ts';
+import { startLaggingReplica } from './faults/redis-failover.ts';
 import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
 import { apiErrors } from './faults/api-errors.ts';
 import { watchDelay } from './faults/watch-delay.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
-export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock', 'apiserver', 'api-errors', 'watch-delay'] as const;
+export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock', 'apiserver', 'api-errors', 'watch-delay', 'controller-split'] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
 /** TrialSpec: which trial, with which seed, under which fault. */
@@ -58,6 +60,8 @@ export interface TrialResult {
   /** stuck: the trial made no progress after the fault within its bound, or failed before it. */
   readonly stuck: string | undefined;
   readonly wallMs: number;
+  /** counters: fault-specific figures (controller-split: grants by a replica that was not the leader). */
+  readonly counters?: Readonly<Record<string, number>>;
 }
 
 /** THINK_MS, INTERVAL_MS: the workers' check → write gap and their pause between writes. */
@@ -148,6 +152,15 @@ export class Ctx {
     return g !== undefined ? g.at - since : undefined;
   }
 
+  /**
+   * handOff: the holder's pod stops being a candidate (unready) and its worker leaves, releasing
+   * the lock, so the next grant goes to a candidate that is still running (trials with three pods).
+   */
+  async handOff(w: WorkerHandle, holder: string): Promise<void> {
+    await setPodStatus(this.bed.t, holder.split('/')[0] ?? '', 'unready').catch(() => undefined);
+    w.send({ cmd: 'leave', trial: this.spec.id, release: true });
+  }
+
   note(kind: 'paused' | 'resumed' | 'killed', holder: string): void { this.events.push({ kind, at: performance.now(), holder }); }
 
   async leaveAll(): Promise<void> {
@@ -170,7 +183,11 @@ export class Ctx {
 export interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
 
 /** FaultOutcome: what a fault script reports back. */
-export interface FaultOutcome { variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number; missedStepDown?: boolean; outage?: OutageObservation }
+export interface FaultOutcome {
+  variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number; missedStepDown?: boolean; outage?: OutageObservation;
+  /** tally computes the trial's counters from its Lease history. */
+  tally?: (leases: readonly LeaseVersion[]) => Record<string, number>;
+}
 
 type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
 
@@ -266,16 +283,17 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     return { variant: 'same-name-new-uid', faultMs: ms, startAt, above: h.token, resumed: h.w, resumedAt: performance.now() };
   },
   async redis(ctx, h) {
-    const variant = ctx.pick(['del', 'expire', 'flushall', 'restart-empty', 'crash'] as const);
+    const variant = ctx.pick(['del', 'expire', 'flushall', 'restart-empty', 'crash', 'failover-lagging-replica'] as const);
+    if (variant === 'failover-lagging-replica') return await failoverToLaggingReplica(ctx, h);
     const key = `fencepost:fence:${ctx.bed.t.namespace}/${ctx.spec.id}`;
-    const c = ctx.bed.counter;
     const startAt = performance.now();
     if (variant === 'del' || variant === 'expire') {
-      const client = c.client();
+      const client = ctx.bed.counter.client();
       client.on('error', () => undefined);
       try { if (variant === 'del') await client.del(key); else await client.pexpire(key, 1); } finally { client.disconnect(); }
     } else {
       await ctx.bed.exclusive(async () => {
+        const c = ctx.bed.counter; // now: a failover may have replaced it
         if (variant === 'flushall') await c.flushAll();
         else if (variant === 'restart-empty') await c.restart({ loseData: true });
         else await c.crash();
@@ -315,7 +333,56 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     });
     return { variant, faultMs: 0, startAt, above: h.token };
   },
+  async ['controller-split'](ctx, h) {
+    const split = activeSplit(ctx.bed);
+    if (split === undefined) throw new Error('controller-split trials run in their own phase (runTrials starts the two replicas)');
+    // A third candidate, so that there is a second handoff to make when the old leader comes back.
+    const c = await createPod(ctx.bed.t, `${ctx.spec.id}-c`, { app: ctx.spec.id });
+    await ctx.join(ctx.bed.pool, `${ctx.spec.id}-c`, c.metadata?.uid ?? '');
+    const ticket = await split.join(ctx.rnd);
+    const startAt = await ticket.stopped;
+    // First handoff while the leader is paused or cut off: only a takeover can grant it.
+    await sleep(ctx.uniform(0, 500));
+    const granted = ctx.next(undefined, (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token, 60_000, 'a grant during the split');
+    granted.catch(() => undefined);
+    await ctx.handOff(h.w, h.id);
+    await ticket.resuming;
+    // Second handoff as the old leader comes back believing it leads.
+    const second = await granted;
+    await ctx.handOff(second.w, second.e.holder);
+    await ticket.done;
+    return { variant: ticket.variant, faultMs: ticket.faultMs, startAt, above: BigInt(second.e.token ?? '0'), tally: (leases) => split.tally(leases) };
+  },
 };
+
+/**
+ * T8: a replica of the counter is cut off, the next grant draws its token from the primary alone,
+ * then the primary dies and the replica (missing that INCR) is promoted; the grant after that must
+ * still be above every token issued. A third candidate C is joined so that there is a grant after
+ * the failover.
+ */
+async function failoverToLaggingReplica(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
+  const c = await createPod(ctx.bed.t, `${ctx.spec.id}-c`, { app: ctx.spec.id });
+  await ctx.join(ctx.bed.pool, `${ctx.spec.id}-c`, c.metadata?.uid ?? '');
+  const replica = await ctx.bed.exclusive(() => startLaggingReplica(ctx.bed.counter));
+  const startAt = performance.now();
+  let second: { w: WorkerHandle; e: StampedOutput };
+  try {
+    const granted = ctx.next(undefined, (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token, 30_000, 'a grant after the replication cut');
+    await ctx.handOff(h.w, h.id);
+    second = await granted;
+  } catch (err) {
+    await replica.discard();
+    throw err;
+  }
+  await ctx.bed.exclusive(async () => {
+    await replica.promote(ctx.bed.counter);
+    ctx.bed.replaceCounter(replica.server);
+  });
+  // Hand over again: this token comes from the promoted replica.
+  await ctx.handOff(second.w, second.e.holder);
+  return { variant: 'failover-lagging-replica', faultMs: 0, startAt, above: BigInt(second.e.token ?? '0') };
+}
 
 async function pauseGrant(ctx: Ctx, a: WorkerHandle, aId: string): Promise<FaultOutcome> {
   // A is paused before its lock exists: the controller grants it while it cannot see the grant.
@@ -429,6 +496,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     finalStore: await readFinalStore(bed.storeClient, spec.id),
   };
   const report = checkHistory(history);
+  const counters = outcome?.tally?.(history.leases);
   void deleteLock(bed.t, spec.id).catch(() => undefined);
   const startAt = outcome?.startAt ?? began;
   return {
@@ -436,5 +504,6 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     failoverMs: spec.fault === 'none' ? undefined : ctx.firstGrantAbove(outcome?.above ?? 0n, startAt),
     stepDownMs: outcome?.stepDownMs, missedStepDown: outcome?.missedStepDown, resumedAfterLoss: resumedAfterLoss(ctx.events), stuck, wallMs: performance.now() - began,
     ...(outcome?.outage !== undefined ? { outage: outcome.outage } : {}),
+    ...(counters !== undefined ? { counters } : {}),
   };
 }

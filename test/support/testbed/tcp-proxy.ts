@@ -9,6 +9,8 @@
  * - `release()`: deliver what was held and forward normally again.
  * - `blackhole()`: forward nothing in either direction (buffered, as TCP would retransmit);
  *   `heal()` ends every fault and delivers what was buffered.
+ * - `retarget(port)`: send new connections to another loopback port (a failover: the old server
+ *   is gone or demoted); open connections stay where they are until they close.
  * - `close()`: stop listening and destroy every socket.
  *
  * Buffers are bounded: a connection whose held bytes exceed `maxBufferedBytes` is destroyed (as a
@@ -40,6 +42,13 @@ export interface TcpProxy {
   onClientData(cb: (chunk: Buffer, connection: number) => void): () => void;
   /** openConnections is how many client connections are open now. */
   openConnections(): number;
+  /** targetPort is where new connections are forwarded. */
+  readonly targetPort: number;
+  /**
+   * retarget forwards new connections to `port` (same loopback host) from now on; open connections
+   * keep their server (a client whose old server died reconnects and lands on the new one).
+   */
+  retarget(port: number): void;
   /** close stops listening and destroys every socket. */
   close(): Promise<void>;
 }
@@ -80,6 +89,7 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
   let holding = false;
   let armed: ((window: Buffer) => boolean) | undefined;
   let blackholed = false;
+  let targetPort = opts.targetPort;
 
   const destroy = (p: Pipe): void => {
     pipes.delete(p.id);
@@ -108,7 +118,7 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
 
   const server = createServer({ allowHalfOpen: false }, (client) => {
     const id = nextId++;
-    const upstream = createConnection({ host, port: opts.targetPort });
+    const upstream = createConnection({ host, port: targetPort });
     const p: Pipe = { id, client, upstream, toClient: [], toServer: [], toClientBytes: 0, toServerBytes: 0, upstreamEnded: false, window: Buffer.alloc(0) };
     pipes.set(id, p);
     client.setNoDelay(true);
@@ -176,6 +186,11 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
       return () => { observers.delete(cb); };
     },
     openConnections: () => pipes.size,
+    get targetPort() { return targetPort; },
+    retarget(port) {
+      if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`tcp-proxy: invalid target port ${port}`);
+      targetPort = port;
+    },
     async close() {
       observers.clear();
       const closed = new Promise<void>((resolve) => { server.close(() => { resolve(); }); });

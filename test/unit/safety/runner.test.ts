@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { TrialReport } from '../../../test/safety/checker.ts';
 import { formatFailures, replayCommand, summarize } from '../../../test/safety/runner.ts';
+import { formatTable } from '../../../test/safety/report.ts';
 import type { TrialResult } from '../../../test/safety/trial.ts';
 
 const clean: TrialReport = {
@@ -22,6 +23,14 @@ describe('summarize', () => {
     expect(s).toMatchObject({ trials: 2, notRun: 1, survived: 1, stuck: 1, staleRejected: 3, attemptsAfterValidUntil: 3 });
     expect(s.violations).toEqual({ S1: 0, S2: 0, S3: 1, S4: 0, S5: 0, H: 0 });
     expect(s.dualBelief).toEqual({ n: 3, p50: 300, p99: 300, max: 300 });
+  });
+
+  it('sums the trials\' fault-specific counters', () => {
+    const s = summarize('controller-split', [
+      result(0, clean, { counters: { grants: 3, grantsByNonLeader: 1 } }), result(1, clean, { counters: { grants: 2, grantsUnattributed: 1 } }), result(2, clean),
+    ], 1, { leaseSeconds: 1 });
+    expect(s.counters).toEqual({ grants: 5, grantsByNonLeader: 1, grantsUnattributed: 1 });
+    expect(formatTable([s])).toContain('controller-split: grants 5, grantsByNonLeader 1, grantsUnattributed 1');
   });
 
   it('names each failed trial with its seed and the command that replays it', () => {
