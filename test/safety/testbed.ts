@@ -39,6 +39,8 @@ export type KillRoundKind = 'hold-counter-replies' | 'plain';
 
 /** KILL_ROUND_GATHER_MS: how long a kill round waits for more trials to join it. */
 export const KILL_ROUND_GATHER_MS = 1000;
+/** KILL_ROUND_COOLDOWN_MS: the pause after a kill round before the next may begin. */
+const KILL_ROUND_COOLDOWN_MS = 3000;
 /**
  * KILL_ROUND_HOLD_MAX caps a 'hold-counter-replies' round: the controller runs 4 reconciles at a
  * time (--workers default), and each waits on its held reply, so a 5th token request would never
@@ -192,6 +194,9 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       killRoundSizes.push(prepared.length);
       await Promise.race([Promise.allSettled(prepared), sleep(KILL_ROUND_PREPARE_MS)]);
       try { await bed.killController(); } finally { counterProxy.release(); }
+      // Let trials in set-up get their first grant from the new process before the next round:
+      // back-to-back kills on a loaded machine otherwise starve every set-up of a grant.
+      await sleep(KILL_ROUND_COOLDOWN_MS);
     });
     const round: KillRound = { kind, prepared, closed, done };
     rounds.set(kind, round);
