@@ -178,6 +178,15 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   };
   startController();
 
+  /**
+   * untilWorkersRun waits (up to 60 s) until the newest controller process has synced its caches
+   * and started its workers: until then nothing is granted, so the next global fault waits for it
+   * (its log line; readyz is always true without leader election).
+   */
+  const untilWorkersRun = async (): Promise<void> => {
+    const started = performance.now();
+    while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
+  };
   let chain: Promise<unknown> = Promise.resolve();
   interface KillRound { readonly kind: KillRoundKind; readonly prepared: Promise<unknown>[]; readonly closed: Promise<void>; readonly done: Promise<void> }
   const rounds = new Map<KillRoundKind, KillRound>();
@@ -224,10 +233,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       controller?.signal('SIGKILL');
       await controller?.exited;
       startController();
-      // Until the new process has synced its caches and started its workers nothing is granted;
-      // the next global fault waits for that (its log line; readyz is always true without leader election).
-      const started = performance.now();
-      while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
+      await untilWorkersRun();
     },
     killRoundSizes,
     async killTogether(kind, prepare) {
@@ -242,8 +248,7 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     async resumeController() {
       if (controller?.isRunning() === true) return;
       startController();
-      const started = performance.now();
-      while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
+      await untilWorkersRun();
     },
     exclusive<T>(fn: () => Promise<T>): Promise<T> {
       const run = chain.then(fn, fn);
