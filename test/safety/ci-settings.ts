@@ -10,6 +10,12 @@ import { formatFailures, type FaultSummary } from './runner.ts';
 
 /** CONCURRENCY is how many trials run at once (SAFETY_CONCURRENCY, default 10). */
 export const CONCURRENCY = Number(process.env['SAFETY_CONCURRENCY'] ?? '10');
+/**
+ * SETUP_RETRIES: a CI trial that fails before its fault (a set-up timeout on a busy machine) is run
+ * again as a new trial, up to this many times (SAFETY_SETUP_RETRIES, default 2), so that every run
+ * still has its full count of trials with the fault; the failed attempts are reported as `not run`.
+ */
+export const SETUP_RETRIES = Number(process.env['SAFETY_SETUP_RETRIES'] ?? '2');
 /** LEASE_SECONDS is every trial lock's lease: short, so that a trial takes seconds. */
 export const LEASE_SECONDS = 1;
 /** SEED is the run's base seed (SAFETY_SEED, else random); trial i uses SEED + i. */

@@ -27,7 +27,17 @@ export interface RunOptions {
   readonly phaseBudgetMs?: number;
   /** onPhase is called with the summaries so far after each fault type (for partial results). */
   readonly onPhase?: (summaries: readonly FaultSummary[]) => void;
+  /**
+   * setupRetries: how many times a trial that failed before its fault (set-up: a worker that did
+   * not start, no first grant in time) is run again, as a new trial with seed + k × SETUP_RETRY_SEED_STRIDE.
+   * The failed attempts still count as `notRun`. CI uses it so that a set-up timeout on a busy
+   * machine does not cost a trial of the required count; a systematic failure fails every attempt.
+   */
+  readonly setupRetries?: number;
 }
+
+/** SETUP_RETRY_SEED_STRIDE separates a retried trial's seed from the run's other seeds. */
+export const SETUP_RETRY_SEED_STRIDE = 1_000_003;
 
 /** Stat is a distribution summary in milliseconds. */
 export interface Stat { readonly n: number; readonly p50: number | null; readonly p99: number | null; readonly max: number | null }
@@ -150,13 +160,18 @@ export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
   for (const faults of phases) {
     const began = performance.now();
     // Trial k of the phase: fault faults[k % n], its index i = floor(k / n) (seed baseSeed + i).
-    const phase = (): Promise<TrialResult[]> => pooled(o.trialsPerFault * faults.length, o.concurrency, async (k) => {
+    const phase = async (): Promise<TrialResult[]> => (await pooled(o.trialsPerFault * faults.length, o.concurrency, async (k) => {
       const fault = faults[k % faults.length] as FaultType;
       const i = Math.floor(k / faults.length);
-      const r = await runTrial(o.bed, { id: `${fault}-${i}`, seed: (o.baseSeed + i) >>> 0, fault, leaseSeconds: o.leaseSeconds, fenced: o.fenced });
-      o.onResult?.(r);
-      return r;
-    }, began + (o.phaseBudgetMs ?? Infinity) * faults.length);
+      const attempts: TrialResult[] = [];
+      for (let a = 0; a <= (o.setupRetries ?? 0); a++) {
+        const r = await runTrial(o.bed, { id: a === 0 ? `${fault}-${i}` : `${fault}-${i}-r${a}`, seed: (o.baseSeed + i + a * SETUP_RETRY_SEED_STRIDE) >>> 0, fault, leaseSeconds: o.leaseSeconds, fenced: o.fenced });
+        o.onResult?.(r);
+        attempts.push(r);
+        if (r.injected) break;
+      }
+      return attempts;
+    }, began + (o.phaseBudgetMs ?? Infinity) * faults.length)).flat();
     // controller-split replaces the bed's controller with two replicas for its phase.
     const results = faults.includes('controller-split') ? await withControllerSplit(o.bed, phase) : await phase();
     const wallMs = performance.now() - began;

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sharedKubeconfigPath } from '../support/env.ts';
 import { startControlPlane, type ControlPlane } from '../support/testbed/control-plane.ts';
-import { CONCURRENCY, LEASE_SECONDS, printSummaries as print, SEED } from './ci-settings.ts';
+import { CONCURRENCY, LEASE_SECONDS, printSummaries as print, SEED, SETUP_RETRIES } from './ci-settings.ts';
 import { runTrials } from './runner.ts';
 import { startSafetyBed, type SafetyBed } from './testbed.ts';
 import { FAULT_TYPES } from './trial.ts';
@@ -26,11 +26,11 @@ describe('the safety suite', () => {
 
   it(`holds S1–S5 in ${TRIALS} trials of every fault type`, async () => {
     const faults = FAULT_TYPES.filter((f) => f !== 'none' && !OWN_PLANE.has(f));
-    const summaries = await runTrials({ bed, faults, trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true });
+    const summaries = await runTrials({ bed, faults, trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true, setupRetries: SETUP_RETRIES });
     print('safety suite', summaries);
     expect(bed.storeLog.broken, 'the store command log broke off: histories incomplete').toBe(false);
     for (const s of summaries) {
-      expect.soft(s.notRun, `${s.fault}: trials that failed before the fault`).toBe(0);
+      expect.soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`).toBe(TRIALS);
       expect.soft(s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`), `${s.fault}: trials with violations`).toEqual([]);
       expect.soft(s.survived, `${s.fault}: survived`).toBe(TRIALS);
     }
@@ -49,12 +49,12 @@ describe('the safety suite, control-plane outages (on a control plane of its own
   it(`holds S1–S5 in ${TRIALS} trials of every fault type that stops the API server or etcd`, async () => {
     if (bed === undefined) throw new Error('no bed');
     const faults = FAULT_TYPES.filter((f) => OWN_PLANE.has(f));
-    const summaries = await runTrials({ bed, faults, trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true });
+    const summaries = await runTrials({ bed, faults, trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true, setupRetries: SETUP_RETRIES });
     print('safety suite, control-plane outages', summaries);
     expect(bed.storeLog.broken, 'the store command log broke off: histories incomplete').toBe(false);
     expect(bed.leases.expired, 'the Lease watch could not resume (410 Gone): histories incomplete').toBe(0);
     for (const s of summaries) {
-      expect.soft(s.notRun, `${s.fault}: trials that failed before the fault`).toBe(0);
+      expect.soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`).toBe(TRIALS);
       expect.soft(s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`), `${s.fault}: trials with violations`).toEqual([]);
       expect.soft(s.survived, `${s.fault}: survived`).toBe(TRIALS);
     }
