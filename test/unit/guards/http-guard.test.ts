@@ -125,7 +125,8 @@ describe('httpGuard on a real node:http server', () => {
       store.set(defaultResource(req), String(fencingTokenOf(req)));
       res.end('ok');
     };
-    if (mode === 'slow') setTimeout(finish, 30); else finish();
+    // 'hold' outlasts the test's abort, whatever the machine's load.
+    if (mode === 'slow') setTimeout(finish, 30); else if (mode === 'hold') setTimeout(finish, 500); else finish();
   };
 
   beforeAll(async () => {
@@ -207,8 +208,10 @@ describe('httpGuard on a real node:http server', () => {
 
   it('keeps the resource for a handler whose client went away, and commits its successful end', async () => {
     const ac = new AbortController();
-    const aborted = fetch(`${base}/d`, { method: 'PUT', headers: { 'fencing-token': '8', 'x-mode': 'slow' }, signal: ac.signal }).catch(() => 'aborted');
-    await sleep(5);
+    const aborted = fetch(`${base}/d`, { method: 'PUT', headers: { 'fencing-token': '8', 'x-mode': 'hold' }, signal: ac.signal }).catch(() => 'aborted');
+    // Abort once the handler runs with token 8 (a fixed sleep lost that race on a busy machine:
+    // the request had not reached the server yet, so nothing held the resource).
+    for (let i = 0; i < 500 && !seenTokens.includes(8n); i++) await sleep(10);
     ac.abort();
     expect(await aborted).toBe('aborted');
     // The handler is still writing with token 8: a request with 7 must wait for it and then lose.
