@@ -82,7 +82,9 @@ const stop = async (code: number, keep: boolean): Promise<never> => {
   if (keep || opts.keepLogs) process.stderr.write(`soak: logs kept in ${bed.dir}\n`);
   process.exit(code);
 };
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!stopping) void stop(130, false); });
+// Stopped by hand: keep the figures of the trials finished so far (writePartial), then clean up.
+let onStopSignal = (): void => undefined;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!stopping) { onStopSignal(); void stop(130, false); } });
 if (opts.nemesisMinutes !== undefined) {
   const ok = await runNemesisSoak({ bed, minutes: opts.nemesisMinutes, seed: opts.seed, leaseSeconds: opts.lease, out: opts.out, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}), command: `node hack/soak.ts ${process.argv.slice(2).join(' ')}` });
   await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);
@@ -113,6 +115,7 @@ const writePartial = (): void => {
     .map((f) => summarize(f, current.filter((r) => r.spec.fault === f), wall, { leaseSeconds: opts.lease, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}) }));
   writeResult([...finished, ...ongoing], false);
 };
+onStopSignal = writePartial;
 const total = opts.trials * opts.faults.length;
 const ran = (): number => done;
 let summaries: FaultSummary[];
