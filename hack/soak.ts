@@ -10,7 +10,8 @@
  *   node hack/soak.ts --calibrate floor --fault redis     ... with the etcd floor removed
  *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (T24) instead of trials
  *
- * Exit code: 0 when every trial held S1–S5 (or, calibrating, when violations were found), 1 otherwise.
+ * Exit code: 0 when every trial held S1–S5 and no holder took a term up again after reporting it
+ * lost (or, calibrating, when violations were found), 1 otherwise.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -149,5 +150,8 @@ if (outageRows.length > 0) process.stdout.write(`\nControl-plane outages (apiser
 const failures = formatFailures(summaries);
 if (failures !== '') process.stdout.write(`\n${failures}\n`);
 process.stdout.write(`\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`);
-const ok = opts.calibrate !== undefined ? violations > 0 : violations === 0;
+// A term taken up again after its holder reported it lost breaks FAULTS T11 (a new term needs a new token).
+const resumed = summaries.reduce((a, s) => a + (s.resumedAfterLoss ?? 0), 0);
+if (resumed > 0) process.stdout.write(`${resumed} term(s) taken up again after their holder reported them lost (T11)\n`);
+const ok = opts.calibrate !== undefined ? violations > 0 : violations === 0 && resumed === 0;
 await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

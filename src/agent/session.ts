@@ -14,6 +14,11 @@
  *   was paused past its deadline reports the loss the moment it runs again.
  * - A renew request is bounded by the time left in the term; failed renews are retried until the
  *   deadline (riding out API-server blips), then the lock is declared lost.
+ * - A term that ended here (lost or released) is never taken up again, even if the Lease still
+ *   names this pod with its token once the API server answers again: only a grant with a larger
+ *   token starts a new term (FAULTS T11: after a step-down, never the old token again). A lost
+ *   term the Lease still names is handed back (a released Lease), so the controller does not have
+ *   to wait out the lease to grant the next term.
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -110,6 +115,10 @@ export class LockSession {
   #inFlight: Promise<void> | undefined;
   #abort = new AbortController();
   #lastTimings: TermTimings | undefined;
+  /** #endedToken: the largest token of a term that ended here; a grant must carry a larger one. */
+  #endedToken: bigint | undefined;
+  /** #givingBack: the token being handed back (single flight). */
+  #givingBack: bigint | undefined;
 
   constructor(o: LockSessionOptions) {
     this.#o = o;
@@ -197,20 +206,37 @@ export class LockSession {
     const term = this.#term;
     if (term === undefined) return;
     this.#endTerm('released', 'released by the holder');
+    await this.#releaseLease(term.token, 'Released Lease');
+  }
+
+  /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
+  async #releaseLease(token: bigint, logMessage: string): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const lease = attempt === 0 ? this.#lease : await this.#leases.get(this.#o.namespace, leaseNameOf(this.#o.lock));
       if (lease === undefined) return;
       const rec = parseLease(lease);
-      if (!sameHolder(rec.holder, this.#o.self) || rec.token !== term.token) return; // no longer ours: nothing to release
+      if (!sameHolder(rec.holder, this.#o.self) || rec.token !== token) return; // no longer ours: nothing to release
       try {
         this.#lease = await this.#leases.replace(this.#o.namespace, leaseNameOf(this.#o.lock), releasedLease(lease, 'Released'));
-        this.#o.log.info({ lock: this.#o.lock, token: term.token.toString() }, 'Released Lease');
+        this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
         return;
       } catch (err) {
         if (isNotFound(err)) return;
         if (!isConflict(err)) throw new Error(`Failed to release Lease ${leaseNameOf(this.#o.lock)}`, { cause: err });
       }
     }
+  }
+
+  /**
+   * #giveBack hands an ended term back once the Lease is seen naming it again: best effort, one
+   * flight at a time (if it fails, the controller expires the Lease after its duration anyway).
+   */
+  #giveBack(token: bigint): void {
+    if (this.#givingBack !== undefined || (this.#state !== 'lost' && this.#state !== 'released')) return;
+    this.#givingBack = token;
+    this.#releaseLease(token, 'Handed back a lost term')
+      .catch((err: unknown) => { this.#o.log.info({ lock: this.#o.lock, token: token.toString(), err }, 'Failed to hand back a lost term; the Lease will expire'); })
+      .finally(() => { this.#givingBack = undefined; });
   }
 
   /** stop ends watching and renewing without releasing (the lease then expires on the server). */
@@ -252,7 +278,12 @@ export class LockSession {
       if (rec.token !== term.token) { this.#endTerm('lost', `superseded by token ${String(rec.token)}`); }
       else return;
     }
-    if (ours && rec.token !== undefined && this.#confirming !== rec.token) {
+    if (ours && rec.token !== undefined && this.#endedToken !== undefined && rec.token <= this.#endedToken) {
+      // A term that ended here: never confirmed again, whatever the Lease says (see the header).
+      this.#confirming = undefined;
+      if (this.#state === 'confirming') this.#state = 'waiting';
+      this.#giveBack(rec.token);
+    } else if (ours && rec.token !== undefined && this.#confirming !== rec.token) {
       this.#confirming = rec.token;
       this.#state = 'confirming';
       this.#kick();
@@ -356,12 +387,14 @@ export class LockSession {
     this.#clearTimers();
     this.#state = state;
     if (term === undefined) return;
+    if (this.#endedToken === undefined || term.token > this.#endedToken) this.#endedToken = term.token;
     this.#o.log.info({ lock: this.#o.lock, token: term.token.toString(), reason }, state === 'lost' ? 'Lost lock' : 'Released lock');
     this.#emit({ type: state, lock: this.#o.lock, token: term.token.toString(), reason });
     if (state === 'lost') {
-      // A new grant to us later starts a new term (with a new token) through #observe.
+      // A new grant to us (a larger token) starts a new term through #observe; a Lease that still
+      // names the lost term is handed back there.
       const rec = this.#record();
-      if (rec !== undefined && sameHolder(rec.holder, this.#o.self) && rec.token !== term.token) this.#observe(this.#lease as V1Lease);
+      if (rec !== undefined && sameHolder(rec.holder, this.#o.self)) this.#observe(this.#lease as V1Lease);
     }
   }
 

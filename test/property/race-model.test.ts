@@ -51,7 +51,7 @@ function raceProperty(mutations: Mutations, cov: Coverage = emptyCoverage()): fc
 
 describe('T18: model-based race test of decide() + LockSession + fenced store (a model test, not real processes)', () => {
   for (const [k, seed] of SEEDS.entries()) {
-    it(`keeps S1–S3 and one valid holder over ${runs(SEQUENCES)} sequences of up to ${MAX_COMMANDS} commands (seed ${seed})`, async () => {
+    it(`keeps S1–S3, one valid holder and new term, new token over ${runs(SEQUENCES)} sequences of up to ${MAX_COMMANDS} commands (seed ${seed})`, async () => {
       if (k === 0) console.info(banner('race model', runs(SEQUENCES) * SEEDS.length));
       const cov = emptyCoverage();
       await fc.assert(raceProperty({}, cov), fcParams(SEQUENCES, { seed }));

@@ -33,6 +33,7 @@ describe('the safety suite', () => {
       expect.soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`).toBe(TRIALS);
       expect.soft(s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`), `${s.fault}: trials with violations`).toEqual([]);
       expect.soft(s.survived, `${s.fault}: survived`).toBe(TRIALS);
+      expect.soft(s.resumedAfterLoss ?? 0, `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`).toBe(0);
     }
   }, 900_000);
 });
@@ -57,6 +58,7 @@ describe('the safety suite, control-plane outages (on a control plane of its own
       expect.soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`).toBe(TRIALS);
       expect.soft(s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`), `${s.fault}: trials with violations`).toEqual([]);
       expect.soft(s.survived, `${s.fault}: survived`).toBe(TRIALS);
+      expect.soft(s.resumedAfterLoss ?? 0, `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`).toBe(0);
     }
   }, 900_000);
 });

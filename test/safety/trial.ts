@@ -420,7 +420,8 @@ export const CLOCK_SPECS = ['step +600', 'step -600', 'rate +0 x0.5', 'rate +0 x
  * reported `lost` before: the session stepped down at its deadline, then re-confirmed the very
  * same term (the Lease still named it, and its compare-and-swap renew succeeded) instead of
  * waiting for a new grant with a new token. Not a fencing violation (no other term came between:
- * the renew is a CAS), but it is what plan row T11 says must not happen, so it is reported.
+ * the renew is a CAS), but it is what plan row T11 says must not happen: the session has refused to
+ * take an ended term up again since it was seen in the soak, and CI and the soak require 0.
  */
 export function resumedAfterLoss(events: readonly ClientEvent[]): number {
   const lost = new Set<string>();

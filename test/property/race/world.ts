@@ -26,7 +26,8 @@
  * accepts tokens in increasing order, an equal token only from the same holder), S3 (no accepted
  * token below an earlier accepted one), and "at most one holder valid in the controller's view":
  * every running agent that believes it holds the lock (heldToken) is the Lease's holder with that
- * token, so there is at most one.
+ * token, so there is at most one; and "a new term needs a new token" (T11): each agent's `granted`
+ * reports carry strictly increasing tokens, so a term that ended is never taken up again.
  */
 import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type fc from 'fast-check';
@@ -333,6 +334,8 @@ export class World {
   rejected = 0;
   /** lostTerms: terms that agents ended as lost (deadline, revoked, superseded). */
   lostTerms = 0;
+  /** #reusedTerm: the first `granted` report whose token was not above that agent's previous one. */
+  #reusedTerm: string | undefined;
   /** log: what happened, for the failure message. */
   readonly log: string[] = [];
 
@@ -349,7 +352,14 @@ export class World {
 
   async start(): Promise<void> {
     for (const a of this.agents) {
-      a.session.onEvent((e) => { if (e.type === 'lost') this.lostTerms += 1; });
+      let lastGranted = -1n;
+      a.session.onEvent((e) => {
+        if (e.type === 'lost') this.lostTerms += 1;
+        if (e.type !== 'granted') return;
+        // Listeners must not throw: the violation is raised by the next check().
+        if (BigInt(e.token) <= lastGranted) this.#reusedTerm ??= `${a.ref.name} was granted token ${e.token} after it had been granted ${lastGranted}`;
+        lastGranted = BigInt(e.token);
+      });
       await a.start();
     }
   }
@@ -428,6 +438,7 @@ export class World {
 
   /** check: at most one running agent believes it holds the lock, and it is the Lease's holder with that token. */
   check(): void {
+    if (this.#reusedTerm !== undefined) throw new Violation('new-term-new-token', this.#reusedTerm);
     const record = parseLease(this.store.read());
     const believers = this.agents.flatMap((a) => {
       const t = a.believes();
