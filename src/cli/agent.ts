@@ -1,13 +1,14 @@
 /**
  * `fencepost agent` — the sidecar: one LockSession per --lock, the local HTTP API, state files,
- * and on SIGTERM a release of everything held (so the next candidate is granted at once) before
- * exiting.
+ * metrics, a `LockLost` Event on its pod at every step-down, and on SIGTERM a release of
+ * everything held (so the next candidate is granted at once) before exiting.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { stateFiles } from '../agent/state-file.ts';
 import { serveAgentApi } from '../agent/http-api.ts';
 import { LockSession } from '../agent/session.ts';
 import { parseAgentConfig } from '../config/agent.ts';
+import { eventRecorder } from '../kube/events.ts';
 import { parseBindAddress } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
 import { realClock } from '../runtime/clock.ts';
@@ -21,13 +22,18 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'fencepost_agent_' });
   const held = new Gauge({ name: 'fencepost_agent_lock_held', help: '1 while this agent validly holds the lock.', labelNames: ['lock'], registers: [registry] });
-  const events = new Counter({ name: 'fencepost_agent_lock_events_total', help: 'Lock events (granted, renewed, lost, released).', labelNames: ['lock', 'type'], registers: [registry] });
+  const lockEvents = new Counter({ name: 'fencepost_agent_lock_events_total', help: 'Lock events (granted, renewed, lost, released).', labelNames: ['lock', 'type'], registers: [registry] });
   const files = cfg.stateDir !== undefined ? stateFiles(cfg.stateDir) : undefined;
+  // A step-down is usually caused by an unreachable API server, so its Event is retried (about
+  // two minutes in all) until the API server takes it.
+  const events = eventRecorder(kc, 'fencepost-agent', cfg.podName, log, { attempts: 12, firstDelayMs: 500, maxDelayMs: 15_000, clock: realClock });
+  const self = { apiVersion: 'v1', kind: 'Pod', namespace: cfg.podNamespace, name: cfg.podName, uid: cfg.podUid };
   const sessions = new Map<string, LockSession>();
   for (const lock of cfg.locks) {
     const s = new LockSession({ kc, namespace: cfg.podNamespace, lock, self: { name: cfg.podName, uid: cfg.podUid }, clock: realClock, log });
     s.onEvent((e) => {
-      events.inc({ lock, type: e.type });
+      lockEvents.inc({ lock, type: e.type });
+      if (e.type === 'lost') events.emit(self, 'Warning', 'LockLost', `Stepped down from lock ${lock} (fencing token ${e.token}): ${e.reason ?? 'lost'}`);
       const isHeld = e.type === 'granted' || e.type === 'renewed';
       held.set({ lock }, isHeld ? 1 : 0);
       if (files !== undefined) { if (isHeld) files.write(s.snapshot()); else files.remove(lock); }

@@ -82,6 +82,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'update'] },
       { apiGroups: [''], resources: ['pods'], verbs: ['patch'] },
       { apiGroups: ['fencepost.io'], resources: ['distributedlocks'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ] } });
     await rbac.createNamespacedRoleBinding({ namespace: ns, body: { metadata: { name: 'fencepost-agent' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'fencepost-agent' }, subjects: [{ kind: 'ServiceAccount', name: AGENT_SA, namespace: ns }] } });
 

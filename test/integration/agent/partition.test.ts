@@ -56,6 +56,8 @@ describe('an agent cut off from the API server', () => {
     return port;
   };
   const snapshot = async (port: number): Promise<LockSnapshot> => JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/cut`)).body) as LockSnapshot;
+  let aPort = 0;
+  let tokenA = '';
 
   it('declares the lock lost before the successor is granted, by about lease − renew deadline', async () => {
     // Agent a talks to the API server through the proxy; agent b directly.
@@ -67,12 +69,13 @@ describe('an agent cut off from the API server', () => {
     writeFileSync(viaProxy, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${proxy.port}`));
 
     const a = await createPod(t, 'cut-a', { app: 'cut' });
-    const aPort = await startAgent('cut-a', a.metadata?.uid ?? '', viaProxy);
+    aPort = await startAgent('cut-a', a.metadata?.uid ?? '', viaProxy);
     await createLock(t, lockBody('cut', 'cut', { leaseDurationSeconds: 3 })); // renew deadline 2 s, period 1 s
     await eventually(async () => { expect((await snapshot(aPort)).held).toBe(true); }, 20_000);
     const b = await createPod(t, 'cut-b', { app: 'cut' });
     const bPort = await startAgent('cut-b', b.metadata?.uid ?? '', sharedKubeconfigPath());
 
+    tokenA = (await snapshot(aPort)).token ?? '';
     const lost = firstEvent(aPort, 'cut', 'lost');
     const granted = firstEvent(bPort, 'cut', 'granted');
     const cutAt = performance.now();
@@ -88,5 +91,18 @@ describe('an agent cut off from the API server', () => {
       lost.stop(); granted.stop();
       proxy.heal();
     }
+  });
+
+  // FAULTS T11: the step-down is observable — a metric, and an Event that gets through once the
+  // agent reaches the API server again (the step-down itself happened while it could not).
+  it('records the step-down as a LockLost Event on the pod and in the agent metric, after the partition heals', async () => {
+    expect(aPort).toBeGreaterThan(0);
+    expect(tokenA).toMatch(/^[0-9]+$/);
+    await eventually(async () => {
+      const events = await t.core.listNamespacedEvent({ namespace: t.namespace, fieldSelector: 'involvedObject.name=cut-a,reason=LockLost' });
+      expect(events.items.map((e) => `${e.type ?? ''} ${e.message ?? ''}`)).toEqual([`Warning Stepped down from lock cut (fencing token ${tokenA}): renew deadline passed`]);
+    }, 60_000);
+    const metrics = (await getStatus(`http://127.0.0.1:${aPort}/metrics`)).body;
+    expect(metrics).toMatch(/^fencepost_agent_lock_events_total\{lock="cut",type="lost"\} 1$/m);
   });
 });

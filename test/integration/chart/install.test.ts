@@ -227,6 +227,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       { verb: 'update', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
       { verb: 'patch', resource: 'pods', namespace: ns },
       { verb: 'get', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
+      { verb: 'create', resource: 'events', namespace: ns }, // the LockLost Event on its own pod
     ];
     const denied: Access[] = [
       { verb: 'create', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },
@@ -238,7 +239,8 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       { verb: 'update', resource: 'pods', subresource: 'status', namespace: ns },
       { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
       { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', subresource: 'status', namespace: ns },
-      { verb: 'create', resource: 'events', namespace: ns },
+      { verb: 'create', resource: 'events', namespace: 'default' },
+      { verb: 'update', resource: 'events', namespace: ns },
       { verb: 'patch', resource: 'pods', namespace: 'default' },
     ];
     for (const a of granted) expect(await allowed(agentKc, a), `agent may ${describeAccess(a)}`).toBe(true);
