@@ -1,0 +1,79 @@
+/**
+ * The Event recorder's retry (the agent's LockLost Event): a write that gets no answer or a server
+ * error is tried again with backoff, a refusal is not, and the Event keeps the time it happened.
+ * The API server is a local HTTP server that answers what each case needs.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { KubeConfig, type CoreV1Event } from '@kubernetes/client-node';
+import { eventRecorder } from '../../../src/kube/events.ts';
+import { silentLogger } from '../../../src/observability/logger.ts';
+import { realClock } from '../../../src/runtime/clock.ts';
+import { eventually } from '../../support/env.ts';
+
+const target = { apiVersion: 'v1', kind: 'Pod', namespace: 'ns', name: 'web-0', uid: 'uid-0' };
+
+describe('eventRecorder with retry', () => {
+  let server: Server | undefined;
+  afterEach(async () => { await new Promise<void>((r) => { server?.close(() => { r(); }); }); server = undefined; });
+
+  /** serve answers the n-th Event write (from 1) with statuses[n-1] (the last one repeats) and keeps the bodies. */
+  const serve = async (statuses: number[]): Promise<{ kc: KubeConfig; bodies: CoreV1Event[] }> => {
+    const bodies: CoreV1Event[] = [];
+    server = createServer((req, res) => {
+      let text = '';
+      req.on('data', (c: Buffer) => { text += c.toString(); });
+      req.on('end', () => {
+        const body = JSON.parse(text) as CoreV1Event;
+        bodies.push(body);
+        const status = statuses[Math.min(bodies.length, statuses.length) - 1] ?? 500;
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(status === 201 ? { ...body, metadata: { ...body.metadata, name: 'web-0.abc' } } : { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: status }));
+      });
+    });
+    await new Promise<void>((r) => { server?.listen(0, '127.0.0.1', r); });
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `http://127.0.0.1:${(server?.address() as AddressInfo).port}`, skipTLSVerify: true }], users: [{ name: 'u' }],
+      contexts: [{ name: 'c', cluster: 'c', user: 'u' }], currentContext: 'c',
+    });
+    return { kc, bodies };
+  };
+  const settle = (ms: number): Promise<void> => new Promise((r) => { setTimeout(r, ms); });
+
+  it('tries a server error again until the Event is written, with the time of the first try', async () => {
+    const { kc, bodies } = await serve([503, 500, 201]);
+    eventRecorder(kc, 'fencepost-agent', 'web-0', silentLogger, { attempts: 5, firstDelayMs: 20, maxDelayMs: 50, clock: realClock })
+      .emit(target, 'Warning', 'LockLost', 'Stepped down from lock db (fencing token 7): renew deadline passed');
+    await eventually(() => { expect(bodies).toHaveLength(3); }, 10_000);
+    expect(new Set(bodies.map((b) => String(b.firstTimestamp)))).toHaveProperty('size', 1);
+    expect(bodies[2]).toMatchObject({ reason: 'LockLost', type: 'Warning', involvedObject: { kind: 'Pod', name: 'web-0', uid: 'uid-0' } });
+  });
+
+  it('stops after the given number of attempts', async () => {
+    const { kc, bodies } = await serve([503]);
+    eventRecorder(kc, 'fencepost-agent', 'web-0', silentLogger, { attempts: 3, firstDelayMs: 10, maxDelayMs: 20, clock: realClock })
+      .emit(target, 'Warning', 'LockLost', 'x');
+    await eventually(() => { expect(bodies).toHaveLength(3); }, 10_000);
+    await settle(200); // ten times the longest retry delay: no fourth write
+    expect(bodies).toHaveLength(3);
+  });
+
+  it('does not try a refusal again (403: no RBAC for Events)', async () => {
+    const { kc, bodies } = await serve([403, 201]);
+    eventRecorder(kc, 'fencepost-agent', 'web-0', silentLogger, { attempts: 5, firstDelayMs: 10, maxDelayMs: 20, clock: realClock })
+      .emit(target, 'Warning', 'LockLost', 'x');
+    await eventually(() => { expect(bodies).toHaveLength(1); }, 10_000);
+    await settle(200); // ten times the longest retry delay: no second write
+    expect(bodies).toHaveLength(1);
+  });
+
+  it('never retries without a retry policy (the controller\'s Events)', async () => {
+    const { kc, bodies } = await serve([503, 201]);
+    eventRecorder(kc, 'fencepost-controller', 'c-0', silentLogger).emit(target, 'Normal', 'LeaseGranted', 'x');
+    await eventually(() => { expect(bodies).toHaveLength(1); }, 10_000);
+    await settle(200);
+    expect(bodies).toHaveLength(1);
+  });
+});
