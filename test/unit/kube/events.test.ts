@@ -51,29 +51,16 @@ describe('eventRecorder with retry', () => {
     expect(bodies[2]).toMatchObject({ reason: 'LockLost', type: 'Warning', involvedObject: { kind: 'Pod', name: 'web-0', uid: 'uid-0' } });
   });
 
-  it('stops after the given number of attempts', async () => {
-    const { kc, bodies } = await serve([503]);
-    eventRecorder(kc, 'fencepost-agent', 'web-0', silentLogger, { attempts: 3, firstDelayMs: 10, maxDelayMs: 20, clock: realClock })
-      .emit(target, 'Warning', 'LockLost', 'x');
-    await eventually(() => { expect(bodies).toHaveLength(3); }, 10_000);
-    await settle(200); // ten times the longest retry delay: no fourth write
-    expect(bodies).toHaveLength(3);
-  });
-
-  it('does not try a refusal again (403: no RBAC for Events)', async () => {
-    const { kc, bodies } = await serve([403, 201]);
-    eventRecorder(kc, 'fencepost-agent', 'web-0', silentLogger, { attempts: 5, firstDelayMs: 10, maxDelayMs: 20, clock: realClock })
-      .emit(target, 'Warning', 'LockLost', 'x');
-    await eventually(() => { expect(bodies).toHaveLength(1); }, 10_000);
-    await settle(200); // ten times the longest retry delay: no second write
-    expect(bodies).toHaveLength(1);
-  });
-
-  it('never retries without a retry policy (the controller\'s Events)', async () => {
-    const { kc, bodies } = await serve([503, 201]);
-    eventRecorder(kc, 'fencepost-controller', 'c-0', silentLogger).emit(target, 'Normal', 'LeaseGranted', 'x');
-    await eventually(() => { expect(bodies).toHaveLength(1); }, 10_000);
-    await settle(200);
-    expect(bodies).toHaveLength(1);
+  const RETRY = { attempts: 3, firstDelayMs: 10, maxDelayMs: 20, clock: realClock };
+  it.each([
+    { name: 'stops after the given number of attempts', statuses: [503], retry: RETRY, writes: 3 },
+    { name: 'does not try a refusal again (403: no RBAC for Events)', statuses: [403, 201], retry: RETRY, writes: 1 },
+    { name: 'never retries without a retry policy (the controller\'s Events)', statuses: [503, 201], retry: undefined, writes: 1 },
+  ])('$name', async ({ statuses, retry, writes }) => {
+    const { kc, bodies } = await serve(statuses);
+    eventRecorder(kc, 'fencepost-agent', 'web-0', silentLogger, retry).emit(target, 'Warning', 'LockLost', 'x');
+    await eventually(() => { expect(bodies).toHaveLength(writes); }, 10_000);
+    await settle(200); // ten times the longest retry delay: no further write
+    expect(bodies).toHaveLength(writes);
   });
 });
