@@ -113,6 +113,7 @@ export class LockSession {
   #renewTimer: Timer | undefined;
   #deadlineTimer: Timer | undefined;
   #inFlight: Promise<void> | undefined;
+  #kickAgain = false;
   #abort = new AbortController();
   #lastTimings: TermTimings | undefined;
   /** #endedToken: the largest token of a term that ended here; a grant must carry a larger one. */
@@ -302,8 +303,13 @@ export class LockSession {
 
   /** #kick runs a renew now unless one is in flight (single flight). */
   #kick(): void {
-    if (this.#inFlight !== undefined || this.#state === 'stopped') return;
-    this.#inFlight = this.#renew().finally(() => { this.#inFlight = undefined; });
+    if (this.#state === 'stopped') return;
+    // A kick while a renew is out (a new grant seen meanwhile) runs once that one is done.
+    if (this.#inFlight !== undefined) { this.#kickAgain = true; return; }
+    this.#inFlight = this.#renew().finally(() => {
+      this.#inFlight = undefined;
+      if (this.#kickAgain) { this.#kickAgain = false; this.#kick(); }
+    });
   }
 
   async #renew(): Promise<void> {
@@ -326,7 +332,8 @@ export class LockSession {
       this.#abort.signal.addEventListener('abort', onStop, { once: true });
       try {
         const stored = await this.#leases.replace(this.#o.namespace, leaseNameOf(this.#o.lock), renewedLease(lease, clock.now()), { signal: ac.signal });
-        this.#lease = stored;
+        // Keep the newest Lease: the watch may already have delivered a later version.
+        if (this.#lease === undefined || rvOf(stored) >= rvOf(this.#lease)) this.#lease = stored;
         if (this.#ended()) return; // stopped or released while the request was out
         this.#onRenewed(token, sentAt, (rec.leaseDurationSeconds ?? 15) * 1000, deadlineMs, periodMs);
         return;
@@ -357,6 +364,11 @@ export class LockSession {
     const validUntilMs = sentAt + deadlineMs;
     const now = this.#o.clock.monotonicMs();
     if (validUntilMs <= now) { this.#checkDeadline(); return; } // the reply came too late to trust
+    if (this.#term === undefined && this.#endedToken !== undefined && token <= this.#endedToken) {
+      // A renew sent before the term's deadline, answered after it: the term is over all the same.
+      this.#giveBack(token);
+      return;
+    }
     if (this.#term === undefined) {
       this.#term = { token, validUntilMs, leaseDurationMs: leaseMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };
       this.#lastTimings = { leaseDurationMs: leaseMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };

@@ -25,6 +25,9 @@ class World {
   readonly session: LockSession;
   /** down: every request fails, as when the API server cannot be reached. */
   down = false;
+  /** holdReplies: Lease writes are applied at once but answered only by `answerHeld` (a slow reply). */
+  holdReplies = false;
+  readonly #held: (() => void)[] = [];
   writes = 0;
   #lease: V1Lease = { metadata: { name: leaseNameOf(LOCK), namespace: 'default', resourceVersion: '1', labels: { [LOCK_LABEL]: LOCK } }, spec: {} };
   #rv = 1;
@@ -44,7 +47,10 @@ class World {
           return Promise.reject(Object.assign(new Error('the object has been modified'), { statusCode: 409 }));
         }
         this.writes++;
-        return Promise.resolve(this.#store(body));
+        const stored = this.#store(body);
+        if (!this.holdReplies) return Promise.resolve(stored);
+        // The reply is already on its way: the session's abort at its deadline does not stop it.
+        return new Promise<V1Lease>((resolve) => { this.#held.push(() => { resolve(stored); }); });
       },
       create: () => Promise.reject(new Error('agents do not create Leases')),
     };
@@ -58,6 +64,14 @@ class World {
   }
 
   get lease(): V1Lease { return this.#lease; }
+
+  /** answerHeld delivers the held replies. */
+  async answerHeld(): Promise<void> {
+    this.holdReplies = false;
+    for (const answer of this.#held.splice(0)) answer();
+    await flushAsync();
+    await flushAsync();
+  }
 
   /** #store writes the Lease with the next resourceVersion (the watch is delivered by `deliver`). */
   #store(body: V1Lease): V1Lease {
@@ -104,6 +118,22 @@ describe('LockSession after its term ended', () => {
     const rec = parseLease(w.lease);
     expect(rec.holder).toBeUndefined();
     expect(rec.token).toBe(7n); // the high-water mark stays
+  });
+
+  it('does not take the term up again when a renew sent before the deadline is answered after it', async () => {
+    const w = new World();
+    await w.session.start();
+    await w.grant(SELF, 7n); // confirmed at t = 0: valid until 2000
+    w.holdReplies = true;
+    await w.clock.advanceAsync(1000); // the renew goes out at t = 1000 (it would be valid until 3000)
+    await w.clock.advanceAsync(1100); // t = 2100: the deadline passed with the reply still out
+    expect(w.types()).toEqual(['granted 7', 'lost 7']);
+
+    await w.answerHeld();
+    await w.clock.advanceAsync(3000);
+    expect(w.session.heldToken()).toBeUndefined();
+    expect(w.types()).toEqual(['granted 7', 'lost 7']);
+    expect(parseLease(w.lease).holder).toBeUndefined(); // handed back
   });
 
   it('starts a new term only with a larger token', async () => {
