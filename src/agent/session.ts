@@ -97,6 +97,9 @@ export interface TermTimings {
 /** leaseNameOf is the Lease of a lock (same rule as the controller). */
 export function leaseNameOf(lock: string): string { return `dlock-${lock}`; }
 
+/** GIVE_BACK_TIMEOUT_MS bounds one hand-back of an ended term (its Lease then expires instead). */
+const GIVE_BACK_TIMEOUT_MS = 5000;
+
 /** RETRY_MS bounds how often a failing renew is retried within the deadline. */
 const RETRY_MIN_MS = 50;
 
@@ -114,6 +117,7 @@ export class LockSession {
   #deadlineTimer: Timer | undefined;
   #inFlight: Promise<void> | undefined;
   #kickAgain = false;
+  #stopping = false;
   #abort = new AbortController();
   #lastTimings: TermTimings | undefined;
   /** #endedToken: the largest token of a term that ended here; a grant must carry a larger one. */
@@ -211,14 +215,14 @@ export class LockSession {
   }
 
   /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
-  async #releaseLease(token: bigint, logMessage: string): Promise<void> {
+  async #releaseLease(token: bigint, logMessage: string, signal?: AbortSignal): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const lease = attempt === 0 ? this.#lease : await this.#leases.get(this.#o.namespace, leaseNameOf(this.#o.lock));
+      const lease = attempt === 0 ? this.#lease : await this.#leases.get(this.#o.namespace, leaseNameOf(this.#o.lock), signal !== undefined ? { signal } : undefined);
       if (lease === undefined) return;
       const rec = parseLease(lease);
       if (!sameHolder(rec.holder, this.#o.self) || rec.token !== token) return; // no longer ours: nothing to release
       try {
-        this.#lease = await this.#leases.replace(this.#o.namespace, leaseNameOf(this.#o.lock), releasedLease(lease, 'Released'));
+        this.#lease = await this.#leases.replace(this.#o.namespace, leaseNameOf(this.#o.lock), releasedLease(lease, 'Released'), signal !== undefined ? { signal } : undefined);
         this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
         return;
       } catch (err) {
@@ -233,15 +237,20 @@ export class LockSession {
    * flight at a time (if it fails, the controller expires the Lease after its duration anyway).
    */
   #giveBack(token: bigint): void {
-    if (this.#givingBack !== undefined || (this.#state !== 'lost' && this.#state !== 'released')) return;
+    // Not while stopping: stop() leaves the Lease to expire, as documented.
+    if (this.#givingBack !== undefined || this.#stopping || (this.#state !== 'lost' && this.#state !== 'released')) return;
     this.#givingBack = token;
-    this.#releaseLease(token, 'Handed back a lost term')
+    // Bounded, so that a request hung in a partition does not block the next hand-back.
+    const ac = new AbortController();
+    const timeout = this.#o.clock.setTimeout(() => { ac.abort(new Error('hand-back timed out')); }, GIVE_BACK_TIMEOUT_MS).unref();
+    this.#releaseLease(token, 'Handed back a lost term', ac.signal)
       .catch((err: unknown) => { this.#o.log.info({ lock: this.#o.lock, token: token.toString(), err }, 'Failed to hand back a lost term; the Lease will expire'); })
-      .finally(() => { this.#givingBack = undefined; });
+      .finally(() => { timeout.cancel(); this.#givingBack = undefined; });
   }
 
   /** stop ends watching and renewing without releasing (the lease then expires on the server). */
   async stop(): Promise<void> {
+    this.#stopping = true;
     if (this.#term !== undefined) this.#endTerm('lost', 'session stopped');
     this.#state = 'stopped';
     this.#abort.abort(new Error('session stopped'));

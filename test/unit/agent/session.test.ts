@@ -165,6 +165,18 @@ describe('LockSession after its term ended', () => {
     expect(parseLease(w.lease).holder).toBeUndefined(); // handed back on sight
   });
 
+  it('leaves the Lease to expire when the session is stopped while holding', async () => {
+    const w = new World();
+    await w.session.start();
+    await w.grant(SELF, 4n);
+    const writes = w.writes;
+    await w.session.stop();
+    await w.clock.advanceAsync(3000);
+    expect(w.types()).toEqual(['granted 4', 'lost 4']);
+    expect(w.writes).toBe(writes);
+    expect(parseLease(w.lease)).toMatchObject({ holder: SELF, token: 4n });
+  });
+
   it('leaves a Lease that names another holder alone', async () => {
     const w = new World();
     await w.session.start();
