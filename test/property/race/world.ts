@@ -20,7 +20,9 @@
  *   of T1. The fenced store accepts a token >= its mark (the guards' rule);
  * - processes: a paused agent's clock stops (its timers fire late, on resume), its watch events
  *   and responses wait; a partitioned agent's requests fail and its watch misses events (a relist
- *   on heal).
+ *   on heal);
+ * - a request aborted at the session's deadline (its budget) fails, or — the scheduler decides —
+ *   is answered all the same, as a reply already on its way would be.
  *
  * Invariants, checked after every step: S1 (committed tokens strictly increase), S2 (the store
  * accepts tokens in increasing order, an equal token only from the same holder), S3 (no accepted
@@ -188,9 +190,21 @@ class Agent {
     await this.s.schedule(Promise.resolve(), `${this.ref.name} ${what} response`);
     await this.#running();
     if (this.partitioned) throw unreachable(this.ref.name);
-    if (opts?.signal?.aborted === true) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('aborted');
+    if (opts?.signal?.aborted === true && !(await this.#replyBeatsAbort(what))) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('aborted');
     if (!result.ok) throw result.err;
     return result.lease;
+  }
+
+  /**
+   * #replyBeatsAbort: a request aborted at the session's deadline may still be answered, when the
+   * reply was already on its way (a real HTTP client can settle either way). The scheduler picks
+   * which of the two comes first.
+   */
+  async #replyBeatsAbort(what: string): Promise<boolean> {
+    return await Promise.race([
+      this.s.schedule(Promise.resolve(true), `${this.ref.name} ${what} reply beats the abort`),
+      this.s.schedule(Promise.resolve(false), `${this.ref.name} ${what} abort beats the reply`),
+    ]);
   }
 
   #running(): Promise<void> {
