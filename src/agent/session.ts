@@ -122,8 +122,8 @@ export class LockSession {
   #lastTimings: TermTimings | undefined;
   /** #endedToken: the largest token of a term that ended here; a grant must carry a larger one. */
   #endedToken: bigint | undefined;
-  /** #givingBack: the token being handed back (single flight). */
-  #givingBack: bigint | undefined;
+  /** #givingBack: a hand-back is under way (single flight). */
+  #givingBack = false;
 
   constructor(o: LockSessionOptions) {
     this.#o = o;
@@ -238,14 +238,14 @@ export class LockSession {
    */
   #giveBack(token: bigint): void {
     // Not while stopping: stop() leaves the Lease to expire, as documented.
-    if (this.#givingBack !== undefined || this.#stopping || (this.#state !== 'lost' && this.#state !== 'released')) return;
-    this.#givingBack = token;
+    if (this.#givingBack || this.#stopping || (this.#state !== 'lost' && this.#state !== 'released')) return;
+    this.#givingBack = true;
     // Bounded, so that a request hung in a partition does not block the next hand-back.
     const ac = new AbortController();
     const timeout = this.#o.clock.setTimeout(() => { ac.abort(new Error('hand-back timed out')); }, GIVE_BACK_TIMEOUT_MS).unref();
     this.#releaseLease(token, 'Handed back a lost term', ac.signal)
       .catch((err: unknown) => { this.#o.log.info({ lock: this.#o.lock, token: token.toString(), err }, 'Failed to hand back a lost term; the Lease will expire'); })
-      .finally(() => { timeout.cancel(); this.#givingBack = undefined; });
+      .finally(() => { timeout.cancel(); this.#givingBack = false; });
   }
 
   /** stop ends watching and renewing without releasing (the lease then expires on the server). */
@@ -260,6 +260,9 @@ export class LockSession {
   }
 
   // --- internals ---
+
+  /** #endedHere: a term with this token (or a smaller one) already ended in this session. */
+  #endedHere(token: bigint): boolean { return this.#endedToken !== undefined && token <= this.#endedToken; }
 
   /** #ended re-reads the state after an await (it may have changed meanwhile). */
   #ended(): boolean { return this.#state === 'stopped' || this.#state === 'released'; }
@@ -288,7 +291,7 @@ export class LockSession {
       if (rec.token !== term.token) { this.#endTerm('lost', `superseded by token ${String(rec.token)}`); }
       else return;
     }
-    if (ours && rec.token !== undefined && this.#endedToken !== undefined && rec.token <= this.#endedToken) {
+    if (ours && rec.token !== undefined && this.#endedHere(rec.token)) {
       // A term that ended here: never confirmed again, whatever the Lease says (see the header).
       this.#confirming = undefined;
       if (this.#state === 'confirming') this.#state = 'waiting';
@@ -373,7 +376,7 @@ export class LockSession {
     const validUntilMs = sentAt + deadlineMs;
     const now = this.#o.clock.monotonicMs();
     if (validUntilMs <= now) { this.#checkDeadline(); return; } // the reply came too late to trust
-    if (this.#term === undefined && this.#endedToken !== undefined && token <= this.#endedToken) {
+    if (this.#term === undefined && this.#endedHere(token)) {
       // A renew sent before the term's deadline, answered after it: the term is over all the same.
       this.#giveBack(token);
       return;
@@ -408,7 +411,7 @@ export class LockSession {
     this.#clearTimers();
     this.#state = state;
     if (term === undefined) return;
-    if (this.#endedToken === undefined || term.token > this.#endedToken) this.#endedToken = term.token;
+    this.#endedToken = term.token; // larger than any before: a term only starts with a token not #endedHere
     this.#o.log.info({ lock: this.#o.lock, token: term.token.toString(), reason }, state === 'lost' ? 'Lost lock' : 'Released lock');
     this.#emit({ type: state, lock: this.#o.lock, token: term.token.toString(), reason });
     if (state === 'lost') {

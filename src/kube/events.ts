@@ -10,6 +10,7 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../observability/logger.ts';
 import type { TimerClock } from '../runtime/clock.ts';
 import { httpStatus } from '../runtime/errors.ts';
+import { itemExponential } from '../runtime/ratelimiter.ts';
 
 /** EventTarget is the object an Event is about. */
 export interface EventTarget {
@@ -43,6 +44,8 @@ export function eventRecorder(kc: KubeConfig, component: string, host: string, l
     emit(target, type, reason, message) {
       // The Event's time is when it happened, not when a retry got it through.
       const now = new Date();
+      // One backoff per Event: its delays double from the first failure on.
+      const backoff = retry !== undefined ? { ...retry, delays: itemExponential<'event'>(retry.firstDelayMs, retry.maxDelayMs) } : undefined;
       const write = (attempt: number): void => {
         core.createNamespacedEvent({
           namespace: target.namespace,
@@ -56,10 +59,10 @@ export function eventRecorder(kc: KubeConfig, component: string, host: string, l
           },
         }).catch((err: unknown) => {
           // A refusal (403 without RBAC for Events, 422) will not change on retry; an outage will.
-          if (retry === undefined || attempt >= retry.attempts || !worthRetrying(err)) { log.error({ err, reason, attempts: attempt }, 'Failed to create Event'); return; }
-          const delayMs = Math.min(retry.maxDelayMs, retry.firstDelayMs * 2 ** (attempt - 1));
+          if (backoff === undefined || attempt >= backoff.attempts || !worthRetrying(err)) { log.error({ err, reason, attempts: attempt }, 'Failed to create Event'); return; }
+          const delayMs = backoff.delays.when('event');
           log.info({ err, reason, attempt, retryInMs: delayMs }, 'Failed to create Event; retrying');
-          retry.clock.setTimeout(() => { write(attempt + 1); }, delayMs).unref();
+          backoff.clock.setTimeout(() => { write(attempt + 1); }, delayMs).unref();
         });
       };
       write(1);
