@@ -95,40 +95,19 @@ class Stall implements Command {
   toString(): string { return `stall(${this.i}, ${this.ms})`; }
 }
 
-/** Pause: SIGSTOP (its clock, timers, responses and watch events wait). */
-class Pause implements Command {
+/**
+ * AgentStep: a fault on one agent's process, through the Agent method of the same name —
+ * pause: SIGSTOP (its clock, timers, responses and watch events wait); resume: SIGCONT (late timers
+ * fire, then held responses and events arrive); partition: cut off from the API server (requests
+ * fail, the watch misses events); heal: the cut ends, the watch relists.
+ */
+class AgentStep implements Command {
+  readonly step: 'pause' | 'resume' | 'partition' | 'heal';
   readonly i: number;
-  constructor(i: number) { this.i = i; }
+  constructor(step: AgentStep['step'], i: number) { this.step = step; this.i = i; }
   check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { w.agents[this.i]?.pause(); await done(w); }
-  toString(): string { return `pause(${this.i})`; }
-}
-
-/** Resume: SIGCONT (late timers fire, then held responses and events arrive). */
-class Resume implements Command {
-  readonly i: number;
-  constructor(i: number) { this.i = i; }
-  check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { await w.agents[this.i]?.resume(); await done(w); }
-  toString(): string { return `resume(${this.i})`; }
-}
-
-/** Partition: the agent is cut off from the API server (requests fail, the watch misses events). */
-class Partition implements Command {
-  readonly i: number;
-  constructor(i: number) { this.i = i; }
-  check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { w.agents[this.i]?.partition(); await done(w); }
-  toString(): string { return `partition(${this.i})`; }
-}
-
-/** Heal: the cut ends; the watch relists. */
-class Heal implements Command {
-  readonly i: number;
-  constructor(i: number) { this.i = i; }
-  check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { w.agents[this.i]?.heal(); await done(w); }
-  toString(): string { return `heal(${this.i})`; }
+  async run(_m: Model, w: World): Promise<void> { await w.agents[this.i]?.[this.step](); await done(w); }
+  toString(): string { return `${this.step}(${this.i})`; }
 }
 
 /** Tick: time passes (renews, deadlines, expiry), with the controller reconciling when due. */
@@ -188,10 +167,7 @@ export const commandArbs: fc.Arbitrary<Command>[] = [
   ...weighted(2, agent.map((i) => new Check(i))),
   ...weighted(3, agent.map((i) => new Write(i))),
   ...weighted(2, fc.tuple(agent, fc.constantFrom(1000, 2500, 4000, 6000)).map(([i, ms]) => new Stall(i, ms))),
-  agent.map((i) => new Pause(i)),
-  agent.map((i) => new Resume(i)),
-  agent.map((i) => new Partition(i)),
-  agent.map((i) => new Heal(i)),
+  ...(['pause', 'resume', 'partition', 'heal'] as const).map((step) => agent.map((i) => new AgentStep(step, i))),
   ...weighted(4, fc.constantFrom(STEP_MS, 400, 1000, 2500, 4000).map((ms) => new Tick(ms))),
   fc.constant(new Reconcile()),
   fc.boolean().map((b) => new CrashController(b)),

@@ -63,6 +63,21 @@ class World {
     this.session.onEvent((e) => { this.events.push(e); });
   }
 
+  /** holding: a started session that was granted `token` and confirmed it (at t = 0: valid until 2000). */
+  static async holding(token: bigint): Promise<World> {
+    const w = new World();
+    await w.session.start();
+    await w.grant(SELF, token);
+    return w;
+  }
+
+  /** loseAtDeadline: the API server cannot be reached past the renew deadline, then answers again. */
+  async loseAtDeadline(): Promise<void> {
+    this.down = true;
+    await this.clock.advanceAsync(2100);
+    this.down = false;
+  }
+
   get lease(): V1Lease { return this.#lease; }
 
   /** answerHeld delivers the held replies. */
@@ -98,9 +113,7 @@ class World {
 
 describe('LockSession after its term ended', () => {
   it('steps down at the renew deadline and does not take the same token up again when the API server answers', async () => {
-    const w = new World();
-    await w.session.start();
-    await w.grant(SELF, 7n);
+    const w = await World.holding(7n);
     expect(w.session.heldToken()).toBe(7n);
 
     w.down = true;
@@ -121,9 +134,7 @@ describe('LockSession after its term ended', () => {
   });
 
   it('does not take the term up again when a renew sent before the deadline is answered after it', async () => {
-    const w = new World();
-    await w.session.start();
-    await w.grant(SELF, 7n); // confirmed at t = 0: valid until 2000
+    const w = await World.holding(7n); // valid until 2000
     w.holdReplies = true;
     await w.clock.advanceAsync(1000); // the renew goes out at t = 1000 (it would be valid until 3000)
     await w.clock.advanceAsync(1100); // t = 2100: the deadline passed with the reply still out
@@ -137,12 +148,8 @@ describe('LockSession after its term ended', () => {
   });
 
   it('starts a new term only with a larger token', async () => {
-    const w = new World();
-    await w.session.start();
-    await w.grant(SELF, 7n);
-    w.down = true;
-    await w.clock.advanceAsync(2100);
-    w.down = false;
+    const w = await World.holding(7n);
+    await w.loseAtDeadline();
 
     await w.grant(SELF, 8n);
     expect(w.session.heldToken()).toBe(8n);
@@ -150,9 +157,7 @@ describe('LockSession after its term ended', () => {
   });
 
   it('never takes a released term up again, even if its release did not reach the API server', async () => {
-    const w = new World();
-    await w.session.start();
-    await w.grant(SELF, 3n);
+    const w = await World.holding(3n);
     w.down = true;
     await expect(w.session.release()).rejects.toThrow(/Failed to release Lease/);
     expect(w.types()).toEqual(['granted 3', 'released 3']);
@@ -166,9 +171,7 @@ describe('LockSession after its term ended', () => {
   });
 
   it('leaves the Lease to expire when the session is stopped while holding', async () => {
-    const w = new World();
-    await w.session.start();
-    await w.grant(SELF, 4n);
+    const w = await World.holding(4n);
     const writes = w.writes;
     await w.session.stop();
     await w.clock.advanceAsync(3000);
@@ -178,12 +181,8 @@ describe('LockSession after its term ended', () => {
   });
 
   it('leaves a Lease that names another holder alone', async () => {
-    const w = new World();
-    await w.session.start();
-    await w.grant(SELF, 1n);
-    w.down = true;
-    await w.clock.advanceAsync(2100);
-    w.down = false;
+    const w = await World.holding(1n);
+    await w.loseAtDeadline();
     await w.grant(OTHER, 2n);
     const writes = w.writes;
     await w.clock.advanceAsync(3000);
