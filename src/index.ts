@@ -1,8 +1,9 @@
 /**
- * fencepost — the library entry point: acquire a DistributedLock in-process, and the fencing
- * guards that make a resource refuse stale tokens.
+ * fencepost — the library entry point (`import { acquire } from 'fencepost'`): acquire a
+ * DistributedLock in-process, and the fencing guards that make a resource refuse stale tokens.
+ * This entry loads @kubernetes/client-node; a service that only guards a resource imports
+ * `fencepost/guards` (src/guards/index.ts), which does not.
  */
 export { acquire, AlreadyDoneError, NotAcquiredError, type AcquireOptions, type HeldLock } from './client/acquire.ts';
 export type { LockEvent, LockSnapshot, LockState } from './agent/session.ts';
-export { parseToken, TokenError, MAX_TOKEN } from './fencing/token.ts';
 export * from './guards/index.ts';

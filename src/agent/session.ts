@@ -22,7 +22,7 @@
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { podKeys } from '../controllers/distributedlock/pods.ts';
+import { podKeys } from '../api/v1alpha1/pod-keys.ts';
 import { mergePatch } from '../kube/patch.ts';
 import { parseLease, releasedLease, renewedLease, sameHolder, type HolderRef, type LockRecord } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';

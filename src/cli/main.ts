@@ -2,13 +2,11 @@
 /**
  * The `fencepost` command: `fencepost controller|agent|exec|version`.
  * Exit codes: 0 success, 1 runtime failure, 2 bad usage.
+ *
+ * Each subcommand's code is imported only when that subcommand runs, and its --help text from a
+ * module that imports nothing heavy: `fencepost agent` never loads the controller or ioredis,
+ * `fencepost exec --help` no Kubernetes client (test/unit/cli/entry-imports.test.ts measures it).
  */
-import { CONTROLLER_USAGE } from '../config/controller.ts';
-import { runController } from './controller.ts';
-import { AGENT_USAGE } from '../config/agent.ts';
-import { runAgent } from './agent.ts';
-import { EXEC_USAGE, runExec } from './exec.ts';
-
 const USAGE = `Usage: fencepost <command> [flags]
 
 Commands:
@@ -22,14 +20,14 @@ async function main(argv: readonly string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'controller':
-      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(CONTROLLER_USAGE); return 0; }
-      return await runController(rest);
+      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write((await import('../config/controller.ts')).CONTROLLER_USAGE); return 0; }
+      return await (await import('./controller.ts')).runController(rest);
     case 'agent':
-      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(AGENT_USAGE); return 0; }
-      return await runAgent(rest);
+      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write((await import('../config/agent.ts')).AGENT_USAGE); return 0; }
+      return await (await import('./agent.ts')).runAgent(rest);
     case 'exec':
-      if (rest[0] === '--help' || rest[0] === '-h') { process.stdout.write(EXEC_USAGE); return 0; }
-      return await runExec(rest);
+      if (rest[0] === '--help' || rest[0] === '-h') { process.stdout.write((await import('./exec-usage.ts')).EXEC_USAGE); return 0; }
+      return await (await import('./exec.ts')).runExec(rest);
     case 'version':
       process.stdout.write('fencepost 0.1.0\n');
       return 0;
