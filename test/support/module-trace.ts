@@ -14,6 +14,8 @@ const HOOK = pathToFileURL(join(import.meta.dirname, 'module-trace-hook.ts')).hr
 
 /** ModuleTrace is what one traced process loaded, with its exit code and output. */
 export interface ModuleTrace {
+  /** modules are all the loaded files, in load order, relative to `root`. */
+  readonly modules: readonly string[];
   /** files are the loaded files outside node_modules, relative to `root` (e.g. `src/cli/main.ts`). */
   readonly files: readonly string[];
   /** packages are the npm packages loaded from any node_modules (e.g. `@kubernetes/client-node`), sorted. */
@@ -59,6 +61,7 @@ export async function traceModules(args: readonly string[], opts: TraceOptions):
     const paths = urls.map((u) => fileURLToPath(u));
     const root = opts.root ?? opts.cwd;
     return {
+      modules: paths.map((p) => relative(root, p)),
       files: paths.filter((p) => packageOf(p) === undefined).map((p) => relative(root, p)),
       packages: [...new Set(paths.map(packageOf).filter((p) => p !== undefined))].sort(),
       code, stdout, stderr,

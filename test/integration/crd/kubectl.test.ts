@@ -20,20 +20,23 @@ describe('kubectl and the DistributedLock CRD', () => {
     (await run(findBinary('kubectl'), ['--kubeconfig', sharedKubeconfigPath(), '-n', namespace, ...args])).stdout;
   beforeAll(async () => { namespace = await freshNamespace(kc, 'kubectl-'); });
 
-  it('applies the example lock and prints HOLDER, TOKEN, EXPIRES and AGE (MODE and TRANSITIONS with -o wide)', async () => {
+  it('applies the example lock and prints READY, HOLDER, TOKEN, EXPIRES and AGE (MODE and TRANSITIONS with -o wide)', async () => {
     expect(await kubectl('apply', '-f', example)).toContain('distributedlock.fencepost.io/billing created');
     await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObjectStatus({
       group: GROUP, version: VERSION, namespace, plural: PLURAL, name: 'billing',
-      body: { status: { holder: { name: 'billing-7d9f-abcde', uid: 'u-1' }, fencingToken: '9007199254740993', expireTime: '2026-12-02T12:00:10Z', leaseTransitions: 3 } },
+      body: { status: {
+        holder: { name: 'billing-7d9f-abcde', uid: 'u-1' }, fencingToken: '9007199254740993', expireTime: '2026-12-02T12:00:10Z', leaseTransitions: 3,
+        conditions: [{ type: 'Ready', status: 'True', reason: 'AsExpected', message: 'The lock is managed and can be granted', lastTransitionTime: '2026-12-02T12:00:00Z' }],
+      } },
     }, mergePatch);
 
     const table = await kubectl('get', 'dlock');
     const [header, row] = table.trim().split('\n');
-    expect(header?.split(/\s+/)).toEqual(['NAME', 'HOLDER', 'TOKEN', 'EXPIRES', 'AGE']);
-    expect(row).toMatch(/^billing\s+billing-7d9f-abcde\s+9007199254740993\s+2026-12-02T12:00:10Z\s+\d+s/);
+    expect(header?.split(/\s+/)).toEqual(['NAME', 'READY', 'HOLDER', 'TOKEN', 'EXPIRES', 'AGE']);
+    expect(row).toMatch(/^billing\s+True\s+billing-7d9f-abcde\s+9007199254740993\s+2026-12-02T12:00:10Z\s+\d+s/);
 
     const wide = await kubectl('get', 'distributedlocks.fencepost.io', '-o', 'wide');
-    expect(wide.split('\n')[0]?.split(/\s+/)).toEqual(['NAME', 'HOLDER', 'TOKEN', 'EXPIRES', 'MODE', 'TRANSITIONS', 'AGE']);
+    expect(wide.split('\n')[0]?.split(/\s+/)).toEqual(['NAME', 'READY', 'HOLDER', 'TOKEN', 'EXPIRES', 'MODE', 'TRANSITIONS', 'AGE']);
     expect(wide).toMatch(/Election\s+3/);
   });
 

@@ -358,6 +358,7 @@ describe('the DistributedLock CRD', () => {
     it('prints columns that exist in the schema, with expiry as a timestamp rather than an age', () => {
       const columns = must(version.additionalPrinterColumns, 'printer columns');
       expect(columns.map((c) => [c.name, c.jsonPath, c.type, c.priority ?? 0])).toEqual([
+        ['Ready', '.status.conditions[?(@.type=="Ready")].status', 'string', 0],
         ['Holder', '.status.holder.name', 'string', 0],
         ['Token', '.status.fencingToken', 'string', 0],
         ['Expires', '.status.expireTime', 'string', 0],
@@ -367,8 +368,14 @@ describe('the DistributedLock CRD', () => {
       ]);
       const known = new Set([...SPEC_FIELD_PATHS, ...STATUS_FIELD_PATHS]);
       for (const c of columns.filter((col) => !col.jsonPath.startsWith('.metadata.'))) {
-        expect(known, c.jsonPath).toContain(c.jsonPath.slice(1));
+        // A filter on a list (`conditions[?(@.type=="Ready")]`) names its items: `conditions[]`.
+        expect(known, c.jsonPath).toContain(c.jsonPath.slice(1).replace(/\[\?\(.*?\)\]/g, '[]'));
       }
+    });
+
+    it('lets kubectl select locks by holder (a field selector on status.holder.name, a string field)', () => {
+      expect(version.selectableFields?.map((f) => f.jsonPath)).toEqual(['.status.holder.name']);
+      expect(at('status.holder.name').type).toBe('string');
     });
   });
 
