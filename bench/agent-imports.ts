@@ -3,8 +3,9 @@
  * comes from, module by module. Each figure is a fresh `node` that imports one module (nothing
  * else runs), waits 300 ms and reports its VmRSS and V8 heap: the cost of loading that module's
  * code (a module graph's RSS is mostly compiled code, parsed source and the objects its top level
- * builds). The agent (`src/cli/main.ts agent`) loads all of its imports and, through main.ts, the
- * controller's and exec's too. No servers needed. Writes bench/results/agent-imports.json.
+ * builds). The agent (`src/cli/main.ts agent`) loads src/cli/agent.ts and its imports; main.ts
+ * imports the other subcommands only when they run. No servers needed. Writes
+ * bench/results/agent-imports.json.
  */
 import { execFileSync } from 'node:child_process';
 import { join, relative, resolve } from 'node:path';
@@ -21,7 +22,7 @@ const MODULES: readonly [string, string][] = [
   ['prom-client', 'prom-client'],
   ['src/agent/session.ts (LockSession)', pathToFileURL(join(ROOT, 'src/agent/session.ts')).href],
   ['src/cli/agent.ts (the agent command)', pathToFileURL(join(ROOT, 'src/cli/agent.ts')).href],
-  ['src/cli/controller.ts (loaded by main.ts too)', pathToFileURL(join(ROOT, 'src/cli/controller.ts')).href],
+  ['src/cli/controller.ts (the controller command)', pathToFileURL(join(ROOT, 'src/cli/controller.ts')).href],
 ];
 
 const PROBE = `const m = process.argv[1];
