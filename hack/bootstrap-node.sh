@@ -25,6 +25,19 @@ if sys=$(command -v node) && new_enough "$sys"; then dirname "$sys"; exit 0; fi
 dir="$cache/node-v$NODE_VERSION"
 bin="$dir/node_modules/node/bin"
 if ! new_enough "$bin/node"; then
+  # Any npm can fetch Node 24; without one, Debian's npm (with its Node 18) is the way in.
+  if ! command -v npm >/dev/null; then
+    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+      echo "[bootstrap] installing Debian's npm to fetch Node $NODE_VERSION with (first run only)" >&2
+      apt-get update -qq >&2 || true
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null || true
+      hash -r
+    fi
+    if ! command -v npm >/dev/null; then
+      echo "fencepost: missing Node.js >= 22.19 (or any npm to fetch Node $NODE_VERSION with); install with: $( [[ $EUID -eq 0 ]] || printf 'sudo ')apt-get install --no-install-recommends npm, or Node 24 from https://nodejs.org on PATH" >&2
+      exit 1
+    fi
+  fi
   echo "[bootstrap] installing Node $NODE_VERSION from the npm registry into $dir" >&2
   rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
   # The `node` package's preinstall step pulls in the platform package that carries the binary.

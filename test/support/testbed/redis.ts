@@ -1,14 +1,15 @@
 /**
- * A real redis-server (Debian's package) for tests, on a free loopback port, with the faults the
+ * A real redis-server for tests (REDIS_SERVER, else the first redis-server on PATH: Debian's
+ * package, which hack/prereqs.sh installs), on a free loopback port, with the faults the
  * safety suite needs: restart keeping data, restart empty (data loss), crash (SIGKILL), FLUSHALL.
  *
  * The server runs without automatic persistence (`--save "" --appendonly no`); a restart that
  * keeps data saves an RDB snapshot explicitly first. A sentinel key written at every start lets
  * the harness (and tests) tell whether the data survived.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from './ports.ts';
@@ -21,6 +22,28 @@ const SENTINEL_KEY = 'fencepost:testbed:sentinel';
 function quiet(c: Redis): Redis {
   c.on('error', () => undefined);
   return c;
+}
+
+function executable(path: string): boolean {
+  try { accessSync(path, constants.X_OK); return true; } catch { return false; }
+}
+
+/**
+ * redisServerBinary returns the redis-server to run: REDIS_SERVER when set, else the first
+ * redis-server on PATH; it throws saying how to get one when there is none.
+ */
+export function redisServerBinary(): string {
+  const fromEnv = process.env['REDIS_SERVER'];
+  if (fromEnv !== undefined && fromEnv !== '') {
+    if (executable(fromEnv)) return fromEnv;
+    throw new Error(`REDIS_SERVER=${fromEnv} is not an executable file`);
+  }
+  for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
+    const candidate = join(dir === '' ? '.' : dir, 'redis-server');
+    if (executable(candidate)) return candidate;
+  }
+  throw new Error('redis-server not found on PATH: run hack/prereqs.sh (as root it installs Debian\'s redis-server), ' +
+    'apt-get install redis-server, or set REDIS_SERVER to a redis-server binary');
 }
 
 /** RedisServer is a running redis-server that this process started. */
@@ -44,15 +67,12 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** startRedis starts redis-server in dir (a fresh temporary folder by default). */
+/** startRedis starts redis-server (opts.binary, else redisServerBinary()) in dir (a fresh temporary folder by default). */
 export async function startRedis(opts: { dir?: string; binary?: string } = {}): Promise<RedisServer> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'fencepost-redis-'));
   mkdirSync(dir, { recursive: true });
-  const binary = opts.binary ?? process.env['REDIS_SERVER'] ?? '/usr/bin/redis-server';
-  if (!existsSync(binary)) {
-    throw new Error(`redis-server not found at ${binary}: install Debian's redis-server package (apt-get install redis-server) or set REDIS_SERVER`);
-  }
+  const binary = opts.binary ?? redisServerBinary();
   const port = await freePort();
   const url = `redis://127.0.0.1:${port}`;
   let proc: ManagedProcess | undefined;
