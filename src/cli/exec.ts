@@ -13,10 +13,12 @@
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import { parseArgs } from 'node:util';
 import type { TermTimings } from '../agent/session.ts';
 import { acquire, AlreadyDoneError, NotAcquiredError } from '../client/acquire.ts';
 import { parseDuration } from '../config/duration.ts';
+import { parseFlags } from '../config/flags.ts';
+import { parseLogLevel } from '../config/log-level.ts';
+import { UsageError } from '../config/usage-error.ts';
 import { createLogger } from '../observability/logger.ts';
 
 /** EXIT_NOT_ACQUIRED: the lock was not granted within --wait. */
@@ -38,7 +40,7 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
   --grace D          on loss, SIGKILL this long after SIGTERM (default: half of lease − renew deadline,
                      and never longer than lease − renew deadline)
   --kubeconfig PATH  (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  --log-level LEVEL  debug, info, error or silent (default error)
+  --log-level LEVEL  debug, info, warn or error (default error); silent turns logging off
 
 CMD runs with FENCEPOST_LOCK and FENCEPOST_TOKEN set. Exit status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired,
 ${EXIT_LOST} when the lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was already completed.
@@ -47,17 +49,15 @@ ${EXIT_LOST} when the lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --r
 /** runExec runs the command under the lock and returns the exit status. */
 export async function runExec(argv: readonly string[]): Promise<number> {
   const dash = argv.indexOf('--');
-  if (dash < 0 || dash === argv.length - 1) throw new Error('--: missing; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
+  if (dash < 0 || dash === argv.length - 1) throw new UsageError('--', 'missing, or no command after it; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
   const command = argv.slice(dash + 1);
-  const { values } = parseArgs({
-    args: argv.slice(0, dash), strict: true, allowPositionals: false,
-    options: { 'lock': { type: 'string' }, 'wait': { type: 'string' }, 'run-id': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' } },
+  const values = parseFlags(argv.slice(0, dash), {
+    'lock': { type: 'string' }, 'wait': { type: 'string' }, 'run-id': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' },
   });
-  if (values.lock === undefined) throw new Error('--lock: required');
+  if (values.lock === undefined) throw new UsageError('--lock', 'required');
   const waitMs = values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined;
   const graceFlagMs = values.grace !== undefined ? parseDuration(values.grace, '--grace') : undefined;
-  const level = values['log-level'];
-  if (level !== 'debug' && level !== 'info' && level !== 'error' && level !== 'silent') throw new Error(`--log-level: must be debug, info, error or silent, got ${JSON.stringify(level)}`);
+  const level = parseLogLevel(values['log-level']);
   const log = createLogger(level, { component: 'exec', lock: values.lock });
 
   let lock;

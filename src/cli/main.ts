@@ -8,6 +8,7 @@ import { runController } from './controller.ts';
 import { AGENT_USAGE } from '../config/agent.ts';
 import { runAgent } from './agent.ts';
 import { EXEC_USAGE, runExec } from './exec.ts';
+import { UsageError } from '../config/usage-error.ts';
 
 const USAGE = `Usage: fencepost <command> [flags]
 
@@ -46,7 +47,10 @@ main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
     process.stderr.write(`fencepost: ${err instanceof Error ? err.message : String(err)}\n`);
-    const startup = typeof (err as { exitCode?: unknown }).exitCode === 'number' ? (err as { exitCode: number }).exitCode : undefined;
-    process.exitCode = startup ?? ((err instanceof Error && /^--[a-z-]+:|^[A-Z_]+: |Unknown option|unexpected argument/i.test(err.message)) ? 2 : 1);
+    // Bad usage is known by its type (every flag parser throws UsageError), never by its text. An
+    // error that carries its own numeric exitCode (the controller's StartupError) keeps it; any
+    // other failure is 1.
+    const own = (err as { exitCode?: unknown } | null | undefined)?.exitCode;
+    process.exitCode = err instanceof UsageError ? err.exitCode : typeof own === 'number' ? own : 1;
   },
 );
