@@ -81,8 +81,11 @@ export function eventRecorder(kc: KubeConfig, component: string, host: string, l
       try {
         return await core.patchNamespacedEvent({ namespace: f.target.namespace, name: w.name, body: { count: w.count, lastTimestamp: now, message: w.message } }, mergePatch);
       } catch (err) {
-        // Events live for the API server's --event-ttl (1 h by default): a counted Event may be gone.
-        if (httpStatus(err) !== 404) throw err;
+        // Events live for the API server's --event-ttl (1 h by default): a counted Event may be
+        // gone (404). And RBAC written before Events were counted grants create but not patch
+        // (403): the occurrence is still recorded, as a new Event, rather than lost.
+        const status = httpStatus(err);
+        if (status !== 404 && status !== 403) throw err;
       }
     }
     const t = f.target;

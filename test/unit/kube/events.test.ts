@@ -80,8 +80,11 @@ describe('eventRecorder with retry', () => {
     expect(bodies[1]).toMatchObject({ count: 2, message: 'x' });
   });
 
-  it('creates the Event again, with its count and firstTimestamp, when the one to PATCH is gone', async () => {
-    const { kc, bodies, requests } = await serve([201, 404, 201]);
+  it.each([
+    { status: 404, why: 'the Event to PATCH is gone (its TTL passed)' },
+    { status: 403, why: 'RBAC grants create but not patch' },
+  ])('creates the Event again, with its count and firstTimestamp, when a PATCH is answered $status: $why', async ({ status }) => {
+    const { kc, bodies, requests } = await serve([201, status, 201]);
     const recorder = eventRecorder(kc, 'fencepost-agent', 'web-0', silentLogger);
     recorder.emit(target, 'Warning', 'LockLost', 'x');
     await eventually(() => { expect(bodies).toHaveLength(1); }, 10_000);
