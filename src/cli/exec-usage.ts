@@ -22,7 +22,7 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
   --grace D          on loss, SIGKILL this long after SIGTERM (default: half of lease − renew deadline,
                      and never longer than lease − renew deadline)
   --kubeconfig PATH  (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  --log-level LEVEL  debug, info, error or silent (default error)
+  --log-level LEVEL  debug, info, warn or error (default error); silent turns logging off
 
 CMD runs with FENCEPOST_LOCK and FENCEPOST_TOKEN set. Exit status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired,
 ${EXIT_LOST} when the lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was already completed.

@@ -13,10 +13,12 @@
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import { parseArgs } from 'node:util';
 import type { TermTimings } from '../agent/session.ts';
 import { acquire, AlreadyDoneError, NotAcquiredError } from '../client/acquire.ts';
 import { parseDuration } from '../config/duration.ts';
+import { parseFlags } from '../config/flags.ts';
+import { parseLogLevel } from '../config/log-level.ts';
+import { UsageError } from '../config/usage-error.ts';
 import { createLogger } from '../observability/logger.ts';
 import { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';
 
@@ -25,17 +27,15 @@ export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts
 /** runExec runs the command under the lock and returns the exit status. */
 export async function runExec(argv: readonly string[]): Promise<number> {
   const dash = argv.indexOf('--');
-  if (dash < 0 || dash === argv.length - 1) throw new Error('--: missing; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
+  if (dash < 0 || dash === argv.length - 1) throw new UsageError('--', 'missing, or no command after it; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
   const command = argv.slice(dash + 1);
-  const { values } = parseArgs({
-    args: argv.slice(0, dash), strict: true, allowPositionals: false,
-    options: { 'lock': { type: 'string' }, 'wait': { type: 'string' }, 'run-id': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' } },
+  const values = parseFlags(argv.slice(0, dash), {
+    'lock': { type: 'string' }, 'wait': { type: 'string' }, 'run-id': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' },
   });
-  if (values.lock === undefined) throw new Error('--lock: required');
+  if (values.lock === undefined) throw new UsageError('--lock', 'required');
   const waitMs = values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined;
   const graceFlagMs = values.grace !== undefined ? parseDuration(values.grace, '--grace') : undefined;
-  const level = values['log-level'];
-  if (level !== 'debug' && level !== 'info' && level !== 'error' && level !== 'silent') throw new Error(`--log-level: must be debug, info, error or silent, got ${JSON.stringify(level)}`);
+  const level = parseLogLevel(values['log-level']);
   const log = createLogger(level, { component: 'exec', lock: values.lock });
 
   let lock;

@@ -7,6 +7,8 @@
  * module that imports nothing heavy: `fencepost agent` never loads the controller or ioredis,
  * `fencepost exec --help` no Kubernetes client (test/unit/cli/entry-imports.test.ts measures it).
  */
+import { UsageError } from '../config/usage-error.ts';
+
 const USAGE = `Usage: fencepost <command> [flags]
 
 Commands:
@@ -44,7 +46,10 @@ main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
     process.stderr.write(`fencepost: ${err instanceof Error ? err.message : String(err)}\n`);
-    const startup = typeof (err as { exitCode?: unknown }).exitCode === 'number' ? (err as { exitCode: number }).exitCode : undefined;
-    process.exitCode = startup ?? ((err instanceof Error && /^--[a-z-]+:|^[A-Z_]+: |Unknown option|unexpected argument/i.test(err.message)) ? 2 : 1);
+    // Bad usage is known by its type (every flag parser throws UsageError), never by its text. An
+    // error that carries its own numeric exitCode (the controller's StartupError) keeps it; any
+    // other failure is 1.
+    const own = (err as { exitCode?: unknown } | null | undefined)?.exitCode;
+    process.exitCode = err instanceof UsageError ? err.exitCode : typeof own === 'number' ? own : 1;
   },
 );

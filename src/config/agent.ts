@@ -2,7 +2,9 @@
  * The agent's configuration: the pod identity from the downward API (POD_NAME, POD_NAMESPACE,
  * POD_UID) and flags. The only place the agent reads process.env.
  */
-import { parseArgs } from 'node:util';
+import { parseFlags } from './flags.ts';
+import { parseLogLevel, type LogLevel } from './log-level.ts';
+import { UsageError } from './usage-error.ts';
 
 /** AgentConfig: every knob of `fencepost agent`. */
 export interface AgentConfig {
@@ -16,7 +18,8 @@ export interface AgentConfig {
   readonly listen: string;
   /** stateDir: where per-lock state files are written; none by default. */
   readonly stateDir: string | undefined;
-  readonly logLevel: 'debug' | 'info' | 'error' | 'silent';
+  /** logLevel: info (default) or debug, warn, error; silent turns logging off. */
+  readonly logLevel: LogLevel;
 }
 
 /** AGENT_USAGE is printed by --help and on bad flags. */
@@ -28,32 +31,28 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
   --listen ADDR        loopback address of the local HTTP API (default 127.0.0.1:7370)
   --state-dir DIR      write <DIR>/<lock>.json while the lock is held (atomic; removed on loss)
   --kubeconfig PATH    (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  --log-level LEVEL    debug, info, error or silent (default info)
+  --log-level LEVEL    debug, info, warn or error (default info); silent turns logging off
 `;
 
 const LOCK_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
-/** parseAgentConfig parses argv after the subcommand; throws an Error naming the flag or variable. */
+/** parseAgentConfig parses argv after the subcommand; throws a UsageError naming the flag or variable. */
 export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const { values } = parseArgs({
-    args: [...argv], strict: true, allowPositionals: false,
-    options: {
-      'lock': { type: 'string', multiple: true }, 'listen': { type: 'string', default: '127.0.0.1:7370' },
-      'state-dir': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'info' },
-    },
+  const values = parseFlags(argv, {
+    'lock': { type: 'string', multiple: true }, 'listen': { type: 'string', default: '127.0.0.1:7370' },
+    'state-dir': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'info' },
   });
   const need = (name: string): string => {
     const v = env[name];
-    if (v === undefined || v === '') throw new Error(`${name}: not set; pass it from the downward API (fieldRef metadata.${name === 'POD_UID' ? 'uid' : name === 'POD_NAME' ? 'name' : 'namespace'})`);
+    if (v === undefined || v === '') throw new UsageError(name, `not set; pass it from the downward API (fieldRef metadata.${name === 'POD_UID' ? 'uid' : name === 'POD_NAME' ? 'name' : 'namespace'})`);
     return v;
   };
   const locks = values.lock ?? [];
-  if (locks.length === 0) throw new Error('--lock: at least one lock name is required');
-  for (const l of locks) if (!LOCK_NAME.test(l)) throw new Error(`--lock: ${JSON.stringify(l)} is not a valid lock name (a DNS label of at most 63 characters)`);
+  if (locks.length === 0) throw new UsageError('--lock', 'at least one lock name is required');
+  for (const l of locks) if (!LOCK_NAME.test(l)) throw new UsageError('--lock', `${JSON.stringify(l)} is not a valid lock name (a DNS label of at most 63 characters)`);
   const host = values.listen.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
-  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) throw new Error(`--listen: ${JSON.stringify(values.listen)} is not a loopback address; the agent API is for the pod's own containers only`);
-  const level = values['log-level'];
-  if (level !== 'debug' && level !== 'info' && level !== 'error' && level !== 'silent') throw new Error(`--log-level: must be debug, info, error or silent, got ${JSON.stringify(level)}`);
+  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) throw new UsageError('--listen', `${JSON.stringify(values.listen)} is not a loopback address; the agent API is for the pod's own containers only`);
+  const level = parseLogLevel(values['log-level']);
   return Object.freeze({
     kubeconfig: values.kubeconfig, podName: need('POD_NAME'), podNamespace: need('POD_NAMESPACE'), podUid: need('POD_UID'),
     locks: Object.freeze([...new Set(locks)]), listen: values.listen, stateDir: values['state-dir'], logLevel: level,

@@ -3,8 +3,10 @@
  * where noted) into a frozen object. The only place the controller reads process.env.
  */
 import { hostname } from 'node:os';
-import { parseArgs } from 'node:util';
 import { parseDuration } from './duration.ts';
+import { parseFlags } from './flags.ts';
+import { parseLogLevel, type LogLevel } from './log-level.ts';
+import { UsageError } from './usage-error.ts';
 
 /** ControllerConfig: every knob of `fencepost controller`, with its default in the doc comment. */
 export interface ControllerConfig {
@@ -20,7 +22,10 @@ export interface ControllerConfig {
   readonly metricsBindAddress: string;
   /** healthProbeBindAddress: host:port for /healthz and /readyz; default 0.0.0.0:8081; "0" disables. */
   readonly healthProbeBindAddress: string;
-  /** leaderElect: elect one active replica on a Lease; default true. */
+  /**
+   * leaderElect: elect one active replica on a Lease; default true. A pflag-style boolean:
+   * `--leader-elect`, `--leader-elect=true|false` (and `--leader-elect false`; see flags.ts).
+   */
   readonly leaderElect: boolean;
   /** leaderElectionNamespace: default $POD_NAMESPACE, else "default". */
   readonly leaderElectionNamespace: string;
@@ -33,8 +38,8 @@ export interface ControllerConfig {
   readonly identity: string;
   /** cacheSyncTimeoutMs: exit if informers do not sync within this; default 2m. */
   readonly cacheSyncTimeoutMs: number;
-  /** logLevel: info (default) or debug, error, silent. */
-  readonly logLevel: 'debug' | 'info' | 'error' | 'silent';
+  /** logLevel: info (default) or debug, warn, error; silent turns logging off. */
+  readonly logLevel: LogLevel;
 }
 
 /** CONTROLLER_USAGE is printed by --help and on bad flags. */
@@ -46,7 +51,7 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
   --workers N                          concurrent reconciles (default 4)
   --metrics-bind-address ADDR          /metrics listener (default 0.0.0.0:8080; 0 disables)
   --health-probe-bind-address ADDR     /healthz and /readyz listener (default 0.0.0.0:8081; 0 disables)
-  --leader-elect BOOL                  elect one active replica (default true)
+  --leader-elect[=BOOL]                elect one active replica (default true; --leader-elect=false to turn off)
   --leader-election-namespace NS       namespace of the controller's Lease (default $POD_NAMESPACE or default)
   --leader-election-id NAME            name of the controller's Lease (default fencepost-controller)
   --leader-election-lease-duration D   (default 15s)
@@ -54,46 +59,34 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
   --leader-election-retry-period D     (default 2s)
   --identity NAME                      this replica's identity (default $POD_NAME or the hostname)
   --cache-sync-timeout D               exit if caches do not sync in time (default 2m)
-  --log-level LEVEL                    debug, info, error or silent (default info)
+  --log-level LEVEL                    debug, info, warn or error (default info); silent turns logging off
 `;
 
 function positiveInt(text: string, flag: string): number {
-  if (!/^[1-9][0-9]*$/.test(text)) throw new Error(`${flag}: must be a positive integer, got ${JSON.stringify(text)}`);
+  if (!/^[1-9][0-9]*$/.test(text)) throw new UsageError(flag, `must be a positive integer, got ${JSON.stringify(text)}`);
   return Number(text);
 }
 
-function bool(text: string, flag: string): boolean {
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  throw new Error(`${flag}: must be true or false, got ${JSON.stringify(text)}`);
-}
-
-/** parseControllerConfig parses argv (after the subcommand); throws an Error naming the flag on bad input. */
+/** parseControllerConfig parses argv (after the subcommand); throws a UsageError naming the flag on bad input. */
 export function parseControllerConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ControllerConfig {
-  const { values } = parseArgs({
-    args: [...argv], allowPositionals: false, strict: true,
-    options: {
-      'kubeconfig': { type: 'string' }, 'redis-url': { type: 'string' }, 'namespace': { type: 'string', multiple: true },
-      'workers': { type: 'string', default: '4' },
-      'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
-      'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
-      'leader-elect': { type: 'string', default: 'true' },
-      'leader-election-namespace': { type: 'string' },
-      'leader-election-id': { type: 'string', default: 'fencepost-controller' },
-      'leader-election-lease-duration': { type: 'string', default: '15s' },
-      'leader-election-renew-deadline': { type: 'string', default: '10s' },
-      'leader-election-retry-period': { type: 'string', default: '2s' },
-      'identity': { type: 'string' },
-      'cache-sync-timeout': { type: 'string', default: '2m' },
-      'log-level': { type: 'string', default: 'info' },
-    },
-  });
-  const level = values['log-level'];
-  if (level !== 'debug' && level !== 'info' && level !== 'error' && level !== 'silent') {
-    throw new Error(`--log-level: must be debug, info, error or silent, got ${JSON.stringify(level)}`);
-  }
+  const values = parseFlags(argv, {
+    'kubeconfig': { type: 'string' }, 'redis-url': { type: 'string' }, 'namespace': { type: 'string', multiple: true },
+    'workers': { type: 'string', default: '4' },
+    'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
+    'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
+    'leader-elect': { type: 'string', default: 'true' },
+    'leader-election-namespace': { type: 'string' },
+    'leader-election-id': { type: 'string', default: 'fencepost-controller' },
+    'leader-election-lease-duration': { type: 'string', default: '15s' },
+    'leader-election-renew-deadline': { type: 'string', default: '10s' },
+    'leader-election-retry-period': { type: 'string', default: '2s' },
+    'identity': { type: 'string' },
+    'cache-sync-timeout': { type: 'string', default: '2m' },
+    'log-level': { type: 'string', default: 'info' },
+  }, ['leader-elect']);
+  const level = parseLogLevel(values['log-level']);
   const redisUrl = values['redis-url'] ?? env['FENCEPOST_REDIS_URL'];
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new Error(`--redis-url: must start with redis:// or rediss://, got ${JSON.stringify(redisUrl)}`);
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new UsageError('--redis-url', `must start with redis:// or rediss://, got ${JSON.stringify(redisUrl)}`);
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     redisUrl: redisUrl === '' ? undefined : redisUrl,
@@ -101,7 +94,7 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     workers: positiveInt(values.workers, '--workers'),
     metricsBindAddress: values['metrics-bind-address'],
     healthProbeBindAddress: values['health-probe-bind-address'],
-    leaderElect: bool(values['leader-elect'], '--leader-elect'),
+    leaderElect: values['leader-elect'] === 'true',
     leaderElectionNamespace: values['leader-election-namespace'] ?? env['POD_NAMESPACE'] ?? 'default',
     leaderElectionId: values['leader-election-id'],
     leaderElectionLeaseDurationMs: parseDuration(values['leader-election-lease-duration'], '--leader-election-lease-duration'),

@@ -112,7 +112,7 @@ per-namespace Roles (watchNamespaces).
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "patch"]
 {{- end }}
 
 {{/*

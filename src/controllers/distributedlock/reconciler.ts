@@ -206,6 +206,11 @@ export class DistributedLockReconciler implements Reconciler {
         if (action.cause === 'Expired' || action.cause === 'HolderTerminated') this.#d.metrics?.expirations.inc({ cause: action.cause });
         if (action.cause === 'Released') this.#d.metrics?.releasesObserved.inc();
         log.info({ holder: action.to.name, uid: action.to.uid, token: issued.token.toString(), cause: action.cause, previous: action.previous?.name }, 'Granted Lease');
+        if ((action.cause === 'Expired' || action.cause === 'HolderTerminated') && action.previous !== undefined) {
+          // The term ended involuntarily and went straight to a successor: report the end under
+          // its own reason too, as the Revoke path does, so that alerts on it see every one.
+          this.#event(lock, 'Warning', END_REASON[action.cause], endMessage(action.cause, action.previous, 'lock handed over'));
+        }
         this.#event(lock, 'Normal', 'LeaseGranted', `Granted to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`);
         return;
       }
@@ -216,9 +221,7 @@ export class DistributedLockReconciler implements Reconciler {
         this.#d.metrics?.expirations.inc({ cause: action.cause });
         this.#observeHold(obs, action.cause);
         log.info({ holder: action.holder.name, cause: action.cause }, 'Revoked Lease');
-        this.#event(lock, 'Warning', 'HolderExpired', action.cause === 'Expired'
-          ? `Pod ${action.holder.name} stopped renewing for a full lease duration; lock revoked`
-          : `Pod ${action.holder.name}'s containers terminated; lock revoked`);
+        this.#event(lock, 'Warning', END_REASON[action.cause], endMessage(action.cause, action.holder, 'lock revoked'));
         return;
       }
       default:
@@ -346,6 +349,20 @@ function fenceLoss(r: FenceResult, firstToken: boolean): FenceLoss | undefined {
   if (!r.refloored) return undefined;
   if (!r.existed) return firstToken ? undefined : 'key_lost';
   return 'counter_behind';
+}
+
+/**
+ * END_REASON: the Warning Event reason for a term the controller ended: `HolderExpired` when the
+ * holder stopped renewing for a full lease duration, `HolderTerminated` when the kubelet reported
+ * its containers terminated (spec.handoff.onPodTerminated) — different causes, different fixes.
+ */
+const END_REASON = { Expired: 'HolderExpired', HolderTerminated: 'HolderTerminated' } as const;
+
+/** endMessage is the human sentence of an END_REASON Event. */
+function endMessage(cause: keyof typeof END_REASON, holder: HolderRef, outcome: string): string {
+  return cause === 'Expired'
+    ? `Pod ${holder.name} stopped renewing for a full lease duration; ${outcome}`
+    : `Pod ${holder.name}'s containers terminated; ${outcome}`;
 }
 
 function describeCause(cause: string, previous: HolderRef | undefined): string {

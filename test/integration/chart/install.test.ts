@@ -181,6 +181,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       { verb: 'list', resource: 'pods' },
       { verb: 'patch', resource: 'pods', namespace: 'any' },
       { verb: 'create', resource: 'events', namespace: 'any' },
+      { verb: 'patch', resource: 'events', namespace: 'any' }, // a repeated Event's count
     ];
     const denied: Access[] = [
       { verb: 'get', resource: 'secrets', namespace: ns },
@@ -228,6 +229,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       { verb: 'patch', resource: 'pods', namespace: ns },
       { verb: 'get', resource: 'distributedlocks', group: 'fencepost.io', namespace: ns },
       { verb: 'create', resource: 'events', namespace: ns }, // the LockLost Event on its own pod
+      { verb: 'patch', resource: 'events', namespace: ns }, // ... and its count when it repeats
     ];
     const denied: Access[] = [
       { verb: 'create', resource: 'leases', group: 'coordination.k8s.io', namespace: ns },

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseControllerConfig } from '../../../src/config/controller.ts';
 import { parseDuration } from '../../../src/config/duration.ts';
+import { UsageError } from '../../../src/config/usage-error.ts';
 
 describe('parseControllerConfig', () => {
   it('defaults to all namespaces, 4 workers, leader election on with client-go timings', () => {
@@ -26,11 +27,32 @@ describe('parseControllerConfig', () => {
     { name: 'zero workers', argv: ['--workers', '0'], message: '--workers: must be a positive integer, got "0"' },
     { name: 'a bare number as a duration', argv: ['--leader-election-lease-duration', '15'], message: '--leader-election-lease-duration: invalid duration "15"' },
     { name: 'a non-boolean --leader-elect', argv: ['--leader-elect', 'yes'], message: '--leader-elect: must be true or false, got "yes"' },
-    { name: 'an unknown log level', argv: ['--log-level', 'trace'], message: '--log-level: must be debug, info, error or silent, got "trace"' },
+    { name: 'a non-boolean --leader-elect=', argv: ['--leader-elect=no'], message: '--leader-elect: must be true or false, got "no"' },
+    { name: 'an unknown log level', argv: ['--log-level', 'trace'], message: '--log-level: must be debug, info, warn or error (or silent), got "trace"' },
     { name: 'a Redis URL without the scheme', argv: ['--redis-url', 'localhost:6379'], message: '--redis-url: must start with redis:// or rediss://, got "localhost:6379"' },
-    { name: 'an unknown flag', argv: ['--bogus'], message: "Unknown option '--bogus'" },
-  ])('refuses $name, naming the flag and the value', ({ argv, message }) => {
+    { name: 'an unknown flag', argv: ['--bogus'], message: '--bogus: unknown flag' },
+    { name: 'a flag without its value', argv: ['--workers'], message: '--workers: missing value' },
+    { name: 'a flag whose value looks like a flag', argv: ['--namespace', '--workers', '3'], message: '--namespace: ambiguous value "--workers"' },
+  ])('refuses $name with a UsageError naming the flag and the value', ({ argv, message }) => {
     expect(() => parseControllerConfig(argv, {})).toThrow(message);
+    expect(() => parseControllerConfig(argv, {})).toThrow(UsageError);
+  });
+
+  it.each([
+    { argv: [], leaderElect: true },
+    { argv: ['--leader-elect'], leaderElect: true },
+    { argv: ['--leader-elect=true'], leaderElect: true },
+    { argv: ['--leader-elect=false'], leaderElect: false },
+    { argv: ['--leader-elect=0'], leaderElect: false },
+    { argv: ['--leader-elect', 'false'], leaderElect: false },
+    { argv: ['--leader-elect', '--workers', '2'], leaderElect: true },
+    { argv: ['--workers', '2', '--leader-elect'], leaderElect: true },
+  ])('reads $argv as leaderElect $leaderElect (pflag booleans)', ({ argv, leaderElect }) => {
+    expect(parseControllerConfig(argv, {}).leaderElect).toBe(leaderElect);
+  });
+
+  it.each(['debug', 'info', 'warn', 'error', 'silent'])('accepts --log-level %s', (level) => {
+    expect(parseControllerConfig(['--log-level', level], {}).logLevel).toBe(level);
   });
 });
 
@@ -40,5 +62,6 @@ describe('parseDuration', () => {
   });
   it.each(['', '15', 's', '10 s', '-1s', '1d', '1s2'])('refuses %j', (text) => {
     expect(() => parseDuration(text, '--d')).toThrow(`--d: invalid duration ${JSON.stringify(text)}`);
+    expect(() => parseDuration(text, '--d')).toThrow(UsageError);
   });
 });
