@@ -63,9 +63,10 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
       throw err;
     }
   };
-  const probes = await listen(serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', { readyz: ready }));
-  const metrics = await listen(serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry }));
-  const api = await listen(serveAgentApi(host, port, sessions, { ready }));
+  const named = <T>(flag: string, start: Promise<T>): Promise<T> => start.catch((err: unknown) => { throw new Error(`${flag}: ${err instanceof Error ? err.message : String(err)}`, { cause: err }); });
+  const probes = await listen(named('--health-probe-bind-address', serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', { readyz: ready })));
+  const metrics = await listen(named('--metrics-bind-address', serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry })));
+  const api = await listen(named('--listen', serveAgentApi(host, port, sessions, { ready })));
   log.info({ listen: api.address, healthProbes: probes?.address ?? 'off', metrics: metrics?.address ?? 'off', locks: cfg.locks }, 'Started agent');
   try {
     await Promise.all([...sessions.values()].map((s) => s.start()));
