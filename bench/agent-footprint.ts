@@ -161,7 +161,7 @@ async function main(): Promise<void> {
       const port = await freePort();
       const t0 = performance.now();
       const proc = spawnManaged(name, process.execPath, {
-        args: [...extraNodeArgs, MAIN, 'agent', '--lock', LOCK, '--listen', `127.0.0.1:${port}`, '--kubeconfig', kubeconfig],
+        args: [...extraNodeArgs, MAIN, 'agent', '--lock', LOCK, '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0', '--kubeconfig', kubeconfig],
         logFile: join(dir, `${name}.log`),
         env: { ...env, ...extraEnv },
       });

@@ -142,7 +142,7 @@ export async function fencepostAgent(o: {
 }): Promise<Candidate> {
   const port = await freePort();
   const proc = new LineProcess(`agent-${o.pod}-${o.tag}`, process.execPath,
-    [o.main, 'agent', '--lock', o.lock, '--listen', `127.0.0.1:${port}`, '--kubeconfig', o.kubeconfig],
+    [o.main, 'agent', '--lock', o.lock, '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0', '--kubeconfig', o.kubeconfig],
     { ...process.env, POD_NAME: o.pod, POD_NAMESPACE: o.namespace, POD_UID: o.uid }, join(o.dir, `agent-${o.pod}.log`));
   return {
     pod: o.pod, proc,

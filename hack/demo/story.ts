@@ -137,7 +137,7 @@ export class Demo {
       const uid = pod.metadata?.uid ?? '';
       const port = await freePort();
       const agent = spawnManaged(`agent-${name}`, process.execPath, {
-        args: [MAIN, 'agent', '--lock', LOCK, '--listen', `127.0.0.1:${port}`, '--kubeconfig', plane.kubeconfigPath, '--log-level', 'info'],
+        args: [MAIN, 'agent', '--lock', LOCK, '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0', '--kubeconfig', plane.kubeconfigPath, '--log-level', 'info'],
         logFile: join(this.#dir, 'logs', `agent-${name}.log`),
         env: { ...process.env, POD_NAME: name, POD_NAMESPACE: NAMESPACE, POD_UID: uid },
       });

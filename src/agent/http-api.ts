@@ -1,23 +1,46 @@
 /**
- * The agent's local HTTP API (loopback only), usable with curl from any language:
+ * The agent's local HTTP API (loopback only), usable with curl from any language. Its contract is
+ * the OpenAPI 3.1 document src/agent/openapi.json, served at `GET /openapi.json`:
  *   GET  /v1/locks/NAME                  → LockSnapshot JSON
- *   GET  /v1/locks/NAME/events           → Server-Sent Events: `state` first, then granted/renewed/lost/released
- *   POST /v1/locks/NAME/acquire?wait=D&runId=ID → asks for the lock (Mutex: joins the FIFO queue), then
- *                                          200 when held (waits up to D, default 0), 408 when not held in time
+ *   GET  /v1/locks/NAME/events           → Server-Sent Events (sse.ts): `retry:`, then `state`, then
+ *                                          granted/renewed/lost/released, each with an `id:`
+ *   POST /v1/locks/NAME/acquire?wait=D&runId=ID → asks for the lock (Mutex: joins the FIFO queue),
+ *                                          then 200 when held (waits up to D, default 0), 423
+ *                                          problem `not-granted` when not held in time
  *   POST /v1/locks/NAME/release          → withdraws the request and releases the Lease; 200 after
- *   GET  /healthz, /readyz, /metrics
+ *   GET  /healthz, /readyz               → for the pod's own containers (the kubelet's probes and
+ *                                          /metrics have their own listeners, see cli/agent.ts)
+ * Every error is an RFC 9457 problem (problem.ts).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Registry } from 'prom-client';
 import { parseDuration } from '../config/duration.ts';
-import type { LockEvent, LockSession } from './session.ts';
+import { problem, sendProblem } from './problem.ts';
+import { EventJournal, SSE_RETRY_MS, formatSse } from './sse.ts';
+import type { LockSession } from './session.ts';
+import openapi from './openapi.json' with { type: 'json' };
 
 /** AgentApi is a listening API server. */
 export interface AgentApi { readonly address: string; stop(): Promise<void> }
 
+/** AgentApiRoutes are what the API needs besides the sessions. */
+export interface AgentApiRoutes {
+  /** ready: the sessions have synced (the same check as the kubelet's /readyz). */
+  readonly ready: () => boolean;
+}
+
+/** OPENAPI_DOCUMENT is the API's contract, as served at /openapi.json. */
+export const OPENAPI_DOCUMENT: unknown = openapi;
+const OPENAPI_TEXT = `${JSON.stringify(openapi)}\n`;
+
 function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
 }
+
+function text(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' }).end(body);
+}
+
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** waitHeld resolves true once the session holds the lock, false after waitMs or if the client went away. */
 function waitHeld(session: LockSession, waitMs: number, req: IncomingMessage): Promise<boolean> {
@@ -32,50 +55,88 @@ function waitHeld(session: LockSession, waitMs: number, req: IncomingMessage): P
   });
 }
 
+/** ALLOWED lists the method each path shape allows (for 405 and its `allow` header). */
+const ALLOWED: Readonly<Record<string, string>> = { '': 'GET', '/events': 'GET', '/acquire': 'POST', '/release': 'POST' };
+
 /** serveAgentApi listens on host:port (loopback; checked by the config) for the given sessions. */
-export async function serveAgentApi(host: string, port: number, sessions: ReadonlyMap<string, LockSession>, routes: { registry: Registry; ready: () => boolean }): Promise<AgentApi> {
+export async function serveAgentApi(host: string, port: number, sessions: ReadonlyMap<string, LockSession>, routes: AgentApiRoutes): Promise<AgentApi> {
+  const stream = Date.now().toString(36);
+  const journals = new Map<string, EventJournal>();
+  for (const [name, session] of sessions) {
+    const journal = new EventJournal(stream);
+    session.onEvent((e) => { journal.record(e); });
+    journals.set(name, journal);
+  }
+  const streams = new Set<() => void>();
+
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://agent');
     const path = url.pathname;
-    if (path === '/healthz') { res.writeHead(200).end('ok\n'); return; }
-    if (path === '/readyz') { const ok = routes.ready(); res.writeHead(ok ? 200 : 503).end(ok ? 'ok\n' : 'not ready\n'); return; }
-    if (path === '/metrics') {
-      routes.registry.metrics().then((t) => { res.writeHead(200, { 'content-type': routes.registry.contentType }).end(t); }, (err: unknown) => { res.writeHead(500).end(String(err)); });
-      return;
-    }
+    const method = req.method ?? '';
+    const only = (allowed: string): boolean => {
+      if (method === allowed) return true;
+      sendProblem(res, problem('method-not-allowed', `${method} is not allowed on ${path}; use ${allowed}`), { allow: allowed });
+      return false;
+    };
+    if (path === '/openapi.json') { if (only('GET')) res.writeHead(200, { 'content-type': 'application/json' }).end(OPENAPI_TEXT); return; }
+    if (path === '/healthz') { if (only('GET')) text(res, 200, 'ok\n'); return; }
+    if (path === '/readyz') { if (only('GET')) { const ok = routes.ready(); text(res, ok ? 200 : 503, ok ? 'ok\n' : 'not ready: the Lease watches have not synced\n'); } return; }
     const m = /^\/v1\/locks\/([^/]+)(\/events|\/acquire|\/release)?$/.exec(path);
-    if (m === null) { json(res, 404, { error: `no route ${req.method ?? ''} ${path}` }); return; }
+    if (m === null) { sendProblem(res, problem('no-route', `no endpoint ${path}; the API is described at /openapi.json`)); return; }
+    const action = m[2] ?? '';
+    if (!only(ALLOWED[action] ?? 'GET')) return;
     const name = decodeURIComponent(m[1] ?? '');
     const session = sessions.get(name);
-    if (session === undefined) { json(res, 404, { error: `this agent does not manage lock ${JSON.stringify(name)}`, locks: [...sessions.keys()] }); return; }
-    const action = m[2];
-    if (action === undefined && req.method === 'GET') { json(res, 200, session.snapshot()); return; }
-    if (action === '/events' && req.method === 'GET') {
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-      res.write(`event: state\ndata: ${JSON.stringify(session.snapshot())}\n\n`);
-      const off = session.onEvent((e: LockEvent) => { res.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`); });
-      const ping = setInterval(() => { res.write(': ping\n\n'); }, 15_000);
-      req.on('close', () => { off(); clearInterval(ping); });
+    const journal = journals.get(name);
+    if (session === undefined || journal === undefined) {
+      sendProblem(res, problem('unknown-lock', `this agent does not manage lock ${JSON.stringify(name)} (start it with --lock ${name})`, { locks: [...sessions.keys()] }));
       return;
     }
-    if (action === '/acquire' && req.method === 'POST') {
-      let waitMs: number;
-      try { waitMs = parseDuration(url.searchParams.get('wait') ?? '0', 'wait'); } catch (err) { json(res, 400, { error: (err as Error).message }); return; }
-      const runId = url.searchParams.get('runId') ?? undefined;
-      session.request(runId).then(
-        () => waitHeld(session, waitMs, req).then((held) => { if (!res.writableEnded) json(res, held ? 200 : 408, session.snapshot()); }),
-        (err: unknown) => { json(res, 502, { error: `Failed to request the lock: ${err instanceof Error ? err.message : String(err)}` }); },
-      );
-      return;
+    switch (action) {
+      case '':
+        json(res, 200, session.snapshot());
+        return;
+      case '/events': {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+        const last = req.headers['last-event-id'];
+        res.write(`retry: ${SSE_RETRY_MS}\n\n${formatSse(journal.opening(session.snapshot(), typeof last === 'string' ? last : undefined))}`);
+        // The listener is added after the journal's (at serve time), so a frame's id is already recorded.
+        const off = session.onEvent((e) => { res.write(formatSse([{ id: journal.lastId(), event: e.type, data: e }])); });
+        const ping = setInterval(() => { res.write(': ping\n\n'); }, 15_000);
+        const close = (): void => { off(); clearInterval(ping); streams.delete(close); };
+        streams.add(close);
+        req.on('close', close);
+        return;
+      }
+      case '/acquire': {
+        let waitMs: number;
+        try { waitMs = parseDuration(url.searchParams.get('wait') ?? '0', 'wait'); } catch (err) {
+          sendProblem(res, problem('invalid-parameter', messageOf(err), { parameter: 'wait' }));
+          return;
+        }
+        const runId = url.searchParams.get('runId') ?? undefined;
+        session.request(runId).then(
+          () => waitHeld(session, waitMs, req).then((held) => {
+            if (res.writableEnded || res.destroyed) return;
+            if (held) { json(res, 200, session.snapshot()); return; }
+            sendProblem(res, problem('not-granted', `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`, { lock: name, snapshot: session.snapshot() }));
+          }),
+          (err: unknown) => { sendProblem(res, problem('kubernetes-unavailable', `Failed to request the lock: ${messageOf(err)}`, { lock: name })); },
+        );
+        return;
+      }
+      default: // '/release'
+        session.withdraw().then(() => session.release()).then(
+          () => { json(res, 200, session.snapshot()); },
+          (err: unknown) => { sendProblem(res, problem('kubernetes-unavailable', `Failed to release the lock: ${messageOf(err)}`, { lock: name })); },
+        );
     }
-    if (action === '/release' && req.method === 'POST') {
-      session.withdraw().then(() => session.release()).then(() => { json(res, 200, session.snapshot()); }, (err: unknown) => { json(res, 502, { error: err instanceof Error ? err.message : String(err) }); });
-      return;
-    }
-    json(res, 405, { error: `${req.method ?? ''} not allowed on ${path}` });
   });
   await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, host, resolve); });
   const a = server.address();
   const address = a !== null && typeof a === 'object' ? `${a.address}:${a.port}` : `${host}:${port}`;
-  return { address, stop: () => new Promise((r) => { server.close(() => r()); server.closeAllConnections(); }) };
+  return {
+    address,
+    stop: () => new Promise((r) => { for (const close of [...streams]) close(); server.close(() => r()); server.closeAllConnections(); }),
+  };
 }

@@ -1,7 +1,12 @@
 /**
- * `fencepost agent` — the sidecar: one LockSession per --lock, the local HTTP API, state files,
- * metrics, a `LockLost` Event on its pod at every step-down, and on SIGTERM a release of
- * everything held (so the next candidate is granted at once) before exiting.
+ * `fencepost agent` — the sidecar: one LockSession per --lock, the local HTTP API (loopback only),
+ * /healthz and /readyz for the kubelet on --health-probe-bind-address, /metrics for Prometheus on
+ * --metrics-bind-address, state files, a `LockLost` Event on its pod at every step-down, and on
+ * SIGTERM a release of everything held (so the next candidate is granted at once) before exiting.
+ *
+ * Run it as a native sidecar (an init container with `restartPolicy: Always`, docs/agent.md): its
+ * startupProbe on /readyz holds the application back until the Lease watches have synced, and the
+ * kubelet stops it only after the application has exited.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { stateFiles } from '../agent/state-file.ts';
@@ -9,7 +14,7 @@ import { serveAgentApi } from '../agent/http-api.ts';
 import { LockSession } from '../agent/session.ts';
 import { parseAgentConfig } from '../config/agent.ts';
 import { eventRecorder } from '../kube/events.ts';
-import { parseBindAddress } from '../observability/http.ts';
+import { parseBindAddress, serveProbes } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
 import { realClock } from '../runtime/clock.ts';
 import { loadKubeConfig } from './kubeconfig.ts';
@@ -17,10 +22,14 @@ import { loadKubeConfig } from './kubeconfig.ts';
 /** runAgent runs until SIGTERM/SIGINT; returns the exit code. */
 export async function runAgent(argv: readonly string[]): Promise<number> {
   const cfg = parseAgentConfig(argv);
+  const { host, port } = parseBindAddress(cfg.listen, '--listen');
+  for (const [addr, flag] of [[cfg.healthProbeBindAddress, '--health-probe-bind-address'], [cfg.metricsBindAddress, '--metrics-bind-address']] as const) {
+    if (addr !== '0') parseBindAddress(addr, flag); // a usage error before anything starts
+  }
   const log = createLogger(cfg.logLevel, { component: 'agent', pod: cfg.podName });
   const kc = loadKubeConfig(cfg.kubeconfig);
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'fencepost_agent_' });
+  collectDefaultMetrics({ register: registry }); // process_* and nodejs_*, as every Node exporter names them
   const held = new Gauge({ name: 'fencepost_agent_lock_held', help: '1 while this agent validly holds the lock.', labelNames: ['lock'], registers: [registry] });
   const lockEvents = new Counter({ name: 'fencepost_agent_lock_events_total', help: 'Lock events (granted, renewed, lost, released).', labelNames: ['lock', 'type'], registers: [registry] });
   const files = cfg.stateDir !== undefined ? stateFiles(cfg.stateDir) : undefined;
@@ -41,10 +50,31 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     sessions.set(lock, s);
   }
   let synced = false;
-  const { host, port } = parseBindAddress(cfg.listen, '--listen');
-  const api = await serveAgentApi(host, port, sessions, { registry, ready: () => synced });
-  log.info({ listen: api.address, locks: cfg.locks }, 'Started agent');
-  await Promise.all([...sessions.values()].map((s) => s.start()));
+  const ready = (): boolean => synced;
+  // A port in use fails the start; whatever listens already is closed, or it would keep the process alive.
+  const started: { stop(): Promise<void> }[] = [];
+  const listen = async <T extends { stop(): Promise<void> } | undefined>(start: Promise<T>): Promise<T> => {
+    try {
+      const server = await start;
+      if (server !== undefined) started.push(server);
+      return server;
+    } catch (err) {
+      await Promise.all(started.map((x) => x.stop()));
+      throw err;
+    }
+  };
+  const named = <T>(flag: string, start: Promise<T>): Promise<T> => start.catch((err: unknown) => { throw new Error(`${flag}: ${err instanceof Error ? err.message : String(err)}`, { cause: err }); });
+  const probes = await listen(named('--health-probe-bind-address', serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', { readyz: ready })));
+  const metrics = await listen(named('--metrics-bind-address', serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry })));
+  const api = await listen(named('--listen', serveAgentApi(host, port, sessions, { ready })));
+  log.info({ listen: api.address, healthProbes: probes?.address ?? 'off', metrics: metrics?.address ?? 'off', locks: cfg.locks }, 'Started agent');
+  try {
+    await Promise.all([...sessions.values()].map((s) => s.start()));
+  } catch (err) { // a watch that never synced (2 minutes): exit, and the kubelet restarts the sidecar
+    await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
+    await Promise.all(started.map((x) => x.stop()));
+    throw err;
+  }
   synced = true;
 
   return await new Promise<number>((resolve) => {
@@ -58,7 +88,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
         for (const r of results) if (r.status === 'rejected') log.error({ err: r.reason as unknown }, 'Failed to release lock');
         await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
         for (const l of cfg.locks) files?.remove(l);
-        await api.stop();
+        await Promise.all(started.map((x) => x.stop()));
         resolve(0);
       })();
     };

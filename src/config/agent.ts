@@ -16,6 +16,10 @@ export interface AgentConfig {
   readonly locks: readonly string[];
   /** listen: loopback host:port of the local API; default 127.0.0.1:7370. */
   readonly listen: string;
+  /** healthProbeBindAddress: host:port of /healthz and /readyz for the kubelet; default 0.0.0.0:8081; "0" disables. */
+  readonly healthProbeBindAddress: string;
+  /** metricsBindAddress: host:port of /metrics for Prometheus; default 0.0.0.0:8080; "0" disables. */
+  readonly metricsBindAddress: string;
   /** stateDir: where per-lock state files are written; none by default. */
   readonly stateDir: string | undefined;
   /** logLevel: info (default) or debug, warn, error; silent turns logging off. */
@@ -29,6 +33,8 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
 
   --lock NAME          a DistributedLock in POD_NAMESPACE this pod is a candidate for (repeatable)
   --listen ADDR        loopback address of the local HTTP API (default 127.0.0.1:7370)
+  --health-probe-bind-address ADDR  /healthz, /readyz for the kubelet's probes (default 0.0.0.0:8081; 0 disables)
+  --metrics-bind-address ADDR       /metrics for Prometheus (default 0.0.0.0:8080; 0 disables)
   --state-dir DIR      write <DIR>/<lock>.json while the lock is held (atomic; removed on loss)
   --kubeconfig PATH    (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --log-level LEVEL    debug, info, warn or error (default info); silent turns logging off
@@ -40,6 +46,7 @@ const LOCK_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const values = parseFlags(argv, {
     'lock': { type: 'string', multiple: true }, 'listen': { type: 'string', default: '127.0.0.1:7370' },
+    'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' }, 'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
     'state-dir': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'info' },
   });
   const need = (name: string): string => {
@@ -55,6 +62,7 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
   const level = parseLogLevel(values['log-level']);
   return Object.freeze({
     kubeconfig: values.kubeconfig, podName: need('POD_NAME'), podNamespace: need('POD_NAMESPACE'), podUid: need('POD_UID'),
-    locks: Object.freeze([...new Set(locks)]), listen: values.listen, stateDir: values['state-dir'], logLevel: level,
+    locks: Object.freeze([...new Set(locks)]), listen: values.listen,
+    healthProbeBindAddress: values['health-probe-bind-address'], metricsBindAddress: values['metrics-bind-address'], stateDir: values['state-dir'], logLevel: level,
   });
 }

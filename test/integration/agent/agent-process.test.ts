@@ -49,7 +49,7 @@ describe('fencepost agent processes', () => {
     const port = await freePort();
     const stateDir = join(dir, pod);
     const proc = spawnManaged(`agent-${pod}`, process.execPath, {
-      args: [main, 'agent', '--lock', lock, '--listen', `127.0.0.1:${port}`, '--state-dir', stateDir, '--kubeconfig', sharedKubeconfigPath()],
+      args: [main, 'agent', '--lock', lock, '--listen', `127.0.0.1:${port}`, '--state-dir', stateDir, '--kubeconfig', sharedKubeconfigPath(), '--health-probe-bind-address=0', '--metrics-bind-address=0'],
       logFile: join(dir, `agent-${pod}.log`),
       env: { ...process.env, POD_NAME: pod, POD_NAMESPACE: t.namespace, POD_UID: uid },
     });

@@ -46,10 +46,13 @@ describe('an agent cut off from the API server', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  const metricsPorts = new Map<number, number>(); // API port → metrics port
   const startAgent = async (pod: string, uid: string, kubeconfig: string): Promise<number> => {
     const port = await freePort();
+    const metricsPort = await freePort();
+    metricsPorts.set(port, metricsPort);
     procs.push(spawnManaged(`agent-${pod}`, process.execPath, {
-      args: [main, 'agent', '--lock', 'cut', '--listen', `127.0.0.1:${port}`, '--kubeconfig', kubeconfig],
+      args: [main, 'agent', '--lock', 'cut', '--listen', `127.0.0.1:${port}`, '--kubeconfig', kubeconfig, '--health-probe-bind-address=0', `--metrics-bind-address=127.0.0.1:${metricsPort}`],
       logFile: join(dir, `${pod}.log`), env: { ...process.env, POD_NAME: pod, POD_NAMESPACE: t.namespace, POD_UID: uid },
     }));
     await eventually(async () => { expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200); }, 30_000);
@@ -102,7 +105,7 @@ describe('an agent cut off from the API server', () => {
       const events = await t.core.listNamespacedEvent({ namespace: t.namespace, fieldSelector: 'involvedObject.name=cut-a,reason=LockLost' });
       expect(events.items.map((e) => `${e.type ?? ''} ${e.message ?? ''}`)).toEqual([`Warning Stepped down from lock cut (fencing token ${tokenA}): renew deadline passed`]);
     }, 60_000);
-    const metrics = (await getStatus(`http://127.0.0.1:${aPort}/metrics`)).body;
+    const metrics = (await getStatus(`http://127.0.0.1:${metricsPorts.get(aPort) ?? 0}/metrics`)).body;
     expect(metrics).toMatch(/^fencepost_agent_lock_events_total\{lock="cut",type="lost"\} 1$/m);
   });
 });

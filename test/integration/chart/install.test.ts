@@ -117,7 +117,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       ports.push(port);
       const kubeconfig = await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, `agent-${i}.kubeconfig`), { name: `svc-${i}`, uid: uids[i] ?? '' });
       agents.push(spawnManaged(`agent-${i}`, process.execPath, {
-        args: [FENCEPOST_MAIN, 'agent', '--lock', 'svc', '--listen', `127.0.0.1:${port}`], logFile: join(dir, `agent-${i}.log`),
+        args: [FENCEPOST_MAIN, 'agent', '--lock', 'svc', '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0'], logFile: join(dir, `agent-${i}.log`),
         env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: `svc-${i}`, POD_NAMESPACE: t.namespace, POD_UID: uids[i] ?? '' },
       }));
     }

@@ -1,27 +1,51 @@
 /**
  * PodRunner: the kubelet's part for fencepost containers, on a cluster whose nodes are kwok's fakes.
- * kwok marks scheduled pods Running and Ready but runs nothing; the runner starts each container of
- * such a pod whose image is fencepost's (the agent sidecar, `fencepost exec`, the controller) as a
- * local process, with that pod's identity:
+ * kwok marks scheduled pods Running and Ready but runs nothing; the runner starts the containers it
+ * can run as local processes, with that pod's identity: those whose image is fencepost's (the agent
+ * sidecar, `fencepost exec`, the controller) and little scripts whose image is `node` (command
+ * `node ...`, run with this Node; test applications that record what they see). For each:
  *
  * - a ServiceAccount token bound to the pod (TokenRequest with boundObjectRef), for the pod's
  *   serviceAccountName, in a kubeconfig given as KUBECONFIG — the permissions are the pod's own;
  * - the container's env resolved as the kubelet does (value, fieldRef, secretKeyRef) and `$(VAR)`
  *   in args expanded;
- * - listen addresses in args (`--listen`, `--*-bind-address`, and the agent's default port) moved
- *   to free loopback ports, recorded by the container port they stand for.
+ * - listen addresses in fencepost args (`--listen`, `--*-bind-address`, and the command's default
+ *   ports) moved to free loopback ports, recorded by the container port they stand for; the pod
+ *   shares one loopback, so `127.0.0.1:PORT` / `localhost:PORT` in env values (and in a script's
+ *   args) naming a port of the pod's containers is rewritten to that local port.
  *
- * When the pod is deleted (deletionTimestamp) its processes get SIGTERM and, after the pod's grace
- * period, SIGKILL; once they have exited the pod object is deleted (kwok's pod-delete stage does
- * it for pods without fencepost containers). A process that exits by itself is restarted after a second when the pod's
- * restartPolicy is Always; otherwise, once every fencepost container of the pod has exited, the pod
- * status is written Succeeded or Failed with the exit codes, so Jobs complete as they would.
- * Other containers (the application images of examples) are not run.
+ * Order, as the kubelet keeps it (KEP-753, sidecar containers; kuberuntime's
+ * computeInitContainerActions and terminationOrdering):
+ *
+ * - Init containers start one at a time in spec order. A regular one must exit 0 before the next
+ *   starts (non-zero: restarted, or the pod fails when its restartPolicy is Never). A restartable
+ *   one (`restartPolicy: Always`, a native sidecar) must be *started* before the next starts: its
+ *   startupProbe has succeeded, or, without one, its process runs. A startupProbe that fails
+ *   failureThreshold times in a row kills the sidecar, which is restarted and probed again.
+ * - The main containers start together once every init container is done or started.
+ * - A sidecar that exits is restarted whatever the pod's restartPolicy; a main container only
+ *   under restartPolicy Always (OnFailure: on a non-zero exit). Restarts wait one second (the
+ *   kubelet's first back-off).
+ * - When every main container of a Never/OnFailure pod has exited for good, the sidecars are
+ *   stopped (last first) and the pod is reported Succeeded or Failed from the main containers'
+ *   exit codes alone, so Jobs with native sidecars complete as they would.
+ * - When the pod is deleted (deletionTimestamp), the main containers get SIGTERM at once; each
+ *   sidecar gets it only after every main container and every later sidecar has exited, or when the
+ *   pod's grace period is over; after the grace period (at least 2 s each, as the kubelet's minimum)
+ *   SIGKILL. Once all have exited the pod object is deleted with grace 0 (kwok's pod-delete stage
+ *   does it for pods the runner runs nothing of).
+ *
+ * Probes other than the startupProbe are left out: kwok reports the pod and its containers Ready.
+ * Containers the runner cannot run (application images of examples) count as started at once, and
+ * a regular init container of such an image as done. `history()` records every start, probe
+ * success, SIGTERM and exit in the order they happened, for tests that check the order.
  */
 import { mkdirSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, type KubeConfig, type V1Container, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Container, type V1EnvVar, type V1Pod, type V1Probe } from '@kubernetes/client-node';
+import { getStatus } from '../testbed/http-probe.ts';
 import { freePort } from '../testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../testbed/processes.ts';
 import { writeServiceAccountKubeconfig } from './identity.ts';
@@ -31,7 +55,7 @@ export const FENCEPOST_MAIN = resolve(import.meta.dirname, '../../../src/cli/mai
 
 /** DEFAULT_PORTS are the listen flags a fencepost command has by default, with the port each stands for. */
 const DEFAULT_PORTS: Readonly<Record<string, readonly (readonly [flag: string, port: number])[]>> = {
-  agent: [['--listen', 7370]],
+  agent: [['--listen', 7370], ['--metrics-bind-address', 8080], ['--health-probe-bind-address', 8081]],
   controller: [['--metrics-bind-address', 8080], ['--health-probe-bind-address', 8081]],
 };
 const ADDRESS_FLAG = /^(--listen|--[a-z-]*bind-address)$/;
@@ -81,12 +105,50 @@ export async function rewriteAddresses(args: readonly string[], next: () => Prom
   return { args: out, ports };
 }
 
-/** RunningContainer is one fencepost container of a pod, run as a local process. */
+/** isScriptImage: the image's repository is `node` or ends in `/node` (a test application run with this Node). */
+export function isScriptImage(image: string | undefined): boolean {
+  const repo = (image ?? '').replace(/@.*$/, '').replace(/:[^/:]*$/, '');
+  return repo === 'node' || repo.endsWith('/node');
+}
+
+/** rewriteLoopbackPorts replaces `127.0.0.1:P` and `localhost:P` for each pod port P with its local port. */
+export function rewriteLoopbackPorts(text: string, ports: ReadonlyMap<number, number>): string {
+  return text.replace(/\b(127\.0\.0\.1|localhost):(\d{1,5})\b/g, (m, host: string, port: string) => {
+    const local = ports.get(Number(port));
+    return local === undefined ? m : `${host}:${local}`;
+  });
+}
+
+/** isSidecar: an init container with `restartPolicy: Always` (a native sidecar, KEP-753). */
+export function isSidecar(c: V1Container): boolean { return c.restartPolicy === 'Always'; }
+
+/**
+ * terminationPrereqs says, for each container of the pod, which others must have exited before it
+ * gets SIGTERM (the kubelet's newTerminationOrdering): a sidecar waits for every main container
+ * and for the next sidecar after it in spec order; main containers wait for nothing.
+ */
+export function terminationPrereqs(pod: V1Pod): Map<string, string[]> {
+  const mains = (pod.spec?.containers ?? []).map((c) => c.name);
+  const out = new Map<string, string[]>(mains.map((m) => [m, []]));
+  let later: string | undefined;
+  for (const c of [...(pod.spec?.initContainers ?? [])].reverse()) {
+    if (!isSidecar(c)) continue;
+    out.set(c.name, later === undefined ? [...mains] : [...mains, later]);
+    later = c.name;
+  }
+  return out;
+}
+
+/** ContainerKind: a regular init container, a native sidecar, or a main container. */
+export type ContainerKind = 'init' | 'sidecar' | 'main';
+
+/** RunningContainer is one container of a pod that the runner runs as a local process. */
 export interface RunningContainer {
   readonly namespace: string;
   readonly pod: string;
   readonly uid: string;
   readonly container: string;
+  readonly kind: ContainerKind;
   /** ports maps each container port the process listens for to its local loopback port. */
   readonly ports: ReadonlyMap<number, number>;
   readonly logFile: string;
@@ -95,6 +157,16 @@ export interface RunningContainer {
   /** exitCode is the last exit (number or signal name), once the process has ended. */
   exitCode: number | string | undefined;
   restarts: number;
+}
+
+/** LifecycleEvent is one step of a container's life as the runner made it happen. */
+export interface LifecycleEvent {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly container: string;
+  /** started: a process was spawned; probed: its startupProbe succeeded; sigterm: it was asked to stop; exited. */
+  readonly what: 'started' | 'probed' | 'sigterm' | 'exited';
+  readonly exitCode?: number | string;
 }
 
 /** PodRunnerOptions configures startPodRunner. */
@@ -114,19 +186,48 @@ export interface PodRunner {
   containers(): readonly RunningContainer[];
   /** running lists the containers whose process runs now. */
   running(): readonly RunningContainer[];
+  /** history lists every start, startupProbe success, SIGTERM and exit, in order. */
+  history(): readonly LifecycleEvent[];
   /** stop ends every process (SIGTERM, then SIGKILL) and the poll loop. */
   stop(): Promise<void>;
 }
 
-interface PodState { readonly containers: RunningContainer[]; terminating: boolean; reported: boolean }
+interface PodState {
+  readonly containers: RunningContainer[];
+  /** ports: every container port of the pod mapped so far, to its local port (the pod's loopback). */
+  readonly ports: Map<number, number>;
+  /** mainsStarted: the init sequence is over and the main containers have been started. */
+  mainsStarted: boolean;
+  /** failed: a regular init container failed under restartPolicy Never (reported Failed). */
+  failed: boolean;
+  terminating: boolean;
+  reported: boolean;
+}
 
-/** startPodRunner polls the namespaces' pods and runs their fencepost containers until stop(). */
+/** Terminating: the pod began terminating while a container was being prepared; it is not started. */
+class Terminating extends Error {}
+
+/** MIN_GRACE_MS: the kubelet never gives a container less than 2 s after SIGTERM (minimumGracePeriodInSeconds). */
+const MIN_GRACE_MS = 2000;
+
+/** startPodRunner polls the namespaces' pods and runs their runnable containers until stop(). */
 export function startPodRunner(o: PodRunnerOptions): PodRunner {
   const core = o.admin.makeApiClient(CoreV1Api);
   const pods = new Map<string, PodState>(); // by pod UID
   const all: RunningContainer[] = [];
+  const history: LifecycleEvent[] = [];
   let stopped = false;
   mkdirSync(o.dir, { recursive: true });
+
+  const note = (rc: RunningContainer, what: LifecycleEvent['what'], exitCode?: number | string): void => {
+    history.push({ namespace: rc.namespace, pod: rc.pod, container: rc.container, what, ...(exitCode !== undefined ? { exitCode } : {}) });
+  };
+  const runnable = (c: V1Container): boolean => isFencepostImage(c.image) || (isScriptImage(c.image) && c.command?.[0] === 'node');
+  const kindOf = (pod: V1Pod, c: V1Container): ContainerKind => {
+    if (!(pod.spec?.initContainers ?? []).includes(c)) return 'main';
+    return isSidecar(c) ? 'sidecar' : 'init';
+  };
+  const specOf = (pod: V1Pod, name: string): V1Container | undefined => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === name);
 
   const kubeconfigFor = (pod: V1Pod): Promise<string> => writeServiceAccountKubeconfig(
     o.admin, pod.metadata?.namespace ?? '', pod.spec?.serviceAccountName ?? 'default',
@@ -164,95 +265,205 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     return env;
   };
 
-  const startContainer = async (pod: V1Pod, c: V1Container, kubeconfig: string, restartOf?: RunningContainer): Promise<RunningContainer> => {
+  const startContainer = async (pod: V1Pod, c: V1Container, state: PodState, kubeconfig: string, restartOf?: RunningContainer): Promise<RunningContainer> => {
     const ns = pod.metadata?.namespace ?? '';
     const name = pod.metadata?.name ?? '';
     const env = await resolveEnv(pod, c.env ?? []);
+    for (const [k, v] of Object.entries(env)) env[k] = rewriteLoopbackPorts(v, state.ports);
     const expanded = [...(c.command ?? []).slice(1), ...(c.args ?? [])].map((a) => expandVars(a, env));
-    // A restarted container listens on the same local ports as before (they are what tests know).
-    const previous = restartOf !== undefined ? [...restartOf.ports.values()] : [];
-    const { args, ports } = await rewriteAddresses(expanded, async () => previous.shift() ?? await freePort());
+    let args: string[];
+    let ports = new Map<number, number>();
+    if (isFencepostImage(c.image)) {
+      // A restarted container listens on the same local ports as before (they are what tests know).
+      const previous = restartOf !== undefined ? [...restartOf.ports.values()] : [];
+      ({ args, ports } = await rewriteAddresses(expanded, async () => previous.shift() ?? await freePort()));
+      args = [FENCEPOST_MAIN, ...args];
+    } else {
+      args = expanded.map((a) => rewriteLoopbackPorts(a, state.ports));
+    }
+    for (const [port, local] of ports) state.ports.set(port, local);
+    if (state.terminating || stopped) throw new Terminating();
     const logFile = join(o.dir, `${ns}.${name}.${c.name}.log`);
     const proc = spawnManaged(`${name}/${c.name}`, process.execPath, {
-      args: [FENCEPOST_MAIN, ...args], logFile,
+      args, logFile,
       env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? '/tmp', ...env, KUBECONFIG: kubeconfig },
     });
-    const rc: RunningContainer = restartOf ?? { namespace: ns, pod: name, uid: pod.metadata?.uid ?? '', container: c.name, ports: new Map(ports), logFile, proc, exitCode: undefined, restarts: 0 };
+    const rc: RunningContainer = restartOf ?? { namespace: ns, pod: name, uid: pod.metadata?.uid ?? '', container: c.name, kind: kindOf(pod, c), ports: new Map(ports), logFile, proc, exitCode: undefined, restarts: 0 };
     rc.proc = proc;
     rc.exitCode = undefined;
-    if (restartOf === undefined) all.push(rc);
-    void proc.exited.then((code) => { rc.exitCode = code; });
+    if (restartOf === undefined) { all.push(rc); state.containers.push(rc); }
+    note(rc, 'started');
+    void proc.exited.then((code) => { rc.exitCode = code; note(rc, 'exited', code); });
     return rc;
   };
 
-  const fencepostContainers = (pod: V1Pod): V1Container[] => [
-    ...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always'),
-    ...(pod.spec?.containers ?? []),
-  ].filter((c) => isFencepostImage(c.image));
+  /** probeOnce runs one attempt of an httpGet or tcpSocket probe against the container's local port. */
+  const probeOnce = async (c: V1Container, rc: RunningContainer, p: V1Probe): Promise<boolean> => {
+    if (!rc.proc.isRunning()) return false;
+    const target = p.httpGet?.port ?? p.tcpSocket?.port;
+    const containerPort = typeof target === 'number' ? target : c.ports?.find((x) => x.name === target)?.containerPort;
+    const local = containerPort === undefined ? undefined : rc.ports.get(containerPort);
+    if (local === undefined) throw new Error(`pod runner: probe port ${String(target)} of ${rc.pod}/${rc.container} is not one it listens on`);
+    const timeoutMs = (p.timeoutSeconds ?? 1) * 1000;
+    if (p.httpGet !== undefined) {
+      try {
+        const { status } = await getStatus(`http://127.0.0.1:${local}${p.httpGet.path ?? '/'}`, undefined, timeoutMs);
+        return status >= 200 && status < 400; // the kubelet's rule
+      } catch { return false; }
+    }
+    if (p.tcpSocket !== undefined) {
+      return new Promise((done) => {
+        const sock = connect(local, '127.0.0.1');
+        sock.setTimeout(timeoutMs, () => { sock.destroy(); done(false); });
+        sock.once('connect', () => { sock.destroy(); done(true); });
+        sock.once('error', () => { done(false); });
+      });
+    }
+    throw new Error(`pod runner: only httpGet and tcpSocket probes are supported (${rc.pod}/${rc.container})`);
+  };
+
+  /**
+   * waitStarted resolves true once a sidecar counts as started (its startupProbe succeeded, or it
+   * runs when it has none), false if the pod is deleted first. failureThreshold failures in a row
+   * kill the process; the sync loop restarts it and probing begins again.
+   */
+  const waitStarted = async (pod: V1Pod, c: V1Container, rc: RunningContainer, state: PodState): Promise<boolean> => {
+    const p = c.startupProbe;
+    if (p === undefined) return true;
+    const periodMs = (p.periodSeconds ?? 10) * 1000;
+    const threshold = p.failureThreshold ?? 3;
+    let proc: ManagedProcess | undefined;
+    let failures = 0;
+    for (;;) {
+      if (state.terminating || stopped) return false;
+      if (proc !== rc.proc) { // a new process: start counting again after its initial delay
+        proc = rc.proc;
+        failures = 0;
+        await sleep((p.initialDelaySeconds ?? 0) * 1000);
+        continue;
+      }
+      if (await probeOnce(c, rc, p)) { note(rc, 'probed'); return true; }
+      if (proc.isRunning() && ++failures >= threshold) {
+        note(rc, 'sigterm');
+        await proc.stop((p.terminationGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000); // the sync loop restarts it
+      }
+      await sleep(periodMs);
+    }
+  };
+
+  /** runInit runs the init sequence of a pod, then starts its main containers. */
+  const runInit = async (pod: V1Pod, state: PodState, kubeconfig: string): Promise<void> => {
+    for (const c of pod.spec?.initContainers ?? []) {
+      if (!runnable(c)) continue; // not run here: started (sidecar) or done (regular) at once
+      for (;;) {
+        if (state.terminating || stopped) return;
+        const existing = state.containers.find((x) => x.container === c.name);
+        const rc = existing ?? await startContainer(pod, c, state, kubeconfig);
+        if (isSidecar(c)) {
+          if (!await waitStarted(pod, c, rc, state)) return;
+          break;
+        }
+        const code = await rc.proc.exited;
+        if (code === 0) break;
+        if ((pod.spec?.restartPolicy ?? 'Always') === 'Never') { state.failed = true; return; }
+        rc.restarts++;
+        await sleep(1000);
+        await startContainer(pod, c, state, kubeconfig, rc);
+      }
+    }
+    if (state.terminating || stopped) return;
+    for (const c of pod.spec?.containers ?? []) if (runnable(c)) await startContainer(pod, c, state, kubeconfig);
+    state.mainsStarted = true;
+  };
 
   const reportExit = async (pod: V1Pod, state: PodState): Promise<void> => {
-    const codes = state.containers.map((c) => (typeof c.exitCode === 'number' ? c.exitCode : 137));
+    const mains = state.containers.filter((c) => c.kind !== 'sidecar');
+    const codes = mains.map((c) => (typeof c.exitCode === 'number' ? c.exitCode : 137));
     const now = new Date();
     const fresh = await core.readNamespacedPod({ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' });
+    const terminated = (c: V1Container): { name: string; image: string; imageID: string; ready: boolean; restartCount: number; state: { terminated: { exitCode: number; reason: string; startedAt: Date; finishedAt: Date } } } => {
+      const rc = state.containers.find((r) => r.container === c.name);
+      const exitCode = rc !== undefined && typeof rc.exitCode === 'number' ? rc.exitCode : 0;
+      return { name: c.name, image: c.image ?? '', imageID: '', ready: false, restartCount: rc?.restarts ?? 0, state: { terminated: { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error', startedAt: now, finishedAt: now } } };
+    };
     fresh.status = {
       ...fresh.status,
-      phase: codes.every((c) => c === 0) ? 'Succeeded' : 'Failed',
+      phase: !state.failed && codes.every((c) => c === 0) ? 'Succeeded' : 'Failed',
       conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: now, reason: 'PodCompleted' }],
-      containerStatuses: (fresh.spec?.containers ?? []).map((c) => {
-        const rc = state.containers.find((r) => r.container === c.name);
-        const exitCode = rc !== undefined && typeof rc.exitCode === 'number' ? rc.exitCode : 0;
-        return { name: c.name, image: c.image ?? '', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error', startedAt: now, finishedAt: now } } };
-      }),
+      initContainerStatuses: (fresh.spec?.initContainers ?? []).map(terminated),
+      containerStatuses: (fresh.spec?.containers ?? []).map(terminated),
     };
     await core.replaceNamespacedPodStatus({ namespace: fresh.metadata?.namespace ?? '', name: fresh.metadata?.name ?? '', body: fresh });
   };
 
   /**
-   * terminate stops a deleted pod's processes (SIGTERM, SIGKILL after the grace period) and then,
-   * as the kubelet does once the containers are gone, deletes the pod object with grace 0.
+   * stopInOrder stops the pod's processes in the kubelet's order (terminationPrereqs), within one
+   * grace period shared by all, and resolves when all have exited.
    */
+  const stopInOrder = async (pod: V1Pod | undefined, state: PodState, graceMs: number): Promise<void> => {
+    const deadline = performance.now() + graceMs;
+    const prereqs = pod !== undefined ? terminationPrereqs(pod) : new Map<string, string[]>();
+    const exitedOf = (name: string): Promise<unknown> => state.containers.find((c) => c.container === name)?.proc.exited ?? Promise.resolve();
+    await Promise.all(state.containers.map(async (rc) => {
+      const waitFor = (prereqs.get(rc.container) ?? []).filter((n) => n !== rc.container);
+      if (waitFor.length > 0) await Promise.race([Promise.all(waitFor.map(exitedOf)), sleep(Math.max(0, deadline - performance.now()))]);
+      if (!rc.proc.isRunning()) return;
+      note(rc, 'sigterm');
+      await rc.proc.stop(Math.max(MIN_GRACE_MS, deadline - performance.now()));
+    }));
+  };
+
+  /** terminate stops a deleted pod's processes in order and then, as the kubelet does, deletes the pod object with grace 0. */
   const terminate = (pod: V1Pod | undefined, state: PodState): void => {
     state.terminating = true;
     const graceMs = Math.min(30, pod?.metadata?.deletionGracePeriodSeconds ?? pod?.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
-    void Promise.all(state.containers.map((c) => c.proc.stop(graceMs))).then(async () => {
+    void stopInOrder(pod, state, graceMs).then(async () => {
       if (pod === undefined || stopped) return;
       await core.deleteNamespacedPod({ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', gracePeriodSeconds: 0, body: { preconditions: { uid: pod.metadata?.uid ?? '' } } }).catch(() => undefined);
     });
   };
 
-  /** syncPod starts, restarts, reports or stops one pod's fencepost containers. */
+  /** syncPod starts, restarts, completes or stops one pod's containers. */
   const syncPod = async (pod: V1Pod): Promise<void> => {
     const uid = pod.metadata?.uid ?? '';
     const state = pods.get(uid);
     if (state === undefined) {
       const running = pod.status?.phase === 'Running' && (pod.spec?.nodeName ?? '') !== '' && pod.metadata?.deletionTimestamp === undefined;
-      const wanted = fencepostContainers(pod);
+      const wanted = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].filter(runnable);
       if (!running || wanted.length === 0) return;
       const kubeconfig = await kubeconfigFor(pod); // throws before anything started: retried next round
-      const fresh: PodState = { containers: [], terminating: false, reported: false };
+      const fresh: PodState = { containers: [], ports: new Map(), mainsStarted: false, failed: false, terminating: false, reported: false };
       pods.set(uid, fresh);
-      for (const c of wanted) fresh.containers.push(await startContainer(pod, c, kubeconfig));
+      void runInit(pod, fresh, kubeconfig).catch((err: unknown) => {
+        if (!(err instanceof Terminating)) process.stderr.write(`pod runner: ${pod.metadata?.name ?? ''}: ${String(err)}\n`);
+      });
       return;
     }
     if (pod.metadata?.deletionTimestamp !== undefined) {
       if (!state.terminating) terminate(pod, state);
       return;
     }
-    if (state.terminating) return;
-    const exited = state.containers.filter((c) => !c.proc.isRunning());
-    if (exited.length === 0) return;
-    if ((pod.spec?.restartPolicy ?? 'Always') === 'Always') {
-      const kubeconfig = await kubeconfigFor(pod);
-      for (const c of exited) {
-        const spec = fencepostContainers(pod).find((x) => x.name === c.container);
-        if (spec === undefined) continue;
-        c.restarts++;
-        await sleep(1000); // the kubelet's first back-off
-        await startContainer(pod, spec, kubeconfig, c);
-      }
-    } else if (!state.reported && exited.length === state.containers.length) {
-      await reportExit(pod, state); // a 409 (the controller patched the pod) throws: retried next round
+    if (state.terminating || state.reported) return;
+    const policy = pod.spec?.restartPolicy ?? 'Always';
+    const mains = state.containers.filter((c) => c.kind === 'main');
+    const completed = state.failed || (state.mainsStarted && mains.length > 0 && policy !== 'Always' && mains.every((c) => c.exitCode !== undefined && (policy === 'Never' || c.exitCode === 0)));
+    if (completed) {
+      // Every main container has exited for good: stop the sidecars (last first) and report.
+      state.terminating = true;
+      await stopInOrder(pod, state, 30_000);
+      await reportExit(pod, state).catch(() => undefined); // a 409 (the controller patched the pod): the Job sees it next try
       state.reported = true;
+      return;
+    }
+    const restart = state.containers.filter((c) => !c.proc.isRunning() && (c.kind === 'sidecar' || (c.kind === 'main' && (policy === 'Always' || (policy === 'OnFailure' && c.exitCode !== 0)))));
+    if (restart.length === 0) return;
+    const kubeconfig = await kubeconfigFor(pod);
+    for (const c of restart) {
+      const spec = specOf(pod, c.container);
+      if (spec === undefined) continue;
+      c.restarts++;
+      await sleep(1000); // the kubelet's first back-off
+      if (!state.terminating) await startContainer(pod, spec, state, kubeconfig, c);
     }
   };
 
@@ -278,6 +489,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   return {
     containers: () => all,
     running: () => all.filter((c) => c.proc.isRunning()),
+    history: () => history,
     async stop() {
       stopped = true;
       await loop;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { expandVars, isFencepostImage, rewriteAddresses } from '../../support/cluster/pod-runner.ts';
+import type { V1Pod } from '@kubernetes/client-node';
+import { expandVars, isFencepostImage, isScriptImage, rewriteAddresses, rewriteLoopbackPorts, terminationPrereqs } from '../../support/cluster/pod-runner.ts';
 
 // The pure parts of the e2e pod runner: which containers it runs, how it expands $(VAR) as the
 // kubelet does, and how it moves listen addresses to free loopback ports.
@@ -17,11 +18,11 @@ describe('the pod runner', () => {
   });
 
   it('moves listen flags in both spellings to new ports, and adds the command\'s defaults', async () => {
-    const ports = [41001, 41002, 41003];
+    const ports = [41001, 41004, 41005, 41002, 41003];
     const next = (): Promise<number> => Promise.resolve(ports.shift() ?? 0);
     const agent = await rewriteAddresses(['agent', '--lock', 'x'], next);
-    expect(agent.args).toEqual(['agent', '--lock', 'x', '--listen=127.0.0.1:41001']);
-    expect([...agent.ports]).toEqual([[7370, 41001]]);
+    expect(agent.args).toEqual(['agent', '--lock', 'x', '--listen=127.0.0.1:41001', '--metrics-bind-address=127.0.0.1:41004', '--health-probe-bind-address=127.0.0.1:41005']);
+    expect([...agent.ports]).toEqual([[7370, 41001], [8080, 41004], [8081, 41005]]);
     const controller = await rewriteAddresses(['controller', '--metrics-bind-address=0.0.0.0:8080', '--health-probe-bind-address', '0.0.0.0:8081'], next);
     expect(controller.args).toEqual(['controller', '--metrics-bind-address=127.0.0.1:41002', '--health-probe-bind-address', '127.0.0.1:41003']);
     expect([...controller.ports]).toEqual([[8080, 41002], [8081, 41003]]);
@@ -31,5 +32,32 @@ describe('the pod runner', () => {
     const r = await rewriteAddresses(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0'], () => Promise.reject(new Error('no port needed')));
     expect(r.args).toEqual(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0']);
     expect((await rewriteAddresses(['exec', '--lock', 'x', '--', 'sh'], () => Promise.reject(new Error('no port needed')))).args).toEqual(['exec', '--lock', 'x', '--', 'sh']);
+  });
+
+  it.each([
+    ['node', true], ['node:24-slim', true], ['docker.io/library/node:24', true], ['nodejs:1', false], ['fencepost', false],
+  ])('runs image %j as a node script: %s', (image, expected) => {
+    expect(isScriptImage(image)).toBe(expected);
+  });
+
+  it('points loopback addresses at the local ports of the pod\'s containers, and leaves other ports alone', () => {
+    const ports = new Map([[7370, 41001], [8081, 41002]]);
+    expect(rewriteLoopbackPorts('http://127.0.0.1:7370/v1/locks/a', ports)).toBe('http://127.0.0.1:41001/v1/locks/a');
+    expect(rewriteLoopbackPorts('localhost:8081 localhost:9999 10.0.0.1:7370', ports)).toBe('localhost:41002 localhost:9999 10.0.0.1:7370');
+  });
+
+  // The kubelet's newTerminationOrdering (pkg/kubelet/kuberuntime/kuberuntime_termination_order.go).
+  it('stops main containers first, then each sidecar after the sidecars defined after it', () => {
+    const pod: V1Pod = { spec: {
+      initContainers: [
+        { name: 'mesh', restartPolicy: 'Always' }, { name: 'migrate' }, { name: 'fencepost-agent', restartPolicy: 'Always' },
+      ],
+      containers: [{ name: 'app' }, { name: 'worker' }],
+    } };
+    expect(Object.fromEntries(terminationPrereqs(pod))).toEqual({
+      'app': [], 'worker': [],
+      'fencepost-agent': ['app', 'worker'],
+      'mesh': ['app', 'worker', 'fencepost-agent'],
+    });
   });
 });

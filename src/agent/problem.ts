@@ -1,0 +1,45 @@
+/**
+ * Errors of the agent's HTTP API as RFC 9457 problem details (`application/problem+json`): `type`
+ * (a URI naming the kind of problem; an identifier, not fetched), `title` (the same for every
+ * problem of the type), `status`, `detail` (this occurrence), plus extension members. The types
+ * are a closed set, listed in the OpenAPI document and in docs/agent.md.
+ */
+import type { ServerResponse } from 'node:http';
+
+/** PROBLEM_BASE prefixes every problem type URI. */
+export const PROBLEM_BASE = 'https://fencepost.io/problems/';
+
+/** PROBLEMS: each problem type with its status and title. */
+export const PROBLEMS = {
+  /** The lock was not granted to this pod within `wait`; the request stays queued (Mutex). */
+  'not-granted': { status: 423, title: 'Lock not granted within the wait' },
+  'invalid-parameter': { status: 400, title: 'Invalid query parameter' },
+  'unknown-lock': { status: 404, title: 'Lock not managed by this agent' },
+  'no-route': { status: 404, title: 'No such endpoint' },
+  'method-not-allowed': { status: 405, title: 'Method not allowed' },
+  /** The Kubernetes API server did not take a write (the pod's request annotation, the Lease release). */
+  'kubernetes-unavailable': { status: 502, title: 'Kubernetes API request failed' },
+} as const;
+
+/** ProblemType is a key of PROBLEMS. */
+export type ProblemType = keyof typeof PROBLEMS;
+
+/** Problem is an RFC 9457 problem details object. */
+export interface Problem {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+  readonly detail: string;
+  readonly [extension: string]: unknown;
+}
+
+/** problem builds the problem details of a type with a detail and extension members. */
+export function problem(type: ProblemType, detail: string, extensions: Readonly<Record<string, unknown>> = {}): Problem {
+  const p = PROBLEMS[type];
+  return { ...extensions, type: `${PROBLEM_BASE}${type}`, title: p.title, status: p.status, detail };
+}
+
+/** sendProblem writes a problem as the response (headers: extra ones such as `allow`). */
+export function sendProblem(res: ServerResponse, p: Problem, headers: Readonly<Record<string, string>> = {}): void {
+  res.writeHead(p.status, { ...headers, 'content-type': 'application/problem+json' }).end(`${JSON.stringify(p)}\n`);
+}
