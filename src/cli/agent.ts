@@ -23,9 +23,6 @@ import { loadKubeConfig } from './kubeconfig.ts';
 export async function runAgent(argv: readonly string[]): Promise<number> {
   const cfg = parseAgentConfig(argv);
   const { host, port } = parseBindAddress(cfg.listen, '--listen');
-  for (const [addr, flag] of [[cfg.healthProbeBindAddress, '--health-probe-bind-address'], [cfg.metricsBindAddress, '--metrics-bind-address']] as const) {
-    if (addr !== '0') parseBindAddress(addr, flag); // a usage error before anything starts
-  }
   const log = createLogger(cfg.logLevel, { component: 'agent', pod: cfg.podName });
   const kc = loadKubeConfig(cfg.kubeconfig);
   const registry = new Registry();

@@ -5,6 +5,7 @@
 import { parseFlags } from './flags.ts';
 import { parseLogLevel, type LogLevel } from './log-level.ts';
 import { UsageError } from './usage-error.ts';
+import { checkListenerFlag } from './bind-address.ts';
 
 /** AgentConfig: every knob of `fencepost agent`. */
 export interface AgentConfig {
@@ -63,6 +64,6 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
   return Object.freeze({
     kubeconfig: values.kubeconfig, podName: need('POD_NAME'), podNamespace: need('POD_NAMESPACE'), podUid: need('POD_UID'),
     locks: Object.freeze([...new Set(locks)]), listen: values.listen,
-    healthProbeBindAddress: values['health-probe-bind-address'], metricsBindAddress: values['metrics-bind-address'], stateDir: values['state-dir'], logLevel: level,
+    healthProbeBindAddress: checkListenerFlag(values['health-probe-bind-address'], '--health-probe-bind-address'), metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'), stateDir: values['state-dir'], logLevel: level,
   });
 }

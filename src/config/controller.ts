@@ -7,6 +7,7 @@ import { parseDuration } from './duration.ts';
 import { parseFlags } from './flags.ts';
 import { parseLogLevel, type LogLevel } from './log-level.ts';
 import { UsageError } from './usage-error.ts';
+import { checkListenerFlag } from './bind-address.ts';
 
 /** ControllerConfig: every knob of `fencepost controller`, with its default in the doc comment. */
 export interface ControllerConfig {
@@ -92,8 +93,8 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     redisUrl: redisUrl === '' ? undefined : redisUrl,
     namespaces: Object.freeze([...new Set(values.namespace ?? [])]),
     workers: positiveInt(values.workers, '--workers'),
-    metricsBindAddress: values['metrics-bind-address'],
-    healthProbeBindAddress: values['health-probe-bind-address'],
+    metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'),
+    healthProbeBindAddress: checkListenerFlag(values['health-probe-bind-address'], '--health-probe-bind-address'),
     leaderElect: values['leader-elect'] === 'true',
     leaderElectionNamespace: values['leader-election-namespace'] ?? env['POD_NAMESPACE'] ?? 'default',
     leaderElectionId: values['leader-election-id'],

@@ -4,6 +4,10 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { parseBindAddress } from '../config/bind-address.ts';
+
+/** parseBindAddress: see src/config/bind-address.ts (re-exported for the listeners' callers). */
+export { parseBindAddress };
 
 /** ProbeServer is a listening server; stop closes it. */
 export interface ProbeServer {
@@ -16,15 +20,6 @@ export interface ProbeRoutes {
   readonly registry?: Registry;
   readonly healthz?: () => boolean;
   readonly readyz?: () => boolean;
-}
-
-/** parseBindAddress splits "host:port" (IPv6 in brackets); throws naming the flag. */
-export function parseBindAddress(addr: string, flag: string): { host: string; port: number } {
-  const m = /^(\[[^\]]+\]|[^:]*):(\d{1,5})$/.exec(addr);
-  const port = Number(m?.[2]);
-  if (m === null || port > 65535) throw new Error(`${flag}: expected host:port (e.g. 0.0.0.0:8080 or 127.0.0.1:0), got ${JSON.stringify(addr)}`);
-  const host = (m[1] ?? '').replace(/^\[|\]$/g, '');
-  return { host: host === '' ? '0.0.0.0' : host, port };
 }
 
 /** serveProbes listens on addr (or returns undefined for "0"). */
