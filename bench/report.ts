@@ -121,7 +121,7 @@ for (const [file, title] of [['scale.json', 'Scale'], ['scale-workers4.json', 'S
     scale.sizes.map((s) => {
       const last = s.samples.at(-1);
       const rec = s.controllerAtEnd ?? {};
-      const reconciles = (rec['reconcile_total{result=success}'] ?? 0) + (rec['reconcile_total{result=error}'] ?? 0) + (rec['reconcile_total{result=requeue_after}'] ?? 0);
+      const reconciles = (rec['reconcile_total{result=success}'] ?? 0) + (rec['reconcile_total{result=error}'] ?? 0) + (rec['reconcile_total{result=requeue}'] ?? 0) + (rec['reconcile_total{result=requeue_after}'] ?? 0);
       return [
         String(s.locks), `${s.setupSeconds.toFixed(0)} s`, s.completed ? `${s.allGrantedSeconds?.toFixed(1) ?? '?'} s` : `not within the timeout (${s.grantedAtEnd} granted)`,
         s.grantsPerSecond?.toFixed(1) ?? '—', `${s.peakRssMiB.toFixed(0)} MiB`, s.peakHeapUsedMiB !== undefined ? `${s.peakHeapUsedMiB.toFixed(0)} MiB` : '—',

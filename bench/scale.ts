@@ -276,8 +276,8 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
         const m = parseMetrics(text);
         const mib = (name: string): number => r2(sumMetric(m, name) / 2 ** 20);
         return {
-          granted: sumMetric(m, 'fencepost_grants_total'), depth: sumMetric(m, 'fencepost_workqueue_depth'),
-          heapUsed: mib('fencepost_nodejs_heap_size_used_bytes'), heapTotal: mib('fencepost_nodejs_heap_size_total_bytes'), external: mib('fencepost_nodejs_external_memory_bytes'),
+          granted: sumMetric(m, 'fencepost_grants_total'), depth: sumMetric(m, 'workqueue_depth'),
+          heapUsed: mib('nodejs_heap_size_used_bytes'), heapTotal: mib('nodejs_heap_size_total_bytes'), external: mib('nodejs_external_memory_bytes'),
         };
       } catch { return { granted: Number.NaN, depth: Number.NaN, heapUsed: Number.NaN, heapTotal: Number.NaN, external: Number.NaN }; }
     };
@@ -317,15 +317,15 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
     const controllerAtEnd: Record<string, number> = {};
     try {
       const m = parseMetrics(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text());
-      for (const result of ['success', 'error', 'requeue_after']) controllerAtEnd[`reconcile_total{result=${result}}`] = sumMetric(m, 'fencepost_reconcile_total', { result });
+      for (const result of ['success', 'error', 'requeue', 'requeue_after']) controllerAtEnd[`reconcile_total{result=${result}}`] = sumMetric(m, 'controller_runtime_reconcile_total', { result });
       for (const e of m.filter((x) => x.name === 'fencepost_reconcile_errors_total')) controllerAtEnd[`reconcile_errors_total{error_kind=${e.labels['error_kind'] ?? ''}}`] = e.value;
-      controllerAtEnd['workqueue_adds_total'] = sumMetric(m, 'fencepost_workqueue_adds_total');
-      controllerAtEnd['workqueue_retries_total'] = sumMetric(m, 'fencepost_workqueue_retries_total');
+      controllerAtEnd['workqueue_adds_total'] = sumMetric(m, 'workqueue_adds_total');
+      controllerAtEnd['workqueue_retries_total'] = sumMetric(m, 'workqueue_retries_total');
       controllerAtEnd['grants_total'] = sumMetric(m, 'fencepost_grants_total');
-      const count = sumMetric(m, 'fencepost_reconcile_time_seconds_count');
-      controllerAtEnd['reconcile_time_mean_ms'] = count > 0 ? r2((sumMetric(m, 'fencepost_reconcile_time_seconds_sum') / count) * 1000) : Number.NaN;
-      const qCount = sumMetric(m, 'fencepost_workqueue_queue_duration_seconds_count');
-      controllerAtEnd['queue_wait_mean_ms'] = qCount > 0 ? r2((sumMetric(m, 'fencepost_workqueue_queue_duration_seconds_sum') / qCount) * 1000) : Number.NaN;
+      const count = sumMetric(m, 'controller_runtime_reconcile_time_seconds_count');
+      controllerAtEnd['reconcile_time_mean_ms'] = count > 0 ? r2((sumMetric(m, 'controller_runtime_reconcile_time_seconds_sum') / count) * 1000) : Number.NaN;
+      const qCount = sumMetric(m, 'workqueue_queue_duration_seconds_count');
+      controllerAtEnd['queue_wait_mean_ms'] = qCount > 0 ? r2((sumMetric(m, 'workqueue_queue_duration_seconds_sum') / qCount) * 1000) : Number.NaN;
     } catch { /* the controller is gone; recorded as empty */ }
     const cold = samples.filter((s) => s.phase === 'cold');
     const steady = samples.filter((s) => s.phase === 'steady').slice(1); // the first steady interval still holds the last grants

@@ -42,8 +42,11 @@ async function checkApiServer(kc: KubeConfig): Promise<void> {
 export async function runController(argv: readonly string[]): Promise<number> {
   const cfg: ControllerConfig = parseControllerConfig(argv);
   const log: Logger = createLogger(cfg.logLevel, { component: 'controller' });
-  const kc = loadKubeConfig(cfg.kubeconfig);
   const metrics = createControllerMetrics();
+  const kc = loadKubeConfig(cfg.kubeconfig, { onRequest: (r) => { metrics.countRestRequest(r); } });
+  // leader_election_master_status{name}: 0 while standing by, 1 while leading (and always 1 without
+  // leader election, where this replica runs the workers), so one max() by name finds the leader.
+  const leading = (on: boolean): void => { metrics.leader.set({ name: cfg.leaderElectionId }, on ? 1 : 0); };
   // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
   const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
   await checkApiServer(kc);
@@ -88,6 +91,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
   const abort = new AbortController();
   let running: Promise<void> = Promise.resolve();
   if (cfg.leaderElect) {
+    leading(false);
     elector = new LeaderElector({
       leases: leaseClientFrom(kc.makeApiClient(CoordinationV1Api)),
       namespace: cfg.leaderElectionNamespace, name: cfg.leaderElectionId, identity,
@@ -96,12 +100,12 @@ export async function runController(argv: readonly string[]): Promise<number> {
       log: log.child({ component: 'leaderelection' }),
       callbacks: {
         onStartedLeading: () => {
-          metrics.leader.set(1);
+          leading(true);
           log.info({ identity }, 'Started leading');
           startWorkers().catch((err: unknown) => { log.error({ err }, 'Failed to start workers'); process.exit(1); });
         },
         onStoppedLeading: () => {
-          metrics.leader.set(0);
+          leading(false);
           if (stopping) return;
           log.error({ identity }, 'Lost leadership; exiting');
           process.exit(1);
@@ -111,7 +115,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
     });
     running = elector.run(abort.signal).catch((err: unknown) => { log.error({ err }, 'Leader election failed'); process.exit(1); });
   } else {
-    metrics.leader.set(1);
+    leading(true);
     await startWorkers();
   }
   return await done;

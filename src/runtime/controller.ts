@@ -6,10 +6,17 @@
  * sees what event caused it to run. A key is processed by one worker at a time; a key added while
  * it is being processed runs once more afterwards.
  *
- * Result handling (STYLE G5): success → forget the key's backoff, and requeue after
- * `requeueAfterMs` when given (0 = at once); a 409 Conflict → rate-limited retry, logged at
- * debug (expected under optimistic concurrency); TerminalError → no retry (the reconciler reports
- * it in a condition); any other error → rate-limited retry, logged as an error.
+ * Result handling (STYLE G5), with controller-runtime's names for the outcome (the `result` label
+ * of `controller_runtime_reconcile_total`):
+ * - success → forget the key's backoff: `success`; with `requeueAfterMs` > 0 the key is added again
+ *   after that long (`requeue_after`), with `requeueAfterMs` ≤ 0 at once (`requeue`);
+ * - a 409 Conflict → rate-limited retry, logged at debug (expected under optimistic concurrency):
+ *   `requeue`, as a controller-runtime reconciler returning `Requeue: true` for a conflict;
+ * - TerminalError → no retry (the reconciler reports it in a condition): `error`, also terminal;
+ * - any other error → rate-limited retry, logged as an error: `error`.
+ *
+ * Logs carry controller-runtime's keys (see {@link ReconcileLogFields}); the reconciler gets the same
+ * fields in its context, for its own child logger.
  */
 import { randomUUID } from 'node:crypto';
 import { errorKind, isConflict, isTerminal } from './errors.ts';
@@ -21,9 +28,28 @@ export type ObjectKey = `${string}/${string}`;
 /** Result of one reconcile. requeueAfterMs: reconcile this key again after that long. */
 export interface Result { readonly requeueAfterMs?: number }
 
-/** ReconcileContext is per call: an id for logs, and a signal aborted at shutdown. */
+/**
+ * ReconcileLogFields are the structured log fields of one reconcile, under controller-runtime's
+ * keys so that log pipelines built for controller-runtime operators read them as they are:
+ * `controller`, `controllerGroup`, `controllerKind`, the object as `{ <Kind>: { name, namespace } }`,
+ * `namespace`, `name` and `reconcileID` (a fresh UUID per reconcile).
+ */
+export type ReconcileLogFields = Readonly<Record<string, string | Readonly<Record<string, string>>>> & {
+  readonly controller: string;
+  readonly controllerGroup: string;
+  readonly controllerKind: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly reconcileID: string;
+};
+
+/**
+ * ReconcileContext is per call: an id for logs, the log fields of this reconcile (make the
+ * reconcile's child logger from them), and a signal aborted at shutdown.
+ */
 export interface ReconcileContext {
   readonly reconcileId: string;
+  readonly logFields: ReconcileLogFields;
   readonly signal: AbortSignal;
 }
 
@@ -38,16 +64,34 @@ export interface ControllerLogger {
   error(obj: object, msg: string): void;
 }
 
-/** ControllerHooks report each reconcile (for metrics); all optional. */
+/**
+ * RECONCILE_RESULTS are the outcomes of a reconcile, with controller-runtime's names (see the module
+ * comment for when each applies).
+ */
+export const RECONCILE_RESULTS = ['success', 'error', 'requeue', 'requeue_after'] as const;
+
+/** ReconcileResult is one of {@link RECONCILE_RESULTS}. */
+export type ReconcileResult = (typeof RECONCILE_RESULTS)[number];
+
+/**
+ * ControllerHooks report each reconcile (for metrics); all optional, synchronous, must not throw.
+ * onReconcile reports every reconcile's outcome and duration; onError every `error` outcome with
+ * its bounded kind (`errors.errorKind`) and whether it was terminal (not retried).
+ */
 export interface ControllerHooks {
-  onReconcile?(result: 'success' | 'error' | 'requeue_after', seconds: number): void;
-  onError?(kind: string): void;
+  onReconcile?(result: ReconcileResult, seconds: number): void;
+  onError?(kind: string, terminal: boolean): void;
   onActiveWorkers?(n: number): void;
 }
 
-/** ControllerOptions configures a Controller. workers defaults to 4. */
+/**
+ * ControllerOptions configures a Controller. workers defaults to 4. `group` and `kind` name the
+ * reconciled kind in logs (`controllerGroup`, `controllerKind`).
+ */
 export interface ControllerOptions {
   readonly name: string;
+  readonly group: string;
+  readonly kind: string;
   readonly reconciler: Reconciler;
   readonly queue: WorkQueue<ObjectKey>;
   readonly workers?: number;
@@ -94,6 +138,13 @@ export class Controller {
     await this.#running;
   }
 
+  /** #logFields are one reconcile's log fields (controller-runtime's keys). */
+  #logFields(key: ObjectKey, reconcileID: string): ReconcileLogFields {
+    const { name: controller, group: controllerGroup, kind: controllerKind } = this.#opts;
+    const { namespace, name } = splitKey(key);
+    return { controller, controllerGroup, controllerKind, [controllerKind]: { name, namespace }, namespace, name, reconcileID };
+  }
+
   async #worker(): Promise<void> {
     const { queue, reconciler, log, hooks } = this.#opts;
     for (;;) {
@@ -104,29 +155,33 @@ export class Controller {
       hooks?.onActiveWorkers?.(this.#active);
       const started = performance.now();
       const reconcileId = randomUUID();
+      const fields = this.#logFields(key, reconcileId);
+      const seconds = (): number => (performance.now() - started) / 1000;
       try {
-        const r = await reconciler.reconcile(key, { reconcileId, signal: this.#abort.signal });
+        const r = await reconciler.reconcile(key, { reconcileId, logFields: fields, signal: this.#abort.signal });
         queue.forget(key);
         if (r.requeueAfterMs !== undefined) {
           queue.addAfter(key, Math.max(0, r.requeueAfterMs));
-          hooks?.onReconcile?.('requeue_after', (performance.now() - started) / 1000);
+          hooks?.onReconcile?.(r.requeueAfterMs > 0 ? 'requeue_after' : 'requeue', seconds());
         } else {
-          hooks?.onReconcile?.('success', (performance.now() - started) / 1000);
+          hooks?.onReconcile?.('success', seconds());
         }
       } catch (err) {
-        hooks?.onReconcile?.('error', (performance.now() - started) / 1000);
-        const kind = errorKind(err);
         if (isConflict(err)) {
-          log.debug({ key, reconcileID: reconcileId }, 'Reconcile conflicted; retrying');
+          hooks?.onReconcile?.('requeue', seconds());
+          log.debug(fields, 'Reconcile conflicted; retrying');
           queue.addRateLimited(key);
-        } else if (isTerminal(err)) {
-          hooks?.onError?.(kind);
-          log.error({ key, reconcileID: reconcileId, err }, 'Reconcile failed permanently');
-          queue.forget(key);
         } else {
-          hooks?.onError?.(kind);
-          log.error({ key, reconcileID: reconcileId, err }, 'Reconcile failed');
-          queue.addRateLimited(key);
+          const terminal = isTerminal(err);
+          hooks?.onReconcile?.('error', seconds());
+          hooks?.onError?.(errorKind(err), terminal);
+          if (terminal) {
+            log.error({ ...fields, err }, 'Reconcile failed permanently');
+            queue.forget(key);
+          } else {
+            log.error({ ...fields, err }, 'Reconcile failed');
+            queue.addRateLimited(key);
+          }
         }
       } finally {
         this.#active--;

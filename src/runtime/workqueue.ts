@@ -197,6 +197,31 @@ export class WorkQueue<K extends NonNullable<unknown>> {
     return this.#queue.length;
   }
 
+  /**
+   * depth is the number of pending keys: those that could be handed out now plus those re-added
+   * while processing (client-go's `workqueue_depth`). It excludes keys only waiting on `addAfter`.
+   */
+  depth(): number {
+    return this.#dirty.size;
+  }
+
+  /**
+   * unfinishedWork measures the keys being processed now, in monotonic ms: `totalMs` sums how long
+   * each has been processing, `longestMs` is the longest (client-go's `unfinished_work_seconds` and
+   * `longest_running_processor_seconds`). Both are 0 when nothing is processing.
+   */
+  unfinishedWork(): { readonly totalMs: number; readonly longestMs: number } {
+    const now = this.#clock.monotonicMs();
+    let totalMs = 0;
+    let longestMs = 0;
+    for (const startedAt of this.#processing.values()) {
+      const ms = now - startedAt;
+      totalMs += ms;
+      longestMs = Math.max(longestMs, ms);
+    }
+    return { totalMs, longestMs };
+  }
+
   /** shuttingDown reports whether `shutDown` or `shutDownWithDrain` has been called. */
   shuttingDown(): boolean {
     return this.#shuttingDown;

@@ -52,7 +52,7 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     await eventually(async () => {
       const controllers = e.runner.running().filter((c) => c.namespace === SYSTEM_NAMESPACE && c.container === 'controller');
       expect(controllers).toHaveLength(2);
-      const leading = await Promise.all(controllers.map(async (c) => /^fencepost_leader 1$/m.test((await getStatus(`http://127.0.0.1:${c.ports.get(8080) ?? 0}/metrics`)).body)));
+      const leading = await Promise.all(controllers.map(async (c) => /^leader_election_master_status\{name="fencepost-controller"\} 1$/m.test((await getStatus(`http://127.0.0.1:${c.ports.get(8080) ?? 0}/metrics`)).body)));
       expect(leading.filter(Boolean)).toHaveLength(1);
     }, 60_000, 250);
 

@@ -75,7 +75,7 @@ export class DistributedLockReconciler implements Reconciler {
   forgetObserved(): void { this.#seen.clear(); }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
-    const log = this.#d.log.child({ controller: 'distributedlock', lock: key, reconcileID: ctx.reconcileId });
+    const log = this.#d.log.child(ctx.logFields); // controller-runtime's keys: controller, namespace, name, reconcileID…
     // ### 1: Load the lock; gone means nothing to do.
     const { namespace, name } = splitKey(key);
     const cached = this.#d.locks.get(namespace, name);

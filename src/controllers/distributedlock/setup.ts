@@ -4,14 +4,14 @@
  * workers running the reconciler. Workers start only after every cache has synced (STYLE G8).
  */
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesListObject, type V1Lease, type V1Pod } from '@kubernetes/client-node';
-import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
+import { GROUP, KIND, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { eventRecorder } from '../../kube/events.ts';
 import { LOCK_LABEL, parseHolderIdentity } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { TimerClock } from '../../runtime/clock.ts';
-import { Controller, type ObjectKey } from '../../runtime/controller.ts';
+import { Controller, RECONCILE_RESULTS, type ObjectKey } from '../../runtime/controller.ts';
 import { superviseInformer, type SupervisedInformer } from '../../runtime/informer.ts';
 import { defaultControllerRateLimiter } from '../../runtime/ratelimiter.ts';
 import { WorkQueue } from '../../runtime/workqueue.ts';
@@ -82,22 +82,31 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   const reconciler = new DistributedLockReconciler({
     kc, locks, leases, pods, fencing, events: eventRecorder(kc, 'fencepost-controller', o.identity, log), metrics, clock, log,
   });
+  // The controller and its queue share one name, as in controller-runtime; one controller per
+  // watched namespace shares it too, so gauges add up (inc/dec) rather than overwrite each other.
   const qname = 'distributedlock';
+  const workers = o.workers ?? 4;
+  const q = { name: qname, controller: qname };
   const queue = new WorkQueue<ObjectKey>({
     clock, rateLimiter: defaultControllerRateLimiter<ObjectKey>(clock),
     hooks: metrics !== undefined ? {
-      onAdd: () => metrics.queueAdds.inc({ name: qname }),
-      onDepth: (n) => metrics.queueDepth.set({ name: qname }, n),
-      onRetry: () => metrics.queueRetries.inc({ name: qname }),
-      onLatency: (ms) => metrics.queueLatency.observe({ name: qname }, ms / 1000),
+      onAdd: () => metrics.queueAdds.inc(q),
+      onRetry: () => metrics.queueRetries.inc(q),
+      onLatency: (ms) => metrics.queueLatency.observe(q, ms / 1000),
+      onWorkDuration: (ms) => metrics.queueWorkDuration.observe(q, ms / 1000),
     } : {},
   });
+  let active = 0;
   const controller = new Controller({
-    name: qname, reconciler, queue, workers: o.workers ?? 4, log,
+    name: qname, group: GROUP, kind: KIND, reconciler, queue, workers, log,
     hooks: metrics !== undefined ? {
       onReconcile: (result, s) => { metrics.reconcileTotal.inc({ controller: qname, result }); metrics.reconcileTime.observe({ controller: qname }, s); },
-      onError: (kind) => metrics.reconcileErrors.inc({ controller: qname, error_kind: kind }),
-      onActiveWorkers: (n) => metrics.activeWorkers.set({ controller: qname }, n),
+      onError: (kind, terminal) => {
+        metrics.reconcileErrors.inc({ controller: qname });
+        if (terminal) metrics.terminalReconcileErrors.inc({ controller: qname });
+        metrics.reconcileErrorKinds.inc({ controller: qname, error_kind: kind });
+      },
+      onActiveWorkers: (n) => { metrics.activeWorkers.inc({ controller: qname }, n - active); active = n; },
     } : {},
   });
 
@@ -115,7 +124,21 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     await fencing.close();
     throw new Error('Caches did not sync', { cause: err });
   }
-  log.info({ workers: o.workers ?? 4, namespace: ns ?? '(all)' }, 'Started workers');
+  log.info({ workers, namespace: ns ?? '(all)' }, 'Started workers');
+  // Every series exists from the start at 0, as controller-runtime does, so rate() and alerts see them.
+  const removeQueueSource = metrics?.addWorkQueueSource(qname, () => {
+    const w = queue.unfinishedWork();
+    return { depthKeys: queue.depth(), unfinishedMs: w.totalMs, longestMs: w.longestMs };
+  });
+  if (metrics !== undefined) {
+    for (const result of RECONCILE_RESULTS) metrics.reconcileTotal.inc({ controller: qname, result }, 0);
+    metrics.reconcileErrors.inc({ controller: qname }, 0);
+    metrics.terminalReconcileErrors.inc({ controller: qname }, 0);
+    metrics.activeWorkers.inc({ controller: qname }, 0);
+    metrics.maxConcurrentReconciles.inc({ controller: qname }, workers);
+    metrics.queueAdds.inc(q, 0);
+    metrics.queueRetries.inc(q, 0);
+  }
   controller.start();
   // fencepost_locks (the "no holder" alert): counted from the caches when Prometheus scrapes.
   // A Mutex lock without a holder is idle between runs, not a problem: it is counted apart.
@@ -134,6 +157,8 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     watching: () => informers.every((i) => i.watching()),
     async stop() {
       removeLockSource?.();
+      removeQueueSource?.();
+      metrics?.maxConcurrentReconciles.dec({ controller: qname }, workers);
       await Promise.allSettled(informers.map((i) => i.stop()));
       await controller.stop();
       await fencing.close();

@@ -96,7 +96,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
     expect(lease.metadata?.namespace).toBe(t.namespace);
     await eventually(async () => {
       const m = await getStatus(`http://127.0.0.1:${metricsPort}/metrics`);
-      expect(m.body).toMatch(/^fencepost_leader 1$/m);
+      expect(m.body).toMatch(/^leader_election_master_status\{name="fencepost-controller"\} 1$/m);
     }, 30_000);
   });
 

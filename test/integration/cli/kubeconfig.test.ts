@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../../../src/cli/kubeconfig.ts';
+import type { RestRequest } from '../../../src/observability/metrics.ts';
 import { sharedKubeconfigPath } from '../../support/env.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 
@@ -40,6 +41,23 @@ describe('loadKubeConfig', () => {
 
   it('reuses one kept-alive connection for sequential API calls', async () => {
     expect(await callsOpen(loadKubeConfig(kubeconfig), 5)).toBe(1);
+  });
+
+  it('reports each request once (for rest_client_requests_total): its status, method and host, or <error> when no answer came', async () => {
+    const seen: RestRequest[] = [];
+    const core = loadKubeConfig(kubeconfig, { onRequest: (r) => { seen.push(r); } }).makeApiClient(CoreV1Api);
+    for (let i = 0; i < 3; i++) await core.readNamespace({ name: 'default' });
+    await expect(core.readNamespace({ name: 'no-such-namespace' })).rejects.toThrow(/404/);
+    await core.createNamespacedConfigMap({ namespace: 'default', dryRun: 'All', body: { metadata: { name: 'counted' } } });
+    const host = `127.0.0.1:${proxy.port}`;
+    const get = { code: '200', method: 'GET', host };
+    expect(seen).toEqual([get, get, get, { ...get, code: '404' }, { code: '201', method: 'POST', host }]);
+
+    const refused = join(dir, 'refused');
+    writeFileSync(refused, readFileSync(kubeconfig, 'utf8').replace(`https://${host}`, 'https://127.0.0.1:2')); // nothing listens on port 2
+    const failing: RestRequest[] = [];
+    await expect(loadKubeConfig(refused, { onRequest: (r) => { failing.push(r); } }).makeApiClient(CoreV1Api).readNamespace({ name: 'default' })).rejects.toThrow();
+    expect(failing).toEqual([{ code: '<error>', method: 'GET', host: '127.0.0.1:2' }]);
   });
 
   it('is needed: a plain client-node KubeConfig opens a connection per call', async () => {

@@ -65,14 +65,14 @@ describe('fencepost controller as replicated processes', () => {
       expect(m.body).toMatch(/fencepost_grants_total\{cause="Vacant",backend="Redis"\} 1/);
       return m.body;
     });
-    expect(metrics).toMatch(/fencepost_leader 1/);
+    expect(metrics).toMatch(/^leader_election_master_status\{name="fencepost-controller"\} 1$/m);
     expect(metrics).toMatch(/# TYPE fencepost_handoff_duration_seconds histogram/);
-    expect(metrics, metrics.split('\n').filter((l) => l.includes('reconcile_total')).join('\n')).toMatch(/fencepost_reconcile_total\{controller="distributedlock",result="(success|requeue_after)"\} [1-9]/);
+    expect(metrics, metrics.split('\n').filter((l) => l.includes('reconcile_total')).join('\n')).toMatch(/controller_runtime_reconcile_total\{controller="distributedlock",result="(success|requeue_after)"\} [1-9]/);
     expect((await getStatus(`http://127.0.0.1:${lead.healthPort}/readyz`)).status).toBe(200);
     // The standby may still be booting under load: it only has to answer eventually.
     await eventually(async () => {
       expect((await getStatus(`http://127.0.0.1:${standby.healthPort}/healthz`)).status).toBe(200);
-      expect((await getStatus(`http://127.0.0.1:${standby.metricsPort}/metrics`)).body).toMatch(/fencepost_leader 0/);
+      expect((await getStatus(`http://127.0.0.1:${standby.metricsPort}/metrics`)).body).toMatch(/^leader_election_master_status\{name="fencepost-controller"\} 0$/m);
     }, 30_000);
 
     lead.proc.signal('SIGKILL');

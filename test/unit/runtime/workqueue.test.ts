@@ -494,6 +494,25 @@ describe('WorkQueue', () => {
       expect(q.len()).toBe(0);
     });
 
+    it('measures depth and the work in flight for the scrape-time gauges', async () => {
+      const { q, clock } = newQueue();
+      expect(q.unfinishedWork()).toEqual({ totalMs: 0, longestMs: 0 });
+      q.add('a');
+      q.add('b');
+      q.add('c');
+      expect(q.depth()).toBe(3);
+      expect(await q.get()).toBe('a');
+      clock.advance(40);
+      expect(await q.get()).toBe('b');
+      clock.advance(10);
+      q.add('a'); // re-added while processing: pending, so part of the depth
+      expect(q.depth()).toBe(2);
+      expect(q.unfinishedWork()).toEqual({ totalMs: 60, longestMs: 50 });
+      q.done('a');
+      q.done('b');
+      expect(q.unfinishedWork()).toEqual({ totalMs: 0, longestMs: 0 });
+    });
+
     it('counts every accepted addAfter as a retry, as client-go does', () => {
       const { hooks, events } = recorder();
       const { q } = newQueue({ hooks, rateLimiter: itemExponential(100, 1000) });
