@@ -24,9 +24,11 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const cfg = parseAgentConfig(argv);
   const { host, port } = parseBindAddress(cfg.listen, '--listen');
   const log = createLogger(cfg.logLevel, { component: 'agent', pod: cfg.podName });
-  const kc = loadKubeConfig(cfg.kubeconfig);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry }); // process_* and nodejs_*, as every Node exporter names them
+  // client-go's name, as the controller exports it: an agent whose renewals fail shows it here first.
+  const restRequests = new Counter({ name: 'rest_client_requests_total', help: 'HTTP requests to the API server by status code (<error> when none came), method and host.', labelNames: ['code', 'method', 'host'], registers: [registry] });
+  const kc = loadKubeConfig(cfg.kubeconfig, { onRequest: (r) => { restRequests.inc({ code: r.code, method: r.method, host: r.host }); } });
   const held = new Gauge({ name: 'fencepost_agent_lock_held', help: '1 while this agent validly holds the lock.', labelNames: ['lock'], registers: [registry] });
   const lockEvents = new Counter({ name: 'fencepost_agent_lock_events_total', help: 'Lock events (granted, renewed, lost, released).', labelNames: ['lock', 'type'], registers: [registry] });
   const files = cfg.stateDir !== undefined ? stateFiles(cfg.stateDir) : undefined;

@@ -47,6 +47,8 @@ describe('the agent\'s probe and metrics listeners', () => {
       expect(text, name).toMatch(new RegExp(`^# TYPE ${name} `, 'm'));
     }
     expect(text).not.toMatch(/^fencepost_agent_(process|nodejs)_/m);
+    // client-go's request counter: the agent's Lease GET/watch have been answered 200 by now.
+    expect(text).toMatch(/^rest_client_requests_total\{code="200",method="GET",host="127\.0\.0\.1:\d+"\} [1-9]/m);
     // Each listener serves its own paths only: no metrics on the lock API, no lock API on the probe port.
     expect((await getStatus(`http://127.0.0.1:${api}/metrics`)).status).toBe(404);
     expect((await getStatus(`http://127.0.0.1:${probes}/v1/locks/probed`)).status).toBe(404);
