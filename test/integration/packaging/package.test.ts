@@ -60,12 +60,13 @@ describe('the fencepost npm package', () => {
   }, 300_000);
   afterAll(() => { if (dir !== '') rmSync(dir, { recursive: true, force: true }); });
 
-  it('ships the build with its declarations, the CRD and the README, and no sources or tests', () => {
+  it('ships the build with its declarations, the CRD, the agent API contract and the README, and no sources or tests', () => {
     expect(shipped).toEqual(expect.arrayContaining([
       'package.json', 'README.md', 'crds/distributedlocks.fencepost.io.yaml',
       'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/guards/index.js', 'dist/src/guards/index.d.ts', 'dist/src/cli/main.js',
+      'dist/src/agent/openapi.json', // the agent serves it at /openapi.json
     ]));
-    expect(shipped.filter((f) => !/^(dist\/src\/.*\.(js|d\.ts|js\.map)|crds\/.*\.yaml|package\.json|README\.md)$/.test(f))).toEqual([]);
+    expect(shipped.filter((f) => !/^(dist\/src\/.*\.(js|d\.ts|js\.map)|dist\/src\/agent\/openapi\.json|crds\/.*\.yaml|package\.json|README\.md)$/.test(f))).toEqual([]);
   });
 
   it('points every export, its types condition, "types" and the bin at a file it ships', () => {
