@@ -24,7 +24,8 @@ describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
   const runJob = async (cronJob: string, name: string): Promise<RanContainer[]> => {
     await e.kubectl(['create', 'job', '-n', NS, name, `--from=cronjob/${cronJob}`]);
     await e.kubectl(['wait', '-n', NS, `job/${name}`, '--for=condition=Complete', '--timeout=90s']).catch(async (err: unknown) => {
-      throw new Error(`${String(err)}\n${await e.kubectl(['get', 'pods,jobs', '-n', NS, '-o', 'wide'])}\n${await dumpDiagnostics(e, NS)}`);
+      const steps = e.runner.history().filter((h) => h.namespace === NS && h.pod.startsWith(`${name}-`)).map((h) => `${h.pod}/${h.container}:${h.what}${h.exitCode !== undefined ? `(${h.exitCode})` : ''}`);
+      throw new Error(`${String(err)}\n${await e.kubectl(['get', 'pods,jobs', '-n', NS, '-o', 'wide'])}\npod runner: ${steps.join(' → ')}\n${await dumpDiagnostics(e, NS)}`);
     });
     const ran = e.runner.containers().filter((c) => c.namespace === NS && c.pod.startsWith(`${name}-`));
     await eventually(() => { expect(ran.every((c) => c.exitCode !== undefined)).toBe(true); }, 30_000, 100);

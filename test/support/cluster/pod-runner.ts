@@ -221,6 +221,9 @@ interface PodState {
   /** failed: a regular init container failed under restartPolicy Never (reported Failed). */
   failed: boolean;
   terminating: boolean;
+  /** finished: every main container exited for good and the sidecars were stopped; the status is to be reported. */
+  finished: boolean;
+  /** reported: the pod's final status was written (retried every round until it is). */
   reported: boolean;
 }
 
@@ -452,7 +455,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       const wanted = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].filter(runnable);
       if (!running || wanted.length === 0) return;
       const kubeconfig = await kubeconfigFor(pod); // throws before anything started: retried next round
-      const fresh: PodState = { containers: [], ports: new Map(), mainsStarted: false, failed: false, terminating: false, reported: false };
+      const fresh: PodState = { containers: [], ports: new Map(), mainsStarted: false, failed: false, terminating: false, finished: false, reported: false };
       pods.set(uid, fresh);
       void runInit(pod, fresh, kubeconfig).catch((err: unknown) => {
         if (!(err instanceof Terminating)) process.stderr.write(`pod runner: ${pod.metadata?.name ?? ''}: ${String(err)}\n`);
@@ -463,6 +466,11 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       if (!state.terminating) terminate(pod, state);
       return;
     }
+    if (state.finished && !state.reported) {
+      // The last write lost a race (409: e.g. the controller unlabelled the former holder meanwhile): again.
+      state.reported = await reportExit(pod, state).then(() => true, () => false);
+      return;
+    }
     if (state.terminating || state.reported) return;
     const policy = pod.spec?.restartPolicy ?? 'Always';
     const mains = state.containers.filter((c) => c.kind === 'main');
@@ -471,8 +479,8 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       // Every main container has exited for good: stop the sidecars (last first) and report.
       state.terminating = true;
       await stopInOrder(pod, state, 30_000);
-      await reportExit(pod, state).catch(() => undefined); // a 409 (the controller patched the pod): the Job sees it next try
-      state.reported = true;
+      state.finished = true;
+      state.reported = await reportExit(pod, state).then(() => true, () => false); // false: retried next round
       return;
     }
     const restart = state.containers.filter((c) => !c.proc.isRunning() && (c.kind === 'sidecar' || (c.kind === 'main' && (policy === 'Always' || (policy === 'OnFailure' && c.exitCode !== 0)))));
