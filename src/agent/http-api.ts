@@ -6,7 +6,12 @@
  *                                          granted/renewed/lost/released, each with an `id:`
  *   POST /v1/locks/NAME/acquire?wait=D&runId=ID → asks for the lock (Mutex: joins the FIFO queue),
  *                                          then 200 when held (waits up to D, default 0), 423
- *                                          problem `not-granted` when not held in time
+ *                                          problem `not-granted` when not held in time, 409
+ *                                          problem `already-done` when the run id was completed
+ *                                          (before or while waiting; run-once.ts, as acquire())
+ *   POST /v1/locks/NAME/complete?runId=ID&token=T → reports the run completed, only while this
+ *                                          pod holds the term with token T (else 409 `not-held`);
+ *                                          call it before release, as `fencepost exec` does
  *   POST /v1/locks/NAME/release          → withdraws the request and releases the Lease; 200 after
  *   GET  /healthz, /readyz               → for the pod's own containers (the kubelet's probes and
  *                                          /metrics have their own listeners, see cli/agent.ts)
@@ -15,6 +20,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { parseDuration } from '../config/duration.ts';
 import { problem, sendProblem } from './problem.ts';
+import { AlreadyDoneError, requestRun } from './run-once.ts';
 import { EventJournal, SSE_RETRY_MS, formatSse } from './sse.ts';
 import type { LockSession } from './session.ts';
 import openapi from './openapi.json' with { type: 'json' };
@@ -56,7 +62,7 @@ function waitHeld(session: LockSession, waitMs: number, req: IncomingMessage): P
 }
 
 /** ALLOWED lists the method each path shape allows (for 405 and its `allow` header). */
-const ALLOWED: Readonly<Record<string, string>> = { '': 'GET', '/events': 'GET', '/acquire': 'POST', '/release': 'POST' };
+const ALLOWED: Readonly<Record<string, string>> = { '': 'GET', '/events': 'GET', '/acquire': 'POST', '/complete': 'POST', '/release': 'POST' };
 
 /** serveAgentApi listens on host:port (loopback; checked by the config) for the given sessions. */
 export async function serveAgentApi(host: string, port: number, sessions: ReadonlyMap<string, LockSession>, routes: AgentApiRoutes): Promise<AgentApi> {
@@ -81,7 +87,7 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
     if (path === '/openapi.json') { if (only('GET')) res.writeHead(200, { 'content-type': 'application/json' }).end(OPENAPI_TEXT); return; }
     if (path === '/healthz') { if (only('GET')) text(res, 200, 'ok\n'); return; }
     if (path === '/readyz') { if (only('GET')) { const ok = routes.ready(); text(res, ok ? 200 : 503, ok ? 'ok\n' : 'not ready: the Lease watches have not synced\n'); } return; }
-    const m = /^\/v1\/locks\/([^/]+)(\/events|\/acquire|\/release)?$/.exec(path);
+    const m = /^\/v1\/locks\/([^/]+)(\/events|\/acquire|\/complete|\/release)?$/.exec(path);
     if (m === null) { sendProblem(res, problem('no-route', `no endpoint ${path}; the API is described at /openapi.json`)); return; }
     const action = m[2] ?? '';
     if (!only(ALLOWED[action] ?? 'GET')) return;
@@ -115,13 +121,33 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
           return;
         }
         const runId = url.searchParams.get('runId') ?? undefined;
-        session.request(runId).then(
-          () => waitHeld(session, waitMs, req).then((held) => {
+        requestRun(session, name, runId, () => waitHeld(session, waitMs, req)).then(
+          (held) => {
             if (res.writableEnded || res.destroyed) return;
             if (held) { json(res, 200, session.snapshot()); return; }
             sendProblem(res, problem('not-granted', `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`, { lock: name, snapshot: session.snapshot() }));
-          }),
-          (err: unknown) => { sendProblem(res, problem('kubernetes-unavailable', `Failed to request the lock: ${messageOf(err)}`, { lock: name })); },
+          },
+          (err: unknown) => {
+            if (res.writableEnded || res.destroyed) return;
+            if (err instanceof AlreadyDoneError) { sendProblem(res, problem('already-done', `${err.message}; do not run it`, { lock: name, runId })); return; }
+            sendProblem(res, problem('kubernetes-unavailable', `Failed to request the lock: ${messageOf(err)}`, { lock: name }));
+          },
+        );
+        return;
+      }
+      case '/complete': {
+        const runId = url.searchParams.get('runId') ?? '';
+        const token = url.searchParams.get('token') ?? '';
+        if (runId === '') { sendProblem(res, problem('invalid-parameter', 'runId is required: the run to report completed', { parameter: 'runId' })); return; }
+        if (!/^[0-9]+$/.test(token)) { sendProblem(res, problem('invalid-parameter', 'token is required: the decimal fencing token of the term that did the run', { parameter: 'token' })); return; }
+        const held = session.heldToken();
+        if (held === undefined || held !== BigInt(token)) {
+          sendProblem(res, problem('not-held', `this pod does not hold lock ${name} with token ${token} (${held === undefined ? 'it holds no term' : `it holds token ${held}`}); a run is reported completed only by the term that did it`, { lock: name, snapshot: session.snapshot() }));
+          return;
+        }
+        session.complete(runId).then(
+          () => { json(res, 200, session.snapshot()); },
+          (err: unknown) => { sendProblem(res, problem('kubernetes-unavailable', `Failed to report the run completed: ${messageOf(err)}`, { lock: name })); },
         );
         return;
       }

@@ -13,6 +13,13 @@ export const PROBLEM_BASE = 'https://fencepost.io/problems/';
 export const PROBLEMS = {
   /** The lock was not granted to this pod within `wait`; the request stays queued (Mutex). */
   'not-granted': { status: 423, title: 'Lock not granted within the wait' },
+  /**
+   * The run id of an acquire was already reported completed (before the request, or while this
+   * pod waited: then the term was released again). Permanent for that run id: do not run it.
+   */
+  'already-done': { status: 409, title: 'Run already completed' },
+  /** A complete call whose token is not the term this pod holds now (lost, released, or never held). */
+  'not-held': { status: 409, title: 'Lock not held with this token' },
   'invalid-parameter': { status: 400, title: 'Invalid query parameter' },
   'unknown-lock': { status: 404, title: 'Lock not managed by this agent' },
   'no-route': { status: 404, title: 'No such endpoint' },

@@ -21,7 +21,8 @@
  *   to wait out the lease to grant the next term.
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
-import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { podKeys } from '../api/v1alpha1/pod-keys.ts';
 import { mergePatch } from '../kube/patch.ts';
 import { parseLease, releasedLease, renewedLease, sameHolder, type HolderRef, type LockRecord } from '../lease/record.ts';
@@ -185,6 +186,22 @@ export class LockSession {
   async complete(runId: string): Promise<void> {
     const keys = podKeys(this.#o.lock);
     await this.#patchOwnPod({ [keys.completedRun]: runId, [keys.completedAt]: this.#o.clock.now().toISOString() });
+  }
+
+  /**
+   * runCompleted: whether some holder's report of runId is recorded in the lock's
+   * status.completedRuns (the controller's record; a report still only on a pod annotation does
+   * not count yet). A lock without its DistributedLock has no completed runs.
+   */
+  async runCompleted(runId: string): Promise<boolean> {
+    let obj: DistributedLock;
+    try {
+      obj = await this.#o.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.#o.namespace, plural: PLURAL, name: this.#o.lock }) as DistributedLock;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+    return (obj.status?.completedRuns ?? []).some((r) => r.runId === runId);
   }
 
   async #patchOwnPod(annotations: Record<string, string | null>): Promise<void> {

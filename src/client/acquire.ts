@@ -9,8 +9,8 @@
  * The controller decides who is granted (Election mode: the oldest Ready candidate); acquire
  * waits until this pod is, and its own first renew confirmed it.
  */
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { requestRun } from '../agent/run-once.ts';
 import { LockSession, type LockEvent, type TermTimings } from '../agent/session.ts';
 import { loadKubeConfig } from '../cli/kubeconfig.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
@@ -30,17 +30,15 @@ export interface AcquireOptions {
   readonly signal?: AbortSignal;
   /**
    * runId (Mutex mode, run-once-per-window): the run this acquire is for, e.g. a cron slot. If a
-   * holder already reported it completed, acquire throws AlreadyDoneError instead of granting.
+   * holder already reported it completed (before the request, or while this pod waited), acquire
+   * throws AlreadyDoneError instead of granting (agent/run-once.ts, shared with the agent's API).
    */
   readonly runId?: string;
   readonly log?: Logger;
   readonly clock?: TimerClock;
 }
 
-/** AlreadyDoneError: the run id was already reported completed by some holder. */
-export class AlreadyDoneError extends Error {
-  constructor(message: string) { super(message); this.name = 'AlreadyDoneError'; }
-}
+export { AlreadyDoneError } from '../agent/run-once.ts';
 
 /** NotAcquiredError: the lock was not granted to this pod within waitMs (or the wait was aborted). */
 export class NotAcquiredError extends Error {
@@ -66,11 +64,6 @@ export interface HeldLock extends AsyncDisposable {
   release(): Promise<void>;
 }
 
-async function runDone(kc: KubeConfig, namespace: string, lock: string, runId: string): Promise<boolean> {
-  const obj = await kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name: lock }) as DistributedLock;
-  return (obj.status?.completedRuns ?? []).some((r) => r.runId === runId);
-}
-
 function env(name: string): string {
   const v = process.env[name];
   if (v === undefined || v === '') throw new Error(`acquire: ${name} is not set; pass options.${name === 'POD_NAMESPACE' ? 'namespace' : 'pod'} or set it from the downward API`);
@@ -85,15 +78,12 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   const clock = opts.clock ?? realClock;
   const session = new LockSession({ kc, namespace, lock, self, clock, log: opts.log ?? silentLogger });
   const lost = new AbortController();
-  const done = (): Promise<boolean> => (opts.runId !== undefined ? runDone(kc, namespace, lock, opts.runId) : Promise.resolve(false));
-  if (await done()) throw new AlreadyDoneError(`acquire(${lock}): run ${JSON.stringify(opts.runId)} was already completed`);
   await session.start();
   try {
-    await session.request(opts.runId);
-    await new Promise<void>((resolve, reject) => {
+    await requestRun(session, lock, opts.runId, () => new Promise<boolean>((resolve, reject) => {
       const finish = (err?: Error): void => {
         off(); timer?.cancel(); opts.signal?.removeEventListener('abort', onAbort);
-        if (err !== undefined) reject(err); else resolve();
+        if (err !== undefined) reject(err); else resolve(true);
       };
       const off = session.onEvent((e) => { if (e.type === 'granted') finish(); });
       const onAbort = (): void => { finish(new NotAcquiredError(`acquire(${lock}): aborted before the lock was granted`)); };
@@ -102,13 +92,7 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
         ? clock.setTimeout(() => { finish(new NotAcquiredError(`acquire(${lock}): not granted within ${opts.waitMs} ms`)); }, opts.waitMs)
         : undefined;
       if (session.heldToken() !== undefined) finish();
-    });
-    // Someone may have completed the run while we waited in the queue.
-    if (await done()) {
-      await session.withdraw();
-      await session.release();
-      throw new AlreadyDoneError(`acquire(${lock}): run ${JSON.stringify(opts.runId)} was completed while waiting`);
-    }
+    }));
   } catch (err) {
     await session.withdraw().catch(() => undefined);
     await session.stop();

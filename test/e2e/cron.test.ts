@@ -7,29 +7,40 @@ import { ROOT, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 
 const NS = 'e2e-cron';
 
-// examples/cron-fleet.yaml: a CronJob whose every run is a Job of three parallel pods, each running
-// `fencepost exec --lock nightly-report --run-id <job name>`. The pods are scheduled on kwok's nodes
-// and their exec containers run as local processes with the pods' identities; when a process exits
-// the pod runner reports it in the pod status, so the Job controller sees the pods finish.
-describe('a cron fleet with fencepost exec and a run id (examples/cron-fleet.yaml)', () => {
+interface RanContainer { readonly pod: string; readonly container: string; readonly exit: number | string | undefined; readonly output: string }
+
+// examples/cron-fleet.yaml: two CronJobs whose every run is a Job of three parallel pods asking one
+// Mutex lock with the run id (the Job's name). nightly-report runs `fencepost exec --lock
+// nightly-report --run-id <job name>`; nightly-export runs the agent as a native sidecar and a
+// shell script with curl against it. The pods are scheduled on kwok's nodes and their containers
+// run as local processes with the pods' identities — the fencepost ones with this checkout, the
+// curl image's script verbatim with this machine's sh and curl; when the main container exits the
+// pod runner stops the sidecars and reports the pod status, so the Job controller sees the pods
+// finish (test/support/cluster/pod-runner.ts).
+describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
   const e = useE2eCluster([NS]);
 
-  /** runJob creates a Job from the CronJob, waits until it is Complete, and returns each pod's exit and output. */
-  const runJob = async (name: string): Promise<{ pod: string; exit: number | string | undefined; output: string }[]> => {
-    await e.kubectl(['create', 'job', '-n', NS, name, '--from=cronjob/nightly-report']);
+  /** runJob creates a Job from a CronJob, waits until it is Complete, and returns each container's exit and output. */
+  const runJob = async (cronJob: string, name: string): Promise<RanContainer[]> => {
+    await e.kubectl(['create', 'job', '-n', NS, name, `--from=cronjob/${cronJob}`]);
     await e.kubectl(['wait', '-n', NS, `job/${name}`, '--for=condition=Complete', '--timeout=90s']).catch(async (err: unknown) => {
-      throw new Error(`${String(err)}\n${await e.kubectl(['get', 'pods,jobs', '-n', NS, '-o', 'wide'])}\n${await dumpDiagnostics(e, NS)}`);
+      const steps = e.runner.history().filter((h) => h.namespace === NS && h.pod.startsWith(`${name}-`)).map((h) => `${h.pod}/${h.container}:${h.what}${h.exitCode !== undefined ? `(${h.exitCode})` : ''}`);
+      throw new Error(`${String(err)}\n${await e.kubectl(['get', 'pods,jobs', '-n', NS, '-o', 'wide'])}\npod runner: ${steps.join(' → ')}\n${await dumpDiagnostics(e, NS)}`);
     });
     const ran = e.runner.containers().filter((c) => c.namespace === NS && c.pod.startsWith(`${name}-`));
     await eventually(() => { expect(ran.every((c) => c.exitCode !== undefined)).toBe(true); }, 30_000, 100);
-    return ran.map((c) => ({ pod: c.pod, exit: c.exitCode, output: readFileSync(c.logFile, 'utf8') }));
+    return ran.map((c) => ({ pod: c.pod, container: c.container, exit: c.exitCode, output: readFileSync(c.logFile, 'utf8') }));
+  };
+  const completedRuns = async (lock: string): Promise<string[]> => {
+    const obj = await e.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: lock }) as DistributedLock;
+    return obj.status?.completedRuns?.map((r) => r.runId) ?? [];
   };
 
-  it('each run id is executed exactly once across the fleet, with a larger token each time', async () => {
+  it('fencepost exec: each run id is executed exactly once across the fleet, with a larger token each time', async () => {
     await e.kubectl(['apply', '-n', NS, '-f', join(ROOT, 'examples/cron-fleet.yaml')]);
     const tokens: bigint[] = [];
     for (const run of ['nightly-report-run-1', 'nightly-report-run-2']) {
-      const pods = await runJob(run);
+      const pods = await runJob('nightly-report', run);
       expect(pods.length, JSON.stringify(pods)).toBeGreaterThanOrEqual(3);
       const executed = pods.filter((p) => p.output.includes(`nightly report ${run} by`));
       expect(executed, JSON.stringify(pods)).toHaveLength(1);
@@ -39,9 +50,50 @@ describe('a cron fleet with fencepost exec and a run id (examples/cron-fleet.yam
       const token = /with fencing token (\d+)/.exec(executed[0]?.output ?? '')?.[1];
       expect(token).toMatch(/^\d+$/);
       tokens.push(BigInt(token ?? '0'));
-      const lock = await e.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: 'nightly-report' }) as DistributedLock;
-      expect(lock.status?.completedRuns?.map((r) => r.runId)).toContain(run);
+      expect(await completedRuns('nightly-report')).toContain(run);
     }
     expect(tokens[1]).toBeGreaterThan(tokens[0] ?? 0n);
+  });
+
+  // The same with the agent as a native sidecar and a job image that is not fencepost's: the
+  // script acquires with the run id over the agent's HTTP API, runs and reports the run completed
+  // with the token it was granted; the other pods are answered already-done and exit 0 without
+  // running it. Each pod's job container starts only after its agent's startupProbe passed, and the
+  // Job completes because the kubelet (here the pod runner) stops the sidecar once the job's
+  // container has exited.
+  it('native sidecar + curl: each run id runs exactly once, the others are told already done, and the Job completes with its sidecars stopped after the job', async () => {
+    await e.kubectl(['apply', '-n', NS, '-f', join(ROOT, 'examples/cron-fleet.yaml')]);
+    const tokens: bigint[] = [];
+    for (const run of ['nightly-export-run-1', 'nightly-export-run-2']) {
+      const ran = await runJob('nightly-export', run);
+      const jobs = ran.filter((c) => c.container === 'export');
+      const pods = [...new Set(ran.map((c) => c.pod))];
+      expect(pods.length, JSON.stringify(ran)).toBeGreaterThanOrEqual(3);
+      expect(jobs.map((c) => c.pod).sort(), 'one job container per pod').toEqual(pods.sort());
+      const executed = jobs.filter((c) => c.output.includes(`nightly export ${run} by`));
+      expect(executed, JSON.stringify(jobs)).toHaveLength(1);
+      const others = jobs.filter((c) => c !== executed[0]);
+      for (const c of others) expect(c.output, c.pod).toMatch(new RegExp(`nightly export ${run} already done by another pod, not run: .*already-done`));
+      expect(jobs.map((c) => c.exit), JSON.stringify(jobs)).toEqual(jobs.map(() => 0));
+      const token = /with fencing token (\d+)/.exec(executed[0]?.output ?? '')?.[1];
+      expect(token).toMatch(/^\d+$/);
+      tokens.push(BigInt(token ?? '0'));
+      expect(await completedRuns('nightly-export')).toContain(run);
+
+      // The kubelet's order in each pod: the agent ready before the job started; the agent asked
+      // to stop only after the job container exited, and then it exited too (the Job completed).
+      for (const pod of pods) {
+        const steps = e.runner.history().filter((h) => h.namespace === NS && h.pod === pod).map((h) => `${h.container}:${h.what}`);
+        const at = (step: string): number => steps.indexOf(step);
+        expect(at('fencepost-agent:probed'), steps.join(' → ')).toBeGreaterThanOrEqual(0);
+        expect(at('fencepost-agent:probed'), steps.join(' → ')).toBeLessThan(at('export:started'));
+        expect(at('export:exited'), steps.join(' → ')).toBeLessThan(at('fencepost-agent:sigterm'));
+        expect(at('fencepost-agent:sigterm'), steps.join(' → ')).toBeLessThan(at('fencepost-agent:exited'));
+      }
+      const phases = (await e.kubectl(['get', 'pods', '-n', NS, '-l', `batch.kubernetes.io/job-name=${run}`, '-o', 'jsonpath={.items[*].status.phase}'])).split(' ');
+      expect(phases).toEqual(pods.map(() => 'Succeeded'));
+    }
+    expect(tokens[1]).toBeGreaterThan(tokens[0] ?? 0n);
+    process.stderr.write(`[e2e] cron fleet with the native sidecar: tokens ${tokens.join(', ')}\n`);
   });
 });

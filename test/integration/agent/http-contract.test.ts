@@ -10,7 +10,7 @@ import { realClock } from '../../../src/runtime/clock.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
-import { createLock, createPod, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { createLock, createPod, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const DOC_FILE = resolve(import.meta.dirname, '../../../src/agent/openapi.json');
@@ -71,6 +71,7 @@ describe('the agent HTTP API against its OpenAPI document', () => {
   let t: TestKube;
   let dir = '';
   let controller: LockController;
+  let controllerStopped = false;
   const procs: ManagedProcess[] = [];
   let ready = 0; // the synced agent's API port
   let cut = 0; // the agent without an API server
@@ -131,7 +132,7 @@ describe('the agent HTTP API against its OpenAPI document', () => {
   }, 60_000);
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop()));
-    await controller?.stop();
+    if (!controllerStopped) await controller?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -158,7 +159,7 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     expect(held.held).toBe(true);
     expect(check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api'))).toMatchObject({ held: true, token: held.token });
     expect(check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=soon'))).toMatchObject({ type: 'https://fencepost.io/problems/invalid-parameter', status: 400, parameter: 'wait' });
-    for (const [path, method] of [['/v1/locks/{name}', 'GET'], ['/v1/locks/{name}/events', 'GET'], ['/v1/locks/{name}/acquire', 'POST'], ['/v1/locks/{name}/release', 'POST']] as const) {
+    for (const [path, method] of [['/v1/locks/{name}', 'GET'], ['/v1/locks/{name}/events', 'GET'], ['/v1/locks/{name}/acquire', 'POST'], ['/v1/locks/{name}/complete', 'POST'], ['/v1/locks/{name}/release', 'POST']] as const) {
       const real = path.replace('{name}', 'nope');
       expect(check(path, method, await call(ready, method, real))).toMatchObject({ type: 'https://fencepost.io/problems/unknown-lock', status: 404, locks: ['api', 'busy'] });
       const wrong = method === 'GET' ? 'POST' : 'GET';
@@ -171,9 +172,32 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     expect((await call(ready, 'GET', '/no/such/path')).contentType).toBe('application/problem+json');
   });
 
+  it('reports a run completed only with the held term\'s token (200, else 409 not-held; 400 without runId or token), and then answers acquire of that run id 409 already-done', async () => {
+    const held = check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api')) as { held: boolean; token: string };
+    expect(held.held).toBe(true); // still held since the acquire test
+    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?token=${held.token}`))).toMatchObject({ status: 400, parameter: 'runId' });
+    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', '/v1/locks/api/complete?runId=slot-1&token=soon'))).toMatchObject({ status: 400, parameter: 'token' });
+    const other = (BigInt(held.token) + 1n).toString();
+    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-1&token=${other}`)))
+      .toMatchObject({ type: 'https://fencepost.io/problems/not-held', status: 409, lock: 'api', snapshot: { held: true, token: held.token } });
+    // `busy` was never granted: no term, whatever the token.
+    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/busy/complete?runId=slot-1&token=${held.token}`))).toMatchObject({ type: 'https://fencepost.io/problems/not-held', snapshot: { held: false } });
+    expect((await getLock(t, 'api')).status?.completedRuns ?? []).toEqual([]);
+    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-1&token=${held.token}`))).toMatchObject({ held: true, token: held.token });
+    // The controller records the report in the lock's status; from then on the run id is refused.
+    await eventually(async () => { expect((await getLock(t, 'api')).status?.completedRuns?.map((r) => r.runId)).toEqual(['slot-1']); }, 20_000);
+    expect(check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=5s&runId=slot-1')))
+      .toMatchObject({ type: 'https://fencepost.io/problems/already-done', status: 409, lock: 'api', runId: 'slot-1' });
+    // Refused without touching the term this pod holds; another run id is granted (already held).
+    expect(check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api'))).toMatchObject({ held: true, token: held.token });
+    expect(check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=5s&runId=slot-2'))).toMatchObject({ held: true, token: held.token });
+  });
+
   it('answers 502 when the API server does not take the request or the release', async () => {
     expect(check('/v1/locks/{name}/acquire', 'POST', await call(cut, 'POST', '/v1/locks/api/acquire'))).toMatchObject({ type: 'https://fencepost.io/problems/kubernetes-unavailable', status: 502, lock: 'api' });
     expect(check('/v1/locks/{name}/release', 'POST', await call(cut, 'POST', '/v1/locks/api/release'))).toMatchObject({ status: 502 });
+    // With a run id, the read of the lock's completed runs fails first.
+    expect(check('/v1/locks/{name}/acquire', 'POST', await call(cut, 'POST', '/v1/locks/api/acquire?runId=slot-3'))).toMatchObject({ status: 502, lock: 'api' });
   });
 
   it('streams events with retry: and id: lines whose data validate, replays what a client missed after Last-Event-ID, and releases (200)', async () => {
@@ -202,6 +226,19 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     expect(replay.slice(0, missed.length)).toEqual(missed);
     expect(replay[missed.length]?.event).toBe('state');
     validateAs('LockSnapshot', replay[missed.length]?.data);
+  });
+
+  it('answers complete 502 when the API server does not take the report (the pod object is gone while the Lease still names it)', async () => {
+    // The lock is released by the events test: take it again, then stop the controller, so that
+    // nobody revokes the Lease when the pod object goes; the agent's term goes on.
+    const held = check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=30s')) as { held: boolean; token: string };
+    expect(held.held).toBe(true);
+    await controller.stop();
+    controllerStopped = true;
+    await t.core.deleteNamespacedPod({ namespace: t.namespace, name: 'api-0', gracePeriodSeconds: 0 });
+    await eventually(async () => { await expect(t.core.readNamespacedPod({ namespace: t.namespace, name: 'api-0' })).rejects.toThrow(); }, 10_000);
+    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-2&token=${held.token}`)))
+      .toMatchObject({ type: 'https://fencepost.io/problems/kubernetes-unavailable', status: 502, lock: 'api' });
   });
 
   it('produced every documented path, method and status with a real request', () => {

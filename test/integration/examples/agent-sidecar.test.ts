@@ -3,7 +3,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { loadAllYaml, type V1Container, type V1Deployment, type V1Pod } from '@kubernetes/client-node';
+import { loadAllYaml, type V1Container, type V1CronJob, type V1Deployment, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseAgentConfig } from '../../../src/config/agent.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
@@ -17,6 +17,15 @@ function exampleSidecar(): V1Container {
   const deployment = docs.find((d) => d.kind === 'Deployment') as V1Deployment;
   const sidecar = deployment.spec?.template.spec?.initContainers?.find((c) => c.name === 'fencepost-agent');
   if (sidecar === undefined) throw new Error('examples/singleton-deployment.yaml has no fencepost-agent init container');
+  return sidecar;
+}
+
+/** cronSidecar is the agent init container of the nightly-export CronJob of examples/cron-fleet.yaml. */
+function cronSidecar(): V1Container {
+  const docs = loadAllYaml(readFileSync(join(ROOT, 'examples/cron-fleet.yaml'), 'utf8')) as { kind: string; metadata?: { name?: string } }[];
+  const cronJob = docs.find((d) => d.kind === 'CronJob' && d.metadata?.name === 'nightly-export') as V1CronJob | undefined;
+  const sidecar = cronJob?.spec?.jobTemplate.spec?.template.spec?.initContainers?.find((c) => c.name === 'fencepost-agent');
+  if (sidecar === undefined) throw new Error('examples/cron-fleet.yaml has no nightly-export CronJob with a fencepost-agent init container');
   return sidecar;
 }
 
@@ -38,6 +47,10 @@ describe('the chart\'s fencepost.agentSidecar helper', () => {
 
   it('renders exactly the sidecar of examples/singleton-deployment.yaml', async () => {
     expect(await render('(dict "locks" (list "singleton"))')).toEqual([exampleSidecar()]);
+  });
+
+  it('renders exactly the sidecar of the nightly-export CronJob of examples/cron-fleet.yaml', async () => {
+    expect(await render('(dict "locks" (list "nightly-export"))')).toEqual([cronSidecar()]);
   });
 
   it('is a native sidecar whose probes reach the agent\'s probe listener and whose lock API stays on loopback', () => {

@@ -2,8 +2,11 @@
  * PodRunner: the kubelet's part for fencepost containers, on a cluster whose nodes are kwok's fakes.
  * kwok marks scheduled pods Running and Ready but runs nothing; the runner starts the containers it
  * can run as local processes, with that pod's identity: those whose image is fencepost's (the agent
- * sidecar, `fencepost exec`, the controller) and little scripts whose image is `node` (command
- * `node ...`, run with this Node; test applications that record what they see). For each:
+ * sidecar, `fencepost exec`, the controller), little scripts whose image is `node` (command
+ * `node ...`, run with this Node; test applications that record what they see), and shell scripts
+ * whose image is curl's (`curlimages/curl`, command `sh ...`, run with this machine's sh and curl:
+ * the job scripts of examples that talk to the agent's HTTP API; they must be POSIX sh, as the
+ * image's busybox ash and Debian's dash both run them). For each:
  *
  * - a ServiceAccount token bound to the pod (TokenRequest with boundObjectRef), for the pod's
  *   serviceAccountName, in a kubeconfig given as KUBECONFIG — the permissions are the pod's own;
@@ -111,6 +114,23 @@ export function isScriptImage(image: string | undefined): boolean {
   return repo === 'node' || repo.endsWith('/node');
 }
 
+/** isCurlImage: the image's repository is `curl` or ends in `/curl` (curlimages/curl: a shell script with curl). */
+export function isCurlImage(image: string | undefined): boolean {
+  const repo = (image ?? '').replace(/@.*$/, '').replace(/:[^/:]*$/, '');
+  return repo === 'curl' || repo.endsWith('/curl');
+}
+
+/**
+ * scriptInterpreter: the local program that runs a script container in place of its image's
+ * (`node` image with command `node …`: this Node; curl image with command `sh …`: this sh), or
+ * undefined when the container is not such a script.
+ */
+export function scriptInterpreter(c: Pick<V1Container, 'image' | 'command'>): string | undefined {
+  if (isScriptImage(c.image) && c.command?.[0] === 'node') return process.execPath;
+  if (isCurlImage(c.image) && c.command?.[0] === 'sh') return 'sh';
+  return undefined;
+}
+
 /** rewriteLoopbackPorts replaces `127.0.0.1:P` and `localhost:P` for each pod port P with its local port. */
 export function rewriteLoopbackPorts(text: string, ports: ReadonlyMap<number, number>): string {
   return text.replace(/\b(127\.0\.0\.1|localhost):(\d{1,5})\b/g, (m, host: string, port: string) => {
@@ -201,6 +221,9 @@ interface PodState {
   /** failed: a regular init container failed under restartPolicy Never (reported Failed). */
   failed: boolean;
   terminating: boolean;
+  /** finished: every main container exited for good and the sidecars were stopped; the status is to be reported. */
+  finished: boolean;
+  /** reported: the pod's final status was written (retried every round until it is). */
   reported: boolean;
 }
 
@@ -222,7 +245,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   const note = (rc: RunningContainer, what: LifecycleEvent['what'], exitCode?: number | string): void => {
     history.push({ namespace: rc.namespace, pod: rc.pod, container: rc.container, what, ...(exitCode !== undefined ? { exitCode } : {}) });
   };
-  const runnable = (c: V1Container): boolean => isFencepostImage(c.image) || (isScriptImage(c.image) && c.command?.[0] === 'node');
+  const runnable = (c: V1Container): boolean => isFencepostImage(c.image) || scriptInterpreter(c) !== undefined;
   const kindOf = (pod: V1Pod, c: V1Container): ContainerKind => {
     if (!(pod.spec?.initContainers ?? []).includes(c)) return 'main';
     return isSidecar(c) ? 'sidecar' : 'init';
@@ -284,7 +307,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     for (const [port, local] of ports) state.ports.set(port, local);
     if (state.terminating || stopped) throw new Terminating();
     const logFile = join(o.dir, `${ns}.${name}.${c.name}.log`);
-    const proc = spawnManaged(`${name}/${c.name}`, process.execPath, {
+    const proc = spawnManaged(`${name}/${c.name}`, isFencepostImage(c.image) ? process.execPath : scriptInterpreter(c) ?? process.execPath, {
       args, logFile,
       env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? '/tmp', ...env, KUBECONFIG: kubeconfig },
     });
@@ -432,7 +455,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       const wanted = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].filter(runnable);
       if (!running || wanted.length === 0) return;
       const kubeconfig = await kubeconfigFor(pod); // throws before anything started: retried next round
-      const fresh: PodState = { containers: [], ports: new Map(), mainsStarted: false, failed: false, terminating: false, reported: false };
+      const fresh: PodState = { containers: [], ports: new Map(), mainsStarted: false, failed: false, terminating: false, finished: false, reported: false };
       pods.set(uid, fresh);
       void runInit(pod, fresh, kubeconfig).catch((err: unknown) => {
         if (!(err instanceof Terminating)) process.stderr.write(`pod runner: ${pod.metadata?.name ?? ''}: ${String(err)}\n`);
@@ -443,6 +466,11 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       if (!state.terminating) terminate(pod, state);
       return;
     }
+    if (state.finished && !state.reported) {
+      // The last write lost a race (409: e.g. the controller unlabelled the former holder meanwhile): again.
+      state.reported = await reportExit(pod, state).then(() => true, () => false);
+      return;
+    }
     if (state.terminating || state.reported) return;
     const policy = pod.spec?.restartPolicy ?? 'Always';
     const mains = state.containers.filter((c) => c.kind === 'main');
@@ -451,8 +479,8 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       // Every main container has exited for good: stop the sidecars (last first) and report.
       state.terminating = true;
       await stopInOrder(pod, state, 30_000);
-      await reportExit(pod, state).catch(() => undefined); // a 409 (the controller patched the pod): the Job sees it next try
-      state.reported = true;
+      state.finished = true;
+      state.reported = await reportExit(pod, state).then(() => true, () => false); // false: retried next round
       return;
     }
     const restart = state.containers.filter((c) => !c.proc.isRunning() && (c.kind === 'sidecar' || (c.kind === 'main' && (policy === 'Always' || (policy === 'OnFailure' && c.exitCode !== 0)))));

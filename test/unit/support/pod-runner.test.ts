@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import { expandVars, isFencepostImage, isScriptImage, rewriteAddresses, rewriteLoopbackPorts, terminationPrereqs } from '../../support/cluster/pod-runner.ts';
+import { expandVars, isFencepostImage, isScriptImage, rewriteAddresses, scriptInterpreter, rewriteLoopbackPorts, terminationPrereqs } from '../../support/cluster/pod-runner.ts';
 
 // The pure parts of the e2e pod runner: which containers it runs, how it expands $(VAR) as the
 // kubelet does, and how it moves listen addresses to free loopback ports.
@@ -38,6 +38,17 @@ describe('the pod runner', () => {
     ['node', true], ['node:24-slim', true], ['docker.io/library/node:24', true], ['nodejs:1', false], ['fencepost', false],
   ])('runs image %j as a node script: %s', (image, expected) => {
     expect(isScriptImage(image)).toBe(expected);
+  });
+
+  it.each([
+    [{ image: 'node:24-slim', command: ['node', '-e', 'x'] }, process.execPath],
+    [{ image: 'curlimages/curl:8.11.1', command: ['sh', '-c', 'x'] }, 'sh'],
+    [{ image: 'curl', command: ['sh', '-ec', 'x'] }, 'sh'],
+    [{ image: 'curlimages/curl:8.11.1', command: ['curl', '-s', 'x'] }, undefined],
+    [{ image: 'node:24', command: ['sh', '-c', 'x'] }, undefined],
+    [{ image: 'registry.example.com/app:1', command: ['sh', '-c', 'x'] }, undefined],
+  ])('runs %j with the local %s', (c, expected) => {
+    expect(scriptInterpreter(c)).toBe(expected);
   });
 
   it('points loopback addresses at the local ports of the pod\'s containers, and leaves other ports alone', () => {
