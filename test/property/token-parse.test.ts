@@ -5,9 +5,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_TOKEN, parseToken, TokenError } from '../../src/fencing/token.ts';
 import { banner, fcParams, runs } from './settings.ts';
 import { malformedToken, validToken } from './tokens.ts';
+import { MAX_TOKEN, parseToken, TokenError } from '../../src/protocol/token.ts';
 
 const RUNS = 1000;
 

@@ -14,8 +14,10 @@
  */
 import { API_VERSION, KIND, resolveTimings, type DistributedLock, type LabelSelector, type Timings } from '../../src/api/v1alpha1/distributedlock.ts';
 import type { FencingState, LeaseView, Observation } from '../../src/controllers/distributedlock/decide.ts';
-import { podKeys, type PodSummary } from '../../src/controllers/distributedlock/pods.ts';
-import type { HolderRef, LockRecord } from '../../src/lease/record.ts';
+import { type PodSummary } from '../../src/controllers/distributedlock/pods.ts';
+import type { LockRecord } from '../../src/lease/record.ts';
+import type { HolderRef } from '../../src/protocol/holder.ts';
+import { podKeys } from '../../src/protocol/names.ts';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
