@@ -29,7 +29,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, Watch, type V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
-import { loadKubeConfig } from '../src/cli/kubeconfig.ts';
+import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { parseLease, renewedLease } from '../src/lease/record.ts';
 import { lockBody } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';

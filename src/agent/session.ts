@@ -22,6 +22,7 @@
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { leaseClientFrom, type LeaseClient } from '../kube/leases.ts';
 import { mergePatch } from '../kube/patch.ts';
 import { parseLease, releasedLease, renewedLease, type LockRecord } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -31,7 +32,6 @@ import { termTimingsOf, type TermTimings } from '../protocol/timings.ts';
 import type { Timer, TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
-import { leaseClientFrom, type LeaseClient } from '../runtime/leaderelection.ts';
 
 /** LockState: waiting (not the holder), confirming (granted, first renew in flight), held, lost, released, stopped. */
 export type LockState = 'waiting' | 'confirming' | 'held' | 'lost' | 'released' | 'stopped';

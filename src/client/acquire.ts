@@ -12,7 +12,7 @@
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { LockSession, type LockEvent } from '../agent/session.ts';
-import { loadKubeConfig } from '../cli/kubeconfig.ts';
+import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { realClock, type TimerClock } from '../runtime/clock.ts';

@@ -40,7 +40,7 @@ import type { PodSummary } from '../../../src/controllers/distributedlock/pods.t
 import { grantedLease, parseLease, releasedLease, renewFingerprint, type LockRecord } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
-import type { LeaseClient, LeaseRequestOptions } from '../../../src/runtime/leaderelection.ts';
+import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
 import { aLock, aPod, createdAt, withLeaseSeconds } from '../../support/builders.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
 import { holderIdentity, sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
