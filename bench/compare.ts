@@ -40,7 +40,7 @@ import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../src/cli/kubeconfig.ts';
+import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { renewedLease } from '../src/lease/record.ts';
 import { createLock, createPod, deleteLock, lockBody, setPodStatus, testKube, type TestKube } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';

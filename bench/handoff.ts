@@ -40,11 +40,12 @@ import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { keepAliveClient } from './kube-http.ts';
 import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, runMain, startServers, textTable } from './lib.ts';
+import { leaseName } from '../src/protocol/names.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const OUT = join(ROOT, 'bench/results/handoff.json');
 const LOCK = 'bench';
-const LEASE = `dlock-${LOCK}`;
+const LEASE = leaseName(LOCK);
 const SCRATCH = 'bench-scratch';
 const PODS = ['cand-0', 'cand-1'] as const;
 /** LEASE_SECONDS: the lock's leaseDurationSeconds; far longer than a run, so nothing expires. */

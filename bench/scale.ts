@@ -29,8 +29,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, Watch, type V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
-import { loadKubeConfig } from '../src/cli/kubeconfig.ts';
-import { LOCK_LABEL, parseLease, renewedLease } from '../src/lease/record.ts';
+import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { parseLease, renewedLease } from '../src/lease/record.ts';
 import { lockBody } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
@@ -39,6 +39,7 @@ import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { LineProcess } from './candidates.ts';
 import { keepAliveClient, parseMetrics, sumMetric, type KeepAliveClient } from './kube-http.ts';
 import { describeMachine, loadAverage, machineLine, onInterrupt, runMain, startServers, textTable, writeResult, type LoadAverage } from './lib.ts';
+import { LOCK_LABEL } from '../src/protocol/names.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');

@@ -24,6 +24,7 @@ import type { CheckedEvent, StateEvent, WorkerEvent, WriteEvent } from './events
 import { actSummary, type ActSummary, type DemoSummary, type DemoWrite, type Grant } from './summary.ts';
 import type { Timeline } from './timeline.ts';
 import { startWorker, type WorkerProcess } from './worker-process.ts';
+import { leaseName } from '../../src/protocol/names.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
 
@@ -264,7 +265,7 @@ export class Demo {
       `  export FENCEPOST_REDIS_URL=${redis.url}`,
       ...(kubectlDir !== undefined ? [`  export PATH=${kubectlDir}:$PATH`] : []),
       `  kubectl -n ${NAMESPACE} get dlock ${LOCK} -o wide`,
-      `  kubectl -n ${NAMESPACE} get lease dlock-${LOCK} -o yaml`,
+      `  kubectl -n ${NAMESPACE} get lease ${leaseName(LOCK)} -o yaml`,
       ...agents,
       `  redis-cli -p ${redis.port} get ${LEDGER}`,
       '',

@@ -23,14 +23,16 @@
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
-import { podKeys } from '../api/v1alpha1/pod-keys.ts';
+import { leaseClientFrom, type LeaseClient } from '../kube/leases.ts';
 import { mergePatch } from '../kube/patch.ts';
-import { parseLease, releasedLease, renewedLease, sameHolder, type HolderRef, type LockRecord } from '../lease/record.ts';
+import { parseLease, releasedLease, renewedLease, type LockRecord } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
+import { sameHolder, type HolderRef } from '../protocol/holder.ts';
+import { leaseName, lockLabelSelector, podKeys } from '../protocol/names.ts';
+import { termTimingsOf, type TermTimings } from '../protocol/timings.ts';
 import type { Timer, TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
-import { leaseClientFrom, type LeaseClient } from '../runtime/leaderelection.ts';
 
 /** LockState: waiting (not the holder), confirming (granted, first renew in flight), held, lost, released, stopped. */
 export type LockState = 'waiting' | 'confirming' | 'held' | 'lost' | 'released' | 'stopped';
@@ -88,16 +90,6 @@ interface Term {
   readonly renewPeriodMs: number;
 }
 
-/** TermTimings of the current or last term, as the Lease fixed them at grant. */
-export interface TermTimings {
-  readonly leaseDurationMs: number;
-  readonly renewDeadlineMs: number;
-  readonly renewPeriodMs: number;
-}
-
-/** leaseNameOf is the Lease of a lock (same rule as the controller). */
-export function leaseNameOf(lock: string): string { return `dlock-${lock}`; }
-
 /** GIVE_BACK_TIMEOUT_MS bounds one hand-back of an ended term (its Lease then expires instead). */
 const GIVE_BACK_TIMEOUT_MS = 5000;
 
@@ -131,7 +123,7 @@ export class LockSession {
     this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#informer.onChange((lease, kind) => {
-      if (lease.metadata?.name !== leaseNameOf(o.lock)) return;
+      if (lease.metadata?.name !== leaseName(o.lock)) return;
       if (kind === 'delete') { this.#onLeaseGone(); return; }
       this.#observe(lease);
     });
@@ -140,7 +132,7 @@ export class LockSession {
   /** start begins watching the lock's Lease; resolves once the watch has synced. */
   async start(): Promise<void> {
     await this.#informer.start();
-    const current = this.#informer.get(this.#o.namespace, leaseNameOf(this.#o.lock));
+    const current = this.#informer.get(this.#o.namespace, leaseName(this.#o.lock));
     if (current !== undefined) this.#observe(current);
   }
 
@@ -234,17 +226,17 @@ export class LockSession {
   /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
   async #releaseLease(token: bigint, logMessage: string, signal?: AbortSignal): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const lease = attempt === 0 ? this.#lease : await this.#leases.get(this.#o.namespace, leaseNameOf(this.#o.lock), signal !== undefined ? { signal } : undefined);
+      const lease = attempt === 0 ? this.#lease : await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), signal !== undefined ? { signal } : undefined);
       if (lease === undefined) return;
       const rec = parseLease(lease);
       if (!sameHolder(rec.holder, this.#o.self) || rec.token !== token) return; // no longer ours: nothing to release
       try {
-        this.#lease = await this.#leases.replace(this.#o.namespace, leaseNameOf(this.#o.lock), releasedLease(lease, 'Released'), signal !== undefined ? { signal } : undefined);
+        this.#lease = await this.#leases.replace(this.#o.namespace, leaseName(this.#o.lock), releasedLease(lease, 'Released'), signal !== undefined ? { signal } : undefined);
         this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
         return;
       } catch (err) {
         if (isNotFound(err)) return;
-        if (!isConflict(err)) throw new Error(`Failed to release Lease ${leaseNameOf(this.#o.lock)}`, { cause: err });
+        if (!isConflict(err)) throw new Error(`Failed to release Lease ${leaseName(this.#o.lock)}`, { cause: err });
       }
     }
   }
@@ -349,8 +341,10 @@ export class LockSession {
       const rec = this.#record();
       const token = this.#term?.token ?? this.#confirming;
       if (lease === undefined || rec === undefined || token === undefined || !sameHolder(rec.holder, this.#o.self) || rec.token !== token) return;
-      const deadlineMs = rec.renewDeadlineMs ?? Math.floor(((rec.leaseDurationSeconds ?? 15) * 1000 * 2) / 3);
-      const periodMs = rec.renewPeriodMs ?? Math.floor(deadlineMs / 2);
+      // The term's timings as the Lease fixed them at grant (the agent does not read the lock's spec).
+      const timings = termTimingsOf(rec);
+      const deadlineMs = timings.renewDeadlineMs;
+      const periodMs = timings.renewPeriodMs;
       const sentAt = clock.monotonicMs();
       // Bound the request by what is left of the term (or, confirming, by one deadline).
       const budget = this.#term !== undefined ? this.#term.validUntilMs - sentAt : deadlineMs;
@@ -360,18 +354,18 @@ export class LockSession {
       const onStop = (): void => { ac.abort(new Error('stopped')); };
       this.#abort.signal.addEventListener('abort', onStop, { once: true });
       try {
-        const stored = await this.#leases.replace(this.#o.namespace, leaseNameOf(this.#o.lock), renewedLease(lease, clock.now()), { signal: ac.signal });
+        const stored = await this.#leases.replace(this.#o.namespace, leaseName(this.#o.lock), renewedLease(lease, clock.now()), { signal: ac.signal });
         // Keep the newest Lease: the watch may already have delivered a later version.
         if (this.#lease === undefined || rvOf(stored) >= rvOf(this.#lease)) this.#lease = stored;
         if (this.#ended()) return; // stopped or released while the request was out
-        this.#onRenewed(token, sentAt, (rec.leaseDurationSeconds ?? 15) * 1000, deadlineMs, periodMs);
+        this.#onRenewed(token, sentAt, timings.leaseDurationMs, deadlineMs, periodMs);
         return;
       } catch (err) {
         if (this.#ended()) return;
         if (isConflict(err)) {
           // Someone wrote the Lease: re-read and go on only if it is still ours.
           try {
-            const fresh = await this.#leases.get(this.#o.namespace, leaseNameOf(this.#o.lock), { signal: ac.signal });
+            const fresh = await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), { signal: ac.signal });
             if (fresh === undefined) { this.#onLeaseGone(); return; }
             this.#observe(fresh);
           } catch { /* retried below */ }
@@ -456,7 +450,7 @@ export class LockSession {
 /** leaseInformerOf watches the Leases labelled with the lock (the session picks its own by name). */
 function leaseInformerOf(o: LockSessionOptions): LeaseInformer {
   const api = o.kc.makeApiClient(CoordinationV1Api);
-  const labelSelector = `fencepost.io/lock=${o.lock}`;
+  const labelSelector = lockLabelSelector(o.lock);
   return superviseInformer<V1Lease>({
     name: `lease:${o.lock}`, kc: o.kc, clock: o.clock, log: o.log, labelSelector,
     path: `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`,

@@ -16,8 +16,8 @@ import { parseAgentConfig } from '../config/agent.ts';
 import { eventRecorder } from '../kube/events.ts';
 import { parseBindAddress, serveProbes } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
+import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { realClock } from '../runtime/clock.ts';
-import { loadKubeConfig } from './kubeconfig.ts';
 
 /** runAgent runs until SIGTERM/SIGINT; returns the exit code. */
 export async function runAgent(argv: readonly string[]): Promise<number> {

@@ -6,14 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { CoordinationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
-import { loadKubeConfig } from './kubeconfig.ts';
 import { parseControllerConfig, type ControllerConfig } from '../config/controller.ts';
 import { startLockController, type LockController } from '../controllers/distributedlock/setup.ts';
+import { loadKubeConfig } from '../kube/kubeconfig.ts';
+import { leaseClientFrom } from '../kube/leases.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { serveProbes } from '../observability/http.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { realClock } from '../runtime/clock.ts';
-import { LeaderElector, leaseClientFrom } from '../runtime/leaderelection.ts';
+import { LeaderElector } from '../runtime/leaderelection.ts';
 
 /** StartupError: the process cannot start (e.g. the API server is unreachable); exit status 2. */
 export class StartupError extends Error {

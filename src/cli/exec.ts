@@ -13,13 +13,13 @@
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import type { TermTimings } from '../agent/session.ts';
 import { acquire, AlreadyDoneError, NotAcquiredError } from '../client/acquire.ts';
 import { parseDuration } from '../config/duration.ts';
 import { parseFlags } from '../config/flags.ts';
 import { parseLogLevel } from '../config/log-level.ts';
 import { UsageError } from '../config/usage-error.ts';
 import { createLogger } from '../observability/logger.ts';
+import type { TermTimings } from '../protocol/timings.ts';
 import { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';
 
 export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';

@@ -11,9 +11,10 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { requestRun } from '../agent/run-once.ts';
-import { LockSession, type LockEvent, type TermTimings } from '../agent/session.ts';
-import { loadKubeConfig } from '../cli/kubeconfig.ts';
+import { LockSession, type LockEvent } from '../agent/session.ts';
+import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
+import type { TermTimings } from '../protocol/timings.ts';
 import { realClock, type TimerClock } from '../runtime/clock.ts';
 
 /** AcquireOptions; every field is optional. */

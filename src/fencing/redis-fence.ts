@@ -7,7 +7,7 @@
  * The key is never deleted and never given a TTL by fencepost; the script removes a TTL it finds.
  */
 import type { Redis } from 'ioredis';
-import { parseToken } from './token.ts';
+import { parseToken } from '../protocol/token.ts';
 
 /**
  * FENCE_NEXT_LUA: KEYS[1] = counter key, ARGV[1] = floor (decimal string, the highest token etcd

@@ -23,7 +23,7 @@
  * Redis or SQL guard, whose mark lives with the data, when either matters.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseToken, TokenError } from '../fencing/token.ts';
+import { parseToken, TokenError } from '../protocol/token.ts';
 
 /** FenceCheck is the verdict on one request's token: accepted (with the parsed token) or refused
  *  with the HTTP status to answer (400 malformed or missing, 409 stale) and a message. */

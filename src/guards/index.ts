@@ -8,7 +8,7 @@
  * logger and no metrics — a service that only guards a resource pays for nothing else
  * (test/unit/cli/entry-imports.test.ts measures it).
  */
-export { MAX_TOKEN, parseToken, TokenError } from '../fencing/token.ts';
+export { MAX_TOKEN, parseToken, TokenError } from '../protocol/token.ts';
 export { DEFAULT_WRITE_ID_TTL_MS, redisGuard } from './redis-guard.ts';
 export type { RedisGuard, RedisGuardOptions, RedisWriteResult } from './redis-guard.ts';
 export { FenceBook, defaultResource, fencingTokenOf, httpGuard } from './http-guard.ts';

@@ -21,7 +21,7 @@
  * map the keys yourself with the options.
  */
 import type { Redis } from 'ioredis';
-import { parseToken } from '../fencing/token.ts';
+import { parseToken } from '../protocol/token.ts';
 
 /**
  * FENCED_WRITE_LUA: KEYS[1] = data key, KEYS[2] = fence key (high-water mark), KEYS[3] = write

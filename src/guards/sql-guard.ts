@@ -18,7 +18,7 @@
  * Parameters, for both statements: `$1..$n` are the values of `setColumns` in order, `$n+1` the
  * token, `$n+2` the row id (`fencedParams` builds that array).
  */
-import { parseToken } from '../fencing/token.ts';
+import { parseToken } from '../protocol/token.ts';
 
 /** FencedSqlSpec names the table and columns of a fenced write. */
 export interface FencedSqlSpec {

@@ -1,7 +1,8 @@
 /**
  * The Lease as fencepost uses it, in pure functions: parse a coordination.k8s.io/v1 Lease into a
  * LockRecord, and build the Lease bodies for grant, renew and release. Every write built here is
- * sent with the resourceVersion it was built from, so each is a compare-and-swap.
+ * sent with the resourceVersion it was built from, so each is a compare-and-swap. The names, keys,
+ * holder identity and term timings these bodies carry are the protocol's (src/protocol/).
  *
  * Layout of a lock's Lease:
  * - spec.holderIdentity: `<pod name>/<pod uid>` of the holder, absent when nobody holds it. The
@@ -18,29 +19,12 @@
  *   `Terminated` when the controller revoked it, so that lock-delay applies after an expiry only.
  */
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
-import { parseToken } from '../fencing/token.ts';
-
-/** TOKEN_ANNOTATION holds the token of the Lease's current or last grant (decimal string). */
-export const TOKEN_ANNOTATION = 'fencepost.io/fencing-token';
-/** RELEASE_ANNOTATION records how the last holder left: `Released` (voluntary), `Expired` or `Terminated` (revoked by the controller). */
-export const RELEASE_ANNOTATION = 'fencepost.io/release';
-/** RENEW_DEADLINE_ANNOTATION is the holder's renew deadline for this term, in milliseconds. */
-export const RENEW_DEADLINE_ANNOTATION = 'fencepost.io/renew-deadline-ms';
-/** RENEW_PERIOD_ANNOTATION is the holder's renew period for this term, in milliseconds. */
-export const RENEW_PERIOD_ANNOTATION = 'fencepost.io/renew-period-ms';
-/** LAST_HOLDER_ANNOTATION names the holder that released or lost the Lease, so the next grant prefers someone else. */
-export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
-/** LOCK_LABEL names the DistributedLock a Lease belongs to. */
-export const LOCK_LABEL = 'fencepost.io/lock';
-
-/** ReleaseKind: how a holder left — on its own, or revoked after expiry or termination. */
-export type ReleaseKind = 'Released' | 'Expired' | 'Terminated';
-
-/** HolderRef identifies one incarnation of a holder pod. */
-export interface HolderRef {
-  readonly name: string;
-  readonly uid: string;
-}
+import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol/holder.ts';
+import {
+  LAST_HOLDER_ANNOTATION, RELEASE_ANNOTATION, RENEW_DEADLINE_ANNOTATION, RENEW_PERIOD_ANNOTATION, TOKEN_ANNOTATION, type ReleaseKind,
+} from '../protocol/names.ts';
+import type { TermTimings } from '../protocol/timings.ts';
+import { parseToken } from '../protocol/token.ts';
 
 /** LockRecord is what a lock's Lease says, parsed. */
 export interface LockRecord {
@@ -59,26 +43,6 @@ export interface LockRecord {
   /** lastHolder is the holder that released or lost the Lease (undefined while held). */
   readonly lastHolder: HolderRef | undefined;
   readonly resourceVersion: string;
-}
-
-/** holderIdentity is the Lease's holderIdentity for a pod incarnation. */
-export function holderIdentity(h: HolderRef): string {
-  return `${h.name}/${h.uid}`;
-}
-
-/** parseHolderIdentity reverses holderIdentity; another spelling yields a holder with an empty uid (matches no pod). */
-export function parseHolderIdentity(id: string | undefined): HolderRef | undefined {
-  if (id === undefined || id === '') return undefined;
-  const slash = id.indexOf('/');
-  // Not our spelling (someone else wrote it): still a holder, that no pod matches — so it is held
-  // until it expires, never taken over at once.
-  if (slash <= 0 || slash === id.length - 1) return { name: id, uid: '' };
-  return { name: id.slice(0, slash), uid: id.slice(slash + 1) };
-}
-
-/** sameHolder compares two pod incarnations. */
-export function sameHolder(a: HolderRef | undefined, b: HolderRef | undefined): boolean {
-  return a !== undefined && b !== undefined && a.name === b.name && a.uid === b.uid;
 }
 
 function positiveInt(text: string | undefined): number | undefined {
@@ -127,13 +91,6 @@ export function tokenFloor(r: LockRecord): bigint {
   if (r.token !== undefined) return r.token;
   if (!/^[0-9]{1,19}$/.test(r.resourceVersion)) throw new Error(`Lease resourceVersion ${JSON.stringify(r.resourceVersion)} is not an integer; cannot seed the token floor`);
   return BigInt(r.resourceVersion);
-}
-
-/** TermTimings are fixed for one holder's term and written on the Lease at grant. */
-export interface TermTimings {
-  readonly leaseDurationMs: number;
-  readonly renewDeadlineMs: number;
-  readonly renewPeriodMs: number;
 }
 
 /** leaseDurationSecondsFor rounds a lease duration up to the Lease API's whole seconds. */

@@ -46,19 +46,11 @@
  * - Acquire attempts and the release are bounded by `renewDeadlineMs` too, so that a request that
  *   never answers cannot stall the elector (client-go relies on the HTTP client's timeout).
  */
-import { Observable, V1MicroTime } from '@kubernetes/client-node';
-import type {
-  ConfigurationOptions,
-  CoordinationV1Api,
-  ObservableMiddleware,
-  RequestContext,
-  ResponseContext,
-  V1Lease,
-  V1LeaseSpec,
-} from '@kubernetes/client-node';
+import { V1MicroTime } from '@kubernetes/client-node';
+import type { V1Lease, V1LeaseSpec } from '@kubernetes/client-node';
 import { sleep } from './clock.ts';
 import type { TimerClock } from './clock.ts';
-import { isAlreadyExists, isConflict, isNotFound } from './errors.ts';
+import { isAlreadyExists, isConflict } from './errors.ts';
 
 /** DEFAULT_LEASE_DURATION_MS is the default {@link LeaderElectionConfig.leaseDurationMs} (client-go core clients: 15 s). */
 export const DEFAULT_LEASE_DURATION_MS = 15_000;
@@ -80,8 +72,9 @@ export interface LeaseRequestOptions {
 }
 
 /**
- * LeaseClient is the part of the coordination.k8s.io/v1 API the elector needs; build one from
- * client-node with {@link leaseClientFrom}, or fake it in unit tests.
+ * LeaseClient is the part of the coordination.k8s.io/v1 API the elector (and the agent's session)
+ * needs: the port, defined here so that runtime/ depends on nothing of ours. `leaseClientFrom` in
+ * src/kube/leases.ts builds one from client-node; unit tests fake it.
  *
  * Contract: `get` resolves `undefined` for a Lease that does not exist (404) and rejects on every
  * other failure. `create` rejects with a 409 (reason AlreadyExists) when the Lease exists.
@@ -94,29 +87,6 @@ export interface LeaseClient {
   get(namespace: string, name: string, options?: LeaseRequestOptions): Promise<V1Lease | undefined>;
   create(namespace: string, lease: V1Lease, options?: LeaseRequestOptions): Promise<V1Lease>;
   replace(namespace: string, name: string, lease: V1Lease, options?: LeaseRequestOptions): Promise<V1Lease>;
-}
-
-/**
- * leaseClientFrom adapts client-node's `CoordinationV1Api` to a {@link LeaseClient}. Abort signals
- * are passed to the HTTP request, so an abandoned attempt does not keep a connection busy.
- *
- * Errors are the `ApiException`s client-node throws, unwrapped, so that callers can classify them.
- */
-export function leaseClientFrom(api: CoordinationV1Api): LeaseClient {
-  return {
-    async get(namespace, name, options) {
-      try {
-        return await api.readNamespacedLease({ namespace, name }, withSignal(options?.signal));
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
-    },
-    create: (namespace, lease, options) =>
-      api.createNamespacedLease({ namespace, body: lease }, withSignal(options?.signal)),
-    replace: (namespace, name, lease, options) =>
-      api.replaceNamespacedLease({ namespace, name, body: lease }, withSignal(options?.signal)),
-  };
 }
 
 /**
@@ -684,21 +654,6 @@ function renewTimeAfter(now: Date, previous: unknown): V1MicroTime {
 function abortReason(signal: AbortSignal): Error {
   const reason: unknown = signal.reason;
   return reason instanceof Error ? reason : new Error('Aborted', { cause: reason });
-}
-
-/** withSignal makes client-node request options that attach `signal` to the HTTP request. */
-function withSignal(signal: AbortSignal | undefined): ConfigurationOptions | undefined {
-  if (signal === undefined) return undefined;
-  const middleware: ObservableMiddleware = {
-    pre(context: RequestContext): Observable<RequestContext> {
-      context.setSignal(signal);
-      return new Observable(Promise.resolve(context));
-    },
-    post(context: ResponseContext): Observable<ResponseContext> {
-      return new Observable(Promise.resolve(context));
-    },
-  };
-  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
 }
 
 const NOOP_LOGGER: LeaderElectionLogger = Object.freeze({

@@ -8,6 +8,7 @@ import type { LockSnapshot } from '../../src/agent/session.ts';
 import { parseLease } from '../../src/lease/record.ts';
 import { getStatus } from '../support/testbed/http-probe.ts';
 import type { E2e } from './e2e-cluster.ts';
+import { leaseName } from '../../src/protocol/names.ts';
 
 /** HolderTerm is one holder of the Lease as the poller saw it. */
 export interface HolderTerm { readonly holder: string; readonly token: bigint }
@@ -49,7 +50,7 @@ export function watchHolders(e: E2e, namespace: string, lock: string, intervalMs
     while (!stopped) {
       rounds++;
       const [lease, held] = await Promise.all([
-        e.leases.readNamespacedLease({ namespace, name: `dlock-${lock}` }).catch(() => undefined),
+        e.leases.readNamespacedLease({ namespace, name: leaseName(lock) }).catch(() => undefined),
         believers(e, namespace, lock),
       ]);
       maxBelievers = Math.max(maxBelievers, held.length);

@@ -6,6 +6,7 @@ import { getStatus } from '../support/testbed/http-probe.ts';
 import { eventually } from '../support/env.ts';
 import { ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 import { believers, watchHolders, type HolderTerm } from './holders.ts';
+import { leaseName } from '../../src/protocol/names.ts';
 
 const NS = 'e2e-singleton';
 const LOCK = 'singleton';
@@ -27,7 +28,7 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
   };
   /** leaseHolder reads the Lease: the holder pod's name and the token. */
   const leaseHolder = async (): Promise<{ holder: string | undefined; token: bigint | undefined; released: string | undefined }> => {
-    const lease = await e.leases.readNamespacedLease({ namespace: NS, name: `dlock-${LOCK}` });
+    const lease = await e.leases.readNamespacedLease({ namespace: NS, name: leaseName(LOCK) });
     const r = parseLease(lease);
     return { holder: r.holder?.name, token: r.token, released: lease.metadata?.annotations?.['fencepost.io/release'] };
   };

@@ -13,13 +13,13 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TokenError } from '../../src/fencing/token.ts';
 import { fenceMigrationSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../../src/guards/postgres-guard.ts';
 import type { FencedSqlSpec } from '../../src/guards/sql-guard.ts';
 import { startPostgres, type PostgresServer } from '../support/testbed/postgres.ts';
 import { applyToModel, emptyLock, guardOps, type Expected, type LockModel } from './guard-model.ts';
 import { banner, fcParams, runs } from './settings.ts';
 import { malformedToken, namesValue, validToken } from './tokens.ts';
+import { TokenError } from '../../src/protocol/token.ts';
 
 const MALFORMED_RUNS = 500;
 const SEQUENCE_RUNS = 600;

@@ -16,12 +16,12 @@
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TokenError } from '../../src/fencing/token.ts';
 import { redisGuard, type RedisGuard, type RedisWriteResult } from '../../src/guards/redis-guard.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
 import { applyToModel, emptyLock, guardOps, type Expected, type GuardOp, type LockModel } from './guard-model.ts';
 import { banner, fcParams, runs } from './settings.ts';
 import { EDGE_TOKENS, malformedToken, namesValue, validToken } from './tokens.ts';
+import { TokenError } from '../../src/protocol/token.ts';
 
 const MALFORMED_RUNS = 2000;
 const SEQUENCE_RUNS = 2000;

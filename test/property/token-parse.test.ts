@@ -1,13 +1,13 @@
 /**
- * T17 at the guards' shared front door, parseToken (src/fencing/token.ts): against an oracle that
+ * T17 at the guards' shared front door, parseToken (src/protocol/token.ts): against an oracle that
  * is written differently (BigInt round trip instead of a regular expression), for arbitrary
  * strings, generated malformed tokens and every valid token. Pure; no server.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_TOKEN, parseToken, TokenError } from '../../src/fencing/token.ts';
 import { banner, fcParams, runs } from './settings.ts';
 import { malformedToken, validToken } from './tokens.ts';
+import { MAX_TOKEN, parseToken, TokenError } from '../../src/protocol/token.ts';
 
 const RUNS = 1000;
 

@@ -4,7 +4,7 @@
  * refuse before anything is sent.
  */
 import fc from 'fast-check';
-import { MAX_TOKEN } from '../../src/fencing/token.ts';
+import { MAX_TOKEN } from '../../src/protocol/token.ts';
 
 /** TWO_53 is 2^53: from here on, float64 cannot tell neighbouring integers apart. */
 export const TWO_53 = 2n ** 53n;

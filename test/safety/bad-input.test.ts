@@ -21,13 +21,13 @@ import type { Redis } from 'ioredis';
 import { Redis as RedisClient } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION } from '../../src/api/v1alpha1/distributedlock.ts';
-import { podKeys } from '../../src/controllers/distributedlock/pods.ts';
 import { redisGuard } from '../../src/guards/redis-guard.ts';
 import { mergePatch } from '../../src/kube/patch.ts';
 import { microTime, releasedLease, renewedLease } from '../../src/lease/record.ts';
 import { eventually, sharedRedisUrl } from '../support/env.ts';
 import { createLock, getLease, lockBody, setPodStatus } from '../support/fixtures.ts';
 import { useLockController } from '../support/lock-controller.ts';
+import { podKeys, leaseName } from '../../src/protocol/names.ts';
 
 const POLICY_FILE = resolve(import.meta.dirname, 'agent-policy.yaml');
 const AGENT_SA = 'fencepost-agent';
@@ -115,7 +115,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     // The policies take effect once the API server has loaded them: wait until B's forged renew is refused.
     await eventually(async () => {
       const l = await getLease(fx.t, lock);
-      const r = await failure(() => asB.makeApiClient(CoordinationV1Api).replaceNamespacedLease({ namespace: ns, name: `dlock-${lock}`, body: renewedLease(l as V1Lease, new Date()) }));
+      const r = await failure(() => asB.makeApiClient(CoordinationV1Api).replaceNamespacedLease({ namespace: ns, name: leaseName(lock), body: renewedLease(l as V1Lease, new Date()) }));
       expect(r.code).toBe(403);
     }, 30_000, 250);
   }, 120_000);
@@ -127,7 +127,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     process.stdout.write(`bad input: ${tally.rejected}/${tally.tried} rejected; positive controls ${tally.allowed}/${tally.controls} allowed\n`);
   });
 
-  const leaseName = `dlock-${lock}`;
+  const lockLease = leaseName(lock);
   const lease = async (): Promise<V1Lease> => { const l = await getLease(fx.t, lock); if (l === undefined) throw new Error('no Lease'); return l; };
   const podRv = async (name: string): Promise<string> => (await fx.t.core.readNamespacedPod({ namespace: ns, name })).metadata?.resourceVersion ?? '';
   const leases = (kc: KubeConfig): CoordinationV1Api => kc.makeApiClient(CoordinationV1Api);
@@ -142,27 +142,27 @@ describe('bad input is refused, naming the field or the reason, and changes noth
   const leaseCases: ReadonlyArray<{ name: string; who: Who; write: (api: CoordinationV1Api, l: V1Lease) => Promise<unknown>; code: number; says: readonly string[] }> = [
     // RBAC: verbs the agent Role does not grant.
     { name: 'create a Lease', who: 'A', code: 403, says: ['cannot create resource "leases"'], write: (api) => api.createNamespacedLease({ namespace: ns, body: { metadata: { name: 'forged', labels: { 'fencepost.io/lock': lock } }, spec: { holderIdentity: `${holder.name}/${holder.uid}` } } }) },
-    { name: 'delete the lock\'s Lease', who: 'B', code: 403, says: ['cannot delete resource "leases"'], write: (api) => api.deleteNamespacedLease({ namespace: ns, name: leaseName }) },
+    { name: 'delete the lock\'s Lease', who: 'B', code: 403, says: ['cannot delete resource "leases"'], write: (api) => api.deleteNamespacedLease({ namespace: ns, name: lockLease }) },
     { name: 'delete every Lease (deletecollection)', who: 'B', code: 403, says: ['cannot deletecollection resource "leases"'], write: (api) => api.deleteCollectionNamespacedLease({ namespace: ns }) },
-    { name: 'merge-patch the Lease without a resourceVersion', who: 'A', code: 403, says: ['cannot patch resource "leases"'], write: (api) => api.patchNamespacedLease({ namespace: ns, name: leaseName, body: { spec: { renewTime: microTime(new Date()) } } }, mergePatch) },
+    { name: 'merge-patch the Lease without a resourceVersion', who: 'A', code: 403, says: ['cannot patch resource "leases"'], write: (api) => api.patchNamespacedLease({ namespace: ns, name: lockLease, body: { spec: { renewTime: microTime(new Date()) } } }, mergePatch) },
     // The policy: writes RBAC allows (update), refused because of what they change or who sends them.
-    { name: 'B renews A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod', 'pod-b/'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: renewedLease(l, new Date()) }) },
-    { name: 'B names itself holder of A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/forged' } })) }) },
-    { name: 'B releases A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: releasedLease(l, 'Released') }) },
-    { name: 'an unbound agent token renews the Lease', who: 'unbound', code: 403, says: ['pod-bound ServiceAccount token'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: renewedLease(l, new Date()) }) },
-    { name: 'the holder hands the Lease to B', who: 'A', code: 403, says: ['spec.holderIdentity', 'never name another holder'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/x' } })) }) },
-    { name: 'the holder sets leaseDurationSeconds to 0', who: 'A', code: 422, says: ['spec.leaseDurationSeconds', 'must be greater than 0'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 0 } })) }) },
-    { name: 'the holder sets leaseDurationSeconds to -1', who: 'A', code: 422, says: ['spec.leaseDurationSeconds', 'must be greater than 0'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: -1 } })) }) },
-    { name: 'the holder sets leaseDurationSeconds to 10^9', who: 'A', code: 403, says: ['spec.leaseDurationSeconds', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 1_000_000_000 } })) }) },
-    { name: 'the holder moves acquireTime into the future', who: 'A', code: 403, says: ['spec.acquireTime', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, acquireTime: microTime(new Date(Date.now() + 86_400_000)) } })) }) },
-    { name: 'the holder decrements leaseTransitions', who: 'A', code: 403, says: ['spec.leaseTransitions', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseTransitions: (x.spec?.leaseTransitions ?? 1) - 1 } })) }) },
-    { name: 'the holder raises the token annotation', who: 'A', code: 403, says: ['fencepost.io/fencing-token', 'high-water mark'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: ann(l, 'fencepost.io/fencing-token', '9223372036854775807') }) },
-    { name: 'the holder lowers the token annotation', who: 'A', code: 403, says: ['fencepost.io/fencing-token', 'high-water mark'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: ann(l, 'fencepost.io/fencing-token', '1') }) },
-    { name: 'the holder stretches its renew deadline', who: 'A', code: 403, says: ['fencepost.io/renew-deadline-ms', 'may not change them'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: ann(l, 'fencepost.io/renew-deadline-ms', '600000') }) },
-    { name: 'the holder moves the Lease to another lock (label)', who: 'A', code: 403, says: ['fencepost.io/lock', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => ({ ...x, metadata: { ...x.metadata, labels: { ...x.metadata?.labels, 'fencepost.io/lock': 'other' } } })) }) },
-    { name: 'the holder clears the holder without marking a release', who: 'A', code: 403, says: ['fencepost.io/release', 'must mark the release'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(l, (x) => { const { holderIdentity: _h, ...spec } = x.spec ?? {}; return { ...x, spec }; }) }) },
+    { name: 'B renews A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod', 'pod-b/'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }) },
+    { name: 'B names itself holder of A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/forged' } })) }) },
+    { name: 'B releases A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: releasedLease(l, 'Released') }) },
+    { name: 'an unbound agent token renews the Lease', who: 'unbound', code: 403, says: ['pod-bound ServiceAccount token'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }) },
+    { name: 'the holder hands the Lease to B', who: 'A', code: 403, says: ['spec.holderIdentity', 'never name another holder'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/x' } })) }) },
+    { name: 'the holder sets leaseDurationSeconds to 0', who: 'A', code: 422, says: ['spec.leaseDurationSeconds', 'must be greater than 0'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 0 } })) }) },
+    { name: 'the holder sets leaseDurationSeconds to -1', who: 'A', code: 422, says: ['spec.leaseDurationSeconds', 'must be greater than 0'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: -1 } })) }) },
+    { name: 'the holder sets leaseDurationSeconds to 10^9', who: 'A', code: 403, says: ['spec.leaseDurationSeconds', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 1_000_000_000 } })) }) },
+    { name: 'the holder moves acquireTime into the future', who: 'A', code: 403, says: ['spec.acquireTime', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, acquireTime: microTime(new Date(Date.now() + 86_400_000)) } })) }) },
+    { name: 'the holder decrements leaseTransitions', who: 'A', code: 403, says: ['spec.leaseTransitions', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseTransitions: (x.spec?.leaseTransitions ?? 1) - 1 } })) }) },
+    { name: 'the holder raises the token annotation', who: 'A', code: 403, says: ['fencepost.io/fencing-token', 'high-water mark'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/fencing-token', '9223372036854775807') }) },
+    { name: 'the holder lowers the token annotation', who: 'A', code: 403, says: ['fencepost.io/fencing-token', 'high-water mark'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/fencing-token', '1') }) },
+    { name: 'the holder stretches its renew deadline', who: 'A', code: 403, says: ['fencepost.io/renew-deadline-ms', 'may not change them'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/renew-deadline-ms', '600000') }) },
+    { name: 'the holder moves the Lease to another lock (label)', who: 'A', code: 403, says: ['fencepost.io/lock', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, metadata: { ...x.metadata, labels: { ...x.metadata?.labels, 'fencepost.io/lock': 'other' } } })) }) },
+    { name: 'the holder clears the holder without marking a release', who: 'A', code: 403, says: ['fencepost.io/release', 'must mark the release'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => { const { holderIdentity: _h, ...spec } = x.spec ?? {}; return { ...x, spec }; }) }) },
     // T14: a renew must carry the version it was built from; an outdated one is a conflict.
-    { name: 'the holder renews with a stale resourceVersion', who: 'A', code: 409, says: ['the object has been modified'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: leaseName, body: edit(renewedLease(l, new Date()), (x) => ({ ...x, metadata: { ...x.metadata, resourceVersion: String(BigInt(x.metadata?.resourceVersion ?? '2') - 1n) } })) }) },
+    { name: 'the holder renews with a stale resourceVersion', who: 'A', code: 409, says: ['the object has been modified'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(renewedLease(l, new Date()), (x) => ({ ...x, metadata: { ...x.metadata, resourceVersion: String(BigInt(x.metadata?.resourceVersion ?? '2') - 1n) } })) }) },
   ];
 
   it.each(leaseCases)('Lease: $name → $code', async (c) => {
@@ -201,12 +201,12 @@ describe('bad input is refused, naming the field or the reason, and changes noth
 
   it('positive controls: the holder renews its own Lease, annotates its own pod, and releases its own Lease', async () => {
     tally.controls += 3;
-    const renewed = await leases(asA).replaceNamespacedLease({ namespace: ns, name: leaseName, body: renewedLease(await lease(), new Date()) });
+    const renewed = await leases(asA).replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(await lease(), new Date()) });
     expect(renewed.spec?.holderIdentity).toBe(`${holder.name}/${holder.uid}`);
     tally.allowed++;
     await asA.makeApiClient(CoreV1Api).patchNamespacedPod({ namespace: ns, name: 'pod-a', body: { metadata: { uid: holder.uid, annotations: { [keys.completedRun]: 'run-1' } } } }, mergePatch);
     tally.allowed++;
-    const released = await leases(asA).replaceNamespacedLease({ namespace: ns, name: leaseName, body: releasedLease(await lease(), 'Released') });
+    const released = await leases(asA).replaceNamespacedLease({ namespace: ns, name: lockLease, body: releasedLease(await lease(), 'Released') });
     expect(released.spec?.holderIdentity).toBeUndefined();
     tally.allowed++;
   });

@@ -9,8 +9,8 @@
  */
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
-import { LOCK_LABEL, RELEASE_ANNOTATION, TOKEN_ANNOTATION } from '../../src/lease/record.ts';
 import { parseStoreValue, type LeaseVersion, type StoreApply } from './history.ts';
+import { LOCK_LABEL, RELEASE_ANNOTATION, TOKEN_ANNOTATION, leaseName } from '../../src/protocol/names.ts';
 
 function toVersion(lease: V1Lease, at: number): LeaseVersion | undefined {
   const rv = lease.metadata?.resourceVersion;
@@ -106,7 +106,7 @@ export class LeaseRecorder {
   /** versions returns what was recorded for a lock so far, after a fresh GET of its Lease. */
   async versions(lock: string): Promise<LeaseVersion[]> {
     try {
-      this.#add(await this.#kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: this.#ns, name: `dlock-${lock}` }));
+      this.#add(await this.#kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: this.#ns, name: leaseName(lock) }));
     } catch { /* deleted or unreachable: what the watch saw stands */ }
     return [...(this.#byLock.get(lock) ?? [])];
   }

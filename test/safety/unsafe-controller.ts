@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { startLockController } from '../../src/controllers/distributedlock/setup.ts';
 import { fencingBackends, type FencingBackends } from '../../src/fencing/backends.ts';
 import type { FenceDispenser } from '../../src/fencing/redis-fence.ts';
-import { loadKubeConfig } from '../../src/cli/kubeconfig.ts';
+import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
 

@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { LockSession } from '../../src/agent/session.ts';
-import { loadKubeConfig } from '../../src/cli/kubeconfig.ts';
+import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
 import { redisGuard } from '../../src/guards/redis-guard.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';

@@ -14,8 +14,11 @@
  */
 import { API_VERSION, KIND, resolveTimings, type DistributedLock, type LabelSelector, type Timings } from '../../src/api/v1alpha1/distributedlock.ts';
 import type { FencingState, LeaseView, Observation } from '../../src/controllers/distributedlock/decide.ts';
-import { podKeys, type PodSummary } from '../../src/controllers/distributedlock/pods.ts';
-import type { HolderRef, LockRecord } from '../../src/lease/record.ts';
+import type { PodSummary } from '../../src/controllers/distributedlock/pods.ts';
+import type { LockRecord } from '../../src/lease/record.ts';
+import type { HolderRef } from '../../src/protocol/holder.ts';
+import { podKeys } from '../../src/protocol/names.ts';
+import { termTimingsOf } from '../../src/protocol/timings.ts';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -167,8 +170,9 @@ export const heldBy = (pod: PodSummary | HolderRef): LeaseOption => (d) => {
   r.acquireTime ??= GRANTED_AT;
   r.renewTime ??= GRANTED_AT;
   r.leaseDurationSeconds ??= DEFAULT_LEASE_SECONDS;
-  r.renewDeadlineMs ??= Math.floor((r.leaseDurationSeconds * 2000) / 3);
-  r.renewPeriodMs ??= Math.floor((r.leaseDurationSeconds * 1000) / 3);
+  const timings = termTimingsOf(undefined, { leaseDurationSeconds: r.leaseDurationSeconds }); // what a grant at that duration writes
+  r.renewDeadlineMs ??= timings.renewDeadlineMs;
+  r.renewPeriodMs ??= timings.renewPeriodMs;
   r.transitions = Math.max(r.transitions, 1);
   r.released = undefined;
   r.lastHolder = undefined;

@@ -5,6 +5,7 @@
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, KIND, PLURAL, VERSION, type DistributedLock, type DistributedLockSpec } from '../../src/api/v1alpha1/distributedlock.ts';
 import { releasedLease, renewedLease } from '../../src/lease/record.ts';
+import { leaseName } from '../../src/protocol/names.ts';
 
 /** lockBody builds a DistributedLock selecting `app: <app>` pods. */
 export function lockBody(name: string, app: string, spec: Partial<DistributedLockSpec> = {}): DistributedLock {
@@ -80,7 +81,7 @@ async function writePodStatus(t: TestKube, name: string, state: 'ready' | 'unrea
 
 /** getLease reads the lock's Lease, or undefined. */
 export async function getLease(t: TestKube, lockName: string): Promise<V1Lease | undefined> {
-  try { return await t.leases.readNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}` }); } catch (err) {
+  try { return await t.leases.readNamespacedLease({ namespace: t.namespace, name: leaseName(lockName) }); } catch (err) {
     if ((err as { code?: number }).code === 404) return undefined;
     throw err;
   }
@@ -90,7 +91,7 @@ export async function getLease(t: TestKube, lockName: string): Promise<V1Lease |
 export async function renewLease(t: TestKube, lockName: string): Promise<V1Lease> {
   const lease = await getLease(t, lockName);
   if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
-  return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}`, body: renewedLease(lease, new Date()) });
+  return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: leaseName(lockName), body: renewedLease(lease, new Date()) });
 }
 
 /** releaseLease is what an agent does on SIGTERM: clear the holder, mark it Released (CAS). */
@@ -100,7 +101,7 @@ export async function releaseLease(t: TestKube, lockName: string): Promise<V1Lea
     const lease = await getLease(t, lockName);
     if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
     try {
-      return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: `dlock-${lockName}`, body: releasedLease(lease, 'Released') });
+      return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: leaseName(lockName), body: releasedLease(lease, 'Released') });
     } catch (err) {
       if ((err as { code?: number }).code !== 409 || attempt >= 5) throw err;
     }

@@ -4,6 +4,8 @@
 // to a type but not to its shape, and test/unit/api/crd-drift.test.ts fails when the CRD and the
 // shapes differ.
 import type { V1ObjectMeta } from '@kubernetes/client-node';
+import type { HolderRef } from '../../protocol/holder.ts';
+import { DEFAULT_LEASE_DURATION_SECONDS, termTimingsOf, type TermTimings } from '../../protocol/timings.ts';
 
 /** GROUP is the API group of DistributedLock. */
 export const GROUP = 'fencepost.io';
@@ -60,8 +62,8 @@ export type LabelSelectorOperator = (typeof LabelSelectorOperator)[keyof typeof 
 /** ConditionStatus is the status of a Condition. */
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
-/** DEFAULT_LEASE_DURATION_SECONDS is the schema default of `spec.leaseDurationSeconds`. */
-export const DEFAULT_LEASE_DURATION_SECONDS = 15;
+/** DEFAULT_LEASE_DURATION_SECONDS is the schema default of `spec.leaseDurationSeconds` (the protocol's default, which the agent assumes too). */
+export { DEFAULT_LEASE_DURATION_SECONDS };
 
 /** DEFAULT_MODE is the schema default of `spec.mode`. */
 export const DEFAULT_MODE: LockMode = LockMode.Election;
@@ -177,12 +179,6 @@ export interface CompletedRun {
   readonly holder?: string;
 }
 
-/** HolderRef names the pod that holds a lock. The UID distinguishes incarnations of one pod name. */
-export interface HolderRef {
-  readonly name: string;
-  readonly uid: string;
-}
-
 /**
  * Condition is a metav1.Condition. `lastTransitionTime` is an RFC 3339 string and changes only
  * when `status` does; use setCondition from conditions.ts to maintain a list of them.
@@ -239,39 +235,24 @@ export interface DistributedLock {
  * that passed the CRD's validation: 0 < renewPeriodMs < renewDeadlineMs < leaseDurationMs, and
  * lockDelayMs >= 0.
  */
-export interface Timings {
-  readonly leaseDurationMs: number;
-  readonly renewDeadlineMs: number;
-  readonly renewPeriodMs: number;
+export interface Timings extends TermTimings {
   readonly lockDelayMs: number;
 }
 
 /**
- * resolveTimings applies the spec's duration defaults and converts them to milliseconds:
- * - leaseDurationMs: leaseDurationSeconds, default 15 s.
- * - renewDeadlineMs: renewDeadlineSeconds, default floor(2/3 of the lease) (1 s → 666 ms, 15 s → 10 s).
- * - renewPeriodMs: renewPeriodSeconds, default floor(min(lease / 3, renewDeadline / 2))
- *   (1 s → 333 ms, 15 s → 5 s; an explicit 4 s deadline on a 15 s lease → 2 s), so the default
- *   always leaves at least two renewal attempts per deadline.
- * - lockDelayMs: lockDelaySeconds, default 0.
+ * resolveTimings applies the spec's duration defaults and converts them to milliseconds: the
+ * timings of the lock's next term are the protocol's termTimingsOf with no Lease record yet
+ * (lease default 15 s, renew deadline floor(2/3 of the lease), renew period
+ * floor(min(lease / 3, renewDeadline / 2)); see src/protocol/timings.ts), and lockDelayMs is
+ * lockDelaySeconds, default 0.
  *
- * Pure. Defaults are computed in milliseconds so that short test leases do not round to zero.
+ * Pure.
  *
  * Assumptions: the spec passed the CRD's validation (bounds and the ordering rules); this function
  * does not re-validate explicit values.
  */
 export function resolveTimings(spec: DistributedLockSpec): Timings {
-  const leaseDurationMs = (spec.leaseDurationSeconds ?? DEFAULT_LEASE_DURATION_SECONDS) * 1000;
-  const renewDeadlineMs =
-    spec.renewDeadlineSeconds !== undefined
-      ? spec.renewDeadlineSeconds * 1000
-      : Math.floor((leaseDurationMs * 2) / 3);
-  const renewPeriodMs =
-    spec.renewPeriodSeconds !== undefined
-      ? spec.renewPeriodSeconds * 1000
-      : Math.floor(Math.min(leaseDurationMs / 3, renewDeadlineMs / 2));
-  const lockDelayMs = (spec.lockDelaySeconds ?? 0) * 1000;
-  return { leaseDurationMs, renewDeadlineMs, renewPeriodMs, lockDelayMs };
+  return { ...termTimingsOf(undefined, spec), lockDelayMs: (spec.lockDelaySeconds ?? 0) * 1000 };
 }
 
 // ----- Schema shapes (drift check) -----

@@ -14,8 +14,11 @@
  * A holder pod that merely vanished (force deletion, node loss) waits for expiry.
  */
 import { DEFAULT_HANDOFF_ON_POD_TERMINATED, type DistributedLock, type Timings } from '../../api/v1alpha1/distributedlock.ts';
-import { sameHolder, tokenFloor, type HolderRef, type LockRecord } from '../../lease/record.ts';
-import { byAge, byRequest, isCandidate, podKeys, requestedAt, type PodSummary } from './pods.ts';
+import { tokenFloor, type LockRecord } from '../../lease/record.ts';
+import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
+import { podKeys } from '../../protocol/names.ts';
+import { termTimingsOf } from '../../protocol/timings.ts';
+import { byAge, byRequest, isCandidate, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
 export interface LeaseView {
@@ -112,7 +115,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
 
   // 1: A holder that keeps renewing keeps the lock.
   if (record.holder !== undefined) {
-    const leaseMs = (record.leaseDurationSeconds ?? obs.timings.leaseDurationMs / 1000) * 1000;
+    const leaseMs = termTimingsOf(record, obs.lock.spec).leaseDurationMs;
     const holderPod = obs.pods.find((p) => sameHolder(p.ref, record.holder));
     const handoff = obs.lock.spec.handoff?.onPodTerminated ?? DEFAULT_HANDOFF_ON_POD_TERMINATED;
     const terminated = handoff && holderPod?.terminated === true;

@@ -4,12 +4,10 @@
  */
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
-import { LOCK_LABEL } from '../../lease/record.ts';
+import { LOCK_LABEL, lockOfHolderLabel } from '../../protocol/names.ts';
 import type { ObjectKey } from '../../runtime/controller.ts';
 import type { Cache } from './reconciler.ts';
 import { matchesSelector } from './pods.ts';
-
-const HOLDER_LABEL_SUFFIX = '.lock.fencepost.io/holder';
 
 /** leaseToLock: a lock's Lease carries the lock's name in its fencepost.io/lock label. */
 export function leaseToLock(lease: V1Lease): ObjectKey[] {
@@ -25,7 +23,8 @@ export function podToLocks(locks: Cache<DistributedLock>, pod: V1Pod): ObjectKey
   const labels = pod.metadata?.labels ?? {};
   const keys = new Set<ObjectKey>();
   for (const k of Object.keys(labels)) {
-    if (k.endsWith(HOLDER_LABEL_SUFFIX)) keys.add(`${ns}/${k.slice(0, -HOLDER_LABEL_SUFFIX.length)}`);
+    const lock = lockOfHolderLabel(k);
+    if (lock !== undefined) keys.add(`${ns}/${lock}`);
   }
   for (const lock of locks.list(ns)) {
     if (matchesSelector(lock.spec.candidates.selector, labels)) keys.add(`${ns}/${lock.metadata.name ?? ''}`);

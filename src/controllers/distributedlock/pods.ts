@@ -1,15 +1,11 @@
 /**
- * Pure views of Pods for the lock controller: label-selector matching, candidate eligibility,
- * and (re-exported from the API) the per-lock label and annotation keys it puts on holder pods.
+ * Pure views of Pods for the lock controller: label-selector matching and candidate eligibility.
+ * The per-lock label and annotation keys are the protocol's (src/protocol/names.ts).
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import type { LabelSelector } from '../../api/v1alpha1/distributedlock.ts';
-import type { HolderRef } from '../../lease/record.ts';
-import type { PodKeys } from '../../api/v1alpha1/pod-keys.ts';
-
-// The key names are the API's (src/api/v1alpha1/pod-keys.ts, shared with the agent); re-exported
-// here for the controller's modules.
-export { lockKeyPrefix, podKeys, type PodKeys } from '../../api/v1alpha1/pod-keys.ts';
+import type { HolderRef } from '../../protocol/holder.ts';
+import type { PodKeys } from '../../protocol/names.ts';
 
 /** PodSummary is what the lock controller needs to know of a pod. */
 export interface PodSummary {

@@ -14,16 +14,19 @@ import type { FencingBackends } from '../../fencing/backends.ts';
 import type { FenceResult } from '../../fencing/redis-fence.ts';
 import type { EventRecorder, EventTarget } from '../../kube/events.ts';
 import { jsonPatch, mergePatch } from '../../kube/patch.ts';
-import { LOCK_LABEL, TOKEN_ANNOTATION, grantedLease, parseLease, releasedLease, renewFingerprint, type HolderRef, type LockRecord } from '../../lease/record.ts';
+import { grantedLease, parseLease, releasedLease, renewFingerprint, type LockRecord } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
+import type { HolderRef } from '../../protocol/holder.ts';
+import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
+import { termTimingsOf } from '../../protocol/timings.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { type ObjectKey, type ReconcileContext, type Reconciler, type Result, splitKey } from '../../runtime/controller.ts';
 import { errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
 import { jsonPatchFinalizerIO, withFinalizer, type FinalizerIO, type JsonPatchOperation } from '../../runtime/finalizer.ts';
 import { decide, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
-import { podKeys, summarizePod, matchesSelector, type PodSummary } from './pods.ts';
-import { computeStatus, leaseName } from './status.ts';
+import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
+import { computeStatus } from './status.ts';
 
 /** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
 export const FINALIZER = 'fencepost.io/lease-cleanup';
@@ -239,7 +242,7 @@ export class DistributedLockReconciler implements Reconciler {
   async #markPod(lock: DistributedLock, obs: Observation, pod: HolderRef, token: bigint, log: Logger): Promise<void> {
     const keys = podKeys(lock.metadata.name ?? '');
     const record = obs.lease?.record;
-    const leaseMs = (record?.leaseDurationSeconds ?? obs.timings.leaseDurationMs / 1000) * 1000;
+    const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
     const acquired = record?.acquireTime;
     const body = {
       metadata: {

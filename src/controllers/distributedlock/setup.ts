@@ -7,9 +7,10 @@ import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type K
 import { GROUP, KIND, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { eventRecorder } from '../../kube/events.ts';
-import { LOCK_LABEL, parseHolderIdentity } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
+import { parseHolderIdentity } from '../../protocol/holder.ts';
+import { LOCK_LABEL, leaseName } from '../../protocol/names.ts';
 import type { TimerClock } from '../../runtime/clock.ts';
 import { Controller, RECONCILE_RESULTS, type ObjectKey } from '../../runtime/controller.ts';
 import { superviseInformer, type SupervisedInformer } from '../../runtime/informer.ts';
@@ -17,7 +18,6 @@ import { defaultControllerRateLimiter } from '../../runtime/ratelimiter.ts';
 import { WorkQueue } from '../../runtime/workqueue.ts';
 import { leaseToLock, podToLocks } from './mappers.ts';
 import { DistributedLockReconciler } from './reconciler.ts';
-import { leaseName } from './status.ts';
 
 /** LockControllerOptions configures startLockController. */
 export interface LockControllerOptions {

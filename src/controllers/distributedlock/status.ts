@@ -5,7 +5,8 @@
  */
 import { ConditionType, Reason, setCondition } from '../../api/v1alpha1/conditions.ts';
 import type { CompletedRun, Condition, DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
-import { podKeys } from './pods.ts';
+import { leaseName, podKeys } from '../../protocol/names.ts';
+import { termTimingsOf } from '../../protocol/timings.ts';
 import type { Decision, Observation, Waiting } from './decide.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
@@ -31,7 +32,7 @@ export function computeStatus(obs: Observation, dec: Decision, prev: Distributed
   const gen = obs.lock.metadata.generation;
   const record = obs.lease?.record;
   const held = dec.holder !== undefined && record !== undefined;
-  const leaseMs = (record?.leaseDurationSeconds ?? obs.timings.leaseDurationMs / 1000) * 1000;
+  const leaseMs = termTimingsOf(record, obs.lock.spec).leaseDurationMs;
 
   let renewTime: string | undefined;
   let expireTime: string | undefined;
@@ -93,9 +94,4 @@ export function completedRuns(obs: Observation, prev: DistributedLockStatus | un
     byId.set(runId, { runId, completedAt: new Date(Date.parse(at)).toISOString(), holder: p.ref.name });
   }
   return [...byId.values()].sort((a, b) => Date.parse(a.completedAt) - Date.parse(b.completedAt)).slice(-MAX_COMPLETED_RUNS);
-}
-
-/** leaseName is the deterministic name of a lock's Lease (lock names are at most 63 characters). */
-export function leaseName(lockName: string): string {
-  return `dlock-${lockName}`;
 }

@@ -5,13 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DistributedLock } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { podKeys } from '../../../src/controllers/distributedlock/pods.ts';
 import { parseLease, type LockRecord } from '../../../src/lease/record.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, getLease, getLock, lockBody, releaseLease, testKube, type TestKube } from '../../support/fixtures.ts';
+import { podKeys } from '../../../src/protocol/names.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 

@@ -1,10 +1,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { podKeys } from '../../../src/controllers/distributedlock/pods.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeConfig } from '../../support/env.ts';
 import { createLock, createPod, getLease, getLock, keepRenewing, lockBody, releaseLease, setPodStatus, type TestKube } from '../../support/fixtures.ts';
+import { podKeys, leaseName } from '../../../src/protocol/names.ts';
 
 // The controller in-process, against the real API server and Redis, in Election mode. Pods are
 // made Ready through the status subresource; the holder's renewals are done by the test (the
@@ -37,7 +37,7 @@ describe('the lock controller in Election mode', () => {
       const p = await t.core.readNamespacedPod({ name: 'a-0', namespace: t.namespace });
       expect(p.metadata?.labels?.[keys.holder]).toBe('true');
       expect(p.metadata?.annotations?.[keys.token]).toBe(record?.token?.toString());
-      expect(p.metadata?.annotations?.[keys.lease]).toBe('dlock-a');
+      expect(p.metadata?.annotations?.[keys.lease]).toBe(leaseName('a'));
       const all = await t.core.listNamespacedPod({ namespace: t.namespace, labelSelector: `${keys.holder}=true` });
       expect(all.items.map((x) => x.metadata?.name)).toEqual(['a-0']); // exactly one holder label
     });

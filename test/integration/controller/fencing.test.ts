@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
-import { podKeys } from '../../../src/controllers/distributedlock/pods.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { createLock, createPod, deleteLock, getLease, getLock, keepRenewing, lockBody, releaseLease, testKube, type TestKube } from '../../support/fixtures.ts';
+import { podKeys } from '../../../src/protocol/names.ts';
 
 // Tokens must stay strictly increasing whatever happens to Redis: the etcd high-water mark on the
 // Lease re-floors the counter. This file has its own redis-server because it breaks it.

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { MAX_TOKEN, TokenError } from '../../../src/fencing/token.ts';
 import { fenceMigrationSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../../../src/guards/postgres-guard.ts';
 import type { FencedSqlSpec } from '../../../src/guards/sql-guard.ts';
 import { startPostgres, type PostgresServer } from '../../support/testbed/postgres.ts';
+import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];
 const SPEC: FencedSqlSpec = { table: 'docs', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] };

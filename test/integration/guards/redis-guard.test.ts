@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../support/prng.ts';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MAX_TOKEN, TokenError } from '../../../src/fencing/token.ts';
 import { redisGuard, type RedisGuard, type RedisWriteResult } from '../../../src/guards/redis-guard.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
 
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];

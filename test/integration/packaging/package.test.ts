@@ -87,7 +87,7 @@ describe('the fencepost npm package', () => {
     expect(t.code, t.stderr).toBe(0);
     expect(t.stdout.trim().split(' ')).toEqual(expect.arrayContaining(['FenceBook', 'httpGuard', 'postgresGuard', 'redisGuard', 'fencedUpdateSql', 'TokenError', 'parseToken']));
     expect(t.packages).toEqual(['fencepost']);
-    expect(fenceposts(t).filter((f) => !f.startsWith('dist/src/guards/') && f !== 'dist/src/fencing/token.js')).toEqual([]);
+    expect(fenceposts(t).filter((f) => !f.startsWith('dist/src/guards/') && f !== 'dist/src/protocol/token.js')).toEqual([]);
   });
 
   it("loads 'fencepost' (acquire and the guards) with the Kubernetes client, and without ioredis or prom-client", async () => {

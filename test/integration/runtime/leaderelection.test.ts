@@ -3,7 +3,8 @@ import { CoordinationV1Api } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
-import { LeaderElector, leaseClientFrom } from '../../../src/runtime/leaderelection.ts';
+import { leaseClientFrom } from '../../../src/kube/leases.ts';
+import { LeaderElector } from '../../../src/runtime/leaderelection.ts';
 import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
 
 // Short timings so that failover is observable in seconds; the rules still hold

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig, Watch, type V1Lease } from '@kubernetes/client-node';
 import { freshNamespace, sharedKubeconfigPath } from '../../support/env.ts';
 import { kubeconfigVia, proxyTargetOf, startHttpFaultProxy, type HttpFaultProxy } from '../../support/testbed/http-fault-proxy.ts';
-import { leaseClientFrom } from '../../../src/runtime/leaderelection.ts';
+import { leaseClientFrom } from '../../../src/kube/leases.ts';
 
 // The HTTP fault proxy in front of the real API server: client-node, trusting the testbed CA,
 // talks to it as to the API server, and sees the faults as the API server's own answers.

@@ -33,18 +33,18 @@
  */
 import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type fc from 'fast-check';
-import { LockSession, leaseNameOf, type LeaseInformer } from '../../../src/agent/session.ts';
+import { LockSession, type LeaseInformer } from '../../../src/agent/session.ts';
 import { resolveTimings, type DistributedLock, type Timings } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { decide, type Decision, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
-import {
-  LOCK_LABEL, grantedLease, holderIdentity, parseLease, releasedLease, renewFingerprint, sameHolder, type HolderRef, type LockRecord,
-} from '../../../src/lease/record.ts';
+import { grantedLease, parseLease, releasedLease, renewFingerprint, type LockRecord } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
-import type { LeaseClient, LeaseRequestOptions } from '../../../src/runtime/leaderelection.ts';
+import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
 import { aLock, aPod, createdAt, withLeaseSeconds } from '../../support/builders.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
+import { holderIdentity, sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
+import { leaseName, LOCK_LABEL } from '../../../src/protocol/names.ts';
 
 /** Mutations remove one protection, for the calibration runs that must find a violation. */
 export interface Mutations {
@@ -88,7 +88,7 @@ class LeaseStore {
     this.#rv = firstRv;
     this.#lease = {
       apiVersion: 'coordination.k8s.io/v1', kind: 'Lease',
-      metadata: { name: leaseNameOf(LOCK), namespace: NAMESPACE, resourceVersion: String(firstRv), labels: { [LOCK_LABEL]: LOCK } },
+      metadata: { name: leaseName(LOCK), namespace: NAMESPACE, resourceVersion: String(firstRv), labels: { [LOCK_LABEL]: LOCK } },
       spec: {},
     };
   }

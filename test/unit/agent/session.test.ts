@@ -5,12 +5,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { LockSession, leaseNameOf, type LeaseInformer, type LockEvent } from '../../../src/agent/session.ts';
-import { grantedLease, LOCK_LABEL, parseLease, type HolderRef } from '../../../src/lease/record.ts';
+import { LockSession, type LeaseInformer, type LockEvent } from '../../../src/agent/session.ts';
+import { grantedLease, parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
-import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
+import type { LeaseClient } from '../../../src/kube/leases.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
+import type { HolderRef } from '../../../src/protocol/holder.ts';
+import { leaseName, LOCK_LABEL } from '../../../src/protocol/names.ts';
 
 const LOCK = 'db';
 const SELF: HolderRef = { name: 'web-0', uid: 'uid-0' };
@@ -29,7 +31,7 @@ class World {
   holdReplies = false;
   readonly #held: (() => void)[] = [];
   writes = 0;
-  #lease: V1Lease = { metadata: { name: leaseNameOf(LOCK), namespace: 'default', resourceVersion: '1', labels: { [LOCK_LABEL]: LOCK } }, spec: {} };
+  #lease: V1Lease = { metadata: { name: leaseName(LOCK), namespace: 'default', resourceVersion: '1', labels: { [LOCK_LABEL]: LOCK } }, spec: {} };
   #rv = 1;
   readonly #handlers: ChangeHandler<V1Lease>[] = [];
 

@@ -34,6 +34,7 @@ import {
   VERSION,
 } from '../../../src/api/v1alpha1/distributedlock.ts';
 import type { ConditionStatus, DistributedLock } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { leaseName } from '../../../src/protocol/names.ts';
 
 const repoFile = (path: string): string => readFileSync(new URL(`../../../${path}`, import.meta.url), 'utf8');
 
@@ -205,7 +206,7 @@ const aFullLock: DistributedLock = {
     renewTime: '2024-05-01T12:00:05.123456Z',
     expireTime: '2024-05-01T12:00:20.123456Z',
     leaseTransitions: 3,
-    leaseName: 'dlock-billing',
+    leaseName: leaseName('billing'),
     candidates: 2,
     queueLength: 1,
     observedGeneration: 4,

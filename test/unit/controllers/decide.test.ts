@@ -2,15 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../support/prng.ts';
 import { RESYNC_MS, decide } from '../../../src/controllers/distributedlock/decide.ts';
 import type { Action, Decision, Observation } from '../../../src/controllers/distributedlock/decide.ts';
-import { isCandidate, podKeys } from '../../../src/controllers/distributedlock/pods.ts';
+import { isCandidate } from '../../../src/controllers/distributedlock/pods.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
-import { sameHolder, type HolderRef } from '../../../src/lease/record.ts';
 import {
   aLeaseView, aLock, aPod, anObservation, createdAt, deepFreeze, fencingDown, heldBy, lastHolder, leaseSeconds,
   markedHolderOf, noLease, observedAt, podsNotSynced, released, rv, terminated, terminating, token, transitions,
   unready, withAnnotations, withHandoff, withLabels, withLease, withLeaseSeconds, withLock, withLockDelay, withPods,
   withSelector, withUid, type LeaseOption, type LockOption, type ObservationOption, type PodOption,
 } from '../../support/builders.ts';
+import { sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
+import { podKeys } from '../../../src/protocol/names.ts';
 
 // The lock `db` has a 10 s lease; the controller saw the Lease's fingerprint change at monotonic 0
 // unless a row says otherwise, so `nowMs` is also the time elapsed since then.

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { V1ContainerStatus, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import type { LabelSelector } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { byAge, isCandidate, lockKeyPrefix, matchesSelector, podKeys, summarizePod } from '../../../src/controllers/distributedlock/pods.ts';
+import { byAge, isCandidate, matchesSelector, summarizePod } from '../../../src/controllers/distributedlock/pods.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
 import { aPod, createdAt, deepFreeze, terminated, terminating, unready, withLabels } from '../../support/builders.ts';
+import { lockKeyPrefix, podKeys } from '../../../src/protocol/names.ts';
 
 describe('matchesSelector', () => {
   const labels = { app: 'web', tier: 'db', empty: '' };

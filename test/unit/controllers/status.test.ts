@@ -2,12 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { ConditionType, Reason, findCondition } from '../../../src/api/v1alpha1/conditions.ts';
 import type { Condition, DistributedLockStatus } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { decide, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
-import { computeStatus, leaseName } from '../../../src/controllers/distributedlock/status.ts';
+import { computeStatus } from '../../../src/controllers/distributedlock/status.ts';
 import {
   aLeaseView, aLock, aPod, acquiredAt, anObservation, createdAt, deepFreeze, fencingDown, heldBy, markedHolderOf, noLease,
   observedAt, podsNotSynced, released, renewedAt, token, transitions, unready, withGeneration, withLease, withLock, withLockDelay,
   withPods, type LeaseOption, type ObservationOption,
 } from '../../support/builders.ts';
+import { leaseName } from '../../../src/protocol/names.ts';
 
 const LEASE_MS = 10_000;
 const NOW = new Date('2025-01-01T00:01:00.500Z');
@@ -38,7 +39,7 @@ describe('computeStatus', () => {
       renewTime: '2025-01-01T00:00:04.000Z',
       expireTime: '2025-01-01T00:00:14.000Z',
       leaseTransitions: 3,
-      leaseName: 'dlock-db',
+      leaseName: leaseName('db'),
       candidates: 2,
       queueLength: 0,
       observedGeneration: 4,

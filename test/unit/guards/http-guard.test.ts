@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MAX_TOKEN } from '../../../src/fencing/token.ts';
 import { defaultResource, FenceBook, fencingTokenOf, httpGuard } from '../../../src/guards/http-guard.ts';
+import { MAX_TOKEN } from '../../../src/protocol/token.ts';
 
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808', '5, 6'];
 

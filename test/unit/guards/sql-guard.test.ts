@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { TokenError } from '../../../src/fencing/token.ts';
 import { fencedParams, fencedUpdateSql, fencedUpsertSql, quoteIdentifier, SqlIdentifierError, tokenParam, type FencedSqlSpec } from '../../../src/guards/sql-guard.ts';
+import { TokenError } from '../../../src/protocol/token.ts';
 
 const spec: FencedSqlSpec = { table: 't', idColumn: 'id', fenceColumn: 'fence', setColumns: ['a'] };
 

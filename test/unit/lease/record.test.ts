@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Lease } from '@kubernetes/client-node';
-import { MAX_TOKEN, TokenError } from '../../../src/fencing/token.ts';
-import {
-  LAST_HOLDER_ANNOTATION, RELEASE_ANNOTATION, RENEW_DEADLINE_ANNOTATION, RENEW_PERIOD_ANNOTATION, TOKEN_ANNOTATION,
-  grantedLease, holderIdentity, leaseDurationSecondsFor, parseHolderIdentity, parseLease, releasedLease, renewFingerprint,
-  renewedLease, sameHolder, tokenFloor, type HolderRef, type TermTimings,
-} from '../../../src/lease/record.ts';
+import { grantedLease, leaseDurationSecondsFor, parseLease, releasedLease, renewFingerprint, renewedLease, tokenFloor } from '../../../src/lease/record.ts';
 import { aRecord, deepFreeze, heldBy, released, renewedAt, rv, token, transitions } from '../../support/builders.ts';
+import { holderIdentity, parseHolderIdentity, sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
+import { LAST_HOLDER_ANNOTATION, RELEASE_ANNOTATION, RENEW_DEADLINE_ANNOTATION, RENEW_PERIOD_ANNOTATION, TOKEN_ANNOTATION, leaseName } from '../../../src/protocol/names.ts';
+import type { TermTimings } from '../../../src/protocol/timings.ts';
+import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
 const A: HolderRef = { name: 'web-a', uid: 'uid-a' };
 const B: HolderRef = { name: 'web-b', uid: 'uid-b' };
@@ -18,7 +17,7 @@ const T2 = new Date('2025-01-01T00:00:04.456Z');
 function aKubeLease(spec: V1Lease['spec'] = {}, annotations?: Record<string, string>, resourceVersion = '100'): V1Lease {
   return deepFreeze({
     apiVersion: 'coordination.k8s.io/v1', kind: 'Lease',
-    metadata: { name: 'dlock-db', namespace: 'default', resourceVersion, labels: { 'fencepost.io/lock': 'db' }, ...(annotations !== undefined ? { annotations } : {}) },
+    metadata: { name: leaseName('db'), namespace: 'default', resourceVersion, labels: { 'fencepost.io/lock': 'db' }, ...(annotations !== undefined ? { annotations } : {}) },
     spec,
   });
 }

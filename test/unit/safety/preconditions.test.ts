@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Lease } from '@kubernetes/client-node';
 import { grantedLease, releasedLease, renewedLease } from '../../../src/lease/record.ts';
+import { leaseName } from '../../../src/protocol/names.ts';
 
 // FAULTS T14, code level: every Lease body fencepost writes is a compare-and-swap — it carries
 // the resourceVersion it was built from, so the API server refuses it (409) when the Lease
 // changed in between. (The contract half, the 409 itself, is in test/safety/bad-input.test.ts.)
 const lease: V1Lease = {
-  metadata: { name: 'dlock-x', namespace: 'ns', resourceVersion: '4711', annotations: { 'fencepost.io/fencing-token': '7' } },
+  metadata: { name: leaseName('x'), namespace: 'ns', resourceVersion: '4711', annotations: { 'fencepost.io/fencing-token': '7' } },
   spec: { holderIdentity: 'pod-a/uid-a', leaseDurationSeconds: 2, leaseTransitions: 3 },
 };
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../../../src/cli/kubeconfig.ts';
+import { loadKubeConfig } from '../../../src/kube/kubeconfig.ts';
 import type { RestRequest } from '../../../src/observability/metrics.ts';
 import { sharedKubeconfigPath } from '../../support/env.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';

@@ -1,4 +1,4 @@
-/** Loading a KubeConfig the same way for every subcommand. */
+/** Loading a KubeConfig the same way for every subcommand and the library (acquire()). */
 import { createHash } from 'node:crypto';
 import { KubeConfig, bufferFromFileOrString, type RequestContext } from '@kubernetes/client-node';
 import type { RestRequest } from '../observability/metrics.ts';

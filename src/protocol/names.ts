@@ -1,0 +1,90 @@
+/**
+ * The names and keys on the wire: what the controller writes and the agent (or the library) reads,
+ * and the other way round. Pure and free of imports, so that any side can name them without
+ * loading the other side's code.
+ *
+ * - A lock's Lease is `dlock-<lock>` in the lock's namespace ({@link leaseName}), labelled
+ *   `fencepost.io/lock: <lock>` ({@link LOCK_LABEL}); its annotations carry the token high-water
+ *   mark, the term's renew deadline and period, and how the last holder left (see lease/record.ts
+ *   for the Lease bodies built from them).
+ * - A pod carries per-lock keys under `<lock>.lock.fencepost.io/` ({@link podKeys}): the holder
+ *   label and grant annotations the controller maintains, and the Mutex request and completed-run
+ *   annotations the pod's agent writes.
+ */
+
+/** leaseName is the deterministic name of a lock's Lease (lock names are DNS labels, at most 63 characters). */
+export function leaseName(lockName: string): string {
+  return `dlock-${lockName}`;
+}
+
+/** LOCK_LABEL names the DistributedLock a Lease belongs to. */
+export const LOCK_LABEL = 'fencepost.io/lock';
+
+/** lockLabelSelector selects the Lease(s) labelled with one lock (a label selector string). */
+export function lockLabelSelector(lockName: string): string {
+  return `${LOCK_LABEL}=${lockName}`;
+}
+
+/** TOKEN_ANNOTATION holds the token of the Lease's current or last grant (decimal string). */
+export const TOKEN_ANNOTATION = 'fencepost.io/fencing-token';
+/** RELEASE_ANNOTATION records how the last holder left: `Released` (voluntary), `Expired` or `Terminated` (revoked by the controller). */
+export const RELEASE_ANNOTATION = 'fencepost.io/release';
+/** RENEW_DEADLINE_ANNOTATION is the holder's renew deadline for this term, in milliseconds. */
+export const RENEW_DEADLINE_ANNOTATION = 'fencepost.io/renew-deadline-ms';
+/** RENEW_PERIOD_ANNOTATION is the holder's renew period for this term, in milliseconds. */
+export const RENEW_PERIOD_ANNOTATION = 'fencepost.io/renew-period-ms';
+/** LAST_HOLDER_ANNOTATION names the holder that released or lost the Lease, so the next grant prefers someone else. */
+export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
+
+/** ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, or revoked after expiry or termination. */
+export type ReleaseKind = 'Released' | 'Expired' | 'Terminated';
+
+/** LOCK_KEY_SUFFIX ends every per-lock pod key prefix. */
+const LOCK_KEY_SUFFIX = '.lock.fencepost.io';
+
+/**
+ * lockKeyPrefix is the label/annotation key prefix for one lock on a pod: `<lock>.lock.fencepost.io`.
+ * Per-lock keys let one pod hold several locks; a lock name is a DNS label (at most 63 characters,
+ * enforced by the CRD), so the prefix is always a valid DNS subdomain.
+ */
+export function lockKeyPrefix(lockName: string): string {
+  return `${lockName}${LOCK_KEY_SUFFIX}`;
+}
+
+/** PodKeys are the per-lock label and annotation keys on a pod. */
+export interface PodKeys {
+  /** holder: label `"true"` on the holder alone, for Services that select only the holder. */
+  readonly holder: string;
+  /** token: annotation, the holder's fencing token (decimal string). */
+  readonly token: string;
+  /** lease: annotation, the name of the lock's Lease (where the agent renews). */
+  readonly lease: string;
+  /** acquireTime: annotation, when this grant was made (RFC 3339). */
+  readonly acquireTime: string;
+  /** expireTime: annotation, when this grant expires unless renewed (RFC 3339, as of the grant). */
+  readonly expireTime: string;
+  /** request: annotation set by the pod's agent, Mutex mode: it wants the lock since this time (RFC 3339, ms). */
+  readonly request: string;
+  /** runId: annotation set with request: the run the pod wants to do (run-once-per-window). */
+  readonly runId: string;
+  /** completedRun / completedAt: annotations set by a holder that finished a run id. */
+  readonly completedRun: string;
+  readonly completedAt: string;
+}
+
+/** podKeys returns the keys for a lock. */
+export function podKeys(lockName: string): PodKeys {
+  const p = lockKeyPrefix(lockName);
+  return {
+    holder: `${p}/holder`, token: `${p}/fencing-token`, lease: `${p}/lease`, acquireTime: `${p}/acquire-time`, expireTime: `${p}/expire-time`,
+    request: `${p}/request`, runId: `${p}/run-id`, completedRun: `${p}/completed-run`, completedAt: `${p}/completed-at`,
+  };
+}
+
+/** HOLDER_LABEL_SUFFIX ends every lock's holder label key ({@link PodKeys.holder}). */
+const HOLDER_LABEL_SUFFIX = `${LOCK_KEY_SUFFIX}/holder`;
+
+/** lockOfHolderLabel is the lock whose holder label `key` is, or undefined for any other key. */
+export function lockOfHolderLabel(key: string): string | undefined {
+  return key.endsWith(HOLDER_LABEL_SUFFIX) ? key.slice(0, -HOLDER_LABEL_SUFFIX.length) : undefined;
+}
