@@ -13,6 +13,8 @@ export interface LockFencing {
   readonly dispenser: FenceDispenser;
   readonly ready: boolean;
   readonly detail?: string;
+  /** notConfigured: the lock asks for Redis but the controller has no --redis-url (see FencingState). */
+  readonly notConfigured?: boolean;
 }
 
 /** FencingBackends picks each lock's backend; `close` ends the Redis connection. */
@@ -56,7 +58,7 @@ export function fencingBackends(redisUrl: string | undefined, onStatus?: (ready:
       if (wanted === 'Lease') return { backend: 'Lease', key: '', dispenser: leaseFence, ready: true };
       const key = redisKeyFor(lock);
       if (client === undefined || redis === undefined) {
-        return { backend: 'Redis', key, dispenser: unavailable, ready: false, detail: 'the controller has no --redis-url' };
+        return { backend: 'Redis', key, dispenser: unavailable, ready: false, detail: 'the controller has no --redis-url', notConfigured: true };
       }
       const ready = client.status === 'ready';
       return { backend: 'Redis', key, dispenser: redis, ready, ...(ready ? {} : { detail: `Redis ${client.status}: ${lastError}` }) };

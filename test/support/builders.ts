@@ -248,5 +248,7 @@ export const withPods = (...pods: PodSummary[]): ObservationOption => (d) => { d
 export const podsNotSynced = (): ObservationOption => (d) => { d.podsSynced = false; };
 /** fencingDown: the fencing backend cannot issue tokens, for `detail`. */
 export const fencingDown = (detail = 'connect ECONNREFUSED 127.0.0.1:6379'): ObservationOption => (d) => { d.fencing = { backend: d.fencing.backend, ready: false, detail }; };
+/** fencingNotConfigured: the lock asks for Redis and the controller was started without --redis-url. */
+export const fencingNotConfigured = (): ObservationOption => (d) => { d.fencing = { backend: 'Redis', ready: false, detail: 'the controller has no --redis-url', notConfigured: true }; };
 /** fencingBackend sets which backend issues tokens. */
 export const fencingBackend = (backend: FencingState['backend']): ObservationOption => (d) => { d.fencing = { ...d.fencing, backend }; };

@@ -33,7 +33,11 @@ export const Reason = {
   CacheNotSynced: 'CacheNotSynced',
   /** RedisUnavailable: the Redis fencing backend could not issue a token. */
   RedisUnavailable: 'RedisUnavailable',
-  /** InvalidSpec: the spec cannot be acted on (e.g. an object stored before a validation rule existed). */
+  /**
+   * InvalidSpec (Ready=False): the spec passed admission but this controller cannot act on it —
+   * spec.fencing.backend is Redis and the controller has no --redis-url. While nobody holds the
+   * lock, the reconcile fails with a TerminalError (not retried) until the lock, its Lease or a pod changes.
+   */
   InvalidSpec: 'InvalidSpec',
   /** AsExpected: the neutral reason of a condition in its healthy state (e.g. Degraded=False). */
   AsExpected: 'AsExpected',

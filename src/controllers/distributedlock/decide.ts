@@ -33,6 +33,12 @@ export interface FencingState {
   readonly ready: boolean;
   /** detail: why it is not ready (for conditions and Events). */
   readonly detail?: string;
+  /**
+   * notConfigured: the spec asks for a backend the controller was started without (Redis with no
+   * --redis-url). The API server cannot reject such a spec and no retry fixes it; only a spec
+   * change or a controller restarted with the backend does.
+   */
+  readonly notConfigured?: boolean;
 }
 
 /** Observation is everything decide needs, gathered by observe (I/O) for one lock. */
@@ -157,6 +163,21 @@ export function decide(obs: Observation, nowMs: number): Decision {
     ...base, actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: undefined, cause, floor: tokenFloor(record) }],
     requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined,
   };
+}
+
+/**
+ * unactionable returns why the lock cannot be acted on until its spec changes, or undefined when a
+ * retry or time may still help. The reconciler reports this in status and then fails the reconcile
+ * with a TerminalError, so the lock is not polled but waits for an event (a spec, Lease or pod
+ * change, or a controller restart).
+ *
+ * Pure. Today the one such case is a Redis fencing backend the controller was not configured with,
+ * and only while nobody holds the lock: a holder's term is still watched to its expiry (requeued
+ * by time), and nothing is decided while the pod cache is still filling.
+ */
+export function unactionable(obs: Observation, dec: Decision): string | undefined {
+  if (obs.fencing.notConfigured !== true || dec.holder !== undefined || dec.waiting === 'CacheNotSynced') return undefined;
+  return `spec.fencing.backend is ${obs.fencing.backend} but the controller was started without it (${obs.fencing.detail ?? 'not configured'})`;
 }
 
 /** pickNext prefers a candidate other than the departing holder; the holder itself only as a last resort. */

@@ -22,9 +22,9 @@ import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol
 import { termTimingsOf } from '../../protocol/timings.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { type ObjectKey, type ReconcileContext, type Reconciler, type Result, splitKey } from '../../runtime/controller.ts';
-import { errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
+import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
 import { jsonPatchFinalizerIO, withFinalizer, type FinalizerIO, type JsonPatchOperation } from '../../runtime/finalizer.ts';
-import { decide, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
+import { decide, unactionable, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
 import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
 import { computeStatus } from './status.ts';
 
@@ -114,6 +114,9 @@ export class DistributedLockReconciler implements Reconciler {
     // ### 4: Status, written only when it changed; fencing transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
     await this.#writeStatus(lock, computeStatus(obs, dec, lock.status, this.#d.clock.now()));
+    // A spec no retry can fix (status says Ready=False, InvalidSpec): fail without requeue; the lock waits for an event.
+    const stuck = unactionable(obs, dec);
+    if (stuck !== undefined) throw new TerminalError(`Cannot act on DistributedLock: ${stuck}`);
     return { requeueAfterMs: dec.requeueAfterMs };
   }
 
@@ -142,7 +145,11 @@ export class DistributedLockReconciler implements Reconciler {
     }
     const obs: Observation = {
       lock, timings: resolveTimings(lock.spec), lease: leaseView, pods, podsSynced: this.#d.pods.hasSynced(),
-      fencing: { backend: fencing.backend, ready: fencing.ready, ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}) },
+      fencing: {
+        backend: fencing.backend, ready: fencing.ready,
+        ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}),
+        ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
+      },
     };
     return { obs, lease };
   }

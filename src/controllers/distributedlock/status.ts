@@ -55,7 +55,9 @@ export function computeStatus(obs: Observation, dec: Decision, prev: Distributed
   conditions = setCondition(conditions, held
     ? { type: ConditionType.Held, status: 'True', reason: Reason.Granted, message: `Held by pod ${dec.holder.name} with fencing token ${record.token ?? '?'}`, ...og }
     : { type: ConditionType.Held, status: 'False', reason: dec.waiting !== undefined ? WAITING_REASON[dec.waiting] : record?.released === 'Released' ? Reason.Released : Reason.Waiting, message: dec.waiting !== undefined ? WAITING_MESSAGE[dec.waiting] : 'Nobody holds the lock', ...og }, now);
-  conditions = setCondition(conditions, degraded
+  conditions = setCondition(conditions, obs.fencing.notConfigured === true
+    ? { type: ConditionType.Ready, status: 'False', reason: Reason.InvalidSpec, message: `spec.fencing.backend is ${obs.fencing.backend}, which the controller was not started with (${obs.fencing.detail ?? 'not configured'}); change the spec or configure the controller`, ...og }
+    : degraded
     ? { type: ConditionType.Ready, status: 'False', reason: Reason.RedisUnavailable, message: 'The lock cannot be granted while its fencing backend is unavailable', ...og }
     : { type: ConditionType.Ready, status: 'True', reason: Reason.AsExpected, message: 'The lock is managed and can be granted', ...og }, now);
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../support/prng.ts';
-import { RESYNC_MS, decide } from '../../../src/controllers/distributedlock/decide.ts';
+import { RESYNC_MS, decide, unactionable } from '../../../src/controllers/distributedlock/decide.ts';
 import type { Action, Decision, Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import { isCandidate } from '../../../src/controllers/distributedlock/pods.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
 import {
-  aLeaseView, aLock, aPod, anObservation, createdAt, deepFreeze, fencingDown, heldBy, lastHolder, leaseSeconds,
+  aLeaseView, aLock, aPod, anObservation, createdAt, deepFreeze, fencingDown, fencingNotConfigured, heldBy, lastHolder, leaseSeconds,
   markedHolderOf, noLease, observedAt, podsNotSynced, released, rv, terminated, terminating, token, transitions,
   unready, withAnnotations, withHandoff, withLabels, withLease, withLeaseSeconds, withLock, withLockDelay, withPods,
   withSelector, withUid, type LeaseOption, type LockOption, type ObservationOption, type PodOption,
@@ -582,6 +582,25 @@ function shuffled<T>(xs: readonly T[], rnd: () => number): T[] {
   }
   return out;
 }
+
+describe('unactionable', () => {
+  const a1 = aPod('web-a', createdAt(1_000));
+  const b1 = aPod('web-b', createdAt(2_000));
+  const heldByA1 = withLease(aLeaseView(heldBy(a1), token(5n), observedAt(0), leaseSeconds(10)));
+  it.each<{ name: string; obs: Observation; nowMs: number; stuck: boolean }>([
+    { name: 'Redis asked for without --redis-url, vacant: stuck', obs: anObservation(fencingNotConfigured(), withPods(a1, b1)), nowMs: 0, stuck: true },
+    { name: 'Redis asked for without --redis-url, no candidate: stuck', obs: anObservation(fencingNotConfigured(), withPods(aPod('web-a', unready()))), nowMs: 0, stuck: true },
+    { name: 'Redis asked for without --redis-url, holder renewing: watched to expiry', obs: anObservation(fencingNotConfigured(), heldByA1, withPods(a1, b1)), nowMs: 5_000, stuck: false },
+    { name: 'Redis asked for without --redis-url, holder expired: revoked, then stuck', obs: anObservation(fencingNotConfigured(), heldByA1, withPods(a1, b1)), nowMs: 11_000, stuck: true },
+    { name: 'Redis asked for without --redis-url, pod cache not synced: retried', obs: anObservation(fencingNotConfigured(), podsNotSynced(), withPods(b1)), nowMs: 0, stuck: false },
+    { name: 'Redis configured but down: retried', obs: anObservation(fencingDown(), withPods(a1, b1)), nowMs: 0, stuck: false },
+    { name: 'fencing working: nothing to report', obs: anObservation(withPods(a1, b1)), nowMs: 0, stuck: false },
+  ])('$name', ({ obs: o, nowMs, stuck }) => {
+    const reason = unactionable(o, decide(o, nowMs));
+    if (stuck) expect(reason).toContain('--redis-url');
+    else expect(reason).toBeUndefined();
+  });
+});
 
 /** show is JSON.stringify that spells bigints as decimal strings. */
 const show = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));

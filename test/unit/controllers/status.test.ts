@@ -4,7 +4,7 @@ import type { Condition, DistributedLockStatus } from '../../../src/api/v1alpha1
 import { decide, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import { computeStatus } from '../../../src/controllers/distributedlock/status.ts';
 import {
-  aLeaseView, aLock, aPod, acquiredAt, anObservation, createdAt, deepFreeze, fencingDown, heldBy, markedHolderOf, noLease,
+  aLeaseView, aLock, aPod, acquiredAt, anObservation, createdAt, deepFreeze, fencingDown, fencingNotConfigured, heldBy, markedHolderOf, noLease,
   observedAt, podsNotSynced, released, renewedAt, token, transitions, unready, withGeneration, withLease, withLock, withLockDelay,
   withPods, type LeaseOption, type ObservationOption,
 } from '../../support/builders.ts';
@@ -67,6 +67,12 @@ describe('computeStatus', () => {
     expect(cond(s, ConditionType.Degraded)).toMatchObject({ status: 'True', reason: Reason.RedisUnavailable, message: expect.stringContaining('ECONNREFUSED') as string });
     expect(cond(s, ConditionType.Ready)).toMatchObject({ status: 'False', reason: Reason.RedisUnavailable });
     expect(cond(s, ConditionType.Held)).toMatchObject({ status: 'False', reason: Reason.RedisUnavailable });
+  });
+
+  it('reports Redis asked for without --redis-url as Ready False InvalidSpec, and Degraded True RedisUnavailable', () => {
+    const s = statusOf(anObservation(fencingNotConfigured(), withPods(b)));
+    expect(cond(s, ConditionType.Ready)).toMatchObject({ status: 'False', reason: Reason.InvalidSpec, message: expect.stringContaining('--redis-url') as string });
+    expect(cond(s, ConditionType.Degraded)).toMatchObject({ status: 'True', reason: Reason.RedisUnavailable });
   });
 
   it('keeps a renewing holder Held while fencing is down', () => {
