@@ -16,7 +16,7 @@
  *   deadline (riding out API-server blips), then the lock is declared lost.
  * - A term that ended here (lost or released) is never taken up again, even if the Lease still
  *   names this pod with its token once the API server answers again: only a grant with a larger
- *   token starts a new term (FAULTS T11: after a step-down, never the old token again). A lost
+ *   token starts a new term (docs/safety.md T11: after a step-down, never the old token again). A lost
  *   term the Lease still names is handed back (a released Lease), so the controller does not have
  *   to wait out the lease to grant the next term.
  */

@@ -78,7 +78,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
       stopping = true;
       log.info({ signal }, 'Stopping controller');
       void (async () => {
-        await Promise.allSettled(controllers.map((c) => c.stop())); // drain workers first, then give up the lead (G18)
+        await Promise.allSettled(controllers.map((c) => c.stop())); // drain workers first, then give up the lead, so that no worker acts unled
         abort.abort(new Error(signal));
         await running;
         await Promise.allSettled([metricsServer?.stop(), probeServer?.stop()]);

@@ -6,7 +6,7 @@
  * (`controller`, `controllerGroup`, `controllerKind`, `namespace`, `name`, `reconcileID`; see
  * runtime/controller's ReconcileLogFields).
  *
- * Call sites follow STYLE G22: constant, capitalised, past-tense messages ("Granted Lease"),
+ * Call sites use constant, capitalised, past-tense messages ("Granted Lease"),
  * variable parts in fields, errors as `log.x({ err }, msg)` (or `log.x(err, msg)`); the mapping
  * of `err` to `error` happens here, at output.
  */

@@ -1,10 +1,11 @@
 /**
- * Time as an injected dependency (G20).
+ * Time as an injected dependency, so that tests can drive it.
  *
  * Two readings with different jobs: `now()` is the wall clock, fit only for timestamps that humans or
  * the API server read (conditions, Events); `monotonicMs()` is the only reading that may be used to
  * measure elapsed time, because wall clocks jump (NTP steps, `faketime`, VM resume) and a jump must
- * never make a lease look expired or fresh (DESIGN: no two clocks are ever compared; G19).
+ * never make a lease look expired or fresh (DESIGN: no two clocks are ever compared; expiry is
+ * judged by our monotonic clock from when we saw the record change).
  *
  * Production code reads time only through these interfaces so tests can drive it with
  * `test/support/fake-clock.ts` instead of sleeping.

@@ -6,8 +6,8 @@
  * sees what event caused it to run. A key is processed by one worker at a time; a key added while
  * it is being processed runs once more afterwards.
  *
- * Result handling (STYLE G5), with controller-runtime's names for the outcome (the `result` label
- * of `controller_runtime_reconcile_total`):
+ * Result handling (errors drive retries, `requeueAfterMs` drives time), with controller-runtime's
+ * names for the outcome (the `result` label of `controller_runtime_reconcile_total`):
  * - success → forget the key's backoff: `success`; with `requeueAfterMs` > 0 the key is added again
  *   after that long (`requeue_after`), with `requeueAfterMs` ≤ 0 at once (`requeue`);
  * - a 409 Conflict → rate-limited retry, logged at debug (expected under optimistic concurrency):
@@ -121,7 +121,7 @@ export class Controller {
     this.#opts.queue.add(key);
   }
 
-  /** start launches the workers; call once, after every informer has synced (STYLE G8). */
+  /** start launches the workers; call once, after every informer has synced, so that no worker acts on an unfilled cache. */
   start(): void {
     if (this.#running !== undefined) throw new Error(`Controller ${this.#opts.name} already started`);
     const n = this.#opts.workers ?? 4;

@@ -1,5 +1,5 @@
 /**
- * Error classification for retry decisions and metric labels (G5, G21).
+ * Error classification for retry decisions and bounded metric labels.
  *
  * Every predicate here looks through `cause` chains, because the convention at I/O boundaries is to
  * wrap (`new Error('Failed to replace Lease', { cause })`) and the caller that decides "409 → requeue
@@ -78,7 +78,7 @@ export function isConflict(err: unknown): boolean {
 
 /**
  * isAlreadyExists reports a create that lost to an existing object (Status reason `AlreadyExists`,
- * HTTP 409). With deterministic names (G15) that is success: read the object and carry on.
+ * HTTP 409). With deterministic object names that is success: read the object and carry on.
  *
  * Caveat: it needs the Status body to tell this apart from a conflict; a 409 whose body is missing
  * or unparsable counts as {@link isConflict}, as in client-go.

@@ -1,5 +1,5 @@
 /**
- * Finalizers as a 2×2 state machine with guarded patches (G14), after kube-rs `finalizer()`.
+ * Finalizers as a 2×2 state machine with guarded patches, after kube-rs `finalizer()`.
  *
  * The two inputs are "does the object carry our finalizer?" and "is it being deleted?"; each of the
  * four cells has exactly one action, and every action is safe to repeat, so the reconciler stays
@@ -28,7 +28,7 @@ export type ReconcileResult = Result;
  * removes every occurrence of it, both on the server, each *guarded* against `obj` being stale: the
  * write must fail (throw) rather than apply to a version of the object whose finalizers differ from
  * the ones in `obj`. Both resolve without writing when there is nothing to do. They never mutate
- * `obj` (it may be a cached object, G9).
+ * `obj` (it may be a cached object, which must never be mutated).
  */
 export interface FinalizerIO<T extends KubernetesObject = KubernetesObject> {
   addFinalizer(obj: T, name: string): Promise<void>;

@@ -1,5 +1,5 @@
 /**
- * Supervised informers: a list+watch cache of one resource that keeps itself running (G7, G8).
+ * Supervised informers: a list+watch cache of one resource that keeps itself running.
  *
  * @kubernetes/client-node's `ListWatch` (what `makeInformer` returns) lists, then watches from the
  * list's resourceVersion, and re-watches by itself when a watch ends cleanly, times out, or answers
@@ -26,7 +26,7 @@ import type { Timer, TimerClock } from './clock.ts';
 
 /**
  * InformerLogger is the logging an informer needs: pino-style calls with the structured fields
- * first and a constant message second (G22). A pino `Logger` satisfies it.
+ * first and a constant message second, like pino. A pino `Logger` satisfies it.
  */
 export interface InformerLogger {
   info(obj: object, msg: string): void;
@@ -39,7 +39,7 @@ export type ChangeKind = 'add' | 'update' | 'delete';
 
 /**
  * ChangeHandler is told about each change to the cache. It must be synchronous, cheap, and only
- * enqueue (G7: `queue.add(keyOf(obj))`); `obj` is the cache's own object (for `delete`, its last
+ * enqueue (`queue.add(keyOf(obj))`, no await, no logic); `obj` is the cache's own object (for `delete`, its last
  * known state) and must not be mutated.
  */
 export type ChangeHandler<T> = (obj: T, kind: ChangeKind) => void;
@@ -63,7 +63,7 @@ export const DEFAULT_INFORMER_BACKOFF = Object.freeze({ baseMs: 200, maxMs: 30_0
 
 /**
  * DEFAULT_SYNC_TIMEOUT_MS is how long `start()` waits for the first list: 2 minutes, as
- * controller-runtime's `CacheSyncTimeout` (G8).
+ * controller-runtime's `CacheSyncTimeout`: a controller whose caches never sync should exit and be restarted.
  */
 export const DEFAULT_SYNC_TIMEOUT_MS = 120_000;
 
@@ -104,7 +104,7 @@ export interface SuperviseInformerOptions<T extends KubernetesObject> {
  * SupervisedInformer is a self-restarting list+watch cache of one collection.
  *
  * Caveats for readers of the cache: objects are the cache's own, shared by every reader; callers must
- * `structuredClone` one before changing it (G9). Objects delivered by a list are client-node model
+ * `structuredClone` one before changing it: other readers share it. Objects delivered by a list are client-node model
  * instances with `Date` timestamps and, as the API server sends list items, no `kind`/`apiVersion`;
  * objects delivered by the watch are plain JSON with string timestamps and both fields set. Do not
  * rely on either shape; read `metadata` and `spec` fields only, and compare timestamps by value.
@@ -114,7 +114,7 @@ export interface SupervisedInformer<T extends KubernetesObject> {
    * start begins listing and watching, and resolves once the first list has been delivered to the
    * cache and the handlers and a watch has been established (synced). Until then it keeps retrying
    * with backoff, and rejects after `syncTimeoutMs` (the last failure as `cause`) or if `stop()` is
-   * called first; the informer keeps retrying after a timeout, so call `stop()` (or exit, G8).
+   * called first; the informer keeps retrying after a timeout, so call `stop()` (or exit).
    * Calling it again returns the same promise; once the informer has been stopped it rejects.
    */
   start(): Promise<void>;

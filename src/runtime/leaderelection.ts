@@ -1,6 +1,6 @@
 /**
  * Leader election among the controller's own replicas over a coordination.k8s.io/v1 Lease: a port
- * of client-go's `tools/leaderelection` with its `LeaseLock` (G18).
+ * of client-go's `tools/leaderelection` with its `LeaseLock`.
  *
  * WARNING: leader election does not provide fencing. Two replicas may both believe they lead for a
  * while: a leader that is paused (GC, SIGSTOP, a frozen VM) or cut off from the API server keeps
@@ -91,7 +91,7 @@ export interface LeaseClient {
 
 /**
  * LeaderElectionLogger is the logging the elector does: constant messages, structured fields, errors
- * as `{ err }` (G22). A pino `Logger` satisfies it.
+ * as `{ err }`, like pino. A pino `Logger` satisfies it.
  */
 export interface LeaderElectionLogger {
   info(obj: object, msg: string): void;

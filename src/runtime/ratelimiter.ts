@@ -1,5 +1,5 @@
 /**
- * Retry rate limiters for the work queue, ported from client-go's `workqueue` package (G6).
+ * Retry rate limiters for the work queue, ported from client-go's `workqueue` package.
  *
  * A limiter answers "how long should this key wait before its next retry?" and remembers failures
  * per key until told to forget them. Only retries go through a limiter (`addRateLimited`); plain

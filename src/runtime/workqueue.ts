@@ -1,5 +1,5 @@
 /**
- * The controller's work queue: a port of client-go's rate-limiting, delaying work queue (G6).
+ * The controller's work queue: a port of client-go's rate-limiting, delaying work queue.
  *
  * The model is level-triggered and key-based. Event sources never hand the controller an event or an
  * object, only a key ("namespace/name"), and the reconciler reads the current state of the world for
@@ -17,7 +17,7 @@ import type { Timer, TimerClock } from './clock.ts';
 import type { RateLimiter } from './ratelimiter.ts';
 
 /**
- * WorkQueueHooks receives queue metrics (G23 vocabulary: client-go's workqueue metrics). Every hook
+ * WorkQueueHooks receives queue metrics (client-go's workqueue metric vocabulary). Every hook
  * is optional and must be cheap and must not throw: they run synchronously inside queue operations.
  */
 export interface WorkQueueHooks {

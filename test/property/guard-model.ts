@@ -1,5 +1,5 @@
 /**
- * The reference model of a fenced store (FAULTS T17), in BigInt: what every guard must do with
+ * The reference model of a fenced store (docs/safety.md T17), in BigInt: what every guard must do with
  * one write, given its mark and the write ids it has applied. The property tests run the real
  * guard and this model side by side and compare after every write.
  */

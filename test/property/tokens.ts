@@ -1,5 +1,5 @@
 /**
- * fast-check arbitraries for fencing tokens (FAULTS T17): canonical tokens with the values where
+ * fast-check arbitraries for fencing tokens (docs/safety.md T17): canonical tokens with the values where
  * precision and string comparison go wrong, and every kind of malformed spelling a guard must
  * refuse before anything is sent.
  */

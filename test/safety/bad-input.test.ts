@@ -1,5 +1,5 @@
 /**
- * Bad input (FAULTS T14, T16, T17): forged and malformed writes, each of which must be refused
+ * Bad input (docs/safety.md T14, T16, T17): forged and malformed writes, each of which must be refused
  * with a message naming the field or the reason, and leave everything as it was.
  *
  * - Lease and Pod writes by an agent identity: a real ServiceAccount `fencepost-agent` with the

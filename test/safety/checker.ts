@@ -1,6 +1,6 @@
 /**
  * The safety checker: a pure function from one trial's recorded history to its verdict on the
- * invariants of FAULTS.md, plus the dual-belief windows it saw (reported, never a violation:
+ * invariants S1–S5 of docs/safety.md, plus the dual-belief windows it saw (reported, never a violation:
  * no lease protocol can stop a paused process from believing it still holds the lock).
  *
  * It checks the three recorded sources against each other, not against what the trial meant to

@@ -1,5 +1,5 @@
 /**
- * The combined nemesis's schedule (FAULTS.md T24), as a pure function of a seed: when each fault
+ * The combined nemesis's schedule (docs/safety.md T24), as a pure function of a seed: when each fault
  * starts, of which kind, on which candidate, with which variant and for how long. The whole plan
  * is drawn before the run starts, so a seed replays the plan (the interleaving with real processes
  * still depends on scheduling, as in every trial).

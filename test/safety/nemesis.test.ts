@@ -1,5 +1,5 @@
 /**
- * The combined nemesis in CI (FAULTS.md T24): about 90 seconds of overlapping faults (pauses,
+ * The combined nemesis in CI (docs/safety.md T24): about 90 seconds of overlapping faults (pauses,
  * kills, partitions, store delays, clock steps, counter Redis data loss, controller kills) on 4
  * candidate processes contending for 3 locks, on the shared control plane (no fault stops the
  * shared API server), then a healing final phase. Every lock's history must hold S1–S5 and H.

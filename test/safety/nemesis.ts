@@ -1,5 +1,5 @@
 /**
- * The combined nemesis (FAULTS.md T24): one long run in which a few candidate processes contend
+ * The combined nemesis (docs/safety.md T24): one long run in which a few candidate processes contend
  * for a few locks while a seeded schedule (nemesis-schedule.ts) throws overlapping faults at them
  * and at what they share (nemesis-faults.ts); then a healing final phase (every process resumed,
  * every proxy healed, every clock reset), a wait until every lock again has a holder whose write

@@ -1,9 +1,9 @@
 /**
  * Builders for unit tests of the lock controller's pure core (decide, computeStatus, pods, record),
- * with functional options (STYLE G26): `aLock('db', withLeaseSeconds(2))`, `aPod('web-0', unready())`,
+ * with functional options: `aLock('db', withLeaseSeconds(2))`, `aPod('web-0', unready())`,
  * `aLeaseView(heldBy(pod), token(7n), observedAt(1_000))`, `anObservation(withPods(a, b))`.
  *
- * Every builder returns a deep-frozen value (STYLE G9): code under test that mutates what it was
+ * Every builder returns a deep-frozen value: code under test that mutates what it was
  * given throws a TypeError (test modules are ES modules, hence strict mode) instead of passing by
  * accident. Options are applied in order to a private draft; a later option overrides an earlier one.
  *

@@ -2,8 +2,8 @@
  * decide — the pure heart of the lock controller: from what was observed, and the controller's
  * own monotonic `nowMs`, which actions bring the world to the spec. No I/O, no clock reads.
  *
- * Each action is derived from the observation alone (STYLE G4), so a crash between actions
- * leaves a state that the next reconcile finishes: a Lease granted but its pod not yet labelled
+ * Each action is derived from the observation alone, never from "was the previous step done", so
+ * a crash between actions leaves a state that the next reconcile finishes: a Lease granted but its pod not yet labelled
  * is labelled next time; a token taken from Redis but never written to the Lease is a gap.
  *
  * Safety rule (DESIGN "The protocol"): a held Lease is taken from its holder only when

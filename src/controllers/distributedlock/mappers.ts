@@ -1,6 +1,6 @@
 /**
- * Mappers: Lease and Pod changes to the keys of the locks they concern (STYLE G1). Synchronous
- * and cheap; they read only the lock cache.
+ * Mappers: Lease and Pod changes to the keys of the locks they concern, since the lock is the only
+ * kind this controller reconciles. Synchronous and cheap; they read only the lock cache.
  */
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { DistributedLock } from '../../api/v1alpha1/distributedlock.ts';

@@ -3,9 +3,9 @@
  * pods; decide; act in crash-safe order; report status. One reconciler, one primary kind: Lease
  * and Pod changes reach it only as lock keys (mappers.ts).
  *
- * Order of side effects for a grant (STYLE G4): (1) take a token from the fencing backend,
- * (2) compare-and-swap the Lease to the new holder and token, (3) label and annotate the holder
- * pod, (4) patch status. A crash after (1) burns a token (a harmless gap); after (2) the next
+ * Order of side effects for a grant, so that a crash at any point leaves a state the next reconcile
+ * finishes: (1) take a token from the fencing backend, (2) compare-and-swap the Lease to the new
+ * holder and token, (3) label and annotate the holder pod, (4) patch status. A crash after (1) burns a token (a harmless gap); after (2) the next
  * reconcile does (3) and (4).
  */
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Pod } from '@kubernetes/client-node';
@@ -101,7 +101,7 @@ export class DistributedLockReconciler implements Reconciler {
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find((a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke');
       if (leaseAction === undefined) break;
-      if (!fresh) { fresh = true; continue; } // decide grants from a direct GET, never the cache alone (G10)
+      if (!fresh) { fresh = true; continue; } // decide grants from a direct GET, never the cache alone, which may be stale
       // The write is a CAS on the resourceVersion of the very Lease this decision was made from.
       await this.#actOnLease(key, lock, obs, observed.lease, leaseAction, log);
     }

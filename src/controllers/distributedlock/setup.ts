@@ -1,7 +1,8 @@
 /**
  * startLockController wires the DistributedLock controller: three supervised informers (locks,
  * their Leases, pods) whose handlers only enqueue lock keys, a rate-limited work queue, and N
- * workers running the reconciler. Workers start only after every cache has synced (STYLE G8).
+ * workers running the reconciler. Workers start only after every cache has synced, so that nothing
+ * is decided on the absence of an object not yet listed.
  */
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesListObject, type V1Lease, type V1Pod } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
@@ -111,7 +112,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   });
 
   enqueueAll = () => { for (const l of locks.list()) controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`); };
-  // Informer handlers only enqueue (STYLE G7).
+  // Informer handlers only enqueue: no await, no logic (client-node calls them synchronously).
   locks.onChange((l) => { controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`); });
   leases.onChange((l) => { for (const k of leaseToLock(l)) controller.enqueue(k); });
   pods.onChange((p) => { for (const k of podToLocks(locks, p)) controller.enqueue(k); });

@@ -30,7 +30,7 @@ function firstEvent(port: number, lock: string, type: string): { at: Promise<num
   return { at, stop: () => { stop(); } };
 }
 
-// FAULTS T4: the holder's agent is cut off from the API server (a blackhole in a TCP proxy that
+// docs/safety.md T4: the holder's agent is cut off from the API server (a blackhole in a TCP proxy that
 // only its traffic crosses) while the controller and the other agent still reach it. The cut-off
 // agent must declare the lock lost before the controller can grant it to anyone else.
 describe('an agent cut off from the API server', () => {
@@ -96,7 +96,7 @@ describe('an agent cut off from the API server', () => {
     }
   });
 
-  // FAULTS T11: the step-down is observable — a metric, and an Event that gets through once the
+  // docs/safety.md T11: the step-down is observable — a metric, and an Event that gets through once the
   // agent reaches the API server again (the step-down itself happened while it could not).
   it('records the step-down as a LockLost Event on the pod and in the agent metric, after the partition heals', async () => {
     expect(aPort).toBeGreaterThan(0);

@@ -21,7 +21,7 @@ function isFenceScriptCall(bytes: Buffer): boolean {
   return /\r\n(evalsha|eval)\r\n/i.test(text) && text.includes('fencepost:fence:');
 }
 
-// FAULTS.md T6: the controller is SIGKILLed after Redis executed the fencing script (the token is
+// docs/safety.md T6: the controller is SIGKILLed after Redis executed the fencing script (the token is
 // taken) and before the Lease compare-and-swap recorded it. The only trace must be a gap in the
 // tokens; a new controller process grants with the next token and everything converges.
 describe('fencepost controller killed between the Redis increment and the Lease write', () => {

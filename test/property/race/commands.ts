@@ -1,5 +1,5 @@
 /**
- * The commands of the model-based race test (FAULTS T18), for fc.commands: each changes the
+ * The commands of the model-based race test (docs/safety.md T18), for fc.commands: each changes the
  * world of ./world.ts and then checks the invariants. A failing sequence shrinks, and fast-check
  * prints it with its `seed` and `path` (and a `replayPath` for fc.commands) to replay it.
  */

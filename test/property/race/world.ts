@@ -1,5 +1,5 @@
 /**
- * The world of the model-based race test (FAULTS T18). THIS IS A MODEL TEST OF THE DECISION
+ * The world of the model-based race test (docs/safety.md T18). THIS IS A MODEL TEST OF THE DECISION
  * LOGIC, not of real processes: the controller's pure `decide()` and the agent's real
  * `LockSession` (src/agent/session.ts) run against in-memory models of the Lease store, the Redis
  * token counter and a fenced store, on fake clocks, with fast-check's scheduler choosing the order

@@ -1,5 +1,5 @@
 /**
- * The `apiserver` fault (FAULTS T12, and T21's "restart the API server or etcd"): outages of the
+ * The `apiserver` fault (docs/safety.md T12, and T21's "restart the API server or etcd"): outages of the
  * REAL control plane of the safety testbed, shared by every trial that holds its lock at that
  * moment (see outage-scheduler.ts).
  *
@@ -22,7 +22,7 @@
  *   D < R − P  (333 ms with R = 666, P = 333): the holder always keeps its lock;
  *   D > R      (666 ms): it always steps down, at t_s + R, before the lease L ends (by L − R + φ);
  *   in between it depends on the phase φ.
- * R − P equals FAULTS' floor(R/P)·P − P whenever R is a multiple of P, as with the defaults (R = 2P).
+ * R − P equals T12's floor(R/P)·P − P whenever R is a multiple of P, as with the defaults (R = 2P).
  * Each trial records its own margin (its validity deadline minus the outage's end, both on the
  * reference clock) and whether it kept the lock; `predict` turns the margin into the formula's
  * answer, with a borderline band where reply latency decides.

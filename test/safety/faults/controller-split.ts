@@ -1,5 +1,5 @@
 /**
- * Controller HA split (FAULTS T5): for the `controller-split` phase the bed's single controller is
+ * Controller HA split (docs/safety.md T5): for the `controller-split` phase the bed's single controller is
  * stopped and TWO real controller processes run instead (`fencepost controller --leader-elect true`,
  * short election timings), each reaching the API server through a TCP proxy of its own. A split
  * event acts on the replica that leads at that moment:

@@ -1,5 +1,5 @@
 /**
- * Redis failover to a lagging replica (FAULTS T8), with real redis-servers: a second server is made
+ * Redis failover to a lagging replica (docs/safety.md T8), with real redis-servers: a second server is made
  * a replica of the token counter (`REPLICAOF`) over a TCP proxy of ours, waits until it has caught
  * up, and then its replication link is cut (the proxy blackholes it). Grants made after the cut
  * reach the primary only. Then the primary is SIGKILLed, the replica promoted (`REPLICAOF NO ONE`)

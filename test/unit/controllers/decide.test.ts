@@ -411,7 +411,7 @@ describe('decide', () => {
     }
   });
 
-  // Idempotence (STYLE G4): applying the actions and deciding again, with time standing still,
+  // Idempotence (each action follows from the observation alone): applying the actions and deciding again, with time standing still,
   // reaches a world that needs nothing within a few passes — and then decide keeps saying so.
   it.each(rows)('the world after its actions needs nothing more: $name', ({ obs: o, nowMs }) => {
     const { final, decisions } = runToFixpoint(o, nowMs);

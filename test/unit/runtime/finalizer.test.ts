@@ -19,7 +19,7 @@ const OTHER = 'example.com/other';
 
 type Obj = KubernetesObject;
 
-/** deepFreeze makes a fixture immutable all the way down, so any mutation throws (G9). */
+/** deepFreeze makes a fixture immutable all the way down, so any mutation throws: cached objects must never be mutated. */
 function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
     for (const v of Object.values(value)) deepFreeze(v);
