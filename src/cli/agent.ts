@@ -10,6 +10,7 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { stateFiles } from '../agent/state-file.ts';
+import { EventReason } from '../api/v1alpha1/conditions.ts';
 import { serveAgentApi } from '../agent/http-api.ts';
 import { LockSession } from '../agent/session.ts';
 import { parseAgentConfig } from '../config/agent.ts';
@@ -41,7 +42,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     const s = new LockSession({ kc, namespace: cfg.podNamespace, lock, self: { name: cfg.podName, uid: cfg.podUid }, clock: realClock, log });
     s.onEvent((e) => {
       lockEvents.inc({ lock, type: e.type });
-      if (e.type === 'lost') events.emit(self, 'Warning', 'LockLost', `Stepped down from lock ${lock} (fencing token ${e.token}): ${e.reason ?? 'lost'}`);
+      if (e.type === 'lost') events.emit(self, 'Warning', EventReason.LockLost, `Stepped down from lock ${lock} (fencing token ${e.token}): ${e.reason ?? 'lost'}`);
       const isHeld = e.type === 'granted' || e.type === 'renewed';
       held.set({ lock }, isHeld ? 1 : 0);
       if (files !== undefined) { if (isHeld) files.write(s.snapshot()); else files.remove(lock); }

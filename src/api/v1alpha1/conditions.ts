@@ -1,5 +1,6 @@
-// Condition types and reasons of a DistributedLock, and pure helpers that maintain a
-// metav1.Condition list with the semantics of k8s.io/apimachinery meta.SetStatusCondition.
+// Condition types and reasons of a DistributedLock, the reasons of the Events fencepost records,
+// and pure helpers that maintain a metav1.Condition list with the semantics of
+// k8s.io/apimachinery meta.SetStatusCondition.
 import type { Condition } from './distributedlock.ts';
 
 /**
@@ -44,6 +45,31 @@ export const Reason = {
 } as const;
 /** Reason is one of the values of the Reason constant. */
 export type Reason = (typeof Reason)[keyof typeof Reason];
+
+/**
+ * EventReason lists the reasons of every Event fencepost records. Events mark the transitions
+ * people care about, once per transition (never once per reconcile); conditions carry the current
+ * state. Like condition reasons they are CamelCase and stable, for alerts and `kubectl get events
+ * --field-selector reason=…` to match on; the message carries the details.
+ */
+export const EventReason = {
+  /** LeaseGranted (Normal, on the lock): a pod was granted the lock; the message names it, its token and why. */
+  LeaseGranted: 'LeaseGranted',
+  /** HolderExpired (Warning, on the lock): the holder stopped renewing for a full lease duration; its term was ended. */
+  HolderExpired: 'HolderExpired',
+  /** HolderTerminated (Warning, on the lock): the kubelet reported the holder's containers terminated (spec.handoff.onPodTerminated); its term was ended. */
+  HolderTerminated: 'HolderTerminated',
+  /** FencingUnavailable (Warning, on the lock): the fencing backend cannot issue tokens; no new grants, holders keep renewing. */
+  FencingUnavailable: 'FencingUnavailable',
+  /** FencingAvailable (Normal, on the lock): the fencing backend issues tokens again. */
+  FencingAvailable: 'FencingAvailable',
+  /** FencingRefloored (Warning, on the lock): the Redis counter had a TTL, was missing, or was behind; it was repaired and the token raised above the Lease's. */
+  FencingRefloored: 'FencingRefloored',
+  /** LockLost (Warning, on the agent's own pod): the agent stepped down from its term (see docs/agent.md). */
+  LockLost: 'LockLost',
+} as const;
+/** EventReason is one of the values of the EventReason constant. */
+export type EventReason = (typeof EventReason)[keyof typeof EventReason];
 
 /**
  * findCondition returns the condition of the given type, or undefined when the list has none.

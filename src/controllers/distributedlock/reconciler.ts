@@ -9,6 +9,7 @@
  * reconcile does (3) and (4).
  */
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Pod } from '@kubernetes/client-node';
+import { EventReason } from '../../api/v1alpha1/conditions.ts';
 import { API_VERSION, GROUP, KIND, PLURAL, VERSION, resolveTimings, type DistributedLock, type DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
 import type { FencingBackends } from '../../fencing/backends.ts';
 import type { FenceResult } from '../../fencing/redis-fence.ts';
@@ -202,7 +203,7 @@ export class DistributedLockReconciler implements Reconciler {
         const loss = fenceLoss(issued, firstToken);
         if (loss !== undefined) {
           this.#d.metrics?.fencingRefloored.inc({ reason: loss });
-          this.#event(lock, 'Warning', 'FencingRefloored', `${LOSS_MESSAGE[loss]} (key ${fencing.key}); issued token ${issued.token} above the etcd high-water mark ${action.floor}`);
+          this.#event(lock, 'Warning', EventReason.FencingRefloored, `${LOSS_MESSAGE[loss]} (key ${fencing.key}); issued token ${issued.token} above the etcd high-water mark ${action.floor}`);
           log.info({ key: fencing.key, floor: action.floor.toString(), token: issued.token.toString(), reason: loss }, 'Re-floored fencing counter');
         }
         const timings = obs.timings;
@@ -221,7 +222,7 @@ export class DistributedLockReconciler implements Reconciler {
           // its own reason too, as the Revoke path does, so that alerts on it see every one.
           this.#event(lock, 'Warning', END_REASON[action.cause], endMessage(action.cause, action.previous, 'lock handed over'));
         }
-        this.#event(lock, 'Normal', 'LeaseGranted', `Granted to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`);
+        this.#event(lock, 'Normal', EventReason.LeaseGranted, `Granted to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`);
         return;
       }
       case 'Revoke': {
@@ -293,10 +294,10 @@ export class DistributedLockReconciler implements Reconciler {
     if (!f.ready && !was) {
       this.#degraded.add(key);
       log.info({ backend: f.backend, detail: f.detail }, 'Fencing backend unavailable');
-      this.#event(lock, 'Warning', 'FencingUnavailable', `Fencing backend ${f.backend} unavailable (${f.detail ?? 'not ready'}); no new grants until it is back, holders keep renewing`);
+      this.#event(lock, 'Warning', EventReason.FencingUnavailable, `Fencing backend ${f.backend} unavailable (${f.detail ?? 'not ready'}); no new grants until it is back, holders keep renewing`);
     } else if (f.ready && was) {
       this.#degraded.delete(key);
-      this.#event(lock, 'Normal', 'FencingAvailable', `Fencing backend ${f.backend} is issuing tokens again`);
+      this.#event(lock, 'Normal', EventReason.FencingAvailable, `Fencing backend ${f.backend} is issuing tokens again`);
     }
   }
 
@@ -339,7 +340,7 @@ export class DistributedLockReconciler implements Reconciler {
     });
   }
 
-  #event(lock: DistributedLock, type: 'Normal' | 'Warning', reason: string, message: string): void {
+  #event(lock: DistributedLock, type: 'Normal' | 'Warning', reason: EventReason, message: string): void {
     const target: EventTarget = { apiVersion: API_VERSION, kind: KIND, namespace: lock.metadata.namespace ?? '', name: lock.metadata.name ?? '', uid: lock.metadata.uid ?? '' };
     this.#d.events.emit(target, type, reason, message);
   }
@@ -366,7 +367,7 @@ function fenceLoss(r: FenceResult, firstToken: boolean): FenceLoss | undefined {
  * holder stopped renewing for a full lease duration, `HolderTerminated` when the kubelet reported
  * its containers terminated (spec.handoff.onPodTerminated) — different causes, different fixes.
  */
-const END_REASON = { Expired: 'HolderExpired', HolderTerminated: 'HolderTerminated' } as const;
+const END_REASON = { Expired: EventReason.HolderExpired, HolderTerminated: EventReason.HolderTerminated } as const;
 
 /** endMessage is the human sentence of an END_REASON Event. */
 function endMessage(cause: keyof typeof END_REASON, holder: HolderRef, outcome: string): string {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConditionType, Reason, findCondition, setCondition } from '../../../src/api/v1alpha1/conditions.ts';
+import { ConditionType, EventReason, Reason, findCondition, setCondition } from '../../../src/api/v1alpha1/conditions.ts';
 import type { Condition } from '../../../src/api/v1alpha1/distributedlock.ts';
 
 const earlier = '2024-05-01T12:00:00Z';
@@ -76,5 +76,16 @@ describe('findCondition', () => {
     { name: 'returns undefined for a status without conditions', list: undefined, type: 'Ready', want: undefined },
   ])('$name', ({ list, type, want }) => {
     expect(findCondition(list, type)).toEqual(want);
+  });
+});
+
+describe('EventReason', () => {
+  // Alerts, runbooks and `kubectl get events --field-selector reason=…` match on these strings:
+  // renaming one is a breaking change, so the table is pinned here and in docs/controller.md.
+  it('is the documented, stable set of Event reasons', () => {
+    expect(Object.values(EventReason).sort()).toEqual([
+      'FencingAvailable', 'FencingRefloored', 'FencingUnavailable', 'HolderExpired', 'HolderTerminated', 'LeaseGranted', 'LockLost',
+    ]);
+    for (const [key, value] of Object.entries(EventReason)) expect(value).toBe(key);
   });
 });
