@@ -34,8 +34,6 @@ export interface AgentApiRoutes {
   readonly ready: () => boolean;
 }
 
-/** OPENAPI_DOCUMENT is the API's contract, as served at /openapi.json. */
-export const OPENAPI_DOCUMENT: unknown = openapi;
 const OPENAPI_TEXT = `${JSON.stringify(openapi)}\n`;
 
 function json(res: ServerResponse, status: number, body: unknown): void {

@@ -7,7 +7,7 @@
 import type { ServerResponse } from 'node:http';
 
 /** PROBLEM_BASE prefixes every problem type URI. */
-export const PROBLEM_BASE = 'https://fencepost.io/problems/';
+const PROBLEM_BASE = 'https://fencepost.io/problems/';
 
 /** PROBLEMS: each problem type with its status and title. */
 export const PROBLEMS = {

@@ -15,7 +15,7 @@ import type { LockEvent, LockSnapshot } from './session.ts';
 export const SSE_RETRY_MS = 1000;
 
 /** JOURNAL_SIZE is how many events per lock a journal remembers for Last-Event-ID replay. */
-export const JOURNAL_SIZE = 64;
+const JOURNAL_SIZE = 64;
 
 /** SseFrame is one event of the stream. */
 export interface SseFrame { readonly id: string; readonly event: string; readonly data: unknown }

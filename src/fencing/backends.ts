@@ -24,7 +24,7 @@ export interface FencingBackends {
 }
 
 /** redisKeyFor is the default counter key of a lock: `fencepost:fence:<namespace>/<name>`. */
-export function redisKeyFor(lock: DistributedLock): string {
+function redisKeyFor(lock: DistributedLock): string {
   return lock.spec.fencing?.key ?? `fencepost:fence:${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`;
 }
 

@@ -62,7 +62,7 @@ export interface CorrelatorOptions {
 }
 
 /** DEFAULT_CORRELATOR_OPTIONS: client-go's defaults; see {@link CorrelatorOptions}. */
-export const DEFAULT_CORRELATOR_OPTIONS: CorrelatorOptions = Object.freeze({
+const DEFAULT_CORRELATOR_OPTIONS: CorrelatorOptions = Object.freeze({
   burst: 25, refillMs: 300_000, maxSimilar: 10, similarWindowMs: 600_000, cacheSize: 4096,
 });
 

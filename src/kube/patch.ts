@@ -5,9 +5,6 @@
  */
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 
-/** FIELD_MANAGER is the field manager fencepost writes under (server-side apply and managedFields). */
-export const FIELD_MANAGER = 'fencepost';
-
 /** mergePatch is the per-call option that sends a body as a JSON merge patch (RFC 7386). */
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 

@@ -30,15 +30,3 @@ export function parseToken(text: unknown, what = 'fencing token'): bigint {
 function describePrimitive(v: unknown): string {
   return typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' ? ` ${String(v).slice(0, 40)}` : '';
 }
-
-/** tryParseToken is parseToken that returns undefined instead of throwing. */
-export function tryParseToken(text: unknown): bigint | undefined {
-  try { return parseToken(text); } catch { return undefined; }
-}
-
-/** maxToken returns the larger of two tokens, treating undefined as "none yet". */
-export function maxToken(a: bigint | undefined, b: bigint | undefined): bigint | undefined {
-  if (a === undefined) return b;
-  if (b === undefined) return a;
-  return a > b ? a : b;
-}

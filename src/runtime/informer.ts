@@ -59,13 +59,13 @@ export interface InformerBackoff {
  * and keeps a long outage to two attempts a minute per informer. The cap is reached after 8
  * consecutive failures.
  */
-export const DEFAULT_INFORMER_BACKOFF = Object.freeze({ baseMs: 200, maxMs: 30_000 } as const);
+const DEFAULT_INFORMER_BACKOFF = Object.freeze({ baseMs: 200, maxMs: 30_000 } as const);
 
 /**
  * DEFAULT_SYNC_TIMEOUT_MS is how long `start()` waits for the first list: 2 minutes, as
  * controller-runtime's `CacheSyncTimeout`: a controller whose caches never sync should exit and be restarted.
  */
-export const DEFAULT_SYNC_TIMEOUT_MS = 120_000;
+const DEFAULT_SYNC_TIMEOUT_MS = 120_000;
 
 /** SuperviseInformerOptions configures {@link superviseInformer}. */
 export interface SuperviseInformerOptions<T extends KubernetesObject> {

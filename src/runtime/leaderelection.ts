@@ -63,7 +63,7 @@ export const DEFAULT_RETRY_PERIOD_MS = 2_000;
  * `(1 + JITTER_FACTOR) × retryPeriodMs` between acquire attempts, and `renewDeadlineMs` must exceed
  * `JITTER_FACTOR × retryPeriodMs`.
  */
-export const JITTER_FACTOR = 1.2;
+const JITTER_FACTOR = 1.2;
 
 /** LeaseRequestOptions are per-request options for a {@link LeaseClient}. */
 export interface LeaseRequestOptions {

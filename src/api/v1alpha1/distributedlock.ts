@@ -341,7 +341,7 @@ export const STATUS_SHAPE = {
  * `spec.candidates`, `spec.candidates.selector`, ..., with `[]` for array items
  * (`status.conditions[].type`). Optionality markers are dropped.
  */
-export function shapePaths(shape: unknown, prefix: string): string[] {
+function shapePaths(shape: unknown, prefix: string): string[] {
   if (Array.isArray(shape)) return shapePaths(shape[0], `${prefix}[]`);
   if (typeof shape !== 'object' || shape === null) return [];
   const paths: string[] = [];

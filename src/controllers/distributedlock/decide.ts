@@ -93,7 +93,7 @@ export const RESYNC_MS = 5 * 60_000;
 /** EXPIRY_MARGIN_MS: look again just after expiry, not just before it. */
 const EXPIRY_MARGIN_MS = 10;
 /** FENCING_RETRY_MS: how soon to look again while a grant waits for the fencing backend. */
-export const FENCING_RETRY_MS = 1000;
+const FENCING_RETRY_MS = 1000;
 /** NOT_SYNCED_RETRY_MS: how soon to look again while the pod cache is still filling. */
 const NOT_SYNCED_RETRY_MS = 500;
 

@@ -30,7 +30,7 @@ import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
 import { computeStatus } from './status.ts';
 
 /** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
-export const FINALIZER = 'fencepost.io/lease-cleanup';
+const FINALIZER = 'fencepost.io/lease-cleanup';
 
 /** Cache is the read side of an informer. Objects are shared: never mutate them. */
 export interface Cache<T> {

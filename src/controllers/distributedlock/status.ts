@@ -79,7 +79,7 @@ export function computeStatus(obs: Observation, dec: Decision, prev: Distributed
 }
 
 /** MAX_COMPLETED_RUNS bounds status.completedRuns (the CRD's maxItems). */
-export const MAX_COMPLETED_RUNS = 32;
+const MAX_COMPLETED_RUNS = 32;
 
 /**
  * completedRuns merges the runs already in status with those holder pods report (their
