@@ -3,6 +3,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
+import { createControllerMetrics } from '../../../src/observability/metrics.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
@@ -124,11 +125,26 @@ describe('the embedded Lease fencing backend (no Redis)', () => {
   const kc = sharedKubeConfig();
   let t: TestKube;
   let controller: LockController;
+  const metrics = createControllerMetrics();
   beforeAll(async () => {
     t = testKube(kc, await freshNamespace(kc, 'leasefence-'));
-    controller = await startLockController({ kc, redisUrl: undefined, namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
+    controller = await startLockController({ kc, redisUrl: undefined, namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger, metrics });
   });
   afterAll(async () => { await controller?.stop(); });
+
+  it('reports a lock asking for Redis as Ready False InvalidSpec, grants nothing, and counts a terminal error', async () => {
+    const terminal = async (): Promise<number> => (await metrics.terminalReconcileErrors.get()).values.reduce((n, v) => n + v.value, 0);
+    await createPod(t, 'r-0', { app: 'r' });
+    await createLock(t, lockBody('r', 'r', { leaseDurationSeconds: 30, fencing: { backend: 'Redis' } }));
+    await eventually(async () => {
+      const ready = (await getLock(t, 'r')).status?.conditions?.find((c) => c.type === 'Ready');
+      expect(ready).toMatchObject({ status: 'False', reason: 'InvalidSpec', message: expect.stringContaining('--redis-url') as string });
+      expect(await terminal()).toBeGreaterThanOrEqual(1);
+    });
+    const lease = await getLease(t, 'r');
+    expect(lease !== undefined ? parseLease(lease).holder : undefined).toBeUndefined();
+    await deleteLock(t, 'r');
+  });
 
   it('issues increasing tokens from the etcd high-water mark alone, also across delete and re-create', async () => {
     await createPod(t, 'l-0', { app: 'l' });
