@@ -10,9 +10,10 @@
 import { ApiException } from '@kubernetes/client-node';
 
 /**
- * TerminalError marks a failure that retrying cannot fix (an invalid spec, a selector that can never
- * match). The controller must not requeue it with backoff; the reconciler reports it in a condition
- * and waits for the object to change.
+ * TerminalError marks a failure that retrying cannot fix (a spec that passed admission but cannot be
+ * acted on, e.g. a lock asking for a fencing backend the controller was started without). The
+ * controller does not requeue it; the reconciler reports it in a condition and waits for the object
+ * (or something mapped to it) to change.
  *
  * Throw it (or wrap it as a `cause`) instead of returning a result, so the error is never swallowed.
  */
