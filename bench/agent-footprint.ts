@@ -32,7 +32,16 @@ import { getStatus } from '../test/support/testbed/http-probe.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../test/support/testbed/processes.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
-import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, runMain, startServers, textTable } from './lib.ts';
+import {
+  describeMachine,
+  machineLine,
+  onInterrupt,
+  parseRuns,
+  percentile,
+  runMain,
+  startServers,
+  textTable,
+} from './lib.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
@@ -53,7 +62,10 @@ const USAGE = `Usage: node bench/agent-footprint.ts [--runs N]
   --runs N   agent runs to measure (default 10)
 `;
 
-interface Mem { readonly rssKiB: number; readonly hwmKiB: number }
+interface Mem {
+  readonly rssKiB: number;
+  readonly hwmKiB: number;
+}
 interface AgentSample extends Mem {
   readonly run: number;
   readonly readyMs: number;
@@ -63,7 +75,11 @@ interface AgentSample extends Mem {
   readonly stopMs: number;
   readonly exitCode: number | string;
 }
-interface Stats { readonly p50: number; readonly p90: number; readonly max: number }
+interface Stats {
+  readonly p50: number;
+  readonly p90: number;
+  readonly max: number;
+}
 interface ModuleCount {
   readonly total: number;
   readonly builtin: number;
@@ -91,7 +107,12 @@ function readMem(pid: number): Mem {
 }
 
 /** until polls check every POLL_MS until it returns a value, the process dies, or the timeout passes. */
-async function until<T>(what: string, proc: ManagedProcess, signal: AbortSignal, check: () => Promise<T | undefined>): Promise<T> {
+async function until<T>(
+  what: string,
+  proc: ManagedProcess,
+  signal: AbortSignal,
+  check: () => Promise<T | undefined>,
+): Promise<T> {
   const deadline = performance.now() + STEP_TIMEOUT_MS;
   for (;;) {
     signal.throwIfAborted();
@@ -99,8 +120,11 @@ async function until<T>(what: string, proc: ManagedProcess, signal: AbortSignal,
     try {
       const v = await check();
       if (v !== undefined) return v;
-    } catch { /* not listening yet */ }
-    if (performance.now() > deadline) throw new Error(`${proc.name}: no ${what} after ${STEP_TIMEOUT_MS} ms:\n${tailLog(proc.logFile)}`);
+    } catch {
+      /* not listening yet */
+    }
+    if (performance.now() > deadline)
+      throw new Error(`${proc.name}: no ${what} after ${STEP_TIMEOUT_MS} ms:\n${tailLog(proc.logFile)}`);
     await sleep(POLL_MS);
   }
 }
@@ -114,14 +138,25 @@ process.on('exit', () => { writeFileSync(process.env.FENCEPOST_BENCH_MODULES, JS
 `;
 
 function countModules(urls: readonly string[]): ModuleCount {
-  let builtin = 0, project = 0, nodeModules = 0, nodeModulesBytes = 0, projectBytes = 0;
+  let builtin = 0,
+    project = 0,
+    nodeModules = 0,
+    nodeModulesBytes = 0,
+    projectBytes = 0;
   const packages: Record<string, number> = {};
   for (const url of new Set(urls)) {
-    if (!url.startsWith('file:')) { builtin++; continue; }
+    if (!url.startsWith('file:')) {
+      builtin++;
+      continue;
+    }
     const path = fileURLToPath(url);
     const size = statSync(path).size;
     const at = path.lastIndexOf('/node_modules/');
-    if (at < 0) { project++; projectBytes += size; continue; }
+    if (at < 0) {
+      project++;
+      projectBytes += size;
+      continue;
+    }
     nodeModules++;
     nodeModulesBytes += size;
     const parts = path.slice(at + '/node_modules/'.length).split('/');
@@ -129,7 +164,15 @@ function countModules(urls: readonly string[]): ModuleCount {
     packages[pkg] = (packages[pkg] ?? 0) + 1;
   }
   const sorted = Object.fromEntries(Object.entries(packages).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])));
-  return { total: builtin + project + nodeModules, builtin, project, nodeModules, nodeModulesBytes, projectBytes, packages: sorted };
+  return {
+    total: builtin + project + nodeModules,
+    builtin,
+    project,
+    nodeModules,
+    nodeModulesBytes,
+    projectBytes,
+    packages: sorted,
+  };
 }
 
 async function main(): Promise<void> {
@@ -145,34 +188,60 @@ async function main(): Promise<void> {
   let redis: RedisServer | undefined;
   let controller: LockController | undefined;
   try {
-    const log = (msg: string): void => { process.stderr.write(`${msg}\n`); };
+    const log = (msg: string): void => {
+      process.stderr.write(`${msg}\n`);
+    };
     log('Starting control plane and redis…');
     ({ plane, redis } = await startServers());
     const kc = plane.kubeConfig();
     const t = testKube(kc, await plane.createNamespace('bench-'));
-    controller = await startLockController({ kc, redisUrl: redis.url, namespace: t.namespace, identity: 'bench-controller', clock: realClock, log: silentLogger });
+    controller = await startLockController({
+      kc,
+      redisUrl: redis.url,
+      namespace: t.namespace,
+      identity: 'bench-controller',
+      clock: realClock,
+      log: silentLogger,
+    });
     const pod = await createPod(t, POD, { app: LOCK });
     const uid = pod.metadata?.uid ?? '';
     await createLock(t, lockBody(LOCK, LOCK, { leaseDurationSeconds: LEASE_SECONDS }));
     const env = { ...process.env, POD_NAME: POD, POD_NAMESPACE: t.namespace, POD_UID: uid };
     const kubeconfig = plane.kubeconfigPath;
 
-    const spawnAgent = async (name: string, extraNodeArgs: readonly string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<{ proc: ManagedProcess; port: number; t0: number }> => {
+    const spawnAgent = async (
+      name: string,
+      extraNodeArgs: readonly string[],
+      extraEnv: NodeJS.ProcessEnv = {},
+    ): Promise<{ proc: ManagedProcess; port: number; t0: number }> => {
       const port = await freePort();
       const t0 = performance.now();
       const proc = spawnManaged(name, process.execPath, {
-        args: [...extraNodeArgs, MAIN, 'agent', '--lock', LOCK, '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0', '--kubeconfig', kubeconfig],
+        args: [
+          ...extraNodeArgs,
+          MAIN,
+          'agent',
+          '--lock',
+          LOCK,
+          '--listen',
+          `127.0.0.1:${port}`,
+          '--health-probe-bind-address=0',
+          '--metrics-bind-address=0',
+          '--kubeconfig',
+          kubeconfig,
+        ],
         logFile: join(dir, `${name}.log`),
         env: { ...env, ...extraEnv },
       });
       procs.push(proc);
       return { proc, port, t0 };
     };
-    const waitHeld = (proc: ManagedProcess, port: number): Promise<LockSnapshot> => until('held: true', proc, signal, async () => {
-      const r = await getStatus(`http://127.0.0.1:${port}/v1/locks/${LOCK}`, undefined, 1000);
-      const s = r.status === 200 ? JSON.parse(r.body) as LockSnapshot : undefined;
-      return s?.held === true ? s : undefined;
-    });
+    const waitHeld = (proc: ManagedProcess, port: number): Promise<LockSnapshot> =>
+      until('held: true', proc, signal, async () => {
+        const r = await getStatus(`http://127.0.0.1:${port}/v1/locks/${LOCK}`, undefined, 1000);
+        const s = r.status === 200 ? (JSON.parse(r.body) as LockSnapshot) : undefined;
+        return s?.held === true ? s : undefined;
+      });
     const stopTimed = async (proc: ManagedProcess): Promise<{ stopMs: number; exitCode: number | string }> => {
       const t1 = performance.now();
       await proc.stop(15_000);
@@ -182,23 +251,40 @@ async function main(): Promise<void> {
     const samples: AgentSample[] = [];
     for (let run = 1; run <= runs; run++) {
       const { proc, port, t0 } = await spawnAgent(`agent-${run}`, []);
-      await until('200 on /readyz', proc, signal, async () => ((await getStatus(`http://127.0.0.1:${port}/readyz`, undefined, 1000)).status === 200 ? true : undefined));
+      await until('200 on /readyz', proc, signal, async () =>
+        (await getStatus(`http://127.0.0.1:${port}/readyz`, undefined, 1000)).status === 200 ? true : undefined,
+      );
       const readyMs = performance.now() - t0;
       const snap = await waitHeld(proc, port);
       const heldMs = performance.now() - t0;
       await sleep(HOLD_MS, undefined, { signal });
       const mem = readMem(proc.pid);
       const after = await getStatus(`http://127.0.0.1:${port}/v1/locks/${LOCK}`, undefined, 1000);
-      if ((JSON.parse(after.body) as LockSnapshot).held !== true) throw new Error(`run ${run}: the agent lost the lock while holding it:\n${tailLog(proc.logFile)}`);
+      if ((JSON.parse(after.body) as LockSnapshot).held !== true)
+        throw new Error(`run ${run}: the agent lost the lock while holding it:\n${tailLog(proc.logFile)}`);
       const { stopMs, exitCode } = await stopTimed(proc);
-      if (exitCode !== 0) throw new Error(`run ${run}: agent exited with ${exitCode} on SIGTERM:\n${tailLog(proc.logFile)}`);
-      samples.push({ run, readyMs: Math.round(readyMs * 10) / 10, heldMs: Math.round(heldMs * 10) / 10, ...mem, token: snap.token, stopMs: Math.round(stopMs * 10) / 10, exitCode });
-      log(`run ${run}/${runs}: ready ${readyMs.toFixed(0)} ms, held ${heldMs.toFixed(0)} ms (token ${snap.token ?? '?'}), RSS ${(mem.rssKiB / 1024).toFixed(1)} MiB`);
+      if (exitCode !== 0)
+        throw new Error(`run ${run}: agent exited with ${exitCode} on SIGTERM:\n${tailLog(proc.logFile)}`);
+      samples.push({
+        run,
+        readyMs: Math.round(readyMs * 10) / 10,
+        heldMs: Math.round(heldMs * 10) / 10,
+        ...mem,
+        token: snap.token,
+        stopMs: Math.round(stopMs * 10) / 10,
+        exitCode,
+      });
+      log(
+        `run ${run}/${runs}: ready ${readyMs.toFixed(0)} ms, held ${heldMs.toFixed(0)} ms (token ${snap.token ?? '?'}), RSS ${(mem.rssKiB / 1024).toFixed(1)} MiB`,
+      );
     }
 
     const baseline: Mem[] = [];
     for (let i = 1; i <= runs; i++) {
-      const proc = spawnManaged(`baseline-${i}`, process.execPath, { args: ['-e', 'setInterval(()=>{},1000)'], logFile: join(dir, 'baseline.log') });
+      const proc = spawnManaged(`baseline-${i}`, process.execPath, {
+        args: ['-e', 'setInterval(()=>{},1000)'],
+        logFile: join(dir, 'baseline.log'),
+      });
       procs.push(proc);
       await sleep(BASELINE_MS, undefined, { signal });
       if (!proc.isRunning()) throw new Error(`baseline node exited:\n${tailLog(proc.logFile)}`);
@@ -212,7 +298,9 @@ async function main(): Promise<void> {
       const hook = join(dir, 'count-modules.mjs');
       const list = join(dir, 'modules.json');
       writeFileSync(hook, HOOK);
-      const { proc, port } = await spawnAgent('agent-modules', ['--import', pathToFileURL(hook).href], { FENCEPOST_BENCH_MODULES: list });
+      const { proc, port } = await spawnAgent('agent-modules', ['--import', pathToFileURL(hook).href], {
+        FENCEPOST_BENCH_MODULES: list,
+      });
       await waitHeld(proc, port);
       const { exitCode } = await stopTimed(proc);
       if (exitCode !== 0) throw new Error(`agent exited with ${exitCode}`);
@@ -228,8 +316,12 @@ async function main(): Promise<void> {
       command: `node bench/agent-footprint.ts --runs ${runs}`,
       runs,
       setup: {
-        leaseDurationSeconds: LEASE_SECONDS, holdMs: HOLD_MS, baselineMs: BASELINE_MS, pollMs: POLL_MS,
-        note: 'times are from spawn (performance.now()) to the first 200 on /readyz and to the first held: true on /v1/locks/NAME; ' +
+        leaseDurationSeconds: LEASE_SECONDS,
+        holdMs: HOLD_MS,
+        baselineMs: BASELINE_MS,
+        pollMs: POLL_MS,
+        note:
+          'times are from spawn (performance.now()) to the first 200 on /readyz and to the first held: true on /v1/locks/NAME; ' +
           'the controller runs in the benchmark process; p50/p90 are nearest-rank; memory is VmRSS/VmHWM from /proc/<pid>/status',
       },
       machine: describeMachine(),
@@ -288,10 +380,13 @@ function table(
   ];
   if ('skipped' in modules) out.push(`modules loaded: skipped (${modules.skipped})`);
   else {
-    const top = Object.entries(modules.packages).slice(0, 6).map(([p, n]) => `${p} ${n}`).join(', ');
+    const top = Object.entries(modules.packages)
+      .slice(0, 6)
+      .map(([p, n]) => `${p} ${n}`)
+      .join(', ');
     out.push(
       `modules loaded: ${modules.total} (${modules.builtin} builtin, ${modules.project} project, ${modules.nodeModules} from node_modules, ` +
-      `${(modules.nodeModulesBytes / 1024).toFixed(0)} KiB of node_modules source)`,
+        `${(modules.nodeModulesBytes / 1024).toFixed(0)} KiB of node_modules source)`,
       `  by package: ${top}`,
     );
   }

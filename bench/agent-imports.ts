@@ -36,16 +36,35 @@ const { values } = parseArgs({ options: { runs: { type: 'string', default: '3' }
 const runs = Number(values.runs);
 const loadStart = loadAverage();
 const rows = MODULES.map(([label, spec]) => {
-  const xs = Array.from({ length: runs }, () => JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', PROBE, spec], { cwd: ROOT, encoding: 'utf8' })) as { rssKiB: number; heapUsedKiB: number; externalKiB: number });
-  const med = (f: (x: typeof xs[number]) => number): number => percentile(xs.map(f), 50);
-  return { module: label, rssMiB: Math.round(med((x) => x.rssKiB) / 102.4) / 10, heapUsedMiB: Math.round(med((x) => x.heapUsedKiB) / 102.4) / 10, externalMiB: Math.round(med((x) => x.externalKiB) / 102.4) / 10 };
+  const xs = Array.from(
+    { length: runs },
+    () =>
+      JSON.parse(
+        execFileSync(process.execPath, ['--input-type=module', '-e', PROBE, spec], { cwd: ROOT, encoding: 'utf8' }),
+      ) as { rssKiB: number; heapUsedKiB: number; externalKiB: number },
+  );
+  const med = (f: (x: (typeof xs)[number]) => number): number => percentile(xs.map(f), 50);
+  return {
+    module: label,
+    rssMiB: Math.round(med((x) => x.rssKiB) / 102.4) / 10,
+    heapUsedMiB: Math.round(med((x) => x.heapUsedKiB) / 102.4) / 10,
+    externalMiB: Math.round(med((x) => x.externalKiB) / 102.4) / 10,
+  };
 });
 const base = rows[0]?.rssMiB ?? 0;
 const out = writeResult('agent-imports.json', {
-  benchmark: 'agent-imports', date: new Date().toISOString(), command: `node bench/agent-imports.ts --runs ${runs}`, runs,
-  loadAverage: { start: loadStart, end: loadAverage() }, machine: describeMachine(), versions: { node: process.version },
+  benchmark: 'agent-imports',
+  date: new Date().toISOString(),
+  command: `node bench/agent-imports.ts --runs ${runs}`,
+  runs,
+  loadAverage: { start: loadStart, end: loadAverage() },
+  machine: describeMachine(),
+  versions: { node: process.version },
   note: 'median of runs; each a fresh node importing one module then idling 300 ms; overMiB = rssMiB − bare node',
   rows: rows.map((r) => ({ ...r, overBareMiB: Math.round((r.rssMiB - base) * 10) / 10 })),
 });
-for (const r of rows) process.stdout.write(`${r.module.padEnd(48)} RSS ${r.rssMiB.toFixed(1).padStart(6)} MiB (+${(r.rssMiB - base).toFixed(1).padStart(5)})  heap ${r.heapUsedMiB.toFixed(1).padStart(5)} MiB\n`);
+for (const r of rows)
+  process.stdout.write(
+    `${r.module.padEnd(48)} RSS ${r.rssMiB.toFixed(1).padStart(6)} MiB (+${(r.rssMiB - base).toFixed(1).padStart(5)})  heap ${r.heapUsedMiB.toFixed(1).padStart(5)} MiB\n`,
+  );
 process.stdout.write(`Wrote ${relative(process.cwd(), out)}\n`);

@@ -21,10 +21,21 @@ import { getStatus } from '../test/support/testbed/http-probe.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
 
 /** Line is one output line of a child, stamped on arrival. */
-export interface Line { readonly at: number; readonly text: string }
+export interface Line {
+  readonly at: number;
+  readonly text: string;
+}
 
 const live = new Set<ChildProcess>();
-process.on('exit', () => { for (const c of live) { try { c.kill('SIGKILL'); } catch { /* gone */ } } });
+process.on('exit', () => {
+  for (const c of live) {
+    try {
+      c.kill('SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+});
 
 /** LineProcess is a child process whose stdout and stderr lines are kept with their arrival times. */
 export class LineProcess {
@@ -56,12 +67,24 @@ export class LineProcess {
       });
     }
     this.exited = new Promise((resolve) => {
-      child.on('exit', (code, sig) => { this.#running = false; live.delete(child); this.#wakeAll(); resolve(code ?? sig ?? 'unknown'); });
-      child.on('error', () => { this.#running = false; live.delete(child); this.#wakeAll(); resolve('spawn-error'); });
+      child.on('exit', (code, sig) => {
+        this.#running = false;
+        live.delete(child);
+        this.#wakeAll();
+        resolve(code ?? sig ?? 'unknown');
+      });
+      child.on('error', () => {
+        this.#running = false;
+        live.delete(child);
+        this.#wakeAll();
+        resolve('spawn-error');
+      });
     });
   }
 
-  isRunning(): boolean { return this.#running; }
+  isRunning(): boolean {
+    return this.#running;
+  }
 
   /** signal sends sig if the process still runs; returns performance.now() just before sending. */
   signal(sig: NodeJS.Signals): number {
@@ -74,13 +97,21 @@ export class LineProcess {
   async stop(graceMs = 5000): Promise<void> {
     if (!this.#running) return;
     this.#child.kill('SIGTERM');
-    const timer = setTimeout(() => { this.#child.kill('SIGKILL'); }, graceMs);
+    const timer = setTimeout(() => {
+      this.#child.kill('SIGKILL');
+    }, graceMs);
     await this.exited;
     clearTimeout(timer);
   }
 
   /** waitLine resolves with the first line at index ≥ from that matches; rejects on exit or timeout. */
-  async waitLine(what: string, match: (text: string) => boolean, from: number, timeoutMs: number, signal: AbortSignal): Promise<Line & { index: number }> {
+  async waitLine(
+    what: string,
+    match: (text: string) => boolean,
+    from: number,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<Line & { index: number }> {
     const deadline = performance.now() + timeoutMs;
     for (let i = from; ;) {
       for (; i < this.lines.length; i++) {
@@ -93,7 +124,10 @@ export class LineProcess {
       if (left <= 0) throw new Error(`${this.name}: no ${what} within ${timeoutMs} ms; see ${this.logFile}`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
-        this.#wake.push(() => { clearTimeout(timer); resolve(); });
+        this.#wake.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
       });
     }
   }
@@ -110,7 +144,10 @@ export function holdsNow(c: Candidate): boolean {
   if (!c.proc.isRunning()) return false;
   let lead = -1;
   let loss = -1;
-  c.proc.lines.forEach((l, i) => { if (c.isLeadLine(l.text)) lead = i; else if (c.isLossLine(l.text)) loss = i; });
+  c.proc.lines.forEach((l, i) => {
+    if (c.isLeadLine(l.text)) lead = i;
+    else if (c.isLossLine(l.text)) loss = i;
+  });
   return lead > loss;
 }
 
@@ -138,14 +175,37 @@ const STEP_TIMEOUT_MS = 60_000;
 
 /** fencepostAgent starts `fencepost agent --lock LOCK` as pod (name, uid) in namespace. */
 export async function fencepostAgent(o: {
-  main: string; kubeconfig: string; namespace: string; lock: string; pod: string; uid: string; dir: string; tag: string;
+  main: string;
+  kubeconfig: string;
+  namespace: string;
+  lock: string;
+  pod: string;
+  uid: string;
+  dir: string;
+  tag: string;
 }): Promise<Candidate> {
   const port = await freePort();
-  const proc = new LineProcess(`agent-${o.pod}-${o.tag}`, process.execPath,
-    [o.main, 'agent', '--lock', o.lock, '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0', '--kubeconfig', o.kubeconfig],
-    { ...process.env, POD_NAME: o.pod, POD_NAMESPACE: o.namespace, POD_UID: o.uid }, join(o.dir, `agent-${o.pod}.log`));
+  const proc = new LineProcess(
+    `agent-${o.pod}-${o.tag}`,
+    process.execPath,
+    [
+      o.main,
+      'agent',
+      '--lock',
+      o.lock,
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--health-probe-bind-address=0',
+      '--metrics-bind-address=0',
+      '--kubeconfig',
+      o.kubeconfig,
+    ],
+    { ...process.env, POD_NAME: o.pod, POD_NAMESPACE: o.namespace, POD_UID: o.uid },
+    join(o.dir, `agent-${o.pod}.log`),
+  );
   return {
-    pod: o.pod, proc,
+    pod: o.pod,
+    proc,
     isLeadLine: (text) => text.includes('"msg":"Acquired lock"'),
     isLossLine: (text) => text.includes('"msg":"Lost lock"') || text.includes('"msg":"Released lock"'),
     async synced(signal) {
@@ -153,8 +213,13 @@ export async function fencepostAgent(o: {
       for (;;) {
         signal.throwIfAborted();
         if (!proc.isRunning()) throw new Error(`${proc.name} exited before it was ready; see ${proc.logFile}`);
-        try { if ((await getStatus(`http://127.0.0.1:${port}/readyz`, undefined, 1000)).status === 200) return; } catch { /* not listening yet */ }
-        if (performance.now() > deadline) throw new Error(`${proc.name}: not ready after ${STEP_TIMEOUT_MS} ms; see ${proc.logFile}`);
+        try {
+          if ((await getStatus(`http://127.0.0.1:${port}/readyz`, undefined, 1000)).status === 200) return;
+        } catch {
+          /* not listening yet */
+        }
+        if (performance.now() > deadline)
+          throw new Error(`${proc.name}: not ready after ${STEP_TIMEOUT_MS} ms; see ${proc.logFile}`);
         await sleep(20, undefined, { signal });
       }
     },
@@ -163,18 +228,51 @@ export async function fencepostAgent(o: {
 
 /** clientGoPeer starts the client-go peer as identity pod on Lease lease. */
 export function clientGoPeer(o: {
-  bin: string; kubeconfig: string; namespace: string; lease: string; pod: string; timings: Timings; dir: string; tag: string;
+  bin: string;
+  kubeconfig: string;
+  namespace: string;
+  lease: string;
+  pod: string;
+  timings: Timings;
+  dir: string;
+  tag: string;
 }): Candidate {
   const s = (n: number): string => `${n * 1000}ms`;
-  const proc = new LineProcess(`client-go-${o.pod}-${o.tag}`, o.bin, [
-    '--kubeconfig', o.kubeconfig, '--namespace', o.namespace, '--lease', o.lease, '--identity', o.pod,
-    '--lease-duration', s(o.timings.leaseDurationSeconds), '--renew-deadline', s(o.timings.renewDeadlineSeconds),
-    '--retry-period', s(o.timings.retryPeriodSeconds),
-  ], process.env, join(o.dir, `client-go-${o.pod}.log`));
+  const proc = new LineProcess(
+    `client-go-${o.pod}-${o.tag}`,
+    o.bin,
+    [
+      '--kubeconfig',
+      o.kubeconfig,
+      '--namespace',
+      o.namespace,
+      '--lease',
+      o.lease,
+      '--identity',
+      o.pod,
+      '--lease-duration',
+      s(o.timings.leaseDurationSeconds),
+      '--renew-deadline',
+      s(o.timings.renewDeadlineSeconds),
+      '--retry-period',
+      s(o.timings.retryPeriodSeconds),
+    ],
+    process.env,
+    join(o.dir, `client-go-${o.pod}.log`),
+  );
   return {
-    pod: o.pod, proc,
+    pod: o.pod,
+    proc,
     isLeadLine: (text) => text.startsWith('started '),
     isLossLine: (text) => text.startsWith('stopped '),
-    async synced(signal) { await proc.waitLine('first new-leader line', (t) => t.startsWith('new-leader ') || t.startsWith('started '), 0, STEP_TIMEOUT_MS, signal); },
+    async synced(signal) {
+      await proc.waitLine(
+        'first new-leader line',
+        (t) => t.startsWith('new-leader ') || t.startsWith('started '),
+        0,
+        STEP_TIMEOUT_MS,
+        signal,
+      );
+    },
   };
 }

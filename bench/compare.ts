@@ -42,14 +42,33 @@ import { parseArgs } from 'node:util';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { renewedLease } from '../src/lease/record.ts';
-import { createLock, createPod, deleteLock, lockBody, setPodStatus, testKube, type TestKube } from '../test/support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  deleteLock,
+  lockBody,
+  setPodStatus,
+  testKube,
+  type TestKube,
+} from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { clientGoPeer, fencepostAgent, holdsNow, LineProcess, type Candidate, type Timings } from './candidates.ts';
 import { keepAliveClient, parseMetrics, sumMetric, type KeepAliveClient, type MetricSample } from './kube-http.ts';
-import { describeMachine, loadAverage, machineLine, onInterrupt, runMain, startServers, textTable, summarize, writeResult, type Stats } from './lib.ts';
+import {
+  describeMachine,
+  loadAverage,
+  machineLine,
+  onInterrupt,
+  runMain,
+  startServers,
+  textTable,
+  summarize,
+  writeResult,
+  type Stats,
+} from './lib.ts';
 import { clientGoVersion, ensureClientGoPeer } from './peers/client-go-peer.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -131,9 +150,16 @@ class LeaseEvents {
   static async open(kc: KubeConfig, namespace: string, name: string): Promise<LeaseEvents> {
     const w = new LeaseEvents();
     const watch = async (): Promise<void> => {
-      w.#abort = await new Watch(kc).watch(`/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`, { fieldSelector: `metadata.name=${name}` },
-        (_type: string, obj: V1Lease) => { w.events.push({ at: performance.now(), rv: obj.metadata?.resourceVersion ?? '' }); },
-        () => { if (!w.#stopped) void watch().catch(() => undefined); });
+      w.#abort = await new Watch(kc).watch(
+        `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+        { fieldSelector: `metadata.name=${name}` },
+        (_type: string, obj: V1Lease) => {
+          w.events.push({ at: performance.now(), rv: obj.metadata?.resourceVersion ?? '' });
+        },
+        () => {
+          if (!w.#stopped) void watch().catch(() => undefined);
+        },
+      );
     };
     await watch();
     return w;
@@ -151,21 +177,41 @@ class LeaseEvents {
     }
   }
 
-  stop(): void { this.#stopped = true; this.#abort?.abort(); }
+  stop(): void {
+    this.#stopped = true;
+    this.#abort?.abort();
+  }
 }
 
 /** FloorClients: the three ways the floor's CAS is sent. */
-interface FloorClients { readonly raw: KeepAliveClient; readonly plain: CoordinationV1Api; readonly pooled: CoordinationV1Api; readonly namespace: string; readonly name: string }
+interface FloorClients {
+  readonly raw: KeepAliveClient;
+  readonly plain: CoordinationV1Api;
+  readonly pooled: CoordinationV1Api;
+  readonly namespace: string;
+  readonly name: string;
+}
 
 /**
  * floorSample: one bare CAS on the scratch Lease over the kept-alive connection and its watch
  * delivery; then the same replace through client-node, plain and pooled (order alternating).
  */
-async function floorSample(run: number, c: FloorClients, watch: LeaseEvents, signal: AbortSignal): Promise<FloorSample> {
+async function floorSample(
+  run: number,
+  c: FloorClients,
+  watch: LeaseEvents,
+  signal: AbortSignal,
+): Promise<FloorSample> {
   const path = `/apis/coordination.k8s.io/v1/namespaces/${c.namespace}/leases/${c.name}`;
   const lease = await c.raw.request('GET', path);
   const c0 = performance.now();
-  const stored = await c.raw.request('PUT', path, { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, 'bench.fencepost.io/seq': String(run) } } });
+  const stored = await c.raw.request('PUT', path, {
+    ...lease,
+    metadata: {
+      ...lease.metadata,
+      annotations: { ...lease.metadata?.annotations, 'bench.fencepost.io/seq': String(run) },
+    },
+  });
   const c1 = performance.now();
   // A watch the server ended between the write and its event loses that event: no watch figure then.
   const at = await watch.waitFor(stored.metadata?.resourceVersion ?? '', signal).catch(() => Number.NaN);
@@ -177,26 +223,45 @@ async function floorSample(run: number, c: FloorClients, watch: LeaseEvents, sig
   };
   let clientNodeCasMs: number;
   let pooledCasMs: number;
-  if (run % 2 === 0) { clientNodeCasMs = await viaClientNode(c.plain); pooledCasMs = await viaClientNode(c.pooled); } else { pooledCasMs = await viaClientNode(c.pooled); clientNodeCasMs = await viaClientNode(c.plain); }
+  if (run % 2 === 0) {
+    clientNodeCasMs = await viaClientNode(c.plain);
+    pooledCasMs = await viaClientNode(c.pooled);
+  } else {
+    pooledCasMs = await viaClientNode(c.pooled);
+    clientNodeCasMs = await viaClientNode(c.plain);
+  }
   return { run, casMs: r2(c1 - c0), watchMs: r2(at - c1), watchFromSendMs: r2(at - c0), clientNodeCasMs, pooledCasMs };
 }
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      runs: { type: 'string', default: '30' }, window: { type: 'string', default: '60' },
-      'defaults-crash-runs': { type: 'string', default: '10' }, quick: { type: 'boolean' }, 'skip-steady': { type: 'boolean' }, only: { type: 'string' }, out: { type: 'string' },
+      runs: { type: 'string', default: '30' },
+      window: { type: 'string', default: '60' },
+      'defaults-crash-runs': { type: 'string', default: '10' },
+      quick: { type: 'boolean' },
+      'skip-steady': { type: 'boolean' },
+      only: { type: 'string' },
+      out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
-    }, strict: true,
+    },
+    strict: true,
   });
-  if (values.help === true) { process.stdout.write(USAGE); return; }
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const runs = Number(values.runs);
   const windowS = Number(values.window);
   const defaultsCrashRuns = Math.min(runs, Number(values['defaults-crash-runs']));
-  if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
-  if (!Number.isFinite(windowS) || windowS < 5) throw new Error(`--window: must be at least 5 seconds, got ${JSON.stringify(values.window)}`);
+  if (!Number.isInteger(runs) || runs < 1)
+    throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
+  if (!Number.isFinite(windowS) || windowS < 5)
+    throw new Error(`--window: must be at least 5 seconds, got ${JSON.stringify(values.window)}`);
 
-  const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`); };
+  const log = (msg: string): void => {
+    process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`);
+  };
   const loadAtStart = loadAverage();
   const peerBin = ensureClientGoPeer(log);
   const interrupt = onInterrupt();
@@ -221,35 +286,87 @@ async function main(): Promise<void> {
     // The controller: one separate process, as deployed (without its own leader election: with
     // one replica it would only add a constant, per-controller Lease renewal to the load figures).
     const metricsPort = await freePort();
-    const controller = new LineProcess('controller', process.execPath, [
-      MAIN, 'controller', '--kubeconfig', kubeconfig, '--redis-url', redis.url, '--leader-elect', 'false',
-      '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--health-probe-bind-address', '0',
-      ...[fpPairNs, fpSteadyNs, fpDefaultNs].flatMap((t) => ['--namespace', t.namespace]),
-    ], process.env, join(dir, 'controller.log'));
+    const controller = new LineProcess(
+      'controller',
+      process.execPath,
+      [
+        MAIN,
+        'controller',
+        '--kubeconfig',
+        kubeconfig,
+        '--redis-url',
+        redis.url,
+        '--leader-elect',
+        'false',
+        '--metrics-bind-address',
+        `127.0.0.1:${metricsPort}`,
+        '--health-probe-bind-address',
+        '0',
+        ...[fpPairNs, fpSteadyNs, fpDefaultNs].flatMap((t) => ['--namespace', t.namespace]),
+      ],
+      process.env,
+      join(dir, 'controller.log'),
+    );
     procs.push(controller);
     await controller.waitLine('"Started workers"', (l) => l.includes('Started workers'), 0, STEP_TIMEOUT_MS, signal);
 
-    const lockTimings = (x: Timings): Parameters<typeof lockBody>[2] =>
-      ({ leaseDurationSeconds: x.leaseDurationSeconds, renewDeadlineSeconds: x.renewDeadlineSeconds, renewPeriodSeconds: x.retryPeriodSeconds });
+    const lockTimings = (x: Timings): Parameters<typeof lockBody>[2] => ({
+      leaseDurationSeconds: x.leaseDurationSeconds,
+      renewDeadlineSeconds: x.renewDeadlineSeconds,
+      renewPeriodSeconds: x.retryPeriodSeconds,
+    });
 
     const uids = new Map<string, string>();
     const makePods = async (t: TestKube, names: readonly string[]): Promise<void> => {
-      for (const n of names) uids.set(`${t.namespace}/${n}`, (await createPod(t, n, { app: LOCK })).metadata?.uid ?? '');
+      for (const n of names)
+        uids.set(`${t.namespace}/${n}`, (await createPod(t, n, { app: LOCK })).metadata?.uid ?? '');
     };
-    const starter = (id: SystemId, t: TestKube, timings: Timings, tag: () => string) => async (pod: string): Promise<Candidate> => {
-      const c = id === 'fencepost'
-        ? await fencepostAgent({ main: MAIN, kubeconfig, namespace: t.namespace, lock: LOCK, pod, uid: uids.get(`${t.namespace}/${pod}`) ?? '', dir, tag: tag() })
-        : clientGoPeer({ bin: peerBin, kubeconfig, namespace: t.namespace, lease: LOCK, pod, timings, dir, tag: tag() });
-      procs.push(c.proc);
-      return c;
-    };
+    const starter =
+      (id: SystemId, t: TestKube, timings: Timings, tag: () => string) =>
+      async (pod: string): Promise<Candidate> => {
+        const c =
+          id === 'fencepost'
+            ? await fencepostAgent({
+                main: MAIN,
+                kubeconfig,
+                namespace: t.namespace,
+                lock: LOCK,
+                pod,
+                uid: uids.get(`${t.namespace}/${pod}`) ?? '',
+                dir,
+                tag: tag(),
+              })
+            : clientGoPeer({
+                bin: peerBin,
+                kubeconfig,
+                namespace: t.namespace,
+                lease: LOCK,
+                pod,
+                timings,
+                dir,
+                tag: tag(),
+              });
+        procs.push(c.proc);
+        return c;
+      };
 
     const makePair = async (id: SystemId, label: string, t: TestKube, timings: Timings): Promise<Pair> => {
       const pods = ['cand-0', 'cand-1'] as const;
       await makePods(t, pods);
       if (id === 'fencepost') await createLock(t, lockBody(LOCK, LOCK, lockTimings(timings)));
       let n = 0;
-      const pair: Pair = { id, label, timings, t, pods, candidates: new Map(), holder: pods[0], restarts: 0, unplannedChanges: 0, start: starter(id, t, timings, () => String(++n)) };
+      const pair: Pair = {
+        id,
+        label,
+        timings,
+        t,
+        pods,
+        candidates: new Map(),
+        holder: pods[0],
+        restarts: 0,
+        unplannedChanges: 0,
+        start: starter(id, t, timings, () => String(++n)),
+      };
       // The first candidate takes the lock alone; the second joins once it holds.
       const first = await pair.start(pods[0]);
       pair.candidates.set(pods[0], first);
@@ -266,17 +383,35 @@ async function main(): Promise<void> {
     const pairs: Pair[] = [
       await makePair('fencepost', `fencepost (${fmtTimings(EQUAL)})`, fpPairNs, EQUAL),
       await makePair('client-go-equal', `client-go (${fmtTimings(EQUAL)}, equal settings)`, clientGoEqualNs, EQUAL),
-      await makePair('client-go-defaults', `client-go (${fmtTimings(CLIENT_GO_DEFAULTS)}, defaults)`, clientGoDefaultNs, CLIENT_GO_DEFAULTS),
+      await makePair(
+        'client-go-defaults',
+        `client-go (${fmtTimings(CLIENT_GO_DEFAULTS)}, defaults)`,
+        clientGoDefaultNs,
+        CLIENT_GO_DEFAULTS,
+      ),
     ];
 
     // The floor: a scratch Lease nobody else watches, in the fencepost pair's namespace.
     const scratch = 'bench-scratch';
-    await fpPairNs.leases.createNamespacedLease({ namespace: fpPairNs.namespace, body: { metadata: { name: scratch }, spec: { holderIdentity: 'bench/scratch', leaseDurationSeconds: 30 } } });
+    await fpPairNs.leases.createNamespacedLease({
+      namespace: fpPairNs.namespace,
+      body: { metadata: { name: scratch }, spec: { holderIdentity: 'bench/scratch', leaseDurationSeconds: 30 } },
+    });
     const scratchWatch = await LeaseEvents.open(kc, fpPairNs.namespace, scratch);
-    closers.push(() => { scratchWatch.stop(); });
+    closers.push(() => {
+      scratchWatch.stop();
+    });
     const raw = keepAliveClient(kc);
-    closers.push(() => { raw.close(); });
-    const floorClients: FloorClients = { raw, plain: kc.makeApiClient(CoordinationV1Api), pooled: loadKubeConfig(kubeconfig).makeApiClient(CoordinationV1Api), namespace: fpPairNs.namespace, name: scratch };
+    closers.push(() => {
+      raw.close();
+    });
+    const floorClients: FloorClients = {
+      raw,
+      plain: kc.makeApiClient(CoordinationV1Api),
+      pooled: loadKubeConfig(kubeconfig).makeApiClient(CoordinationV1Api),
+      namespace: fpPairNs.namespace,
+      name: scratch,
+    };
     for (let i = 0; i < 3; i++) await floorSample(i, floorClients, scratchWatch, signal); // warm-up
 
     const samples: Sample[] = [];
@@ -304,13 +439,21 @@ async function main(): Promise<void> {
     const confirmHolder = async (pair: Pair): Promise<void> => {
       const deadline = performance.now() + STEP_TIMEOUT_MS;
       for (;;) {
-        const holding = pair.pods.filter((p) => { const c = pair.candidates.get(p); return c !== undefined && holdsNow(c); });
+        const holding = pair.pods.filter((p) => {
+          const c = pair.candidates.get(p);
+          return c !== undefined && holdsNow(c);
+        });
         if (holding.length === 1) {
           const h = holding[0] ?? pair.holder;
-          if (h !== pair.holder) { pair.unplannedChanges++; log(`${pair.id}: ${pair.holder} no longer holds; ${h} does`); pair.holder = h; }
+          if (h !== pair.holder) {
+            pair.unplannedChanges++;
+            log(`${pair.id}: ${pair.holder} no longer holds; ${h} does`);
+            pair.holder = h;
+          }
           return;
         }
-        if (performance.now() > deadline) throw new Error(`${pair.id}: ${holding.length} candidates say they hold the lock`);
+        if (performance.now() > deadline)
+          throw new Error(`${pair.id}: ${holding.length} candidates say they hold the lock`);
         await sleep(50, undefined, { signal });
       }
     };
@@ -330,7 +473,13 @@ async function main(): Promise<void> {
         await setPodStatus(pair.t, from, 'terminated');
         statusWriteMs = r2(performance.now() - t0);
       }
-      const lead = await successor.proc.waitLine(`lead after ${scenario} of ${from}`, successor.isLeadLine, fromLine, STEP_TIMEOUT_MS, signal);
+      const lead = await successor.proc.waitLine(
+        `lead after ${scenario} of ${from}`,
+        successor.isLeadLine,
+        fromLine,
+        STEP_TIMEOUT_MS,
+        signal,
+      );
       const ms = r2(lead.at - t0);
       await holder.proc.stop(STEP_TIMEOUT_MS);
       if (scenario === 'crash-terminated') await setPodStatus(pair.t, from, 'ready');
@@ -340,19 +489,36 @@ async function main(): Promise<void> {
       pair.restarts++;
       await fresh.synced(signal);
       return {
-        run, system: pair.id, scenario, from, to, ms, phaseWaitMs: r2(phaseWaitMs),
+        run,
+        system: pair.id,
+        scenario,
+        from,
+        to,
+        ms,
+        phaseWaitMs: r2(phaseWaitMs),
         ...(scenario !== 'handoff' ? { beyondLeaseMs: r2(ms - pair.timings.leaseDurationSeconds * 1000) } : {}),
         ...(statusWriteMs !== undefined ? { statusWriteMs } : {}),
       };
     };
 
     const all: readonly Scenario[] = ['handoff', 'crash-silent', 'crash-terminated'];
-    const only = values.only?.split(',').map((x) => x.trim()).filter((x) => x !== '');
-    for (const o of only ?? []) if (o !== 'none' && !all.includes(o as Scenario)) throw new Error(`--only: unknown scenario ${JSON.stringify(o)} (one of ${all.join(', ')})`);
+    const only = values.only
+      ?.split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '');
+    for (const o of only ?? [])
+      if (o !== 'none' && !all.includes(o as Scenario))
+        throw new Error(`--only: unknown scenario ${JSON.stringify(o)} (one of ${all.join(', ')})`);
     const scenarios = all.filter((x) => only === undefined || only.includes(x));
     for (const scenario of scenarios) {
       for (let run = 1; run <= runs; run++) {
-        const inScenario = pairs.filter((p) => !(p.id === 'client-go-defaults' && (scenario === 'crash-terminated' || (scenario === 'crash-silent' && run > defaultsCrashRuns))));
+        const inScenario = pairs.filter(
+          (p) =>
+            !(
+              p.id === 'client-go-defaults' &&
+              (scenario === 'crash-terminated' || (scenario === 'crash-silent' && run > defaultsCrashRuns))
+            ),
+        );
         if (scenario === 'handoff') floor.push(await floorSample(run, floorClients, scratchWatch, signal));
         const order = run % 2 === 1 ? inScenario : [...inScenario].reverse();
         const line: string[] = [];
@@ -386,21 +552,66 @@ async function main(): Promise<void> {
       // status, Event every lease duration): delete it, so that it does not count in any window.
       await deleteLock(fpPairNs, LOCK);
       steady = await measureSteady({
-        log, signal, windowS, raw, etcdUrl: plane.etcd.clientUrl,
+        log,
+        signal,
+        windowS,
+        raw,
+        etcdUrl: plane.etcd.clientUrl,
         configs: [
-          { id: 'fencepost', label: `fencepost (${fmtTimings(EQUAL)})`, timings: EQUAL, setup: async () => { await setupSteady(fpSteadyNs, EQUAL, true); return starter('fencepost', fpSteadyNs, EQUAL, () => 'steady'); }, teardown: () => deleteLock(fpSteadyNs, LOCK) },
-          { id: 'client-go-equal', label: `client-go (${fmtTimings(EQUAL)})`, timings: EQUAL, setup: async () => { const t = await ns('cg-steady-'); await makePods(t, STEADY_PODS); return starter('client-go-equal', t, EQUAL, () => 'steady'); } },
-          { id: 'client-go-defaults', label: `client-go (${fmtTimings(CLIENT_GO_DEFAULTS)})`, timings: CLIENT_GO_DEFAULTS, setup: async () => { const t = await ns('cg-steady-default-'); await makePods(t, STEADY_PODS); return starter('client-go-defaults', t, CLIENT_GO_DEFAULTS, () => 'steady'); } },
-          { id: 'fencepost-defaults', label: `fencepost (lock defaults: ${fmtTimings(FENCEPOST_DEFAULTS)})`, timings: FENCEPOST_DEFAULTS, setup: async () => { await setupSteady(fpDefaultNs, FENCEPOST_DEFAULTS, false); return starter('fencepost', fpDefaultNs, FENCEPOST_DEFAULTS, () => 'steady'); }, teardown: () => deleteLock(fpDefaultNs, LOCK) },
+          {
+            id: 'fencepost',
+            label: `fencepost (${fmtTimings(EQUAL)})`,
+            timings: EQUAL,
+            setup: async () => {
+              await setupSteady(fpSteadyNs, EQUAL, true);
+              return starter('fencepost', fpSteadyNs, EQUAL, () => 'steady');
+            },
+            teardown: () => deleteLock(fpSteadyNs, LOCK),
+          },
+          {
+            id: 'client-go-equal',
+            label: `client-go (${fmtTimings(EQUAL)})`,
+            timings: EQUAL,
+            setup: async () => {
+              const t = await ns('cg-steady-');
+              await makePods(t, STEADY_PODS);
+              return starter('client-go-equal', t, EQUAL, () => 'steady');
+            },
+          },
+          {
+            id: 'client-go-defaults',
+            label: `client-go (${fmtTimings(CLIENT_GO_DEFAULTS)})`,
+            timings: CLIENT_GO_DEFAULTS,
+            setup: async () => {
+              const t = await ns('cg-steady-default-');
+              await makePods(t, STEADY_PODS);
+              return starter('client-go-defaults', t, CLIENT_GO_DEFAULTS, () => 'steady');
+            },
+          },
+          {
+            id: 'fencepost-defaults',
+            label: `fencepost (lock defaults: ${fmtTimings(FENCEPOST_DEFAULTS)})`,
+            timings: FENCEPOST_DEFAULTS,
+            setup: async () => {
+              await setupSteady(fpDefaultNs, FENCEPOST_DEFAULTS, false);
+              return starter('fencepost', fpDefaultNs, FENCEPOST_DEFAULTS, () => 'steady');
+            },
+            teardown: () => deleteLock(fpDefaultNs, LOCK),
+          },
         ],
-        onProc: (p) => { procs.push(p); },
+        onProc: (p) => {
+          procs.push(p);
+        },
       });
     }
 
     async function setupSteady(t: TestKube, timings: Timings, explicit: boolean): Promise<void> {
       await makePods(t, STEADY_PODS);
       // lockBody's own default lease is 2 s (for tests): give the lease, leave the rest to the CRD's defaults.
-      await createLock(t, lockBody(LOCK, LOCK, explicit ? lockTimings(timings) : { leaseDurationSeconds: timings.leaseDurationSeconds }));
+      await createLock(
+        t,
+        lockBody(LOCK, LOCK, explicit ? lockTimings(timings) : { leaseDurationSeconds: timings.leaseDurationSeconds }),
+      );
     }
 
     const summary: Record<string, Record<string, Stats>> = {};
@@ -411,12 +622,16 @@ async function main(): Promise<void> {
         const xs = samples.filter((s) => s.scenario === scenario && s.system === p.id);
         if (xs.length === 0) continue;
         bySystem[p.id] = summarize(xs.map((s) => s.ms));
-        if (scenario !== 'handoff') bySystem[`${p.id}:beyondLease`] = summarize(xs.map((s) => s.beyondLeaseMs ?? Number.NaN));
+        if (scenario !== 'handoff')
+          bySystem[`${p.id}:beyondLease`] = summarize(xs.map((s) => s.beyondLeaseMs ?? Number.NaN));
       }
     }
     const floorSummary = {
-      casMs: summarize(floor.map((f) => f.casMs)), watchMs: summarize(floor.map((f) => Math.max(0, f.watchMs)).filter(Number.isFinite)), watchFromSendMs: summarize(floor.map((f) => f.watchFromSendMs).filter(Number.isFinite)),
-      clientNodeCasMs: summarize(floor.map((f) => f.clientNodeCasMs)), pooledCasMs: summarize(floor.map((f) => f.pooledCasMs)),
+      casMs: summarize(floor.map((f) => f.casMs)),
+      watchMs: summarize(floor.map((f) => Math.max(0, f.watchMs)).filter(Number.isFinite)),
+      watchFromSendMs: summarize(floor.map((f) => f.watchFromSendMs).filter(Number.isFinite)),
+      clientNodeCasMs: summarize(floor.map((f) => f.clientNodeCasMs)),
+      pooledCasMs: summarize(floor.map((f) => f.pooledCasMs)),
     };
     const result = {
       benchmark: 'compare',
@@ -425,10 +640,14 @@ async function main(): Promise<void> {
       runs,
       loadAverage: { start: loadAtStart, end: loadAverage() },
       settings: {
-        equal: EQUAL, clientGoDefaults: CLIENT_GO_DEFAULTS, fencepostDefaults: FENCEPOST_DEFAULTS,
+        equal: EQUAL,
+        clientGoDefaults: CLIENT_GO_DEFAULTS,
+        fencepostDefaults: FENCEPOST_DEFAULTS,
         systems: Object.fromEntries(pairs.map((p) => [p.id, { label: p.label, timings: p.timings }])),
-        fencingBackend: 'Redis', controller: 'fencepost controller process, --leader-elect=false, Redis fencing, 4 workers',
-        note: 'Times: performance.now() in the benchmark just before kill(2) to the arrival of the successor\'s line on its stdout/stderr pipe ' +
+        fencingBackend: 'Redis',
+        controller: 'fencepost controller process, --leader-elect=false, Redis fencing, 4 workers',
+        note:
+          "Times: performance.now() in the benchmark just before kill(2) to the arrival of the successor's line on its stdout/stderr pipe " +
           '(fencepost agent: the "Acquired lock" log line, written when its first renew of the grant succeeded; client-go: OnStartedLeading). ' +
           'Before each signal a random wait of 0..retryPeriod. Alternating order A,B,C then C,B,A. crash-terminated writes the pod status ' +
           '(containers terminated, phase Failed) right after the SIGKILL; client-go (defaults) is left out of it (client-go does not read pods; ' +
@@ -436,7 +655,13 @@ async function main(): Promise<void> {
           'client-node Watch event (negative values count as 0 in the summary). Percentiles nearest-rank (with 30 runs p99 = max).',
       },
       machine: describeMachine(),
-      versions: { node: process.version, kube: KUBE_VERSION, etcd: ETCD_VERSION, clientGo: clientGoVersion(), go: goVersion() },
+      versions: {
+        node: process.version,
+        kube: KUBE_VERSION,
+        etcd: ETCD_VERSION,
+        clientGo: clientGoVersion(),
+        go: goVersion(),
+      },
       summary,
       floor: floorSummary,
       ratios: ratios(summary, floorSummary),
@@ -448,8 +673,13 @@ async function main(): Promise<void> {
       failures,
     };
     const out = writeResult(values.out ?? (values.quick === true ? 'compare-quick.json' : 'compare.json'), result);
-    process.stdout.write(table(result.summary, floorSummary, result.ratios, steady, runs, result.machine, result.loadAverage.start));
-    if (failures.length > 0) process.stdout.write(`\n${failures.length} run(s) did not finish: ${failures.map((f) => `${f.scenario} ${f.run} ${f.system}`).join(', ')}\n`);
+    process.stdout.write(
+      table(result.summary, floorSummary, result.ratios, steady, runs, result.machine, result.loadAverage.start),
+    );
+    if (failures.length > 0)
+      process.stdout.write(
+        `\n${failures.length} run(s) did not finish: ${failures.map((f) => `${f.scenario} ${f.run} ${f.system}`).join(', ')}\n`,
+      );
     process.stdout.write(`\nWrote ${relative(process.cwd(), out) || out}\n`);
   } catch (err) {
     keepLogs = true;
@@ -458,7 +688,8 @@ async function main(): Promise<void> {
     for (const c of closers) c();
     await Promise.allSettled(procs.map((p) => p.stop()));
     await Promise.allSettled([plane?.stop(), redis?.stop()]);
-    if (keepLogs) process.stderr.write(`Logs kept in ${dir}\n`); else rmSync(dir, { recursive: true, force: true });
+    if (keepLogs) process.stderr.write(`Logs kept in ${dir}\n`);
+    else rmSync(dir, { recursive: true, force: true });
     interrupt.dispose();
   }
 }
@@ -498,16 +729,26 @@ interface SteadyRow {
 interface SteadyResult {
   readonly windowS: number;
   readonly candidates: number;
-  readonly idle: { readonly requestsPerMinute: number; readonly etcdWritesPerMinute: number; readonly byVerbResourcePerMinute: Record<string, number> };
+  readonly idle: {
+    readonly requestsPerMinute: number;
+    readonly etcdWritesPerMinute: number;
+    readonly byVerbResourcePerMinute: Record<string, number>;
+  };
   readonly rows: readonly SteadyRow[];
   readonly note: string;
 }
 
-async function scrape(raw: KeepAliveClient, etcdUrl: string): Promise<{ api: MetricSample[]; etcdRevision: number; etcd: MetricSample[] }> {
+async function scrape(
+  raw: KeepAliveClient,
+  etcdUrl: string,
+): Promise<{ api: MetricSample[]; etcdRevision: number; etcd: MetricSample[] }> {
   const [api, etcdText, range] = await Promise.all([
     raw.text('/metrics').then(parseMetrics),
     fetch(`${etcdUrl}/metrics`).then((r) => r.text()),
-    fetch(`${etcdUrl}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('/').toString('base64'), limit: 1 }) }).then((r) => r.json() as Promise<{ header?: { revision?: string } }>),
+    fetch(`${etcdUrl}/v3/kv/range`, {
+      method: 'POST',
+      body: JSON.stringify({ key: Buffer.from('/').toString('base64'), limit: 1 }),
+    }).then((r) => r.json() as Promise<{ header?: { revision?: string } }>),
   ]);
   return { api, etcdRevision: Number(range.header?.revision ?? Number.NaN), etcd: parseMetrics(etcdText) };
 }
@@ -532,7 +773,8 @@ function diff(a: Awaited<ReturnType<typeof scrape>>, b: Awaited<ReturnType<typeo
     requests += d;
   }
   return {
-    requests, byVerbResource,
+    requests,
+    byVerbResource,
     etcdRevision: b.etcdRevision - a.etcdRevision,
     etcdPuts: sumMetric(b.etcd, 'etcd_mvcc_put_total') - sumMetric(a.etcd, 'etcd_mvcc_put_total'),
     etcdTxns: sumMetric(b.etcd, 'etcd_mvcc_txn_total') - sumMetric(a.etcd, 'etcd_mvcc_txn_total'),
@@ -540,8 +782,13 @@ function diff(a: Awaited<ReturnType<typeof scrape>>, b: Awaited<ReturnType<typeo
 }
 
 async function measureSteady(o: {
-  log: (m: string) => void; signal: AbortSignal; windowS: number; raw: KeepAliveClient; etcdUrl: string;
-  configs: readonly SteadyConfig[]; onProc: (p: LineProcess) => void;
+  log: (m: string) => void;
+  signal: AbortSignal;
+  windowS: number;
+  raw: KeepAliveClient;
+  etcdUrl: string;
+  configs: readonly SteadyConfig[];
+  onProc: (p: LineProcess) => void;
 }): Promise<SteadyResult> {
   const SETTLE_MS = 5000;
   const QUIET_MS = 15_000;
@@ -558,7 +805,11 @@ async function measureSteady(o: {
   for (const c of o.configs) {
     const start = await c.setup();
     const cands: Candidate[] = [];
-    for (const pod of STEADY_PODS) { const cand = await start(pod); o.onProc(cand.proc); cands.push(cand); }
+    for (const pod of STEADY_PODS) {
+      const cand = await start(pod);
+      o.onProc(cand.proc);
+      cands.push(cand);
+    }
     await Promise.all(cands.map((x) => x.synced(o.signal)));
     await Promise.any(cands.map((x) => x.proc.waitLine('lead', x.isLeadLine, 0, STEP_TIMEOUT_MS, o.signal)));
     await sleep(SETTLE_MS, undefined, { signal: o.signal });
@@ -576,37 +827,54 @@ async function measureSteady(o: {
       if (Math.abs(d) >= 0.5) byVerbResourcePerMinute[k] = d;
     }
     rows.push({
-      id: c.id, label: c.label, timings: c.timings, windowS: o.windowS,
+      id: c.id,
+      label: c.label,
+      timings: c.timings,
+      windowS: o.windowS,
       requestsPerMinute: perMin(counts.requests - idle.requests),
       etcdWritesPerMinute: perMin(counts.etcdRevision - idle.etcdRevision),
-      byVerbResourcePerMinute, raw: counts,
+      byVerbResourcePerMinute,
+      raw: counts,
     });
   }
   return {
-    windowS: o.windowS, candidates: STEADY_PODS.length,
-    idle: { requestsPerMinute: perMin(idle.requests), etcdWritesPerMinute: perMin(idle.etcdRevision), byVerbResourcePerMinute: Object.fromEntries(Object.entries(idle.byVerbResource).map(([k, v]) => [k, perMin(v)])) },
+    windowS: o.windowS,
+    candidates: STEADY_PODS.length,
+    idle: {
+      requestsPerMinute: perMin(idle.requests),
+      etcdWritesPerMinute: perMin(idle.etcdRevision),
+      byVerbResourcePerMinute: Object.fromEntries(Object.entries(idle.byVerbResource).map(([k, v]) => [k, perMin(v)])),
+    },
     rows,
-    note: 'kube-apiserver apiserver_request_total (resource requests only; /metrics scrapes and other non-resource paths left out) and etcd revision ' +
-      '(one per committed write) differences over the window, minus the idle window (the API server\'s own identity Lease, the idle controller\'s watches), ' +
+    note:
+      'kube-apiserver apiserver_request_total (resource requests only; /metrics scrapes and other non-resource paths left out) and etcd revision ' +
+      "(one per committed write) differences over the window, minus the idle window (the API server's own identity Lease, the idle controller's watches), " +
       'per minute, one lock with 3 candidates. WATCH requests are counted when they start. fencepost figures include the controller process.',
   };
 }
 
-function ratios(summary: Record<string, Record<string, Stats>>, floor: { casMs: Stats; watchMs: Stats }): Record<string, number> {
+function ratios(
+  summary: Record<string, Record<string, Stats>>,
+  floor: { casMs: Stats; watchMs: Stats },
+): Record<string, number> {
   const out: Record<string, number> = {};
   const fpHandoff = summary['handoff']?.['fencepost'];
   const floorRoundTrip = 2 * floor.watchMs.p50 + floor.casMs.p50;
   if (fpHandoff !== undefined) {
     for (const other of ['client-go-equal', 'client-go-defaults']) {
       const o = summary['handoff']?.[other];
-      if (o !== undefined) { out[`handoff p50: ${other} / fencepost`] = r2(o.p50 / fpHandoff.p50); out[`handoff p99: ${other} / fencepost`] = r2(o.p99 / fpHandoff.p99); }
+      if (o !== undefined) {
+        out[`handoff p50: ${other} / fencepost`] = r2(o.p50 / fpHandoff.p50);
+        out[`handoff p99: ${other} / fencepost`] = r2(o.p99 / fpHandoff.p99);
+      }
     }
     out['handoff p50: fencepost / floor CAS'] = r2(fpHandoff.p50 / floor.casMs.p50);
     out['handoff p50: fencepost / floor watch round trip (2 × watch + CAS)'] = r2(fpHandoff.p50 / floorRoundTrip);
   }
   const fpTerm = summary['crash-terminated']?.['fencepost'];
   const cgTerm = summary['crash-terminated']?.['client-go-equal'];
-  if (fpTerm !== undefined && cgTerm !== undefined) out['crash-terminated p50: client-go-equal / fencepost'] = r2(cgTerm.p50 / fpTerm.p50);
+  if (fpTerm !== undefined && cgTerm !== undefined)
+    out['crash-terminated p50: client-go-equal / fencepost'] = r2(cgTerm.p50 / fpTerm.p50);
   return out;
 }
 
@@ -618,32 +886,75 @@ function goVersion(): string {
   try {
     const mod = readFileSync(join(ROOT, 'bench/peers/client-go/go.mod'), 'utf8');
     return /^go (\S+)/m.exec(mod)?.[1] ?? 'unknown';
-  } catch { return 'unknown'; }
+  } catch {
+    return 'unknown';
+  }
 }
 
 function table(
-  summary: Record<string, Record<string, Stats>>, floor: { casMs: Stats; watchMs: Stats; watchFromSendMs: Stats; clientNodeCasMs: Stats; pooledCasMs: Stats },
-  rat: Record<string, number>, steady: SteadyResult | undefined, runs: number,
-  machine: { cpu: string; cores: number; totalMemoryBytes: number }, load: { one: number; five: number },
+  summary: Record<string, Record<string, Stats>>,
+  floor: { casMs: Stats; watchMs: Stats; watchFromSendMs: Stats; clientNodeCasMs: Stats; pooledCasMs: Stats },
+  rat: Record<string, number>,
+  steady: SteadyResult | undefined,
+  runs: number,
+  machine: { cpu: string; cores: number; totalMemoryBytes: number },
+  load: { one: number; five: number },
 ): string {
   const rows: string[][] = [['scenario', 'system', 'p50', 'p90', 'p99', 'max']];
   const ms = (v: number): string => `${v.toFixed(1)} ms`;
   for (const [scenario, bySystem] of Object.entries(summary)) {
-    for (const [sys, s] of Object.entries(bySystem)) rows.push([scenario, sys, ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max)]);
+    for (const [sys, s] of Object.entries(bySystem))
+      rows.push([scenario, sys, ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max)]);
   }
-  rows.push(['floor', 'Lease CAS (kept-alive)', ms(floor.casMs.p50), ms(floor.casMs.p90), ms(floor.casMs.p99), ms(floor.casMs.max)]);
-  rows.push(['floor', 'watch delivery', ms(floor.watchMs.p50), ms(floor.watchMs.p90), ms(floor.watchMs.p99), ms(floor.watchMs.max)]);
-  rows.push(['floor', 'Lease CAS, client-node plain', ms(floor.clientNodeCasMs.p50), ms(floor.clientNodeCasMs.p90), ms(floor.clientNodeCasMs.p99), ms(floor.clientNodeCasMs.max)]);
-  rows.push(['floor', 'Lease CAS, client-node pooled', ms(floor.pooledCasMs.p50), ms(floor.pooledCasMs.p90), ms(floor.pooledCasMs.p99), ms(floor.pooledCasMs.max)]);
+  rows.push([
+    'floor',
+    'Lease CAS (kept-alive)',
+    ms(floor.casMs.p50),
+    ms(floor.casMs.p90),
+    ms(floor.casMs.p99),
+    ms(floor.casMs.max),
+  ]);
+  rows.push([
+    'floor',
+    'watch delivery',
+    ms(floor.watchMs.p50),
+    ms(floor.watchMs.p90),
+    ms(floor.watchMs.p99),
+    ms(floor.watchMs.max),
+  ]);
+  rows.push([
+    'floor',
+    'Lease CAS, client-node plain',
+    ms(floor.clientNodeCasMs.p50),
+    ms(floor.clientNodeCasMs.p90),
+    ms(floor.clientNodeCasMs.p99),
+    ms(floor.clientNodeCasMs.max),
+  ]);
+  rows.push([
+    'floor',
+    'Lease CAS, client-node pooled',
+    ms(floor.pooledCasMs.p50),
+    ms(floor.pooledCasMs.p90),
+    ms(floor.pooledCasMs.p99),
+    ms(floor.pooledCasMs.max),
+  ]);
   const out = [
     `fencepost vs client-go leader election: ${runs} runs per scenario and system`,
     `${machineLine(machine)}, load average at start ${load.one} / ${load.five}`,
-    '', ...textTable(rows, 2), '',
+    '',
+    ...textTable(rows, 2),
+    '',
     ...Object.entries(rat).map(([k, v]) => `${k}: ${v.toFixed(2)}×`),
   ];
   if (steady !== undefined) {
-    out.push('', `steady state, 1 lock, ${steady.candidates} candidates, ${steady.windowS} s windows (idle subtracted: ${steady.idle.requestsPerMinute} req/min, ${steady.idle.etcdWritesPerMinute} etcd writes/min):`);
-    for (const r of steady.rows) out.push(`  ${r.label}: ${r.requestsPerMinute} API requests/min, ${r.etcdWritesPerMinute} etcd writes/min  ${JSON.stringify(r.byVerbResourcePerMinute)}`);
+    out.push(
+      '',
+      `steady state, 1 lock, ${steady.candidates} candidates, ${steady.windowS} s windows (idle subtracted: ${steady.idle.requestsPerMinute} req/min, ${steady.idle.etcdWritesPerMinute} etcd writes/min):`,
+    );
+    for (const r of steady.rows)
+      out.push(
+        `  ${r.label}: ${r.requestsPerMinute} API requests/min, ${r.etcdWritesPerMinute} etcd writes/min  ${JSON.stringify(r.byVerbResourcePerMinute)}`,
+      );
   }
   return `${out.join('\n')}\n`;
 }

@@ -34,12 +34,30 @@ import { startLockController, type LockController } from '../src/controllers/dis
 import { parseLease, renewedLease, type LockRecord } from '../src/lease/record.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
-import { createLock, createPod, getLease, getLock, lockBody, releaseLease, testKube, type TestKube } from '../test/support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  getLease,
+  getLock,
+  lockBody,
+  releaseLease,
+  testKube,
+  type TestKube,
+} from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { keepAliveClient } from './kube-http.ts';
-import { describeMachine, machineLine, onInterrupt, parseRuns, percentile, runMain, startServers, textTable } from './lib.ts';
+import {
+  describeMachine,
+  machineLine,
+  onInterrupt,
+  parseRuns,
+  percentile,
+  runMain,
+  startServers,
+  textTable,
+} from './lib.ts';
 import { leaseName } from '../src/protocol/names.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -63,7 +81,12 @@ const USAGE = `Usage: node bench/handoff.ts [--runs N]
 `;
 
 type Backend = 'Redis' | 'Lease';
-interface Stats { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number }
+interface Stats {
+  readonly p50: number;
+  readonly p90: number;
+  readonly p99: number;
+  readonly max: number;
+}
 
 interface HandoffSample {
   readonly run: number;
@@ -110,7 +133,12 @@ interface FloorSample {
   /** keepAlive: with node:https over one kept-alive connection. */
   readonly keepAlive: FloorPart;
 }
-interface FloorStats { readonly getMs: Stats; readonly casMs: Stats; readonly watchMs: Stats; readonly watchFromSendMs: Stats }
+interface FloorStats {
+  readonly getMs: Stats;
+  readonly casMs: Stats;
+  readonly watchMs: Stats;
+  readonly watchFromSendMs: Stats;
+}
 interface Summary {
   readonly releaseToGrantMs: Stats;
   readonly commitToGrantMs: Stats;
@@ -153,10 +181,20 @@ interface SeriesResult {
 
 const r2 = (n: number): number => Math.round(n * 100) / 100;
 function stats(xs: readonly number[]): Stats {
-  return { p50: r2(percentile(xs, 50)), p90: r2(percentile(xs, 90)), p99: r2(percentile(xs, 99)), max: r2(Math.max(...xs)) };
+  return {
+    p50: r2(percentile(xs, 50)),
+    p90: r2(percentile(xs, 90)),
+    p99: r2(percentile(xs, 99)),
+    max: r2(Math.max(...xs)),
+  };
 }
 function floorStats(xs: readonly FloorPart[]): FloorStats {
-  return { getMs: stats(xs.map((x) => x.getMs)), casMs: stats(xs.map((x) => x.casMs)), watchMs: stats(xs.map((x) => x.watchMs)), watchFromSendMs: stats(xs.map((x) => x.watchFromSendMs)) };
+  return {
+    getMs: stats(xs.map((x) => x.getMs)),
+    casMs: stats(xs.map((x) => x.casMs)),
+    watchMs: stats(xs.map((x) => x.watchMs)),
+    watchFromSendMs: stats(xs.map((x) => x.watchFromSendMs)),
+  };
 }
 
 /** TimedLeases is the Lease client with the time of its last replace call: t0 at the call, t1 at its return. */
@@ -165,7 +203,9 @@ class TimedLeases extends CoordinationV1Api {
   t1 = Number.NaN;
   attempts = 0;
 
-  override async replaceNamespacedLease(...args: Parameters<CoordinationV1Api['replaceNamespacedLease']>): Promise<V1Lease> {
+  override async replaceNamespacedLease(
+    ...args: Parameters<CoordinationV1Api['replaceNamespacedLease']>
+  ): Promise<V1Lease> {
     this.attempts++;
     this.t0 = performance.now();
     try {
@@ -176,7 +216,11 @@ class TimedLeases extends CoordinationV1Api {
   }
 }
 
-interface Seen { readonly at: number; readonly type: string; readonly lease: V1Lease }
+interface Seen {
+  readonly at: number;
+  readonly type: string;
+  readonly lease: V1Lease;
+}
 
 /**
  * LeaseWatch keeps every event of a client-node Watch on one Lease, stamped with performance.now()
@@ -194,7 +238,13 @@ class LeaseWatch {
   private constructor(what: string, signal: AbortSignal) {
     this.#what = what;
     this.#signal = signal;
-    signal.addEventListener('abort', () => { this.#wakeAll(); }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        this.#wakeAll();
+      },
+      { once: true },
+    );
   }
 
   /** open starts the watch (no resourceVersion: the current object first, as ADDED) and waits for that first event. */
@@ -203,8 +253,12 @@ class LeaseWatch {
     w.#abort = await new Watch(kc).watch(
       `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
       { fieldSelector: `metadata.name=${name}` },
-      (type: string, obj: unknown) => { w.#onEvent(type, obj); },
-      (err: unknown) => { w.#onDone(err); },
+      (type: string, obj: unknown) => {
+        w.#onEvent(type, obj);
+      },
+      (err: unknown) => {
+        w.#onDone(err);
+      },
     );
     await w.next(0, 'the initial ADDED event', () => true);
     return w;
@@ -214,7 +268,11 @@ class LeaseWatch {
     const at = performance.now();
     if (type === 'ERROR') {
       this.#closed = new Error(`${this.#what}: ERROR event ${JSON.stringify(obj)}`);
-    } else if (typeof obj === 'object' && obj !== null && (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED')) {
+    } else if (
+      typeof obj === 'object' &&
+      obj !== null &&
+      (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED')
+    ) {
       const lease: V1Lease = obj; // a Lease (the fieldSelector matches only the one)
       this.events.push({ at, type, lease });
     }
@@ -223,7 +281,8 @@ class LeaseWatch {
 
   #onDone(err: unknown): void {
     if (this.#stopped) return;
-    const why = err === null || err === undefined ? '' : `: ${err instanceof Error ? err.message : JSON.stringify(err)}`;
+    const why =
+      err === null || err === undefined ? '' : `: ${err instanceof Error ? err.message : JSON.stringify(err)}`;
     this.#closed = new Error(`${this.#what} ended unexpectedly${why}`);
     this.#wakeAll();
   }
@@ -248,7 +307,10 @@ class LeaseWatch {
       if (left <= 0) throw new Error(`${this.#what}: no ${what} within ${STEP_TIMEOUT_MS} ms`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
-        this.#wake.push(() => { clearTimeout(timer); resolve(); });
+        this.#wake.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
       });
     }
   }
@@ -284,7 +346,12 @@ async function settle(t: TestKube, record: LockRecord, signal: AbortSignal): Pro
 }
 
 async function runSeries(
-  plane: ControlPlane, redis: RedisServer, backend: Backend, runs: number, signal: AbortSignal, log: (msg: string) => void,
+  plane: ControlPlane,
+  redis: RedisServer,
+  backend: Backend,
+  runs: number,
+  signal: AbortSignal,
+  log: (msg: string) => void,
 ): Promise<SeriesResult> {
   const kc = plane.kubeConfig();
   const namespace = await plane.createNamespace(`bench-handoff-${backend.toLowerCase()}-`);
@@ -293,7 +360,14 @@ async function runSeries(
   let controller: LockController | undefined;
   const closers: (() => void)[] = [];
   try {
-    controller = await startLockController({ kc, redisUrl, namespace, identity: `bench-controller-${backend.toLowerCase()}`, clock: realClock, log: silentLogger });
+    controller = await startLockController({
+      kc,
+      redisUrl,
+      namespace,
+      identity: `bench-controller-${backend.toLowerCase()}`,
+      clock: realClock,
+      log: silentLogger,
+    });
     for (const name of PODS) await createPod(t, name, { app: LOCK });
     await createLock(t, lockBody(LOCK, LOCK, { leaseDurationSeconds: LEASE_SECONDS }));
     const first = await until('first grant', signal, async () => {
@@ -304,20 +378,33 @@ async function runSeries(
     await settle(t, first, signal);
 
     const lockWatch = await LeaseWatch.open(kc, namespace, LEASE, signal);
-    closers.push(() => { lockWatch.stop(); });
+    closers.push(() => {
+      lockWatch.stop();
+    });
     await t.leases.createNamespacedLease({
-      namespace, body: { metadata: { name: SCRATCH, namespace }, spec: { holderIdentity: 'bench/scratch', leaseDurationSeconds: LEASE_SECONDS } },
+      namespace,
+      body: {
+        metadata: { name: SCRATCH, namespace },
+        spec: { holderIdentity: 'bench/scratch', leaseDurationSeconds: LEASE_SECONDS },
+      },
     });
     const scratchWatch = await LeaseWatch.open(kc, namespace, SCRATCH, signal);
-    closers.push(() => { scratchWatch.stop(); });
+    closers.push(() => {
+      scratchWatch.stop();
+    });
     const timed = kc.makeApiClient(TimedLeases);
     const releaser: TestKube = { ...t, leases: timed };
     const raw = keepAliveClient(kc);
-    closers.push(() => { raw.close(); });
+    closers.push(() => {
+      raw.close();
+    });
     const scratchPath = `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${SCRATCH}`;
 
     /** floorPart times read → CAS → watch event of that write: write(read()) with the given client. */
-    const floorPart = async <L>(read: () => Promise<L>, write: (l: L) => Promise<string | undefined>): Promise<FloorPart> => {
+    const floorPart = async <L>(
+      read: () => Promise<L>,
+      write: (l: L) => Promise<string | undefined>,
+    ): Promise<FloorPart> => {
       const g0 = performance.now();
       const lease = await read();
       const g1 = performance.now();
@@ -325,21 +412,34 @@ async function runSeries(
       const c0 = performance.now();
       const rv = await write(lease);
       const c1 = performance.now();
-      const ev = await scratchWatch.next(from, `event for resourceVersion ${rv ?? '?'}`, (s) => s.lease.metadata?.resourceVersion === rv);
+      const ev = await scratchWatch.next(
+        from,
+        `event for resourceVersion ${rv ?? '?'}`,
+        (s) => s.lease.metadata?.resourceVersion === rv,
+      );
       return { getMs: r2(g1 - g0), casMs: r2(c1 - c0), watchMs: r2(ev.at - c1), watchFromSendMs: r2(ev.at - c0) };
     };
     const floorSample = async (run: number): Promise<FloorSample> => {
       // client-node: the renew body (renewedLease), as a holder's agent writes it.
       const clientNode = await floorPart(
         () => t.leases.readNamespacedLease({ namespace, name: SCRATCH }),
-        async (l) => (await t.leases.replaceNamespacedLease({ namespace, name: SCRATCH, body: renewedLease(l, new Date()) })).metadata?.resourceVersion,
+        async (l) =>
+          (await t.leases.replaceNamespacedLease({ namespace, name: SCRATCH, body: renewedLease(l, new Date()) }))
+            .metadata?.resourceVersion,
       );
       // keep-alive: the JSON as read, one annotation changed.
       const keepAlive = await floorPart(
         () => raw.request('GET', scratchPath),
-        async (l) => (await raw.request('PUT', scratchPath, {
-          ...l, metadata: { ...l.metadata, annotations: { ...l.metadata?.annotations, 'bench.fencepost.io/seq': String(run) } },
-        })).metadata?.resourceVersion,
+        async (l) =>
+          (
+            await raw.request('PUT', scratchPath, {
+              ...l,
+              metadata: {
+                ...l.metadata,
+                annotations: { ...l.metadata?.annotations, 'bench.fencepost.io/seq': String(run) },
+              },
+            })
+          ).metadata?.resourceVersion,
       );
       return { run, clientNode, keepAlive };
     };
@@ -353,7 +453,11 @@ async function runSeries(
       timed.attempts = 0;
       await releaseLease(releaser, LOCK);
       const { t0, t1, attempts } = timed;
-      const released = await lockWatch.next(from, 'release (holder cleared)', (s) => parseLease(s.lease).holder === undefined);
+      const released = await lockWatch.next(
+        from,
+        'release (holder cleared)',
+        (s) => parseLease(s.lease).holder === undefined,
+      );
       const granted = await lockWatch.next(from, `grant above token ${tokenBefore}`, (s) => {
         const r = parseLease(s.lease);
         return r.holder !== undefined && r.token !== undefined && r.token > tokenBefore;
@@ -362,11 +466,19 @@ async function runSeries(
       current = after;
       const sentAt = (after.acquireTime?.getTime() ?? Number.NaN) - performance.timeOrigin;
       return {
-        run, from: holderName(before), to: holderName(after), tokenBefore: tokenBefore.toString(), token: after.token?.toString() ?? '?',
+        run,
+        from: holderName(before),
+        to: holderName(after),
+        tokenBefore: tokenBefore.toString(),
+        token: after.token?.toString() ?? '?',
         releaseAttempts: attempts,
-        releaseToGrantMs: r2(granted.at - t0), commitToGrantMs: r2(granted.at - t1), releaseCasMs: r2(t1 - t0),
-        releaseSeenMs: r2(released.at - t1), releaseSeenToGrantMs: r2(granted.at - released.at),
-        releaseSeenToGrantSentMs: r2(sentAt - released.at), grantSentToSeenMs: r2(granted.at - sentAt),
+        releaseToGrantMs: r2(granted.at - t0),
+        commitToGrantMs: r2(granted.at - t1),
+        releaseCasMs: r2(t1 - t0),
+        releaseSeenMs: r2(released.at - t1),
+        releaseSeenToGrantMs: r2(granted.at - released.at),
+        releaseSeenToGrantSentMs: r2(sentAt - released.at),
+        grantSentToSeenMs: r2(granted.at - sentAt),
       };
     };
 
@@ -380,9 +492,11 @@ async function runSeries(
       into.handoff.push(h);
       if (h.from === h.to) throw new Error(`run ${i}: the lock went back to ${h.from}; expected the other candidate`);
       await settle(t, current, signal);
-      log(`${backend} ${i >= 1 ? `run ${i}/${runs}` : `warm-up ${i + WARMUP}/${WARMUP}`}: ${h.from} → ${h.to} token ${h.token}, ` +
-        `release→grant ${h.releaseToGrantMs.toFixed(1)} ms, commit→grant ${h.commitToGrantMs.toFixed(1)} ms; ` +
-        `floor CAS ${f.clientNode.casMs.toFixed(1)} ms (keep-alive ${f.keepAlive.casMs.toFixed(1)} ms), watch ${f.keepAlive.watchMs.toFixed(1)} ms`);
+      log(
+        `${backend} ${i >= 1 ? `run ${i}/${runs}` : `warm-up ${i + WARMUP}/${WARMUP}`}: ${h.from} → ${h.to} token ${h.token}, ` +
+          `release→grant ${h.releaseToGrantMs.toFixed(1)} ms, commit→grant ${h.commitToGrantMs.toFixed(1)} ms; ` +
+          `floor CAS ${f.clientNode.casMs.toFixed(1)} ms (keep-alive ${f.keepAlive.casMs.toFixed(1)} ms), watch ${f.keepAlive.watchMs.toFixed(1)} ms`,
+      );
     }
 
     // The tokens came from the backend under test: the Redis counter follows them, or does not exist.
@@ -394,8 +508,10 @@ async function runSeries(
       client.disconnect();
     }
     const lastToken = current.token?.toString() ?? '?';
-    if (backend === 'Redis' && redisCounter !== lastToken) throw new Error(`Redis series: counter is ${String(redisCounter)}, last token ${lastToken}`);
-    if (backend === 'Lease' && redisCounter !== null) throw new Error(`Lease series: a Redis counter exists (${redisCounter})`);
+    if (backend === 'Redis' && redisCounter !== lastToken)
+      throw new Error(`Redis series: counter is ${String(redisCounter)}, last token ${lastToken}`);
+    if (backend === 'Lease' && redisCounter !== null)
+      throw new Error(`Lease series: a Redis counter exists (${redisCounter})`);
 
     const h = samples.handoff;
     const f = samples.floor;
@@ -419,15 +535,22 @@ async function runSeries(
     };
     const c2g = summary.commitToGrantMs.p50;
     return {
-      backend, namespace,
-      controller: backend === 'Redis' ? 'startLockController with redisUrl (locks default to the Redis backend)' : 'startLockController without redisUrl (locks default to the Lease backend)',
-      summary, models,
+      backend,
+      namespace,
+      controller:
+        backend === 'Redis'
+          ? 'startLockController with redisUrl (locks default to the Redis backend)'
+          : 'startLockController without redisUrl (locks default to the Lease backend)',
+      summary,
+      models,
       ratios: {
         commitToGrantOverWatchRoundTripKeepAlive: r2(c2g / models.watchRoundTripKeepAliveMs),
         commitToGrantOverWatchRoundTripClientNode: r2(c2g / models.watchRoundTripClientNodeMs),
         commitToGrantOverControllerPathClientNode: r2(c2g / models.controllerPathClientNodeMs),
       },
-      redisCounter, samples, warmup,
+      redisCounter,
+      samples,
+      warmup,
     };
   } finally {
     for (const close of closers) close();
@@ -445,7 +568,9 @@ async function redisVersion(redis: RedisServer): Promise<string> {
 }
 
 function clientNodeVersion(): string {
-  const pkg = JSON.parse(readFileSync(join(ROOT, 'node_modules/@kubernetes/client-node/package.json'), 'utf8')) as { version?: string };
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'node_modules/@kubernetes/client-node/package.json'), 'utf8')) as {
+    version?: string;
+  };
   return pkg.version ?? 'unknown';
 }
 
@@ -459,12 +584,15 @@ async function main(): Promise<void> {
   let plane: ControlPlane | undefined;
   let redis: RedisServer | undefined;
   try {
-    const log = (msg: string): void => { process.stderr.write(`${msg}\n`); };
+    const log = (msg: string): void => {
+      process.stderr.write(`${msg}\n`);
+    };
     log('Starting control plane and redis…');
     ({ plane, redis } = await startServers());
 
     const series: SeriesResult[] = [];
-    for (const backend of ['Redis', 'Lease'] as const) series.push(await runSeries(plane, redis, backend, runs, signal, log));
+    for (const backend of ['Redis', 'Lease'] as const)
+      series.push(await runSeries(plane, redis, backend, runs, signal, log));
 
     const result = {
       benchmark: 'handoff',
@@ -473,11 +601,15 @@ async function main(): Promise<void> {
       runs,
       warmup: WARMUP,
       setup: {
-        leaseDurationSeconds: LEASE_SECONDS, pods: PODS.length, settleMs: SETTLE_MS, pollMs: POLL_MS,
-        note: 'release: releaseLease() from test/support/fixtures.ts (GET, then replace with the read resourceVersion); ' +
+        leaseDurationSeconds: LEASE_SECONDS,
+        pods: PODS.length,
+        settleMs: SETTLE_MS,
+        pollMs: POLL_MS,
+        note:
+          'release: releaseLease() from test/support/fixtures.ts (GET, then replace with the read resourceVersion); ' +
           't0 = performance.now() right before that replace call, t1 when it returned; t2 = arrival of the watch event ' +
           '(client-node Watch, fieldSelector metadata.name=dlock-NAME, opened before the first release) with a new holder and a larger token. ' +
-          'releaseSeenToGrantSentMs / grantSentToSeenMs split at the grant\'s spec.acquireTime (wall clock, whole ms, stamped by the in-process controller just before its replace). ' +
+          "releaseSeenToGrantSentMs / grantSentToSeenMs split at the grant's spec.acquireTime (wall clock, whole ms, stamped by the in-process controller just before its replace). " +
           'Floor, one sample before each handoff, on a scratch Lease the controller does not watch: getMs = one GET; casMs = one replace with the read resourceVersion; ' +
           'watchMs = from that replace returning to its event on a second Watch (watchFromSendMs: from the call). ' +
           'Each twice: clientNode (client-node 2.0, a new undici Agent and TLS connection per call, as the controller and fixtures make them; renewedLease body) ' +
@@ -488,7 +620,13 @@ async function main(): Promise<void> {
           '(with 30 runs p99 is the maximum); warm-up samples are kept apart under warmup.',
       },
       machine: describeMachine(),
-      versions: { node: process.version, kube: KUBE_VERSION, etcd: ETCD_VERSION, redis: await redisVersion(redis), clientNode: clientNodeVersion() },
+      versions: {
+        node: process.version,
+        kube: KUBE_VERSION,
+        etcd: ETCD_VERSION,
+        redis: await redisVersion(redis),
+        clientNode: clientNodeVersion(),
+      },
       series,
     };
     mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
@@ -502,7 +640,8 @@ async function main(): Promise<void> {
 }
 
 function table(
-  series: readonly SeriesResult[], runs: number,
+  series: readonly SeriesResult[],
+  runs: number,
   machine: { cpu: string; cores: number; totalMemoryBytes: number },
   versions: { node: string; kube: string; etcd: string; redis: string; clientNode: string },
 ): string {
@@ -516,8 +655,10 @@ function table(
     const cn = m.floorClientNode;
     const ka = m.floorKeepAlive;
     const row = (label: string, x: Stats): string[] => [
-      label, ...[x.p50, x.p90, x.p99, x.max].map((v) => `${v.toFixed(1)} ms`),
-      `${(x.p50 / ka.casMs.p50).toFixed(1)}×`, `${(x.p50 / cn.casMs.p50).toFixed(1)}×`,
+      label,
+      ...[x.p50, x.p90, x.p99, x.max].map((v) => `${v.toFixed(1)} ms`),
+      `${(x.p50 / ka.casMs.p50).toFixed(1)}×`,
+      `${(x.p50 / cn.casMs.p50).toFixed(1)}×`,
     ];
     const rows: string[][] = [
       [`${s.backend} backend`, 'p50', 'p90', 'p99', 'max', '÷CAS ka', '÷CAS cn'],
@@ -548,7 +689,10 @@ function table(
       `  ${ra.commitToGrantOverControllerPathClientNode.toFixed(1)}× the controller's calls with client-node (2 × watch + 1 × GET + 1 × CAS = ${md.controllerPathClientNodeMs.toFixed(1)} ms)`,
     );
   }
-  out.push('', 'ka = one kept-alive node:https connection; cn = client-node 2.0 (a new TLS connection per call, as the controller makes them).');
+  out.push(
+    '',
+    'ka = one kept-alive node:https connection; cn = client-node 2.0 (a new TLS connection per call, as the controller makes them).',
+  );
   return `${out.join('\n')}\n`;
 }
 

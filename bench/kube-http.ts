@@ -27,13 +27,17 @@ export function keepAliveClient(kc: KubeConfig): KeepAliveClient {
   const user = kc.getCurrentUser();
   if (cluster === null || user === null) throw new Error('kubeconfig has no current cluster or user');
   const pem = (file: string | undefined, data: string | undefined): Buffer | undefined =>
-    (file !== undefined ? readFileSync(file) : data !== undefined ? Buffer.from(data, 'base64') : undefined);
+    file !== undefined ? readFileSync(file) : data !== undefined ? Buffer.from(data, 'base64') : undefined;
   const ca = pem(cluster.caFile, cluster.caData);
   const cert = pem(user.certFile, user.certData);
   const key = pem(user.keyFile, user.keyData);
   const agent = new Agent({
-    keepAlive: true, maxSockets: 1, rejectUnauthorized: cluster.skipTLSVerify !== true,
-    ...(ca !== undefined ? { ca } : {}), ...(cert !== undefined ? { cert } : {}), ...(key !== undefined ? { key } : {}),
+    keepAlive: true,
+    maxSockets: 1,
+    rejectUnauthorized: cluster.skipTLSVerify !== true,
+    ...(ca !== undefined ? { ca } : {}),
+    ...(cert !== undefined ? { cert } : {}),
+    ...(key !== undefined ? { key } : {}),
   });
   const headers: Record<string, string> = { accept: 'application/json' };
   if (user.token !== undefined) headers['authorization'] = `Bearer ${user.token}`;
@@ -42,12 +46,17 @@ export function keepAliveClient(kc: KubeConfig): KeepAliveClient {
       const h = { ...headers, accept, ...(payload !== undefined ? { 'content-type': 'application/json' } : {}) };
       const req = httpsRequest(new URL(cluster.server + path), { method, agent, headers: h }, (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => { chunks.push(c); });
+        res.on('data', (c: Buffer) => {
+          chunks.push(c);
+        });
         res.on('error', reject);
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           const status = res.statusCode ?? 0;
-          if (status < 200 || status > 299) { reject(new Error(`${method} ${path}: HTTP ${status}: ${text.slice(0, 300)}`)); return; }
+          if (status < 200 || status > 299) {
+            reject(new Error(`${method} ${path}: HTTP ${status}: ${text.slice(0, 300)}`));
+            return;
+          }
           resolvePromise(text);
         });
       });
@@ -60,7 +69,9 @@ export function keepAliveClient(kc: KubeConfig): KeepAliveClient {
       return JSON.parse(text) as RawObject;
     },
     text: (path) => send('GET', path, undefined, 'text/plain'),
-    close() { agent.destroy(); },
+    close() {
+      agent.destroy();
+    },
   };
 }
 
@@ -81,14 +92,19 @@ export function parseMetrics(text: string): MetricSample[] {
     const m = line.exec(raw);
     if (m === null) continue;
     const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(label)) labels[l[1] ?? ''] = (l[2] ?? '').replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    for (const l of (m[2] ?? '').matchAll(label))
+      labels[l[1] ?? ''] = (l[2] ?? '').replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
     out.push({ name: m[1] ?? '', labels, value: Number(m[3]) });
   }
   return out;
 }
 
 /** sumMetric adds the values of every sample named name whose labels match every entry of where. */
-export function sumMetric(samples: readonly MetricSample[], name: string, where: Readonly<Record<string, string>> = {}): number {
+export function sumMetric(
+  samples: readonly MetricSample[],
+  name: string,
+  where: Readonly<Record<string, string>> = {},
+): number {
   let total = 0;
   for (const s of samples) {
     if (s.name !== name) continue;

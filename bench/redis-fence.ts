@@ -15,7 +15,16 @@ import type { Redis } from 'ioredis';
 import { redisFence } from '../src/fencing/redis-fence.ts';
 import { redisGuard, type RedisGuard } from '../src/guards/redis-guard.ts';
 import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
-import { describeMachine, loadAverage, machineLine, onInterrupt, runMain, summarize, writeResult, type Stats } from './lib.ts';
+import {
+  describeMachine,
+  loadAverage,
+  machineLine,
+  onInterrupt,
+  runMain,
+  summarize,
+  writeResult,
+  type Stats,
+} from './lib.ts';
 
 const USAGE = `Usage: node bench/redis-fence.ts [--runs N] [--seconds S] [--out FILE]
 
@@ -35,22 +44,42 @@ async function timeEach(n: number, fn: (i: number) => Promise<unknown>): Promise
 }
 
 /** throughput runs `inFlight` loops of fn for seconds and returns completed calls per second. */
-async function throughput(seconds: number, inFlight: number, fn: (i: number) => Promise<boolean>): Promise<{ perSecond: number; ok: number; rejected: number }> {
+async function throughput(
+  seconds: number,
+  inFlight: number,
+  fn: (i: number) => Promise<boolean>,
+): Promise<{ perSecond: number; ok: number; rejected: number }> {
   const end = performance.now() + seconds * 1000;
   let i = 0;
   let ok = 0;
   let rejected = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: inFlight }, async () => {
-    while (performance.now() < end) { if (await fn(i++)) ok++; else rejected++; }
-  }));
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (performance.now() < end) {
+        if (await fn(i++)) ok++;
+        else rejected++;
+      }
+    }),
+  );
   const s = (performance.now() - t0) / 1000;
   return { perSecond: Math.round((ok + rejected) / s), ok, rejected };
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { runs: { type: 'string', default: '2000' }, seconds: { type: 'string', default: '5' }, out: { type: 'string', default: 'redis-fence.json' }, help: { type: 'boolean', short: 'h' } }, strict: true });
-  if (values.help === true) { process.stdout.write(USAGE); return; }
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '2000' },
+      seconds: { type: 'string', default: '5' },
+      out: { type: 'string', default: 'redis-fence.json' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const runs = Number(values.runs);
   const seconds = Number(values.seconds);
   const interrupt = onInterrupt();
@@ -63,7 +92,11 @@ async function main(): Promise<void> {
     client = c;
     const fence = redisFence(c);
     const guard: RedisGuard = redisGuard(c);
-    for (let i = 0; i < 200; i++) { await c.ping(); await fence.next('bench:warm', 0n); await guard.write('bench:warm-data', BigInt(i + 1), 'x'); }
+    for (let i = 0; i < 200; i++) {
+      await c.ping();
+      await fence.next('bench:warm', 0n);
+      await guard.write('bench:warm-data', BigInt(i + 1), 'x');
+    }
 
     const ping = summarize(await timeEach(runs, () => c.ping()));
     const token = summarize(await timeEach(runs, () => fence.next('fencepost:fence:bench/lock', 0n)));
@@ -72,10 +105,15 @@ async function main(): Promise<void> {
 
     const KEYS = 100;
     let seq = 1_000_000;
-    const write = async (i: number): Promise<boolean> => (await guard.write(`bench:tp:${i % KEYS}`, BigInt(++seq), 'v')).accepted;
+    const write = async (i: number): Promise<boolean> =>
+      (await guard.write(`bench:tp:${i % KEYS}`, BigInt(++seq), 'v')).accepted;
     const tp1 = await throughput(seconds, 1, write);
     const tp32 = await throughput(seconds, 32, write);
-    const stale = await throughput(seconds, 32, async (i) => (await guard.write(`bench:tp:${i % KEYS}`, 1n, 'stale')).accepted);
+    const stale = await throughput(
+      seconds,
+      32,
+      async (i) => (await guard.write(`bench:tp:${i % KEYS}`, 1n, 'stale')).accepted,
+    );
     const redisVersion = /^redis_version:(\S+)/m.exec(await c.info('server'))?.[1] ?? 'unknown';
 
     const result = {
@@ -83,21 +121,38 @@ async function main(): Promise<void> {
       date: new Date().toISOString(),
       command: `node bench/redis-fence.ts ${process.argv.slice(2).join(' ')}`.trimEnd(),
       loadAverage: { start: loadStart, end: loadAverage() },
-      settings: { runs, seconds, keys: KEYS, note: 'one ioredis connection; round trips sequential (call to resolve, performance.now()); throughput = calls completed per second with N in flight (pipelined on the one connection); stale = every write below the mark (rejected)' },
+      settings: {
+        runs,
+        seconds,
+        keys: KEYS,
+        note: 'one ioredis connection; round trips sequential (call to resolve, performance.now()); throughput = calls completed per second with N in flight (pipelined on the one connection); stale = every write below the mark (rejected)',
+      },
       machine: describeMachine(),
       versions: { node: process.version, redis: redisVersion },
       roundTripMs: { ping, tokenNext: token, guardedWrite: guarded },
       throughputPerSecond: { guardedWrite1InFlight: tp1, guardedWrite32InFlight: tp32, staleWrite32InFlight: stale },
     };
     const out = writeResult(values.out, result);
-    const row = (label: string, s: Stats): string => `${label.padEnd(34)} ${[s.p50, s.p90, s.p99, s.max].map((v) => `${v.toFixed(3)} ms`.padStart(11)).join(' ')}`;
-    process.stdout.write([
-      `Redis fencing on redis-server ${redisVersion}, ${runs} sequential calls each`, machineLine(result.machine), '',
-      `${''.padEnd(34)} ${['p50', 'p90', 'p99', 'max'].map((h) => h.padStart(11)).join(' ')}`,
-      row('PING (floor)', ping), row('token: FENCE_NEXT (INCR + floor)', token), row('guarded write (Lua)', guarded), '',
-      `guarded writes/s, 1 in flight:   ${tp1.perSecond}`, `guarded writes/s, 32 in flight:  ${tp32.perSecond}`, `stale writes rejected/s, 32:     ${stale.perSecond} (accepted ${stale.ok})`,
-      '', `Wrote ${relative(process.cwd(), out) || out}`, '',
-    ].join('\n'));
+    const row = (label: string, s: Stats): string =>
+      `${label.padEnd(34)} ${[s.p50, s.p90, s.p99, s.max].map((v) => `${v.toFixed(3)} ms`.padStart(11)).join(' ')}`;
+    process.stdout.write(
+      [
+        `Redis fencing on redis-server ${redisVersion}, ${runs} sequential calls each`,
+        machineLine(result.machine),
+        '',
+        `${''.padEnd(34)} ${['p50', 'p90', 'p99', 'max'].map((h) => h.padStart(11)).join(' ')}`,
+        row('PING (floor)', ping),
+        row('token: FENCE_NEXT (INCR + floor)', token),
+        row('guarded write (Lua)', guarded),
+        '',
+        `guarded writes/s, 1 in flight:   ${tp1.perSecond}`,
+        `guarded writes/s, 32 in flight:  ${tp32.perSecond}`,
+        `stale writes rejected/s, 32:     ${stale.perSecond} (accepted ${stale.ok})`,
+        '',
+        `Wrote ${relative(process.cwd(), out) || out}`,
+        '',
+      ].join('\n'),
+    );
   } finally {
     client?.disconnect();
     await redis?.stop();

@@ -9,35 +9,78 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { RESULTS_DIR, type Stats } from './lib.ts';
 
-interface Timings { readonly leaseDurationSeconds: number; readonly renewDeadlineSeconds: number; readonly retryPeriodSeconds: number }
+interface Timings {
+  readonly leaseDurationSeconds: number;
+  readonly renewDeadlineSeconds: number;
+  readonly retryPeriodSeconds: number;
+}
 interface Compare {
-  readonly command: string; readonly runs: number; readonly date: string;
+  readonly command: string;
+  readonly runs: number;
+  readonly date: string;
   readonly loadAverage: { readonly start: { one: number; five: number }; readonly end: { one: number; five: number } };
   readonly settings: { readonly equal: Timings; readonly systems: Record<string, { label: string; timings: Timings }> };
   readonly summary: Record<string, Record<string, Stats>>;
   readonly floor: Record<string, Stats>;
   readonly failures?: readonly { run: number; system: string; scenario: string; error: string }[];
   readonly unplannedHolderChanges?: Record<string, number>;
-  readonly steady?: { readonly windowS: number; readonly idle: { requestsPerMinute: number; etcdWritesPerMinute: number }; readonly rows: readonly { id: string; label: string; requestsPerMinute: number; etcdWritesPerMinute: number; byVerbResourcePerMinute: Record<string, number> }[] };
+  readonly steady?: {
+    readonly windowS: number;
+    readonly idle: { requestsPerMinute: number; etcdWritesPerMinute: number };
+    readonly rows: readonly {
+      id: string;
+      label: string;
+      requestsPerMinute: number;
+      etcdWritesPerMinute: number;
+      byVerbResourcePerMinute: Record<string, number>;
+    }[];
+  };
 }
 interface ScaleSize {
-  readonly locks: number; readonly completed: boolean; readonly allGrantedSeconds?: number; readonly grantedAtEnd: number; readonly grantsPerSecond?: number; readonly setupSeconds: number;
-  readonly peakRssMiB: number; readonly peakHeapUsedMiB?: number; readonly steadyRssMiB?: number; readonly peakQueueDepth: number;
-  readonly coldCpu: { controller: number; apiserver: number; etcd: number }; readonly steadyCpu?: { controller: number; apiserver: number; etcd: number };
-  readonly coldApiWritesPerS: number; readonly steadyApiWritesPerS?: number; readonly steadyRenewsPerS?: number;
-  readonly controllerAtEnd?: Record<string, number>; readonly loadAverage: { start: { one: number } };
+  readonly locks: number;
+  readonly completed: boolean;
+  readonly allGrantedSeconds?: number;
+  readonly grantedAtEnd: number;
+  readonly grantsPerSecond?: number;
+  readonly setupSeconds: number;
+  readonly peakRssMiB: number;
+  readonly peakHeapUsedMiB?: number;
+  readonly steadyRssMiB?: number;
+  readonly peakQueueDepth: number;
+  readonly coldCpu: { controller: number; apiserver: number; etcd: number };
+  readonly steadyCpu?: { controller: number; apiserver: number; etcd: number };
+  readonly coldApiWritesPerS: number;
+  readonly steadyApiWritesPerS?: number;
+  readonly steadyRenewsPerS?: number;
+  readonly controllerAtEnd?: Record<string, number>;
+  readonly loadAverage: { start: { one: number } };
   readonly samples: readonly { phase: string; heapUsedMiB?: number; heapTotalMiB?: number; controllerRssMiB: number }[];
 }
-interface Scale { readonly command: string; readonly settings: { workers?: number }; readonly sizes: readonly ScaleSize[] }
+interface Scale {
+  readonly command: string;
+  readonly settings: { workers?: number };
+  readonly sizes: readonly ScaleSize[];
+}
 
 const read = <T>(file: string): T | undefined => {
   const p = join(RESULTS_DIR, file);
-  return existsSync(p) ? JSON.parse(readFileSync(p, 'utf8')) as T : undefined;
+  return existsSync(p) ? (JSON.parse(readFileSync(p, 'utf8')) as T) : undefined;
 };
-const ms = (v: number | undefined): string => (v === undefined || Number.isNaN(v) ? '—' : Math.abs(v) >= 1000 ? `${(v / 1000).toFixed(2)} s` : Math.abs(v) < 1 ? `${v.toFixed(3)} ms` : `${v.toFixed(1)} ms`);
+const ms = (v: number | undefined): string =>
+  v === undefined || Number.isNaN(v)
+    ? '—'
+    : Math.abs(v) >= 1000
+      ? `${(v / 1000).toFixed(2)} s`
+      : Math.abs(v) < 1
+        ? `${v.toFixed(3)} ms`
+        : `${v.toFixed(1)} ms`;
 const x = (v: number): string => `${v.toFixed(1)}×`;
 const table = (head: readonly string[], rows: readonly (readonly string[])[]): string =>
-  [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+  [
+    `| ${head.join(' | ')} |`,
+    `| ${head.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
 
 const out: string[] = [];
 const targets: string[][] = [];
@@ -45,33 +88,103 @@ const compare = read<Compare>('compare.json');
 if (compare !== undefined) {
   const S = compare.summary;
   const label = (id: string): string => compare.settings.systems[id]?.label ?? id;
-  out.push(`### Side by side (\`${compare.command}\`, ${compare.date.slice(0, 16)}Z, load average ${compare.loadAverage.start.one} at start, ${compare.loadAverage.end.one} at end)`, '');
+  out.push(
+    `### Side by side (\`${compare.command}\`, ${compare.date.slice(0, 16)}Z, load average ${compare.loadAverage.start.one} at start, ${compare.loadAverage.end.one} at end)`,
+    '',
+  );
   const rows: string[][] = [];
-  const names: Record<string, string> = { handoff: 'voluntary handoff', 'crash-silent': 'crash, silent', 'crash-terminated': 'crash, pod reported terminated' };
+  const names: Record<string, string> = {
+    handoff: 'voluntary handoff',
+    'crash-silent': 'crash, silent',
+    'crash-terminated': 'crash, pod reported terminated',
+  };
   for (const [scenario, by] of Object.entries(S)) {
     for (const [id, s] of Object.entries(by)) {
       if (id.endsWith(':beyondLease')) continue;
       const beyond = by[`${id}:beyondLease`];
-      rows.push([names[scenario] ?? scenario, label(id), ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max), beyond !== undefined ? `${ms(beyond.p50)} / ${ms(beyond.p99)}` : '']);
+      rows.push([
+        names[scenario] ?? scenario,
+        label(id),
+        ms(s.p50),
+        ms(s.p90),
+        ms(s.p99),
+        ms(s.max),
+        beyond !== undefined ? `${ms(beyond.p50)} / ${ms(beyond.p99)}` : '',
+      ]);
     }
   }
-  out.push(table(['scenario', 'system (lease / renew deadline / retry or renew period)', 'p50', 'p90', 'p99', 'max', 'minus the lease: p50 / p99'], rows), '');
+  out.push(
+    table(
+      [
+        'scenario',
+        'system (lease / renew deadline / retry or renew period)',
+        'p50',
+        'p90',
+        'p99',
+        'max',
+        'minus the lease: p50 / p99',
+      ],
+      rows,
+    ),
+    '',
+  );
   const failed = compare.failures ?? [];
   const unplanned = Object.entries(compare.unplannedHolderChanges ?? {}).filter(([, n]) => n > 0);
-  if (unplanned.length > 0) out.push(`Between runs, a holder lost its lease without being signalled (its renew did not come back within the renew deadline, and the other candidate was granted — the safety rule working on an overloaded machine): ${unplanned.map(([id, n]) => `${label(id)} ${n}×`).join(', ')}. The next run then started from the new holder.`, '');
-  out.push(failed.length === 0 ? 'Every run finished.' : `${failed.length} run(s) did not finish within 60 s and are left out of the percentiles (the pair was restarted): ${failed.map((f) => `${f.scenario} run ${f.run}, ${f.system}: ${f.error.replace(/;.*$/, '')}`).join('; ')}.`, '');
+  if (unplanned.length > 0)
+    out.push(
+      `Between runs, a holder lost its lease without being signalled (its renew did not come back within the renew deadline, and the other candidate was granted — the safety rule working on an overloaded machine): ${unplanned.map(([id, n]) => `${label(id)} ${n}×`).join(', ')}. The next run then started from the new holder.`,
+      '',
+    );
+  out.push(
+    failed.length === 0
+      ? 'Every run finished.'
+      : `${failed.length} run(s) did not finish within 60 s and are left out of the percentiles (the pair was restarted): ${failed.map((f) => `${f.scenario} run ${f.run}, ${f.system}: ${f.error.replace(/;.*$/, '')}`).join('; ')}.`,
+    '',
+  );
   const f = compare.floor;
   const cas = f['casMs'];
   const watch = f['watchMs'];
   const cn = f['clientNodeCasMs'];
   const pooled = f['pooledCasMs'];
   if (cas !== undefined && watch !== undefined) {
-    out.push(table(['floor (same API server, same run)', 'p50', 'p90', 'p99', 'max'], [
-      ['bare Lease CAS (PUT with resourceVersion, one kept-alive connection)', ms(cas.p50), ms(cas.p90), ms(cas.p99), ms(cas.max)],
-      ['bare watch delivery (PUT returned → event)', ms(watch.p50), ms(watch.p90), ms(watch.p99), ms(watch.max)],
-      ...(cn !== undefined ? [['Lease CAS with client-node, plain KubeConfig (new TLS connection per call)', ms(cn.p50), ms(cn.p90), ms(cn.p99), ms(cn.max)]] : []),
-      ...(pooled !== undefined ? [['Lease CAS with client-node, PooledKubeConfig (as the agent and controller now call)', ms(pooled.p50), ms(pooled.p90), ms(pooled.p99), ms(pooled.max)]] : []),
-    ]), '');
+    out.push(
+      table(
+        ['floor (same API server, same run)', 'p50', 'p90', 'p99', 'max'],
+        [
+          [
+            'bare Lease CAS (PUT with resourceVersion, one kept-alive connection)',
+            ms(cas.p50),
+            ms(cas.p90),
+            ms(cas.p99),
+            ms(cas.max),
+          ],
+          ['bare watch delivery (PUT returned → event)', ms(watch.p50), ms(watch.p90), ms(watch.p99), ms(watch.max)],
+          ...(cn !== undefined
+            ? [
+                [
+                  'Lease CAS with client-node, plain KubeConfig (new TLS connection per call)',
+                  ms(cn.p50),
+                  ms(cn.p90),
+                  ms(cn.p99),
+                  ms(cn.max),
+                ],
+              ]
+            : []),
+          ...(pooled !== undefined
+            ? [
+                [
+                  'Lease CAS with client-node, PooledKubeConfig (as the agent and controller now call)',
+                  ms(pooled.p50),
+                  ms(pooled.p90),
+                  ms(pooled.p99),
+                  ms(pooled.max),
+                ],
+              ]
+            : []),
+        ],
+      ),
+      '',
+    );
   }
   const fp = S['handoff']?.['fencepost'];
   const cgE = S['handoff']?.['client-go-equal'];
@@ -79,94 +192,282 @@ if (compare !== undefined) {
   if (fp !== undefined && cas !== undefined && watch !== undefined) {
     const bare = cas.p50 + watch.p50;
     const protocol = 3 * cas.p50 + 2 * watch.p50;
-    out.push(table(['ratio (p50 unless said)', 'value'], [
-      ...(cgE !== undefined ? [['client-go at equal settings ÷ fencepost, handoff p50 / p99', `${x(cgE.p50 / fp.p50)} / ${x(cgE.p99 / fp.p99)}`]] : []),
-      ...(cgD !== undefined ? [['client-go at its defaults ÷ fencepost, handoff p50 / p99', `${x(cgD.p50 / fp.p50)} / ${x(cgD.p99 / fp.p99)}`]] : []),
-      ['fencepost handoff ÷ bare floor (1 CAS + 1 watch delivery)', x(fp.p50 / bare)],
-      ['fencepost handoff ÷ its protocol on the bare floor (release CAS, watch, grant CAS, watch, confirm CAS)', x(fp.p50 / protocol)],
-      ...(S['crash-terminated']?.['client-go-equal'] !== undefined && S['crash-terminated']['fencepost'] !== undefined
-        ? [['client-go (equal) ÷ fencepost, crash with the pod reported terminated', x((S['crash-terminated']['client-go-equal']?.p50 ?? 0) / (S['crash-terminated']['fencepost']?.p50 ?? 1))]] : []),
-    ]), '');
-    targets.push(['voluntary handoff p50 ≤ 20 ms', ms(fp.p50), fp.p50 <= 20 ? 'met' : `missed by ${ms(fp.p50 - 20)} (${x(fp.p50 / 20)})`]);
-    targets.push(['voluntary handoff p99 ≤ 100 ms', ms(fp.p99), fp.p99 <= 100 ? 'met' : `missed by ${ms(fp.p99 - 100)} (${x(fp.p99 / 100)})`]);
-    if (cgE !== undefined) targets.push(['handoff ≥ 50× faster than client-go at equal settings (p50)', x(cgE.p50 / fp.p50), cgE.p50 / fp.p50 >= 50 ? 'met' : `missed: ${x(cgE.p50 / fp.p50)} of 50×`]);
-    targets.push(['handoff within 3× of the floor (p50 ÷ (CAS + watch))', x(fp.p50 / bare), fp.p50 / bare <= 3 ? 'met' : `missed: ${x(fp.p50 / bare)}`]);
+    out.push(
+      table(
+        ['ratio (p50 unless said)', 'value'],
+        [
+          ...(cgE !== undefined
+            ? [
+                [
+                  'client-go at equal settings ÷ fencepost, handoff p50 / p99',
+                  `${x(cgE.p50 / fp.p50)} / ${x(cgE.p99 / fp.p99)}`,
+                ],
+              ]
+            : []),
+          ...(cgD !== undefined
+            ? [
+                [
+                  'client-go at its defaults ÷ fencepost, handoff p50 / p99',
+                  `${x(cgD.p50 / fp.p50)} / ${x(cgD.p99 / fp.p99)}`,
+                ],
+              ]
+            : []),
+          ['fencepost handoff ÷ bare floor (1 CAS + 1 watch delivery)', x(fp.p50 / bare)],
+          [
+            'fencepost handoff ÷ its protocol on the bare floor (release CAS, watch, grant CAS, watch, confirm CAS)',
+            x(fp.p50 / protocol),
+          ],
+          ...(S['crash-terminated']?.['client-go-equal'] !== undefined &&
+          S['crash-terminated']['fencepost'] !== undefined
+            ? [
+                [
+                  'client-go (equal) ÷ fencepost, crash with the pod reported terminated',
+                  x(
+                    (S['crash-terminated']['client-go-equal']?.p50 ?? 0) /
+                      (S['crash-terminated']['fencepost']?.p50 ?? 1),
+                  ),
+                ],
+              ]
+            : []),
+        ],
+      ),
+      '',
+    );
+    targets.push([
+      'voluntary handoff p50 ≤ 20 ms',
+      ms(fp.p50),
+      fp.p50 <= 20 ? 'met' : `missed by ${ms(fp.p50 - 20)} (${x(fp.p50 / 20)})`,
+    ]);
+    targets.push([
+      'voluntary handoff p99 ≤ 100 ms',
+      ms(fp.p99),
+      fp.p99 <= 100 ? 'met' : `missed by ${ms(fp.p99 - 100)} (${x(fp.p99 / 100)})`,
+    ]);
+    if (cgE !== undefined)
+      targets.push([
+        'handoff ≥ 50× faster than client-go at equal settings (p50)',
+        x(cgE.p50 / fp.p50),
+        cgE.p50 / fp.p50 >= 50 ? 'met' : `missed: ${x(cgE.p50 / fp.p50)} of 50×`,
+      ]);
+    targets.push([
+      'handoff within 3× of the floor (p50 ÷ (CAS + watch))',
+      x(fp.p50 / bare),
+      fp.p50 / bare <= 3 ? 'met' : `missed: ${x(fp.p50 / bare)}`,
+    ]);
   }
   const term = S['crash-terminated']?.['fencepost'];
-  if (term !== undefined) targets.push(['pod reported terminated: successor ≤ 1 s (p99)', ms(term.p99), term.p99 <= 1000 ? 'met' : `missed by ${ms(term.p99 - 1000)}`]);
+  if (term !== undefined)
+    targets.push([
+      'pod reported terminated: successor ≤ 1 s (p99)',
+      ms(term.p99),
+      term.p99 <= 1000 ? 'met' : `missed by ${ms(term.p99 - 1000)}`,
+    ]);
   const silent = S['crash-silent']?.['fencepost:beyondLease'];
-  if (silent !== undefined) targets.push(['silent crash ≤ lease + 100 ms (p99)', `lease ${silent.p99 >= 0 ? '+' : '−'} ${ms(Math.abs(silent.p99))}`, silent.p99 <= 100 ? 'met' : `missed by ${ms(silent.p99 - 100)}`]);
+  if (silent !== undefined)
+    targets.push([
+      'silent crash ≤ lease + 100 ms (p99)',
+      `lease ${silent.p99 >= 0 ? '+' : '−'} ${ms(Math.abs(silent.p99))}`,
+      silent.p99 <= 100 ? 'met' : `missed by ${ms(silent.p99 - 100)}`,
+    ]);
   // A steady-state-only run (compare-steady.json) supersedes the one in compare.json when present.
   const steadyRun = read<Compare>('compare-steady.json');
   const st = steadyRun?.steady ?? compare.steady;
   if (st !== undefined) {
     const src = steadyRun?.steady !== undefined ? steadyRun : compare;
-    out.push(`Steady state (\`${src.command}\`, load average ${src.loadAverage.start.one} at start), one lock, 3 candidates, ${st.windowS} s windows; idle (subtracted): ${st.idle.requestsPerMinute} requests/min, ${st.idle.etcdWritesPerMinute} etcd writes/min.`, '');
-    out.push(table(['system', 'API requests / lock / minute', 'etcd writes / lock / minute', 'by verb and resource (per minute)'],
-      st.rows.map((r) => [r.label, r.requestsPerMinute.toFixed(0), r.etcdWritesPerMinute.toFixed(0), Object.entries(r.byVerbResourcePerMinute).map(([k, v]) => `${k} ${v}`).join(', ')])), '');
+    out.push(
+      `Steady state (\`${src.command}\`, load average ${src.loadAverage.start.one} at start), one lock, 3 candidates, ${st.windowS} s windows; idle (subtracted): ${st.idle.requestsPerMinute} requests/min, ${st.idle.etcdWritesPerMinute} etcd writes/min.`,
+      '',
+    );
+    out.push(
+      table(
+        ['system', 'API requests / lock / minute', 'etcd writes / lock / minute', 'by verb and resource (per minute)'],
+        st.rows.map((r) => [
+          r.label,
+          r.requestsPerMinute.toFixed(0),
+          r.etcdWritesPerMinute.toFixed(0),
+          Object.entries(r.byVerbResourcePerMinute)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', '),
+        ]),
+      ),
+      '',
+    );
     const fpE = st.rows.find((r) => r.id === 'fencepost');
     const cgEq = st.rows.find((r) => r.id === 'client-go-equal');
     const fpD = st.rows.find((r) => r.id === 'fencepost-defaults');
     const cgDf = st.rows.find((r) => r.id === 'client-go-defaults');
-    if (fpE !== undefined && cgEq !== undefined) targets.push(['steady-state requests per lock ≤ client-go (3 candidates, equal settings)', `${fpE.requestsPerMinute.toFixed(0)} vs ${cgEq.requestsPerMinute.toFixed(0)} /min`, fpE.requestsPerMinute <= cgEq.requestsPerMinute ? 'met' : `missed by ${(fpE.requestsPerMinute - cgEq.requestsPerMinute).toFixed(0)}/min`]);
-    if (fpD !== undefined && cgDf !== undefined) targets.push(['… each at its defaults', `${fpD.requestsPerMinute.toFixed(0)} vs ${cgDf.requestsPerMinute.toFixed(0)} /min`, fpD.requestsPerMinute <= cgDf.requestsPerMinute ? 'met' : `missed by ${(fpD.requestsPerMinute - cgDf.requestsPerMinute).toFixed(0)}/min`]);
+    if (fpE !== undefined && cgEq !== undefined)
+      targets.push([
+        'steady-state requests per lock ≤ client-go (3 candidates, equal settings)',
+        `${fpE.requestsPerMinute.toFixed(0)} vs ${cgEq.requestsPerMinute.toFixed(0)} /min`,
+        fpE.requestsPerMinute <= cgEq.requestsPerMinute
+          ? 'met'
+          : `missed by ${(fpE.requestsPerMinute - cgEq.requestsPerMinute).toFixed(0)}/min`,
+      ]);
+    if (fpD !== undefined && cgDf !== undefined)
+      targets.push([
+        '… each at its defaults',
+        `${fpD.requestsPerMinute.toFixed(0)} vs ${cgDf.requestsPerMinute.toFixed(0)} /min`,
+        fpD.requestsPerMinute <= cgDf.requestsPerMinute
+          ? 'met'
+          : `missed by ${(fpD.requestsPerMinute - cgDf.requestsPerMinute).toFixed(0)}/min`,
+      ]);
   }
 }
 
-for (const [file, title] of [['scale.json', 'Scale'], ['scale-workers4.json', 'Scale, the controller\'s default 4 workers']] as const) {
+for (const [file, title] of [
+  ['scale.json', 'Scale'],
+  ['scale-workers4.json', "Scale, the controller's default 4 workers"],
+] as const) {
   const scale = read<Scale>(file);
   if (scale === undefined) continue;
   out.push(`### ${title} (\`${scale.command}\`)`, '');
-  out.push(table(['locks', 'setup', 'all granted after', 'grants/s', 'peak RSS', 'peak V8 heap used', 'RSS / heap used at the end', 'peak queue', 'CPU cold: controller / apiserver / etcd (cores)', 'CPU steady', 'API writes/s cold / steady', 'reconciles per lock, mean reconcile time', 'load avg at start'],
-    scale.sizes.map((s) => {
-      const last = s.samples.at(-1);
-      const rec = s.controllerAtEnd ?? {};
-      const reconciles = (rec['reconcile_total{result=success}'] ?? 0) + (rec['reconcile_total{result=error}'] ?? 0) + (rec['reconcile_total{result=requeue}'] ?? 0) + (rec['reconcile_total{result=requeue_after}'] ?? 0);
-      return [
-        String(s.locks), `${s.setupSeconds.toFixed(0)} s`, s.completed ? `${s.allGrantedSeconds?.toFixed(1) ?? '?'} s` : `not within the timeout (${s.grantedAtEnd} granted)`,
-        s.grantsPerSecond?.toFixed(1) ?? '—', `${s.peakRssMiB.toFixed(0)} MiB`, s.peakHeapUsedMiB !== undefined ? `${s.peakHeapUsedMiB.toFixed(0)} MiB` : '—',
-        last !== undefined ? `${last.controllerRssMiB.toFixed(0)} / ${last.heapUsedMiB?.toFixed(0) ?? '—'} MiB` : '—', String(s.peakQueueDepth),
-        `${s.coldCpu.controller} / ${s.coldCpu.apiserver} / ${s.coldCpu.etcd}`, s.steadyCpu !== undefined ? `${s.steadyCpu.controller} / ${s.steadyCpu.apiserver} / ${s.steadyCpu.etcd}` : '—',
-        `${s.coldApiWritesPerS.toFixed(0)} / ${s.steadyApiWritesPerS?.toFixed(1) ?? '—'}`,
-        reconciles > 0 ? `${(reconciles / s.locks).toFixed(1)}, ${rec['reconcile_time_mean_ms']?.toFixed(0) ?? '?'} ms` : '—', String(s.loadAverage.start.one),
-      ];
-    })), '');
+  out.push(
+    table(
+      [
+        'locks',
+        'setup',
+        'all granted after',
+        'grants/s',
+        'peak RSS',
+        'peak V8 heap used',
+        'RSS / heap used at the end',
+        'peak queue',
+        'CPU cold: controller / apiserver / etcd (cores)',
+        'CPU steady',
+        'API writes/s cold / steady',
+        'reconciles per lock, mean reconcile time',
+        'load avg at start',
+      ],
+      scale.sizes.map((s) => {
+        const last = s.samples.at(-1);
+        const rec = s.controllerAtEnd ?? {};
+        const reconciles =
+          (rec['reconcile_total{result=success}'] ?? 0) +
+          (rec['reconcile_total{result=error}'] ?? 0) +
+          (rec['reconcile_total{result=requeue}'] ?? 0) +
+          (rec['reconcile_total{result=requeue_after}'] ?? 0);
+        return [
+          String(s.locks),
+          `${s.setupSeconds.toFixed(0)} s`,
+          s.completed
+            ? `${s.allGrantedSeconds?.toFixed(1) ?? '?'} s`
+            : `not within the timeout (${s.grantedAtEnd} granted)`,
+          s.grantsPerSecond?.toFixed(1) ?? '—',
+          `${s.peakRssMiB.toFixed(0)} MiB`,
+          s.peakHeapUsedMiB !== undefined ? `${s.peakHeapUsedMiB.toFixed(0)} MiB` : '—',
+          last !== undefined ? `${last.controllerRssMiB.toFixed(0)} / ${last.heapUsedMiB?.toFixed(0) ?? '—'} MiB` : '—',
+          String(s.peakQueueDepth),
+          `${s.coldCpu.controller} / ${s.coldCpu.apiserver} / ${s.coldCpu.etcd}`,
+          s.steadyCpu !== undefined
+            ? `${s.steadyCpu.controller} / ${s.steadyCpu.apiserver} / ${s.steadyCpu.etcd}`
+            : '—',
+          `${s.coldApiWritesPerS.toFixed(0)} / ${s.steadyApiWritesPerS?.toFixed(1) ?? '—'}`,
+          reconciles > 0
+            ? `${(reconciles / s.locks).toFixed(1)}, ${rec['reconcile_time_mean_ms']?.toFixed(0) ?? '?'} ms`
+            : '—',
+          String(s.loadAverage.start.one),
+        ];
+      }),
+    ),
+    '',
+  );
   if (file === 'scale.json') {
     const big = scale.sizes.find((s) => s.locks === 10_000);
-    if (big !== undefined) targets.push(['10,000 locks on one replica ≤ 300 MB RSS', `peak ${big.peakRssMiB.toFixed(0)} MiB${big.completed ? '' : ` (${big.grantedAtEnd} granted)`}`, big.peakRssMiB * 1.048576 <= 300 ? 'met' : `missed by ${(big.peakRssMiB * 1.048576 - 300).toFixed(0)} MB`]);
+    if (big !== undefined)
+      targets.push([
+        '10,000 locks on one replica ≤ 300 MB RSS',
+        `peak ${big.peakRssMiB.toFixed(0)} MiB${big.completed ? '' : ` (${big.grantedAtEnd} granted)`}`,
+        big.peakRssMiB * 1.048576 <= 300 ? 'met' : `missed by ${(big.peakRssMiB * 1.048576 - 300).toFixed(0)} MB`,
+      ]);
   }
 }
 
-interface Redis { readonly command: string; readonly roundTripMs: Record<string, Stats>; readonly throughputPerSecond: Record<string, { perSecond: number }>; readonly versions: { redis: string } }
+interface Redis {
+  readonly command: string;
+  readonly roundTripMs: Record<string, Stats>;
+  readonly throughputPerSecond: Record<string, { perSecond: number }>;
+  readonly versions: { redis: string };
+}
 const redis = read<Redis>('redis-fence.json');
 if (redis !== undefined) {
   out.push(`### Redis fencing (\`${redis.command}\`, redis-server ${redis.versions.redis})`, '');
   const rt = redis.roundTripMs;
-  out.push(table(['', 'p50', 'p90', 'p99', 'max'], Object.entries({ 'PING (the floor)': rt['ping'], 'token: FENCE_NEXT Lua (INCR with a floor)': rt['tokenNext'], 'guarded write (fenced-write Lua)': rt['guardedWrite'] })
-    .filter((e): e is [string, Stats] => e[1] !== undefined).map(([k, s]) => [k, ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max)])), '');
+  out.push(
+    table(
+      ['', 'p50', 'p90', 'p99', 'max'],
+      Object.entries({
+        'PING (the floor)': rt['ping'],
+        'token: FENCE_NEXT Lua (INCR with a floor)': rt['tokenNext'],
+        'guarded write (fenced-write Lua)': rt['guardedWrite'],
+      })
+        .filter((e): e is [string, Stats] => e[1] !== undefined)
+        .map(([k, s]) => [k, ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max)]),
+    ),
+    '',
+  );
   const tp = redis.throughputPerSecond;
-  out.push(`Guard throughput on one connection: ${tp['guardedWrite1InFlight']?.perSecond ?? '?'} writes/s with 1 in flight, ${tp['guardedWrite32InFlight']?.perSecond ?? '?'} with 32 in flight; stale writes rejected at ${tp['staleWrite32InFlight']?.perSecond ?? '?'}/s.`, '');
+  out.push(
+    `Guard throughput on one connection: ${tp['guardedWrite1InFlight']?.perSecond ?? '?'} writes/s with 1 in flight, ${tp['guardedWrite32InFlight']?.perSecond ?? '?'} with 32 in flight; stale writes rejected at ${tp['staleWrite32InFlight']?.perSecond ?? '?'}/s.`,
+    '',
+  );
 }
 
-interface Agent { readonly command: string; readonly summary: Record<string, { p50: number; p90: number; max: number }> }
+interface Agent {
+  readonly command: string;
+  readonly summary: Record<string, { p50: number; p90: number; max: number }>;
+}
 const agent = read<Agent>('agent-footprint.json');
 if (agent !== undefined) {
   const a = agent.summary;
   out.push(`### Agent (\`${agent.command}\`)`, '');
-  out.push(table(['', 'p50', 'p90', 'max'], [
-    ['spawn → /readyz 200 (Lease watch synced)', ms(a['readyMs']?.p50), ms(a['readyMs']?.p90), ms(a['readyMs']?.max)],
-    ['spawn → held: true (time to first state)', ms(a['heldMs']?.p50), ms(a['heldMs']?.p90), ms(a['heldMs']?.max)],
-    ['RSS while holding', `${((a['rssKiB']?.p50 ?? 0) / 1024).toFixed(0)} MiB`, `${((a['rssKiB']?.p90 ?? 0) / 1024).toFixed(0)} MiB`, `${((a['rssKiB']?.max ?? 0) / 1024).toFixed(0)} MiB`],
-    ['bare node process, for scale', `${((a['baselineRssKiB']?.p50 ?? 0) / 1024).toFixed(0)} MiB`, '', ''],
-  ]), '');
-  const rss = (a['rssKiB']?.p50 ?? 0) * 1024 / 1e6;
-  targets.push(['agent ≤ 40 MB RSS', `${rss.toFixed(0)} MB`, rss <= 40 ? 'met' : `missed by ${(rss - 40).toFixed(0)} MB (${x(rss / 40)})`]);
+  out.push(
+    table(
+      ['', 'p50', 'p90', 'max'],
+      [
+        [
+          'spawn → /readyz 200 (Lease watch synced)',
+          ms(a['readyMs']?.p50),
+          ms(a['readyMs']?.p90),
+          ms(a['readyMs']?.max),
+        ],
+        ['spawn → held: true (time to first state)', ms(a['heldMs']?.p50), ms(a['heldMs']?.p90), ms(a['heldMs']?.max)],
+        [
+          'RSS while holding',
+          `${((a['rssKiB']?.p50 ?? 0) / 1024).toFixed(0)} MiB`,
+          `${((a['rssKiB']?.p90 ?? 0) / 1024).toFixed(0)} MiB`,
+          `${((a['rssKiB']?.max ?? 0) / 1024).toFixed(0)} MiB`,
+        ],
+        ['bare node process, for scale', `${((a['baselineRssKiB']?.p50 ?? 0) / 1024).toFixed(0)} MiB`, '', ''],
+      ],
+    ),
+    '',
+  );
+  const rss = ((a['rssKiB']?.p50 ?? 0) * 1024) / 1e6;
+  targets.push([
+    'agent ≤ 40 MB RSS',
+    `${rss.toFixed(0)} MB`,
+    rss <= 40 ? 'met' : `missed by ${(rss - 40).toFixed(0)} MB (${x(rss / 40)})`,
+  ]);
 }
-interface Imports { readonly rows: readonly { module: string; rssMiB: number; overBareMiB: number; heapUsedMiB: number }[] }
+interface Imports {
+  readonly rows: readonly { module: string; rssMiB: number; overBareMiB: number; heapUsedMiB: number }[];
+}
 const imports = read<Imports>('agent-imports.json');
 if (imports !== undefined) {
-  out.push('Where the agent\'s RSS comes from (`node bench/agent-imports.ts`: a fresh node importing one module):', '');
-  out.push(table(['module', 'RSS', 'over bare node', 'V8 heap used'], imports.rows.map((r) => [r.module, `${r.rssMiB.toFixed(0)} MiB`, `+${r.overBareMiB.toFixed(0)} MiB`, `${r.heapUsedMiB.toFixed(0)} MiB`])), '');
+  out.push("Where the agent's RSS comes from (`node bench/agent-imports.ts`: a fresh node importing one module):", '');
+  out.push(
+    table(
+      ['module', 'RSS', 'over bare node', 'V8 heap used'],
+      imports.rows.map((r) => [
+        r.module,
+        `${r.rssMiB.toFixed(0)} MiB`,
+        `+${r.overBareMiB.toFixed(0)} MiB`,
+        `${r.heapUsedMiB.toFixed(0)} MiB`,
+      ]),
+    ),
+    '',
+  );
 }
 
 const report = `## Targets\n\n${table(['target (issue 7)', 'measured', 'verdict'], targets)}\n\n## Tables\n\n${out.join('\n')}\n`;
@@ -176,7 +477,10 @@ if (process.argv.includes('--write')) {
   const start = text.indexOf('<!-- report:start -->');
   const end = text.indexOf('<!-- report:end -->');
   if (start < 0 || end < start) throw new Error(`${doc} has no <!-- report:start --> … <!-- report:end --> section`);
-  writeFileSync(doc, `${text.slice(0, start)}<!-- report:start -->\n<!-- generated by node bench/report.ts --write; do not edit by hand -->\n\n${report}\n${text.slice(end)}`);
+  writeFileSync(
+    doc,
+    `${text.slice(0, start)}<!-- report:start -->\n<!-- generated by node bench/report.ts --write; do not edit by hand -->\n\n${report}\n${text.slice(end)}`,
+  );
   process.stdout.write(`Updated ${doc}\n`);
 } else {
   process.stdout.write(report);

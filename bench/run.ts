@@ -16,7 +16,10 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const BENCH = import.meta.dirname;
-const { values } = parseArgs({ options: { full: { type: 'boolean' }, only: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
+const { values } = parseArgs({
+  options: { full: { type: 'boolean' }, only: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  strict: true,
+});
 if (values.help === true) {
   process.stdout.write('Usage: npm run bench [-- --full] [-- --only compare,scale,redis,agent,handoff,plot]\n');
   process.exit(0);
@@ -24,26 +27,29 @@ if (values.help === true) {
 const full = values.full === true;
 const steps: [string, string, string[]][] = full
   ? [
-    ['compare', 'compare.ts', ['--runs', '30', '--window', '60']],
-    ['scale', 'scale.ts', ['--locks', '100,1000,10000', '--steady', '60', '--workers', '16', '--timeout', '900']],
-    ['scale', 'scale.ts', ['--locks', '100,1000', '--steady', '30', '--out', 'scale-workers4.json']],
-    ['redis', 'redis-fence.ts', []],
-    ['agent', 'agent-footprint.ts', ['--runs', '10']],
-    ['agent', 'agent-imports.ts', ['--runs', '3']],
-    ['handoff', 'handoff.ts', ['--runs', '30']],
-    ['plot', 'plot.ts', []],
-  ]
+      ['compare', 'compare.ts', ['--runs', '30', '--window', '60']],
+      ['scale', 'scale.ts', ['--locks', '100,1000,10000', '--steady', '60', '--workers', '16', '--timeout', '900']],
+      ['scale', 'scale.ts', ['--locks', '100,1000', '--steady', '30', '--out', 'scale-workers4.json']],
+      ['redis', 'redis-fence.ts', []],
+      ['agent', 'agent-footprint.ts', ['--runs', '10']],
+      ['agent', 'agent-imports.ts', ['--runs', '3']],
+      ['handoff', 'handoff.ts', ['--runs', '30']],
+      ['plot', 'plot.ts', []],
+    ]
   : [
-    ['compare', 'compare.ts', ['--runs', '3', '--window', '15', '--quick']],
-    ['scale', 'scale.ts', ['--locks', '100,1000', '--steady', '20', '--out', 'scale-quick.json']],
-    ['redis', 'redis-fence.ts', ['--runs', '500', '--seconds', '2', '--out', 'redis-fence-quick.json']],
-  ];
+      ['compare', 'compare.ts', ['--runs', '3', '--window', '15', '--quick']],
+      ['scale', 'scale.ts', ['--locks', '100,1000', '--steady', '20', '--out', 'scale-quick.json']],
+      ['redis', 'redis-fence.ts', ['--runs', '500', '--seconds', '2', '--out', 'redis-fence-quick.json']],
+    ];
 const only = values.only?.split(',');
 let failed = 0;
 for (const [name, file, args] of steps) {
   if (only !== undefined && !only.includes(name)) continue;
   process.stderr.write(`\n=== ${name}: node bench/${file} ${args.join(' ')}\n`);
   const r = spawnSync(process.execPath, [join(BENCH, file), ...args], { stdio: 'inherit' });
-  if (r.status !== 0) { failed++; process.stderr.write(`=== ${name} failed (exit ${r.status ?? r.signal ?? '?'})\n`); }
+  if (r.status !== 0) {
+    failed++;
+    process.stderr.write(`=== ${name} failed (exit ${r.status ?? r.signal ?? '?'})\n`);
+  }
 }
 process.exit(failed === 0 ? 0 : 1);

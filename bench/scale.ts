@@ -38,7 +38,17 @@ import { freePort } from '../test/support/testbed/ports.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
 import { LineProcess } from './candidates.ts';
 import { keepAliveClient, parseMetrics, sumMetric, type KeepAliveClient } from './kube-http.ts';
-import { describeMachine, loadAverage, machineLine, onInterrupt, runMain, startServers, textTable, writeResult, type LoadAverage } from './lib.ts';
+import {
+  describeMachine,
+  loadAverage,
+  machineLine,
+  onInterrupt,
+  runMain,
+  startServers,
+  textTable,
+  writeResult,
+  type LoadAverage,
+} from './lib.ts';
 import { LOCK_LABEL } from '../src/protocol/names.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -106,7 +116,8 @@ interface SizeResult {
 }
 
 const r2 = (n: number): number => Math.round(n * 100) / 100;
-const mean = (xs: readonly number[]): number => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
+const mean = (xs: readonly number[]): number =>
+  xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** cpuTicks reads utime + stime of a process (clock ticks). */
 function cpuTicks(pid: number): number {
@@ -121,7 +132,12 @@ function rssMiB(pid: number): number {
 }
 
 /** pool runs fn over items with at most `limit` in flight. */
-async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>, signal: AbortSignal): Promise<void> {
+async function pool<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+  signal: AbortSignal,
+): Promise<void> {
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < items.length) {
@@ -136,7 +152,9 @@ async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Prom
 /** withRetry retries a call on 429/5xx/network errors a few times (the API server is loaded on purpose). */
 async function withRetry<T>(fn: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
-    try { return await fn(); } catch (err) {
+    try {
+      return await fn();
+    } catch (err) {
       const code = (err as { code?: number }).code;
       if (attempt >= 5 || code === 409 || code === 404 || code === 422) throw err;
       await sleep(100 * attempt);
@@ -174,15 +192,29 @@ class Renewer {
   }
 
   async #watch(rv: string): Promise<void> {
-    this.#abortWatch = await this.watch.watch(`/apis/coordination.k8s.io/v1/namespaces/${this.namespace}/leases`,
+    this.#abortWatch = await this.watch.watch(
+      `/apis/coordination.k8s.io/v1/namespaces/${this.namespace}/leases`,
       { labelSelector: LOCK_LABEL, resourceVersion: rv, allowWatchBookmarks: true },
       (type: string, l: V1Lease) => {
         const name = l.metadata?.name ?? '';
-        if (type === 'DELETED') { this.leases.delete(name); return; }
+        if (type === 'DELETED') {
+          this.leases.delete(name);
+          return;
+        }
         const prev = this.leases.get(name);
-        if (prev === undefined || BigInt(l.metadata?.resourceVersion ?? '0') >= BigInt(prev.metadata?.resourceVersion ?? '0')) this.leases.set(name, l);
+        if (
+          prev === undefined ||
+          BigInt(l.metadata?.resourceVersion ?? '0') >= BigInt(prev.metadata?.resourceVersion ?? '0')
+        )
+          this.leases.set(name, l);
       },
-      () => { if (!this.#stopped) void this.start().catch(() => { this.errors++; }); });
+      () => {
+        if (!this.#stopped)
+          void this.start().catch(() => {
+            this.errors++;
+          });
+      },
+    );
   }
 
   /** run renews every held Lease once per period, spread out, until stop(). */
@@ -190,17 +222,26 @@ class Renewer {
     this.#loop = (async () => {
       while (!this.#stopped) {
         const now = performance.now();
-        const due = [...this.leases.entries()].filter(([name, l]) => parseLease(l).holder !== undefined && now - (this.lastRenew.get(name) ?? 0) >= periodMs);
+        const due = [...this.leases.entries()].filter(
+          ([name, l]) => parseLease(l).holder !== undefined && now - (this.lastRenew.get(name) ?? 0) >= periodMs,
+        );
         let i = 0;
         const worker = async (): Promise<void> => {
           while (i < due.length && !this.#stopped) {
             const [name, lease] = due[i++] as [string, V1Lease];
             this.lastRenew.set(name, performance.now());
             try {
-              const stored = await this.api.replaceNamespacedLease({ namespace: this.namespace, name, body: renewedLease(this.leases.get(name) ?? lease, new Date()) });
+              const stored = await this.api.replaceNamespacedLease({
+                namespace: this.namespace,
+                name,
+                body: renewedLease(this.leases.get(name) ?? lease, new Date()),
+              });
               this.leases.set(name, stored);
               this.renews++;
-            } catch { this.errors++; this.lastRenew.delete(name); }
+            } catch {
+              this.errors++;
+              this.lastRenew.delete(name);
+            }
           }
         };
         await Promise.all(Array.from({ length: RENEW_CONCURRENCY }, worker));
@@ -216,7 +257,17 @@ class Renewer {
   }
 }
 
-async function runSize(n: number, o: { steadyS: number; timeoutS: number; workers: number; nodeOptions: string; signal: AbortSignal; log: (m: string) => void }): Promise<SizeResult> {
+async function runSize(
+  n: number,
+  o: {
+    steadyS: number;
+    timeoutS: number;
+    workers: number;
+    nodeOptions: string;
+    signal: AbortSignal;
+    log: (m: string) => void;
+  },
+): Promise<SizeResult> {
   const loadStart = loadAverage();
   let plane: ControlPlane | undefined;
   let redis: RedisServer | undefined;
@@ -237,14 +288,51 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
     const t0 = performance.now();
     const ids = Array.from({ length: n }, (_, i) => i);
     o.log(`N=${n}: creating ${n} Ready pods and ${n} locks…`);
-    await pool(ids, SETUP_CONCURRENCY, async (i) => {
-      const name = `p-${i}`;
-      const pod = await withRetry(() => core.createNamespacedPod({ namespace, body: { metadata: { name, labels: { app: `l-${i}` } }, spec: { containers: [{ name: 'app', image: 'example.invalid/app:1' }] } } }));
-      const now = new Date();
-      pod.status = { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }], containerStatuses: [{ name: 'app', image: 'example.invalid/app:1', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: now } } }] };
-      await withRetry(() => core.replaceNamespacedPodStatus({ name, namespace, body: pod }));
-      await withRetry(() => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, body: lockBody(`l-${i}`, `l-${i}`, { leaseDurationSeconds: LEASE_SECONDS, renewPeriodSeconds: RENEW_PERIOD_SECONDS }) }));
-    }, o.signal);
+    await pool(
+      ids,
+      SETUP_CONCURRENCY,
+      async (i) => {
+        const name = `p-${i}`;
+        const pod = await withRetry(() =>
+          core.createNamespacedPod({
+            namespace,
+            body: {
+              metadata: { name, labels: { app: `l-${i}` } },
+              spec: { containers: [{ name: 'app', image: 'example.invalid/app:1' }] },
+            },
+          }),
+        );
+        const now = new Date();
+        pod.status = {
+          phase: 'Running',
+          conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }],
+          containerStatuses: [
+            {
+              name: 'app',
+              image: 'example.invalid/app:1',
+              imageID: '',
+              ready: true,
+              restartCount: 0,
+              state: { running: { startedAt: now } },
+            },
+          ],
+        };
+        await withRetry(() => core.replaceNamespacedPodStatus({ name, namespace, body: pod }));
+        await withRetry(() =>
+          custom.createNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace,
+            plural: PLURAL,
+            body: lockBody(`l-${i}`, `l-${i}`, {
+              leaseDurationSeconds: LEASE_SECONDS,
+              renewPeriodSeconds: RENEW_PERIOD_SECONDS,
+            }),
+          }),
+        );
+      },
+      o.signal,
+    );
     const setupSeconds = r2((performance.now() - t0) / 1000);
     o.log(`N=${n}: setup took ${setupSeconds} s; starting the controller`);
 
@@ -253,44 +341,113 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
     renewer = new Renewer(kc.makeApiClient(CoordinationV1Api), new Watch(kc), namespace);
     await renewer.start();
     const spawnAt = performance.now();
-    controller = new LineProcess('controller', process.execPath, [
-      MAIN, 'controller', '--kubeconfig', plane.kubeconfigPath, '--redis-url', redis.url, '--leader-elect', 'false', '--namespace', namespace,
-      '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--health-probe-bind-address', '0', '--log-level', 'error', '--cache-sync-timeout', '10m', '--workers', String(o.workers),
-    ], o.nodeOptions !== '' ? { ...process.env, NODE_OPTIONS: o.nodeOptions } : process.env, join(dir, 'controller.log'));
+    controller = new LineProcess(
+      'controller',
+      process.execPath,
+      [
+        MAIN,
+        'controller',
+        '--kubeconfig',
+        plane.kubeconfigPath,
+        '--redis-url',
+        redis.url,
+        '--leader-elect',
+        'false',
+        '--namespace',
+        namespace,
+        '--metrics-bind-address',
+        `127.0.0.1:${metricsPort}`,
+        '--health-probe-bind-address',
+        '0',
+        '--log-level',
+        'error',
+        '--cache-sync-timeout',
+        '10m',
+        '--workers',
+        String(o.workers),
+      ],
+      o.nodeOptions !== '' ? { ...process.env, NODE_OPTIONS: o.nodeOptions } : process.env,
+      join(dir, 'controller.log'),
+    );
     const cpid = controller.pid;
     const apiPid = plane.apiServer.process().pid;
     const etcdPid = plane.etcd.process().pid;
     renewer.run(RENEW_PERIOD_SECONDS * 1000);
 
     const samples: Sample[] = [];
-    let last = { at: performance.now(), c: cpuTicks(cpid), a: cpuTicks(apiPid), e: cpuTicks(etcdPid), writes: 0, requests: 0, renews: 0 };
+    let last = {
+      at: performance.now(),
+      c: cpuTicks(cpid),
+      a: cpuTicks(apiPid),
+      e: cpuTicks(etcdPid),
+      writes: 0,
+      requests: 0,
+      renews: 0,
+    };
     const apiCounts = async (): Promise<{ writes: number; requests: number }> => {
       const m = parseMetrics(await client.text('/metrics'));
       let writes = 0;
-      for (const verb of ['POST', 'PUT', 'PATCH', 'DELETE']) writes += sumMetric(m, 'apiserver_request_total', { verb });
+      for (const verb of ['POST', 'PUT', 'PATCH', 'DELETE'])
+        writes += sumMetric(m, 'apiserver_request_total', { verb });
       return { writes, requests: sumMetric(m, 'apiserver_request_total') };
     };
     ({ writes: last.writes, requests: last.requests } = await apiCounts());
-    const controllerMetrics = async (): Promise<{ granted: number; depth: number; heapUsed: number; heapTotal: number; external: number }> => {
+    const controllerMetrics = async (): Promise<{
+      granted: number;
+      depth: number;
+      heapUsed: number;
+      heapTotal: number;
+      external: number;
+    }> => {
       try {
-        const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+        const text = await (
+          await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })
+        ).text();
         const m = parseMetrics(text);
         const mib = (name: string): number => r2(sumMetric(m, name) / 2 ** 20);
         return {
-          granted: sumMetric(m, 'fencepost_grants_total'), depth: sumMetric(m, 'workqueue_depth'),
-          heapUsed: mib('nodejs_heap_size_used_bytes'), heapTotal: mib('nodejs_heap_size_total_bytes'), external: mib('nodejs_external_memory_bytes'),
+          granted: sumMetric(m, 'fencepost_grants_total'),
+          depth: sumMetric(m, 'workqueue_depth'),
+          heapUsed: mib('nodejs_heap_size_used_bytes'),
+          heapTotal: mib('nodejs_heap_size_total_bytes'),
+          external: mib('nodejs_external_memory_bytes'),
         };
-      } catch { return { granted: Number.NaN, depth: Number.NaN, heapUsed: Number.NaN, heapTotal: Number.NaN, external: Number.NaN }; }
+      } catch {
+        return {
+          granted: Number.NaN,
+          depth: Number.NaN,
+          heapUsed: Number.NaN,
+          heapTotal: Number.NaN,
+          external: Number.NaN,
+        };
+      }
     };
     const sample = async (phase: Sample['phase']): Promise<Sample> => {
       const [api, cm] = await Promise.all([apiCounts(), controllerMetrics()]);
-      const now = { at: performance.now(), c: cpuTicks(cpid), a: cpuTicks(apiPid), e: cpuTicks(etcdPid), ...api, renews: renewer?.renews ?? 0 };
+      const now = {
+        at: performance.now(),
+        c: cpuTicks(cpid),
+        a: cpuTicks(apiPid),
+        e: cpuTicks(etcdPid),
+        ...api,
+        renews: renewer?.renews ?? 0,
+      };
       const dt = (now.at - last.at) / 1000;
       const s: Sample = {
-        t: r2((now.at - spawnAt) / 1000), phase, granted: cm.granted, queueDepth: cm.depth, controllerRssMiB: rssMiB(cpid),
-        heapUsedMiB: cm.heapUsed, heapTotalMiB: cm.heapTotal, externalMiB: cm.external,
-        controllerCpu: r2((now.c - last.c) / CLK_TCK / dt), apiserverCpu: r2((now.a - last.a) / CLK_TCK / dt), etcdCpu: r2((now.e - last.e) / CLK_TCK / dt),
-        apiWritesPerS: r2((now.writes - last.writes) / dt), apiRequestsPerS: r2((now.requests - last.requests) / dt), renewsPerS: r2((now.renews - last.renews) / dt),
+        t: r2((now.at - spawnAt) / 1000),
+        phase,
+        granted: cm.granted,
+        queueDepth: cm.depth,
+        controllerRssMiB: rssMiB(cpid),
+        heapUsedMiB: cm.heapUsed,
+        heapTotalMiB: cm.heapTotal,
+        externalMiB: cm.external,
+        controllerCpu: r2((now.c - last.c) / CLK_TCK / dt),
+        apiserverCpu: r2((now.a - last.a) / CLK_TCK / dt),
+        etcdCpu: r2((now.e - last.e) / CLK_TCK / dt),
+        apiWritesPerS: r2((now.writes - last.writes) / dt),
+        apiRequestsPerS: r2((now.requests - last.requests) / dt),
+        renewsPerS: r2((now.renews - last.renews) / dt),
       };
       last = now;
       return s;
@@ -303,11 +460,21 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
       if (!controller.isRunning()) throw new Error(`controller exited; see ${controller.logFile}`);
       const s = await sample('cold');
       samples.push(s);
-      if (samples.length % 5 === 0) o.log(`N=${n}: t=${s.t.toFixed(0)} s granted ${s.granted}, queue ${s.queueDepth}, RSS ${s.controllerRssMiB.toFixed(0)} MiB (heap ${s.heapUsedMiB.toFixed(0)}/${s.heapTotalMiB.toFixed(0)}), CPU ${s.controllerCpu}, writes ${s.apiWritesPerS}/s`);
-      if (s.granted >= n) { allGrantedSeconds = s.t; break; }
+      if (samples.length % 5 === 0)
+        o.log(
+          `N=${n}: t=${s.t.toFixed(0)} s granted ${s.granted}, queue ${s.queueDepth}, RSS ${s.controllerRssMiB.toFixed(0)} MiB (heap ${s.heapUsedMiB.toFixed(0)}/${s.heapTotalMiB.toFixed(0)}), CPU ${s.controllerCpu}, writes ${s.apiWritesPerS}/s`,
+        );
+      if (s.granted >= n) {
+        allGrantedSeconds = s.t;
+        break;
+      }
     }
     const completed = allGrantedSeconds !== undefined;
-    o.log(completed ? `N=${n}: all granted after ${allGrantedSeconds?.toFixed(1)} s; steady for ${o.steadyS} s` : `N=${n}: not all granted within ${o.timeoutS} s`);
+    o.log(
+      completed
+        ? `N=${n}: all granted after ${allGrantedSeconds?.toFixed(1)} s; steady for ${o.steadyS} s`
+        : `N=${n}: not all granted within ${o.timeoutS} s`,
+    );
     if (completed) {
       const steadyEnd = performance.now() + o.steadyS * 1000;
       while (performance.now() < steadyEnd) {
@@ -317,22 +484,35 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
     }
     const controllerAtEnd: Record<string, number> = {};
     try {
-      const m = parseMetrics(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text());
-      for (const result of ['success', 'error', 'requeue', 'requeue_after']) controllerAtEnd[`reconcile_total{result=${result}}`] = sumMetric(m, 'controller_runtime_reconcile_total', { result });
-      for (const e of m.filter((x) => x.name === 'fencepost_reconcile_errors_total')) controllerAtEnd[`reconcile_errors_total{error_kind=${e.labels['error_kind'] ?? ''}}`] = e.value;
+      const m = parseMetrics(
+        await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text(),
+      );
+      for (const result of ['success', 'error', 'requeue', 'requeue_after'])
+        controllerAtEnd[`reconcile_total{result=${result}}`] = sumMetric(m, 'controller_runtime_reconcile_total', {
+          result,
+        });
+      for (const e of m.filter((x) => x.name === 'fencepost_reconcile_errors_total'))
+        controllerAtEnd[`reconcile_errors_total{error_kind=${e.labels['error_kind'] ?? ''}}`] = e.value;
       controllerAtEnd['workqueue_adds_total'] = sumMetric(m, 'workqueue_adds_total');
       controllerAtEnd['workqueue_retries_total'] = sumMetric(m, 'workqueue_retries_total');
       controllerAtEnd['grants_total'] = sumMetric(m, 'fencepost_grants_total');
       const count = sumMetric(m, 'controller_runtime_reconcile_time_seconds_count');
-      controllerAtEnd['reconcile_time_mean_ms'] = count > 0 ? r2((sumMetric(m, 'controller_runtime_reconcile_time_seconds_sum') / count) * 1000) : Number.NaN;
+      controllerAtEnd['reconcile_time_mean_ms'] =
+        count > 0 ? r2((sumMetric(m, 'controller_runtime_reconcile_time_seconds_sum') / count) * 1000) : Number.NaN;
       const qCount = sumMetric(m, 'workqueue_queue_duration_seconds_count');
-      controllerAtEnd['queue_wait_mean_ms'] = qCount > 0 ? r2((sumMetric(m, 'workqueue_queue_duration_seconds_sum') / qCount) * 1000) : Number.NaN;
-    } catch { /* the controller is gone; recorded as empty */ }
+      controllerAtEnd['queue_wait_mean_ms'] =
+        qCount > 0 ? r2((sumMetric(m, 'workqueue_queue_duration_seconds_sum') / qCount) * 1000) : Number.NaN;
+    } catch {
+      /* the controller is gone; recorded as empty */
+    }
     const cold = samples.filter((s) => s.phase === 'cold');
     const steady = samples.filter((s) => s.phase === 'steady').slice(1); // the first steady interval still holds the last grants
     const lastGranted = samples.at(-1)?.granted ?? 0;
     return {
-      locks: n, completed, setupSeconds, allGrantedSeconds,
+      locks: n,
+      completed,
+      setupSeconds,
+      allGrantedSeconds,
       ...(completed ? {} : { note: `cold start stopped after ${o.timeoutS} s with ${lastGranted} of ${n} granted` }),
       grantedAtEnd: lastGranted,
       grantsPerSecond: allGrantedSeconds !== undefined ? r2(n / allGrantedSeconds) : undefined,
@@ -340,8 +520,19 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
       peakHeapUsedMiB: Math.max(...samples.map((s) => (Number.isNaN(s.heapUsedMiB) ? 0 : s.heapUsedMiB))),
       steadyRssMiB: steady.length > 0 ? r2(mean(steady.map((s) => s.controllerRssMiB))) : undefined,
       peakQueueDepth: Math.max(...samples.map((s) => (Number.isNaN(s.queueDepth) ? 0 : s.queueDepth))),
-      coldCpu: { controller: r2(mean(cold.map((s) => s.controllerCpu))), apiserver: r2(mean(cold.map((s) => s.apiserverCpu))), etcd: r2(mean(cold.map((s) => s.etcdCpu))) },
-      steadyCpu: steady.length > 0 ? { controller: r2(mean(steady.map((s) => s.controllerCpu))), apiserver: r2(mean(steady.map((s) => s.apiserverCpu))), etcd: r2(mean(steady.map((s) => s.etcdCpu))) } : undefined,
+      coldCpu: {
+        controller: r2(mean(cold.map((s) => s.controllerCpu))),
+        apiserver: r2(mean(cold.map((s) => s.apiserverCpu))),
+        etcd: r2(mean(cold.map((s) => s.etcdCpu))),
+      },
+      steadyCpu:
+        steady.length > 0
+          ? {
+              controller: r2(mean(steady.map((s) => s.controllerCpu))),
+              apiserver: r2(mean(steady.map((s) => s.apiserverCpu))),
+              etcd: r2(mean(steady.map((s) => s.etcdCpu))),
+            }
+          : undefined,
       coldApiWritesPerS: r2(mean(cold.map((s) => s.apiWritesPerS))),
       steadyApiWritesPerS: steady.length > 0 ? r2(mean(steady.map((s) => s.apiWritesPerS))) : undefined,
       steadyRenewsPerS: steady.length > 0 ? r2(mean(steady.map((s) => s.renewsPerS))) : undefined,
@@ -362,29 +553,60 @@ async function runSize(n: number, o: { steadyS: number; timeoutS: number; worker
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      locks: { type: 'string', default: '100,1000,10000' }, steady: { type: 'string', default: '60' }, timeout: { type: 'string', default: '600' },
-      out: { type: 'string', default: 'scale.json' }, 'node-options': { type: 'string', default: '' }, workers: { type: 'string', default: '4' }, help: { type: 'boolean', short: 'h' },
-    }, strict: true,
+      locks: { type: 'string', default: '100,1000,10000' },
+      steady: { type: 'string', default: '60' },
+      timeout: { type: 'string', default: '600' },
+      out: { type: 'string', default: 'scale.json' },
+      'node-options': { type: 'string', default: '' },
+      workers: { type: 'string', default: '4' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
   });
-  if (values.help === true) { process.stdout.write(USAGE); return; }
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const sizes = values.locks.split(',').map(Number);
-  if (sizes.some((x) => !Number.isInteger(x) || x < 1)) throw new Error(`--locks: positive integers, got ${JSON.stringify(values.locks)}`);
+  if (sizes.some((x) => !Number.isInteger(x) || x < 1))
+    throw new Error(`--locks: positive integers, got ${JSON.stringify(values.locks)}`);
   const steadyS = Number(values.steady);
   const timeoutS = Number(values.timeout);
   const workers = Number(values.workers);
-  const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`); };
+  const log = (msg: string): void => {
+    process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`);
+  };
   const interrupt = onInterrupt();
   try {
     const results: SizeResult[] = [];
-    for (const n of sizes) results.push(await runSize(n, { steadyS, timeoutS, workers, nodeOptions: values['node-options'], signal: interrupt.signal, log }));
+    for (const n of sizes)
+      results.push(
+        await runSize(n, {
+          steadyS,
+          timeoutS,
+          workers,
+          nodeOptions: values['node-options'],
+          signal: interrupt.signal,
+          log,
+        }),
+      );
     const result = {
       benchmark: 'scale',
       date: new Date().toISOString(),
       command: `node bench/scale.ts ${process.argv.slice(2).join(' ')}`.trimEnd(),
       settings: {
-        leaseDurationSeconds: LEASE_SECONDS, renewPeriodSeconds: RENEW_PERIOD_SECONDS, sampleMs: SAMPLE_MS, setupConcurrency: SETUP_CONCURRENCY,
-        renewConcurrency: RENEW_CONCURRENCY, steadySeconds: steadyS, timeoutSeconds: timeoutS, controller: `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}`, workers, nodeOptions: values['node-options'],
-        note: 'one fresh control plane per size; pods and locks created before the controller starts; allGrantedSeconds from controller spawn to fencepost_grants_total = N; ' +
+        leaseDurationSeconds: LEASE_SECONDS,
+        renewPeriodSeconds: RENEW_PERIOD_SECONDS,
+        sampleMs: SAMPLE_MS,
+        setupConcurrency: SETUP_CONCURRENCY,
+        renewConcurrency: RENEW_CONCURRENCY,
+        steadySeconds: steadyS,
+        timeoutSeconds: timeoutS,
+        controller: `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}`,
+        workers,
+        nodeOptions: values['node-options'],
+        note:
+          'one fresh control plane per size; pods and locks created before the controller starts; allGrantedSeconds from controller spawn to fencepost_grants_total = N; ' +
           'CPU in cores (1.0 = one core busy) averaged over the phase; the renewer (holders) runs in the benchmark process from controller spawn on; ' +
           'apiWritesPerS = POST/PUT/PATCH/DELETE in apiserver_request_total',
       },
@@ -402,13 +624,34 @@ async function main(): Promise<void> {
 
 function table(rs: readonly SizeResult[], machine: { cpu: string; cores: number; totalMemoryBytes: number }): string {
   const f = (v: number | undefined, d = 1): string => (v === undefined || Number.isNaN(v) ? '—' : v.toFixed(d));
-  const rows = [['locks', 'all granted', 'grants/s', 'peak RSS', 'steady RSS', 'peak queue', 'cold CPU ctl/api/etcd', 'steady CPU ctl/api/etcd', 'writes/s cold', 'writes/s steady']];
+  const rows = [
+    [
+      'locks',
+      'all granted',
+      'grants/s',
+      'peak RSS',
+      'steady RSS',
+      'peak queue',
+      'cold CPU ctl/api/etcd',
+      'steady CPU ctl/api/etcd',
+      'writes/s cold',
+      'writes/s steady',
+    ],
+  ];
   for (const r of rs) {
     rows.push([
-      String(r.locks), r.completed ? `${f(r.allGrantedSeconds)} s` : `no (${r.grantedAtEnd})`, f(r.grantsPerSecond), `${f(r.peakRssMiB, 0)} MiB`, `${f(r.steadyRssMiB, 0)} MiB`,
-      String(r.peakQueueDepth), `${f(r.coldCpu.controller, 2)}/${f(r.coldCpu.apiserver, 2)}/${f(r.coldCpu.etcd, 2)}`,
-      r.steadyCpu !== undefined ? `${f(r.steadyCpu.controller, 2)}/${f(r.steadyCpu.apiserver, 2)}/${f(r.steadyCpu.etcd, 2)}` : '—',
-      f(r.coldApiWritesPerS), f(r.steadyApiWritesPerS),
+      String(r.locks),
+      r.completed ? `${f(r.allGrantedSeconds)} s` : `no (${r.grantedAtEnd})`,
+      f(r.grantsPerSecond),
+      `${f(r.peakRssMiB, 0)} MiB`,
+      `${f(r.steadyRssMiB, 0)} MiB`,
+      String(r.peakQueueDepth),
+      `${f(r.coldCpu.controller, 2)}/${f(r.coldCpu.apiserver, 2)}/${f(r.coldCpu.etcd, 2)}`,
+      r.steadyCpu !== undefined
+        ? `${f(r.steadyCpu.controller, 2)}/${f(r.steadyCpu.apiserver, 2)}/${f(r.steadyCpu.etcd, 2)}`
+        : '—',
+      f(r.coldApiWritesPerS),
+      f(r.steadyApiWritesPerS),
     ]);
   }
   return `${['fencepost scale: one controller replica, holders renewing', machineLine(machine), '', ...textTable(rows, 0, false)].join('\n')}\n`;

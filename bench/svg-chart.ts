@@ -40,7 +40,8 @@ export function niceTicks(lo: number, hi: number, count = 5): number[] {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
   const out: number[] = [];
-  for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++) out.push(Number((k * step).toPrecision(12)));
+  for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++)
+    out.push(Number((k * step).toPrecision(12)));
   return out;
 }
 
@@ -51,14 +52,22 @@ export function lineChart(o: ChartOptions): string {
   const m = { left: 64, right: 16, top: 36, bottom: 48 + 18 * Math.ceil(o.series.length / 2) };
   const pw = W - m.left - m.right;
   const ph = H - m.top - m.bottom;
-  const xs = o.series.flatMap((s) => s.points.map((p) => p[0])).concat((o.markers ?? []).map((k) => k.x)).filter((x) => Number.isFinite(x) && (!o.xLog || x > 0));
+  const xs = o.series
+    .flatMap((s) => s.points.map((p) => p[0]))
+    .concat((o.markers ?? []).map((k) => k.x))
+    .filter((x) => Number.isFinite(x) && (!o.xLog || x > 0));
   const ys = o.series.flatMap((s) => s.points.map((p) => p[1])).filter(Number.isFinite);
   let x0 = Math.min(...xs);
   let x1 = Math.max(...xs);
-  if (o.xLog) { x0 = 10 ** Math.floor(Math.log10(x0)); x1 = 10 ** Math.ceil(Math.log10(x1)); } else if (x1 === x0) x1 = x0 + 1;
+  if (o.xLog) {
+    x0 = 10 ** Math.floor(Math.log10(x0));
+    x1 = 10 ** Math.ceil(Math.log10(x1));
+  } else if (x1 === x0) x1 = x0 + 1;
   const y0 = o.yMin ?? Math.min(0, ...ys);
   const y1 = o.yMax ?? (Math.max(...ys) * 1.05 || 1);
-  const tx = (x: number): number => m.left + (o.xLog ? (Math.log10(x) - Math.log10(x0)) / (Math.log10(x1) - Math.log10(x0)) : (x - x0) / (x1 - x0)) * pw;
+  const tx = (x: number): number =>
+    m.left +
+    (o.xLog ? (Math.log10(x) - Math.log10(x0)) / (Math.log10(x1) - Math.log10(x0)) : (x - x0) / (x1 - x0)) * pw;
   const ty = (y: number): number => m.top + ph - ((y - y0) / (y1 - y0)) * ph;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
@@ -70,11 +79,17 @@ export function lineChart(o: ChartOptions): string {
     : niceTicks(x0, x1);
   for (const t of xTicks) {
     const x = tx(t).toFixed(1);
-    out.push(`<line x1="${x}" y1="${m.top}" x2="${x}" y2="${m.top + ph}" stroke="#ddd"/>`, `<text x="${x}" y="${m.top + ph + 16}" text-anchor="middle">${fmt(t)}</text>`);
+    out.push(
+      `<line x1="${x}" y1="${m.top}" x2="${x}" y2="${m.top + ph}" stroke="#ddd"/>`,
+      `<text x="${x}" y="${m.top + ph + 16}" text-anchor="middle">${fmt(t)}</text>`,
+    );
   }
   for (const t of niceTicks(y0, y1)) {
     const y = ty(t).toFixed(1);
-    out.push(`<line x1="${m.left}" y1="${y}" x2="${m.left + pw}" y2="${y}" stroke="#ddd"/>`, `<text x="${m.left - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${fmt(t)}</text>`);
+    out.push(
+      `<line x1="${m.left}" y1="${y}" x2="${m.left + pw}" y2="${y}" stroke="#ddd"/>`,
+      `<text x="${m.left - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${fmt(t)}</text>`,
+    );
   }
   out.push(
     `<rect x="${m.left}" y="${m.top}" width="${pw}" height="${ph}" fill="none" stroke="#333"/>`,
@@ -83,21 +98,31 @@ export function lineChart(o: ChartOptions): string {
   );
   for (const k of o.markers ?? []) {
     const x = tx(k.x).toFixed(1);
-    out.push(`<line x1="${x}" y1="${m.top}" x2="${x}" y2="${m.top + ph}" stroke="#555" stroke-dasharray="2 3"/>`, `<text x="${x}" y="${m.top - 4}" text-anchor="middle" font-size="11">${esc(k.label)}</text>`);
+    out.push(
+      `<line x1="${x}" y1="${m.top}" x2="${x}" y2="${m.top + ph}" stroke="#555" stroke-dasharray="2 3"/>`,
+      `<text x="${x}" y="${m.top - 4}" text-anchor="middle" font-size="11">${esc(k.label)}</text>`,
+    );
   }
   o.series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length] ?? '#000';
-    const pts = [...s.points].filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!o.xLog || x > 0)).sort((a, b) => a[0] - b[0]);
+    const pts = [...s.points]
+      .filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!o.xLog || x > 0))
+      .sort((a, b) => a[0] - b[0]);
     const path: string[] = [];
     pts.forEach(([x, y], j) => {
       const prev = pts[j - 1];
       if (s.step === true && prev !== undefined) path.push(`${tx(x).toFixed(1)},${ty(prev[1]).toFixed(1)}`);
       path.push(`${tx(x).toFixed(1)},${ty(y).toFixed(1)}`);
     });
-    out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="6 4"' : ''} points="${path.join(' ')}"/>`);
+    out.push(
+      `<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="6 4"' : ''} points="${path.join(' ')}"/>`,
+    );
     const lx = m.left + (i % 2) * (pw / 2);
     const ly = H - 14 - 18 * (Math.ceil(o.series.length / 2) - 1 - Math.floor(i / 2));
-    out.push(`<line x1="${lx}" y1="${ly - 4}" x2="${lx + 24}" y2="${ly - 4}" stroke="${color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="6 4"' : ''}/>`, `<text x="${lx + 30}" y="${ly}">${esc(s.name)}</text>`);
+    out.push(
+      `<line x1="${lx}" y1="${ly - 4}" x2="${lx + 24}" y2="${ly - 4}" stroke="${color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="6 4"' : ''}/>`,
+      `<text x="${lx + 30}" y="${ly}">${esc(s.name)}</text>`,
+    );
   });
   out.push('</svg>');
   return `${out.join('\n')}\n`;

@@ -16,11 +16,17 @@ import { acquire } from '../src/index.ts';
 import { ledger, migrate, writeTotal } from './sql-guard.ts';
 
 const stop = new AbortController();
-process.once('SIGTERM', () => { stop.abort(); });
-process.once('SIGINT', () => { stop.abort(); });
+process.once('SIGTERM', () => {
+  stop.abort();
+});
+process.once('SIGINT', () => {
+  stop.abort();
+});
 
 const db = new pg.Pool({ connectionString: process.env['DATABASE_URL'], max: 2 });
-db.on('error', (err) => { console.error(`database: ${err.message}`); });
+db.on('error', (err) => {
+  console.error(`database: ${err.message}`);
+});
 try {
   await migrate(db);
   const guard = ledger(db);
@@ -31,7 +37,7 @@ try {
     const day = new Date().toISOString().slice(0, 10);
     // Check, then write with the token: if this process pauses between the two, the guard still
     // refuses the write once a newer holder has written.
-    if (!await writeTotal(guard, day, total, lock.token, me)) {
+    if (!(await writeTotal(guard, day, total, lock.token, me))) {
       console.log(`write refused: token ${lock.token} is stale`);
       break;
     }

@@ -12,11 +12,19 @@
 import { fenceMigrationSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../src/index.ts';
 
 /** LEDGER is the protected table: one row per day, written only by the current lock holder. */
-export const LEDGER = { table: 'daily_totals', idColumn: 'day', fenceColumn: 'fence', setColumns: ['total', 'written_by'] } as const;
+export const LEDGER = {
+  table: 'daily_totals',
+  idColumn: 'day',
+  fenceColumn: 'fence',
+  setColumns: ['total', 'written_by'],
+} as const;
 
 /** migrate creates the table (if needed) and adds the fence column (idempotent). */
 export async function migrate(db: PostgresQueryable): Promise<void> {
-  await db.query('CREATE TABLE IF NOT EXISTS daily_totals (day text PRIMARY KEY, total bigint NOT NULL, written_by text NOT NULL)', []);
+  await db.query(
+    'CREATE TABLE IF NOT EXISTS daily_totals (day text PRIMARY KEY, total bigint NOT NULL, written_by text NOT NULL)',
+    [],
+  );
   await db.query(fenceMigrationSql({ table: LEDGER.table, fenceColumn: LEDGER.fenceColumn }), []);
 }
 
@@ -29,7 +37,13 @@ export function ledger(db: PostgresQueryable): PostgresGuard {
  * writeTotal records a day's total as the holder of token. It returns false when the database
  * refused the write because a newer holder has written since: stop, you are not the holder.
  */
-export async function writeTotal(guard: PostgresGuard, day: string, total: number, token: bigint, writer: string): Promise<boolean> {
+export async function writeTotal(
+  guard: PostgresGuard,
+  day: string,
+  total: number,
+  token: bigint,
+  writer: string,
+): Promise<boolean> {
   const result = await guard.upsert(day, token, [total, writer]);
   return result.accepted;
 }

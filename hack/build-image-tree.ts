@@ -18,7 +18,9 @@ for (const f of findings) process.stderr.write(`Dockerfile:${f.line}: ${f.rule}:
 if (findings.length > 0) process.exit(1);
 const started = performance.now();
 const fsRoot = buildLocally(join(root, 'Dockerfile'), {
-  context: root, dir: out, env: { ...process.env, npm_config_prefer_offline: 'true', npm_config_loglevel: 'error' },
+  context: root,
+  dir: out,
+  env: { ...process.env, npm_config_prefer_offline: 'true', npm_config_loglevel: 'error' },
   log: (line) => process.stderr.write(`[image] ${line}\n`),
 });
 const app = join(fsRoot, 'app');
@@ -27,7 +29,7 @@ const mib = (k: number): string => (k / 1024).toFixed(1);
 const nodeMiB = statSync(process.execPath).size / 1024 / 1024;
 process.stdout.write(
   `application tree ${app}: ${mib(kib(app))} MiB ` +
-  `(node_modules ${mib(kib(join(app, 'node_modules')))} MiB, dist ${mib(kib(join(app, 'dist')))} MiB, crds ${mib(kib(join(app, 'crds')))} MiB)\n` +
-  `node binary ${process.version}: ${nodeMiB.toFixed(1)} MiB; built in ${((performance.now() - started) / 1000).toFixed(0)} s\n`,
+    `(node_modules ${mib(kib(join(app, 'node_modules')))} MiB, dist ${mib(kib(join(app, 'dist')))} MiB, crds ${mib(kib(join(app, 'crds')))} MiB)\n` +
+    `node binary ${process.version}: ${nodeMiB.toFixed(1)} MiB; built in ${((performance.now() - started) / 1000).toFixed(0)} s\n`,
 );
 if (process.argv[2] === undefined) rmSync(out, { recursive: true, force: true });

@@ -29,14 +29,25 @@ const root = resolve(import.meta.dirname, '..');
 
 let flags: { json: boolean; keep: boolean };
 try {
-  const { values } = parseArgs({ strict: true, options: { json: { type: 'boolean', default: false }, keep: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } } });
+  const { values } = parseArgs({
+    strict: true,
+    options: {
+      json: { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
   if (values.help) {
-    process.stdout.write('Usage: node hack/demo.ts [--json] [--keep]\n\n  --json   print the summary as JSON on stdout (the narration goes to stderr)\n  --keep   leave the testbed running afterwards, until Ctrl-C\n');
+    process.stdout.write(
+      'Usage: node hack/demo.ts [--json] [--keep]\n\n  --json   print the summary as JSON on stdout (the narration goes to stderr)\n  --keep   leave the testbed running afterwards, until Ctrl-C\n',
+    );
     process.exit(0);
   }
   flags = { json: values.json, keep: values.keep };
 } catch (err) {
-  process.stderr.write(`demo: ${err instanceof Error ? err.message : String(err)}\nUsage: node hack/demo.ts [--json] [--keep]\n`);
+  process.stderr.write(
+    `demo: ${err instanceof Error ? err.message : String(err)}\nUsage: node hack/demo.ts [--json] [--keep]\n`,
+  );
   process.exit(2);
 }
 
@@ -47,12 +58,22 @@ const tl = timeline(out, out.isTTY && (process.env['NO_COLOR'] ?? '') === '', st
 const dir = mkdtempSync(join(tmpdir(), 'fencepost-demo-'));
 let keepDir = false;
 const stack: { name: string; stop: () => Promise<void> | void }[] = [];
-const cleanups: Cleanups = { add(name, stop) { stack.push({ name, stop }); } };
+const cleanups: Cleanups = {
+  add(name, stop) {
+    stack.push({ name, stop });
+  },
+};
 let tearingDown: Promise<void> | undefined;
 const teardown = (): Promise<void> => {
   tearingDown ??= (async () => {
     for (let c = stack.pop(); c !== undefined; c = stack.pop()) {
-      try { await c.stop(); } catch (err) { process.stderr.write(`demo: failed to stop the ${c.name}: ${err instanceof Error ? err.message : String(err)}\n`); }
+      try {
+        await c.stop();
+      } catch (err) {
+        process.stderr.write(
+          `demo: failed to stop the ${c.name}: ${err instanceof Error ? err.message : String(err)}\n`,
+        );
+      }
     }
     if (keepDir) process.stderr.write(`demo: logs kept in ${dir}\n`);
     else rmSync(dir, { recursive: true, force: true });
@@ -65,7 +86,9 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     if (interrupted) return;
     interrupted = true;
     tl.step(`${sig}: stopping everything the demo started`);
-    void teardown().then(() => { process.exit(flags.keep ? 0 : 130); });
+    void teardown().then(() => {
+      process.exit(flags.keep ? 0 : 130);
+    });
   });
 }
 
@@ -74,8 +97,13 @@ function assetsDir(): string {
   try {
     return dirname(findBinary('kube-apiserver'));
   } catch {
-    tl.step('Building the test control plane with hack/testbed/build.sh (first run only; kube-apiserver takes 10-25 minutes on 2 cores)');
-    const printed = execFileSync(join(root, 'hack/testbed/build.sh'), ['kube-apiserver', 'etcd', 'kubectl'], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+    tl.step(
+      'Building the test control plane with hack/testbed/build.sh (first run only; kube-apiserver takes 10-25 minutes on 2 cores)',
+    );
+    const printed = execFileSync(join(root, 'hack/testbed/build.sh'), ['kube-apiserver', 'etcd', 'kubectl'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      encoding: 'utf8',
+    });
     const assets = printed.trim().split('\n').pop() ?? '';
     process.env['KUBEBUILDER_ASSETS'] = assets;
     return dirname(findBinary('kube-apiserver'));
@@ -83,7 +111,11 @@ function assetsDir(): string {
 }
 
 function kubectlDir(): string | undefined {
-  try { return dirname(findBinary('kubectl')); } catch { return undefined; }
+  try {
+    return dirname(findBinary('kubectl'));
+  } catch {
+    return undefined;
+  }
 }
 
 const demo = new Demo(tl, dir, cleanups);
@@ -106,7 +138,7 @@ try {
   }
 } catch (err) {
   if (!interrupted) {
-    process.stderr.write(`\ndemo failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.stderr.write(`\ndemo failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     keepDir = true;
     await teardown();
     process.exit(1);

@@ -7,21 +7,49 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 
-interface Summary { fault: string; trials: number; notRun: number; survived: number; stuck: number; failed: readonly unknown[] }
-interface SoakFile { calibrate: string | null; wallSeconds: number; summaries: readonly Summary[] }
+interface Summary {
+  fault: string;
+  trials: number;
+  notRun: number;
+  survived: number;
+  stuck: number;
+  failed: readonly unknown[];
+}
+interface SoakFile {
+  calibrate: string | null;
+  wallSeconds: number;
+  summaries: readonly Summary[];
+}
 
 const files = process.argv.slice(2);
 if (files.length === 0) {
   process.stderr.write('Usage: node hack/soak-totals.ts RESULT.json...\n');
   process.exit(2);
 }
-interface Total { trials: number; survived: number; violated: number; stuck: number; notRun: number; runs: string[]; wallSeconds: number }
+interface Total {
+  trials: number;
+  survived: number;
+  violated: number;
+  stuck: number;
+  notRun: number;
+  runs: string[];
+  wallSeconds: number;
+}
 const totals = new Map<string, Total>();
 for (const file of files) {
   const soak = JSON.parse(readFileSync(file, 'utf8')) as SoakFile;
-  if (soak.calibrate !== null) throw new Error(`${file}: a calibration run (--calibrate ${soak.calibrate}); not added to the totals`);
+  if (soak.calibrate !== null)
+    throw new Error(`${file}: a calibration run (--calibrate ${soak.calibrate}); not added to the totals`);
   for (const s of soak.summaries) {
-    const t = totals.get(s.fault) ?? { trials: 0, survived: 0, violated: 0, stuck: 0, notRun: 0, runs: [], wallSeconds: 0 };
+    const t = totals.get(s.fault) ?? {
+      trials: 0,
+      survived: 0,
+      violated: 0,
+      stuck: 0,
+      notRun: 0,
+      runs: [],
+      wallSeconds: 0,
+    };
     t.trials += s.trials;
     t.survived += s.survived;
     t.violated += s.failed.length;
@@ -33,12 +61,16 @@ for (const file of files) {
   }
 }
 const lines = [
-  '| fault | trials with the fault | survived | trials with a violation | stuck | not run | machine time (share of the runs\' wall time) | runs |',
+  "| fault | trials with the fault | survived | trials with a violation | stuck | not run | machine time (share of the runs' wall time) | runs |",
   '|---|---:|---:|---:|---:|---:|---:|---|',
 ];
 for (const [fault, t] of totals) {
-  lines.push(`| ${fault} | ${t.trials} | ${t.survived} | ${t.violated} | ${t.stuck} | ${t.notRun} | ${Math.round(t.wallSeconds / 60)} min | ${t.runs.join(', ')} |`);
+  lines.push(
+    `| ${fault} | ${t.trials} | ${t.survived} | ${t.violated} | ${t.stuck} | ${t.notRun} | ${Math.round(t.wallSeconds / 60)} min | ${t.runs.join(', ')} |`,
+  );
 }
 const all = [...totals.values()];
-lines.push(`| **all** | **${all.reduce((a, t) => a + t.trials, 0)}** | ${all.reduce((a, t) => a + t.survived, 0)} | **${all.reduce((a, t) => a + t.violated, 0)}** | ${all.reduce((a, t) => a + t.stuck, 0)} | ${all.reduce((a, t) => a + t.notRun, 0)} | ${Math.round(all.reduce((a, t) => a + t.wallSeconds, 0) / 60)} min | |`);
+lines.push(
+  `| **all** | **${all.reduce((a, t) => a + t.trials, 0)}** | ${all.reduce((a, t) => a + t.survived, 0)} | **${all.reduce((a, t) => a + t.violated, 0)}** | ${all.reduce((a, t) => a + t.stuck, 0)} | ${all.reduce((a, t) => a + t.notRun, 0)} | ${Math.round(all.reduce((a, t) => a + t.wallSeconds, 0) / 60)} min | |`,
+);
 process.stdout.write(`${lines.join('\n')}\n`);

@@ -36,34 +36,74 @@ const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concu
 Fault types: ${FAULT_TYPES.join(', ')}
 `;
 
-let opts: { trials: number; faults: FaultType[]; concurrency: number; seed: number; lease: number; calibrate: 'guard' | 'floor' | undefined; out: string; keepLogs: boolean; phaseMinutes: number | undefined; nemesisMinutes: number | undefined };
+let opts: {
+  trials: number;
+  faults: FaultType[];
+  concurrency: number;
+  seed: number;
+  lease: number;
+  calibrate: 'guard' | 'floor' | undefined;
+  out: string;
+  keepLogs: boolean;
+  phaseMinutes: number | undefined;
+  nemesisMinutes: number | undefined;
+};
 try {
   const { values } = parseArgs({
-    strict: true, options: {
-      'trials': { type: 'string', default: '20' }, 'fault': { type: 'string', multiple: true }, 'concurrency': { type: 'string', default: '4' },
-      'seed': { type: 'string' }, 'lease': { type: 'string', default: '2' }, 'calibrate': { type: 'string' }, 'out': { type: 'string' },
-      'keep-logs': { type: 'boolean', default: false }, 'minutes-per-fault': { type: 'string' }, 'nemesis-minutes': { type: 'string' }, 'help': { type: 'boolean', short: 'h', default: false },
+    strict: true,
+    options: {
+      trials: { type: 'string', default: '20' },
+      fault: { type: 'string', multiple: true },
+      concurrency: { type: 'string', default: '4' },
+      seed: { type: 'string' },
+      lease: { type: 'string', default: '2' },
+      calibrate: { type: 'string' },
+      out: { type: 'string' },
+      'keep-logs': { type: 'boolean', default: false },
+      'minutes-per-fault': { type: 'string' },
+      'nemesis-minutes': { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
     },
   });
-  if (values.help) { process.stdout.write(USAGE); process.exit(0); }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
   const int = (text: string, flag: string, min: number): number => {
-    if (!/^[0-9]+$/.test(text) || Number(text) < min) throw new Error(`${flag}: expected an integer >= ${min}, got ${JSON.stringify(text)}`);
+    if (!/^[0-9]+$/.test(text) || Number(text) < min)
+      throw new Error(`${flag}: expected an integer >= ${min}, got ${JSON.stringify(text)}`);
     return Number(text);
   };
   const faults = (values.fault ?? FAULT_TYPES.filter((f) => f !== 'none')).map((f) => {
-    if (!(FAULT_TYPES as readonly string[]).includes(f)) throw new Error(`--fault: unknown fault type ${JSON.stringify(f)}`);
+    if (!(FAULT_TYPES as readonly string[]).includes(f))
+      throw new Error(`--fault: unknown fault type ${JSON.stringify(f)}`);
     return f as FaultType;
   });
   const calibrate = values.calibrate;
-  if (calibrate !== undefined && calibrate !== 'guard' && calibrate !== 'floor') throw new Error(`--calibrate: expected guard or floor, got ${JSON.stringify(calibrate)}`);
+  if (calibrate !== undefined && calibrate !== 'guard' && calibrate !== 'floor')
+    throw new Error(`--calibrate: expected guard or floor, got ${JSON.stringify(calibrate)}`);
   const seed = values.seed !== undefined ? int(values.seed, '--seed', 0) : Math.floor(Math.random() * 2 ** 31);
   opts = {
-    trials: int(values.trials, '--trials', 1), faults, concurrency: int(values.concurrency, '--concurrency', 1), seed,
-    lease: int(values.lease, '--lease', 1), calibrate,
-    out: values.out ?? join(root, 'test/safety/results', `${values['nemesis-minutes'] !== undefined ? 'nemesis-' : ''}soak-${calibrate !== undefined ? `calibrate-${calibrate}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`),
+    trials: int(values.trials, '--trials', 1),
+    faults,
+    concurrency: int(values.concurrency, '--concurrency', 1),
+    seed,
+    lease: int(values.lease, '--lease', 1),
+    calibrate,
+    out:
+      values.out ??
+      join(
+        root,
+        'test/safety/results',
+        `${values['nemesis-minutes'] !== undefined ? 'nemesis-' : ''}soak-${calibrate !== undefined ? `calibrate-${calibrate}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`,
+      ),
     keepLogs: values['keep-logs'],
-    phaseMinutes: values['minutes-per-fault'] !== undefined ? int(values['minutes-per-fault'], '--minutes-per-fault', 1) : undefined,
-    nemesisMinutes: values['nemesis-minutes'] !== undefined ? int(values['nemesis-minutes'], '--nemesis-minutes', 1) : undefined,
+    phaseMinutes:
+      values['minutes-per-fault'] !== undefined
+        ? int(values['minutes-per-fault'], '--minutes-per-fault', 1)
+        : undefined,
+    nemesisMinutes:
+      values['nemesis-minutes'] !== undefined ? int(values['nemesis-minutes'], '--nemesis-minutes', 1) : undefined,
   };
 } catch (err) {
   process.stderr.write(`soak: ${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
@@ -71,10 +111,17 @@ try {
 }
 
 const began = performance.now();
-if (opts.nemesisMinutes === undefined) process.stderr.write(`soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`);
+if (opts.nemesisMinutes === undefined)
+  process.stderr.write(
+    `soak: seed ${opts.seed}, ${opts.trials} trial(s) per fault type (${opts.faults.join(', ')}), concurrency ${opts.concurrency}, lease ${opts.lease} s${opts.calibrate !== undefined ? `, CALIBRATION: ${opts.calibrate} disabled` : ''}\n`,
+  );
 const plane = await startControlPlane();
 // The plane is ours: the apiserver fault may stop and pause its kube-apiserver and etcd.
-const bed = await startSafetyBed({ kubeconfigPath: plane.kubeconfigPath, noFloor: opts.calibrate === 'floor', ...(opts.faults.includes('apiserver') ? { plane } : {}) });
+const bed = await startSafetyBed({
+  kubeconfigPath: plane.kubeconfigPath,
+  noFloor: opts.calibrate === 'floor',
+  ...(opts.faults.includes('apiserver') ? { plane } : {}),
+});
 let stopping = false;
 const stop = async (code: number, keep: boolean): Promise<never> => {
   stopping = true;
@@ -85,18 +132,49 @@ const stop = async (code: number, keep: boolean): Promise<never> => {
 };
 // Stopped by hand: keep the figures of the trials finished so far (writePartial), then clean up.
 let onStopSignal = (): void => undefined;
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => { if (!stopping) { onStopSignal(); void stop(130, false); } });
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.on(sig, () => {
+    if (!stopping) {
+      onStopSignal();
+      void stop(130, false);
+    }
+  });
 if (opts.nemesisMinutes !== undefined) {
-  const ok = await runNemesisSoak({ bed, minutes: opts.nemesisMinutes, seed: opts.seed, leaseSeconds: opts.lease, out: opts.out, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}), command: `node hack/soak.ts ${process.argv.slice(2).join(' ')}` });
+  const ok = await runNemesisSoak({
+    bed,
+    minutes: opts.nemesisMinutes,
+    seed: opts.seed,
+    leaseSeconds: opts.lease,
+    out: opts.out,
+    ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}),
+    command: `node hack/soak.ts ${process.argv.slice(2).join(' ')}`,
+  });
   await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);
 }
 
 const resultOf = (summaries: readonly FaultSummary[], complete: boolean): Record<string, unknown> => ({
-  command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), complete, seed: opts.seed, trialsPerFault: opts.trials, concurrency: opts.concurrency,
-  leaseSeconds: opts.lease, calibrate: opts.calibrate ?? null, minutesPerFault: opts.phaseMinutes ?? null, wallSeconds: Math.round((performance.now() - began) / 1000),
-  workerProcessesStarted: bed.pool.started, controllerRestarts: bed.controllerRestarts, killRoundSizes: bed.killRoundSizes, storeLogBroken: bed.storeLog.broken, leaseWatchRestarts: bed.leases.restarts, leaseWatchExpired: bed.leases.expired,
+  command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(),
+  complete,
+  seed: opts.seed,
+  trialsPerFault: opts.trials,
+  concurrency: opts.concurrency,
+  leaseSeconds: opts.lease,
+  calibrate: opts.calibrate ?? null,
+  minutesPerFault: opts.phaseMinutes ?? null,
+  wallSeconds: Math.round((performance.now() - began) / 1000),
+  workerProcessesStarted: bed.pool.started,
+  controllerRestarts: bed.controllerRestarts,
+  killRoundSizes: bed.killRoundSizes,
+  storeLogBroken: bed.storeLog.broken,
+  leaseWatchRestarts: bed.leases.restarts,
+  leaseWatchExpired: bed.leases.expired,
   controlPlaneOutages: bed.outages?.outages ?? 0,
-  machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+  machine: {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? '',
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+  },
   summaries,
 });
 const writeResult = (summaries: readonly FaultSummary[], complete: boolean): void => {
@@ -112,8 +190,16 @@ let finished: readonly FaultSummary[] = [];
 let current: TrialResult[] = [];
 const writePartial = (): void => {
   const wall = performance.now() - began;
-  const ongoing = opts.faults.filter((f) => !finished.some((s) => s.fault === f) && current.some((r) => r.spec.fault === f))
-    .map((f) => summarize(f, current.filter((r) => r.spec.fault === f), wall, { leaseSeconds: opts.lease, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}) }));
+  const ongoing = opts.faults
+    .filter((f) => !finished.some((s) => s.fault === f) && current.some((r) => r.spec.fault === f))
+    .map((f) =>
+      summarize(
+        f,
+        current.filter((r) => r.spec.fault === f),
+        wall,
+        { leaseSeconds: opts.lease, ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}) },
+      ),
+    );
   writeResult([...finished, ...ongoing], false);
 };
 onStopSignal = writePartial;
@@ -122,21 +208,35 @@ const ran = (): number => done;
 let summaries: FaultSummary[];
 try {
   summaries = await runTrials({
-    bed, faults: opts.faults, trialsPerFault: opts.trials, concurrency: opts.concurrency, baseSeed: opts.seed,
-    leaseSeconds: opts.lease, fenced: opts.calibrate !== 'guard', ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}),
+    bed,
+    faults: opts.faults,
+    trialsPerFault: opts.trials,
+    concurrency: opts.concurrency,
+    baseSeed: opts.seed,
+    leaseSeconds: opts.lease,
+    fenced: opts.calibrate !== 'guard',
+    ...(opts.calibrate !== undefined ? { calibrate: opts.calibrate } : {}),
     ...(opts.phaseMinutes !== undefined ? { phaseBudgetMs: opts.phaseMinutes * 60_000 } : {}),
-    onPhase: (s) => { finished = s; current = []; writeResult(s, false); },
+    onPhase: (s) => {
+      finished = s;
+      current = [];
+      writeResult(s, false);
+    },
     onResult: (r) => {
       done++;
       current.push(r);
       if (done % PARTIAL_EVERY === 0) writePartial();
       if (!r.report.ok || done % 25 === 0 || done === total) {
-        process.stderr.write(`soak: ${done}/${total} (${Math.round((performance.now() - began) / 1000)} s)${r.report.ok ? '' : ` — ${r.spec.id} seed ${r.spec.seed} broke ${[...new Set(r.report.violations.map((v) => v.invariant))].join(',')}`}\n`);
+        process.stderr.write(
+          `soak: ${done}/${total} (${Math.round((performance.now() - began) / 1000)} s)${r.report.ok ? '' : ` — ${r.spec.id} seed ${r.spec.seed} broke ${[...new Set(r.report.violations.map((v) => v.invariant))].join(',')}`}\n`,
+        );
       }
     },
   });
 } catch (err) {
-  process.stderr.write(`soak failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n${bed.controllerLog()}\n`);
+  process.stderr.write(
+    `soak failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n${bed.controllerLog()}\n`,
+  );
   writePartial();
   await stop(1, true);
   throw err; // unreachable
@@ -146,12 +246,16 @@ const violations = summaries.reduce((a, s) => a + s.failed.length, 0);
 writeResult(summaries, true);
 process.stdout.write(`${formatTable(summaries)}\n${formatStepDowns(summaries)}\n`);
 const outageRows = summaries.flatMap((s) => s.outages ?? []);
-if (outageRows.length > 0) process.stdout.write(`\nControl-plane outages (apiserver fault):\n${formatOutageTable(outageRows)}\n`);
+if (outageRows.length > 0)
+  process.stdout.write(`\nControl-plane outages (apiserver fault):\n${formatOutageTable(outageRows)}\n`);
 const failures = formatFailures(summaries);
 if (failures !== '') process.stdout.write(`\n${failures}\n`);
-process.stdout.write(`\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`);
+process.stdout.write(
+  `\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`,
+);
 // A term taken up again after its holder reported it lost breaks FAULTS T11 (a new term needs a new token).
 const resumed = summaries.reduce((a, s) => a + (s.resumedAfterLoss ?? 0), 0);
-if (resumed > 0) process.stdout.write(`${resumed} term(s) taken up again after their holder reported them lost (T11)\n`);
+if (resumed > 0)
+  process.stdout.write(`${resumed} term(s) taken up again after their holder reported them lost (T11)\n`);
 const ok = opts.calibrate !== undefined ? violations > 0 : violations === 0 && resumed === 0;
 await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

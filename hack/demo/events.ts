@@ -15,7 +15,12 @@ export interface StateEvent {
 }
 
 /** CheckedEvent: the agent said "held with this token"; the write follows after the think time. */
-export interface CheckedEvent { readonly type: 'checked'; readonly pod: string; readonly seq: number; readonly token: string }
+export interface CheckedEvent {
+  readonly type: 'checked';
+  readonly pod: string;
+  readonly seq: number;
+  readonly token: string;
+}
 
 /**
  * WriteEvent: the outcome of the write of round `seq`. Fenced writes that were refused carry the
@@ -34,17 +39,30 @@ export interface WriteEvent {
 }
 
 /** ErrorEvent: a write failed (Redis unreachable, say). */
-export interface ErrorEvent { readonly type: 'error'; readonly pod: string; readonly seq: number; readonly message: string }
+export interface ErrorEvent {
+  readonly type: 'error';
+  readonly pod: string;
+  readonly seq: number;
+  readonly message: string;
+}
 
 export type WorkerEvent = StateEvent | CheckedEvent | WriteEvent | ErrorEvent;
 
 /** parseWorkerEvent reads one stdout line; undefined for anything that is not a worker event. */
 export function parseWorkerEvent(line: string): WorkerEvent | undefined {
   let v: unknown;
-  try { v = JSON.parse(line); } catch { return undefined; }
-  if (typeof v !== 'object' || v === null || !('type' in v) || !('pod' in v) || typeof v.pod !== 'string') return undefined;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== 'object' || v === null || !('type' in v) || !('pod' in v) || typeof v.pod !== 'string')
+    return undefined;
   switch (v.type) {
-    case 'state': case 'checked': case 'write': case 'error':
+    case 'state':
+    case 'checked':
+    case 'write':
+    case 'error':
       return v as WorkerEvent;
     default:
       return undefined;

@@ -40,7 +40,9 @@ const PAUSE_MS = 2 * LEASE_SECONDS * 1000;
 const WAIT_MS = 20_000;
 
 /** Cleanups collects what to stop, in the order things were started; they are run in reverse. */
-export interface Cleanups { add(name: string, stop: () => Promise<void> | void): void }
+export interface Cleanups {
+  add(name: string, stop: () => Promise<void> | void): void;
+}
 
 interface DemoPod {
   readonly name: string;
@@ -92,7 +94,9 @@ export class Demo {
     this.#cleanups = cleanups;
   }
 
-  get #p(): Timeline['paint'] { return this.#tl.paint; }
+  get #p(): Timeline['paint'] {
+    return this.#tl.paint;
+  }
 
   /** setup starts the servers, the controller, the pods' agents, and creates the lock. */
   async setup(assets: string): Promise<void> {
@@ -114,7 +118,9 @@ export class Demo {
     const ledger = redis.client();
     ledger.on('error', () => undefined);
     this.#ledger = ledger;
-    this.#cleanups.add('ledger client', () => { ledger.disconnect(); });
+    this.#cleanups.add('ledger client', () => {
+      ledger.disconnect();
+    });
     tl.step(`Control plane ready at ${plane.apiServer.url} (CRDs installed); redis-server at ${redis.url}`);
 
     const kc = plane.kubeConfig();
@@ -122,36 +128,67 @@ export class Demo {
     const t = testKube(kc, NAMESPACE);
     await this.#crdServing(t);
     const controller = await startLockController({
-      kc, redisUrl: redis.url, namespace: NAMESPACE, identity: 'demo-controller', clock: realClock,
+      kc,
+      redisUrl: redis.url,
+      namespace: NAMESPACE,
+      identity: 'demo-controller',
+      clock: realClock,
       log: createLogger('error', { component: 'controller' }),
     });
     this.#cleanups.add('controller', () => controller.stop());
-    tl.step('Started the fencepost controller (in this process): it grants the lock and draws fencing tokens from Redis');
+    tl.step(
+      'Started the fencepost controller (in this process): it grants the lock and draws fencing tokens from Redis',
+    );
 
     const created = await Promise.all(PODS.map((name) => createPod(t, name, { app: LOCK })));
-    tl.step(`Created two pods, ${p.pod('worker-a')} and ${p.pod('worker-b')}, in namespace ${NAMESPACE}, marked Ready (label app=${LOCK})`);
+    tl.step(
+      `Created two pods, ${p.pod('worker-a')} and ${p.pod('worker-b')}, in namespace ${NAMESPACE}, marked Ready (label app=${LOCK})`,
+    );
 
     // The agents run before the lock exists, so that the first holder confirms its grant at once.
     mkdirSync(join(this.#dir, 'logs'), { recursive: true });
-    await Promise.all(created.map(async (pod) => {
-      const name = pod.metadata?.name ?? '';
-      const uid = pod.metadata?.uid ?? '';
-      const port = await freePort();
-      const agent = spawnManaged(`agent-${name}`, process.execPath, {
-        args: [MAIN, 'agent', '--lock', LOCK, '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0', '--kubeconfig', plane.kubeconfigPath, '--log-level', 'info'],
-        logFile: join(this.#dir, 'logs', `agent-${name}.log`),
-        env: { ...process.env, POD_NAME: name, POD_NAMESPACE: NAMESPACE, POD_UID: uid },
-      });
-      this.#cleanups.add(`agent of ${name}`, () => agent.stop());
-      this.#pods.set(name, { name, uid, port, agent });
-      await waitHealthy(`http://127.0.0.1:${port}/readyz`, { timeoutMs: 30_000, alive: () => agent.isRunning(), what: `the agent of ${name} (log: ${agent.logFile})` });
-    }));
+    await Promise.all(
+      created.map(async (pod) => {
+        const name = pod.metadata?.name ?? '';
+        const uid = pod.metadata?.uid ?? '';
+        const port = await freePort();
+        const agent = spawnManaged(`agent-${name}`, process.execPath, {
+          args: [
+            MAIN,
+            'agent',
+            '--lock',
+            LOCK,
+            '--listen',
+            `127.0.0.1:${port}`,
+            '--health-probe-bind-address=0',
+            '--metrics-bind-address=0',
+            '--kubeconfig',
+            plane.kubeconfigPath,
+            '--log-level',
+            'info',
+          ],
+          logFile: join(this.#dir, 'logs', `agent-${name}.log`),
+          env: { ...process.env, POD_NAME: name, POD_NAMESPACE: NAMESPACE, POD_UID: uid },
+        });
+        this.#cleanups.add(`agent of ${name}`, () => agent.stop());
+        this.#pods.set(name, { name, uid, port, agent });
+        await waitHealthy(`http://127.0.0.1:${port}/readyz`, {
+          timeoutMs: 30_000,
+          alive: () => agent.isRunning(),
+          what: `the agent of ${name} (log: ${agent.logFile})`,
+        });
+      }),
+    );
     const pids = PODS.map((n) => `${n} ${this.#pod(n).agent.pid}`).join(', ');
-    tl.step(`Started a fencepost agent per pod (pids: ${pids}): it renews its pod's lease and answers GET /v1/locks/${LOCK} on localhost`);
+    tl.step(
+      `Started a fencepost agent per pod (pids: ${pids}): it renews its pod's lease and answers GET /v1/locks/${LOCK} on localhost`,
+    );
 
     this.#watchGrants(t);
     await createLock(t, lockBody(LOCK, LOCK, { leaseDurationSeconds: LEASE_SECONDS, fencing: { backend: 'Redis' } }));
-    tl.step(`Created DistributedLock ${LOCK}: candidates app=${LOCK}, lease ${LEASE_SECONDS} s (renewed every 0.7 s), fencing tokens from Redis`);
+    tl.step(
+      `Created DistributedLock ${LOCK}: candidates app=${LOCK}, lease ${LEASE_SECONDS} s (renewed every 0.7 s), fencing tokens from Redis`,
+    );
     await waitFor('the first grant', () => this.#grants[0]);
   }
 
@@ -164,20 +201,35 @@ export class Demo {
     const tl = this.#tl;
     const p = this.#p;
     const redis = this.#need(this.#redis, 'redis');
-    tl.heading(guard ? `Act 1 — a ${PAUSE_MS / 1000} s pause, with the fencing guard` : 'Act 2 — the same pause, without the guard');
+    tl.heading(
+      guard
+        ? `Act 1 — a ${PAUSE_MS / 1000} s pause, with the fencing guard`
+        : 'Act 2 — the same pause, without the guard',
+    );
     const act: ActState = { guard, writes: [], maxAccepted: undefined, narrated: new Set(), sawHeld: new Set() };
     const workers = new Map<string, WorkerProcess>();
     for (const name of PODS) {
       const w = startWorker({
-        pod: name, agentPort: this.#pod(name).port, redisUrl: redis.url, lock: LOCK, key: LEDGER, fenced: guard,
+        pod: name,
+        agentPort: this.#pod(name).port,
+        redisUrl: redis.url,
+        lock: LOCK,
+        key: LEDGER,
+        fenced: guard,
         logFile: join(this.#dir, 'logs', `worker-${name}-${guard ? 'guarded' : 'plain'}.log`),
       });
       this.#cleanups.add(`worker of ${name}`, () => w.stop());
-      w.onEvent((e) => { this.#onWorkerEvent(act, e); });
+      w.onEvent((e) => {
+        this.#onWorkerEvent(act, e);
+      });
       workers.set(name, w);
     }
-    const how = guard ? 'through the Redis guard (a Lua script that refuses a token below the highest it has seen)' : 'with a plain SET (the --no-fencing mode)';
-    tl.step(`Started a worker per pod (pids: ${PODS.map((n) => `${n} ${workers.get(n)?.pid ?? '?'}`).join(', ')}): while its agent says held, it writes "written by <pod> with token <token>" to "${LEDGER}" every 200 ms, ${how}`);
+    const how = guard
+      ? 'through the Redis guard (a Lua script that refuses a token below the highest it has seen)'
+      : 'with a plain SET (the --no-fencing mode)';
+    tl.step(
+      `Started a worker per pod (pids: ${PODS.map((n) => `${n} ${workers.get(n)?.pid ?? '?'}`).join(', ')}): while its agent says held, it writes "written by <pod> with token <token>" to "${LEDGER}" every 200 ms, ${how}`,
+    );
 
     // The current holder writes a few times first.
     const start = await waitFor('the holder to write to the ledger', () => {
@@ -198,30 +250,51 @@ export class Demo {
       heldWorker.signal('SIGSTOP');
       held.agent.signal('SIGSTOP');
       await sleep(80);
-      if (!heldWorker.events.some((e) => e.type === 'write' && e.seq === c.seq)) { checked = c; break; }
+      if (!heldWorker.events.some((e) => e.type === 'write' && e.seq === c.seq)) {
+        checked = c;
+        break;
+      }
       held.agent.signal('SIGCONT');
       heldWorker.signal('SIGCONT');
       if (attempt >= 5) throw new Error(`Could not freeze ${held.name} between its check and its write`);
     }
     const pausedAt = performance.now();
     const pausedAtS = tl.elapsed();
-    tl.step(`${p.pod(held.name)} asked its agent (held, token ${checked.token}) and is about to write — ${p.bold('SIGSTOP')} to its worker and its agent: a ${PAUSE_MS / 1000} s "GC pause", twice the lease`);
+    tl.step(
+      `${p.pod(held.name)} asked its agent (held, token ${checked.token}) and is about to write — ${p.bold('SIGSTOP')} to its worker and its agent: a ${PAUSE_MS / 1000} s "GC pause", twice the lease`,
+    );
 
-    const grant = await waitFor(`${other.name} to be granted the lock`, () => this.#grants.find((g) => g.at >= pausedAtS && g.holder === other.name));
-    await waitFor(`${other.name} to write with token ${grant.token}`, () => act.writes.find((w) => w.pod === other.name && w.token === grant.token && w.accepted));
+    const grant = await waitFor(`${other.name} to be granted the lock`, () =>
+      this.#grants.find((g) => g.at >= pausedAtS && g.holder === other.name),
+    );
+    await waitFor(`${other.name} to write with token ${grant.token}`, () =>
+      act.writes.find((w) => w.pod === other.name && w.token === grant.token && w.accepted),
+    );
     const left = pausedAt + PAUSE_MS - performance.now();
     if (left > 0) await sleep(left);
 
-    const woke = heldWorker.next((e): e is WriteEvent => e.type === 'write' && e.seq === checked.seq, 10_000, `the write ${held.name} had started`);
-    const lost = heldWorker.next((e): e is StateEvent => e.type === 'state' && !e.held && e.state !== 'unreachable', 10_000, `${held.name}'s agent to report the loss`);
+    const woke = heldWorker.next(
+      (e): e is WriteEvent => e.type === 'write' && e.seq === checked.seq,
+      10_000,
+      `the write ${held.name} had started`,
+    );
+    const lost = heldWorker.next(
+      (e): e is StateEvent => e.type === 'state' && !e.held && e.state !== 'unreachable',
+      10_000,
+      `${held.name}'s agent to report the loss`,
+    );
     held.agent.signal('SIGCONT');
     heldWorker.signal('SIGCONT');
     const pauseSeconds = (performance.now() - pausedAt) / 1000;
-    tl.step(`${p.bold('SIGCONT')} ${p.pod(held.name)} after ${pauseSeconds.toFixed(1)} s: it still believes it holds token ${checked.token} and finishes the write it had started`);
+    tl.step(
+      `${p.bold('SIGCONT')} ${p.pod(held.name)} after ${pauseSeconds.toFixed(1)} s: it still believes it holds token ${checked.token} and finishes the write it had started`,
+    );
     const stale = await woke;
     const afterWake = stale.accepted ? stale.value : await this.#need(this.#ledger, 'ledger').get(LEDGER);
     if (stale.accepted) {
-      tl.step(`The ledger now says ${q(afterWake)}: ${p.red(`${p.pod(other.name)}'s newer write with token ${grant.token} is gone, and nothing reported an error`)}`);
+      tl.step(
+        `The ledger now says ${q(afterWake)}: ${p.red(`${p.pod(other.name)}'s newer write with token ${grant.token} is gone, and nothing reported an error`)}`,
+      );
     } else {
       tl.step(`The ledger still says ${q(afterWake)}: ${p.green(`the newest holder's write survived`)}`);
     }
@@ -231,23 +304,37 @@ export class Demo {
     const later = act.writes.slice(quietFrom);
     const otherWrites = later.filter((w) => w.pod === other.name && w.accepted).length;
     const heldWrites = later.filter((w) => w.pod === held.name).length;
-    tl.step(`In the next second ${p.pod(other.name)} wrote ${otherWrites} more times with token ${grant.token}; ${p.pod(held.name)} wrote ${heldWrites === 0 ? 'nothing' : `${heldWrites} times`}`);
+    tl.step(
+      `In the next second ${p.pod(other.name)} wrote ${otherWrites} more times with token ${grant.token}; ${p.pod(held.name)} wrote ${heldWrites === 0 ? 'nothing' : `${heldWrites} times`}`,
+    );
 
     await Promise.all([...workers.values()].map((w) => w.stop()));
     const finalLedger = await this.#need(this.#ledger, 'ledger').get(LEDGER);
     const summary = actSummary({
-      guard, pausedPod: held.name, pausedToken: checked.token, newHolder: other.name, newToken: grant.token,
-      pauseSeconds: Number(pauseSeconds.toFixed(2)), latestToken: this.#grants.at(-1)?.token ?? '', writes: act.writes, ledgerAfterWake: afterWake, finalLedger,
+      guard,
+      pausedPod: held.name,
+      pausedToken: checked.token,
+      newHolder: other.name,
+      newToken: grant.token,
+      pauseSeconds: Number(pauseSeconds.toFixed(2)),
+      latestToken: this.#grants.at(-1)?.token ?? '',
+      writes: act.writes,
+      ledgerAfterWake: afterWake,
+      finalLedger,
     });
-    if (guard) this.#withGuard = summary; else this.#withoutGuard = summary;
+    if (guard) this.#withGuard = summary;
+    else this.#withoutGuard = summary;
     return summary;
   }
 
   /** summary is the run's result; call after both acts. */
   summary(): DemoSummary {
     return {
-      namespace: NAMESPACE, lock: LOCK, tokensIssued: [...this.#grants],
-      withGuard: this.#need(this.#withGuard, 'act 1'), withoutGuard: this.#need(this.#withoutGuard, 'act 2'),
+      namespace: NAMESPACE,
+      lock: LOCK,
+      tokensIssued: [...this.#grants],
+      withGuard: this.#need(this.#withGuard, 'act 1'),
+      withoutGuard: this.#need(this.#withoutGuard, 'act 2'),
       elapsedSeconds: Number(this.#tl.elapsed().toFixed(1)),
     };
   }
@@ -277,7 +364,12 @@ export class Demo {
     const deadline = performance.now() + 30_000;
     for (;;) {
       try {
-        await t.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: PLURAL });
+        await t.custom.listNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: NAMESPACE,
+          plural: PLURAL,
+        });
         return;
       } catch (err) {
         if (performance.now() > deadline) throw new Error('DistributedLocks cannot be listed', { cause: err });
@@ -286,7 +378,9 @@ export class Demo {
     }
   }
 
-  #pod(name: string): DemoPod { return this.#need(this.#pods.get(name), `pod ${name}`); }
+  #pod(name: string): DemoPod {
+    return this.#need(this.#pods.get(name), `pod ${name}`);
+  }
 
   #need<T>(v: T | undefined, what: string): T {
     if (v === undefined) throw new Error(`Demo: ${what} is not set up`);
@@ -308,17 +402,24 @@ export class Demo {
           if (holder !== undefined && token !== undefined && token !== lastToken) {
             this.#grants.push({ token, holder, at: Number(this.#tl.elapsed().toFixed(2)) });
             const p = this.#p;
-            this.#tl.step(lastHolder === undefined
-              ? `Controller granted ${LOCK} to ${p.pod(holder)}: fencing token ${p.bold(token)}`
-              : `Controller: ${p.pod(lastHolder)}'s lease went ${LEASE_SECONDS} s without a renewal and expired; it granted ${LOCK} to ${p.pod(holder)}: fencing token ${p.bold(token)}`);
+            this.#tl.step(
+              lastHolder === undefined
+                ? `Controller granted ${LOCK} to ${p.pod(holder)}: fencing token ${p.bold(token)}`
+                : `Controller: ${p.pod(lastHolder)}'s lease went ${LEASE_SECONDS} s without a renewal and expired; it granted ${LOCK} to ${p.pod(holder)}: fencing token ${p.bold(token)}`,
+            );
             lastToken = token;
             lastHolder = holder;
           }
-        } catch { /* the API server is going away, or a blip: poll again */ }
+        } catch {
+          /* the API server is going away, or a blip: poll again */
+        }
         await sleep(50);
       }
     })();
-    this.#cleanups.add('lease watcher', async () => { stopped = true; await loop; });
+    this.#cleanups.add('lease watcher', async () => {
+      stopped = true;
+      await loop;
+    });
   }
 
   #onWorkerEvent(act: ActState, e: WorkerEvent): void {
@@ -332,8 +433,16 @@ export class Demo {
           tl.step(`${who}'s agent says: held, token ${e.token ?? '?'}`);
         } else if (act.sawHeld.has(e.pod) && e.state !== 'unreachable') {
           act.sawHeld.delete(e.pod);
-          tl.step(`${who}'s agent says: ${p.bold(e.state)} (its term ran out while it was frozen); ${who} stops writing`);
-        } else if (!act.sawHeld.has(e.pod) && e.state !== 'unreachable' && e.state !== 'confirming' && e.holder !== undefined && e.holder !== e.pod) {
+          tl.step(
+            `${who}'s agent says: ${p.bold(e.state)} (its term ran out while it was frozen); ${who} stops writing`,
+          );
+        } else if (
+          !act.sawHeld.has(e.pod) &&
+          e.state !== 'unreachable' &&
+          e.state !== 'confirming' &&
+          e.holder !== undefined &&
+          e.holder !== e.pod
+        ) {
           tl.step(`${who}'s agent says: not held (${e.state}), ${p.pod(e.holder)} holds the lock; ${who} waits`);
         }
         return;
@@ -346,18 +455,28 @@ export class Demo {
         const token = BigInt(e.token);
         const stale = !e.accepted || (act.maxAccepted !== undefined && token < act.maxAccepted);
         act.writes.push({
-          at: Number(tl.elapsed().toFixed(2)), pod: e.pod, token: e.token, accepted: e.accepted, stale,
+          at: Number(tl.elapsed().toFixed(2)),
+          pod: e.pod,
+          token: e.token,
+          accepted: e.accepted,
+          stale,
           ...(e.highWater !== undefined ? { highWater: e.highWater } : {}),
           ...(e.previous !== undefined ? { previous: e.previous } : {}),
         });
         if (e.accepted && (act.maxAccepted === undefined || token > act.maxAccepted)) act.maxAccepted = token;
         if (!e.accepted) {
-          tl.step(`${who}'s write with token ${e.token}: ${p.green(p.bold('REJECTED'))} by the guard — stale fencing token ${e.token} < ${e.highWater ?? '?'}`);
+          tl.step(
+            `${who}'s write with token ${e.token}: ${p.green(p.bold('REJECTED'))} by the guard — stale fencing token ${e.token} < ${e.highWater ?? '?'}`,
+          );
         } else if (stale) {
-          tl.step(`${who}'s write with token ${e.token}: ${p.red(p.bold('ACCEPTED'))} — a plain SET cannot tell it is stale; it overwrote ${q(e.previous ?? null)}`);
+          tl.step(
+            `${who}'s write with token ${e.token}: ${p.red(p.bold('ACCEPTED'))} — a plain SET cannot tell it is stale; it overwrote ${q(e.previous ?? null)}`,
+          );
         } else if (!act.narrated.has(`${e.pod}/${e.token}`)) {
           act.narrated.add(`${e.pod}/${e.token}`);
-          tl.step(`${who} wrote the ledger with token ${e.token}: accepted ${p.dim('(and keeps writing every 200 ms)')}`);
+          tl.step(
+            `${who} wrote the ledger with token ${e.token}: accepted ${p.dim('(and keeps writing every 200 ms)')}`,
+          );
         }
         return;
       }
@@ -365,4 +484,6 @@ export class Demo {
   }
 }
 
-function q(v: string | null): string { return v === null ? '(empty)' : `"${v}"`; }
+function q(v: string | null): string {
+  return v === null ? '(empty)' : `"${v}"`;
+}

@@ -62,7 +62,9 @@ export interface DemoSummary {
 }
 
 /** actSummary derives the counts of an act from its writes. */
-export function actSummary(base: Omit<ActSummary, 'acceptedPerToken' | 'staleRejected' | 'staleAccepted' | 'overwritten'>): ActSummary {
+export function actSummary(
+  base: Omit<ActSummary, 'acceptedPerToken' | 'staleRejected' | 'staleAccepted' | 'overwritten'>,
+): ActSummary {
   const acceptedPerToken: Record<string, number> = {};
   for (const w of base.writes) if (w.accepted) acceptedPerToken[w.token] = (acceptedPerToken[w.token] ?? 0) + 1;
   const stale = base.writes.filter((w) => w.stale);
@@ -79,7 +81,10 @@ const q = (v: string | null): string => (v === null ? '(empty)' : `"${v}"`);
 
 /** formatSummary renders the summary for a person. */
 export function formatSummary(s: DemoSummary, p: Paint): string {
-  const per = (a: ActSummary): string => Object.entries(a.acceptedPerToken).map(([t, n]) => `token ${t}: ${n}`).join(', ');
+  const per = (a: ActSummary): string =>
+    Object.entries(a.acceptedPerToken)
+      .map(([t, n]) => `token ${t}: ${n}`)
+      .join(', ');
   const g = s.withGuard;
   const u = s.withoutGuard;
   const lines = [

@@ -28,14 +28,24 @@ export interface Timeline {
 }
 
 function paint(colour: boolean): Paint {
-  const sgr = (open: number, close: number) => (s: string): string => (colour ? `\x1b[${open}m${s}\x1b[${close}m` : s);
+  const sgr =
+    (open: number, close: number) =>
+    (s: string): string =>
+      colour ? `\x1b[${open}m${s}\x1b[${close}m` : s;
   const podColours = [sgr(36, 39), sgr(35, 39), sgr(34, 39)];
   const seen = new Map<string, (s: string) => string>();
   return {
-    bold: sgr(1, 22), dim: sgr(2, 22), green: sgr(32, 39), red: sgr(31, 39), yellow: sgr(33, 39),
+    bold: sgr(1, 22),
+    dim: sgr(2, 22),
+    green: sgr(32, 39),
+    red: sgr(31, 39),
+    yellow: sgr(33, 39),
     pod: (name) => {
       let p = seen.get(name);
-      if (p === undefined) { p = podColours[seen.size % podColours.length] ?? ((s: string) => s); seen.set(name, p); }
+      if (p === undefined) {
+        p = podColours[seen.size % podColours.length] ?? ((s: string) => s);
+        seen.set(name, p);
+      }
       return p(name);
     },
   };
@@ -48,8 +58,14 @@ export function timeline(out: NodeJS.WritableStream, colour: boolean, startedAt:
   return {
     paint: p,
     elapsed,
-    step(text) { out.write(`${p.dim(`${elapsed().toFixed(1).padStart(5)}s`)}  ${text}\n`); },
-    heading(text) { out.write(`\n${p.bold(text)}\n`); },
-    plain(text) { out.write(text.endsWith('\n') ? text : `${text}\n`); },
+    step(text) {
+      out.write(`${p.dim(`${elapsed().toFixed(1).padStart(5)}s`)}  ${text}\n`);
+    },
+    heading(text) {
+      out.write(`\n${p.bold(text)}\n`);
+    },
+    plain(text) {
+      out.write(text.endsWith('\n') ? text : `${text}\n`);
+    },
   };
 }

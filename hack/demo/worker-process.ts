@@ -45,9 +45,26 @@ let hooked = false;
 export function startWorker(o: WorkerOptions): WorkerProcess {
   if (!hooked) {
     hooked = true;
-    process.on('exit', () => { for (const w of live) { w.signal('SIGCONT'); w.signal('SIGKILL'); } });
+    process.on('exit', () => {
+      for (const w of live) {
+        w.signal('SIGCONT');
+        w.signal('SIGKILL');
+      }
+    });
   }
-  const args = [WORKER, '--pod', o.pod, '--agent', `http://127.0.0.1:${o.agentPort}`, '--redis', o.redisUrl, '--lock', o.lock, '--key', o.key];
+  const args = [
+    WORKER,
+    '--pod',
+    o.pod,
+    '--agent',
+    `http://127.0.0.1:${o.agentPort}`,
+    '--redis',
+    o.redisUrl,
+    '--lock',
+    o.lock,
+    '--key',
+    o.key,
+  ];
   if (!o.fenced) args.push('--no-fencing');
   const fd = openSync(o.logFile, 'a');
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', fd] });
@@ -55,8 +72,16 @@ export function startWorker(o: WorkerOptions): WorkerProcess {
   if (child.pid === undefined || child.stdout === null) throw new Error(`Failed to start the worker of ${o.pod}`);
   let running = true;
   const exited = new Promise<void>((done) => {
-    child.on('exit', () => { running = false; live.delete(worker); done(); });
-    child.on('error', () => { running = false; live.delete(worker); done(); });
+    child.on('exit', () => {
+      running = false;
+      live.delete(worker);
+      done();
+    });
+    child.on('error', () => {
+      running = false;
+      live.delete(worker);
+      done();
+    });
   });
   const events: WorkerEvent[] = [];
   const listeners = new Set<(e: WorkerEvent) => void>();
@@ -68,22 +93,40 @@ export function startWorker(o: WorkerOptions): WorkerProcess {
   });
   const onEvent = (listener: (e: WorkerEvent) => void): (() => void) => {
     listeners.add(listener);
-    return () => { listeners.delete(listener); };
+    return () => {
+      listeners.delete(listener);
+    };
   };
   const worker: WorkerProcess = {
-    pod: o.pod, pid: child.pid, events, onEvent,
+    pod: o.pod,
+    pid: child.pid,
+    events,
+    onEvent,
     next(match, timeoutMs, what) {
       return new Promise((resolveEvent, reject) => {
-        const timer = setTimeout(() => { off(); reject(new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}`)); }, timeoutMs);
-        const off = onEvent((e) => { if (match(e)) { clearTimeout(timer); off(); resolveEvent(e); } });
+        const timer = setTimeout(() => {
+          off();
+          reject(new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}`));
+        }, timeoutMs);
+        const off = onEvent((e) => {
+          if (match(e)) {
+            clearTimeout(timer);
+            off();
+            resolveEvent(e);
+          }
+        });
       });
     },
-    signal(sig) { if (running) child.kill(sig); },
+    signal(sig) {
+      if (running) child.kill(sig);
+    },
     async stop() {
       if (!running) return;
       child.kill('SIGCONT');
       child.kill('SIGTERM');
-      const kill = setTimeout(() => { child.kill('SIGKILL'); }, 3000);
+      const kill = setTimeout(() => {
+        child.kill('SIGKILL');
+      }, 3000);
       await exited;
       clearTimeout(kill);
     },

@@ -23,11 +23,11 @@ import type { WorkerEvent } from './events.ts';
 const { values } = parseArgs({
   strict: true,
   options: {
-    'pod': { type: 'string' },
-    'agent': { type: 'string' },
-    'lock': { type: 'string', default: 'billing' },
-    'redis': { type: 'string' },
-    'key': { type: 'string', default: 'ledger' },
+    pod: { type: 'string' },
+    agent: { type: 'string' },
+    lock: { type: 'string', default: 'billing' },
+    redis: { type: 'string' },
+    key: { type: 'string', default: 'ledger' },
     'no-fencing': { type: 'boolean', default: false },
     'interval-ms': { type: 'string', default: '200' },
     'think-ms': { type: 'string', default: '150' },
@@ -37,7 +37,9 @@ const pod = values.pod ?? '';
 const agent = values.agent ?? '';
 const redisUrl = values.redis ?? '';
 if (pod === '' || agent === '' || redisUrl === '') {
-  process.stderr.write('Usage: worker.ts --pod NAME --agent http://127.0.0.1:PORT --redis redis://HOST:PORT [--lock NAME] [--key KEY] [--no-fencing]\n');
+  process.stderr.write(
+    'Usage: worker.ts --pod NAME --agent http://127.0.0.1:PORT --redis redis://HOST:PORT [--lock NAME] [--key KEY] [--no-fencing]\n',
+  );
   process.exit(2);
 }
 const fenced = !values['no-fencing'];
@@ -46,9 +48,16 @@ const intervalMs = Number(values['interval-ms']);
 const thinkMs = Number(values['think-ms']);
 
 /** AgentView is the part of the agent's LockSnapshot the worker uses. */
-interface AgentView { readonly held: boolean; readonly token: string | undefined; readonly holder: string | undefined; readonly state: string }
+interface AgentView {
+  readonly held: boolean;
+  readonly token: string | undefined;
+  readonly holder: string | undefined;
+  readonly state: string;
+}
 
-function emit(e: WorkerEvent): void { process.stdout.write(`${JSON.stringify(e)}\n`); }
+function emit(e: WorkerEvent): void {
+  process.stdout.write(`${JSON.stringify(e)}\n`);
+}
 
 /** askAgent performs GET /v1/locks/NAME on the pod's agent. */
 function askAgent(): Promise<AgentView> {
@@ -56,15 +65,26 @@ function askAgent(): Promise<AgentView> {
     const req = request(`${agent}/v1/locks/${values.lock}`, { timeout: 1000 }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
+      res.on('data', (c: string) => {
+        body += c;
+      });
       res.on('end', () => {
         try {
           const s = JSON.parse(body) as { held?: unknown; token?: unknown; holder?: unknown; state?: unknown };
-          resolve({ held: s.held === true, token: typeof s.token === 'string' ? s.token : undefined, holder: typeof s.holder === 'string' ? s.holder : undefined, state: typeof s.state === 'string' ? s.state : 'unknown' });
-        } catch (err) { reject(err instanceof Error ? err : new Error(String(err))); }
+          resolve({
+            held: s.held === true,
+            token: typeof s.token === 'string' ? s.token : undefined,
+            holder: typeof s.holder === 'string' ? s.holder : undefined,
+            state: typeof s.state === 'string' ? s.state : 'unknown',
+          });
+        } catch (err) {
+          reject(err instanceof Error ? err : new Error(String(err)));
+        }
       });
     });
-    req.on('timeout', () => { req.destroy(new Error('agent did not answer in 1 s')); });
+    req.on('timeout', () => {
+      req.destroy(new Error('agent did not answer in 1 s'));
+    });
     req.on('error', reject);
     req.end();
   });
@@ -85,12 +105,26 @@ let lastState = '';
 let seq = 0;
 for (;;) {
   let view: AgentView;
-  try { view = await askAgent(); } catch { view = { held: false, token: undefined, holder: undefined, state: 'unreachable' }; }
+  try {
+    view = await askAgent();
+  } catch {
+    view = { held: false, token: undefined, holder: undefined, state: 'unreachable' };
+  }
   if (view.state !== lastState) {
     lastState = view.state;
-    emit({ type: 'state', pod, state: view.state, held: view.held, ...(view.token !== undefined ? { token: view.token } : {}), ...(view.holder !== undefined ? { holder: view.holder } : {}) });
+    emit({
+      type: 'state',
+      pod,
+      state: view.state,
+      held: view.held,
+      ...(view.token !== undefined ? { token: view.token } : {}),
+      ...(view.holder !== undefined ? { holder: view.holder } : {}),
+    });
   }
-  if (!view.held || view.token === undefined) { await sleep(intervalMs); continue; }
+  if (!view.held || view.token === undefined) {
+    await sleep(intervalMs);
+    continue;
+  }
   const token = view.token;
   const n = ++seq;
   emit({ type: 'checked', pod, seq: n, token });
@@ -99,9 +133,11 @@ for (;;) {
   try {
     if (fenced) {
       const r = await guard.write(key, token, value);
-      emit(r.accepted
-        ? { type: 'write', pod, seq: n, token, fenced, accepted: true, value }
-        : { type: 'write', pod, seq: n, token, fenced, accepted: false, value, highWater: r.highWater.toString() });
+      emit(
+        r.accepted
+          ? { type: 'write', pod, seq: n, token, fenced, accepted: true, value }
+          : { type: 'write', pod, seq: n, token, fenced, accepted: false, value, highWater: r.highWater.toString() },
+      );
     } else {
       const previous = await client.set(key, value, 'GET');
       emit({ type: 'write', pod, seq: n, token, fenced, accepted: true, value, previous });

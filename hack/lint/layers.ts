@@ -33,20 +33,67 @@ const KUBERNETES_CLIENT = ['@kubernetes/client-node'];
  * no Kubernetes client, and of ours only the protocol.
  */
 export const LAYERS: Readonly<Record<string, Layer>> = {
-  protocol: { holds: 'what controller and agent agree on: Lease name, labels, annotation keys, holder identity, term timings, token parsing', imports: [], forbiddenPackages: ['*'] },
-  runtime: { holds: 'generic controller machinery: work queue, rate limiters, informers, controller loop, finalizer, leader election, errors, clock', imports: [] },
+  protocol: {
+    holds:
+      'what controller and agent agree on: Lease name, labels, annotation keys, holder identity, term timings, token parsing',
+    imports: [],
+    forbiddenPackages: ['*'],
+  },
+  runtime: {
+    holds:
+      'generic controller machinery: work queue, rate limiters, informers, controller loop, finalizer, leader election, errors, clock',
+    imports: [],
+  },
   config: { holds: 'flag and environment parsing into typed, frozen configs', imports: [] },
-  api: { holds: 'the DistributedLock API types, schema shapes, conditions, timings after defaults', imports: ['protocol'] },
+  api: {
+    holds: 'the DistributedLock API types, schema shapes, conditions, timings after defaults',
+    imports: ['protocol'],
+  },
   observability: { holds: 'logger, metrics, health and metrics endpoints', imports: ['config'] },
   lease: { holds: 'the Lease as a lock record: parse it, build grant/renew/release bodies', imports: ['protocol'] },
-  kube: { holds: 'adapters to the API server: kubeconfig loading, the Lease client, patches, events', imports: ['protocol', 'runtime', 'observability'] },
+  kube: {
+    holds: 'adapters to the API server: kubeconfig loading, the Lease client, patches, events',
+    imports: ['protocol', 'runtime', 'observability'],
+  },
   fencing: { holds: 'token dispensers (Redis counter, Lease high-water mark)', imports: ['protocol', 'api'] },
-  guards: { holds: 'Redis, SQL, HTTP guards that refuse stale tokens; load no Kubernetes client', imports: ['protocol'], forbiddenPackages: KUBERNETES_CLIENT },
-  controllers: { holds: 'the DistributedLock controller: observe → decide → act → status', imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'fencing'] },
-  agent: { holds: 'the holder side: the lock session, the local HTTP API, state files', imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube'] },
-  client: { holds: 'the library: acquire() over the agent session', imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'agent', 'guards'] },
-  cli: { holds: 'the command-line entry points: controller, agent, exec', imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'fencing', 'guards', 'controllers', 'agent', 'client'] },
-  '(root)': { holds: 'the library entry: acquire() and the guards', imports: ['protocol', 'api', 'agent', 'client', 'guards'] },
+  guards: {
+    holds: 'Redis, SQL, HTTP guards that refuse stale tokens; load no Kubernetes client',
+    imports: ['protocol'],
+    forbiddenPackages: KUBERNETES_CLIENT,
+  },
+  controllers: {
+    holds: 'the DistributedLock controller: observe → decide → act → status',
+    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'fencing'],
+  },
+  agent: {
+    holds: 'the holder side: the lock session, the local HTTP API, state files',
+    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube'],
+  },
+  client: {
+    holds: 'the library: acquire() over the agent session',
+    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'agent', 'guards'],
+  },
+  cli: {
+    holds: 'the command-line entry points: controller, agent, exec',
+    imports: [
+      'protocol',
+      'runtime',
+      'config',
+      'api',
+      'observability',
+      'lease',
+      'kube',
+      'fencing',
+      'guards',
+      'controllers',
+      'agent',
+      'client',
+    ],
+  },
+  '(root)': {
+    holds: 'the library entry: acquire() and the guards',
+    imports: ['protocol', 'api', 'agent', 'client', 'guards'],
+  },
 };
 
 /** layerOf is the layer of an absolute file path under srcDir, or undefined outside src/. */
@@ -75,7 +122,8 @@ export function layersRule(srcDir: string): Rule.RuleModule {
       docs: { description: 'Enforce the src/ layer table (hack/lint/layers.ts, docs/design.md "Layers")' },
       schema: [],
       messages: {
-        layer: '{{from}}/ may not import {{to}}/ ({{specifier}}): {{from}}/ may import {{allowed}} (hack/lint/layers.ts).',
+        layer:
+          '{{from}}/ may not import {{to}}/ ({{specifier}}): {{from}}/ may import {{allowed}} (hack/lint/layers.ts).',
         pkg: '{{from}}/ may not import the package {{pkg}} ({{specifier}}) (hack/lint/layers.ts).',
         unknown: 'src/{{from}}/ is not in the layer table: add its row to hack/lint/layers.ts and docs/design.md.',
       },
@@ -85,25 +133,40 @@ export function layersRule(srcDir: string): Rule.RuleModule {
       const from = layerOf(srcDir, file);
       if (from === undefined) return {};
       const row = LAYERS[from];
-      if (row === undefined) return { Program: (node) => { context.report({ node, messageId: 'unknown', data: { from } }); } };
+      if (row === undefined)
+        return {
+          Program: (node) => {
+            context.report({ node, messageId: 'unknown', data: { from } });
+          },
+        };
       const check = (node: Rule.Node, source: unknown): void => {
         if (typeof source !== 'string') return;
         if (source.startsWith('.')) {
           const to = layerOf(srcDir, resolve(dirname(file), source));
           if (to === undefined || to === from || row.imports.includes(to)) return;
-          const allowed = row.imports.length > 0 ? row.imports.map((l) => `${l}/`).join(', ') : 'nothing outside itself';
+          const allowed =
+            row.imports.length > 0 ? row.imports.map((l) => `${l}/`).join(', ') : 'nothing outside itself';
           context.report({ node, messageId: 'layer', data: { from, to, specifier: source, allowed } });
           return;
         }
         const pkg = packageOf(source);
         const forbidden = row.forbiddenPackages ?? [];
-        if (forbidden.includes('*') || forbidden.includes(pkg)) context.report({ node, messageId: 'pkg', data: { from, pkg, specifier: source } });
+        if (forbidden.includes('*') || forbidden.includes(pkg))
+          context.report({ node, messageId: 'pkg', data: { from, pkg, specifier: source } });
       };
       return {
-        ImportDeclaration: (node) => { check(node, node.source.value); },
-        ExportNamedDeclaration: (node) => { if (node.source != null) check(node, node.source.value); },
-        ExportAllDeclaration: (node) => { check(node, node.source.value); },
-        ImportExpression: (node) => { if (node.source.type === 'Literal') check(node, node.source.value); },
+        ImportDeclaration: (node) => {
+          check(node, node.source.value);
+        },
+        ExportNamedDeclaration: (node) => {
+          if (node.source != null) check(node, node.source.value);
+        },
+        ExportAllDeclaration: (node) => {
+          check(node, node.source.value);
+        },
+        ImportExpression: (node) => {
+          if (node.source.type === 'Literal') check(node, node.source.value);
+        },
       };
     },
   };

@@ -16,7 +16,7 @@ const withNodes = process.argv.includes('--with-nodes');
 // With nodes, every fencepost container of every scheduled pod runs as a local process (logs in
 // .testbed/pods/), so that `helm install` and the examples work as on a cluster.
 const cluster = withNodes ? await startCluster({ dir: TESTBED_DIR, nodes: 2, runNamespaces: 'all' }) : undefined;
-const plane: ControlPlane = cluster?.plane ?? await startControlPlane({ dir: TESTBED_DIR });
+const plane: ControlPlane = cluster?.plane ?? (await startControlPlane({ dir: TESTBED_DIR }));
 const redis = await startRedis({ dir: join(TESTBED_DIR, 'redis') });
 const state: TestbedState = {
   pid: process.pid,
@@ -42,7 +42,11 @@ const stop = async (): Promise<void> => {
   rmSync(join(TESTBED_DIR, 'state.json'), { force: true });
   process.exit(0);
 };
-process.on('SIGTERM', () => { void stop(); });
-process.on('SIGINT', () => { void stop(); });
+process.on('SIGTERM', () => {
+  void stop();
+});
+process.on('SIGINT', () => {
+  void stop();
+});
 // Keep the event loop alive until a signal arrives.
 setInterval(() => undefined, 1 << 30);

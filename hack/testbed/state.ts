@@ -22,5 +22,10 @@ export function readState(): TestbedState | undefined {
   const file = join(TESTBED_DIR, 'state.json');
   if (!existsSync(file)) return undefined;
   const state = JSON.parse(readFileSync(file, 'utf8')) as TestbedState;
-  try { process.kill(state.pid, 0); return state; } catch { return undefined; }
+  try {
+    process.kill(state.pid, 0);
+    return state;
+  } catch {
+    return undefined;
+  }
 }

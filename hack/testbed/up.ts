@@ -19,8 +19,8 @@ const root = resolve(import.meta.dirname, '../..');
 function printExports(kubeconfig: string, redisUrl: string, assets: string): void {
   process.stdout.write(
     `export KUBECONFIG=${kubeconfig}\n` +
-    `export FENCEPOST_REDIS_URL=${redisUrl}\n` +
-    `export PATH=${assets}:$PATH   # kubectl ${'v1.36.3'} and helm from the testbed build\n`,
+      `export FENCEPOST_REDIS_URL=${redisUrl}\n` +
+      `export PATH=${assets}:$PATH   # kubectl ${'v1.36.3'} and helm from the testbed build\n`,
   );
 }
 
@@ -32,16 +32,28 @@ if (running !== undefined) {
 }
 
 const withNodes = process.argv.includes('--with-nodes');
-const components = withNodes ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'kwok'] : [];
-const assets = (withNodes ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
-  execFileSync(join(root, 'hack/testbed/build.sh'), components, { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' }).trim().split('\n').pop() ?? '';
+const components = withNodes
+  ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'kwok']
+  : [];
+const assets =
+  (withNodes ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
+  execFileSync(join(root, 'hack/testbed/build.sh'), components, {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    encoding: 'utf8',
+  })
+    .trim()
+    .split('\n')
+    .pop() ??
+  '';
 
 // A fresh cluster each time, as `kind create cluster` gives.
 rmSync(TESTBED_DIR, { recursive: true, force: true });
 mkdirSync(TESTBED_DIR, { recursive: true });
 const log = openSync(join(TESTBED_DIR, 'serve.log'), 'a');
 const child = spawn(process.execPath, [join(root, 'hack/testbed/serve.ts'), ...(withNodes ? ['--with-nodes'] : [])], {
-  detached: true, stdio: ['ignore', log, log], env: { ...process.env, KUBEBUILDER_ASSETS: assets },
+  detached: true,
+  stdio: ['ignore', log, log],
+  env: { ...process.env, KUBEBUILDER_ASSETS: assets },
 });
 child.unref();
 
@@ -49,7 +61,9 @@ const deadline = performance.now() + 180_000;
 for (;;) {
   const state = readState();
   if (state !== undefined) {
-    process.stderr.write(`Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}${(state.nodes ?? []).length > 0 ? `, nodes ${(state.nodes ?? []).join(', ')}` : ''}, logs in ${TESTBED_DIR}\n`);
+    process.stderr.write(
+      `Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}${(state.nodes ?? []).length > 0 ? `, nodes ${(state.nodes ?? []).join(', ')}` : ''}, logs in ${TESTBED_DIR}\n`,
+    );
     printExports(state.kubeconfig, state.redisUrl, state.assets);
     break;
   }

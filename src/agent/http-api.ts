@@ -26,7 +26,10 @@ import type { LockSession } from './session.ts';
 import openapi from './openapi.json' with { type: 'json' };
 
 /** AgentApi is a listening API server. */
-export interface AgentApi { readonly address: string; stop(): Promise<void> }
+export interface AgentApi {
+  readonly address: string;
+  stop(): Promise<void>;
+}
 
 /** AgentApiRoutes are what the API needs besides the sessions. */
 export interface AgentApiRoutes {
@@ -51,24 +54,48 @@ function waitHeld(session: LockSession, waitMs: number, req: IncomingMessage): P
   if (session.heldToken() !== undefined) return Promise.resolve(true);
   if (waitMs <= 0) return Promise.resolve(false);
   return new Promise((resolve) => {
-    const done = (v: boolean): void => { clearTimeout(timer); off(); req.off('close', gone); resolve(v); };
-    const off = session.onEvent((e) => { if (e.type === 'granted') done(true); });
-    const gone = (): void => { done(false); };
-    const timer = setTimeout(() => { done(session.heldToken() !== undefined); }, waitMs);
+    const done = (v: boolean): void => {
+      clearTimeout(timer);
+      off();
+      req.off('close', gone);
+      resolve(v);
+    };
+    const off = session.onEvent((e) => {
+      if (e.type === 'granted') done(true);
+    });
+    const gone = (): void => {
+      done(false);
+    };
+    const timer = setTimeout(() => {
+      done(session.heldToken() !== undefined);
+    }, waitMs);
     req.on('close', gone);
   });
 }
 
 /** ALLOWED lists the method each path shape allows (for 405 and its `allow` header). */
-const ALLOWED: Readonly<Record<string, string>> = { '': 'GET', '/events': 'GET', '/acquire': 'POST', '/complete': 'POST', '/release': 'POST' };
+const ALLOWED: Readonly<Record<string, string>> = {
+  '': 'GET',
+  '/events': 'GET',
+  '/acquire': 'POST',
+  '/complete': 'POST',
+  '/release': 'POST',
+};
 
 /** serveAgentApi listens on host:port (loopback; checked by the config) for the given sessions. */
-export async function serveAgentApi(host: string, port: number, sessions: ReadonlyMap<string, LockSession>, routes: AgentApiRoutes): Promise<AgentApi> {
+export async function serveAgentApi(
+  host: string,
+  port: number,
+  sessions: ReadonlyMap<string, LockSession>,
+  routes: AgentApiRoutes,
+): Promise<AgentApi> {
   const stream = Date.now().toString(36);
   const journals = new Map<string, EventJournal>();
   for (const [name, session] of sessions) {
     const journal = new EventJournal(stream);
-    session.onEvent((e) => { journal.record(e); });
+    session.onEvent((e) => {
+      journal.record(e);
+    });
     journals.set(name, journal);
   }
   const streams = new Set<() => void>();
@@ -79,21 +106,45 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
     const method = req.method ?? '';
     const only = (allowed: string): boolean => {
       if (method === allowed) return true;
-      sendProblem(res, problem('method-not-allowed', `${method} is not allowed on ${path}; use ${allowed}`), { allow: allowed });
+      sendProblem(res, problem('method-not-allowed', `${method} is not allowed on ${path}; use ${allowed}`), {
+        allow: allowed,
+      });
       return false;
     };
-    if (path === '/openapi.json') { if (only('GET')) res.writeHead(200, { 'content-type': 'application/json' }).end(OPENAPI_TEXT); return; }
-    if (path === '/healthz') { if (only('GET')) text(res, 200, 'ok\n'); return; }
-    if (path === '/readyz') { if (only('GET')) { const ok = routes.ready(); text(res, ok ? 200 : 503, ok ? 'ok\n' : 'not ready: the Lease watches have not synced\n'); } return; }
+    if (path === '/openapi.json') {
+      if (only('GET')) res.writeHead(200, { 'content-type': 'application/json' }).end(OPENAPI_TEXT);
+      return;
+    }
+    if (path === '/healthz') {
+      if (only('GET')) text(res, 200, 'ok\n');
+      return;
+    }
+    if (path === '/readyz') {
+      if (only('GET')) {
+        const ok = routes.ready();
+        text(res, ok ? 200 : 503, ok ? 'ok\n' : 'not ready: the Lease watches have not synced\n');
+      }
+      return;
+    }
     const m = /^\/v1\/locks\/([^/]+)(\/events|\/acquire|\/complete|\/release)?$/.exec(path);
-    if (m === null) { sendProblem(res, problem('no-route', `no endpoint ${path}; the API is described at /openapi.json`)); return; }
+    if (m === null) {
+      sendProblem(res, problem('no-route', `no endpoint ${path}; the API is described at /openapi.json`));
+      return;
+    }
     const action = m[2] ?? '';
     if (!only(ALLOWED[action] ?? 'GET')) return;
     const name = decodeURIComponent(m[1] ?? '');
     const session = sessions.get(name);
     const journal = journals.get(name);
     if (session === undefined || journal === undefined) {
-      sendProblem(res, problem('unknown-lock', `this agent does not manage lock ${JSON.stringify(name)} (start it with --lock ${name})`, { locks: [...sessions.keys()] }));
+      sendProblem(
+        res,
+        problem(
+          'unknown-lock',
+          `this agent does not manage lock ${JSON.stringify(name)} (start it with --lock ${name})`,
+          { locks: [...sessions.keys()] },
+        ),
+      );
       return;
     }
     switch (action) {
@@ -101,20 +152,36 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
         json(res, 200, session.snapshot());
         return;
       case '/events': {
-        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+        res.writeHead(200, {
+          'content-type': 'text/event-stream',
+          'cache-control': 'no-cache',
+          connection: 'keep-alive',
+        });
         const last = req.headers['last-event-id'];
-        res.write(`retry: ${SSE_RETRY_MS}\n\n${formatSse(journal.opening(session.snapshot(), typeof last === 'string' ? last : undefined))}`);
+        res.write(
+          `retry: ${SSE_RETRY_MS}\n\n${formatSse(journal.opening(session.snapshot(), typeof last === 'string' ? last : undefined))}`,
+        );
         // The listener is added after the journal's (at serve time), so a frame's id is already recorded.
-        const off = session.onEvent((e) => { res.write(formatSse([{ id: journal.lastId(), event: e.type, data: e }])); });
-        const ping = setInterval(() => { res.write(': ping\n\n'); }, 15_000);
-        const close = (): void => { off(); clearInterval(ping); streams.delete(close); };
+        const off = session.onEvent((e) => {
+          res.write(formatSse([{ id: journal.lastId(), event: e.type, data: e }]));
+        });
+        const ping = setInterval(() => {
+          res.write(': ping\n\n');
+        }, 15_000);
+        const close = (): void => {
+          off();
+          clearInterval(ping);
+          streams.delete(close);
+        };
         streams.add(close);
         req.on('close', close);
         return;
       }
       case '/acquire': {
         let waitMs: number;
-        try { waitMs = parseDuration(url.searchParams.get('wait') ?? '0', 'wait'); } catch (err) {
+        try {
+          waitMs = parseDuration(url.searchParams.get('wait') ?? '0', 'wait');
+        } catch (err) {
           sendProblem(res, problem('invalid-parameter', messageOf(err), { parameter: 'wait' }));
           return;
         }
@@ -122,13 +189,29 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
         requestRun(session, name, runId, () => waitHeld(session, waitMs, req)).then(
           (held) => {
             if (res.writableEnded || res.destroyed) return;
-            if (held) { json(res, 200, session.snapshot()); return; }
-            sendProblem(res, problem('not-granted', `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`, { lock: name, snapshot: session.snapshot() }));
+            if (held) {
+              json(res, 200, session.snapshot());
+              return;
+            }
+            sendProblem(
+              res,
+              problem(
+                'not-granted',
+                `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`,
+                { lock: name, snapshot: session.snapshot() },
+              ),
+            );
           },
           (err: unknown) => {
             if (res.writableEnded || res.destroyed) return;
-            if (err instanceof AlreadyDoneError) { sendProblem(res, problem('already-done', `${err.message}; do not run it`, { lock: name, runId })); return; }
-            sendProblem(res, problem('kubernetes-unavailable', `Failed to request the lock: ${messageOf(err)}`, { lock: name }));
+            if (err instanceof AlreadyDoneError) {
+              sendProblem(res, problem('already-done', `${err.message}; do not run it`, { lock: name, runId }));
+              return;
+            }
+            sendProblem(
+              res,
+              problem('kubernetes-unavailable', `Failed to request the lock: ${messageOf(err)}`, { lock: name }),
+            );
           },
         );
         return;
@@ -136,31 +219,79 @@ export async function serveAgentApi(host: string, port: number, sessions: Readon
       case '/complete': {
         const runId = url.searchParams.get('runId') ?? '';
         const token = url.searchParams.get('token') ?? '';
-        if (runId === '') { sendProblem(res, problem('invalid-parameter', 'runId is required: the run to report completed', { parameter: 'runId' })); return; }
-        if (!/^[0-9]+$/.test(token)) { sendProblem(res, problem('invalid-parameter', 'token is required: the decimal fencing token of the term that did the run', { parameter: 'token' })); return; }
+        if (runId === '') {
+          sendProblem(
+            res,
+            problem('invalid-parameter', 'runId is required: the run to report completed', { parameter: 'runId' }),
+          );
+          return;
+        }
+        if (!/^[0-9]+$/.test(token)) {
+          sendProblem(
+            res,
+            problem('invalid-parameter', 'token is required: the decimal fencing token of the term that did the run', {
+              parameter: 'token',
+            }),
+          );
+          return;
+        }
         const held = session.heldToken();
         if (held === undefined || held !== BigInt(token)) {
-          sendProblem(res, problem('not-held', `this pod does not hold lock ${name} with token ${token} (${held === undefined ? 'it holds no term' : `it holds token ${held}`}); a run is reported completed only by the term that did it`, { lock: name, snapshot: session.snapshot() }));
+          sendProblem(
+            res,
+            problem(
+              'not-held',
+              `this pod does not hold lock ${name} with token ${token} (${held === undefined ? 'it holds no term' : `it holds token ${held}`}); a run is reported completed only by the term that did it`,
+              { lock: name, snapshot: session.snapshot() },
+            ),
+          );
           return;
         }
         session.complete(runId).then(
-          () => { json(res, 200, session.snapshot()); },
-          (err: unknown) => { sendProblem(res, problem('kubernetes-unavailable', `Failed to report the run completed: ${messageOf(err)}`, { lock: name })); },
+          () => {
+            json(res, 200, session.snapshot());
+          },
+          (err: unknown) => {
+            sendProblem(
+              res,
+              problem('kubernetes-unavailable', `Failed to report the run completed: ${messageOf(err)}`, {
+                lock: name,
+              }),
+            );
+          },
         );
         return;
       }
       default: // '/release'
-        session.withdraw().then(() => session.release()).then(
-          () => { json(res, 200, session.snapshot()); },
-          (err: unknown) => { sendProblem(res, problem('kubernetes-unavailable', `Failed to release the lock: ${messageOf(err)}`, { lock: name })); },
-        );
+        session
+          .withdraw()
+          .then(() => session.release())
+          .then(
+            () => {
+              json(res, 200, session.snapshot());
+            },
+            (err: unknown) => {
+              sendProblem(
+                res,
+                problem('kubernetes-unavailable', `Failed to release the lock: ${messageOf(err)}`, { lock: name }),
+              );
+            },
+          );
     }
   });
-  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, host, resolve); });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
   const a = server.address();
   const address = a !== null && typeof a === 'object' ? `${a.address}:${a.port}` : `${host}:${port}`;
   return {
     address,
-    stop: () => new Promise((r) => { for (const close of [...streams]) close(); server.close(() => r()); server.closeAllConnections(); }),
+    stop: () =>
+      new Promise((r) => {
+        for (const close of [...streams]) close();
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
   };
 }

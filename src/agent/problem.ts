@@ -41,7 +41,11 @@ export interface Problem {
 }
 
 /** problem builds the problem details of a type with a detail and extension members. */
-export function problem(type: ProblemType, detail: string, extensions: Readonly<Record<string, unknown>> = {}): Problem {
+export function problem(
+  type: ProblemType,
+  detail: string,
+  extensions: Readonly<Record<string, unknown>> = {},
+): Problem {
   const p = PROBLEMS[type];
   return { ...extensions, type: `${PROBLEM_BASE}${type}`, title: p.title, status: p.status, detail };
 }

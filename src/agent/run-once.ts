@@ -17,7 +17,10 @@ import type { LockSession } from './session.ts';
 
 /** AlreadyDoneError: the run id was already reported completed by some holder. */
 export class AlreadyDoneError extends Error {
-  constructor(message: string) { super(message); this.name = 'AlreadyDoneError'; }
+  constructor(message: string) {
+    super(message);
+    this.name = 'AlreadyDoneError';
+  }
 }
 
 /**
@@ -26,13 +29,18 @@ export class AlreadyDoneError extends Error {
  * waitGranted said; throws AlreadyDoneError when the run id was completed before the request or
  * while this pod waited (released again, see the header); the session's own errors pass through.
  */
-export async function requestRun(session: LockSession, lock: string, runId: string | undefined, waitGranted: () => Promise<boolean>): Promise<boolean> {
-  if (runId !== undefined && await session.runCompleted(runId)) {
+export async function requestRun(
+  session: LockSession,
+  lock: string,
+  runId: string | undefined,
+  waitGranted: () => Promise<boolean>,
+): Promise<boolean> {
+  if (runId !== undefined && (await session.runCompleted(runId))) {
     throw new AlreadyDoneError(`lock ${lock}: run ${JSON.stringify(runId)} was already completed`);
   }
   await session.request(runId);
   const held = await waitGranted();
-  if (held && runId !== undefined && await session.runCompleted(runId)) {
+  if (held && runId !== undefined && (await session.runCompleted(runId))) {
     await session.withdraw(); // first, so that a Mutex lock is not granted back to this pod
     await session.release();
     throw new AlreadyDoneError(`lock ${lock}: run ${JSON.stringify(runId)} was completed while this pod waited`);

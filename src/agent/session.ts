@@ -124,7 +124,10 @@ export class LockSession {
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#informer.onChange((lease, kind) => {
       if (lease.metadata?.name !== leaseName(o.lock)) return;
-      if (kind === 'delete') { this.#onLeaseGone(); return; }
+      if (kind === 'delete') {
+        this.#onLeaseGone();
+        return;
+      }
       this.#observe(lease);
     });
   }
@@ -139,7 +142,9 @@ export class LockSession {
   /** onEvent subscribes to changes; returns the unsubscribe function. Listeners must not throw. */
   onEvent(listener: (e: LockEvent) => void): () => void {
     this.#listeners.add(listener);
-    return () => { this.#listeners.delete(listener); };
+    return () => {
+      this.#listeners.delete(listener);
+    };
   }
 
   /** snapshot is the current state; it first checks the term's deadline against the clock. */
@@ -188,7 +193,13 @@ export class LockSession {
   async runCompleted(runId: string): Promise<boolean> {
     let obj: DistributedLock;
     try {
-      obj = await this.#o.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.#o.namespace, plural: PLURAL, name: this.#o.lock }) as DistributedLock;
+      obj = (await this.#o.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: this.#o.namespace,
+        plural: PLURAL,
+        name: this.#o.lock,
+      })) as DistributedLock;
     } catch (err) {
       if (isNotFound(err)) return false;
       throw err;
@@ -199,11 +210,20 @@ export class LockSession {
   async #patchOwnPod(annotations: Record<string, string | null>): Promise<void> {
     const core = this.#o.kc.makeApiClient(CoreV1Api);
     // The uid makes it a precondition: a new pod of the same name is never changed by an old incarnation.
-    await core.patchNamespacedPod({ namespace: this.#o.namespace, name: this.#o.self.name, body: { metadata: { uid: this.#o.self.uid, annotations } } }, mergePatch);
+    await core.patchNamespacedPod(
+      {
+        namespace: this.#o.namespace,
+        name: this.#o.self.name,
+        body: { metadata: { uid: this.#o.self.uid, annotations } },
+      },
+      mergePatch,
+    );
   }
 
   /** termTimings: the current or last term's timings (undefined before the first grant). */
-  termTimings(): TermTimings | undefined { return this.#lastTimings; }
+  termTimings(): TermTimings | undefined {
+    return this.#lastTimings;
+  }
 
   /** heldToken returns the token while the lock is validly held, else undefined (checks the clock). */
   heldToken(): bigint | undefined {
@@ -226,12 +246,24 @@ export class LockSession {
   /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
   async #releaseLease(token: bigint, logMessage: string, signal?: AbortSignal): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const lease = attempt === 0 ? this.#lease : await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), signal !== undefined ? { signal } : undefined);
+      const lease =
+        attempt === 0
+          ? this.#lease
+          : await this.#leases.get(
+              this.#o.namespace,
+              leaseName(this.#o.lock),
+              signal !== undefined ? { signal } : undefined,
+            );
       if (lease === undefined) return;
       const rec = parseLease(lease);
       if (!sameHolder(rec.holder, this.#o.self) || rec.token !== token) return; // no longer ours: nothing to release
       try {
-        this.#lease = await this.#leases.replace(this.#o.namespace, leaseName(this.#o.lock), releasedLease(lease, 'Released'), signal !== undefined ? { signal } : undefined);
+        this.#lease = await this.#leases.replace(
+          this.#o.namespace,
+          leaseName(this.#o.lock),
+          releasedLease(lease, 'Released'),
+          signal !== undefined ? { signal } : undefined,
+        );
         this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
         return;
       } catch (err) {
@@ -251,10 +283,22 @@ export class LockSession {
     this.#givingBack = true;
     // Bounded, so that a request hung in a partition does not block the next hand-back.
     const ac = new AbortController();
-    const timeout = this.#o.clock.setTimeout(() => { ac.abort(new Error('hand-back timed out')); }, GIVE_BACK_TIMEOUT_MS).unref();
+    const timeout = this.#o.clock
+      .setTimeout(() => {
+        ac.abort(new Error('hand-back timed out'));
+      }, GIVE_BACK_TIMEOUT_MS)
+      .unref();
     this.#releaseLease(token, 'Handed back a lost term', ac.signal)
-      .catch((err: unknown) => { this.#o.log.info({ lock: this.#o.lock, token: token.toString(), err }, 'Failed to hand back a lost term; the Lease will expire'); })
-      .finally(() => { timeout.cancel(); this.#givingBack = false; });
+      .catch((err: unknown) => {
+        this.#o.log.info(
+          { lock: this.#o.lock, token: token.toString(), err },
+          'Failed to hand back a lost term; the Lease will expire',
+        );
+      })
+      .finally(() => {
+        timeout.cancel();
+        this.#givingBack = false;
+      });
   }
 
   /** stop ends watching and renewing without releasing (the lease then expires on the server). */
@@ -271,14 +315,22 @@ export class LockSession {
   // --- internals ---
 
   /** #endedHere: a term with this token (or a smaller one) already ended in this session. */
-  #endedHere(token: bigint): boolean { return this.#endedToken !== undefined && token <= this.#endedToken; }
+  #endedHere(token: bigint): boolean {
+    return this.#endedToken !== undefined && token <= this.#endedToken;
+  }
 
   /** #ended re-reads the state after an await (it may have changed meanwhile). */
-  #ended(): boolean { return this.#state === 'stopped' || this.#state === 'released'; }
+  #ended(): boolean {
+    return this.#state === 'stopped' || this.#state === 'released';
+  }
 
   #record(): LockRecord | undefined {
     if (this.#lease === undefined) return undefined;
-    try { return parseLease(this.#lease); } catch { return undefined; }
+    try {
+      return parseLease(this.#lease);
+    } catch {
+      return undefined;
+    }
   }
 
   /** #observe takes the newest Lease (by resourceVersion) and reacts to its holder. */
@@ -287,7 +339,9 @@ export class LockSession {
     if (this.#lease !== undefined && rvOf(lease) < rvOf(this.#lease)) return; // an older event than what we wrote
     this.#lease = lease;
     let rec: LockRecord;
-    try { rec = parseLease(lease); } catch (err) {
+    try {
+      rec = parseLease(lease);
+    } catch (err) {
       this.#o.log.error({ err, lock: this.#o.lock }, 'Failed to parse Lease');
       return;
     }
@@ -296,9 +350,13 @@ export class LockSession {
     if (term !== undefined) {
       this.#checkDeadline();
       if (this.#term === undefined) return;
-      if (!ours) { this.#endTerm('lost', rec.holder !== undefined ? `granted to ${rec.holder.name}` : 'revoked'); return; }
-      if (rec.token !== term.token) { this.#endTerm('lost', `superseded by token ${String(rec.token)}`); }
-      else return;
+      if (!ours) {
+        this.#endTerm('lost', rec.holder !== undefined ? `granted to ${rec.holder.name}` : 'revoked');
+        return;
+      }
+      if (rec.token !== term.token) {
+        this.#endTerm('lost', `superseded by token ${String(rec.token)}`);
+      } else return;
     }
     if (ours && rec.token !== undefined && this.#endedHere(rec.token)) {
       // A term that ended here: never confirmed again, whatever the Lease says (see the header).
@@ -326,10 +384,16 @@ export class LockSession {
   #kick(): void {
     if (this.#state === 'stopped') return;
     // A kick while a renew is out (a new grant seen meanwhile) runs once that one is done.
-    if (this.#inFlight !== undefined) { this.#kickAgain = true; return; }
+    if (this.#inFlight !== undefined) {
+      this.#kickAgain = true;
+      return;
+    }
     this.#inFlight = this.#renew().finally(() => {
       this.#inFlight = undefined;
-      if (this.#kickAgain) { this.#kickAgain = false; this.#kick(); }
+      if (this.#kickAgain) {
+        this.#kickAgain = false;
+        this.#kick();
+      }
     });
   }
 
@@ -340,7 +404,14 @@ export class LockSession {
       const lease = this.#lease;
       const rec = this.#record();
       const token = this.#term?.token ?? this.#confirming;
-      if (lease === undefined || rec === undefined || token === undefined || !sameHolder(rec.holder, this.#o.self) || rec.token !== token) return;
+      if (
+        lease === undefined ||
+        rec === undefined ||
+        token === undefined ||
+        !sameHolder(rec.holder, this.#o.self) ||
+        rec.token !== token
+      )
+        return;
       // The term's timings as the Lease fixed them at grant (the agent does not read the lock's spec).
       const timings = termTimingsOf(rec);
       const deadlineMs = timings.renewDeadlineMs;
@@ -348,13 +419,25 @@ export class LockSession {
       const sentAt = clock.monotonicMs();
       // Bound the request by what is left of the term (or, confirming, by one deadline).
       const budget = this.#term !== undefined ? this.#term.validUntilMs - sentAt : deadlineMs;
-      if (budget <= 0) { this.#checkDeadline(); return; }
+      if (budget <= 0) {
+        this.#checkDeadline();
+        return;
+      }
       const ac = new AbortController();
-      const timeout = clock.setTimeout(() => { ac.abort(new Error('renew timed out')); }, budget);
-      const onStop = (): void => { ac.abort(new Error('stopped')); };
+      const timeout = clock.setTimeout(() => {
+        ac.abort(new Error('renew timed out'));
+      }, budget);
+      const onStop = (): void => {
+        ac.abort(new Error('stopped'));
+      };
       this.#abort.signal.addEventListener('abort', onStop, { once: true });
       try {
-        const stored = await this.#leases.replace(this.#o.namespace, leaseName(this.#o.lock), renewedLease(lease, clock.now()), { signal: ac.signal });
+        const stored = await this.#leases.replace(
+          this.#o.namespace,
+          leaseName(this.#o.lock),
+          renewedLease(lease, clock.now()),
+          { signal: ac.signal },
+        );
         // Keep the newest Lease: the watch may already have delivered a later version.
         if (this.#lease === undefined || rvOf(stored) >= rvOf(this.#lease)) this.#lease = stored;
         if (this.#ended()) return; // stopped or released while the request was out
@@ -366,12 +449,20 @@ export class LockSession {
           // Someone wrote the Lease: re-read and go on only if it is still ours.
           try {
             const fresh = await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), { signal: ac.signal });
-            if (fresh === undefined) { this.#onLeaseGone(); return; }
+            if (fresh === undefined) {
+              this.#onLeaseGone();
+              return;
+            }
             this.#observe(fresh);
-          } catch { /* retried below */ }
+          } catch {
+            /* retried below */
+          }
           continue;
         }
-        if (isNotFound(err)) { this.#onLeaseGone(); return; }
+        if (isNotFound(err)) {
+          this.#onLeaseGone();
+          return;
+        }
         log.info({ lock: this.#o.lock, err }, 'Failed to renew Lease; retrying');
         this.#checkDeadline();
         if (this.#term === undefined && this.#state !== 'confirming') return;
@@ -386,14 +477,23 @@ export class LockSession {
   #onRenewed(token: bigint, sentAt: number, leaseMs: number, deadlineMs: number, periodMs: number): void {
     const validUntilMs = sentAt + deadlineMs;
     const now = this.#o.clock.monotonicMs();
-    if (validUntilMs <= now) { this.#checkDeadline(); return; } // the reply came too late to trust
+    if (validUntilMs <= now) {
+      this.#checkDeadline();
+      return;
+    } // the reply came too late to trust
     if (this.#term === undefined && this.#endedHere(token)) {
       // A renew sent before the term's deadline, answered after it: the term is over all the same.
       this.#giveBack(token);
       return;
     }
     if (this.#term === undefined) {
-      this.#term = { token, validUntilMs, leaseDurationMs: leaseMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };
+      this.#term = {
+        token,
+        validUntilMs,
+        leaseDurationMs: leaseMs,
+        renewDeadlineMs: deadlineMs,
+        renewPeriodMs: periodMs,
+      };
       this.#lastTimings = { leaseDurationMs: leaseMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };
       this.#confirming = undefined;
       this.#state = 'held';
@@ -405,14 +505,25 @@ export class LockSession {
     }
     this.#clearTimers();
     const jitter = 1 - 0.1 * (this.#o.random ?? Math.random)();
-    this.#renewTimer = this.#o.clock.setTimeout(() => { this.#kick(); }, Math.max(1, periodMs * jitter));
-    this.#deadlineTimer = this.#o.clock.setTimeout(() => { this.#checkDeadline(); }, Math.max(1, validUntilMs - now));
+    this.#renewTimer = this.#o.clock.setTimeout(
+      () => {
+        this.#kick();
+      },
+      Math.max(1, periodMs * jitter),
+    );
+    this.#deadlineTimer = this.#o.clock.setTimeout(
+      () => {
+        this.#checkDeadline();
+      },
+      Math.max(1, validUntilMs - now),
+    );
   }
 
   /** #checkDeadline ends the term if its local deadline has passed (timers may fire late after a pause). */
   #checkDeadline(): void {
     const term = this.#term;
-    if (term !== undefined && this.#o.clock.monotonicMs() >= term.validUntilMs) this.#endTerm('lost', 'renew deadline passed');
+    if (term !== undefined && this.#o.clock.monotonicMs() >= term.validUntilMs)
+      this.#endTerm('lost', 'renew deadline passed');
   }
 
   #endTerm(state: 'lost' | 'released', reason: string): void {
@@ -423,7 +534,10 @@ export class LockSession {
     this.#state = state;
     if (term === undefined) return;
     this.#endedToken = term.token; // larger than any before: a term only starts with a token not #endedHere
-    this.#o.log.info({ lock: this.#o.lock, token: term.token.toString(), reason }, state === 'lost' ? 'Lost lock' : 'Released lock');
+    this.#o.log.info(
+      { lock: this.#o.lock, token: term.token.toString(), reason },
+      state === 'lost' ? 'Lost lock' : 'Released lock',
+    );
     this.#emit({ type: state, lock: this.#o.lock, token: term.token.toString(), reason });
     if (state === 'lost') {
       // A new grant to us (a larger token) starts a new term through #observe; a Lease that still
@@ -442,7 +556,11 @@ export class LockSession {
 
   #emit(e: LockEvent): void {
     for (const l of this.#listeners) {
-      try { l(e); } catch (err) { this.#o.log.error({ err }, 'Lock event listener failed'); }
+      try {
+        l(e);
+      } catch (err) {
+        this.#o.log.error({ err }, 'Lock event listener failed');
+      }
     }
   }
 }
@@ -452,7 +570,11 @@ function leaseInformerOf(o: LockSessionOptions): LeaseInformer {
   const api = o.kc.makeApiClient(CoordinationV1Api);
   const labelSelector = lockLabelSelector(o.lock);
   return superviseInformer<V1Lease>({
-    name: `lease:${o.lock}`, kc: o.kc, clock: o.clock, log: o.log, labelSelector,
+    name: `lease:${o.lock}`,
+    kc: o.kc,
+    clock: o.clock,
+    log: o.log,
+    labelSelector,
     path: `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`,
     list: () => api.listNamespacedLease({ namespace: o.namespace, labelSelector }),
   });
@@ -464,5 +586,7 @@ function rvOf(l: V1Lease): bigint {
 }
 
 function delay(clock: TimerClock, ms: number): Promise<void> {
-  return new Promise((resolve) => { clock.setTimeout(resolve, ms).unref(); });
+  return new Promise((resolve) => {
+    clock.setTimeout(resolve, ms).unref();
+  });
 }

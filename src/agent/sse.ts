@@ -18,7 +18,11 @@ export const SSE_RETRY_MS = 1000;
 const JOURNAL_SIZE = 64;
 
 /** SseFrame is one event of the stream. */
-export interface SseFrame { readonly id: string; readonly event: string; readonly data: unknown }
+export interface SseFrame {
+  readonly id: string;
+  readonly event: string;
+  readonly data: unknown;
+}
 
 /** formatSse renders frames as the wire text (an `id:`, `event:` and one `data:` line each, then a blank line). */
 export function formatSse(frames: readonly SseFrame[]): string {
@@ -62,9 +66,13 @@ export class EventJournal {
   }
 
   /** lastId is the id of the last recorded event (`<stream>-0` before the first). */
-  lastId(): string { return this.#id(this.#seq); }
+  lastId(): string {
+    return this.#id(this.#seq);
+  }
 
-  #id(seq: number): string { return `${this.#stream}-${seq}`; }
+  #id(seq: number): string {
+    return `${this.#stream}-${seq}`;
+  }
 
   #seqOf(id: string | undefined): number | undefined {
     if (id === undefined || !id.startsWith(`${this.#stream}-`)) return undefined;

@@ -24,6 +24,8 @@ export function stateFiles(dir: string): StateFiles {
       writeFileSync(tmp, `${JSON.stringify({ ...s, writtenAt: new Date().toISOString() })}\n`);
       renameSync(tmp, file);
     },
-    remove(lock) { rmSync(join(dir, `${lock}.json`), { force: true }); },
+    remove(lock) {
+      rmSync(join(dir, `${lock}.json`), { force: true });
+    },
   };
 }

@@ -28,24 +28,64 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry }); // process_* and nodejs_*, as every Node exporter names them
   // client-go's name, as the controller exports it: an agent whose renewals fail shows it here first.
-  const restRequests = new Counter({ name: 'rest_client_requests_total', help: 'HTTP requests to the API server by status code (<error> when none came), method and host.', labelNames: ['code', 'method', 'host'], registers: [registry] });
-  const kc = loadKubeConfig(cfg.kubeconfig, { onRequest: (r) => { restRequests.inc({ code: r.code, method: r.method, host: r.host }); } });
-  const held = new Gauge({ name: 'fencepost_agent_lock_held', help: '1 while this agent validly holds the lock.', labelNames: ['lock'], registers: [registry] });
-  const lockEvents = new Counter({ name: 'fencepost_agent_lock_events_total', help: 'Lock events (granted, renewed, lost, released).', labelNames: ['lock', 'type'], registers: [registry] });
+  const restRequests = new Counter({
+    name: 'rest_client_requests_total',
+    help: 'HTTP requests to the API server by status code (<error> when none came), method and host.',
+    labelNames: ['code', 'method', 'host'],
+    registers: [registry],
+  });
+  const kc = loadKubeConfig(cfg.kubeconfig, {
+    onRequest: (r) => {
+      restRequests.inc({ code: r.code, method: r.method, host: r.host });
+    },
+  });
+  const held = new Gauge({
+    name: 'fencepost_agent_lock_held',
+    help: '1 while this agent validly holds the lock.',
+    labelNames: ['lock'],
+    registers: [registry],
+  });
+  const lockEvents = new Counter({
+    name: 'fencepost_agent_lock_events_total',
+    help: 'Lock events (granted, renewed, lost, released).',
+    labelNames: ['lock', 'type'],
+    registers: [registry],
+  });
   const files = cfg.stateDir !== undefined ? stateFiles(cfg.stateDir) : undefined;
   // A step-down is usually caused by an unreachable API server, so its Event is retried (about
   // two minutes in all) until the API server takes it.
-  const events = eventRecorder(kc, 'fencepost-agent', cfg.podName, log, { attempts: 12, firstDelayMs: 500, maxDelayMs: 15_000, clock: realClock });
+  const events = eventRecorder(kc, 'fencepost-agent', cfg.podName, log, {
+    attempts: 12,
+    firstDelayMs: 500,
+    maxDelayMs: 15_000,
+    clock: realClock,
+  });
   const self = { apiVersion: 'v1', kind: 'Pod', namespace: cfg.podNamespace, name: cfg.podName, uid: cfg.podUid };
   const sessions = new Map<string, LockSession>();
   for (const lock of cfg.locks) {
-    const s = new LockSession({ kc, namespace: cfg.podNamespace, lock, self: { name: cfg.podName, uid: cfg.podUid }, clock: realClock, log });
+    const s = new LockSession({
+      kc,
+      namespace: cfg.podNamespace,
+      lock,
+      self: { name: cfg.podName, uid: cfg.podUid },
+      clock: realClock,
+      log,
+    });
     s.onEvent((e) => {
       lockEvents.inc({ lock, type: e.type });
-      if (e.type === 'lost') events.emit(self, 'Warning', EventReason.LockLost, `Stepped down from lock ${lock} (fencing token ${e.token}): ${e.reason ?? 'lost'}`);
+      if (e.type === 'lost')
+        events.emit(
+          self,
+          'Warning',
+          EventReason.LockLost,
+          `Stepped down from lock ${lock} (fencing token ${e.token}): ${e.reason ?? 'lost'}`,
+        );
       const isHeld = e.type === 'granted' || e.type === 'renewed';
       held.set({ lock }, isHeld ? 1 : 0);
-      if (files !== undefined) { if (isHeld) files.write(s.snapshot()); else files.remove(lock); }
+      if (files !== undefined) {
+        if (isHeld) files.write(s.snapshot());
+        else files.remove(lock);
+      }
     });
     sessions.set(lock, s);
   }
@@ -63,14 +103,33 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
       throw err;
     }
   };
-  const named = <T>(flag: string, start: Promise<T>): Promise<T> => start.catch((err: unknown) => { throw new Error(`${flag}: ${err instanceof Error ? err.message : String(err)}`, { cause: err }); });
-  const probes = await listen(named('--health-probe-bind-address', serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', { readyz: ready })));
-  const metrics = await listen(named('--metrics-bind-address', serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry })));
+  const named = <T>(flag: string, start: Promise<T>): Promise<T> =>
+    start.catch((err: unknown) => {
+      throw new Error(`${flag}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    });
+  const probes = await listen(
+    named(
+      '--health-probe-bind-address',
+      serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', { readyz: ready }),
+    ),
+  );
+  const metrics = await listen(
+    named('--metrics-bind-address', serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry })),
+  );
   const api = await listen(named('--listen', serveAgentApi(host, port, sessions, { ready })));
-  log.info({ listen: api.address, healthProbes: probes?.address ?? 'off', metrics: metrics?.address ?? 'off', locks: cfg.locks }, 'Started agent');
+  log.info(
+    {
+      listen: api.address,
+      healthProbes: probes?.address ?? 'off',
+      metrics: metrics?.address ?? 'off',
+      locks: cfg.locks,
+    },
+    'Started agent',
+  );
   try {
     await Promise.all([...sessions.values()].map((s) => s.start()));
-  } catch (err) { // a watch that never synced (2 minutes): exit, and the kubelet restarts the sidecar
+  } catch (err) {
+    // a watch that never synced (2 minutes): exit, and the kubelet restarts the sidecar
     await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
     await Promise.all(started.map((x) => x.stop()));
     throw err;
@@ -85,14 +144,19 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
       log.info({ signal }, 'Stopping agent; releasing held locks');
       void (async () => {
         const results = await Promise.allSettled([...sessions.values()].map((s) => s.release()));
-        for (const r of results) if (r.status === 'rejected') log.error({ err: r.reason as unknown }, 'Failed to release lock');
+        for (const r of results)
+          if (r.status === 'rejected') log.error({ err: r.reason as unknown }, 'Failed to release lock');
         await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
         for (const l of cfg.locks) files?.remove(l);
         await Promise.all(started.map((x) => x.stop()));
         resolve(0);
       })();
     };
-    process.once('SIGTERM', () => { shutdown('SIGTERM'); });
-    process.once('SIGINT', () => { shutdown('SIGINT'); });
+    process.once('SIGTERM', () => {
+      shutdown('SIGTERM');
+    });
+    process.once('SIGINT', () => {
+      shutdown('SIGINT');
+    });
   });
 }

@@ -19,7 +19,10 @@ import { LeaderElector } from '../runtime/leaderelection.ts';
 /** StartupError: the process cannot start (e.g. the API server is unreachable); exit status 2. */
 export class StartupError extends Error {
   readonly exitCode = 2;
-  constructor(message: string, options?: ErrorOptions) { super(message, options); this.name = 'StartupError'; }
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
 }
 
 /** checkApiServer fails fast, with one line naming the server, when it cannot be reached at start. */
@@ -29,7 +32,11 @@ async function checkApiServer(kc: KubeConfig): Promise<void> {
   try {
     await Promise.race([
       kc.makeApiClient(VersionApi).getCode(),
-      new Promise((_, reject) => { timer = setTimeout(() => { reject(new Error('no answer within 10 s')); }, 10_000); }),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => {
+          reject(new Error('no answer within 10 s'));
+        }, 10_000);
+      }),
     ]);
   } catch (err) {
     const why = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
@@ -44,10 +51,16 @@ export async function runController(argv: readonly string[]): Promise<number> {
   const cfg: ControllerConfig = parseControllerConfig(argv);
   const log: Logger = createLogger(cfg.logLevel, { component: 'controller' });
   const metrics = createControllerMetrics();
-  const kc = loadKubeConfig(cfg.kubeconfig, { onRequest: (r) => { metrics.countRestRequest(r); } });
+  const kc = loadKubeConfig(cfg.kubeconfig, {
+    onRequest: (r) => {
+      metrics.countRestRequest(r);
+    },
+  });
   // leader_election_master_status{name}: 0 while standing by, 1 while leading (and always 1 without
   // leader election, where this replica runs the workers), so one max() by name finds the leader.
-  const leading = (on: boolean): void => { metrics.leader.set({ name: cfg.leaderElectionId }, on ? 1 : 0); };
+  const leading = (on: boolean): void => {
+    metrics.leader.set({ name: cfg.leaderElectionId }, on ? 1 : 0);
+  };
   // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
   const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
   await checkApiServer(kc);
@@ -55,21 +68,46 @@ export async function runController(argv: readonly string[]): Promise<number> {
   let elector: LeaderElector | undefined;
   let stopping = false;
 
-  const metricsServer = await serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry: metrics.registry });
+  const metricsServer = await serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', {
+    registry: metrics.registry,
+  });
   const probeServer = await serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', {
     healthz: () => elector === undefined || elector.healthy(5000),
     // Ready: a standby replica is ready (it is waiting to lead); a leader once its caches synced.
-    readyz: () => !cfg.leaderElect || (elector?.isLeader() !== true) || (controllers.length > 0 && controllers.every((c) => c.synced())),
+    readyz: () =>
+      !cfg.leaderElect ||
+      elector?.isLeader() !== true ||
+      (controllers.length > 0 && controllers.every((c) => c.synced())),
   });
-  log.info({ identity, metrics: metricsServer?.address, probes: probeServer?.address, redis: cfg.redisUrl !== undefined, namespaces: cfg.namespaces.length > 0 ? cfg.namespaces : ['(all)'] }, 'Started controller process');
+  log.info(
+    {
+      identity,
+      metrics: metricsServer?.address,
+      probes: probeServer?.address,
+      redis: cfg.redisUrl !== undefined,
+      namespaces: cfg.namespaces.length > 0 ? cfg.namespaces : ['(all)'],
+    },
+    'Started controller process',
+  );
 
   // One controller per watched namespace (or one for all): each has its own informers and queue.
   const startWorkers = async (): Promise<void> => {
     const scopes: (string | undefined)[] = cfg.namespaces.length > 0 ? [...cfg.namespaces] : [undefined];
-    controllers = await Promise.all(scopes.map((namespace) => startLockController({
-      kc, redisUrl: cfg.redisUrl, namespace, workers: cfg.workers, identity,
-      clock: realClock, log, metrics, cacheSyncTimeoutMs: cfg.cacheSyncTimeoutMs,
-    })));
+    controllers = await Promise.all(
+      scopes.map((namespace) =>
+        startLockController({
+          kc,
+          redisUrl: cfg.redisUrl,
+          namespace,
+          workers: cfg.workers,
+          identity,
+          clock: realClock,
+          log,
+          metrics,
+          cacheSyncTimeoutMs: cfg.cacheSyncTimeoutMs,
+        }),
+      ),
+    );
   };
 
   const done = new Promise<number>((resolve) => {
@@ -85,8 +123,12 @@ export async function runController(argv: readonly string[]): Promise<number> {
         resolve(0);
       })();
     };
-    process.once('SIGTERM', () => { shutdown('SIGTERM'); });
-    process.once('SIGINT', () => { shutdown('SIGINT'); });
+    process.once('SIGTERM', () => {
+      shutdown('SIGTERM');
+    });
+    process.once('SIGINT', () => {
+      shutdown('SIGINT');
+    });
   });
 
   const abort = new AbortController();
@@ -95,15 +137,23 @@ export async function runController(argv: readonly string[]): Promise<number> {
     leading(false);
     elector = new LeaderElector({
       leases: leaseClientFrom(kc.makeApiClient(CoordinationV1Api)),
-      namespace: cfg.leaderElectionNamespace, name: cfg.leaderElectionId, identity,
-      leaseDurationMs: cfg.leaderElectionLeaseDurationMs, renewDeadlineMs: cfg.leaderElectionRenewDeadlineMs,
-      retryPeriodMs: cfg.leaderElectionRetryPeriodMs, clock: realClock, releaseOnCancel: true,
+      namespace: cfg.leaderElectionNamespace,
+      name: cfg.leaderElectionId,
+      identity,
+      leaseDurationMs: cfg.leaderElectionLeaseDurationMs,
+      renewDeadlineMs: cfg.leaderElectionRenewDeadlineMs,
+      retryPeriodMs: cfg.leaderElectionRetryPeriodMs,
+      clock: realClock,
+      releaseOnCancel: true,
       log: log.child({ component: 'leaderelection' }),
       callbacks: {
         onStartedLeading: () => {
           leading(true);
           log.info({ identity }, 'Started leading');
-          startWorkers().catch((err: unknown) => { log.error({ err }, 'Failed to start workers'); process.exit(1); });
+          startWorkers().catch((err: unknown) => {
+            log.error({ err }, 'Failed to start workers');
+            process.exit(1);
+          });
         },
         onStoppedLeading: () => {
           leading(false);
@@ -111,10 +161,15 @@ export async function runController(argv: readonly string[]): Promise<number> {
           log.error({ identity }, 'Lost leadership; exiting');
           process.exit(1);
         },
-        onNewLeader: (leader) => { log.info({ leader }, 'Observed new leader'); },
+        onNewLeader: (leader) => {
+          log.info({ leader }, 'Observed new leader');
+        },
       },
     });
-    running = elector.run(abort.signal).catch((err: unknown) => { log.error({ err }, 'Leader election failed'); process.exit(1); });
+    running = elector.run(abort.signal).catch((err: unknown) => {
+      log.error({ err }, 'Leader election failed');
+      process.exit(1);
+    });
   } else {
     leading(true);
     await startWorkers();

@@ -27,10 +27,16 @@ export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts
 /** runExec runs the command under the lock and returns the exit status. */
 export async function runExec(argv: readonly string[]): Promise<number> {
   const dash = argv.indexOf('--');
-  if (dash < 0 || dash === argv.length - 1) throw new UsageError('--', 'missing, or no command after it; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
+  if (dash < 0 || dash === argv.length - 1)
+    throw new UsageError('--', 'missing, or no command after it; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
   const command = argv.slice(dash + 1);
   const values = parseFlags(argv.slice(0, dash), {
-    'lock': { type: 'string' }, 'wait': { type: 'string' }, 'run-id': { type: 'string' }, 'grace': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'error' },
+    lock: { type: 'string' },
+    wait: { type: 'string' },
+    'run-id': { type: 'string' },
+    grace: { type: 'string' },
+    kubeconfig: { type: 'string' },
+    'log-level': { type: 'string', default: 'error' },
   });
   if (values.lock === undefined) throw new UsageError('--lock', 'required');
   const waitMs = values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined;
@@ -41,16 +47,27 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   let lock;
   try {
     lock = await acquire(values.lock, {
-      ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}), ...(waitMs !== undefined ? { waitMs } : {}),
-      ...(values['run-id'] !== undefined ? { runId: values['run-id'] } : {}), log,
+      ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}),
+      ...(waitMs !== undefined ? { waitMs } : {}),
+      ...(values['run-id'] !== undefined ? { runId: values['run-id'] } : {}),
+      log,
     });
   } catch (err) {
-    if (err instanceof AlreadyDoneError) { process.stderr.write(`fencepost exec: ${err.message}\n`); return EXIT_ALREADY_DONE; }
-    if (err instanceof NotAcquiredError) { process.stderr.write(`fencepost exec: ${err.message}\n`); return EXIT_NOT_ACQUIRED; }
+    if (err instanceof AlreadyDoneError) {
+      process.stderr.write(`fencepost exec: ${err.message}\n`);
+      return EXIT_ALREADY_DONE;
+    }
+    if (err instanceof NotAcquiredError) {
+      process.stderr.write(`fencepost exec: ${err.message}\n`);
+      return EXIT_NOT_ACQUIRED;
+    }
     throw err;
   }
   const [cmd, ...args] = command;
-  const child = spawn(cmd ?? '', args, { stdio: 'inherit', env: { ...process.env, FENCEPOST_LOCK: lock.lock, FENCEPOST_TOKEN: lock.token.toString() } });
+  const child = spawn(cmd ?? '', args, {
+    stdio: 'inherit',
+    env: { ...process.env, FENCEPOST_LOCK: lock.lock, FENCEPOST_TOKEN: lock.token.toString() },
+  });
   let lostWhileRunning = false;
   let killTimer: NodeJS.Timeout | undefined;
   const onLost = (): void => {
@@ -59,17 +76,26 @@ export async function runExec(argv: readonly string[]): Promise<number> {
     const grace = graceFor(lock.timings, graceFlagMs);
     log.error({ graceMs: grace }, 'Lost lock; stopping command');
     child.kill('SIGTERM');
-    killTimer = setTimeout(() => { child.kill('SIGKILL'); }, grace);
+    killTimer = setTimeout(() => {
+      child.kill('SIGKILL');
+    }, grace);
   };
   lock.signal.addEventListener('abort', onLost, { once: true });
-  const forward = (sig: NodeJS.Signals) => (): void => { child.kill(sig); };
+  const forward = (sig: NodeJS.Signals) => (): void => {
+    child.kill(sig);
+  };
   const onTerm = forward('SIGTERM');
   const onInt = forward('SIGINT');
   process.on('SIGTERM', onTerm);
   process.on('SIGINT', onInt);
   const status = await new Promise<number>((resolve) => {
-    child.on('error', (err) => { process.stderr.write(`fencepost exec: cannot run ${JSON.stringify(cmd)}: ${err.message}\n`); resolve(127); });
-    child.on('exit', (code, signal) => { resolve(code ?? 128 + (signal !== null ? constants.signals[signal] : 0)); });
+    child.on('error', (err) => {
+      process.stderr.write(`fencepost exec: cannot run ${JSON.stringify(cmd)}: ${err.message}\n`);
+      resolve(127);
+    });
+    child.on('exit', (code, signal) => {
+      resolve(code ?? 128 + (signal !== null ? constants.signals[signal] : 0));
+    });
   });
   clearTimeout(killTimer);
   process.off('SIGTERM', onTerm);

@@ -22,18 +22,30 @@ async function main(argv: readonly string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'controller':
-      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write((await import('../config/controller.ts')).CONTROLLER_USAGE); return 0; }
+      if (rest.includes('--help') || rest.includes('-h')) {
+        process.stdout.write((await import('../config/controller.ts')).CONTROLLER_USAGE);
+        return 0;
+      }
       return await (await import('./controller.ts')).runController(rest);
     case 'agent':
-      if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write((await import('../config/agent.ts')).AGENT_USAGE); return 0; }
+      if (rest.includes('--help') || rest.includes('-h')) {
+        process.stdout.write((await import('../config/agent.ts')).AGENT_USAGE);
+        return 0;
+      }
       return await (await import('./agent.ts')).runAgent(rest);
     case 'exec':
-      if (rest[0] === '--help' || rest[0] === '-h') { process.stdout.write((await import('./exec-usage.ts')).EXEC_USAGE); return 0; }
+      if (rest[0] === '--help' || rest[0] === '-h') {
+        process.stdout.write((await import('./exec-usage.ts')).EXEC_USAGE);
+        return 0;
+      }
       return await (await import('./exec.ts')).runExec(rest);
     case 'version':
       process.stdout.write('fencepost 0.1.0\n');
       return 0;
-    case undefined: case '--help': case '-h': case 'help':
+    case undefined:
+    case '--help':
+    case '-h':
+    case 'help':
       process.stdout.write(USAGE);
       return cmd === undefined ? 2 : 0;
     default:
@@ -43,7 +55,9 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
+  (code) => {
+    process.exitCode = code;
+  },
   (err: unknown) => {
     process.stderr.write(`fencepost: ${err instanceof Error ? err.message : String(err)}\n`);
     // Bad usage is known by its type (every flag parser throws UsageError), never by its text. An

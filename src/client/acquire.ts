@@ -43,7 +43,10 @@ export { AlreadyDoneError } from '../agent/run-once.ts';
 
 /** NotAcquiredError: the lock was not granted to this pod within waitMs (or the wait was aborted). */
 export class NotAcquiredError extends Error {
-  constructor(message: string) { super(message); this.name = 'NotAcquiredError'; }
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotAcquiredError';
+  }
 }
 
 /** HeldLock is a granted lock. Dispose it (or call release) when done. */
@@ -67,7 +70,10 @@ export interface HeldLock extends AsyncDisposable {
 
 function env(name: string): string {
   const v = process.env[name];
-  if (v === undefined || v === '') throw new Error(`acquire: ${name} is not set; pass options.${name === 'POD_NAMESPACE' ? 'namespace' : 'pod'} or set it from the downward API`);
+  if (v === undefined || v === '')
+    throw new Error(
+      `acquire: ${name} is not set; pass options.${name === 'POD_NAMESPACE' ? 'namespace' : 'pod'} or set it from the downward API`,
+    );
   return v;
 }
 
@@ -81,19 +87,35 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   const lost = new AbortController();
   await session.start();
   try {
-    await requestRun(session, lock, opts.runId, () => new Promise<boolean>((resolve, reject) => {
-      const finish = (err?: Error): void => {
-        off(); timer?.cancel(); opts.signal?.removeEventListener('abort', onAbort);
-        if (err !== undefined) reject(err); else resolve(true);
-      };
-      const off = session.onEvent((e) => { if (e.type === 'granted') finish(); });
-      const onAbort = (): void => { finish(new NotAcquiredError(`acquire(${lock}): aborted before the lock was granted`)); };
-      opts.signal?.addEventListener('abort', onAbort, { once: true });
-      const timer = opts.waitMs !== undefined
-        ? clock.setTimeout(() => { finish(new NotAcquiredError(`acquire(${lock}): not granted within ${opts.waitMs} ms`)); }, opts.waitMs)
-        : undefined;
-      if (session.heldToken() !== undefined) finish();
-    }));
+    await requestRun(
+      session,
+      lock,
+      opts.runId,
+      () =>
+        new Promise<boolean>((resolve, reject) => {
+          const finish = (err?: Error): void => {
+            off();
+            timer?.cancel();
+            opts.signal?.removeEventListener('abort', onAbort);
+            if (err !== undefined) reject(err);
+            else resolve(true);
+          };
+          const off = session.onEvent((e) => {
+            if (e.type === 'granted') finish();
+          });
+          const onAbort = (): void => {
+            finish(new NotAcquiredError(`acquire(${lock}): aborted before the lock was granted`));
+          };
+          opts.signal?.addEventListener('abort', onAbort, { once: true });
+          const timer =
+            opts.waitMs !== undefined
+              ? clock.setTimeout(() => {
+                  finish(new NotAcquiredError(`acquire(${lock}): not granted within ${opts.waitMs} ms`));
+                }, opts.waitMs)
+              : undefined;
+          if (session.heldToken() !== undefined) finish();
+        }),
+    );
   } catch (err) {
     await session.withdraw().catch(() => undefined);
     await session.stop();
@@ -101,8 +123,14 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   }
   const token = session.heldToken();
   const timings = session.termTimings();
-  if (token === undefined || timings === undefined) { await session.stop(); throw new NotAcquiredError(`acquire(${lock}): lost before it could be used`); }
-  session.onEvent((e) => { if ((e.type === 'lost' || e.type === 'released') && e.token === token.toString()) lost.abort(new Error(`lock ${lock} ${e.type}: ${e.reason ?? ''}`)); });
+  if (token === undefined || timings === undefined) {
+    await session.stop();
+    throw new NotAcquiredError(`acquire(${lock}): lost before it could be used`);
+  }
+  session.onEvent((e) => {
+    if ((e.type === 'lost' || e.type === 'released') && e.token === token.toString())
+      lost.abort(new Error(`lock ${lock} ${e.type}: ${e.reason ?? ''}`));
+  });
   let released: Promise<void> | undefined;
   const release = (): Promise<void> => {
     released ??= (async () => {
@@ -114,7 +142,10 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
     return released;
   };
   return {
-    lock, token, timings, signal: lost.signal,
+    lock,
+    token,
+    timings,
+    signal: lost.signal,
     isHeld: () => session.heldToken() === token,
     onEvent: (l) => session.onEvent(l),
     complete: async () => {

@@ -46,24 +46,48 @@ const LOCK_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** parseAgentConfig parses argv after the subcommand; throws a UsageError naming the flag or variable. */
 export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const values = parseFlags(argv, {
-    'lock': { type: 'string', multiple: true }, 'listen': { type: 'string', default: '127.0.0.1:7370' },
-    'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' }, 'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
-    'state-dir': { type: 'string' }, 'kubeconfig': { type: 'string' }, 'log-level': { type: 'string', default: 'info' },
+    lock: { type: 'string', multiple: true },
+    listen: { type: 'string', default: '127.0.0.1:7370' },
+    'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
+    'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
+    'state-dir': { type: 'string' },
+    kubeconfig: { type: 'string' },
+    'log-level': { type: 'string', default: 'info' },
   });
   const need = (name: string): string => {
     const v = env[name];
-    if (v === undefined || v === '') throw new UsageError(name, `not set; pass it from the downward API (fieldRef metadata.${name === 'POD_UID' ? 'uid' : name === 'POD_NAME' ? 'name' : 'namespace'})`);
+    if (v === undefined || v === '')
+      throw new UsageError(
+        name,
+        `not set; pass it from the downward API (fieldRef metadata.${name === 'POD_UID' ? 'uid' : name === 'POD_NAME' ? 'name' : 'namespace'})`,
+      );
     return v;
   };
   const locks = values.lock ?? [];
   if (locks.length === 0) throw new UsageError('--lock', 'at least one lock name is required');
-  for (const l of locks) if (!LOCK_NAME.test(l)) throw new UsageError('--lock', `${JSON.stringify(l)} is not a valid lock name (a DNS label of at most 63 characters)`);
+  for (const l of locks)
+    if (!LOCK_NAME.test(l))
+      throw new UsageError(
+        '--lock',
+        `${JSON.stringify(l)} is not a valid lock name (a DNS label of at most 63 characters)`,
+      );
   const host = values.listen.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
-  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) throw new UsageError('--listen', `${JSON.stringify(values.listen)} is not a loopback address; the agent API is for the pod's own containers only`);
+  if (!['127.0.0.1', 'localhost', '::1'].includes(host))
+    throw new UsageError(
+      '--listen',
+      `${JSON.stringify(values.listen)} is not a loopback address; the agent API is for the pod's own containers only`,
+    );
   const level = parseLogLevel(values['log-level']);
   return Object.freeze({
-    kubeconfig: values.kubeconfig, podName: need('POD_NAME'), podNamespace: need('POD_NAMESPACE'), podUid: need('POD_UID'),
-    locks: Object.freeze([...new Set(locks)]), listen: values.listen,
-    healthProbeBindAddress: checkListenerFlag(values['health-probe-bind-address'], '--health-probe-bind-address'), metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'), stateDir: values['state-dir'], logLevel: level,
+    kubeconfig: values.kubeconfig,
+    podName: need('POD_NAME'),
+    podNamespace: need('POD_NAMESPACE'),
+    podUid: need('POD_UID'),
+    locks: Object.freeze([...new Set(locks)]),
+    listen: values.listen,
+    healthProbeBindAddress: checkListenerFlag(values['health-probe-bind-address'], '--health-probe-bind-address'),
+    metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'),
+    stateDir: values['state-dir'],
+    logLevel: level,
   });
 }

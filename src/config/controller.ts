@@ -64,30 +64,38 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
 `;
 
 function positiveInt(text: string, flag: string): number {
-  if (!/^[1-9][0-9]*$/.test(text)) throw new UsageError(flag, `must be a positive integer, got ${JSON.stringify(text)}`);
+  if (!/^[1-9][0-9]*$/.test(text))
+    throw new UsageError(flag, `must be a positive integer, got ${JSON.stringify(text)}`);
   return Number(text);
 }
 
 /** parseControllerConfig parses argv (after the subcommand); throws a UsageError naming the flag on bad input. */
 export function parseControllerConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ControllerConfig {
-  const values = parseFlags(argv, {
-    'kubeconfig': { type: 'string' }, 'redis-url': { type: 'string' }, 'namespace': { type: 'string', multiple: true },
-    'workers': { type: 'string', default: '4' },
-    'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
-    'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
-    'leader-elect': { type: 'string', default: 'true' },
-    'leader-election-namespace': { type: 'string' },
-    'leader-election-id': { type: 'string', default: 'fencepost-controller' },
-    'leader-election-lease-duration': { type: 'string', default: '15s' },
-    'leader-election-renew-deadline': { type: 'string', default: '10s' },
-    'leader-election-retry-period': { type: 'string', default: '2s' },
-    'identity': { type: 'string' },
-    'cache-sync-timeout': { type: 'string', default: '2m' },
-    'log-level': { type: 'string', default: 'info' },
-  }, ['leader-elect']);
+  const values = parseFlags(
+    argv,
+    {
+      kubeconfig: { type: 'string' },
+      'redis-url': { type: 'string' },
+      namespace: { type: 'string', multiple: true },
+      workers: { type: 'string', default: '4' },
+      'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
+      'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
+      'leader-elect': { type: 'string', default: 'true' },
+      'leader-election-namespace': { type: 'string' },
+      'leader-election-id': { type: 'string', default: 'fencepost-controller' },
+      'leader-election-lease-duration': { type: 'string', default: '15s' },
+      'leader-election-renew-deadline': { type: 'string', default: '10s' },
+      'leader-election-retry-period': { type: 'string', default: '2s' },
+      identity: { type: 'string' },
+      'cache-sync-timeout': { type: 'string', default: '2m' },
+      'log-level': { type: 'string', default: 'info' },
+    },
+    ['leader-elect'],
+  );
   const level = parseLogLevel(values['log-level']);
   const redisUrl = values['redis-url'] ?? env['FENCEPOST_REDIS_URL'];
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new UsageError('--redis-url', `must start with redis:// or rediss://, got ${JSON.stringify(redisUrl)}`);
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl))
+    throw new UsageError('--redis-url', `must start with redis:// or rediss://, got ${JSON.stringify(redisUrl)}`);
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     redisUrl: redisUrl === '' ? undefined : redisUrl,
@@ -98,9 +106,18 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     leaderElect: values['leader-elect'] === 'true',
     leaderElectionNamespace: values['leader-election-namespace'] ?? env['POD_NAMESPACE'] ?? 'default',
     leaderElectionId: values['leader-election-id'],
-    leaderElectionLeaseDurationMs: parseDuration(values['leader-election-lease-duration'], '--leader-election-lease-duration'),
-    leaderElectionRenewDeadlineMs: parseDuration(values['leader-election-renew-deadline'], '--leader-election-renew-deadline'),
-    leaderElectionRetryPeriodMs: parseDuration(values['leader-election-retry-period'], '--leader-election-retry-period'),
+    leaderElectionLeaseDurationMs: parseDuration(
+      values['leader-election-lease-duration'],
+      '--leader-election-lease-duration',
+    ),
+    leaderElectionRenewDeadlineMs: parseDuration(
+      values['leader-election-renew-deadline'],
+      '--leader-election-renew-deadline',
+    ),
+    leaderElectionRetryPeriodMs: parseDuration(
+      values['leader-election-retry-period'],
+      '--leader-election-retry-period',
+    ),
     identity: values.identity ?? env['POD_NAME'] ?? hostname(),
     cacheSyncTimeoutMs: parseDuration(values['cache-sync-timeout'], '--cache-sync-timeout'),
     logLevel: level,

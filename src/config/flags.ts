@@ -39,20 +39,35 @@ function boolWord(text: string): 'true' | 'false' | undefined {
  * (`--namespace --workers`: ambiguous, as parseArgs says; write `--namespace=--workers` if meant);
  * a bad boolean; a positional argument. Values are not validated here beyond that.
  */
-export function parseFlags<const O extends ParseArgsOptionsConfig>(argv: readonly string[], options: O, booleans: readonly (keyof O & string)[] = []) {
+export function parseFlags<const O extends ParseArgsOptionsConfig>(
+  argv: readonly string[],
+  options: O,
+  booleans: readonly (keyof O & string)[] = [],
+) {
   const isBool = (name: string): boolean => (booleans as readonly string[]).includes(name);
-  const lenient: ParseArgsOptionsConfig = Object.fromEntries(Object.entries(options).map(([name, o]) => (
-    [name, isBool(name) ? { type: 'boolean' } : { type: o.type, multiple: o.multiple ?? false }]
-  )));
+  const lenient: ParseArgsOptionsConfig = Object.fromEntries(
+    Object.entries(options).map(([name, o]) => [
+      name,
+      isBool(name) ? { type: 'boolean' } : { type: o.type, multiple: o.multiple ?? false },
+    ]),
+  );
   // Pass 1, lenient: parseArgs never throws and hands over every token; we judge each one ourselves.
-  const { tokens } = parseArgs({ args: [...argv], options: lenient, strict: false, allowPositionals: true, tokens: true });
+  const { tokens } = parseArgs({
+    args: [...argv],
+    options: lenient,
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  });
   const args: string[] = [];
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i];
     if (t === undefined || t.kind === 'option-terminator') continue;
-    if (t.kind === 'positional') throw new UsageError(JSON.stringify(t.value), 'unexpected argument; this command takes flags only');
+    if (t.kind === 'positional')
+      throw new UsageError(JSON.stringify(t.value), 'unexpected argument; this command takes flags only');
     const declared = Object.hasOwn(options, t.name) ? options[t.name] : undefined;
-    if (declared === undefined || !t.rawName.startsWith('--')) throw new UsageError(t.rawName, 'unknown flag (see --help)');
+    if (declared === undefined || !t.rawName.startsWith('--'))
+      throw new UsageError(t.rawName, 'unknown flag (see --help)');
     if (isBool(t.name)) {
       const next = tokens[i + 1];
       const text = t.value ?? (next?.kind === 'positional' && next.index === t.index + 1 ? next.value : undefined);
@@ -64,7 +79,10 @@ export function parseFlags<const O extends ParseArgsOptionsConfig>(argv: readonl
     }
     if (t.value === undefined) throw new UsageError(t.rawName, `missing value (use ${t.rawName}=VALUE)`);
     if (t.inlineValue !== true && t.value.startsWith('-')) {
-      throw new UsageError(t.rawName, `ambiguous value ${JSON.stringify(t.value)}, which looks like a flag; write ${t.rawName}=VALUE (the value is missing, or starts with a dash)`);
+      throw new UsageError(
+        t.rawName,
+        `ambiguous value ${JSON.stringify(t.value)}, which looks like a flag; write ${t.rawName}=VALUE (the value is missing, or starts with a dash)`,
+      );
     }
     args.push(`${t.rawName}=${t.value}`);
   }

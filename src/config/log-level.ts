@@ -12,6 +12,7 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** parseLogLevel returns `text` as a LogLevel; throws a UsageError naming `flag` otherwise. */
 export function parseLogLevel(text: string, flag = '--log-level'): LogLevel {
   const level = LOG_LEVELS.find((l) => l === text);
-  if (level === undefined) throw new UsageError(flag, `must be debug, info, warn or error (or silent), got ${JSON.stringify(text)}`);
+  if (level === undefined)
+    throw new UsageError(flag, `must be debug, info, warn or error (or silent), got ${JSON.stringify(text)}`);
   return level;
 }

@@ -29,7 +29,8 @@ function redisKeyFor(lock: DistributedLock): string {
 }
 
 const unavailable: FenceDispenser = {
-  next: () => Promise.reject(new Error('spec.fencing.backend is Redis but the controller was started without --redis-url')),
+  next: () =>
+    Promise.reject(new Error('spec.fencing.backend is Redis but the controller was started without --redis-url')),
 };
 
 /**
@@ -39,15 +40,21 @@ const unavailable: FenceDispenser = {
  * it reconnects in the background.
  */
 export function fencingBackends(redisUrl: string | undefined, onStatus?: (ready: boolean) => void): FencingBackends {
-  const client = redisUrl !== undefined
-    ? new Redis(redisUrl, {
-      enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, commandTimeout: 2000,
-      retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
-    })
-    : undefined;
+  const client =
+    redisUrl !== undefined
+      ? new Redis(redisUrl, {
+          enableOfflineQueue: false,
+          maxRetriesPerRequest: 1,
+          connectTimeout: 2000,
+          commandTimeout: 2000,
+          retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
+        })
+      : undefined;
   let lastError = 'connecting';
   if (client !== undefined) {
-    client.on('error', (err: Error) => { lastError = err.message; });
+    client.on('error', (err: Error) => {
+      lastError = err.message;
+    });
     client.on('ready', () => onStatus?.(true));
     client.on('close', () => onStatus?.(false));
   }
@@ -58,11 +65,29 @@ export function fencingBackends(redisUrl: string | undefined, onStatus?: (ready:
       if (wanted === 'Lease') return { backend: 'Lease', key: '', dispenser: leaseFence, ready: true };
       const key = redisKeyFor(lock);
       if (client === undefined || redis === undefined) {
-        return { backend: 'Redis', key, dispenser: unavailable, ready: false, detail: 'the controller has no --redis-url', notConfigured: true };
+        return {
+          backend: 'Redis',
+          key,
+          dispenser: unavailable,
+          ready: false,
+          detail: 'the controller has no --redis-url',
+          notConfigured: true,
+        };
       }
       const ready = client.status === 'ready';
-      return { backend: 'Redis', key, dispenser: redis, ready, ...(ready ? {} : { detail: `Redis ${client.status}: ${lastError}` }) };
+      return {
+        backend: 'Redis',
+        key,
+        dispenser: redis,
+        ready,
+        ...(ready ? {} : { detail: `Redis ${client.status}: ${lastError}` }),
+      };
     },
-    async close() { if (client !== undefined) { client.disconnect(); await Promise.resolve(); } },
+    async close() {
+      if (client !== undefined) {
+        client.disconnect();
+        await Promise.resolve();
+      }
+    },
   };
 }

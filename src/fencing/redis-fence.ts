@@ -84,5 +84,7 @@ export function redisFence(client: Redis): FenceDispenser {
  * compare-and-swap that records it is what makes it unique. No Redis needed.
  */
 export const leaseFence: FenceDispenser = {
-  next(_key, floor) { return Promise.resolve({ token: floor + 1n, refloored: false, hadTtl: false, existed: true }); },
+  next(_key, floor) {
+    return Promise.resolve({ token: floor + 1n, refloored: false, hadTtl: false, existed: true });
+  },
 };

@@ -48,7 +48,8 @@ export class FenceBook {
   readonly #tails = new Map<string, Promise<void>>();
 
   constructor(opts: FenceBookOptions = {}) {
-    for (const [resource, mark] of opts.initial ?? []) this.commit(resource, parseToken(mark.toString(), `initial mark of ${resource}`));
+    for (const [resource, mark] of opts.initial ?? [])
+      this.commit(resource, parseToken(mark.toString(), `initial mark of ${resource}`));
   }
 
   /** highWater is the resource's mark, undefined when no write has succeeded yet. */
@@ -103,7 +104,9 @@ export class FenceBook {
   async enter(resource: string): Promise<() => void> {
     const previous = this.#tails.get(resource) ?? Promise.resolve();
     let leave: () => void = () => undefined;
-    const mine = new Promise<void>((resolve) => { leave = resolve; });
+    const mine = new Promise<void>((resolve) => {
+      leave = resolve;
+    });
     const tail = previous.then(() => mine);
     this.#tails.set(resource, tail);
     await previous;
@@ -122,7 +125,11 @@ export class FenceBook {
    * rejects: the rejection propagates and the mark stays). A refused check is returned, and
    * `write` is not called.
    */
-  async guarded<T>(resource: string, tokenText: string | readonly string[] | undefined, write: (token: bigint) => Promise<T>): Promise<{ readonly ok: true; readonly value: T } | Exclude<FenceCheck, { ok: true }>> {
+  async guarded<T>(
+    resource: string,
+    tokenText: string | readonly string[] | undefined,
+    write: (token: bigint) => Promise<T>,
+  ): Promise<{ readonly ok: true; readonly value: T } | Exclude<FenceCheck, { ok: true }>> {
     const leave = await this.enter(resource);
     try {
       const verdict = this.check(resource, tokenText);
@@ -174,7 +181,10 @@ export function defaultResource(req: IncomingMessage): string {
 
 function reply(res: ServerResponse, status: number, body: Record<string, string>): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -200,63 +210,77 @@ export function httpGuard(book: FenceBook, opts: HttpGuardOptions = {}): HttpMid
     try {
       resource = resourceOf(req);
     } catch (err) {
-      reply(res, 400, { error: `cannot name the fenced resource of ${JSON.stringify((req.url ?? '').slice(0, 80))}: ${err instanceof Error ? err.message : String(err)}` });
+      reply(res, 400, {
+        error: `cannot name the fenced resource of ${JSON.stringify((req.url ?? '').slice(0, 80))}: ${err instanceof Error ? err.message : String(err)}`,
+      });
       return;
     }
-    void book.enter(resource).then((leave) => {
-      let verdict: FenceCheck;
-      try {
-        verdict = book.check(resource, req.headers[lookup], header);
+    void book
+      .enter(resource)
+      .then((leave) => {
+        let verdict: FenceCheck;
+        try {
+          verdict = book.check(resource, req.headers[lookup], header);
+          if (!verdict.ok) {
+            if (verdict.status === 409)
+              reply(res, 409, {
+                error: verdict.reason,
+                token: String(req.headers[lookup]),
+                highWater: verdict.highWater.toString(),
+              });
+            else reply(res, 400, { error: verdict.reason });
+          }
+        } catch (err) {
+          leave();
+          throw err;
+        }
         if (!verdict.ok) {
-          if (verdict.status === 409) reply(res, 409, { error: verdict.reason, token: String(req.headers[lookup]), highWater: verdict.highWater.toString() });
-          else reply(res, 400, { error: verdict.reason });
+          leave();
+          return;
         }
-      } catch (err) {
-        leave();
-        throw err;
-      }
-      if (!verdict.ok) {
-        leave();
-        return;
-      }
-      const token = verdict.token;
-      tokens.set(req, token);
-      let settled = false;
-      let abandon: NodeJS.Timeout | undefined;
-      const settle = (commit: boolean): void => {
-        if (settled) return;
-        settled = true;
-        if (abandon !== undefined) clearTimeout(abandon);
-        if (commit) book.commit(resource, token);
-        leave();
-      };
-      // The handler's verdict is the response it ends: commit (or not) at res.end, before the
-      // client can see the answer, and then let the next request on the resource in.
-      const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
-      res.end = ((...args: unknown[]) => {
-        let ok = false;
-        try { ok = succeeded(res); } finally { settle(ok); }
-        return end(...args);
-      }) as ServerResponse['end'];
-      res.once('close', () => {
-        // The connection went away before the handler ended the response: it may still be
-        // writing, so keep the resource until it ends (or give up, without a commit).
-        if (!settled) abandon = setTimeout(() => settle(false), abandonAfterMs).unref();
+        const token = verdict.token;
+        tokens.set(req, token);
+        let settled = false;
+        let abandon: NodeJS.Timeout | undefined;
+        const settle = (commit: boolean): void => {
+          if (settled) return;
+          settled = true;
+          if (abandon !== undefined) clearTimeout(abandon);
+          if (commit) book.commit(resource, token);
+          leave();
+        };
+        // The handler's verdict is the response it ends: commit (or not) at res.end, before the
+        // client can see the answer, and then let the next request on the resource in.
+        const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+        res.end = ((...args: unknown[]) => {
+          let ok = false;
+          try {
+            ok = succeeded(res);
+          } finally {
+            settle(ok);
+          }
+          return end(...args);
+        }) as ServerResponse['end'];
+        res.once('close', () => {
+          // The connection went away before the handler ended the response: it may still be
+          // writing, so keep the resource until it ends (or give up, without a commit).
+          if (!settled) abandon = setTimeout(() => settle(false), abandonAfterMs).unref();
+        });
+        try {
+          next();
+        } catch (err) {
+          // The handler failed: whatever it did, it did not report success, so no commit.
+          settle(false);
+          if (!res.headersSent) {
+            res.statusCode = 500;
+            res.end(`handler failed: ${err instanceof Error ? err.message : String(err)}`);
+          } else {
+            res.destroy(err instanceof Error ? err : new Error(String(err)));
+          }
+        }
+      })
+      .catch((err: unknown) => {
+        res.destroy(err instanceof Error ? err : new Error(String(err)));
       });
-      try {
-        next();
-      } catch (err) {
-        // The handler failed: whatever it did, it did not report success, so no commit.
-        settle(false);
-        if (!res.headersSent) {
-          res.statusCode = 500;
-          res.end(`handler failed: ${err instanceof Error ? err.message : String(err)}`);
-        } else {
-          res.destroy(err instanceof Error ? err : new Error(String(err)));
-        }
-      }
-    }).catch((err: unknown) => {
-      res.destroy(err instanceof Error ? err : new Error(String(err)));
-    });
   };
 }

@@ -13,6 +13,20 @@ export { DEFAULT_WRITE_ID_TTL_MS, redisGuard } from './redis-guard.ts';
 export type { RedisGuard, RedisGuardOptions, RedisWriteResult } from './redis-guard.ts';
 export { FenceBook, defaultResource, fencingTokenOf, httpGuard } from './http-guard.ts';
 export type { FenceBookOptions, FenceCheck, HttpGuardOptions, HttpMiddleware } from './http-guard.ts';
-export { SqlIdentifierError, fencedParams, fencedUpdateSql, fencedUpsertSql, quoteIdentifier, tokenParam } from './sql-guard.ts';
+export {
+  SqlIdentifierError,
+  fencedParams,
+  fencedUpdateSql,
+  fencedUpsertSql,
+  quoteIdentifier,
+  tokenParam,
+} from './sql-guard.ts';
 export type { FencedSqlSpec } from './sql-guard.ts';
-export { fenceMigrationSql, postgresGuard, type FenceMigrationSpec, type PostgresGuard, type PostgresQueryable, type PostgresWriteResult } from './postgres-guard.ts';
+export {
+  fenceMigrationSql,
+  postgresGuard,
+  type FenceMigrationSpec,
+  type PostgresGuard,
+  type PostgresQueryable,
+  type PostgresWriteResult,
+} from './postgres-guard.ts';

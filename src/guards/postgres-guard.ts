@@ -36,7 +36,12 @@ export interface PostgresGuard {
 export function postgresGuard(client: PostgresQueryable, spec: FencedSqlSpec): PostgresGuard {
   const updateSql = fencedUpdateSql(spec);
   const upsertSql = fencedUpsertSql(spec);
-  const run = async (sql: string, id: unknown, token: bigint | string, values: readonly unknown[]): Promise<PostgresWriteResult> => {
+  const run = async (
+    sql: string,
+    id: unknown,
+    token: bigint | string,
+    values: readonly unknown[],
+  ): Promise<PostgresWriteResult> => {
     // fencedParams checks the token with parseToken (TokenError) before anything is sent.
     const params = fencedParams(spec, values, token, id);
     const res = await client.query(sql, params);

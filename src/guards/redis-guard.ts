@@ -80,7 +80,15 @@ return {'applied', token}
 const COMMAND = 'fencepostFencedWrite';
 
 interface RedisWithFencedWrite extends Redis {
-  fencepostFencedWrite(dataKey: string, fenceKey: string, writesKey: string, token: string, value: string, writeId: string, windowMs: string): Promise<[string, string]>;
+  fencepostFencedWrite(
+    dataKey: string,
+    fenceKey: string,
+    writesKey: string,
+    token: string,
+    value: string,
+    writeId: string,
+    windowMs: string,
+  ): Promise<[string, string]>;
 }
 
 /**
@@ -141,7 +149,8 @@ export function redisGuard(client: Redis, opts: RedisGuardOptions = {}): RedisGu
   const fenceKeyOf = opts.fenceKey ?? ((key: string) => `${key}${suffix}`);
   const writesKeyOf = opts.writesKey ?? ((key: string) => `${key}:writes`);
   const window = opts.writeIdTtlMs ?? DEFAULT_WRITE_ID_TTL_MS;
-  if (!Number.isSafeInteger(window) || window <= 0) throw new RangeError(`writeIdTtlMs must be a positive integer, got ${window}`);
+  if (!Number.isSafeInteger(window) || window <= 0)
+    throw new RangeError(`writeIdTtlMs must be a positive integer, got ${window}`);
   if (suffix === '') throw new RangeError('fenceKeySuffix must not be empty: the fence key would be the data key');
   if (!(COMMAND in client)) client.defineCommand(COMMAND, { numberOfKeys: 3, lua: FENCED_WRITE_LUA });
   const c = client as RedisWithFencedWrite;
@@ -150,22 +159,39 @@ export function redisGuard(client: Redis, opts: RedisGuardOptions = {}): RedisGu
     const fence = fenceKeyOf(key);
     const writes = writesKeyOf(key);
     if (fence === key || writes === key || fence === writes) {
-      throw new RangeError(`data key ${JSON.stringify(key)}, fence key ${JSON.stringify(fence)} and write id key ${JSON.stringify(writes)} must differ`);
+      throw new RangeError(
+        `data key ${JSON.stringify(key)}, fence key ${JSON.stringify(fence)} and write id key ${JSON.stringify(writes)} must differ`,
+      );
     }
     return { fence, writes };
   };
 
   return {
     async write(key, token, value, writeId) {
-      const text = parseToken(typeof token === 'bigint' ? token.toString() : token, `fencing token for ${key}`).toString();
+      const text = parseToken(
+        typeof token === 'bigint' ? token.toString() : token,
+        `fencing token for ${key}`,
+      ).toString();
       if (writeId === '') throw new RangeError('writeId must not be empty (omit it for a write without idempotency)');
       const { fence, writes } = keysOf(key);
-      const [outcome, mark] = await c.fencepostFencedWrite(key, fence, writes, text, value, writeId ?? '', String(window));
+      const [outcome, mark] = await c.fencepostFencedWrite(
+        key,
+        fence,
+        writes,
+        text,
+        value,
+        writeId ?? '',
+        String(window),
+      );
       switch (outcome) {
-        case 'applied': return { accepted: true, duplicate: false };
-        case 'duplicate': return { accepted: true, duplicate: true };
-        case 'stale': return { accepted: false, reason: 'stale', highWater: parseToken(mark, `high-water mark in ${fence}`) };
-        default: throw new Error(`fenced write on ${key}: unexpected script result ${JSON.stringify(outcome)}`);
+        case 'applied':
+          return { accepted: true, duplicate: false };
+        case 'duplicate':
+          return { accepted: true, duplicate: true };
+        case 'stale':
+          return { accepted: false, reason: 'stale', highWater: parseToken(mark, `high-water mark in ${fence}`) };
+        default:
+          throw new Error(`fenced write on ${key}: unexpected script result ${JSON.stringify(outcome)}`);
       }
     },
     async highWater(key) {

@@ -41,7 +41,10 @@ const MAX_IDENTIFIER = 63;
 
 /** SqlIdentifierError says which name was refused and why. */
 export class SqlIdentifierError extends Error {
-  constructor(message: string) { super(message); this.name = 'SqlIdentifierError'; }
+  constructor(message: string) {
+    super(message);
+    this.name = 'SqlIdentifierError';
+  }
 }
 
 /**
@@ -52,12 +55,23 @@ export class SqlIdentifierError extends Error {
  */
 export function quoteIdentifier(name: unknown, what = 'identifier'): string {
   if (typeof name !== 'string') throw new SqlIdentifierError(`${what} must be a string, got ${typeof name}`);
-  if (!IDENTIFIER.test(name)) throw new SqlIdentifierError(`${what} ${JSON.stringify(name.slice(0, 80))} is not an identifier of the form [A-Za-z_][A-Za-z0-9_]*`);
-  if (name.length > MAX_IDENTIFIER) throw new SqlIdentifierError(`${what} ${JSON.stringify(name.slice(0, 80))} is longer than ${MAX_IDENTIFIER} characters`);
+  if (!IDENTIFIER.test(name))
+    throw new SqlIdentifierError(
+      `${what} ${JSON.stringify(name.slice(0, 80))} is not an identifier of the form [A-Za-z_][A-Za-z0-9_]*`,
+    );
+  if (name.length > MAX_IDENTIFIER)
+    throw new SqlIdentifierError(
+      `${what} ${JSON.stringify(name.slice(0, 80))} is longer than ${MAX_IDENTIFIER} characters`,
+    );
   return `"${name}"`;
 }
 
-interface Quoted { table: string; id: string; fence: string; set: string[] }
+interface Quoted {
+  table: string;
+  id: string;
+  fence: string;
+  set: string[];
+}
 
 function quoteSpec(spec: FencedSqlSpec): Quoted {
   const table = quoteIdentifier(spec.table, 'table');
@@ -69,7 +83,10 @@ function quoteSpec(spec: FencedSqlSpec): Quoted {
   const all = [spec.idColumn, spec.fenceColumn, ...spec.setColumns];
   const seen = new Set<string>();
   for (const c of all) {
-    if (seen.has(c)) throw new SqlIdentifierError(`column ${JSON.stringify(c)} appears twice among idColumn, fenceColumn and setColumns`);
+    if (seen.has(c))
+      throw new SqlIdentifierError(
+        `column ${JSON.stringify(c)} appears twice among idColumn, fenceColumn and setColumns`,
+      );
     seen.add(c);
   }
   return { table: qualified, id, fence, set };
@@ -118,7 +135,12 @@ export function tokenParam(token: bigint | string): string {
  * order, the token as a string, the id. Throws RangeError when the number of values does not
  * match `setColumns`, and TokenError for a malformed token.
  */
-export function fencedParams(spec: FencedSqlSpec, values: readonly unknown[], token: bigint | string, id: unknown): unknown[] {
+export function fencedParams(
+  spec: FencedSqlSpec,
+  values: readonly unknown[],
+  token: bigint | string,
+  id: unknown,
+): unknown[] {
   if (values.length !== spec.setColumns.length) {
     throw new RangeError(`fencedParams: ${values.length} values for ${spec.setColumns.length} setColumns`);
   }

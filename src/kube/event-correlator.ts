@@ -63,7 +63,11 @@ export interface CorrelatorOptions {
 
 /** DEFAULT_CORRELATOR_OPTIONS: client-go's defaults; see {@link CorrelatorOptions}. */
 const DEFAULT_CORRELATOR_OPTIONS: CorrelatorOptions = Object.freeze({
-  burst: 25, refillMs: 300_000, maxSimilar: 10, similarWindowMs: 600_000, cacheSize: 4096,
+  burst: 25,
+  refillMs: 300_000,
+  maxSimilar: 10,
+  similarWindowMs: 600_000,
+  cacheSize: 4096,
 });
 
 /** COMBINED_PREFIX starts the message of an Event that stands for similar Events (client-go's words). */
@@ -87,32 +91,71 @@ export interface EventFacts {
  * combined message.
  */
 export type Write =
-  | { readonly kind: 'create'; readonly key: string; readonly message: string; readonly count: number; readonly firstTimestamp: Date }
-  | { readonly kind: 'patch'; readonly key: string; readonly name: string; readonly message: string; readonly count: number; readonly firstTimestamp: Date };
+  | {
+      readonly kind: 'create';
+      readonly key: string;
+      readonly message: string;
+      readonly count: number;
+      readonly firstTimestamp: Date;
+    }
+  | {
+      readonly kind: 'patch';
+      readonly key: string;
+      readonly name: string;
+      readonly message: string;
+      readonly count: number;
+      readonly firstTimestamp: Date;
+    };
 
 /** A small LRU map: `get` refreshes an entry, `set` evicts the least recently used beyond `max`. */
 class Lru<V> {
   readonly #map = new Map<string, V>();
   readonly #max: number;
-  constructor(max: number) { this.#max = max; }
+  constructor(max: number) {
+    this.#max = max;
+  }
   get(key: string): V | undefined {
     const v = this.#map.get(key);
-    if (v !== undefined) { this.#map.delete(key); this.#map.set(key, v); }
+    if (v !== undefined) {
+      this.#map.delete(key);
+      this.#map.set(key, v);
+    }
     return v;
   }
   set(key: string, v: V): void {
     this.#map.delete(key);
     this.#map.set(key, v);
-    if (this.#map.size > this.#max) { const oldest = this.#map.keys().next(); if (oldest.done !== true) this.#map.delete(oldest.value); }
+    if (this.#map.size > this.#max) {
+      const oldest = this.#map.keys().next();
+      if (oldest.done !== true) this.#map.delete(oldest.value);
+    }
   }
 }
 
-interface Bucket { tokens: number; atMs: number }
-interface Group { readonly messages: Set<string>; lastMs: number }
-interface Written { readonly name: string; readonly count: number; readonly firstTimestamp: Date }
+interface Bucket {
+  tokens: number;
+  atMs: number;
+}
+interface Group {
+  readonly messages: Set<string>;
+  lastMs: number;
+}
+interface Written {
+  readonly name: string;
+  readonly count: number;
+  readonly firstTimestamp: Date;
+}
 
 const join = (parts: readonly string[]): string => JSON.stringify(parts);
-const objectParts = (f: EventFacts): string[] => [f.component, f.host, f.target.apiVersion, f.target.kind, f.target.namespace, f.target.name, f.target.uid];
+const objectParts = (f: EventFacts): string[] => [
+  f.component,
+  f.host,
+  f.target.apiVersion,
+  f.target.kind,
+  f.target.namespace,
+  f.target.name,
+  f.target.uid,
+];
 
 /**
  * EventCorrelator decides, Event by Event, whether to drop, create or PATCH; see the module
@@ -129,7 +172,16 @@ export class EventCorrelator {
   /** @throws RangeError for a burst or maxSimilar below 1, or a refill, window or cache size that is not positive. */
   constructor(options: Partial<CorrelatorOptions> = {}) {
     const o = { ...DEFAULT_CORRELATOR_OPTIONS, ...options };
-    if (!(Number.isInteger(o.burst) && o.burst >= 1 && Number.isInteger(o.maxSimilar) && o.maxSimilar >= 1 && o.refillMs > 0 && o.similarWindowMs > 0 && Number.isInteger(o.cacheSize) && o.cacheSize >= 1)) {
+    if (!(
+      Number.isInteger(o.burst) &&
+      o.burst >= 1 &&
+      Number.isInteger(o.maxSimilar) &&
+      o.maxSimilar >= 1 &&
+      o.refillMs > 0 &&
+      o.similarWindowMs > 0 &&
+      Number.isInteger(o.cacheSize) &&
+      o.cacheSize >= 1
+    )) {
       throw new RangeError(`EventCorrelator: invalid options ${JSON.stringify(o)}`);
     }
     this.#o = o;
@@ -163,7 +215,8 @@ export class EventCorrelator {
     // Aggregation: group by everything but the message (client-go EventAggregatorByReasonFunc).
     const groupKey = join([...objectParts(f), f.type, f.reason]);
     let group = this.#groups.get(groupKey);
-    if (group === undefined || nowMs - group.lastMs > this.#o.similarWindowMs) group = { messages: new Set(), lastMs: nowMs };
+    if (group === undefined || nowMs - group.lastMs > this.#o.similarWindowMs)
+      group = { messages: new Set(), lastMs: nowMs };
     group.messages.add(f.message);
     group.lastMs = nowMs;
     this.#groups.set(groupKey, group);
@@ -179,7 +232,14 @@ export class EventCorrelator {
     // Counting: the same key written before → PATCH it.
     const prior = this.#written.get(key);
     if (prior === undefined) return { kind: 'create', key, message, count: 1, firstTimestamp: now };
-    return { kind: 'patch', key, name: prior.name, message, count: prior.count + 1, firstTimestamp: prior.firstTimestamp };
+    return {
+      kind: 'patch',
+      key,
+      name: prior.name,
+      message,
+      count: prior.count + 1,
+      firstTimestamp: prior.firstTimestamp,
+    };
   }
 
   /**

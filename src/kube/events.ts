@@ -67,7 +67,14 @@ export interface RecorderOptions {
  * client-go's correlation (module comment). `retry`: see {@link EventRetry}; without it, a failed
  * write is logged and dropped.
  */
-export function eventRecorder(kc: KubeConfig, component: string, host: string, log: Logger, retry?: EventRetry, options: RecorderOptions = {}): EventRecorder {
+export function eventRecorder(
+  kc: KubeConfig,
+  component: string,
+  host: string,
+  log: Logger,
+  retry?: EventRetry,
+  options: RecorderOptions = {},
+): EventRecorder {
   const core = kc.makeApiClient(CoreV1Api);
   const clock = options.clock ?? realClock;
   const correlator = new EventCorrelator(options.correlation);
@@ -79,7 +86,14 @@ export function eventRecorder(kc: KubeConfig, component: string, host: string, l
   const send = async (f: EventFacts, w: Write, now: Date): Promise<CoreV1Event> => {
     if (w.kind === 'patch') {
       try {
-        return await core.patchNamespacedEvent({ namespace: f.target.namespace, name: w.name, body: { count: w.count, lastTimestamp: now, message: w.message } }, mergePatch);
+        return await core.patchNamespacedEvent(
+          {
+            namespace: f.target.namespace,
+            name: w.name,
+            body: { count: w.count, lastTimestamp: now, message: w.message },
+          },
+          mergePatch,
+        );
       } catch (err) {
         // Events live for the API server's --event-ttl (1 h by default): a counted Event may be
         // gone (404). And RBAC written before Events were counted grants create but not patch
@@ -94,10 +108,15 @@ export function eventRecorder(kc: KubeConfig, component: string, host: string, l
       body: {
         metadata: { generateName: `${t.name}.`, namespace: t.namespace },
         involvedObject: { apiVersion: t.apiVersion, kind: t.kind, namespace: t.namespace, name: t.name, uid: t.uid },
-        type: f.type, reason: f.reason, message: w.message,
+        type: f.type,
+        reason: f.reason,
+        message: w.message,
         source: { component, host },
-        reportingComponent: component, reportingInstance: host,
-        firstTimestamp: w.firstTimestamp, lastTimestamp: now, count: w.count,
+        reportingComponent: component,
+        reportingInstance: host,
+        firstTimestamp: w.firstTimestamp,
+        lastTimestamp: now,
+        count: w.count,
       },
     });
   };
@@ -120,7 +139,9 @@ export function eventRecorder(kc: KubeConfig, component: string, host: string, l
         }
         const delayMs = delays.when('event');
         log.info({ err, reason: f.reason, attempt, retryInMs: delayMs }, 'Failed to create Event; retrying');
-        await new Promise<void>((resolve) => { retry.clock.setTimeout(resolve, delayMs).unref(); });
+        await new Promise<void>((resolve) => {
+          retry.clock.setTimeout(resolve, delayMs).unref();
+        });
       }
     }
   };
@@ -140,7 +161,11 @@ export function eventRecorder(kc: KubeConfig, component: string, host: string, l
         return;
       }
       queued++;
-      chain = chain.then(() => deliver(f, nowMs, now)).finally(() => { queued--; });
+      chain = chain
+        .then(() => deliver(f, nowMs, now))
+        .finally(() => {
+          queued--;
+        });
     },
   };
 }

@@ -71,8 +71,12 @@ export class PooledKubeConfig extends KubeConfig {
     const user = this.getCurrentUser();
     const h = createHash('sha256');
     for (const part of [
-      cluster?.server, cluster?.proxyUrl, String(cluster?.skipTLSVerify ?? ''), cluster?.tlsServerName,
-      bufferFromFileOrString(cluster?.caFile, cluster?.caData), bufferFromFileOrString(user?.certFile, user?.certData),
+      cluster?.server,
+      cluster?.proxyUrl,
+      String(cluster?.skipTLSVerify ?? ''),
+      cluster?.tlsServerName,
+      bufferFromFileOrString(cluster?.caFile, cluster?.caData),
+      bufferFromFileOrString(user?.certFile, user?.certData),
       bufferFromFileOrString(user?.keyFile, user?.keyData),
     ]) {
       h.update(part ?? '');
@@ -94,7 +98,11 @@ function countingInterceptor(onRequest: (r: RestRequest) => void): Interceptor {
     const o = String(origin ?? '');
     let host = hosts.get(o);
     if (host === undefined) {
-      try { host = new URL(o).host; } catch { host = o; }
+      try {
+        host = new URL(o).host;
+      } catch {
+        host = o;
+      }
       hosts.set(o, host);
     }
     return host;
@@ -104,7 +112,11 @@ function countingInterceptor(onRequest: (r: RestRequest) => void): Interceptor {
     const count = (code: string): void => {
       if (counted) return;
       counted = true;
-      try { onRequest({ code, method: opts.method, host: hostOf(opts.origin) }); } catch { /* metrics never break a request */ }
+      try {
+        onRequest({ code, method: opts.method, host: hostOf(opts.origin) });
+      } catch {
+        /* metrics never break a request */
+      }
     };
     const counting = new Proxy<DispatchHandler>(handler, {
       get(target, key, receiver): unknown {
@@ -136,6 +148,7 @@ function countingInterceptor(onRequest: (r: RestRequest) => void): Interceptor {
  */
 export function loadKubeConfig(path: string | undefined, options: KubeConfigOptions = {}): KubeConfig {
   const kc = new PooledKubeConfig(options);
-  if (path !== undefined) kc.loadFromFile(path); else kc.loadFromDefault();
+  if (path !== undefined) kc.loadFromFile(path);
+  else kc.loadFromDefault();
   return kc;
 }

@@ -3,7 +3,13 @@
  * the leader elector (runtime/leaderelection.ts) and the agent's session use.
  */
 import { Observable } from '@kubernetes/client-node';
-import type { ConfigurationOptions, CoordinationV1Api, ObservableMiddleware, RequestContext, ResponseContext } from '@kubernetes/client-node';
+import type {
+  ConfigurationOptions,
+  CoordinationV1Api,
+  ObservableMiddleware,
+  RequestContext,
+  ResponseContext,
+} from '@kubernetes/client-node';
 import { isNotFound } from '../runtime/errors.ts';
 import type { LeaseClient } from '../runtime/leaderelection.ts';
 

@@ -21,7 +21,12 @@
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol/holder.ts';
 import {
-  LAST_HOLDER_ANNOTATION, RELEASE_ANNOTATION, RENEW_DEADLINE_ANNOTATION, RENEW_PERIOD_ANNOTATION, TOKEN_ANNOTATION, type ReleaseKind,
+  LAST_HOLDER_ANNOTATION,
+  RELEASE_ANNOTATION,
+  RENEW_DEADLINE_ANNOTATION,
+  RENEW_PERIOD_ANNOTATION,
+  TOKEN_ANNOTATION,
+  type ReleaseKind,
 } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { parseToken } from '../protocol/token.ts';
@@ -79,7 +84,12 @@ export function parseLease(lease: V1Lease): LockRecord {
  * restarts its expiry clock when it sees it change (client-go's observedRecord).
  */
 export function renewFingerprint(r: LockRecord): string {
-  return [r.holder !== undefined ? holderIdentity(r.holder) : '', r.renewTime?.toISOString() ?? '', r.transitions, r.token ?? ''].join('|');
+  return [
+    r.holder !== undefined ? holderIdentity(r.holder) : '',
+    r.renewTime?.toISOString() ?? '',
+    r.transitions,
+    r.token ?? '',
+  ].join('|');
 }
 
 /**
@@ -89,7 +99,10 @@ export function renewFingerprint(r: LockRecord): string {
  */
 export function tokenFloor(r: LockRecord): bigint {
   if (r.token !== undefined) return r.token;
-  if (!/^[0-9]{1,19}$/.test(r.resourceVersion)) throw new Error(`Lease resourceVersion ${JSON.stringify(r.resourceVersion)} is not an integer; cannot seed the token floor`);
+  if (!/^[0-9]{1,19}$/.test(r.resourceVersion))
+    throw new Error(
+      `Lease resourceVersion ${JSON.stringify(r.resourceVersion)} is not an integer; cannot seed the token floor`,
+    );
   return BigInt(r.resourceVersion);
 }
 
@@ -101,7 +114,8 @@ export function leaseDurationSecondsFor(ms: number): number {
 function withAnnotations(lease: V1Lease, set: Record<string, string | undefined>): V1Lease {
   const annotations: Record<string, string> = { ...(lease.metadata?.annotations ?? {}) };
   for (const [k, v] of Object.entries(set)) {
-    if (v === undefined) delete annotations[k]; else annotations[k] = v;
+    if (v === undefined) delete annotations[k];
+    else annotations[k] = v;
   }
   return { ...lease, metadata: { ...lease.metadata, annotations } };
 }
@@ -112,7 +126,13 @@ export function microTime(d: Date): V1MicroTime {
 }
 
 /** grantedLease is the body that hands the Lease to holder with token (one CAS write). */
-export function grantedLease(lease: V1Lease, holder: HolderRef, token: bigint, timings: TermTimings, now: Date): V1Lease {
+export function grantedLease(
+  lease: V1Lease,
+  holder: HolderRef,
+  token: bigint,
+  timings: TermTimings,
+  now: Date,
+): V1Lease {
   const l = withAnnotations(lease, {
     [TOKEN_ANNOTATION]: token.toString(),
     [RENEW_DEADLINE_ANNOTATION]: String(timings.renewDeadlineMs),

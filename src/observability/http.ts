@@ -29,20 +29,38 @@ export async function serveProbes(addr: string, flag: string, routes: ProbeRoute
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const check = (ok: boolean | undefined): void => {
-      if (ok === undefined) { res.writeHead(404).end('not found\n'); return; }
+      if (ok === undefined) {
+        res.writeHead(404).end('not found\n');
+        return;
+      }
       res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'not ok\n');
     };
     if (path === '/metrics' && routes.registry !== undefined) {
       routes.registry.metrics().then(
-        (text) => { res.writeHead(200, { 'content-type': routes.registry?.contentType ?? 'text/plain' }).end(text); },
-        (err: unknown) => { res.writeHead(500).end(String(err)); },
+        (text) => {
+          res.writeHead(200, { 'content-type': routes.registry?.contentType ?? 'text/plain' }).end(text);
+        },
+        (err: unknown) => {
+          res.writeHead(500).end(String(err));
+        },
       );
     } else if (path === '/healthz') check(routes.healthz?.() ?? true);
     else if (path === '/readyz') check(routes.readyz?.());
     else check(undefined);
   });
-  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, host, resolve); });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
   const a = server.address();
-  const address = a !== null && typeof a === 'object' ? `${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}` : addr;
-  return { address, stop: () => new Promise((r) => { server.close(() => r()); server.closeAllConnections(); }) };
+  const address =
+    a !== null && typeof a === 'object' ? `${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}` : addr;
+  return {
+    address,
+    stop: () =>
+      new Promise((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
+  };
 }

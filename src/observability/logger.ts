@@ -27,21 +27,40 @@ export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const 
 export function errorText(e: unknown): string {
   const parts: string[] = [];
   const seen = new Set<unknown>();
-  for (let cur: unknown = e; cur !== undefined && cur !== null && !seen.has(cur); cur = cur instanceof Error ? cur.cause : undefined) {
+  for (
+    let cur: unknown = e;
+    cur !== undefined && cur !== null && !seen.has(cur);
+    cur = cur instanceof Error ? cur.cause : undefined
+  ) {
     seen.add(cur);
-    parts.push(cur instanceof Error ? (cur.message !== '' ? cur.message : cur.name) : typeof cur === 'string' ? cur : safeJson(cur));
+    parts.push(
+      cur instanceof Error
+        ? cur.message !== ''
+          ? cur.message
+          : cur.name
+        : typeof cur === 'string'
+          ? cur
+          : safeJson(cur),
+    );
   }
   return parts.join(': ');
 }
 
 function safeJson(v: unknown): string {
-  try { return JSON.stringify(v) ?? String(v); } catch { return String(v); }
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
 }
 
 /** stackFrames is the "at …" lines of an error's stack (without the message it starts with). */
 function stackFrames(e: unknown): string | undefined {
   if (!(e instanceof Error) || e.stack === undefined) return undefined;
-  const frames = e.stack.split('\n').filter((l) => /^\s+at /.test(l)).map((l) => l.trim());
+  const frames = e.stack
+    .split('\n')
+    .filter((l) => /^\s+at /.test(l))
+    .map((l) => l.trim());
   return frames.length > 0 ? frames.join('\n') : undefined;
 }
 
@@ -63,17 +82,24 @@ function toOutput(obj: Record<string, unknown>): Record<string, unknown> {
  * output), or to `destination` (for tests). `level` is one of {@link LOG_LEVELS} (default `info`);
  * `base` fields go on every line (e.g. `component`).
  */
-export function createLogger(level: LevelWithSilent = 'info', base: Record<string, string> = {}, destination: DestinationStream = pino.destination(2)): Logger {
-  return pino({
-    level,
-    base: { ...base },
-    timestamp: () => `,"ts":"${new Date().toISOString()}"`,
-    errorKey: 'error',
-    formatters: {
-      level: (label) => ({ level: label }),
-      log: toOutput,
+export function createLogger(
+  level: LevelWithSilent = 'info',
+  base: Record<string, string> = {},
+  destination: DestinationStream = pino.destination(2),
+): Logger {
+  return pino(
+    {
+      level,
+      base: { ...base },
+      timestamp: () => `,"ts":"${new Date().toISOString()}"`,
+      errorKey: 'error',
+      formatters: {
+        level: (label) => ({ level: label }),
+        log: toOutput,
+      },
     },
-  }, destination);
+    destination,
+  );
 }
 
 /** silentLogger drops everything; for tests that do not look at logs. */

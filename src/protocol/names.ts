@@ -76,8 +76,15 @@ export interface PodKeys {
 export function podKeys(lockName: string): PodKeys {
   const p = lockKeyPrefix(lockName);
   return {
-    holder: `${p}/holder`, token: `${p}/fencing-token`, lease: `${p}/lease`, acquireTime: `${p}/acquire-time`, expireTime: `${p}/expire-time`,
-    request: `${p}/request`, runId: `${p}/run-id`, completedRun: `${p}/completed-run`, completedAt: `${p}/completed-at`,
+    holder: `${p}/holder`,
+    token: `${p}/fencing-token`,
+    lease: `${p}/lease`,
+    acquireTime: `${p}/acquire-time`,
+    expireTime: `${p}/expire-time`,
+    request: `${p}/request`,
+    runId: `${p}/run-id`,
+    completedRun: `${p}/completed-run`,
+    completedAt: `${p}/completed-at`,
   };
 }
 

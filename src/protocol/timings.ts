@@ -46,10 +46,17 @@ export interface TermRecord {
  * positive annotations).
  */
 export function termTimingsOf(record: TermRecord | undefined, spec: TermSpec = {}): TermTimings {
-  const leaseDurationMs = (record?.leaseDurationSeconds ?? spec.leaseDurationSeconds ?? DEFAULT_LEASE_DURATION_SECONDS) * 1000;
-  const renewDeadlineMs = record?.renewDeadlineMs ??
-    (spec.renewDeadlineSeconds !== undefined ? spec.renewDeadlineSeconds * 1000 : Math.floor((leaseDurationMs * 2) / 3));
-  const renewPeriodMs = record?.renewPeriodMs ??
-    (spec.renewPeriodSeconds !== undefined ? spec.renewPeriodSeconds * 1000 : Math.floor(Math.min(leaseDurationMs / 3, renewDeadlineMs / 2)));
+  const leaseDurationMs =
+    (record?.leaseDurationSeconds ?? spec.leaseDurationSeconds ?? DEFAULT_LEASE_DURATION_SECONDS) * 1000;
+  const renewDeadlineMs =
+    record?.renewDeadlineMs ??
+    (spec.renewDeadlineSeconds !== undefined
+      ? spec.renewDeadlineSeconds * 1000
+      : Math.floor((leaseDurationMs * 2) / 3));
+  const renewPeriodMs =
+    record?.renewPeriodMs ??
+    (spec.renewPeriodSeconds !== undefined
+      ? spec.renewPeriodSeconds * 1000
+      : Math.floor(Math.min(leaseDurationMs / 3, renewDeadlineMs / 2)));
   return { leaseDurationMs, renewDeadlineMs, renewPeriodMs };
 }

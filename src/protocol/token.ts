@@ -10,7 +10,10 @@ const DECIMAL = /^(0|[1-9][0-9]{0,18})$/;
 
 /** TokenError says why a token string was refused. */
 export class TokenError extends Error {
-  constructor(message: string) { super(message); this.name = 'TokenError'; }
+  constructor(message: string) {
+    super(message);
+    this.name = 'TokenError';
+  }
 }
 
 /**
@@ -19,8 +22,12 @@ export class TokenError extends Error {
  * has exactly one spelling and a guard cannot be fooled by "007" or "1e3".
  */
 export function parseToken(text: unknown, what = 'fencing token'): bigint {
-  if (typeof text !== 'string') throw new TokenError(`${what} must be a decimal string, got ${typeof text}${describePrimitive(text)}`);
-  if (!DECIMAL.test(text)) throw new TokenError(`${what} must be a canonical non-negative decimal integer, got ${JSON.stringify(text.slice(0, 40))}`);
+  if (typeof text !== 'string')
+    throw new TokenError(`${what} must be a decimal string, got ${typeof text}${describePrimitive(text)}`);
+  if (!DECIMAL.test(text))
+    throw new TokenError(
+      `${what} must be a canonical non-negative decimal integer, got ${JSON.stringify(text.slice(0, 40))}`,
+    );
   const v = BigInt(text);
   if (v > MAX_TOKEN) throw new TokenError(`${what} ${text} exceeds the maximum ${MAX_TOKEN}`);
   return v;

@@ -79,10 +79,13 @@ export const realClock: TimerClock = Object.freeze({
       if (remaining > MAX_NODE_TIMEOUT_MS) {
         handle = globalThis.setTimeout(arm, MAX_NODE_TIMEOUT_MS);
       } else {
-        handle = globalThis.setTimeout(() => {
-          handle = undefined;
-          callback();
-        }, Math.max(0, remaining));
+        handle = globalThis.setTimeout(
+          () => {
+            handle = undefined;
+            callback();
+          },
+          Math.max(0, remaining),
+        );
       }
       if (unrefd) handle.unref();
     };

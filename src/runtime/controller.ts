@@ -26,7 +26,9 @@ import type { WorkQueue } from './workqueue.ts';
 export type ObjectKey = `${string}/${string}`;
 
 /** Result of one reconcile. requeueAfterMs: reconcile this key again after that long. */
-export interface Result { readonly requeueAfterMs?: number }
+export interface Result {
+  readonly requeueAfterMs?: number;
+}
 
 /**
  * ReconcileLogFields are the structured log fields of one reconcile, under controller-runtime's
@@ -142,7 +144,15 @@ export class Controller {
   #logFields(key: ObjectKey, reconcileID: string): ReconcileLogFields {
     const { name: controller, group: controllerGroup, kind: controllerKind } = this.#opts;
     const { namespace, name } = splitKey(key);
-    return { controller, controllerGroup, controllerKind, [controllerKind]: { name, namespace }, namespace, name, reconcileID };
+    return {
+      controller,
+      controllerGroup,
+      controllerKind,
+      [controllerKind]: { name, namespace },
+      namespace,
+      name,
+      reconcileID,
+    };
   }
 
   async #worker(): Promise<void> {
@@ -150,7 +160,10 @@ export class Controller {
     for (;;) {
       const key = await queue.get();
       if (key === undefined) return;
-      if (this.#abort.signal.aborted) { queue.done(key); continue; }
+      if (this.#abort.signal.aborted) {
+        queue.done(key);
+        continue;
+      }
       this.#active++;
       hooks?.onActiveWorkers?.(this.#active);
       const started = performance.now();

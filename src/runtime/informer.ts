@@ -176,7 +176,9 @@ export interface SupervisedInformer<T extends KubernetesObject> {
  *
  * @throws RangeError unless 0 < baseMs ≤ maxMs (finite) and syncTimeoutMs > 0.
  */
-export function superviseInformer<T extends KubernetesObject>(opts: SuperviseInformerOptions<T>): SupervisedInformer<T> {
+export function superviseInformer<T extends KubernetesObject>(
+  opts: SuperviseInformerOptions<T>,
+): SupervisedInformer<T> {
   return new Supervisor(opts);
 }
 

@@ -412,8 +412,16 @@ export class LeaderElector {
     const cached = this.#lease;
     if (cached !== undefined && this.#observedIsSelf() && this.#observedIsValid()) {
       try {
-        const spec = this.#heldSpec(now, cached.spec?.acquireTime, cached.spec?.leaseTransitions, cached.spec?.renewTime);
-        this.#observe(await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...cached, spec }, { signal }), signal), true);
+        const spec = this.#heldSpec(
+          now,
+          cached.spec?.acquireTime,
+          cached.spec?.leaseTransitions,
+          cached.spec?.renewTime,
+        );
+        this.#observe(
+          await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...cached, spec }, { signal }), signal),
+          true,
+        );
         return 'ok';
       } catch (err) {
         if (signal.aborted) return this.#abandoned();
@@ -462,9 +470,17 @@ export class LeaderElector {
     // 4. Take it over (a new term) or renew it, by compare-and-swap on what we just read.
     const spec = self
       ? this.#heldSpec(now, current.spec?.acquireTime, current.spec?.leaseTransitions, current.spec?.renewTime)
-      : this.#heldSpec(now, new V1MicroTime(now.getTime()), (current.spec?.leaseTransitions ?? 0) + 1, current.spec?.renewTime);
+      : this.#heldSpec(
+          now,
+          new V1MicroTime(now.getTime()),
+          (current.spec?.leaseTransitions ?? 0) + 1,
+          current.spec?.renewTime,
+        );
     try {
-      this.#observe(await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...current, spec }, { signal }), signal), true);
+      this.#observe(
+        await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...current, spec }, { signal }), signal),
+        true,
+      );
       return 'ok';
     } catch (err) {
       if (signal.aborted) return this.#abandoned();
@@ -499,7 +515,10 @@ export class LeaderElector {
         const transitions = base.spec?.leaseTransitions;
         if (transitions !== undefined) spec.leaseTransitions = transitions;
         try {
-          this.#observe(await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...base, spec }, { signal }), signal), true);
+          this.#observe(
+            await this.#call(this.#leases.replace(this.#namespace, this.#name, { ...base, spec }, { signal }), signal),
+            true,
+          );
           this.#reportTransition();
           this.#log.info(this.#fields, 'Released leader Lease');
           return;
@@ -511,7 +530,10 @@ export class LeaderElector {
         if (current !== undefined) this.#observe(current, false);
         if (current === undefined || current.spec?.holderIdentity !== this.#identity) {
           this.#reportTransition();
-          this.#log.info({ ...this.#fields, holder: current?.spec?.holderIdentity }, 'Skipped release of leader Lease held by another candidate');
+          this.#log.info(
+            { ...this.#fields, holder: current?.spec?.holderIdentity },
+            'Skipped release of leader Lease held by another candidate',
+          );
           return;
         }
         base = current;
@@ -524,7 +546,12 @@ export class LeaderElector {
   }
 
   /** #heldSpec is the spec of a Lease held by this replica, renewed now. */
-  #heldSpec(now: Date, acquireTime: V1MicroTime | undefined, transitions: number | undefined, previousRenew: unknown): V1LeaseSpec {
+  #heldSpec(
+    now: Date,
+    acquireTime: V1MicroTime | undefined,
+    transitions: number | undefined,
+    previousRenew: unknown,
+  ): V1LeaseSpec {
     const spec: V1LeaseSpec = {
       holderIdentity: this.#identity,
       leaseDurationSeconds: Math.ceil(this.#leaseDurationMs / 1000),
@@ -638,7 +665,8 @@ function sameRecord(a: ElectionRecord, b: ElectionRecord): boolean {
  */
 function timeKey(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
-  if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : new V1MicroTime(value.getTime()).toISOString();
+  if (value instanceof Date)
+    return Number.isNaN(value.getTime()) ? 'Invalid Date' : new V1MicroTime(value.getTime()).toISOString();
   return undefined;
 }
 

@@ -7,7 +7,12 @@ import { ROOT, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 
 const NS = 'e2e-cron';
 
-interface RanContainer { readonly pod: string; readonly container: string; readonly exit: number | string | undefined; readonly output: string }
+interface RanContainer {
+  readonly pod: string;
+  readonly container: string;
+  readonly exit: number | string | undefined;
+  readonly output: string;
+}
 
 // examples/cron-fleet.yaml: two CronJobs whose every run is a Job of three parallel pods asking one
 // Mutex lock with the run id (the Job's name). nightly-report runs `fencepost exec --lock
@@ -23,16 +28,40 @@ describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
   /** runJob creates a Job from a CronJob, waits until it is Complete, and returns each container's exit and output. */
   const runJob = async (cronJob: string, name: string): Promise<RanContainer[]> => {
     await e.kubectl(['create', 'job', '-n', NS, name, `--from=cronjob/${cronJob}`]);
-    await e.kubectl(['wait', '-n', NS, `job/${name}`, '--for=condition=Complete', '--timeout=90s']).catch(async (err: unknown) => {
-      const steps = e.runner.history().filter((h) => h.namespace === NS && h.pod.startsWith(`${name}-`)).map((h) => `${h.pod}/${h.container}:${h.what}${h.exitCode !== undefined ? `(${h.exitCode})` : ''}`);
-      throw new Error(`${String(err)}\n${await e.kubectl(['get', 'pods,jobs', '-n', NS, '-o', 'wide'])}\npod runner: ${steps.join(' → ')}\n${await dumpDiagnostics(e, NS)}`);
-    });
+    await e
+      .kubectl(['wait', '-n', NS, `job/${name}`, '--for=condition=Complete', '--timeout=90s'])
+      .catch(async (err: unknown) => {
+        const steps = e.runner
+          .history()
+          .filter((h) => h.namespace === NS && h.pod.startsWith(`${name}-`))
+          .map((h) => `${h.pod}/${h.container}:${h.what}${h.exitCode !== undefined ? `(${h.exitCode})` : ''}`);
+        throw new Error(
+          `${String(err)}\n${await e.kubectl(['get', 'pods,jobs', '-n', NS, '-o', 'wide'])}\npod runner: ${steps.join(' → ')}\n${await dumpDiagnostics(e, NS)}`,
+        );
+      });
     const ran = e.runner.containers().filter((c) => c.namespace === NS && c.pod.startsWith(`${name}-`));
-    await eventually(() => { expect(ran.every((c) => c.exitCode !== undefined)).toBe(true); }, 30_000, 100);
-    return ran.map((c) => ({ pod: c.pod, container: c.container, exit: c.exitCode, output: readFileSync(c.logFile, 'utf8') }));
+    await eventually(
+      () => {
+        expect(ran.every((c) => c.exitCode !== undefined)).toBe(true);
+      },
+      30_000,
+      100,
+    );
+    return ran.map((c) => ({
+      pod: c.pod,
+      container: c.container,
+      exit: c.exitCode,
+      output: readFileSync(c.logFile, 'utf8'),
+    }));
   };
   const completedRuns = async (lock: string): Promise<string[]> => {
-    const obj = await e.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: lock }) as DistributedLock;
+    const obj = (await e.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: NS,
+      plural: PLURAL,
+      name: lock,
+    })) as DistributedLock;
     return obj.status?.completedRuns?.map((r) => r.runId) ?? [];
   };
 
@@ -73,8 +102,14 @@ describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
       const executed = jobs.filter((c) => c.output.includes(`nightly export ${run} by`));
       expect(executed, JSON.stringify(jobs)).toHaveLength(1);
       const others = jobs.filter((c) => c !== executed[0]);
-      for (const c of others) expect(c.output, c.pod).toMatch(new RegExp(`nightly export ${run} already done by another pod, not run: .*already-done`));
-      expect(jobs.map((c) => c.exit), JSON.stringify(jobs)).toEqual(jobs.map(() => 0));
+      for (const c of others)
+        expect(c.output, c.pod).toMatch(
+          new RegExp(`nightly export ${run} already done by another pod, not run: .*already-done`),
+        );
+      expect(
+        jobs.map((c) => c.exit),
+        JSON.stringify(jobs),
+      ).toEqual(jobs.map(() => 0));
       const token = /with fencing token (\d+)/.exec(executed[0]?.output ?? '')?.[1];
       expect(token).toMatch(/^\d+$/);
       tokens.push(BigInt(token ?? '0'));
@@ -83,14 +118,28 @@ describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
       // The kubelet's order in each pod: the agent ready before the job started; the agent asked
       // to stop only after the job container exited, and then it exited too (the Job completed).
       for (const pod of pods) {
-        const steps = e.runner.history().filter((h) => h.namespace === NS && h.pod === pod).map((h) => `${h.container}:${h.what}`);
+        const steps = e.runner
+          .history()
+          .filter((h) => h.namespace === NS && h.pod === pod)
+          .map((h) => `${h.container}:${h.what}`);
         const at = (step: string): number => steps.indexOf(step);
         expect(at('fencepost-agent:probed'), steps.join(' → ')).toBeGreaterThanOrEqual(0);
         expect(at('fencepost-agent:probed'), steps.join(' → ')).toBeLessThan(at('export:started'));
         expect(at('export:exited'), steps.join(' → ')).toBeLessThan(at('fencepost-agent:sigterm'));
         expect(at('fencepost-agent:sigterm'), steps.join(' → ')).toBeLessThan(at('fencepost-agent:exited'));
       }
-      const phases = (await e.kubectl(['get', 'pods', '-n', NS, '-l', `batch.kubernetes.io/job-name=${run}`, '-o', 'jsonpath={.items[*].status.phase}'])).split(' ');
+      const phases = (
+        await e.kubectl([
+          'get',
+          'pods',
+          '-n',
+          NS,
+          '-l',
+          `batch.kubernetes.io/job-name=${run}`,
+          '-o',
+          'jsonpath={.items[*].status.phase}',
+        ])
+      ).split(' ');
       expect(phases).toEqual(pods.map(() => 'Succeeded'));
     }
     expect(tokens[1]).toBeGreaterThan(tokens[0] ?? 0n);

@@ -47,35 +47,79 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
     const [cluster, redis] = await Promise.all([startCluster({ installCrds: false, nodes: 2 }), startRedis()]);
-    stopAll = async () => { await cluster.stop(); await redis.stop(); };
+    stopAll = async () => {
+      await cluster.stop();
+      await redis.stop();
+    };
     const kubeconfig = cluster.plane.kubeconfigPath;
-    const kubectl = async (args: readonly string[]) => (await run(findBinary('kubectl'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 })).stdout;
-    const helm = async (args: readonly string[]) => (await run(findBinary('helm'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 })).stdout;
+    const kubectl = async (args: readonly string[]) =>
+      (await run(findBinary('kubectl'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 }))
+        .stdout;
+    const helm = async (args: readonly string[]) =>
+      (await run(findBinary('helm'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 })).stdout;
     for (const ns of appNamespaces) await kubectl(['create', 'namespace', ns]);
     const runner = cluster.runPods('all');
     await helm([
-      'install', RELEASE, join(ROOT, 'charts/fencepost'), '--namespace', SYSTEM_NAMESPACE, '--create-namespace',
-      '--set', 'image.repository=fencepost', '--set', 'image.tag=e2e',
-      '--set', 'fencing.backend=Redis', '--set', `fencing.redisUrl=${redis.url}`,
-      '--set', `agentRbac.namespaces={${appNamespaces.join(',')}}`,
-      '--wait', '--timeout', '120s', ...extraValues,
+      'install',
+      RELEASE,
+      join(ROOT, 'charts/fencepost'),
+      '--namespace',
+      SYSTEM_NAMESPACE,
+      '--create-namespace',
+      '--set',
+      'image.repository=fencepost',
+      '--set',
+      'image.tag=e2e',
+      '--set',
+      'fencing.backend=Redis',
+      '--set',
+      `fencing.redisUrl=${redis.url}`,
+      '--set',
+      `agentRbac.namespaces={${appNamespaces.join(',')}}`,
+      '--wait',
+      '--timeout',
+      '120s',
+      ...extraValues,
     ]);
     const kc = cluster.plane.kubeConfig();
     e = {
-      cluster, redis, runner, kc, kubectl, helm,
-      core: kc.makeApiClient(CoreV1Api), leases: kc.makeApiClient(CoordinationV1Api), custom: kc.makeApiClient(CustomObjectsApi),
-      agentOf: (namespace, pod) => runner.containers().find((c) => c.namespace === namespace && c.pod === pod && c.container === 'fencepost-agent' && c.proc.isRunning()),
+      cluster,
+      redis,
+      runner,
+      kc,
+      kubectl,
+      helm,
+      core: kc.makeApiClient(CoreV1Api),
+      leases: kc.makeApiClient(CoordinationV1Api),
+      custom: kc.makeApiClient(CustomObjectsApi),
+      agentOf: (namespace, pod) =>
+        runner
+          .containers()
+          .find(
+            (c) =>
+              c.namespace === namespace && c.pod === pod && c.container === 'fencepost-agent' && c.proc.isRunning(),
+          ),
     };
   });
-  afterAll(async () => { await stopAll(); });
-  return new Proxy({} as E2e, { get: (_t, key) => { if (e === undefined) throw new Error('useE2eCluster: used before beforeAll'); return e[key as keyof E2e]; } });
+  afterAll(async () => {
+    await stopAll();
+  });
+  return new Proxy({} as E2e, {
+    get: (_t, key) => {
+      if (e === undefined) throw new Error('useE2eCluster: used before beforeAll');
+      return e[key as keyof E2e];
+    },
+  });
 }
 
 /** dumpDiagnostics returns the controllers' logs and the Events of a namespace, for failure messages. */
 export async function dumpDiagnostics(e: E2e, namespace: string): Promise<string> {
   const dir = join(e.cluster.plane.dir, 'pods');
-  const logs = readdirSync(dir).filter((f) => f.startsWith(`${SYSTEM_NAMESPACE}.`) && f.endsWith('.log'))
+  const logs = readdirSync(dir)
+    .filter((f) => f.startsWith(`${SYSTEM_NAMESPACE}.`) && f.endsWith('.log'))
     .map((f) => `--- ${f}\n${readFileSync(join(dir, f), 'utf8').split('\n').slice(-40).join('\n')}`);
-  const events = await e.kubectl(['get', 'events', '-n', namespace, '--sort-by=.lastTimestamp']).catch((err: unknown) => String(err));
+  const events = await e
+    .kubectl(['get', 'events', '-n', namespace, '--sort-by=.lastTimestamp'])
+    .catch((err: unknown) => String(err));
   return [...logs, `--- events in ${namespace}\n${events}`].join('\n');
 }

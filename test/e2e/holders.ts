@@ -11,7 +11,10 @@ import type { E2e } from './e2e-cluster.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 
 /** HolderTerm is one holder of the Lease as the poller saw it. */
-export interface HolderTerm { readonly holder: string; readonly token: bigint }
+export interface HolderTerm {
+  readonly holder: string;
+  readonly token: bigint;
+}
 
 /** HolderReport sums up a watch. */
 export interface HolderReport {
@@ -23,11 +26,18 @@ export interface HolderReport {
 }
 
 /** snapshotOf asks a pod's agent for its view of the lock (undefined when it does not answer). */
-export async function snapshotOf(e: E2e, namespace: string, pod: string, lock: string): Promise<LockSnapshot | undefined> {
+export async function snapshotOf(
+  e: E2e,
+  namespace: string,
+  pod: string,
+  lock: string,
+): Promise<LockSnapshot | undefined> {
   const port = e.agentOf(namespace, pod)?.ports.get(7370);
   if (port === undefined) return undefined;
   try {
-    return JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/${lock}`, undefined, 1000)).body) as LockSnapshot;
+    return JSON.parse(
+      (await getStatus(`http://127.0.0.1:${port}/v1/locks/${lock}`, undefined, 1000)).body,
+    ) as LockSnapshot;
   } catch {
     return undefined;
   }
@@ -36,12 +46,19 @@ export async function snapshotOf(e: E2e, namespace: string, pod: string, lock: s
 /** believers lists the pods whose running agent says it holds the lock now. */
 export async function believers(e: E2e, namespace: string, lock: string): Promise<{ pod: string; token: string }[]> {
   const agents = e.runner.running().filter((c) => c.namespace === namespace && c.container === 'fencepost-agent');
-  const snaps = await Promise.all(agents.map(async (a) => ({ pod: a.pod, snap: await snapshotOf(e, namespace, a.pod, lock) })));
+  const snaps = await Promise.all(
+    agents.map(async (a) => ({ pod: a.pod, snap: await snapshotOf(e, namespace, a.pod, lock) })),
+  );
   return snaps.filter((s) => s.snap?.held === true).map((s) => ({ pod: s.pod, token: s.snap?.token ?? '' }));
 }
 
 /** watchHolders polls the Lease and the agents every intervalMs until stop(). */
-export function watchHolders(e: E2e, namespace: string, lock: string, intervalMs = 100): { stop(): Promise<HolderReport> } {
+export function watchHolders(
+  e: E2e,
+  namespace: string,
+  lock: string,
+  intervalMs = 100,
+): { stop(): Promise<HolderReport> } {
   const terms: HolderTerm[] = [];
   let maxBelievers = 0;
   let rounds = 0;
@@ -57,10 +74,21 @@ export function watchHolders(e: E2e, namespace: string, lock: string, intervalMs
       if (lease !== undefined) {
         const r = parseLease(lease);
         const last = terms.at(-1);
-        if (r.holder !== undefined && r.token !== undefined && (last?.holder !== r.holder.name || last.token !== r.token)) terms.push({ holder: r.holder.name, token: r.token });
+        if (
+          r.holder !== undefined &&
+          r.token !== undefined &&
+          (last?.holder !== r.holder.name || last.token !== r.token)
+        )
+          terms.push({ holder: r.holder.name, token: r.token });
       }
       await sleep(intervalMs);
     }
   })();
-  return { async stop() { stopped = true; await loop; return { terms, maxBelievers, rounds }; } };
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return { terms, maxBelievers, rounds };
+    },
+  };
 }

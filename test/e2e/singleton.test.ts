@@ -23,57 +23,125 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
   const readyPods = async (): Promise<{ name: string; hash: string; ip: string }[]> => {
     const list = await e.core.listNamespacedPod({ namespace: NS, labelSelector: `app=${DEPLOYMENT}` });
     return list.items
-      .filter((p) => p.metadata?.deletionTimestamp === undefined && p.status?.phase === 'Running' && p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
-      .map((p) => ({ name: p.metadata?.name ?? '', hash: p.metadata?.labels?.['pod-template-hash'] ?? '', ip: p.status?.podIP ?? '' }));
+      .filter(
+        (p) =>
+          p.metadata?.deletionTimestamp === undefined &&
+          p.status?.phase === 'Running' &&
+          p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+      )
+      .map((p) => ({
+        name: p.metadata?.name ?? '',
+        hash: p.metadata?.labels?.['pod-template-hash'] ?? '',
+        ip: p.status?.podIP ?? '',
+      }));
   };
   /** leaseHolder reads the Lease: the holder pod's name and the token. */
-  const leaseHolder = async (): Promise<{ holder: string | undefined; token: bigint | undefined; released: string | undefined }> => {
+  const leaseHolder = async (): Promise<{
+    holder: string | undefined;
+    token: bigint | undefined;
+    released: string | undefined;
+  }> => {
     const lease = await e.leases.readNamespacedLease({ namespace: NS, name: leaseName(LOCK) });
     const r = parseLease(lease);
     return { holder: r.holder?.name, token: r.token, released: lease.metadata?.annotations?.['fencepost.io/release'] };
   };
   /** oneHolder waits until exactly one agent believes it holds the lock and the Lease agrees; returns it. */
-  const oneHolder = async (among?: (pod: string) => boolean, timeoutMs = 60_000): Promise<{ pod: string; token: bigint }> => eventually(async () => {
-    const held = await believers(e, NS, LOCK);
-    expect(held).toHaveLength(1);
-    const [only] = held;
-    if (only === undefined) throw new Error('unreachable');
-    if (among !== undefined) expect(among(only.pod), `holder ${only.pod}`).toBe(true);
-    const lease = await leaseHolder();
-    expect(lease.holder).toBe(only.pod);
-    expect(lease.token?.toString()).toBe(only.token);
-    return { pod: only.pod, token: BigInt(only.token) };
-  }, timeoutMs, 200);
+  const oneHolder = async (
+    among?: (pod: string) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<{ pod: string; token: bigint }> =>
+    eventually(
+      async () => {
+        const held = await believers(e, NS, LOCK);
+        expect(held).toHaveLength(1);
+        const [only] = held;
+        if (only === undefined) throw new Error('unreachable');
+        if (among !== undefined) expect(among(only.pod), `holder ${only.pod}`).toBe(true);
+        const lease = await leaseHolder();
+        expect(lease.holder).toBe(only.pod);
+        expect(lease.token?.toString()).toBe(only.token);
+        return { pod: only.pod, token: BigInt(only.token) };
+      },
+      timeoutMs,
+      200,
+    );
   /** increasing checks that each term's token is larger than the one before. */
   const expectIncreasing = (terms: readonly HolderTerm[]): void => {
-    for (let i = 1; i < terms.length; i++) expect((terms[i]?.token ?? 0n) > (terms[i - 1]?.token ?? 0n), `tokens ${terms.map((t) => `${t.holder}:${t.token}`).join(' → ')}`).toBe(true);
+    for (let i = 1; i < terms.length; i++)
+      expect(
+        (terms[i]?.token ?? 0n) > (terms[i - 1]?.token ?? 0n),
+        `tokens ${terms.map((t) => `${t.holder}:${t.token}`).join(' → ')}`,
+      ).toBe(true);
   };
 
   it('installs with helm (two controller replicas, one leading) and runs three Ready pods with exactly one holder', async () => {
-    await eventually(async () => {
-      const controllers = e.runner.running().filter((c) => c.namespace === SYSTEM_NAMESPACE && c.container === 'controller');
-      expect(controllers).toHaveLength(2);
-      const leading = await Promise.all(controllers.map(async (c) => /^leader_election_master_status\{name="fencepost-controller"\} 1$/m.test((await getStatus(`http://127.0.0.1:${c.ports.get(8080) ?? 0}/metrics`)).body)));
-      expect(leading.filter(Boolean)).toHaveLength(1);
-    }, 60_000, 250);
+    await eventually(
+      async () => {
+        const controllers = e.runner
+          .running()
+          .filter((c) => c.namespace === SYSTEM_NAMESPACE && c.container === 'controller');
+        expect(controllers).toHaveLength(2);
+        const leading = await Promise.all(
+          controllers.map(async (c) =>
+            /^leader_election_master_status\{name="fencepost-controller"\} 1$/m.test(
+              (await getStatus(`http://127.0.0.1:${c.ports.get(8080) ?? 0}/metrics`)).body,
+            ),
+          ),
+        );
+        expect(leading.filter(Boolean)).toHaveLength(1);
+      },
+      60_000,
+      250,
+    );
 
     await e.kubectl(['apply', '-n', NS, '-f', join(ROOT, 'examples/singleton-deployment.yaml')]);
     await e.kubectl(['rollout', 'status', '-n', NS, `deployment/${DEPLOYMENT}`, '--timeout=90s']);
-    const pods = await eventually(async () => { const p = await readyPods(); expect(p).toHaveLength(3); return p; }, 60_000, 200);
+    const pods = await eventually(
+      async () => {
+        const p = await readyPods();
+        expect(p).toHaveLength(3);
+        return p;
+      },
+      60_000,
+      200,
+    );
     expect(new Set(pods.map((p) => p.hash)).size).toBe(1);
     const scheduled = await e.core.listNamespacedPod({ namespace: NS });
     expect(scheduled.items.every((p) => e.cluster.nodes.includes(p.spec?.nodeName ?? ''))).toBe(true);
 
-    const { pod, token } = await oneHolder().catch(async (err: unknown) => { throw new Error(`${String(err)}\n${await dumpDiagnostics(e, NS)}`); });
-    const lock = await e.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: LOCK }) as DistributedLock;
+    const { pod, token } = await oneHolder().catch(async (err: unknown) => {
+      throw new Error(`${String(err)}\n${await dumpDiagnostics(e, NS)}`);
+    });
+    const lock = (await e.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: NS,
+      plural: PLURAL,
+      name: LOCK,
+    })) as DistributedLock;
     expect(lock.status?.holder?.name).toBe(pod);
     expect(lock.status?.fencingToken).toBe(token.toString());
     // The holder-only Service routes to the holder alone (the EndpointSlice controller follows the label).
     const holderIp = pods.find((p) => p.name === pod)?.ip;
-    await eventually(async () => {
-      const slices = JSON.parse(await e.kubectl(['get', 'endpointslices', '-n', NS, '-l', 'kubernetes.io/service-name=singleton-active', '-o', 'json'])) as { items: { endpoints?: { addresses: string[] }[] }[] };
-      expect(slices.items.flatMap((s) => s.endpoints ?? []).flatMap((ep) => ep.addresses)).toEqual([holderIp]);
-    }, 30_000, 250);
+    await eventually(
+      async () => {
+        const slices = JSON.parse(
+          await e.kubectl([
+            'get',
+            'endpointslices',
+            '-n',
+            NS,
+            '-l',
+            'kubernetes.io/service-name=singleton-active',
+            '-o',
+            'json',
+          ]),
+        ) as { items: { endpoints?: { addresses: string[] }[] }[] };
+        expect(slices.items.flatMap((s) => s.endpoints ?? []).flatMap((ep) => ep.addresses)).toEqual([holderIp]);
+      },
+      30_000,
+      250,
+    );
   });
 
   it('kubectl rollout restart: the lock moves to a new pod with a larger token, and there are never two holders', async () => {
@@ -82,12 +150,20 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     const watch = watchHolders(e, NS, LOCK);
     await e.kubectl(['rollout', 'restart', '-n', NS, `deployment/${DEPLOYMENT}`]);
     await e.kubectl(['rollout', 'status', '-n', NS, `deployment/${DEPLOYMENT}`, '--timeout=120s']);
-    const newPods = new Set((await eventually(async () => {
-      const p = await readyPods();
-      expect(p).toHaveLength(3);
-      expect(p.every((x) => x.hash !== oldHash)).toBe(true);
-      return p;
-    }, 90_000, 250)).map((p) => p.name));
+    const newPods = new Set(
+      (
+        await eventually(
+          async () => {
+            const p = await readyPods();
+            expect(p).toHaveLength(3);
+            expect(p.every((x) => x.hash !== oldHash)).toBe(true);
+            return p;
+          },
+          90_000,
+          250,
+        )
+      ).map((p) => p.name),
+    );
     const after = await oneHolder((pod) => newPods.has(pod));
     const report = await watch.stop();
     expect(after.token).toBeGreaterThan(before.token);
@@ -96,7 +172,9 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     expect(report.terms.at(0)?.holder).toBe(before.pod);
     expect(report.terms.at(-1)?.holder).toBe(after.pod);
     expectIncreasing(report.terms);
-    process.stderr.write(`[e2e] rollout restart: ${report.terms.map((t) => `${t.holder}:${t.token}`).join(' → ')} (${report.rounds} polls, at most ${report.maxBelievers} believer)\n`);
+    process.stderr.write(
+      `[e2e] rollout restart: ${report.terms.map((t) => `${t.holder}:${t.token}`).join(' → ')} (${report.rounds} polls, at most ${report.maxBelievers} believer)\n`,
+    );
   });
 
   it('kubectl delete pod of the holder: another pod holds the lock with a larger token well before the lease could expire', async () => {
@@ -113,20 +191,40 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     // The lease is 15 s: a successor after an expiry would need at least that. The release on
     // SIGTERM makes it a matter of the pod runner's poll, the release and one reconcile.
     expect(handoffMs).toBeLessThan(15_000);
-    process.stderr.write(`[e2e] delete pod ${before.pod} → ${after.pod} holds token ${after.token} after ${Math.round(handoffMs)} ms\n`);
+    process.stderr.write(
+      `[e2e] delete pod ${before.pod} → ${after.pod} holds token ${after.token} after ${Math.round(handoffMs)} ms\n`,
+    );
   });
 
   it('scale to 0: the lock is released and nobody holds it', async () => {
     await oneHolder();
     await e.kubectl(['scale', '-n', NS, `deployment/${DEPLOYMENT}`, '--replicas=0']);
-    await eventually(async () => {
-      const list = await e.core.listNamespacedPod({ namespace: NS, labelSelector: `app=${DEPLOYMENT}` });
-      expect(list.items).toHaveLength(0);
-    }, 90_000, 250);
-    const lease = await eventually(async () => { const l = await leaseHolder(); expect(l.holder).toBeUndefined(); return l; }, 30_000, 200);
+    await eventually(
+      async () => {
+        const list = await e.core.listNamespacedPod({ namespace: NS, labelSelector: `app=${DEPLOYMENT}` });
+        expect(list.items).toHaveLength(0);
+      },
+      90_000,
+      250,
+    );
+    const lease = await eventually(
+      async () => {
+        const l = await leaseHolder();
+        expect(l.holder).toBeUndefined();
+        return l;
+      },
+      30_000,
+      200,
+    );
     expect(lease.released).toBe('Released');
     expect(await believers(e, NS, LOCK)).toEqual([]);
-    const lock = await e.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: LOCK }) as DistributedLock;
+    const lock = (await e.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: NS,
+      plural: PLURAL,
+      name: LOCK,
+    })) as DistributedLock;
     expect(lock.status?.holder).toBeUndefined();
   });
 });

@@ -34,7 +34,13 @@ export function emptyLock(): LockModel {
  * applied is a duplicate (whatever its token, as the guards document); a token below the mark is
  * stale; anything else (token >= mark) is applied and becomes the mark.
  */
-export function applyToModel(m: LockModel, token: bigint | undefined, value: string, writeId: string | undefined, withIds: boolean): Expected {
+export function applyToModel(
+  m: LockModel,
+  token: bigint | undefined,
+  value: string,
+  writeId: string | undefined,
+  withIds: boolean,
+): Expected {
   if (token === undefined) return 'malformed';
   if (withIds && writeId !== undefined && m.applied.has(writeId)) return 'duplicate';
   if (m.mark !== undefined && token < m.mark) return 'stale';

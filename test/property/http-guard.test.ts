@@ -28,68 +28,88 @@ interface HttpWrite {
   readonly fails: boolean;
 }
 
-const tokenOf = (onlyHeaderSafe: boolean): fc.Arbitrary<HttpWrite['token']> => fc.oneof(
-  { arbitrary: fc.bigInt({ min: 0n, max: 12n }).map((value) => ({ ok: true as const, value })), weight: 6 },
-  { arbitrary: validToken.map((value) => ({ ok: true as const, value })), weight: 3 },
-  {
-    // HTTP trims a header value's surrounding whitespace and refuses control characters: over
-    // the wire only the values it can carry unchanged are meaningful.
-    arbitrary: (onlyHeaderSafe
-      ? malformedToken.filter((b) => typeof b.value === 'string' && /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(b.value))
-      : malformedToken.filter((b) => typeof b.value === 'string')).map((bad) => ({ ok: false as const, bad })),
-    weight: 1,
-  },
-);
+const tokenOf = (onlyHeaderSafe: boolean): fc.Arbitrary<HttpWrite['token']> =>
+  fc.oneof(
+    { arbitrary: fc.bigInt({ min: 0n, max: 12n }).map((value) => ({ ok: true as const, value })), weight: 6 },
+    { arbitrary: validToken.map((value) => ({ ok: true as const, value })), weight: 3 },
+    {
+      // HTTP trims a header value's surrounding whitespace and refuses control characters: over
+      // the wire only the values it can carry unchanged are meaningful.
+      arbitrary: (onlyHeaderSafe
+        ? malformedToken.filter(
+            (b) => typeof b.value === 'string' && /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(b.value),
+          )
+        : malformedToken.filter((b) => typeof b.value === 'string')
+      ).map((bad) => ({ ok: false as const, bad })),
+      weight: 1,
+    },
+  );
 const writes = (onlyHeaderSafe: boolean): fc.Arbitrary<HttpWrite[]> =>
-  fc.array(fc.record({ token: tokenOf(onlyHeaderSafe), fails: fc.integer({ min: 0, max: 5 }).map((r) => r === 0) }), { minLength: 1, maxLength: 14 });
+  fc.array(fc.record({ token: tokenOf(onlyHeaderSafe), fails: fc.integer({ min: 0, max: 5 }).map((r) => r === 0) }), {
+    minLength: 1,
+    maxLength: 14,
+  });
 
 const text = (t: HttpWrite['token']): string => (t.ok ? t.value.toString() : String(t.bad.value));
 
 describe('T17: the HTTP guard against generated tokens (in process)', () => {
-  beforeAll(() => { console.info(banner('http guard properties', runs(BOOK_RUNS) + runs(MIDDLEWARE_RUNS))); });
+  beforeAll(() => {
+    console.info(banner('http guard properties', runs(BOOK_RUNS) + runs(MIDDLEWARE_RUNS)));
+  });
 
   it('FenceBook: concurrent writes to one resource have the model outcomes in arrival order; refusals never move the mark', async () => {
-    await fc.assert(fc.asyncProperty(writes(false), fc.option(validToken, { nil: undefined }), async (batch, initial) => {
-      const book = new FenceBook(initial === undefined ? {} : { initial: [['/r', initial]] });
-      const model = emptyLock();
-      model.mark = initial;
-      const applied: string[] = [];
-      // All requests arrive at once; each write yields before finishing, so without the critical
-      // section they would interleave.
-      const results = await Promise.allSettled(batch.map((w, i) => book.guarded('/r', text(w.token), async (token) => {
-        await new Promise((r) => setImmediate(r));
-        if (w.fails) throw new Error(`write ${i} failed`);
-        applied.push(`${i}:${token}`);
-        return i;
-      })));
-      const expectedApplied: string[] = [];
-      for (const [i, w] of batch.entries()) {
-        const markBefore = model.mark;
-        const r = results[i];
-        if (r === undefined) throw new Error('missing result');
-        if (!w.token.ok) {
-          expect(applyToModel(model, undefined, '', undefined, false)).toBe('malformed');
-          expect(r.status === 'fulfilled' && !r.value.ok && r.value.status === 400).toBe(true);
-          if (r.status === 'fulfilled' && !r.value.ok) expect(namesValue(r.value.reason, w.token.bad.value), r.value.reason).toBe(true);
-          continue;
+    await fc.assert(
+      fc.asyncProperty(writes(false), fc.option(validToken, { nil: undefined }), async (batch, initial) => {
+        const book = new FenceBook(initial === undefined ? {} : { initial: [['/r', initial]] });
+        const model = emptyLock();
+        model.mark = initial;
+        const applied: string[] = [];
+        // All requests arrive at once; each write yields before finishing, so without the critical
+        // section they would interleave.
+        const results = await Promise.allSettled(
+          batch.map((w, i) =>
+            book.guarded('/r', text(w.token), async (token) => {
+              await new Promise((r) => setImmediate(r));
+              if (w.fails) throw new Error(`write ${i} failed`);
+              applied.push(`${i}:${token}`);
+              return i;
+            }),
+          ),
+        );
+        const expectedApplied: string[] = [];
+        for (const [i, w] of batch.entries()) {
+          const markBefore = model.mark;
+          const r = results[i];
+          if (r === undefined) throw new Error('missing result');
+          if (!w.token.ok) {
+            expect(applyToModel(model, undefined, '', undefined, false)).toBe('malformed');
+            expect(r.status === 'fulfilled' && !r.value.ok && r.value.status === 400).toBe(true);
+            if (r.status === 'fulfilled' && !r.value.ok)
+              expect(namesValue(r.value.reason, w.token.bad.value), r.value.reason).toBe(true);
+            continue;
+          }
+          const token = w.token.value;
+          if (markBefore !== undefined && token < markBefore) {
+            expect(
+              r.status === 'fulfilled' && !r.value.ok && r.value.status === 409 ? r.value.highWater : undefined,
+              `write ${i}`,
+            ).toBe(markBefore);
+            continue;
+          }
+          if (w.fails) {
+            expect(r.status, `write ${i} whose handler failed`).toBe('rejected');
+            continue; // no commit: the model's mark stays
+          }
+          const e: Expected = applyToModel(model, token, `v${i}`, undefined, false);
+          expect(e).toBe('applied');
+          expect(r.status === 'fulfilled' && r.value.ok).toBe(true);
+          expectedApplied.push(`${i}:${token}`);
         }
-        const token = w.token.value;
-        if (markBefore !== undefined && token < markBefore) {
-          expect(r.status === 'fulfilled' && !r.value.ok && r.value.status === 409 ? r.value.highWater : undefined, `write ${i}`).toBe(markBefore);
-          continue;
-        }
-        if (w.fails) {
-          expect(r.status, `write ${i} whose handler failed`).toBe('rejected');
-          continue; // no commit: the model's mark stays
-        }
-        const e: Expected = applyToModel(model, token, `v${i}`, undefined, false);
-        expect(e).toBe('applied');
-        expect(r.status === 'fulfilled' && r.value.ok).toBe(true);
-        expectedApplied.push(`${i}:${token}`);
-      }
-      expect(applied).toEqual(expectedApplied);
-      expect(book.highWater('/r')).toBe(model.mark);
-    }), fcParams(BOOK_RUNS));
+        expect(applied).toEqual(expectedApplied);
+        expect(book.highWater('/r')).toBe(model.mark);
+      }),
+      fcParams(BOOK_RUNS),
+    );
   });
 
   describe('httpGuard middleware over loopback HTTP', () => {
@@ -109,32 +129,40 @@ describe('T17: the HTTP guard against generated tokens (in process)', () => {
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
       base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     });
-    afterAll(async () => { await new Promise((r) => server.close(r)); });
+    afterAll(async () => {
+      await new Promise((r) => server.close(r));
+    });
 
     it('answers 200/400/409 exactly as the model says, one resource per run, and commits only successes', async () => {
       let n = 0;
-      await fc.assert(fc.asyncProperty(writes(true), async (batch) => {
-        const path = `/doc/${++n}`;
-        const model = emptyLock();
-        for (const [i, w] of batch.entries()) {
-          const markBefore = model.mark;
-          const res = await fetch(`${base}${path}`, { method: 'PUT', headers: { 'fencing-token': text(w.token), 'x-fail': w.fails ? '1' : '0' } });
-          const body = await res.text();
-          if (!w.token.ok) {
-            expect(res.status, body).toBe(400);
-            expect(namesValue((JSON.parse(body) as { error: string }).error, w.token.bad.value), body).toBe(true);
-          } else if (markBefore !== undefined && w.token.value < markBefore) {
-            expect(res.status, body).toBe(409);
-            expect((JSON.parse(body) as { highWater: string }).highWater).toBe(markBefore.toString());
-          } else if (w.fails) {
-            expect(res.status).toBe(500);
-          } else {
-            expect(res.status, `write ${i}: ${body}`).toBe(200);
-            applyToModel(model, w.token.value, '', undefined, false);
+      await fc.assert(
+        fc.asyncProperty(writes(true), async (batch) => {
+          const path = `/doc/${++n}`;
+          const model = emptyLock();
+          for (const [i, w] of batch.entries()) {
+            const markBefore = model.mark;
+            const res = await fetch(`${base}${path}`, {
+              method: 'PUT',
+              headers: { 'fencing-token': text(w.token), 'x-fail': w.fails ? '1' : '0' },
+            });
+            const body = await res.text();
+            if (!w.token.ok) {
+              expect(res.status, body).toBe(400);
+              expect(namesValue((JSON.parse(body) as { error: string }).error, w.token.bad.value), body).toBe(true);
+            } else if (markBefore !== undefined && w.token.value < markBefore) {
+              expect(res.status, body).toBe(409);
+              expect((JSON.parse(body) as { highWater: string }).highWater).toBe(markBefore.toString());
+            } else if (w.fails) {
+              expect(res.status).toBe(500);
+            } else {
+              expect(res.status, `write ${i}: ${body}`).toBe(200);
+              applyToModel(model, w.token.value, '', undefined, false);
+            }
+            expect(book.highWater(path)).toBe(model.mark);
           }
-          expect(book.highWater(path)).toBe(model.mark);
-        }
-      }), fcParams(MIDDLEWARE_RUNS));
+        }),
+        fcParams(MIDDLEWARE_RUNS),
+      );
     });
   });
 });

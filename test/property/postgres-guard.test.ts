@@ -13,7 +13,12 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fenceMigrationSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../../src/guards/postgres-guard.ts';
+import {
+  fenceMigrationSql,
+  postgresGuard,
+  type PostgresGuard,
+  type PostgresQueryable,
+} from '../../src/guards/postgres-guard.ts';
 import type { FencedSqlSpec } from '../../src/guards/sql-guard.ts';
 import { startPostgres, type PostgresServer } from '../support/testbed/postgres.ts';
 import { applyToModel, emptyLock, guardOps, type Expected, type LockModel } from './guard-model.ts';
@@ -25,7 +30,10 @@ const MALFORMED_RUNS = 500;
 const SEQUENCE_RUNS = 600;
 const SPEC: FencedSqlSpec = { table: 'docs', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] };
 
-interface Row { body: string | null; fence: string }
+interface Row {
+  body: string | null;
+  fence: string;
+}
 
 describe('T17: the SQL guard against generated tokens (real PostgreSQL)', () => {
   let server: PostgresServer;
@@ -43,7 +51,12 @@ describe('T17: the SQL guard against generated tokens (real PostgreSQL)', () => 
     await client.query('CREATE TABLE docs (id text PRIMARY KEY, body text)');
     await client.query(fenceMigrationSql(SPEC));
     // Count the guard's queries: a malformed token must not reach the database.
-    const counted: PostgresQueryable = { query: (text, params) => { queries++; return client.query(text, params); } };
+    const counted: PostgresQueryable = {
+      query: (text, params) => {
+        queries++;
+        return client.query(text, params);
+      },
+    };
     guard = postgresGuard(counted, SPEC);
     console.info(banner('sql guard properties', runs(MALFORMED_RUNS) + runs(SEQUENCE_RUNS)));
   }, 60_000);
@@ -58,45 +71,60 @@ describe('T17: the SQL guard against generated tokens (real PostgreSQL)', () => 
   };
 
   it('refuses every malformed token before any query, naming the value; the row is unchanged', async () => {
-    await fc.assert(fc.asyncProperty(malformedToken, fc.option(validToken, { nil: undefined }), fc.boolean(), async (bad, mark, upsert) => {
-      const id = fresh();
-      if (mark !== undefined) expect(await guard.upsert(id, mark, ['before'])).toEqual({ accepted: true });
-      const before = await row(id);
-      const queriesBefore = queries;
-      let error: unknown;
-      try {
-        await (upsert ? guard.upsert(id, bad.value as string, ['forged']) : guard.write(id, bad.value as string, ['forged']));
-      } catch (err) { error = err; }
-      expect(queries, 'queries sent for a malformed token').toBe(queriesBefore);
-      expect(error).toBeInstanceOf(TokenError);
-      expect(namesValue((error as Error).message, bad.value), (error as Error).message).toBe(true);
-      expect(await row(id)).toEqual(before);
-    }), fcParams(MALFORMED_RUNS));
+    await fc.assert(
+      fc.asyncProperty(
+        malformedToken,
+        fc.option(validToken, { nil: undefined }),
+        fc.boolean(),
+        async (bad, mark, upsert) => {
+          const id = fresh();
+          if (mark !== undefined) expect(await guard.upsert(id, mark, ['before'])).toEqual({ accepted: true });
+          const before = await row(id);
+          const queriesBefore = queries;
+          let error: unknown;
+          try {
+            await (upsert
+              ? guard.upsert(id, bad.value as string, ['forged'])
+              : guard.write(id, bad.value as string, ['forged']));
+          } catch (err) {
+            error = err;
+          }
+          expect(queries, 'queries sent for a malformed token').toBe(queriesBefore);
+          expect(error).toBeInstanceOf(TokenError);
+          expect(namesValue((error as Error).message, bad.value), (error as Error).message).toBe(true);
+          expect(await row(id)).toEqual(before);
+        },
+      ),
+      fcParams(MALFORMED_RUNS),
+    );
   });
 
   it('applies exactly the writes with token >= fence; a rejected write never moves the fence or the data', async () => {
-    await fc.assert(fc.asyncProperty(guardOps, async (ops) => {
-      const ids = [fresh(), fresh()] as const;
-      const models: [LockModel, LockModel] = [emptyLock(), emptyLock()];
-      for (const [i, op] of ops.entries()) {
-        const id = ids[op.lock];
-        const model = models[op.lock];
-        const token = op.token.ok ? op.token.value : undefined;
-        const markBefore = model.mark;
-        const expected = applyToModel(model, token, `v${i}`, undefined, false);
-        let got: Expected;
-        try {
-          const r = await guard.upsert(id, op.token.ok ? op.token.value : op.token.bad.value as string, [`v${i}`]);
-          got = r.accepted ? 'applied' : 'stale';
-        } catch (err) {
-          if (!(err instanceof TokenError)) throw err;
-          got = 'malformed';
+    await fc.assert(
+      fc.asyncProperty(guardOps, async (ops) => {
+        const ids = [fresh(), fresh()] as const;
+        const models: [LockModel, LockModel] = [emptyLock(), emptyLock()];
+        for (const [i, op] of ops.entries()) {
+          const id = ids[op.lock];
+          const model = models[op.lock];
+          const token = op.token.ok ? op.token.value : undefined;
+          const markBefore = model.mark;
+          const expected = applyToModel(model, token, `v${i}`, undefined, false);
+          let got: Expected;
+          try {
+            const r = await guard.upsert(id, op.token.ok ? op.token.value : (op.token.bad.value as string), [`v${i}`]);
+            got = r.accepted ? 'applied' : 'stale';
+          } catch (err) {
+            if (!(err instanceof TokenError)) throw err;
+            got = 'malformed';
+          }
+          expect(got, `write ${i} (token ${token ?? 'malformed'}, fence ${markBefore ?? 'none'})`).toBe(expected);
+          const r = await row(id);
+          expect(r?.fence, `fence after write ${i}`).toBe(model.mark?.toString());
+          expect(r?.body, `data after write ${i}`).toBe(model.value);
         }
-        expect(got, `write ${i} (token ${token ?? 'malformed'}, fence ${markBefore ?? 'none'})`).toBe(expected);
-        const r = await row(id);
-        expect(r?.fence, `fence after write ${i}`).toBe(model.mark?.toString());
-        expect(r?.body, `data after write ${i}`).toBe(model.value);
-      }
-    }), fcParams(SEQUENCE_RUNS));
+      }),
+      fcParams(SEQUENCE_RUNS),
+    );
   });
 });

@@ -29,10 +29,20 @@ const MAX_COMMANDS = 60;
 const sequences = fc.commands(commandArbs, { maxCommands: MAX_COMMANDS, size: 'max' });
 
 /** Coverage: what the sequences of one property exercised, to show that they bite. */
-interface Coverage { sequences: number; commands: number; grants: number; accepted: number; rejected: number; lost: number }
+interface Coverage {
+  sequences: number;
+  commands: number;
+  grants: number;
+  accepted: number;
+  rejected: number;
+  lost: number;
+}
 const emptyCoverage = (): Coverage => ({ sequences: 0, commands: 0, grants: 0, accepted: 0, rejected: 0, lost: 0 });
 
-function raceProperty(mutations: Mutations, cov: Coverage = emptyCoverage()): fc.IAsyncPropertyWithHooks<[fc.Scheduler, Iterable<fc.AsyncCommand<object, World>>]> {
+function raceProperty(
+  mutations: Mutations,
+  cov: Coverage = emptyCoverage(),
+): fc.IAsyncPropertyWithHooks<[fc.Scheduler, Iterable<fc.AsyncCommand<object, World>>]> {
   return fc.asyncProperty(fc.scheduler(), sequences, async (s, cmds) => {
     const world = new World(s, mutations);
     await world.start();
@@ -55,7 +65,9 @@ describe('T18: model-based race test of decide() + LockSession + fenced store (a
       if (k === 0) console.info(banner('race model', runs(SEQUENCES) * SEEDS.length));
       const cov = emptyCoverage();
       await fc.assert(raceProperty({}, cov), fcParams(SEQUENCES, { seed }));
-      console.info(`race model seed ${seed}: ${cov.sequences} sequences (shrinking included), ${cov.commands} commands, ${cov.grants} grants, ${cov.accepted} writes accepted, ${cov.rejected} stale writes rejected, ${cov.lost} terms lost; 0 violations`);
+      console.info(
+        `race model seed ${seed}: ${cov.sequences} sequences (shrinking included), ${cov.commands} commands, ${cov.grants} grants, ${cov.accepted} writes accepted, ${cov.rejected} stale writes rejected, ${cov.lost} terms lost; 0 violations`,
+      );
     });
   }
 
@@ -69,7 +81,9 @@ describe('T18: model-based race test of decide() + LockSession + fenced store (a
       it(name, async () => {
         const details = await fc.check(raceProperty(mutations), fcParams(SEQUENCES * 3, { seed: SEED }));
         expect(details.failed, `no counterexample found ${name}`).toBe(true);
-        console.info(`calibration ${JSON.stringify(mutations)}: found after ${details.numRuns} runs, shrunk ${details.numShrinks} times: ${fc.stringify(details.counterexample)}\n  ${details.errorInstance instanceof Error ? details.errorInstance.message.split('\n')[0] : String(details.errorInstance)}\n  replay: seed ${details.seed}, path ${JSON.stringify(details.counterexamplePath)}`);
+        console.info(
+          `calibration ${JSON.stringify(mutations)}: found after ${details.numRuns} runs, shrunk ${details.numShrinks} times: ${fc.stringify(details.counterexample)}\n  ${details.errorInstance instanceof Error ? details.errorInstance.message.split('\n')[0] : String(details.errorInstance)}\n  replay: seed ${details.seed}, path ${JSON.stringify(details.counterexamplePath)}`,
+        );
       });
     }
   });

@@ -45,7 +45,10 @@ describe('T17: the Redis guard against generated tokens (real redis-server)', ()
     client = redis.client();
     // Count every command this client sends: a malformed token must not cost a round trip.
     const send = client.sendCommand.bind(client);
-    client.sendCommand = (...args: Parameters<Redis['sendCommand']>) => { sent++; return send(...args); };
+    client.sendCommand = (...args: Parameters<Redis['sendCommand']>) => {
+      sent++;
+      return send(...args);
+    };
     guard = redisGuard(client);
     console.info(banner('redis guard properties', runs(MALFORMED_RUNS) + runs(SEQUENCE_RUNS) + runs(PRECISION_RUNS)));
   });
@@ -60,64 +63,94 @@ describe('T17: the Redis guard against generated tokens (real redis-server)', ()
   };
 
   it('refuses every malformed token before sending anything, naming the value; data and mark unchanged', async () => {
-    await fc.assert(fc.asyncProperty(malformedToken, fc.option(validToken, { nil: undefined }), fc.option(fc.constantFrom('r1', 'r2'), { nil: undefined }), async (bad, mark, writeId) => {
-      const key = fresh();
-      if (mark !== undefined) expect(await guard.write(key, mark, 'before')).toEqual({ accepted: true, duplicate: false });
-      const before = await state(key);
-      const sentBefore = sent;
-      let error: unknown;
-      try {
-        await guard.write(key, bad.value as string, 'forged', writeId);
-      } catch (err) { error = err; }
-      expect(sent, 'commands sent for a malformed token').toBe(sentBefore);
-      expect(error).toBeInstanceOf(TokenError);
-      const message = (error as Error).message;
-      expect(message).toContain(`fencing token for ${key}`);
-      expect(namesValue(message, bad.value), `message ${JSON.stringify(message)} names ${String(bad.value)}`).toBe(true);
-      expect(await state(key)).toEqual(before);
-    }), fcParams(MALFORMED_RUNS));
+    await fc.assert(
+      fc.asyncProperty(
+        malformedToken,
+        fc.option(validToken, { nil: undefined }),
+        fc.option(fc.constantFrom('r1', 'r2'), { nil: undefined }),
+        async (bad, mark, writeId) => {
+          const key = fresh();
+          if (mark !== undefined)
+            expect(await guard.write(key, mark, 'before')).toEqual({ accepted: true, duplicate: false });
+          const before = await state(key);
+          const sentBefore = sent;
+          let error: unknown;
+          try {
+            await guard.write(key, bad.value as string, 'forged', writeId);
+          } catch (err) {
+            error = err;
+          }
+          expect(sent, 'commands sent for a malformed token').toBe(sentBefore);
+          expect(error).toBeInstanceOf(TokenError);
+          const message = (error as Error).message;
+          expect(message).toContain(`fencing token for ${key}`);
+          expect(namesValue(message, bad.value), `message ${JSON.stringify(message)} names ${String(bad.value)}`).toBe(
+            true,
+          );
+          expect(await state(key)).toEqual(before);
+        },
+      ),
+      fcParams(MALFORMED_RUNS),
+    );
     expect(sent).toBeGreaterThan(0); // the counter does see the guard's commands
   });
 
   it('applies exactly the writes with token >= mark, never moves the mark on a rejection, applies a write id once', async () => {
-    await fc.assert(fc.asyncProperty(guardOps, async (ops) => {
-      const keys = [fresh(), fresh()] as const;
-      const models: [LockModel, LockModel] = [emptyLock(), emptyLock()];
-      const last: [GuardOp | undefined, GuardOp | undefined] = [undefined, undefined];
-      for (const [i, generated] of ops.entries()) {
-        const op = generated.retry ? (last[generated.lock] ?? generated) : generated;
-        last[op.lock] = op;
-        const key = keys[op.lock];
-        const model = models[op.lock];
-        const value = `v${i}`;
-        const token = op.token.ok ? op.token.value : undefined;
-        const markBefore = model.mark;
-        const expected = applyToModel(model, token, value, op.writeId, true);
-        let got: Expected;
-        try {
-          got = outcomeOf(await guard.write(key, op.token.ok ? op.token.value : op.token.bad.value as string, value, op.writeId));
-        } catch (err) {
-          if (!(err instanceof TokenError)) throw err;
-          got = 'malformed';
+    await fc.assert(
+      fc.asyncProperty(guardOps, async (ops) => {
+        const keys = [fresh(), fresh()] as const;
+        const models: [LockModel, LockModel] = [emptyLock(), emptyLock()];
+        const last: [GuardOp | undefined, GuardOp | undefined] = [undefined, undefined];
+        for (const [i, generated] of ops.entries()) {
+          const op = generated.retry ? (last[generated.lock] ?? generated) : generated;
+          last[op.lock] = op;
+          const key = keys[op.lock];
+          const model = models[op.lock];
+          const value = `v${i}`;
+          const token = op.token.ok ? op.token.value : undefined;
+          const markBefore = model.mark;
+          const expected = applyToModel(model, token, value, op.writeId, true);
+          let got: Expected;
+          try {
+            got = outcomeOf(
+              await guard.write(key, op.token.ok ? op.token.value : (op.token.bad.value as string), value, op.writeId),
+            );
+          } catch (err) {
+            if (!(err instanceof TokenError)) throw err;
+            got = 'malformed';
+          }
+          expect(
+            got,
+            `write ${i} (token ${token ?? 'malformed'}, mark ${markBefore ?? 'none'}, id ${op.writeId ?? '-'})`,
+          ).toBe(expected);
+          const [data, mark] = await state(key);
+          expect(mark, `mark after write ${i}`).toBe(model.mark?.toString() ?? null);
+          expect(data, `data after write ${i}`).toBe(model.value ?? null);
         }
-        expect(got, `write ${i} (token ${token ?? 'malformed'}, mark ${markBefore ?? 'none'}, id ${op.writeId ?? '-'})`).toBe(expected);
-        const [data, mark] = await state(key);
-        expect(mark, `mark after write ${i}`).toBe(model.mark?.toString() ?? null);
-        expect(data, `data after write ${i}`).toBe(model.value ?? null);
-      }
-    }), fcParams(SEQUENCE_RUNS));
+      }),
+      fcParams(SEQUENCE_RUNS),
+    );
   });
 
   it('orders neighbouring tokens exactly, also where float64 cannot (2^53 + 1 vs 2^53, MAX_TOKEN)', async () => {
     const near = fc.oneof(fc.constantFrom(...EDGE_TOKENS), validToken).chain((t) =>
-      fc.tuple(fc.constant(t), fc.bigInt({ min: -3n, max: 3n }).map((d) => t + d)).filter(([, u]) => u >= 0n && u <= (2n ** 63n) - 1n));
-    await fc.assert(fc.asyncProperty(near, fc.boolean(), async ([first, second], asText) => {
-      const key = fresh();
-      await guard.write(key, asText ? first.toString() : first, 'first');
-      const r = await guard.write(key, asText ? second.toString() : second, 'second');
-      if (second >= first) expect(r).toEqual({ accepted: true, duplicate: false });
-      else expect(r).toEqual({ accepted: false, reason: 'stale', highWater: first });
-      expect(await guard.highWater(key)).toBe(second >= first ? second : first);
-    }), fcParams(PRECISION_RUNS));
+      fc
+        .tuple(
+          fc.constant(t),
+          fc.bigInt({ min: -3n, max: 3n }).map((d) => t + d),
+        )
+        .filter(([, u]) => u >= 0n && u <= 2n ** 63n - 1n),
+    );
+    await fc.assert(
+      fc.asyncProperty(near, fc.boolean(), async ([first, second], asText) => {
+        const key = fresh();
+        await guard.write(key, asText ? first.toString() : first, 'first');
+        const r = await guard.write(key, asText ? second.toString() : second, 'second');
+        if (second >= first) expect(r).toEqual({ accepted: true, duplicate: false });
+        else expect(r).toEqual({ accepted: false, reason: 'stale', highWater: first });
+        expect(await guard.highWater(key)).toBe(second >= first ? second : first);
+      }),
+      fcParams(PRECISION_RUNS),
+    );
   });
 });

@@ -27,15 +27,20 @@ describe('T17: parseToken against an oracle', () => {
       validToken.map(String),
       malformedToken.map((m) => (typeof m.value === 'string' ? m.value : String(m.value))),
     );
-    fc.assert(fc.property(input, (s) => {
-      const want = oracle(s);
-      let got: bigint | TokenError;
-      try { got = parseToken(s); } catch (err) {
-        if (!(err instanceof TokenError)) throw err;
-        got = err;
-      }
-      if (want === undefined) expect(got).toBeInstanceOf(TokenError);
-      else expect(got).toBe(want);
-    }), fcParams(RUNS));
+    fc.assert(
+      fc.property(input, (s) => {
+        const want = oracle(s);
+        let got: bigint | TokenError;
+        try {
+          got = parseToken(s);
+        } catch (err) {
+          if (!(err instanceof TokenError)) throw err;
+          got = err;
+        }
+        if (want === undefined) expect(got).toBeInstanceOf(TokenError);
+        else expect(got).toBe(want);
+      }),
+      fcParams(RUNS),
+    );
   });
 });

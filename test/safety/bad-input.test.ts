@@ -14,8 +14,16 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import {
-  AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, loadAllYaml,
-  type V1Lease, type V1ValidatingAdmissionPolicy, type V1ValidatingAdmissionPolicyBinding,
+  AdmissionregistrationV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+  loadAllYaml,
+  type V1Lease,
+  type V1ValidatingAdmissionPolicy,
+  type V1ValidatingAdmissionPolicyBinding,
 } from '@kubernetes/client-node';
 import type { Redis } from 'ioredis';
 import { Redis as RedisClient } from 'ioredis';
@@ -34,11 +42,19 @@ const AGENT_SA = 'fencepost-agent';
 
 /** failure returns the HTTP status and the API server's message of a rejected call. */
 async function failure(call: () => Promise<unknown>): Promise<{ code: number; message: string }> {
-  try { await call(); } catch (err) {
+  try {
+    await call();
+  } catch (err) {
     const code = (err as { code?: number }).code ?? 0;
     const body = (err as { body?: unknown }).body;
     let message = err instanceof Error ? err.message : String(err);
-    if (typeof body === 'string') { try { message = (JSON.parse(body) as { message?: string }).message ?? body; } catch { message = body; } }
+    if (typeof body === 'string') {
+      try {
+        message = (JSON.parse(body) as { message?: string }).message ?? body;
+      } catch {
+        message = body;
+      }
+    }
     return { code, message };
   }
   return { code: 200, message: '(allowed)' };
@@ -59,15 +75,26 @@ describe('bad input is refused, naming the field or the reason, and changes noth
 
   const tokenConfig = async (bound: { name: string; uid: string } | undefined): Promise<KubeConfig> => {
     const tr = await fx.t.core.createNamespacedServiceAccountToken({
-      name: AGENT_SA, namespace: ns,
-      body: { spec: { audiences: [], expirationSeconds: 3600, ...(bound !== undefined ? { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: bound.name, uid: bound.uid } } : {}) } },
+      name: AGENT_SA,
+      namespace: ns,
+      body: {
+        spec: {
+          audiences: [],
+          expirationSeconds: 3600,
+          ...(bound !== undefined
+            ? { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: bound.name, uid: bound.uid } }
+            : {}),
+        },
+      },
     });
     const kc = new KubeConfig();
     const cluster = admin.getCurrentCluster();
     if (cluster === null || tr.status?.token === undefined) throw new Error('no cluster or token');
     kc.loadFromOptions({
-      clusters: [cluster], users: [{ name: 'agent', token: tr.status.token }],
-      contexts: [{ name: 'agent', cluster: cluster.name, user: 'agent', namespace: ns }], currentContext: 'agent',
+      clusters: [cluster],
+      users: [{ name: 'agent', token: tr.status.token }],
+      contexts: [{ name: 'agent', cluster: cluster.name, user: 'agent', namespace: ns }],
+      currentContext: 'agent',
     });
     return kc;
   };
@@ -78,91 +105,359 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
     await fx.t.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: AGENT_SA } } });
     // The chart's agent Role (charts/fencepost/templates/agent-role.yaml), verbatim.
-    await rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: 'fencepost-agent' }, rules: [
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'update'] },
-      { apiGroups: [''], resources: ['pods'], verbs: ['patch'] },
-      { apiGroups: ['fencepost.io'], resources: ['distributedlocks'], verbs: ['get'] },
-      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
-    ] } });
-    await rbac.createNamespacedRoleBinding({ namespace: ns, body: { metadata: { name: 'fencepost-agent' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'fencepost-agent' }, subjects: [{ kind: 'ServiceAccount', name: AGENT_SA, namespace: ns }] } });
+    await rbac.createNamespacedRole({
+      namespace: ns,
+      body: {
+        metadata: { name: 'fencepost-agent' },
+        rules: [
+          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'update'] },
+          { apiGroups: [''], resources: ['pods'], verbs: ['patch'] },
+          { apiGroups: ['fencepost.io'], resources: ['distributedlocks'], verbs: ['get'] },
+          { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+        ],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: 'fencepost-agent' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'fencepost-agent' },
+        subjects: [{ kind: 'ServiceAccount', name: AGENT_SA, namespace: ns }],
+      },
+    });
 
     // The policies, bound to this namespace only (the control plane is shared with other tests).
     const adm = admin.makeApiClient(AdmissionregistrationV1Api);
-    for (const doc of loadAllYaml(readFileSync(POLICY_FILE, 'utf8')) as (V1ValidatingAdmissionPolicy | V1ValidatingAdmissionPolicyBinding)[]) {
+    for (const doc of loadAllYaml(readFileSync(POLICY_FILE, 'utf8')) as (
+      V1ValidatingAdmissionPolicy | V1ValidatingAdmissionPolicyBinding
+    )[]) {
       const name = `${doc.metadata?.name ?? ''}-${ns}`;
       if (doc.kind === 'ValidatingAdmissionPolicy') {
-        await adm.createValidatingAdmissionPolicy({ body: { ...doc, metadata: { name } } as V1ValidatingAdmissionPolicy });
+        await adm.createValidatingAdmissionPolicy({
+          body: { ...doc, metadata: { name } } as V1ValidatingAdmissionPolicy,
+        });
         policyNames.push(name);
       } else {
         const b = doc as V1ValidatingAdmissionPolicyBinding;
-        await adm.createValidatingAdmissionPolicyBinding({ body: { ...b, metadata: { name }, spec: { ...b.spec, policyName: `${b.spec?.policyName ?? ''}-${ns}`, matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } } } } });
+        await adm.createValidatingAdmissionPolicyBinding({
+          body: {
+            ...b,
+            metadata: { name },
+            spec: {
+              ...b.spec,
+              policyName: `${b.spec?.policyName ?? ''}-${ns}`,
+              matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } },
+            },
+          },
+        });
         bindingNames.push(name);
       }
     }
 
     const pod = async (name: string) => {
-      await fx.t.core.createNamespacedPod({ namespace: ns, body: { metadata: { name, labels: { app: lock } }, spec: { serviceAccountName: AGENT_SA, containers: [{ name: 'app', image: 'example.invalid/app:1' }] } } });
+      await fx.t.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: { name, labels: { app: lock } },
+          spec: { serviceAccountName: AGENT_SA, containers: [{ name: 'app', image: 'example.invalid/app:1' }] },
+        },
+      });
       const p = await setPodStatus(fx.t, name, 'ready');
       return { name, uid: p.metadata?.uid ?? '' };
     };
     holder = await pod('pod-a');
     const b = await pod('pod-b');
     await createLock(fx.t, lockBody(lock, lock, { leaseDurationSeconds: 600 }));
-    await eventually(async () => { expect((await getLease(fx.t, lock))?.spec?.holderIdentity).toBe(`${holder.name}/${holder.uid}`); }, 30_000);
+    await eventually(async () => {
+      expect((await getLease(fx.t, lock))?.spec?.holderIdentity).toBe(`${holder.name}/${holder.uid}`);
+    }, 30_000);
     asA = await tokenConfig(holder);
     asB = await tokenConfig(b);
     unbound = await tokenConfig(undefined);
     // The policies take effect once the API server has loaded them: wait until B's forged renew is refused.
-    await eventually(async () => {
-      const l = await getLease(fx.t, lock);
-      const r = await failure(() => asB.makeApiClient(CoordinationV1Api).replaceNamespacedLease({ namespace: ns, name: leaseName(lock), body: renewedLease(l as V1Lease, new Date()) }));
-      expect(r.code).toBe(403);
-    }, 30_000, 250);
+    await eventually(
+      async () => {
+        const l = await getLease(fx.t, lock);
+        const r = await failure(() =>
+          asB.makeApiClient(CoordinationV1Api).replaceNamespacedLease({
+            namespace: ns,
+            name: leaseName(lock),
+            body: renewedLease(l as V1Lease, new Date()),
+          }),
+        );
+        expect(r.code).toBe(403);
+      },
+      30_000,
+      250,
+    );
   }, 120_000);
 
   afterAll(async () => {
     const adm = admin.makeApiClient(AdmissionregistrationV1Api);
     for (const name of bindingNames) await adm.deleteValidatingAdmissionPolicyBinding({ name }).catch(() => undefined);
     for (const name of policyNames) await adm.deleteValidatingAdmissionPolicy({ name }).catch(() => undefined);
-    process.stdout.write(`bad input: ${tally.rejected}/${tally.tried} rejected; positive controls ${tally.allowed}/${tally.controls} allowed\n`);
+    process.stdout.write(
+      `bad input: ${tally.rejected}/${tally.tried} rejected; positive controls ${tally.allowed}/${tally.controls} allowed\n`,
+    );
   });
 
   const lockLease = leaseName(lock);
-  const lease = async (): Promise<V1Lease> => { const l = await getLease(fx.t, lock); if (l === undefined) throw new Error('no Lease'); return l; };
-  const podRv = async (name: string): Promise<string> => (await fx.t.core.readNamespacedPod({ namespace: ns, name })).metadata?.resourceVersion ?? '';
+  const lease = async (): Promise<V1Lease> => {
+    const l = await getLease(fx.t, lock);
+    if (l === undefined) throw new Error('no Lease');
+    return l;
+  };
+  const podRv = async (name: string): Promise<string> =>
+    (await fx.t.core.readNamespacedPod({ namespace: ns, name })).metadata?.resourceVersion ?? '';
   const leases = (kc: KubeConfig): CoordinationV1Api => kc.makeApiClient(CoordinationV1Api);
   // Every edit copies what it changes (no structuredClone: it would turn MicroTime into Date).
   const edit = (l: V1Lease, f: (l: V1Lease) => V1Lease): V1Lease => f(l);
-  const ann = (l: V1Lease, k: string, v: string): V1Lease => ({ ...l, metadata: { ...l.metadata, annotations: { ...l.metadata?.annotations, [k]: v } } });
+  const ann = (l: V1Lease, k: string, v: string): V1Lease => ({
+    ...l,
+    metadata: { ...l.metadata, annotations: { ...l.metadata?.annotations, [k]: v } },
+  });
 
   type Who = 'A' | 'B' | 'unbound' | 'admin';
   const as = (who: Who): KubeConfig => (who === 'A' ? asA : who === 'B' ? asB : who === 'unbound' ? unbound : admin);
 
   /** Lease cases: the write is built from the current Lease (with its resourceVersion) and sent as `who`. */
-  const leaseCases: ReadonlyArray<{ name: string; who: Who; write: (api: CoordinationV1Api, l: V1Lease) => Promise<unknown>; code: number; says: readonly string[] }> = [
+  const leaseCases: ReadonlyArray<{
+    name: string;
+    who: Who;
+    write: (api: CoordinationV1Api, l: V1Lease) => Promise<unknown>;
+    code: number;
+    says: readonly string[];
+  }> = [
     // RBAC: verbs the agent Role does not grant.
-    { name: 'create a Lease', who: 'A', code: 403, says: ['cannot create resource "leases"'], write: (api) => api.createNamespacedLease({ namespace: ns, body: { metadata: { name: 'forged', labels: { 'fencepost.io/lock': lock } }, spec: { holderIdentity: `${holder.name}/${holder.uid}` } } }) },
-    { name: 'delete the lock\'s Lease', who: 'B', code: 403, says: ['cannot delete resource "leases"'], write: (api) => api.deleteNamespacedLease({ namespace: ns, name: lockLease }) },
-    { name: 'delete every Lease (deletecollection)', who: 'B', code: 403, says: ['cannot deletecollection resource "leases"'], write: (api) => api.deleteCollectionNamespacedLease({ namespace: ns }) },
-    { name: 'merge-patch the Lease without a resourceVersion', who: 'A', code: 403, says: ['cannot patch resource "leases"'], write: (api) => api.patchNamespacedLease({ namespace: ns, name: lockLease, body: { spec: { renewTime: microTime(new Date()) } } }, mergePatch) },
+    {
+      name: 'create a Lease',
+      who: 'A',
+      code: 403,
+      says: ['cannot create resource "leases"'],
+      write: (api) =>
+        api.createNamespacedLease({
+          namespace: ns,
+          body: {
+            metadata: { name: 'forged', labels: { 'fencepost.io/lock': lock } },
+            spec: { holderIdentity: `${holder.name}/${holder.uid}` },
+          },
+        }),
+    },
+    {
+      name: "delete the lock's Lease",
+      who: 'B',
+      code: 403,
+      says: ['cannot delete resource "leases"'],
+      write: (api) => api.deleteNamespacedLease({ namespace: ns, name: lockLease }),
+    },
+    {
+      name: 'delete every Lease (deletecollection)',
+      who: 'B',
+      code: 403,
+      says: ['cannot deletecollection resource "leases"'],
+      write: (api) => api.deleteCollectionNamespacedLease({ namespace: ns }),
+    },
+    {
+      name: 'merge-patch the Lease without a resourceVersion',
+      who: 'A',
+      code: 403,
+      says: ['cannot patch resource "leases"'],
+      write: (api) =>
+        api.patchNamespacedLease(
+          { namespace: ns, name: lockLease, body: { spec: { renewTime: microTime(new Date()) } } },
+          mergePatch,
+        ),
+    },
     // The policy: writes RBAC allows (update), refused because of what they change or who sends them.
-    { name: 'B renews A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod', 'pod-b/'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }) },
-    { name: 'B names itself holder of A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/forged' } })) }) },
-    { name: 'B releases A\'s Lease', who: 'B', code: 403, says: ['spec.holderIdentity', 'only the holder pod'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: releasedLease(l, 'Released') }) },
-    { name: 'an unbound agent token renews the Lease', who: 'unbound', code: 403, says: ['pod-bound ServiceAccount token'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }) },
-    { name: 'the holder hands the Lease to B', who: 'A', code: 403, says: ['spec.holderIdentity', 'never name another holder'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/x' } })) }) },
-    { name: 'the holder sets leaseDurationSeconds to 0', who: 'A', code: 422, says: ['spec.leaseDurationSeconds', 'must be greater than 0'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 0 } })) }) },
-    { name: 'the holder sets leaseDurationSeconds to -1', who: 'A', code: 422, says: ['spec.leaseDurationSeconds', 'must be greater than 0'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: -1 } })) }) },
-    { name: 'the holder sets leaseDurationSeconds to 10^9', who: 'A', code: 403, says: ['spec.leaseDurationSeconds', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 1_000_000_000 } })) }) },
-    { name: 'the holder moves acquireTime into the future', who: 'A', code: 403, says: ['spec.acquireTime', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, acquireTime: microTime(new Date(Date.now() + 86_400_000)) } })) }) },
-    { name: 'the holder decrements leaseTransitions', who: 'A', code: 403, says: ['spec.leaseTransitions', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseTransitions: (x.spec?.leaseTransitions ?? 1) - 1 } })) }) },
-    { name: 'the holder raises the token annotation', who: 'A', code: 403, says: ['fencepost.io/fencing-token', 'high-water mark'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/fencing-token', '9223372036854775807') }) },
-    { name: 'the holder lowers the token annotation', who: 'A', code: 403, says: ['fencepost.io/fencing-token', 'high-water mark'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/fencing-token', '1') }) },
-    { name: 'the holder stretches its renew deadline', who: 'A', code: 403, says: ['fencepost.io/renew-deadline-ms', 'may not change them'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/renew-deadline-ms', '600000') }) },
-    { name: 'the holder moves the Lease to another lock (label)', who: 'A', code: 403, says: ['fencepost.io/lock', 'may not change it'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => ({ ...x, metadata: { ...x.metadata, labels: { ...x.metadata?.labels, 'fencepost.io/lock': 'other' } } })) }) },
-    { name: 'the holder clears the holder without marking a release', who: 'A', code: 403, says: ['fencepost.io/release', 'must mark the release'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(l, (x) => { const { holderIdentity: _h, ...spec } = x.spec ?? {}; return { ...x, spec }; }) }) },
+    {
+      name: "B renews A's Lease",
+      who: 'B',
+      code: 403,
+      says: ['spec.holderIdentity', 'only the holder pod', 'pod-b/'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }),
+    },
+    {
+      name: "B names itself holder of A's Lease",
+      who: 'B',
+      code: 403,
+      says: ['spec.holderIdentity', 'only the holder pod'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/forged' } })),
+        }),
+    },
+    {
+      name: "B releases A's Lease",
+      who: 'B',
+      code: 403,
+      says: ['spec.holderIdentity', 'only the holder pod'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: releasedLease(l, 'Released') }),
+    },
+    {
+      name: 'an unbound agent token renews the Lease',
+      who: 'unbound',
+      code: 403,
+      says: ['pod-bound ServiceAccount token'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }),
+    },
+    {
+      name: 'the holder hands the Lease to B',
+      who: 'A',
+      code: 403,
+      says: ['spec.holderIdentity', 'never name another holder'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({ ...x, spec: { ...x.spec, holderIdentity: 'pod-b/x' } })),
+        }),
+    },
+    {
+      name: 'the holder sets leaseDurationSeconds to 0',
+      who: 'A',
+      code: 422,
+      says: ['spec.leaseDurationSeconds', 'must be greater than 0'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 0 } })),
+        }),
+    },
+    {
+      name: 'the holder sets leaseDurationSeconds to -1',
+      who: 'A',
+      code: 422,
+      says: ['spec.leaseDurationSeconds', 'must be greater than 0'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: -1 } })),
+        }),
+    },
+    {
+      name: 'the holder sets leaseDurationSeconds to 10^9',
+      who: 'A',
+      code: 403,
+      says: ['spec.leaseDurationSeconds', 'may not change it'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseDurationSeconds: 1_000_000_000 } })),
+        }),
+    },
+    {
+      name: 'the holder moves acquireTime into the future',
+      who: 'A',
+      code: 403,
+      says: ['spec.acquireTime', 'may not change it'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({
+            ...x,
+            spec: { ...x.spec, acquireTime: microTime(new Date(Date.now() + 86_400_000)) },
+          })),
+        }),
+    },
+    {
+      name: 'the holder decrements leaseTransitions',
+      who: 'A',
+      code: 403,
+      says: ['spec.leaseTransitions', 'may not change it'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({ ...x, spec: { ...x.spec, leaseTransitions: (x.spec?.leaseTransitions ?? 1) - 1 } })),
+        }),
+    },
+    {
+      name: 'the holder raises the token annotation',
+      who: 'A',
+      code: 403,
+      says: ['fencepost.io/fencing-token', 'high-water mark'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: ann(l, 'fencepost.io/fencing-token', '9223372036854775807'),
+        }),
+    },
+    {
+      name: 'the holder lowers the token annotation',
+      who: 'A',
+      code: 403,
+      says: ['fencepost.io/fencing-token', 'high-water mark'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/fencing-token', '1') }),
+    },
+    {
+      name: 'the holder stretches its renew deadline',
+      who: 'A',
+      code: 403,
+      says: ['fencepost.io/renew-deadline-ms', 'may not change them'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: ann(l, 'fencepost.io/renew-deadline-ms', '600000'),
+        }),
+    },
+    {
+      name: 'the holder moves the Lease to another lock (label)',
+      who: 'A',
+      code: 403,
+      says: ['fencepost.io/lock', 'may not change it'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({
+            ...x,
+            metadata: { ...x.metadata, labels: { ...x.metadata?.labels, 'fencepost.io/lock': 'other' } },
+          })),
+        }),
+    },
+    {
+      name: 'the holder clears the holder without marking a release',
+      who: 'A',
+      code: 403,
+      says: ['fencepost.io/release', 'must mark the release'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => {
+            const { holderIdentity: _h, ...spec } = x.spec ?? {};
+            return { ...x, spec };
+          }),
+        }),
+    },
     // T14: a renew must carry the version it was built from; an outdated one is a conflict.
-    { name: 'the holder renews with a stale resourceVersion', who: 'A', code: 409, says: ['the object has been modified'], write: (api, l) => api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: edit(renewedLease(l, new Date()), (x) => ({ ...x, metadata: { ...x.metadata, resourceVersion: String(BigInt(x.metadata?.resourceVersion ?? '2') - 1n) } })) }) },
+    {
+      name: 'the holder renews with a stale resourceVersion',
+      who: 'A',
+      code: 409,
+      says: ['the object has been modified'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(renewedLease(l, new Date()), (x) => ({
+            ...x,
+            metadata: { ...x.metadata, resourceVersion: String(BigInt(x.metadata?.resourceVersion ?? '2') - 1n) },
+          })),
+        }),
+    },
   ];
 
   it.each(leaseCases)('Lease: $name → $code', async (c) => {
@@ -176,15 +471,124 @@ describe('bad input is refused, naming the field or the reason, and changes noth
   });
 
   const keys = podKeys(lock);
-  const podCases: ReadonlyArray<{ name: string; who: Who; pod: string; call: (kc: KubeConfig) => Promise<unknown>; code: number; says: readonly string[] }> = [
-    { name: 'A annotates B\'s pod', who: 'A', pod: 'pod-b', code: 403, says: ['metadata.name', 'only its own pod'], call: (kc) => kc.makeApiClient(CoreV1Api).patchNamespacedPod({ namespace: ns, name: 'pod-b', body: { metadata: { annotations: { [keys.request]: new Date().toISOString() } } } }, mergePatch) },
-    { name: 'B forges a fencing-token annotation on its own pod', who: 'B', pod: 'pod-b', code: 403, says: ['fencing-token', 'holder marks'], call: (kc) => kc.makeApiClient(CoreV1Api).patchNamespacedPod({ namespace: ns, name: 'pod-b', body: { metadata: { annotations: { [keys.token]: '999999' } } } }, mergePatch) },
-    { name: 'A rewrites its own token annotation', who: 'A', pod: 'pod-a', code: 403, says: ['fencing-token', 'holder marks'], call: (kc) => kc.makeApiClient(CoreV1Api).patchNamespacedPod({ namespace: ns, name: 'pod-a', body: { metadata: { annotations: { [keys.token]: '1' } } } }, mergePatch) },
-    { name: 'B labels itself the holder', who: 'B', pod: 'pod-b', code: 403, says: ['lock.fencepost.io/holder', 'only the controller'], call: (kc) => kc.makeApiClient(CoreV1Api).patchNamespacedPod({ namespace: ns, name: 'pod-b', body: { metadata: { labels: { [keys.holder]: 'true' } } } }, mergePatch) },
-    { name: 'an unbound agent token annotates a pod', who: 'unbound', pod: 'pod-b', code: 403, says: ['pod-bound ServiceAccount token'], call: (kc) => kc.makeApiClient(CoreV1Api).patchNamespacedPod({ namespace: ns, name: 'pod-b', body: { metadata: { annotations: { [keys.request]: 'x' } } } }, mergePatch) },
-    { name: 'B deletes the holder pod', who: 'B', pod: 'pod-a', code: 403, says: ['cannot delete resource "pods"'], call: (kc) => kc.makeApiClient(CoreV1Api).deleteNamespacedPod({ namespace: ns, name: 'pod-a' }) },
-    { name: 'B edits the DistributedLock', who: 'B', pod: 'pod-a', code: 403, says: ['cannot patch resource "distributedlocks"'], call: (kc) => kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL, name: lock, body: { spec: { leaseDurationSeconds: 1 } } }, mergePatch) },
-    { name: 'B deletes the DistributedLock', who: 'B', pod: 'pod-a', code: 403, says: ['cannot delete resource "distributedlocks"'], call: (kc) => kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL, name: lock }) },
+  const podCases: ReadonlyArray<{
+    name: string;
+    who: Who;
+    pod: string;
+    call: (kc: KubeConfig) => Promise<unknown>;
+    code: number;
+    says: readonly string[];
+  }> = [
+    {
+      name: "A annotates B's pod",
+      who: 'A',
+      pod: 'pod-b',
+      code: 403,
+      says: ['metadata.name', 'only its own pod'],
+      call: (kc) =>
+        kc.makeApiClient(CoreV1Api).patchNamespacedPod(
+          {
+            namespace: ns,
+            name: 'pod-b',
+            body: { metadata: { annotations: { [keys.request]: new Date().toISOString() } } },
+          },
+          mergePatch,
+        ),
+    },
+    {
+      name: 'B forges a fencing-token annotation on its own pod',
+      who: 'B',
+      pod: 'pod-b',
+      code: 403,
+      says: ['fencing-token', 'holder marks'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-b', body: { metadata: { annotations: { [keys.token]: '999999' } } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: 'A rewrites its own token annotation',
+      who: 'A',
+      pod: 'pod-a',
+      code: 403,
+      says: ['fencing-token', 'holder marks'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-a', body: { metadata: { annotations: { [keys.token]: '1' } } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: 'B labels itself the holder',
+      who: 'B',
+      pod: 'pod-b',
+      code: 403,
+      says: ['lock.fencepost.io/holder', 'only the controller'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-b', body: { metadata: { labels: { [keys.holder]: 'true' } } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: 'an unbound agent token annotates a pod',
+      who: 'unbound',
+      pod: 'pod-b',
+      code: 403,
+      says: ['pod-bound ServiceAccount token'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-b', body: { metadata: { annotations: { [keys.request]: 'x' } } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: 'B deletes the holder pod',
+      who: 'B',
+      pod: 'pod-a',
+      code: 403,
+      says: ['cannot delete resource "pods"'],
+      call: (kc) => kc.makeApiClient(CoreV1Api).deleteNamespacedPod({ namespace: ns, name: 'pod-a' }),
+    },
+    {
+      name: 'B edits the DistributedLock',
+      who: 'B',
+      pod: 'pod-a',
+      code: 403,
+      says: ['cannot patch resource "distributedlocks"'],
+      call: (kc) =>
+        kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
+          {
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural: PLURAL,
+            name: lock,
+            body: { spec: { leaseDurationSeconds: 1 } },
+          },
+          mergePatch,
+        ),
+    },
+    {
+      name: 'B deletes the DistributedLock',
+      who: 'B',
+      pod: 'pod-a',
+      code: 403,
+      says: ['cannot delete resource "distributedlocks"'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CustomObjectsApi)
+          .deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL, name: lock }),
+    },
   ];
 
   it.each(podCases)('Pod/lock: $name → $code', async (c) => {
@@ -201,12 +605,27 @@ describe('bad input is refused, naming the field or the reason, and changes noth
 
   it('positive controls: the holder renews its own Lease, annotates its own pod, and releases its own Lease', async () => {
     tally.controls += 3;
-    const renewed = await leases(asA).replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(await lease(), new Date()) });
+    const renewed = await leases(asA).replaceNamespacedLease({
+      namespace: ns,
+      name: lockLease,
+      body: renewedLease(await lease(), new Date()),
+    });
     expect(renewed.spec?.holderIdentity).toBe(`${holder.name}/${holder.uid}`);
     tally.allowed++;
-    await asA.makeApiClient(CoreV1Api).patchNamespacedPod({ namespace: ns, name: 'pod-a', body: { metadata: { uid: holder.uid, annotations: { [keys.completedRun]: 'run-1' } } } }, mergePatch);
+    await asA.makeApiClient(CoreV1Api).patchNamespacedPod(
+      {
+        namespace: ns,
+        name: 'pod-a',
+        body: { metadata: { uid: holder.uid, annotations: { [keys.completedRun]: 'run-1' } } },
+      },
+      mergePatch,
+    );
     tally.allowed++;
-    const released = await leases(asA).replaceNamespacedLease({ namespace: ns, name: lockLease, body: releasedLease(await lease(), 'Released') });
+    const released = await leases(asA).replaceNamespacedLease({
+      namespace: ns,
+      name: lockLease,
+      body: releasedLease(await lease(), 'Released'),
+    });
     expect(released.spec?.holderIdentity).toBeUndefined();
     tally.allowed++;
   });
@@ -218,28 +637,48 @@ describe('bad input is refused, naming the field or the reason, and changes noth
       client = new RedisClient(sharedRedisUrl());
       await redisGuard(client).write(key, '100', 'written with 100');
     });
-    afterAll(() => { client?.disconnect(); });
+    afterAll(() => {
+      client?.disconnect();
+    });
 
     const malformed: ReadonlyArray<[string, unknown]> = [
-      ['negative', '-1'], ['a fraction', '1.5'], ['NaN', 'NaN'], ['hexadecimal', '0x1F'], ['leading zeros', '00101'],
-      ['a leading space', ' 101'], ['an exponent', '1e3'], ['empty', ''], ['2^63 (above the largest token)', '9223372036854775808'],
-      ['twenty digits', '99999999999999999999'], ['a JavaScript number', 101], ['a word', 'latest'],
+      ['negative', '-1'],
+      ['a fraction', '1.5'],
+      ['NaN', 'NaN'],
+      ['hexadecimal', '0x1F'],
+      ['leading zeros', '00101'],
+      ['a leading space', ' 101'],
+      ['an exponent', '1e3'],
+      ['empty', ''],
+      ['2^63 (above the largest token)', '9223372036854775808'],
+      ['twenty digits', '99999999999999999999'],
+      ['a JavaScript number', 101],
+      ['a word', 'latest'],
     ];
-    it.each(malformed)('refuses a token that is %s, before sending anything, and the mark stays', async (_what, token) => {
-      tally.tried++;
-      const guard = redisGuard(client);
-      await expect(guard.write(key, token as string, 'forged')).rejects.toThrow(/fencing token for badinput:.*(decimal|exceeds)/);
-      expect(await guard.highWater(key)).toBe(100n);
-      expect(await client.get(key)).toBe('written with 100');
-      tally.rejected++;
-    });
+    it.each(malformed)(
+      'refuses a token that is %s, before sending anything, and the mark stays',
+      async (_what, token) => {
+        tally.tried++;
+        const guard = redisGuard(client);
+        await expect(guard.write(key, token as string, 'forged')).rejects.toThrow(
+          /fencing token for badinput:.*(decimal|exceeds)/,
+        );
+        expect(await guard.highWater(key)).toBe(100n);
+        expect(await client.get(key)).toBe('written with 100');
+        tally.rejected++;
+      },
+    );
 
     it('refuses a stale token (below the mark, by one at 2^53) and never raises the mark', async () => {
       tally.tried += 2;
       const guard = redisGuard(client);
       expect(await guard.write(key, '99', 'stale')).toEqual({ accepted: false, reason: 'stale', highWater: 100n });
       await guard.write(key, '9007199254740993', 'big');
-      expect(await guard.write(key, '9007199254740992', 'one below in float64')).toEqual({ accepted: false, reason: 'stale', highWater: 9007199254740993n });
+      expect(await guard.write(key, '9007199254740992', 'one below in float64')).toEqual({
+        accepted: false,
+        reason: 'stale',
+        highWater: 9007199254740993n,
+      });
       expect(await client.get(key)).toBe('big');
       tally.rejected += 2;
     });

@@ -16,23 +16,50 @@ describe('calibration: the suite fails when a protection is removed', () => {
   it('reports S2/S3 violations when the store accepts any token (guard removed)', async () => {
     const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
     try {
-      const summaries = await runTrials({ bed, faults: ['store-delay', 'identity-reuse'], trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: false, calibrate: 'guard', setupRetries: SETUP_RETRIES });
+      const summaries = await runTrials({
+        bed,
+        faults: ['store-delay', 'identity-reuse'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: false,
+        calibrate: 'guard',
+        setupRetries: SETUP_RETRIES,
+      });
       print('calibration: guard removed', summaries);
       for (const s of summaries) {
         expect(s.trials, `${s.fault}: trials with the fault injected`).toBe(TRIALS);
-        expect(s.violations.S2 + s.violations.S3, `${s.fault}: trials with out-of-order accepted writes`).toBeGreaterThan(0);
+        expect(
+          s.violations.S2 + s.violations.S3,
+          `${s.fault}: trials with out-of-order accepted writes`,
+        ).toBeGreaterThan(0);
       }
-    } finally { await bed.close(); }
+    } finally {
+      await bed.close();
+    }
   }, 600_000);
 
   it('reports S1 violations when tokens ignore the etcd high-water mark (floor removed)', async () => {
     const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath(), noFloor: true });
     try {
-      const summaries = await runTrials({ bed, faults: ['redis'], trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true, calibrate: 'floor', setupRetries: SETUP_RETRIES });
+      const summaries = await runTrials({
+        bed,
+        faults: ['redis'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'floor',
+        setupRetries: SETUP_RETRIES,
+      });
       print('calibration: floor removed', summaries);
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
       expect(s?.violations.S1, 'trials with reissued or regressed tokens').toBeGreaterThan(0);
-    } finally { await bed.close(); }
+    } finally {
+      await bed.close();
+    }
   }, 600_000);
 });

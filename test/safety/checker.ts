@@ -61,13 +61,19 @@ export interface TrialReport {
   readonly counts: TrialCounts;
 }
 
-interface Term { readonly holder: string; readonly token: bigint; readonly firstAt: number }
+interface Term {
+  readonly holder: string;
+  readonly token: bigint;
+  readonly firstAt: number;
+}
 
 const termKey = (holder: string, token: bigint): string => `${holder}#${token.toString()}`;
 
 /** leaseTerms walks the Lease history in resourceVersion order: the terms, and S1/S5/H findings. */
 function leaseTerms(leases: readonly LeaseVersion[], out: Violation[]): Term[] {
-  const byRv = [...leases].sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0));
+  const byRv = [...leases].sort((a, b) =>
+    a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0,
+  );
   const terms: Term[] = [];
   const ended = new Set<string>();
   let mark: bigint | undefined;
@@ -75,33 +81,48 @@ function leaseTerms(leases: readonly LeaseVersion[], out: Violation[]): Term[] {
   for (const v of byRv) {
     if (previous !== undefined && previous.resourceVersion === v.resourceVersion) {
       if (previous.holder !== v.holder || previous.token !== v.token) {
-        out.push({ invariant: 'H', message: `Lease resourceVersion ${v.resourceVersion} seen with two contents (${String(previous.holder)}#${String(previous.token)} and ${String(v.holder)}#${String(v.token)})` });
+        out.push({
+          invariant: 'H',
+          message: `Lease resourceVersion ${v.resourceVersion} seen with two contents (${String(previous.holder)}#${String(previous.token)} and ${String(v.holder)}#${String(v.token)})`,
+        });
       }
       continue;
     }
     previous = v;
     if (v.token !== undefined) {
       if (mark !== undefined && v.token < mark) {
-        out.push({ invariant: 'S1', message: `Lease token annotation went down from ${mark} to ${v.token} at resourceVersion ${v.resourceVersion}` });
+        out.push({
+          invariant: 'S1',
+          message: `Lease token annotation went down from ${mark} to ${v.token} at resourceVersion ${v.resourceVersion}`,
+        });
       }
       if (mark === undefined || v.token > mark) mark = v.token;
     }
     if (v.holder === undefined) continue;
     if (v.token === undefined) {
-      out.push({ invariant: 'S1', message: `Lease resourceVersion ${v.resourceVersion} names holder ${v.holder} without a token` });
+      out.push({
+        invariant: 'S1',
+        message: `Lease resourceVersion ${v.resourceVersion} names holder ${v.holder} without a token`,
+      });
       continue;
     }
     const last = terms.at(-1);
     if (last !== undefined && last.holder === v.holder && last.token === v.token) continue;
     const key = termKey(v.holder, v.token);
     if (ended.has(key)) {
-      out.push({ invariant: 'S5', message: `term ${v.holder} token ${v.token} reappears at resourceVersion ${v.resourceVersion} after term ${last?.holder ?? '?'} token ${String(last?.token)} began` });
+      out.push({
+        invariant: 'S5',
+        message: `term ${v.holder} token ${v.token} reappears at resourceVersion ${v.resourceVersion} after term ${last?.holder ?? '?'} token ${String(last?.token)} began`,
+      });
       continue;
     }
     if (last !== undefined) {
       ended.add(termKey(last.holder, last.token));
       if (v.token <= last.token) {
-        out.push({ invariant: 'S1', message: `term ${v.holder} got token ${v.token}, not above the previous term's ${last.token} (${last.holder})` });
+        out.push({
+          invariant: 'S1',
+          message: `term ${v.holder} got token ${v.token}, not above the previous term's ${last.token} (${last.holder})`,
+        });
       }
     }
     terms.push({ holder: v.holder, token: v.token, firstAt: v.at });
@@ -111,7 +132,12 @@ function leaseTerms(leases: readonly LeaseVersion[], out: Violation[]): Term[] {
 
 /** beliefWindows: per holder and token, from its granted/renewed report to its lost/released/killed/left report. */
 function beliefWindows(clients: readonly ClientEvent[]): DualBelief[] {
-  interface Open { holder: string; token: bigint; from: number; to: number | undefined }
+  interface Open {
+    holder: string;
+    token: bigint;
+    from: number;
+    to: number | undefined;
+  }
   const sorted = [...clients].sort((a, b) => a.at - b.at);
   const endAt = sorted.at(-1)?.at ?? 0;
   const intervals: Open[] = [];
@@ -119,12 +145,23 @@ function beliefWindows(clients: readonly ClientEvent[]): DualBelief[] {
   for (const e of sorted) {
     if (e.kind === 'granted' || e.kind === 'renewed') {
       const key = termKey(e.holder, e.token);
-      if (!open.has(key)) { const o = { holder: e.holder, token: e.token, from: e.at, to: undefined }; open.set(key, o); intervals.push(o); }
+      if (!open.has(key)) {
+        const o = { holder: e.holder, token: e.token, from: e.at, to: undefined };
+        open.set(key, o);
+        intervals.push(o);
+      }
     } else if (e.kind === 'lost' || e.kind === 'released') {
       const o = open.get(termKey(e.holder, e.token));
-      if (o !== undefined) { o.to = e.at; open.delete(termKey(e.holder, e.token)); }
+      if (o !== undefined) {
+        o.to = e.at;
+        open.delete(termKey(e.holder, e.token));
+      }
     } else if (e.kind === 'killed' || e.kind === 'left') {
-      for (const [key, o] of open) if (o.holder === e.holder) { o.to = e.at; open.delete(key); }
+      for (const [key, o] of open)
+        if (o.holder === e.holder) {
+          o.to = e.at;
+          open.delete(key);
+        }
     }
   }
   const windows: DualBelief[] = [];
@@ -135,7 +172,14 @@ function beliefWindows(clients: readonly ClientEvent[]): DualBelief[] {
       if (a === undefined || b === undefined || a.holder === b.holder) continue;
       const from = Math.max(a.from, b.from);
       const to = Math.min(a.to ?? endAt, b.to ?? endAt);
-      if (to > from) windows.push({ holders: [a.holder, b.holder], tokens: [a.token, b.token], fromMs: from, toMs: to, ms: to - from });
+      if (to > from)
+        windows.push({
+          holders: [a.holder, b.holder],
+          tokens: [a.token, b.token],
+          fromMs: from,
+          toMs: to,
+          ms: to - from,
+        });
     }
   }
   return windows;
@@ -150,7 +194,10 @@ export function checkHistory(h: TrialHistory): TrialReport {
   // S1 (clients): a client acting on a token the Lease never recorded for it.
   for (const e of h.clients) {
     if ((e.kind === 'granted' || e.kind === 'renewed') && !granted.has(termKey(e.holder, e.token))) {
-      violations.push({ invariant: 'S1', message: `${e.holder} reported ${e.kind} with token ${e.token}, which the Lease history never granted to it` });
+      violations.push({
+        invariant: 'S1',
+        message: `${e.holder} reported ${e.kind} with token ${e.token}, which the Lease history never granted to it`,
+      });
     }
   }
 
@@ -160,19 +207,35 @@ export function checkHistory(h: TrialHistory): TrialReport {
   let max: { token: bigint; writer: string } | undefined;
   for (const a of h.store) {
     const attempt = attempts.get(a.writeId);
-    if (attempt === undefined) violations.push({ invariant: 'H', message: `store applied write ${a.writeId} that no client reported attempting` });
+    if (attempt === undefined)
+      violations.push({
+        invariant: 'H',
+        message: `store applied write ${a.writeId} that no client reported attempting`,
+      });
     else if (attempt.token !== a.token || attempt.holder !== a.writer) {
-      violations.push({ invariant: 'H', message: `store applied write ${a.writeId} as ${a.writer}#${a.token}, the client attempted it as ${attempt.holder}#${attempt.token}` });
+      violations.push({
+        invariant: 'H',
+        message: `store applied write ${a.writeId} as ${a.writer}#${a.token}, the client attempted it as ${attempt.holder}#${attempt.token}`,
+      });
     }
     if (!granted.has(termKey(a.writer, a.token))) {
-      violations.push({ invariant: 'S2', message: `store applied write ${a.writeId} with token ${a.token} that the Lease never granted to ${a.writer}` });
+      violations.push({
+        invariant: 'S2',
+        message: `store applied write ${a.writeId} with token ${a.token} that the Lease never granted to ${a.writer}`,
+      });
     }
     if (max !== undefined && a.token < max.token) {
-      violations.push({ invariant: 'S3', message: `store applied write ${a.writeId} with token ${a.token} (${a.writer}) after token ${max.token} (${max.writer})` });
+      violations.push({
+        invariant: 'S3',
+        message: `store applied write ${a.writeId} with token ${a.token} (${a.writer}) after token ${max.token} (${max.writer})`,
+      });
       continue;
     }
     if (max !== undefined && a.token === max.token && a.writer !== max.writer) {
-      violations.push({ invariant: 'S2', message: `store applied write ${a.writeId} with token ${a.token} from ${a.writer}, already applied from ${max.writer}` });
+      violations.push({
+        invariant: 'S2',
+        message: `store applied write ${a.writeId} with token ${a.token} from ${a.writer}, already applied from ${max.writer}`,
+      });
       continue;
     }
     max = { token: a.token, writer: a.writer };
@@ -183,9 +246,21 @@ export function checkHistory(h: TrialHistory): TrialReport {
   for (const e of h.clients) {
     if (e.kind !== 'outcome' || e.result !== 'accepted') continue;
     const value = h.finalStore.get(e.writeId);
-    if (value === undefined) violations.push({ invariant: 'S4', message: `write ${e.writeId} (${e.holder}#${e.token}) was acknowledged but is missing from the store` });
-    else if (value !== storeValue(e.writeId, e.token, e.holder)) violations.push({ invariant: 'S4', message: `write ${e.writeId} was acknowledged but the store holds ${JSON.stringify(value)}` });
-    if (!applied.has(e.writeId)) violations.push({ invariant: 'H', message: `write ${e.writeId} was acknowledged but is not in the store's command log` });
+    if (value === undefined)
+      violations.push({
+        invariant: 'S4',
+        message: `write ${e.writeId} (${e.holder}#${e.token}) was acknowledged but is missing from the store`,
+      });
+    else if (value !== storeValue(e.writeId, e.token, e.holder))
+      violations.push({
+        invariant: 'S4',
+        message: `write ${e.writeId} was acknowledged but the store holds ${JSON.stringify(value)}`,
+      });
+    if (!applied.has(e.writeId))
+      violations.push({
+        invariant: 'H',
+        message: `write ${e.writeId} was acknowledged but is not in the store's command log`,
+      });
   }
 
   const count = (pred: (e: ClientEvent) => boolean): number => h.clients.filter(pred).length;

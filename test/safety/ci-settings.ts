@@ -19,11 +19,14 @@ export const SETUP_RETRIES = Number(process.env['SAFETY_SETUP_RETRIES'] ?? '2');
 /** LEASE_SECONDS is every trial lock's lease: short, so that a trial takes seconds. */
 export const LEASE_SECONDS = 1;
 /** SEED is the run's base seed (SAFETY_SEED, else random); trial i uses SEED + i. */
-export const SEED = process.env['SAFETY_SEED'] !== undefined ? Number(process.env['SAFETY_SEED']) : Math.floor(Math.random() * 2 ** 31);
+export const SEED =
+  process.env['SAFETY_SEED'] !== undefined ? Number(process.env['SAFETY_SEED']) : Math.floor(Math.random() * 2 ** 31);
 
 /** printSummaries writes a titled fault table, the seed and every failed trial's replay command. */
 export function printSummaries(title: string, summaries: readonly FaultSummary[]): void {
   const failures = formatFailures(summaries);
   const outages = summaries.flatMap((s) => s.outages ?? []);
-  process.stdout.write(`\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${formatStepDowns(summaries)}\n${outages.length > 0 ? `\nControl-plane outages (apiserver fault):\n${formatOutageTable(outages)}\n` : ''}${failures !== '' ? `${failures}\n` : ''}`);
+  process.stdout.write(
+    `\n${title} (seed ${SEED}; replay the run with SAFETY_SEED=${SEED})\n${formatTable(summaries)}\n${formatStepDowns(summaries)}\n${outages.length > 0 ? `\nControl-plane outages (apiserver fault):\n${formatOutageTable(outages)}\n` : ''}${failures !== '' ? `${failures}\n` : ''}`,
+  );
 }

@@ -34,9 +34,30 @@ export interface LeaseVersion {
  * - outcome: the store's answer as the client saw it (`accepted`, or rejected as stale, or an error).
  */
 export type ClientEvent =
-  | { readonly kind: 'granted' | 'renewed' | 'lost' | 'released'; readonly at: number; readonly holder: string; readonly token: bigint; readonly reason?: string }
-  | { readonly kind: 'attempt'; readonly at: number; readonly holder: string; readonly token: bigint; readonly writeId: string; readonly afterValidUntil: boolean }
-  | { readonly kind: 'outcome'; readonly at: number; readonly holder: string; readonly token: bigint; readonly writeId: string; readonly result: 'accepted' | 'stale' | 'error'; readonly detail?: string }
+  | {
+      readonly kind: 'granted' | 'renewed' | 'lost' | 'released';
+      readonly at: number;
+      readonly holder: string;
+      readonly token: bigint;
+      readonly reason?: string;
+    }
+  | {
+      readonly kind: 'attempt';
+      readonly at: number;
+      readonly holder: string;
+      readonly token: bigint;
+      readonly writeId: string;
+      readonly afterValidUntil: boolean;
+    }
+  | {
+      readonly kind: 'outcome';
+      readonly at: number;
+      readonly holder: string;
+      readonly token: bigint;
+      readonly writeId: string;
+      readonly result: 'accepted' | 'stale' | 'error';
+      readonly detail?: string;
+    }
   | { readonly kind: 'killed' | 'paused' | 'resumed' | 'left'; readonly at: number; readonly holder: string };
 
 /** StoreApply is one write the fenced store executed, in the store's execution order. */

@@ -43,7 +43,11 @@ export interface NemesisFault extends FaultKindPlan {
 /** held applies a hold on `key` for the plan's duration. */
 async function held(env: NemesisEnv, key: string, ms: number, on: () => void, off: () => void): Promise<void> {
   const release = env.hold(key, on, off);
-  try { await sleep(ms); } finally { release(); }
+  try {
+    await sleep(ms);
+  } finally {
+    release();
+  }
 }
 
 const candidateOf = (t: Candidate | undefined): Candidate => {
@@ -55,53 +59,110 @@ const candidateOf = (t: Candidate | undefined): Candidate => {
 export const NEMESIS_FAULTS: readonly NemesisFault[] = [
   {
     // T1: a stalled holder or candidate (GC pause, VM freeze).
-    kind: 'pause', weight: 3, scope: 'candidate',
+    kind: 'pause',
+    weight: 3,
+    scope: 'candidate',
     plan: (d, L) => ({ variant: 'sigstop', durationMs: d.uniform(0.5, 3) * L }),
     async inject(env, t, p) {
       const w = candidateOf(t).worker;
-      await held(env, `stop:${w.id}`, p.durationMs, () => { w.signal('SIGSTOP'); }, () => { w.signal('SIGCONT'); });
+      await held(
+        env,
+        `stop:${w.id}`,
+        p.durationMs,
+        () => {
+          w.signal('SIGSTOP');
+        },
+        () => {
+          w.signal('SIGCONT');
+        },
+      );
     },
   },
   {
     // Holder killed: the process is gone; a new incarnation (same pod names, new uids) takes its place.
-    kind: 'kill', weight: 2, scope: 'candidate',
+    kind: 'kill',
+    weight: 2,
+    scope: 'candidate',
     plan: () => ({ variant: 'sigkill+new-incarnation', durationMs: 0 }),
-    async inject(env, t) { await env.replace(candidateOf(t)); },
+    async inject(env, t) {
+      await env.replace(candidateOf(t));
+    },
   },
   {
     // T4: cut off from the API server (both directions, every connection); the store stays reachable.
-    kind: 'partition', weight: 3, scope: 'candidate',
+    kind: 'partition',
+    weight: 3,
+    scope: 'candidate',
     plan: (d, L) => ({ variant: 'api-blackhole', durationMs: d.uniform(1, 3) * L }),
     async inject(env, t, p) {
       const w = candidateOf(t).worker;
-      await held(env, `api:${w.id}`, p.durationMs, () => { w.apiProxy.blackhole(); }, () => { w.apiProxy.heal(); });
+      await held(
+        env,
+        `api:${w.id}`,
+        p.durationMs,
+        () => {
+          w.apiProxy.blackhole();
+        },
+        () => {
+          w.apiProxy.heal();
+        },
+      );
     },
   },
   {
     // T3: its store traffic is held in the proxy and delivered late (a delayed write arrives after others).
-    kind: 'store-delay', weight: 2, scope: 'candidate',
+    kind: 'store-delay',
+    weight: 2,
+    scope: 'candidate',
     plan: (d, L) => ({ variant: 'hold-store-bytes', durationMs: d.uniform(1, 3) * L }),
     async inject(env, t, p) {
       const w = candidateOf(t).worker;
-      await held(env, `store:${w.id}`, p.durationMs, () => { w.storeProxy.blackhole(); }, () => { w.storeProxy.heal(); });
+      await held(
+        env,
+        `store:${w.id}`,
+        p.durationMs,
+        () => {
+          w.storeProxy.blackhole();
+        },
+        () => {
+          w.storeProxy.heal();
+        },
+      );
     },
   },
   {
     // T9: the wall clock is stepped (monotonic clock untouched, as an NTP step), then stepped back.
-    kind: 'clock', weight: 2, scope: 'candidate',
-    plan: (d, L) => ({ variant: d.pick(['step +1L', 'step -1L', 'step +10L', 'step -10L', 'step +600s', 'step -600s']), durationMs: d.uniform(2, 6) * L }),
+    kind: 'clock',
+    weight: 2,
+    scope: 'candidate',
+    plan: (d, L) => ({
+      variant: d.pick(['step +1L', 'step -1L', 'step +10L', 'step -10L', 'step +600s', 'step -600s']),
+      durationMs: d.uniform(2, 6) * L,
+    }),
     async inject(env, t, p) {
       const w = candidateOf(t).worker;
       const m = /^step ([+-])([0-9]+)(L|s)$/.exec(p.variant);
       if (m === null) throw new Error(`clock: bad variant ${p.variant}`);
       const seconds = Number(m[2]) * (m[3] === 'L' ? env.leaseSeconds : 1);
       const file = env.bed.clockFile(w.id);
-      await held(env, `clock:${w.id}`, p.durationMs, () => { writeFileSync(file, `${m[1] ?? '+'}${seconds}\n`); }, () => { writeFileSync(file, '+0\n'); });
+      await held(
+        env,
+        `clock:${w.id}`,
+        p.durationMs,
+        () => {
+          writeFileSync(file, `${m[1] ?? '+'}${seconds}\n`);
+        },
+        () => {
+          writeFileSync(file, '+0\n');
+        },
+      );
     },
   },
   {
     // T7: the token counter loses its data; the next grant must still get a larger token (etcd floor).
-    kind: 'redis', weight: 2, scope: 'global',
+    kind: 'redis',
+    weight: 2,
+    scope: 'global',
     plan: (d) => ({ variant: d.pick(['flushall', 'restart-empty', 'crash']), durationMs: 0 }),
     async inject(env, _t, p) {
       const c = env.bed.counter;
@@ -114,8 +175,12 @@ export const NEMESIS_FAULTS: readonly NemesisFault[] = [
   },
   {
     // T6/T21: the controller is SIGKILLed and a new one started (it waits a full L before re-granting an expired lease).
-    kind: 'controller-kill', weight: 1, scope: 'global',
+    kind: 'controller-kill',
+    weight: 1,
+    scope: 'global',
     plan: () => ({ variant: 'sigkill+restart', durationMs: 0 }),
-    async inject(env) { await env.bed.exclusive(() => env.bed.killController()); },
+    async inject(env) {
+      await env.bed.exclusive(() => env.bed.killController());
+    },
   },
 ];

@@ -34,7 +34,12 @@ function acceptedWrites(events: readonly ClientEvent[]): { at: number; token: bi
  * lockLiveness computes one lock's figures. `startAt`: the start of the observation (times of gaps
  * are reported from it); `healAt`: the final heal; `endAt`: the end of the observation.
  */
-export function lockLiveness(events: readonly ClientEvent[], startAt: number, healAt: number, endAt: number): LockLiveness {
+export function lockLiveness(
+  events: readonly ClientEvent[],
+  startAt: number,
+  healAt: number,
+  endAt: number,
+): LockLiveness {
   const writes = acceptedWrites(events).filter((w) => w.at >= startAt && w.at <= endAt);
   const after = writes.find((w) => w.at >= healAt);
   let maxGapMs = 0;
@@ -45,23 +50,37 @@ export function lockLiveness(events: readonly ClientEvent[], startAt: number, he
     const w = writes[i] as { at: number; token: bigint };
     const next = writes[i + 1];
     const gap = (next?.at ?? endAt) - w.at;
-    if (gap > maxGapMs) { maxGapMs = gap; maxGapFromMs = w.at - startAt; }
+    if (gap > maxGapMs) {
+      maxGapMs = gap;
+      maxGapFromMs = w.at - startAt;
+    }
     if (term !== undefined && w.token > term) failoversMs.push(w.at - (writes[i - 1]?.at ?? w.at));
     if (term === undefined || w.token > term) term = w.token;
   }
-  if (writes.length === 0) { maxGapMs = endAt - startAt; maxGapFromMs = 0; }
+  if (writes.length === 0) {
+    maxGapMs = endAt - startAt;
+    maxGapFromMs = 0;
+  }
   return {
     recoveryMs: after !== undefined ? after.at - healAt : undefined,
-    maxGapMs: Math.round(maxGapMs), maxGapFromMs: Math.round(maxGapFromMs),
-    failoversMs: failoversMs.map((x) => Math.round(x)), accepted: writes.length,
+    maxGapMs: Math.round(maxGapMs),
+    maxGapFromMs: Math.round(maxGapFromMs),
+    failoversMs: failoversMs.map((x) => Math.round(x)),
+    accepted: writes.length,
   };
 }
 
 /** FaultTally: per kind, how many faults were injected and their cumulative duration. */
-export interface FaultTally { readonly count: number; readonly totalMs: number; readonly variants: Readonly<Record<string, number>> }
+export interface FaultTally {
+  readonly count: number;
+  readonly totalMs: number;
+  readonly variants: Readonly<Record<string, number>>;
+}
 
 /** tallyFaults sums injected faults by kind. */
-export function tallyFaults(faults: readonly { kind: string; variant: string; startAt: number; endAt: number }[]): Record<string, FaultTally> {
+export function tallyFaults(
+  faults: readonly { kind: string; variant: string; startAt: number; endAt: number }[],
+): Record<string, FaultTally> {
   const out: Record<string, { count: number; totalMs: number; variants: Record<string, number> }> = {};
   for (const f of faults) {
     const t = out[f.kind] ?? (out[f.kind] = { count: 0, totalMs: 0, variants: {} });

@@ -18,7 +18,10 @@ export interface Draw {
 }
 
 /** FaultPlan is what a kind drew for one injection. */
-export interface FaultPlan { readonly variant: string; readonly durationMs: number }
+export interface FaultPlan {
+  readonly variant: string;
+  readonly durationMs: number;
+}
 
 /**
  * FaultKindPlan: the schedule's view of a fault kind. `scope: 'candidate'` acts on one candidate
@@ -79,7 +82,8 @@ export function nemesisSchedule(o: ScheduleOptions): ScheduledFault[] {
   if (kinds.length === 0) throw new Error('nemesisSchedule: no fault kind with a positive weight');
   const [lo, hi] = o.intervalMs;
   if (!(lo > 0 && hi >= lo)) throw new Error(`nemesisSchedule: bad interval [${lo}, ${hi}]`);
-  if (o.candidates < 1 && kinds.some((k) => k.scope === 'candidate')) throw new Error('nemesisSchedule: candidate faults need candidates');
+  if (o.candidates < 1 && kinds.some((k) => k.scope === 'candidate'))
+    throw new Error('nemesisSchedule: candidate faults need candidates');
   const rnd = mulberry32(mixSeed(o.seed));
   const draw = makeDraw(rnd);
   const total = kinds.reduce((a, k) => a + k.weight, 0);
@@ -90,9 +94,18 @@ export function nemesisSchedule(o: ScheduleOptions): ScheduledFault[] {
     if (kind === undefined) break;
     const candidate = kind.scope === 'candidate' ? Math.floor(rnd() * o.candidates) % o.candidates : undefined;
     const locks = o.locks ?? 0;
-    const holderOf = candidate !== undefined && locks > 0 && rnd() < 0.5 ? Math.floor(rnd() * locks) % locks : undefined;
+    const holderOf =
+      candidate !== undefined && locks > 0 && rnd() < 0.5 ? Math.floor(rnd() * locks) % locks : undefined;
     const p = kind.plan(draw, o.leaseMs);
-    out.push({ index: out.length, atMs: Math.round(at), kind: kind.kind, candidate, holderOf, variant: p.variant, durationMs: Math.round(p.durationMs) });
+    out.push({
+      index: out.length,
+      atMs: Math.round(at),
+      kind: kind.kind,
+      candidate,
+      holderOf,
+      variant: p.variant,
+      durationMs: Math.round(p.durationMs),
+    });
   }
   return out;
 }

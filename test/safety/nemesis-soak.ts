@@ -28,19 +28,48 @@ export const SOAK_INTERVAL_MS = [5000, 15_000] as const;
 
 /** runNemesisSoak runs, reports and writes the result; true when every lock held S1–S5 and recovered (calibrating: when violations were found). */
 export async function runNemesisSoak(o: NemesisSoakOptions): Promise<boolean> {
-  const log = (l: string): void => { process.stderr.write(`${l}\n`); };
+  const log = (l: string): void => {
+    process.stderr.write(`${l}\n`);
+  };
   const replay = `node hack/soak.ts --nemesis-minutes ${o.minutes} --seed ${o.seed} --lease ${o.leaseSeconds}${o.calibrate !== undefined ? ` --calibrate ${o.calibrate}` : ''}`;
-  log(`soak: combined nemesis for ${o.minutes} min, seed ${o.seed}, lease ${o.leaseSeconds} s${o.calibrate !== undefined ? `, CALIBRATION: ${o.calibrate} disabled` : ''} (replay: ${replay})`);
-  const r = await runNemesis({ bed: o.bed, seed: o.seed, durationMs: o.minutes * 60_000, intervalMs: SOAK_INTERVAL_MS, leaseSeconds: o.leaseSeconds, fenced: o.calibrate !== 'guard', log });
+  log(
+    `soak: combined nemesis for ${o.minutes} min, seed ${o.seed}, lease ${o.leaseSeconds} s${o.calibrate !== undefined ? `, CALIBRATION: ${o.calibrate} disabled` : ''} (replay: ${replay})`,
+  );
+  const r = await runNemesis({
+    bed: o.bed,
+    seed: o.seed,
+    durationMs: o.minutes * 60_000,
+    intervalMs: SOAK_INTERVAL_MS,
+    leaseSeconds: o.leaseSeconds,
+    fenced: o.calibrate !== 'guard',
+    log,
+  });
   mkdirSync(dirname(o.out), { recursive: true });
-  writeFileSync(o.out, `${JSON.stringify({
-    command: o.command, calibrate: o.calibrate ?? null, replay,
-    storeLogBroken: o.bed.storeLog.broken, leaseWatchRestarts: o.bed.leases.restarts,
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, loadavgAtEnd: loadavg().map((x) => Math.round(x * 10) / 10) },
-    ...r,
-  }, null, 2)}\n`);
+  writeFileSync(
+    o.out,
+    `${JSON.stringify(
+      {
+        command: o.command,
+        calibrate: o.calibrate ?? null,
+        replay,
+        storeLogBroken: o.bed.storeLog.broken,
+        leaseWatchRestarts: o.bed.leases.restarts,
+        machine: {
+          cpus: cpus().length,
+          cpuModel: cpus()[0]?.model ?? '',
+          memoryGiB: Math.round(totalmem() / 2 ** 30),
+          node: process.version,
+          loadavgAtEnd: loadavg().map((x) => Math.round(x * 10) / 10),
+        },
+        ...r,
+      },
+      null,
+      2,
+    )}\n`,
+  );
   process.stdout.write(`${formatNemesis(r)}\n`);
-  for (const l of r.perLock) if (!l.ok) process.stdout.write(`FAILED ${l.lock}:\n  ${l.violations.slice(0, 10).join('\n  ')}\n`);
+  for (const l of r.perLock)
+    if (!l.ok) process.stdout.write(`FAILED ${l.lock}:\n  ${l.violations.slice(0, 10).join('\n  ')}\n`);
   process.stdout.write(`results in ${o.out}\n`);
   if (o.calibrate !== undefined) return !r.ok;
   return r.ok && r.recoveryMs !== null && r.setupError === undefined && !o.bed.storeLog.broken;

@@ -21,17 +21,42 @@ const RECOVERY_BOUND_MS = 90_000;
 
 describe('the combined nemesis', () => {
   let bed: SafetyBed;
-  beforeAll(async () => { bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() }); });
-  afterAll(async () => { await bed?.close(); });
+  beforeAll(async () => {
+    bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+  });
+  afterAll(async () => {
+    await bed?.close();
+  });
 
-  it(`holds S1–S5 on 3 locks through ${SECONDS} s of combined faults, and every lock recovers after the heal`, async () => {
-    const r = await runNemesis({ bed, seed: SEED, durationMs: SECONDS * 1000, intervalMs: [1500, 4000], leaseSeconds: LEASE_SECONDS, recoveryTimeoutMs: RECOVERY_BOUND_MS, log: (l) => { process.stdout.write(`${l}\n`); } });
-    process.stdout.write(`\ncombined nemesis (seed ${SEED}; replay with SAFETY_SEED=${SEED})\n${formatNemesis(r)}\n`);
-    for (const l of r.perLock) if (!l.ok) process.stdout.write(`FAILED ${l.lock}:\n  ${l.violations.slice(0, 10).join('\n  ')}\n`);
-    expect(r.setupError, 'set-up').toBeUndefined();
-    expect(bed.storeLog.broken, 'the store command log broke off: histories incomplete').toBe(false);
-    expect(r.faults.length, 'faults injected').toBeGreaterThan(0);
-    expect(r.perLock.flatMap((l) => l.violations.map((v) => `${l.lock} ${v}`)), 'violations').toEqual([]);
-    expect(r.recoveryMs, `every lock had an accepted write within ${RECOVERY_BOUND_MS} ms of the final heal`).not.toBeNull();
-  }, (SECONDS + 300) * 1000);
+  it(
+    `holds S1–S5 on 3 locks through ${SECONDS} s of combined faults, and every lock recovers after the heal`,
+    async () => {
+      const r = await runNemesis({
+        bed,
+        seed: SEED,
+        durationMs: SECONDS * 1000,
+        intervalMs: [1500, 4000],
+        leaseSeconds: LEASE_SECONDS,
+        recoveryTimeoutMs: RECOVERY_BOUND_MS,
+        log: (l) => {
+          process.stdout.write(`${l}\n`);
+        },
+      });
+      process.stdout.write(`\ncombined nemesis (seed ${SEED}; replay with SAFETY_SEED=${SEED})\n${formatNemesis(r)}\n`);
+      for (const l of r.perLock)
+        if (!l.ok) process.stdout.write(`FAILED ${l.lock}:\n  ${l.violations.slice(0, 10).join('\n  ')}\n`);
+      expect(r.setupError, 'set-up').toBeUndefined();
+      expect(bed.storeLog.broken, 'the store command log broke off: histories incomplete').toBe(false);
+      expect(r.faults.length, 'faults injected').toBeGreaterThan(0);
+      expect(
+        r.perLock.flatMap((l) => l.violations.map((v) => `${l.lock} ${v}`)),
+        'violations',
+      ).toEqual([]);
+      expect(
+        r.recoveryMs,
+        `every lock had an accepted write within ${RECOVERY_BOUND_MS} ms of the final heal`,
+      ).not.toBeNull();
+    },
+    (SECONDS + 300) * 1000,
+  );
 });

@@ -132,40 +132,64 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
   const attach = async (s: Slot, w: WorkerHandle): Promise<void> => {
     incarnations++;
     s.worker = w;
-    s.offs = locks.map((lock) => w.on(lock, (e) => {
-      const c = clientEvent(e);
-      if (c === undefined) return;
-      events.get(lock)?.push(c);
-      if (c.kind === 'granted') holders.set(lock, c.holder);
-    }));
-    await Promise.all(locks.map(async (lock) => {
-      const joined = w.waitFor(lock, (e) => e.kind === 'joined' || e.kind === 'failed', 30_000, 'joined');
-      w.send({ cmd: 'join', trial: lock, lock, namespace: bed.t.namespace, pod: podName(lock, s.index), uid: s.uids.get(lock) ?? '', fenced: o.fenced ?? true, dataPrefix: trialPrefix(lock), thinkMs: THINK_MS, intervalMs: INTERVAL_MS });
-      const e = await joined;
-      if (e.kind === 'failed') throw new Error(`worker ${w.id} failed to join ${lock}: ${e.detail ?? ''}`);
-    }));
+    s.offs = locks.map((lock) =>
+      w.on(lock, (e) => {
+        const c = clientEvent(e);
+        if (c === undefined) return;
+        events.get(lock)?.push(c);
+        if (c.kind === 'granted') holders.set(lock, c.holder);
+      }),
+    );
+    await Promise.all(
+      locks.map(async (lock) => {
+        const joined = w.waitFor(lock, (e) => e.kind === 'joined' || e.kind === 'failed', 30_000, 'joined');
+        w.send({
+          cmd: 'join',
+          trial: lock,
+          lock,
+          namespace: bed.t.namespace,
+          pod: podName(lock, s.index),
+          uid: s.uids.get(lock) ?? '',
+          fenced: o.fenced ?? true,
+          dataPrefix: trialPrefix(lock),
+          thinkMs: THINK_MS,
+          intervalMs: INTERVAL_MS,
+        });
+        const e = await joined;
+        if (e.kind === 'failed') throw new Error(`worker ${w.id} failed to join ${lock}: ${e.detail ?? ''}`);
+      }),
+    );
   };
   const createPods = async (s: Slot): Promise<void> => {
-    await Promise.all(locks.map(async (lock) => {
-      const pod = await createPod(bed.t, podName(lock, s.index), { app: lock });
-      s.uids.set(lock, pod.metadata?.uid ?? '');
-    }));
+    await Promise.all(
+      locks.map(async (lock) => {
+        const pod = await createPod(bed.t, podName(lock, s.index), { app: lock });
+        s.uids.set(lock, pod.metadata?.uid ?? '');
+      }),
+    );
   };
 
   const holds = new Map<string, { n: number; off: () => void }>();
   const slots: Slot[] = [];
   const env: NemesisEnv = {
-    bed, leaseSeconds: o.leaseSeconds,
+    bed,
+    leaseSeconds: o.leaseSeconds,
     hold(key, on, off) {
       const h = holds.get(key);
       if (h !== undefined) h.n++;
-      else { holds.set(key, { n: 1, off }); on(); }
+      else {
+        holds.set(key, { n: 1, off });
+        on();
+      }
       let released = false;
       return () => {
         const x = holds.get(key);
         if (released || x === undefined) return;
         released = true;
-        if (--x.n === 0) { holds.delete(key); x.off(); }
+        if (--x.n === 0) {
+          holds.delete(key);
+          x.off();
+        }
       };
     },
     replace(c) {
@@ -179,7 +203,13 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
         for (const off of s.offs) off();
         await pool.give(old);
         // The new incarnation: same pod names, new uids (the old ones' terms must never be inherited).
-        await Promise.all(locks.map((lock) => bed.t.core.deleteNamespacedPod({ namespace: bed.t.namespace, name: podName(lock, s.index), gracePeriodSeconds: 0 }).catch(() => undefined)));
+        await Promise.all(
+          locks.map((lock) =>
+            bed.t.core
+              .deleteNamespacedPod({ namespace: bed.t.namespace, name: podName(lock, s.index), gracePeriodSeconds: 0 })
+              .catch(() => undefined),
+          ),
+        );
         await createPods(s);
         await attach(s, await pool.borrow());
       });
@@ -188,7 +218,8 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
     },
   };
 
-  const accepted = (lock: string, since: number): boolean => (events.get(lock) ?? []).some((e) => e.kind === 'outcome' && e.result === 'accepted' && e.at >= since);
+  const accepted = (lock: string, since: number): boolean =>
+    (events.get(lock) ?? []).some((e) => e.kind === 'outcome' && e.result === 'accepted' && e.at >= since);
   const waitAll = async (since: number, timeoutMs: number): Promise<boolean> => {
     const deadline = performance.now() + timeoutMs;
     while (!locks.every((l) => accepted(l, since))) {
@@ -206,27 +237,65 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
   let setupError: string | undefined;
   try {
     const workers = await Promise.all(Array.from({ length: nCandidates }, () => pool.borrow()));
-    for (const [index, worker] of workers.entries()) slots.push({ index, worker, uids: new Map(), offs: [], replacing: Promise.resolve() });
-    await Promise.all(slots.map(async (s) => { await createPods(s); await attach(s, s.worker); }));
-    await Promise.all(locks.map((lock) => createLock(bed.t, lockBody(lock, lock, { leaseDurationSeconds: o.leaseSeconds }))));
-    if (!(await waitAll(0, 60_000))) throw new Error('not every lock had an accepted write within 60 s of its creation');
+    for (const [index, worker] of workers.entries())
+      slots.push({ index, worker, uids: new Map(), offs: [], replacing: Promise.resolve() });
+    await Promise.all(
+      slots.map(async (s) => {
+        await createPods(s);
+        await attach(s, s.worker);
+      }),
+    );
+    await Promise.all(
+      locks.map((lock) => createLock(bed.t, lockBody(lock, lock, { leaseDurationSeconds: o.leaseSeconds }))),
+    );
+    if (!(await waitAll(0, 60_000)))
+      throw new Error('not every lock had an accepted write within 60 s of its creation');
     startAt = performance.now();
 
     // The nemesis phase: start each scheduled fault on time, without waiting for earlier ones.
-    const schedule = nemesisSchedule({ seed: o.seed, durationMs: o.durationMs, intervalMs: o.intervalMs, candidates: nCandidates, locks: nLocks, leaseMs, kinds });
+    const schedule = nemesisSchedule({
+      seed: o.seed,
+      durationMs: o.durationMs,
+      intervalMs: o.intervalMs,
+      candidates: nCandidates,
+      locks: nLocks,
+      leaseMs,
+      kinds,
+    });
     log(`nemesis: ${schedule.length} faults scheduled over ${Math.round(o.durationMs / 1000)} s (seed ${o.seed})`);
     const inflight: Promise<void>[] = [];
     const run = async (f: ScheduledFault): Promise<void> => {
       const kind = kinds.find((k) => k.kind === f.kind) as NemesisFault;
       const lock = f.holderOf !== undefined ? locks[f.holderOf] : undefined;
       const holder = lock !== undefined ? holders.get(lock) : undefined;
-      const s = lock !== undefined && holder !== undefined ? (slots.find((x) => identity(x, lock) === holder) ?? slots[f.candidate ?? 0])
-        : f.candidate !== undefined ? slots[f.candidate] : undefined;
+      const s =
+        lock !== undefined && holder !== undefined
+          ? (slots.find((x) => identity(x, lock) === holder) ?? slots[f.candidate ?? 0])
+          : f.candidate !== undefined
+            ? slots[f.candidate]
+            : undefined;
       const t0 = performance.now();
       let error: string | undefined;
-      log(`nemesis: +${Math.round((t0 - startAt) / 1000)} s ${f.kind} ${f.variant}${s !== undefined ? ` on candidate ${s.index} (${s.worker.id}${lock !== undefined ? `, holder of ${lock}` : ''})` : ''}${f.durationMs > 0 ? ` for ${f.durationMs} ms` : ''}`);
-      try { await kind.inject(env, s, f); } catch (err) { error = err instanceof Error ? err.message : String(err); log(`nemesis: ${f.kind} #${f.index} failed: ${error}`); }
-      injected.push({ index: f.index, kind: f.kind, variant: f.variant, candidate: s?.index, holderOf: lock, plannedAtMs: f.atMs, startMs: Math.round(t0 - startAt), endMs: Math.round(performance.now() - startAt), ...(error !== undefined ? { error } : {}) });
+      log(
+        `nemesis: +${Math.round((t0 - startAt) / 1000)} s ${f.kind} ${f.variant}${s !== undefined ? ` on candidate ${s.index} (${s.worker.id}${lock !== undefined ? `, holder of ${lock}` : ''})` : ''}${f.durationMs > 0 ? ` for ${f.durationMs} ms` : ''}`,
+      );
+      try {
+        await kind.inject(env, s, f);
+      } catch (err) {
+        error = err instanceof Error ? err.message : String(err);
+        log(`nemesis: ${f.kind} #${f.index} failed: ${error}`);
+      }
+      injected.push({
+        index: f.index,
+        kind: f.kind,
+        variant: f.variant,
+        candidate: s?.index,
+        holderOf: lock,
+        plannedAtMs: f.atMs,
+        startMs: Math.round(t0 - startAt),
+        endMs: Math.round(performance.now() - startAt),
+        ...(error !== undefined ? { error } : {}),
+      });
     };
     for (const f of schedule) {
       await sleep(Math.max(0, startAt + f.atMs - performance.now()));
@@ -251,19 +320,25 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
     healAt = performance.now();
     if (setupError === undefined) {
       recovered = await waitAll(healAt, o.recoveryTimeoutMs ?? 120_000);
-      log(`nemesis: healed; every lock ${recovered ? `had an accepted write ${Math.round(performance.now() - healAt)} ms later` : 'did NOT recover within the bound'}`);
+      log(
+        `nemesis: healed; every lock ${recovered ? `had an accepted write ${Math.round(performance.now() - healAt)} ms later` : 'did NOT recover within the bound'}`,
+      );
     }
     endAt = performance.now();
-    await Promise.all(slots.map(async (s) => {
-      const w = s.worker;
-      await Promise.all(locks.map(async (lock) => {
-        const left = w.waitFor(lock, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
-        w.send({ cmd: 'leave', trial: lock, release: false });
-        await left;
-      }));
-      for (const off of s.offs) off();
-      await pool.give(w);
-    }));
+    await Promise.all(
+      slots.map(async (s) => {
+        const w = s.worker;
+        await Promise.all(
+          locks.map(async (lock) => {
+            const left = w.waitFor(lock, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
+            w.send({ cmd: 'leave', trial: lock, release: false });
+            await left;
+          }),
+        );
+        for (const off of s.offs) off();
+        await pool.give(w);
+      }),
+    );
   }
 
   await sleep(200); // the MONITOR stream trails the clients' acknowledgements slightly
@@ -273,30 +348,47 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
   for (const lock of locks) {
     const clients = events.get(lock) ?? [];
     const report = checkHistory({
-      lock, leaseDurationMs: leaseMs, leases: await bed.leases.versions(lock), clients,
-      store: bed.storeLog.applies(lock), finalStore: await readFinalStore(bed.storeClient, lock),
+      lock,
+      leaseDurationMs: leaseMs,
+      leases: await bed.leases.versions(lock),
+      clients,
+      store: bed.storeLog.applies(lock),
+      finalStore: await readFinalStore(bed.storeClient, lock),
     });
     for (const v of report.violations) violations[v.invariant]++;
     dualBeliefMs.push(...report.dualBelief.map((d) => d.ms));
     perLock.push({
-      lock, ok: report.ok, violations: report.violations.map((v) => `${v.invariant}: ${v.message}`), counts: report.counts,
-      dualBelief: stat(report.dualBelief.map((d) => d.ms)), liveness: lockLiveness(clients, startAt, healAt, endAt),
+      lock,
+      ok: report.ok,
+      violations: report.violations.map((v) => `${v.invariant}: ${v.message}`),
+      counts: report.counts,
+      dualBelief: stat(report.dualBelief.map((d) => d.ms)),
+      liveness: lockLiveness(clients, startAt, healAt, endAt),
     });
     void deleteLock(bed.t, lock).catch(() => undefined);
   }
   const recoveries = perLock.map((l) => l.liveness.recoveryMs);
   return {
-    seed: o.seed, leaseSeconds: o.leaseSeconds, durationMs: o.durationMs, intervalMs: o.intervalMs, locks: nLocks, candidates: nCandidates,
-    ok: perLock.every((l) => l.ok), violations,
+    seed: o.seed,
+    leaseSeconds: o.leaseSeconds,
+    durationMs: o.durationMs,
+    intervalMs: o.intervalMs,
+    locks: nLocks,
+    candidates: nCandidates,
+    ok: perLock.every((l) => l.ok),
+    violations,
     faults: injected.sort((a, b) => a.index - b.index),
-    faultsByKind: tallyFaults(injected.map((f) => ({ kind: f.kind, variant: f.variant, startAt: f.startMs, endAt: f.endMs }))),
+    faultsByKind: tallyFaults(
+      injected.map((f) => ({ kind: f.kind, variant: f.variant, startAt: f.startMs, endAt: f.endMs })),
+    ),
     maxConcurrentFaults: maxOverlap(injected),
     perLock,
     recoveryMs: recovered && recoveries.every((r) => r !== undefined) ? Math.round(Math.max(...recoveries)) : null,
     livenessBoundMs: livenessBoundMs(leaseMs, o.reconcileMs ?? 1000),
     failoverMs: stat(perLock.flatMap((l) => l.liveness.failoversMs)),
     dualBelief: stat(dualBeliefMs),
-    workerIncarnations: incarnations, controllerRestarts: bed.controllerRestarts,
+    workerIncarnations: incarnations,
+    controllerRestarts: bed.controllerRestarts,
     wallMs: Math.round(performance.now() - began),
     ...(setupError !== undefined ? { setupError } : {}),
   };
@@ -304,9 +396,20 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
 
 /** maxOverlap: the most intervals [startMs, max(endMs, startMs + 1)) in effect at one time. */
 export function maxOverlap(faults: readonly { startMs: number; endMs: number }[]): number {
-  const edges = faults.flatMap((f) => [[f.startMs, 1], [Math.max(f.endMs, f.startMs + 1), -1]] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const edges = faults
+    .flatMap(
+      (f) =>
+        [
+          [f.startMs, 1],
+          [Math.max(f.endMs, f.startMs + 1), -1],
+        ] as const,
+    )
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   let n = 0;
   let max = 0;
-  for (const [, d] of edges) { n += d; max = Math.max(max, n); }
+  for (const [, d] of edges) {
+    n += d;
+    max = Math.max(max, n);
+  }
   return max;
 }

@@ -19,7 +19,8 @@ function toVersion(lease: V1Lease, at: number): LeaseVersion | undefined {
   const token = ann[TOKEN_ANNOTATION];
   const renew = lease.spec?.renewTime as unknown;
   return {
-    at, resourceVersion: BigInt(rv),
+    at,
+    resourceVersion: BigInt(rv),
     holder: lease.spec?.holderIdentity ?? undefined,
     // A malformed annotation is recorded as no token: the checker then sees a holder without a token.
     token: token !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(token) ? BigInt(token) : undefined,
@@ -45,14 +46,20 @@ export class LeaseRecorder {
    */
   expired = 0;
 
-  constructor(kc: KubeConfig, namespace: string) { this.#kc = kc; this.#ns = namespace; }
+  constructor(kc: KubeConfig, namespace: string) {
+    this.#kc = kc;
+    this.#ns = namespace;
+  }
 
   #add(lease: V1Lease): void {
     const lock = lease.metadata?.labels?.[LOCK_LABEL];
     const v = toVersion(lease, performance.now());
     if (lock === undefined || v === undefined) return;
     let list = this.#byLock.get(lock);
-    if (list === undefined) { list = []; this.#byLock.set(lock, list); }
+    if (list === undefined) {
+      list = [];
+      this.#byLock.set(lock, list);
+    }
     list.push(v);
   }
 
@@ -63,7 +70,9 @@ export class LeaseRecorder {
   }
 
   async #list(): Promise<void> {
-    const list = await this.#kc.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: this.#ns, labelSelector: LOCK_LABEL });
+    const list = await this.#kc
+      .makeApiClient(CoordinationV1Api)
+      .listNamespacedLease({ namespace: this.#ns, labelSelector: LOCK_LABEL });
     for (const l of list.items) this.#add(l);
     this.#rv = list.metadata?.resourceVersion ?? '';
   }
@@ -81,23 +90,35 @@ export class LeaseRecorder {
       const retry = (): void => {
         setTimeout(() => {
           if (this.#stopped) return;
-          void (gone ? this.#list() : Promise.resolve()).then(() => this.#watch(), () => { retry(); });
+          void (gone ? this.#list() : Promise.resolve()).then(
+            () => this.#watch(),
+            () => {
+              retry();
+            },
+          );
         }, 100);
       };
       retry();
     };
     try {
-      this.#abort = await w.watch(`/apis/coordination.k8s.io/v1/namespaces/${this.#ns}/leases`,
+      this.#abort = await w.watch(
+        `/apis/coordination.k8s.io/v1/namespaces/${this.#ns}/leases`,
         { labelSelector: LOCK_LABEL, resourceVersion: this.#rv, allowWatchBookmarks: true },
         (type: string, obj: V1Lease) => {
           if (type === 'ERROR') {
-            if ((obj as { code?: number }).code === 410) { gone = true; this.expired++; }
+            if ((obj as { code?: number }).code === 410) {
+              gone = true;
+              this.expired++;
+            }
             return;
           }
           if (obj.metadata?.resourceVersion !== undefined) this.#rv = obj.metadata.resourceVersion;
           if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') this.#add(obj);
         },
-        () => { again(); });
+        () => {
+          again();
+        },
+      );
     } catch {
       again();
     }
@@ -106,8 +127,14 @@ export class LeaseRecorder {
   /** versions returns what was recorded for a lock so far, after a fresh GET of its Lease. */
   async versions(lock: string): Promise<LeaseVersion[]> {
     try {
-      this.#add(await this.#kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: this.#ns, name: leaseName(lock) }));
-    } catch { /* deleted or unreachable: what the watch saw stands */ }
+      this.#add(
+        await this.#kc
+          .makeApiClient(CoordinationV1Api)
+          .readNamespacedLease({ namespace: this.#ns, name: leaseName(lock) }),
+      );
+    } catch {
+      /* deleted or unreachable: what the watch saw stands */
+    }
     return [...(this.#byLock.get(lock) ?? [])];
   }
 
@@ -128,7 +155,9 @@ export class StoreRecorder {
   /** malformed: SETs of write keys whose value is not a storeValue (evidence for the checker). */
   readonly malformed: string[] = [];
 
-  constructor(url: string) { this.#url = url; }
+  constructor(url: string) {
+    this.#url = url;
+  }
 
   async start(): Promise<void> {
     const client = new Redis(this.#url, { maxRetriesPerRequest: 1 });
@@ -142,15 +171,23 @@ export class StoreRecorder {
       const m = /^safety:([^:]+):w:(.+)$/.exec(key);
       if (m === null) return;
       const v = parseStoreValue(args[2] ?? '');
-      if (v === undefined || v.writeId !== m[2]) { this.malformed.push(`${key}=${args[2] ?? ''}`); return; }
+      if (v === undefined || v.writeId !== m[2]) {
+        this.malformed.push(`${key}=${args[2] ?? ''}`);
+        return;
+      }
       const trial = m[1] ?? '';
       let list = this.#byTrial.get(trial);
-      if (list === undefined) { list = []; this.#byTrial.set(trial, list); }
+      if (list === undefined) {
+        list = [];
+        this.#byTrial.set(trial, list);
+      }
       list.push({ at, writeId: v.writeId, token: v.token, writer: v.writer });
     });
     this.#monitor = monitor;
     client.disconnect();
-    monitor.on('end', () => { if (!this.#stopped) this.broken = true; });
+    monitor.on('end', () => {
+      if (!this.#stopped) this.broken = true;
+    });
   }
 
   /** applies returns a trial's applied writes in the store's execution order. */
@@ -165,7 +202,9 @@ export class StoreRecorder {
 }
 
 /** trialPrefix is a trial's store key prefix (`safety:<trial>:`). */
-export function trialPrefix(trial: string): string { return `safety:${trial}:`; }
+export function trialPrefix(trial: string): string {
+  return `safety:${trial}:`;
+}
 
 /** readFinalStore reads every write key of a trial: writeId → value. */
 export async function readFinalStore(client: Redis, trial: string): Promise<Map<string, string>> {
@@ -177,7 +216,10 @@ export async function readFinalStore(client: Redis, trial: string): Promise<Map<
     cursor = next;
     if (keys.length > 0) {
       const values = await client.mget(...keys);
-      keys.forEach((k, i) => { const v = values[i]; if (v !== null && v !== undefined) out.set(k.slice(prefix.length), v); });
+      keys.forEach((k, i) => {
+        const v = values[i];
+        if (v !== null && v !== undefined) out.set(k.slice(prefix.length), v);
+      });
     }
   } while (cursor !== '0');
   return out;

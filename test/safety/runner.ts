@@ -40,16 +40,32 @@ export interface RunOptions {
 export const SETUP_RETRY_SEED_STRIDE = 1_000_003;
 
 /** Stat is a distribution summary in milliseconds. */
-export interface Stat { readonly n: number; readonly p50: number | null; readonly p99: number | null; readonly max: number | null }
+export interface Stat {
+  readonly n: number;
+  readonly p50: number | null;
+  readonly p99: number | null;
+  readonly max: number | null;
+}
 
 /** stat summarizes a distribution of milliseconds (nearest-rank p50, p99, max). */
 export function stat(xs: readonly number[]): Stat {
   if (xs.length === 0) return { n: 0, p50: null, p99: null, max: null };
-  return { n: xs.length, p50: Math.round(percentile(xs, 50)), p99: Math.round(percentile(xs, 99)), max: Math.round(Math.max(...xs)) };
+  return {
+    n: xs.length,
+    p50: Math.round(percentile(xs, 50)),
+    p99: Math.round(percentile(xs, 99)),
+    max: Math.round(Math.max(...xs)),
+  };
 }
 
 /** FailedTrial names a trial whose history broke an invariant (or contradicted itself). */
-export interface FailedTrial { readonly id: string; readonly seed: number; readonly variant: string; readonly violations: readonly string[]; readonly replay: string }
+export interface FailedTrial {
+  readonly id: string;
+  readonly seed: number;
+  readonly variant: string;
+  readonly violations: readonly string[];
+  readonly replay: string;
+}
 
 /** FaultSummary is one row of the fault table. */
 export interface FaultSummary {
@@ -76,7 +92,12 @@ export interface FaultSummary {
   readonly missedStepDowns?: number;
   /** resumedAfterLoss: `granted` reports of a term its holder had reported lost (see trial.ts resumedAfterLoss). */
   readonly resumedAfterLoss?: number;
-  readonly ops: { readonly grants: number; readonly renews: number; readonly attempts: number; readonly accepted: number };
+  readonly ops: {
+    readonly grants: number;
+    readonly renews: number;
+    readonly attempts: number;
+    readonly accepted: number;
+  };
   /** wallMs: the wall time of the phase this fault type ran in (shared by interleaved fault types). */
   readonly wallMs: number;
   readonly failed: readonly FailedTrial[];
@@ -88,22 +109,38 @@ export interface FaultSummary {
 }
 
 /** replayCommand is the command line that runs one trial again. */
-export function replayCommand(fault: FaultType, seed: number, o: Pick<RunOptions, 'leaseSeconds' | 'calibrate'>): string {
+export function replayCommand(
+  fault: FaultType,
+  seed: number,
+  o: Pick<RunOptions, 'leaseSeconds' | 'calibrate'>,
+): string {
   return `npm run soak -- --fault ${fault} --trials 1 --seed ${seed} --lease ${o.leaseSeconds}${o.calibrate !== undefined ? ` --calibrate ${o.calibrate}` : ''}`;
 }
 
 /** pooled runs run(0..n-1), `concurrency` at a time, starting none after `until` (monotonic ms). */
-async function pooled<T>(n: number, concurrency: number, run: (i: number) => Promise<T>, until = Infinity): Promise<T[]> {
+async function pooled<T>(
+  n: number,
+  concurrency: number,
+  run: (i: number) => Promise<T>,
+  until = Infinity,
+): Promise<T[]> {
   const out: T[] = [];
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
-    for (let i = next++; i < n && performance.now() < until; i = next++) out.push(await run(i));
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      for (let i = next++; i < n && performance.now() < until; i = next++) out.push(await run(i));
+    }),
+  );
   return out;
 }
 
 /** summarize aggregates one fault type's trial results. */
-export function summarize(fault: FaultType, results: readonly TrialResult[], wallMs: number, o: Pick<RunOptions, 'leaseSeconds' | 'calibrate'>): FaultSummary {
+export function summarize(
+  fault: FaultType,
+  results: readonly TrialResult[],
+  wallMs: number,
+  o: Pick<RunOptions, 'leaseSeconds' | 'calibrate'>,
+): FaultSummary {
   const violations: Record<Invariant, number> = { S1: 0, S2: 0, S3: 0, S4: 0, S5: 0, H: 0 };
   const variants: Record<string, number> = {};
   const failed: FailedTrial[] = [];
@@ -112,16 +149,26 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
     const kinds = new Set(r.report.violations.map((v) => v.invariant));
     for (const k of kinds) violations[k]++;
     if (!r.report.ok) {
-      failed.push({ id: r.spec.id, seed: r.spec.seed, variant: r.variant, violations: r.report.violations.map((v) => `${v.invariant}: ${v.message}`), replay: replayCommand(fault, r.spec.seed, o) });
+      failed.push({
+        id: r.spec.id,
+        seed: r.spec.seed,
+        variant: r.variant,
+        violations: r.report.violations.map((v) => `${v.invariant}: ${v.message}`),
+        replay: replayCommand(fault, r.spec.seed, o),
+      });
     }
   }
   const sum = (f: (r: TrialResult) => number): number => results.reduce((a, r) => a + f(r), 0);
   const counters: Record<string, number> = {};
   for (const r of results) for (const [k, v] of Object.entries(r.counters ?? {})) counters[k] = (counters[k] ?? 0) + v;
   return {
-    fault, trials: results.filter((r) => r.injected).length, notRun: results.filter((r) => !r.injected).length,
-    survived: results.filter((r) => r.injected && r.report.ok).length, violations,
-    stuck: results.filter((r) => r.stuck !== undefined).length, variants,
+    fault,
+    trials: results.filter((r) => r.injected).length,
+    notRun: results.filter((r) => !r.injected).length,
+    survived: results.filter((r) => r.injected && r.report.ok).length,
+    violations,
+    stuck: results.filter((r) => r.stuck !== undefined).length,
+    variants,
     faultMsTotal: sum((r) => r.faultMs),
     staleRejected: sum((r) => r.report.counts.staleRejected),
     attemptsAfterValidUntil: sum((r) => r.report.counts.attemptsAfterValidUntil),
@@ -130,10 +177,21 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
     stepDownMs: stat(results.flatMap((r) => (r.stepDownMs !== undefined ? [r.stepDownMs] : []))),
     ...stepDownDetail(results),
     resumedAfterLoss: sum((r) => r.resumedAfterLoss ?? 0),
-    ops: { grants: sum((r) => r.report.counts.grants), renews: sum((r) => r.report.counts.renews), attempts: sum((r) => r.report.counts.attempts), accepted: sum((r) => r.report.counts.accepted) },
-    wallMs: Math.round(wallMs), failed, counters,
-    stuckExamples: results.flatMap((r) => (r.stuck !== undefined ? [`${r.spec.id} (seed ${r.spec.seed}, ${r.variant}): ${r.stuck}`] : [])).slice(0, 5),
-    ...(fault === 'apiserver' ? { outages: summarizeOutages(results.flatMap((r) => (r.outage !== undefined ? [r.outage] : []))) } : {}),
+    ops: {
+      grants: sum((r) => r.report.counts.grants),
+      renews: sum((r) => r.report.counts.renews),
+      attempts: sum((r) => r.report.counts.attempts),
+      accepted: sum((r) => r.report.counts.accepted),
+    },
+    wallMs: Math.round(wallMs),
+    failed,
+    counters,
+    stuckExamples: results
+      .flatMap((r) => (r.stuck !== undefined ? [`${r.spec.id} (seed ${r.spec.seed}, ${r.variant}): ${r.stuck}`] : []))
+      .slice(0, 5),
+    ...(fault === 'apiserver'
+      ? { outages: summarizeOutages(results.flatMap((r) => (r.outage !== undefined ? [r.outage] : []))) }
+      : {}),
   };
 }
 
@@ -142,13 +200,20 @@ export function summarize(fault: FaultType, results: readonly TrialResult[], wal
  * server, the control plane): their trials run in a phase of their own. The others act on one trial's processes and
  * proxies only, so their trials run interleaved in one phase (no idle slots between fault types).
  */
-export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>(['redis', 'controller-kill', 'apiserver', 'watch-delay', 'controller-split']);
+export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>([
+  'redis',
+  'controller-kill',
+  'apiserver',
+  'watch-delay',
+  'controller-split',
+]);
 
 /** stepDownDetail: per-variant step-down latency and missed step-downs, for fault types that report them. */
 function stepDownDetail(results: readonly TrialResult[]): Pick<FaultSummary, 'stepDownByVariant' | 'missedStepDowns'> {
   if (!results.some((r) => r.missedStepDown !== undefined)) return {};
   const byVariant: Record<string, Stat> = {};
-  for (const v of new Set(results.map((r) => r.variant))) byVariant[v] = stat(results.flatMap((r) => (r.variant === v && r.stepDownMs !== undefined ? [r.stepDownMs] : [])));
+  for (const v of new Set(results.map((r) => r.variant)))
+    byVariant[v] = stat(results.flatMap((r) => (r.variant === v && r.stepDownMs !== undefined ? [r.stepDownMs] : [])));
   return { stepDownByVariant: byVariant, missedStepDowns: results.filter((r) => r.missedStepDown === true).length };
 }
 
@@ -156,26 +221,51 @@ function stepDownDetail(results: readonly TrialResult[]): Pick<FaultSummary, 'st
 export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
   const out: FaultSummary[] = [];
   const local = o.faults.filter((f) => !GLOBAL_FAULTS.has(f));
-  const phases: FaultType[][] = [...(local.length > 0 ? [local] : []), ...o.faults.filter((f) => GLOBAL_FAULTS.has(f)).map((f) => [f])];
+  const phases: FaultType[][] = [
+    ...(local.length > 0 ? [local] : []),
+    ...o.faults.filter((f) => GLOBAL_FAULTS.has(f)).map((f) => [f]),
+  ];
   for (const faults of phases) {
     const began = performance.now();
     // Trial k of the phase: fault faults[k % n], its index i = floor(k / n) (seed baseSeed + i).
-    const phase = async (): Promise<TrialResult[]> => (await pooled(o.trialsPerFault * faults.length, o.concurrency, async (k) => {
-      const fault = faults[k % faults.length] as FaultType;
-      const i = Math.floor(k / faults.length);
-      const attempts: TrialResult[] = [];
-      for (let a = 0; a <= (o.setupRetries ?? 0); a++) {
-        const r = await runTrial(o.bed, { id: a === 0 ? `${fault}-${i}` : `${fault}-${i}-r${a}`, seed: (o.baseSeed + i + a * SETUP_RETRY_SEED_STRIDE) >>> 0, fault, leaseSeconds: o.leaseSeconds, fenced: o.fenced });
-        o.onResult?.(r);
-        attempts.push(r);
-        if (r.injected) break;
-      }
-      return attempts;
-    }, began + (o.phaseBudgetMs ?? Infinity) * faults.length)).flat();
+    const phase = async (): Promise<TrialResult[]> =>
+      (
+        await pooled(
+          o.trialsPerFault * faults.length,
+          o.concurrency,
+          async (k) => {
+            const fault = faults[k % faults.length] as FaultType;
+            const i = Math.floor(k / faults.length);
+            const attempts: TrialResult[] = [];
+            for (let a = 0; a <= (o.setupRetries ?? 0); a++) {
+              const r = await runTrial(o.bed, {
+                id: a === 0 ? `${fault}-${i}` : `${fault}-${i}-r${a}`,
+                seed: (o.baseSeed + i + a * SETUP_RETRY_SEED_STRIDE) >>> 0,
+                fault,
+                leaseSeconds: o.leaseSeconds,
+                fenced: o.fenced,
+              });
+              o.onResult?.(r);
+              attempts.push(r);
+              if (r.injected) break;
+            }
+            return attempts;
+          },
+          began + (o.phaseBudgetMs ?? Infinity) * faults.length,
+        )
+      ).flat();
     // controller-split replaces the bed's controller with two replicas for its phase.
     const results = faults.includes('controller-split') ? await withControllerSplit(o.bed, phase) : await phase();
     const wallMs = performance.now() - began;
-    for (const fault of faults) out.push(summarize(fault, results.filter((r) => r.spec.fault === fault), wallMs, o));
+    for (const fault of faults)
+      out.push(
+        summarize(
+          fault,
+          results.filter((r) => r.spec.fault === fault),
+          wallMs,
+          o,
+        ),
+      );
     o.onPhase?.(out);
   }
   return out;

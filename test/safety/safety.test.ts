@@ -21,19 +21,44 @@ const OWN_PLANE = new Set<string>(['apiserver']);
 
 describe('the safety suite', () => {
   let bed: SafetyBed;
-  beforeAll(async () => { bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() }); });
-  afterAll(async () => { await bed?.close(); });
+  beforeAll(async () => {
+    bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+  });
+  afterAll(async () => {
+    await bed?.close();
+  });
 
   it(`holds S1–S5 in ${TRIALS} trials of every fault type`, async () => {
     const faults = FAULT_TYPES.filter((f) => f !== 'none' && !OWN_PLANE.has(f));
-    const summaries = await runTrials({ bed, faults, trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true, setupRetries: SETUP_RETRIES });
+    const summaries = await runTrials({
+      bed,
+      faults,
+      trialsPerFault: TRIALS,
+      concurrency: CONCURRENCY,
+      baseSeed: SEED,
+      leaseSeconds: LEASE_SECONDS,
+      fenced: true,
+      setupRetries: SETUP_RETRIES,
+    });
     print('safety suite', summaries);
     expect(bed.storeLog.broken, 'the store command log broke off: histories incomplete').toBe(false);
     for (const s of summaries) {
-      expect.soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`).toBe(TRIALS);
-      expect.soft(s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`), `${s.fault}: trials with violations`).toEqual([]);
+      expect
+        .soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`)
+        .toBe(TRIALS);
+      expect
+        .soft(
+          s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`),
+          `${s.fault}: trials with violations`,
+        )
+        .toEqual([]);
       expect.soft(s.survived, `${s.fault}: survived`).toBe(TRIALS);
-      expect.soft(s.resumedAfterLoss ?? 0, `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`).toBe(0);
+      expect
+        .soft(
+          s.resumedAfterLoss ?? 0,
+          `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`,
+        )
+        .toBe(0);
     }
   }, 900_000);
 });
@@ -45,20 +70,44 @@ describe('the safety suite, control-plane outages (on a control plane of its own
     plane = await startControlPlane();
     bed = await startSafetyBed({ kubeconfigPath: plane.kubeconfigPath, plane });
   }, 300_000);
-  afterAll(async () => { await bed?.close(); await plane?.stop(); });
+  afterAll(async () => {
+    await bed?.close();
+    await plane?.stop();
+  });
 
   it(`holds S1–S5 in ${TRIALS} trials of every fault type that stops the API server or etcd`, async () => {
     if (bed === undefined) throw new Error('no bed');
     const faults = FAULT_TYPES.filter((f) => OWN_PLANE.has(f));
-    const summaries = await runTrials({ bed, faults, trialsPerFault: TRIALS, concurrency: CONCURRENCY, baseSeed: SEED, leaseSeconds: LEASE_SECONDS, fenced: true, setupRetries: SETUP_RETRIES });
+    const summaries = await runTrials({
+      bed,
+      faults,
+      trialsPerFault: TRIALS,
+      concurrency: CONCURRENCY,
+      baseSeed: SEED,
+      leaseSeconds: LEASE_SECONDS,
+      fenced: true,
+      setupRetries: SETUP_RETRIES,
+    });
     print('safety suite, control-plane outages', summaries);
     expect(bed.storeLog.broken, 'the store command log broke off: histories incomplete').toBe(false);
     expect(bed.leases.expired, 'the Lease watch could not resume (410 Gone): histories incomplete').toBe(0);
     for (const s of summaries) {
-      expect.soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`).toBe(TRIALS);
-      expect.soft(s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`), `${s.fault}: trials with violations`).toEqual([]);
+      expect
+        .soft(s.trials, `${s.fault}: trials with the fault injected (${s.notRun} set-up failures retried)`)
+        .toBe(TRIALS);
+      expect
+        .soft(
+          s.failed.map((f) => `${f.id} seed ${f.seed}: ${f.violations.join('; ')}`),
+          `${s.fault}: trials with violations`,
+        )
+        .toEqual([]);
       expect.soft(s.survived, `${s.fault}: survived`).toBe(TRIALS);
-      expect.soft(s.resumedAfterLoss ?? 0, `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`).toBe(0);
+      expect
+        .soft(
+          s.resumedAfterLoss ?? 0,
+          `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`,
+        )
+        .toBe(0);
     }
   }, 900_000);
 });

@@ -16,7 +16,12 @@ import { createTestNamespace, type ControlPlane } from '../support/testbed/contr
 import { spawnManaged, tailLog, type ManagedProcess } from '../support/testbed/processes.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
 import { startTcpProxy, type TcpProxy } from '../support/testbed/tcp-proxy.ts';
-import { kubeconfigVia, proxyTargetOf, startHttpFaultProxy, type HttpFaultProxy } from '../support/testbed/http-fault-proxy.ts';
+import {
+  kubeconfigVia,
+  proxyTargetOf,
+  startHttpFaultProxy,
+  type HttpFaultProxy,
+} from '../support/testbed/http-fault-proxy.ts';
 import { testKube, type TestKube } from '../support/fixtures.ts';
 import { runOutage, type OutagePlan } from './faults/apiserver.ts';
 import { OutageScheduler } from './faults/outage-scheduler.ts';
@@ -31,7 +36,11 @@ const UNSAFE_CONTROLLER = resolve(import.meta.dirname, 'unsafe-controller.ts');
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 function readLog(file: string | undefined): string {
-  try { return file !== undefined ? readFileSync(file, 'utf8') : ''; } catch { return ''; }
+  try {
+    return file !== undefined ? readFileSync(file, 'utf8') : '';
+  } catch {
+    return '';
+  }
 }
 
 /** KillRoundKind: whether a controller kill round holds the token counter's replies. */
@@ -146,17 +155,31 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
   const storeLog = new StoreRecorder(store.url);
   await storeLog.start();
   const pool = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port });
-  const httpPool = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port, name: 'http', httpFaults: true });
+  const httpPool = new WorkerPool({
+    dir,
+    kubeconfigPath: o.kubeconfigPath,
+    storePort: store.port,
+    name: 'http',
+    httpFaults: true,
+  });
   const controllerApi = await startHttpFaultProxy(proxyTargetOf(o.kubeconfigPath));
   const controllerKubeconfig = join(dir, 'controller.kubeconfig');
   writeFileSync(controllerKubeconfig, kubeconfigVia(o.kubeconfigPath, controllerApi.url), { mode: 0o600 });
   const skewed = new Map<string, WorkerPool>();
   const clockFile = (id: string): string => join(dir, `${id}.faketime`);
   const jumpPool = new WorkerPool({
-    dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port, name: 'jump',
+    dir,
+    kubeconfigPath: o.kubeconfigPath,
+    storePort: store.port,
+    name: 'jump',
     env: (id) => {
       writeFileSync(clockFile(id), '+0\n');
-      return { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: clockFile(id), FAKETIME_CACHE_DURATION: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+      return {
+        LD_PRELOAD: LIBFAKETIME,
+        FAKETIME_TIMESTAMP_FILE: clockFile(id),
+        FAKETIME_CACHE_DURATION: '1',
+        FAKETIME_DONT_FAKE_MONOTONIC: '1',
+      };
     },
   });
 
@@ -168,12 +191,30 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     const logFile = join(dir, `${identity}.log`);
     logs.push(logFile);
     const redisUrl = `redis://127.0.0.1:${counterProxy.port}`;
-    const args = o.noFloor === true
-      ? [UNSAFE_CONTROLLER, '--kubeconfig', controllerKubeconfig, '--redis-url', redisUrl, '--namespace', t.namespace]
-      : [MAIN, 'controller', '--kubeconfig', controllerKubeconfig, '--redis-url', redisUrl, '--namespace', t.namespace,
-        // One replica: its own leader election would only add a lease wait to every restart.
-        '--leader-elect', 'false', '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0',
-        '--identity', identity, '--log-level', 'info'];
+    const args =
+      o.noFloor === true
+        ? [UNSAFE_CONTROLLER, '--kubeconfig', controllerKubeconfig, '--redis-url', redisUrl, '--namespace', t.namespace]
+        : [
+            MAIN,
+            'controller',
+            '--kubeconfig',
+            controllerKubeconfig,
+            '--redis-url',
+            redisUrl,
+            '--namespace',
+            t.namespace,
+            // One replica: its own leader election would only add a lease wait to every restart.
+            '--leader-elect',
+            'false',
+            '--metrics-bind-address',
+            '127.0.0.1:0',
+            '--health-probe-bind-address',
+            '127.0.0.1:0',
+            '--identity',
+            identity,
+            '--log-level',
+            'info',
+          ];
     controller = spawnManaged(identity, process.execPath, { args, logFile });
   };
   startController();
@@ -185,15 +226,27 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
    */
   const untilWorkersRun = async (): Promise<void> => {
     const started = performance.now();
-    while (performance.now() - started < 60_000 && controller?.isRunning() === true && !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))) await sleep(100);
+    while (
+      performance.now() - started < 60_000 &&
+      controller?.isRunning() === true &&
+      !/Started workers|unsafe controller/.test(readLog(logs.at(-1)))
+    )
+      await sleep(100);
   };
   let chain: Promise<unknown> = Promise.resolve();
-  interface KillRound { readonly kind: KillRoundKind; readonly prepared: Promise<unknown>[]; readonly closed: Promise<void>; readonly done: Promise<void> }
+  interface KillRound {
+    readonly kind: KillRoundKind;
+    readonly prepared: Promise<unknown>[];
+    readonly closed: Promise<void>;
+    readonly done: Promise<void>;
+  }
   const rounds = new Map<KillRoundKind, KillRound>();
   const killRoundSizes: number[] = [];
   const openRound = (kind: KillRoundKind): KillRound => {
     let close = (): void => undefined;
-    const closed = new Promise<void>((r) => { close = r; });
+    const closed = new Promise<void>((r) => {
+      close = r;
+    });
     const prepared: Promise<unknown>[] = [];
     const done = bed.exclusive(async () => {
       await sleep(KILL_ROUND_GATHER_MS);
@@ -202,7 +255,11 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       close();
       killRoundSizes.push(prepared.length);
       await Promise.race([Promise.allSettled(prepared), sleep(KILL_ROUND_PREPARE_MS)]);
-      try { await bed.killController(); } finally { counterProxy.release(); }
+      try {
+        await bed.killController();
+      } finally {
+        counterProxy.release();
+      }
       // Let trials in set-up get their first grant from the new process before the next round:
       // back-to-back kills on a loaded machine otherwise starve every set-up of a grant.
       await sleep(KILL_ROUND_COOLDOWN_MS);
@@ -212,9 +269,22 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     return round;
   };
   const bed: SafetyBed = {
-    dir, t, counterProxy, store, storeClient, leases, storeLog, pool, httpPool, controllerApi, jumpPool, clockFile,
+    dir,
+    t,
+    counterProxy,
+    store,
+    storeClient,
+    leases,
+    storeLog,
+    pool,
+    httpPool,
+    controllerApi,
+    jumpPool,
+    clockFile,
     ...(plane !== undefined ? { outages: new OutageScheduler<OutagePlan>((p) => runOutage(plane, p)) } : {}),
-    get counter() { return counter; },
+    get counter() {
+      return counter;
+    },
     replaceCounter(next) {
       retiredCounters.push(counter);
       counter = next;
@@ -223,12 +293,20 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     skewedPool(spec) {
       let p = skewed.get(spec);
       if (p === undefined) {
-        p = new WorkerPool({ dir, kubeconfigPath: o.kubeconfigPath, storePort: store.port, name: `skewed${skewed.size}`, env: () => ({ LD_PRELOAD: LIBFAKETIME, FAKETIME: spec }) });
+        p = new WorkerPool({
+          dir,
+          kubeconfigPath: o.kubeconfigPath,
+          storePort: store.port,
+          name: `skewed${skewed.size}`,
+          env: () => ({ LD_PRELOAD: LIBFAKETIME, FAKETIME: spec }),
+        });
         skewed.set(spec, p);
       }
       return p;
     },
-    get controllerRestarts() { return generation - 1; },
+    get controllerRestarts() {
+      return generation - 1;
+    },
     async killController() {
       controller?.signal('SIGKILL');
       await controller?.exited;
@@ -244,7 +322,9 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       await Promise.all([mine, round.done]);
     },
     kubeconfigPath: o.kubeconfigPath,
-    async suspendController() { await controller?.stop(); },
+    async suspendController() {
+      await controller?.stop();
+    },
     async resumeController() {
       if (controller?.isRunning() === true) return;
       startController();
@@ -255,16 +335,30 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
       chain = run.catch(() => undefined);
       return run;
     },
-    controllerLog: () => logs.slice(-2).map((f) => `--- ${f}\n${tailLog(f, 30)}`).join('\n'),
+    controllerLog: () =>
+      logs
+        .slice(-2)
+        .map((f) => `--- ${f}\n${tailLog(f, 30)}`)
+        .join('\n'),
     async close(keepDir = false) {
-      await Promise.allSettled([pool.close(), httpPool.close(), jumpPool.close(), ...[...skewed.values()].map((p) => p.close())]);
+      await Promise.allSettled([
+        pool.close(),
+        httpPool.close(),
+        jumpPool.close(),
+        ...[...skewed.values()].map((p) => p.close()),
+      ]);
       await controller?.stop();
       leases.stop();
       storeLog.stop();
       storeClient.disconnect();
       await counterProxy.close();
       await controllerApi.close();
-      await Promise.allSettled([counter.stop(), store.stop(), witness?.stop(), ...retiredCounters.map((c) => c.stop())]);
+      await Promise.allSettled([
+        counter.stop(),
+        store.stop(),
+        witness?.stop(),
+        ...retiredCounters.map((c) => c.stop()),
+      ]);
       if (!keepDir && o.keepDir !== true) rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -25,7 +25,22 @@ import { apiErrors } from './faults/api-errors.ts';
 import { watchDelay } from './faults/watch-delay.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
-export const FAULT_TYPES = ['none', 'pause', 'pause-grant', 'kill', 'partition', 'store-delay', 'identity-reuse', 'redis', 'controller-kill', 'clock', 'apiserver', 'api-errors', 'watch-delay', 'controller-split'] as const;
+export const FAULT_TYPES = [
+  'none',
+  'pause',
+  'pause-grant',
+  'kill',
+  'partition',
+  'store-delay',
+  'identity-reuse',
+  'redis',
+  'controller-kill',
+  'clock',
+  'apiserver',
+  'api-errors',
+  'watch-delay',
+  'controller-split',
+] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
 /** TrialSpec: which trial, with which seed, under which fault. */
@@ -72,13 +87,38 @@ export const INTERVAL_MS = 100;
 export function clientEvent(e: StampedOutput): ClientEvent | undefined {
   const token = e.token !== undefined ? BigInt(e.token) : undefined;
   switch (e.kind) {
-    case 'granted': case 'renewed': case 'lost': case 'released':
-      return token !== undefined ? { kind: e.kind, at: e.at, holder: e.holder, token, ...(e.reason !== undefined ? { reason: e.reason } : {}) } : undefined;
+    case 'granted':
+    case 'renewed':
+    case 'lost':
+    case 'released':
+      return token !== undefined
+        ? { kind: e.kind, at: e.at, holder: e.holder, token, ...(e.reason !== undefined ? { reason: e.reason } : {}) }
+        : undefined;
     case 'attempt':
-      return token !== undefined && e.writeId !== undefined ? { kind: 'attempt', at: e.at, holder: e.holder, token, writeId: e.writeId, afterValidUntil: e.afterValidUntil === true } : undefined;
+      return token !== undefined && e.writeId !== undefined
+        ? {
+            kind: 'attempt',
+            at: e.at,
+            holder: e.holder,
+            token,
+            writeId: e.writeId,
+            afterValidUntil: e.afterValidUntil === true,
+          }
+        : undefined;
     case 'outcome':
-      return token !== undefined && e.writeId !== undefined && e.result !== undefined ? { kind: 'outcome', at: e.at, holder: e.holder, token, writeId: e.writeId, result: e.result, ...(e.detail !== undefined ? { detail: e.detail } : {}) } : undefined;
-    default: return undefined;
+      return token !== undefined && e.writeId !== undefined && e.result !== undefined
+        ? {
+            kind: 'outcome',
+            at: e.at,
+            holder: e.holder,
+            token,
+            writeId: e.writeId,
+            result: e.result,
+            ...(e.detail !== undefined ? { detail: e.detail } : {}),
+          }
+        : undefined;
+    default:
+      return undefined;
   }
 }
 
@@ -93,11 +133,21 @@ export class Ctx {
   readonly bed: SafetyBed;
   readonly spec: TrialSpec;
   readonly rnd: () => number;
-  constructor(bed: SafetyBed, spec: TrialSpec, rnd: () => number) { this.bed = bed; this.spec = spec; this.rnd = rnd; }
+  constructor(bed: SafetyBed, spec: TrialSpec, rnd: () => number) {
+    this.bed = bed;
+    this.spec = spec;
+    this.rnd = rnd;
+  }
 
-  get leaseMs(): number { return this.spec.leaseSeconds * 1000; }
-  uniform(lo: number, hi: number): number { return lo + (hi - lo) * this.rnd(); }
-  pick<T>(xs: readonly T[]): T { return xs[Math.floor(this.rnd() * xs.length) % xs.length] as T; }
+  get leaseMs(): number {
+    return this.spec.leaseSeconds * 1000;
+  }
+  uniform(lo: number, hi: number): number {
+    return lo + (hi - lo) * this.rnd();
+  }
+  pick<T>(xs: readonly T[]): T {
+    return xs[Math.floor(this.rnd() * xs.length) % xs.length] as T;
+  }
 
   record(e: StampedOutput): void {
     const c = clientEvent(e);
@@ -109,25 +159,57 @@ export class Ctx {
     const w = await pool.borrow();
     this.#borrowed.push({ w, pool });
     this.workers.push(w);
-    this.#offs.push(w.on(this.spec.id, (e) => {
-      this.record(e);
-      if (e.kind === 'outcome' || e.kind === 'lost') this.#actedAt.set(w, e.at);
-    }));
+    this.#offs.push(
+      w.on(this.spec.id, (e) => {
+        this.record(e);
+        if (e.kind === 'outcome' || e.kind === 'lost') this.#actedAt.set(w, e.at);
+      }),
+    );
     const joined = w.waitFor(this.spec.id, (e) => e.kind === 'joined' || e.kind === 'failed', 30_000, 'joined');
-    w.send({ cmd: 'join', trial: this.spec.id, lock: this.spec.id, namespace: this.bed.t.namespace, pod, uid, fenced: this.spec.fenced, dataPrefix: trialPrefix(this.spec.id), thinkMs: THINK_MS, intervalMs: INTERVAL_MS });
+    w.send({
+      cmd: 'join',
+      trial: this.spec.id,
+      lock: this.spec.id,
+      namespace: this.bed.t.namespace,
+      pod,
+      uid,
+      fenced: this.spec.fenced,
+      dataPrefix: trialPrefix(this.spec.id),
+      thinkMs: THINK_MS,
+      intervalMs: INTERVAL_MS,
+    });
     const e = await joined;
     if (e.kind === 'failed') throw new Error(`worker ${w.id} failed to join: ${e.detail ?? ''}`);
     return w;
   }
 
   /** next resolves with the next event of worker w (any worker when undefined) that matches. */
-  next(w: WorkerHandle | undefined, match: (e: StampedOutput) => boolean, timeoutMs: number, what: string): Promise<{ w: WorkerHandle; e: StampedOutput }> {
+  next(
+    w: WorkerHandle | undefined,
+    match: (e: StampedOutput) => boolean,
+    timeoutMs: number,
+    what: string,
+  ): Promise<{ w: WorkerHandle; e: StampedOutput }> {
     const ws = w !== undefined ? [w] : this.workers;
     return new Promise((resolveNext, reject) => {
       const offs: (() => void)[] = [];
-      const done = (): void => { clearTimeout(timer); for (const off of offs) off(); };
-      const timer = setTimeout(() => { done(); reject(new Error(`no ${what} within ${timeoutMs} ms`)); }, timeoutMs);
-      for (const x of ws) offs.push(x.on(this.spec.id, (e) => { if (match(e)) { done(); resolveNext({ w: x, e }); } }));
+      const done = (): void => {
+        clearTimeout(timer);
+        for (const off of offs) off();
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no ${what} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      for (const x of ws)
+        offs.push(
+          x.on(this.spec.id, (e) => {
+            if (match(e)) {
+              done();
+              resolveNext({ w: x, e });
+            }
+          }),
+        );
     });
   }
 
@@ -136,9 +218,16 @@ export class Ctx {
     const seen = this.events.some((e) => e.kind === 'outcome' && e.result === 'accepted' && e.token > above);
     if (seen) return true;
     try {
-      await this.next(undefined, (e) => e.kind === 'outcome' && e.result === 'accepted' && e.token !== undefined && BigInt(e.token) > above, timeoutMs, `write accepted above token ${above}`);
+      await this.next(
+        undefined,
+        (e) => e.kind === 'outcome' && e.result === 'accepted' && e.token !== undefined && BigInt(e.token) > above,
+        timeoutMs,
+        `write accepted above token ${above}`,
+      );
       return true;
-    } catch { return false; }
+    } catch {
+      return false;
+    }
   }
 
   /** settle gives a process resumed after `since` the time to act on its stale belief (a write outcome or a loss), unless it already has. */
@@ -161,30 +250,47 @@ export class Ctx {
     w.send({ cmd: 'leave', trial: this.spec.id, release: true });
   }
 
-  note(kind: 'paused' | 'resumed' | 'killed', holder: string): void { this.events.push({ kind, at: performance.now(), holder }); }
+  note(kind: 'paused' | 'resumed' | 'killed', holder: string): void {
+    this.events.push({ kind, at: performance.now(), holder });
+  }
 
   async leaveAll(): Promise<void> {
-    await Promise.all(this.#borrowed.map(async ({ w }) => {
-      if (!w.alive()) return;
-      w.signal('SIGCONT');
-      w.apiProxy.heal();
-      w.storeProxy.heal();
-      w.httpProxy?.heal();
-      const left = w.waitFor(this.spec.id, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
-      w.send({ cmd: 'leave', trial: this.spec.id, release: false });
-      await left;
-    }));
+    await Promise.all(
+      this.#borrowed.map(async ({ w }) => {
+        if (!w.alive()) return;
+        w.signal('SIGCONT');
+        w.apiProxy.heal();
+        w.storeProxy.heal();
+        w.httpProxy?.heal();
+        const left = w.waitFor(this.spec.id, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
+        w.send({ cmd: 'leave', trial: this.spec.id, release: false });
+        await left;
+      }),
+    );
     for (const off of this.#offs) off();
     await Promise.all(this.#borrowed.map(({ w, pool }) => pool.give(w)));
   }
 }
 
 /** Holder is the first holder of the trial's lock. */
-export interface Holder { readonly w: WorkerHandle; readonly id: string; readonly token: bigint; readonly pod: string }
+export interface Holder {
+  readonly w: WorkerHandle;
+  readonly id: string;
+  readonly token: bigint;
+  readonly pod: string;
+}
 
 /** FaultOutcome: what a fault script reports back. */
 export interface FaultOutcome {
-  variant: string; faultMs: number; startAt: number; above: bigint; resumed?: WorkerHandle; resumedAt?: number; stepDownMs?: number; missedStepDown?: boolean; outage?: OutageObservation;
+  variant: string;
+  faultMs: number;
+  startAt: number;
+  above: bigint;
+  resumed?: WorkerHandle;
+  resumedAt?: number;
+  stepDownMs?: number;
+  missedStepDown?: boolean;
+  outage?: OutageObservation;
   /** tally computes the trial's counters from its Lease history. */
   tally?: (leases: readonly LeaseVersion[]) => Record<string, number>;
 }
@@ -208,7 +314,16 @@ async function stopAt(ctx: Ctx, first: Holder, point: string): Promise<Holder> {
   } else if (point === 'during-renew') {
     // The API traffic is TLS: the first client→server bytes after arming are a request in flight
     // (a renew, in steady state; the watch sends nothing after its request).
-    await new Promise<void>((r) => { const off = h.w.apiProxy.onClientData(() => { off(); r(); }); setTimeout(() => { off(); r(); }, 5000).unref(); });
+    await new Promise<void>((r) => {
+      const off = h.w.apiProxy.onClientData(() => {
+        off();
+        r();
+      });
+      setTimeout(() => {
+        off();
+        r();
+      }, 5000).unref();
+    });
   } else {
     await sleep(ctx.uniform(0, ctx.leaseMs));
   }
@@ -230,7 +345,14 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     await sleep(ms);
     h.w.signal('SIGCONT');
     ctx.note('resumed', h.id);
-    return { variant: point, faultMs: ms, startAt, above: ms > ctx.leaseMs ? h.token : h.token - 1n, resumed: h.w, resumedAt: performance.now() };
+    return {
+      variant: point,
+      faultMs: ms,
+      startAt,
+      above: ms > ctx.leaseMs ? h.token : h.token - 1n,
+      resumed: h.w,
+      resumedAt: performance.now(),
+    };
   },
   async kill(ctx, first) {
     const point = ctx.pick(['check-write', 'random']);
@@ -250,7 +372,14 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     const l = await lost;
     await sleep(Math.max(0, startAt + ms - performance.now()));
     h.w.apiProxy.heal();
-    return { variant: 'blackhole', faultMs: ms, startAt, above: h.token, resumed: h.w, ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}) };
+    return {
+      variant: 'blackhole',
+      faultMs: ms,
+      startAt,
+      above: h.token,
+      resumed: h.w,
+      ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}),
+    };
   },
   async ['store-delay'](ctx) {
     // Hold this holder's store traffic from its next check (its write waits in the proxy) and cut
@@ -280,17 +409,36 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     await sleep(Math.max(0, startAt + ms - performance.now()));
     h.w.signal('SIGCONT');
     ctx.note('resumed', h.id);
-    return { variant: 'same-name-new-uid', faultMs: ms, startAt, above: h.token, resumed: h.w, resumedAt: performance.now() };
+    return {
+      variant: 'same-name-new-uid',
+      faultMs: ms,
+      startAt,
+      above: h.token,
+      resumed: h.w,
+      resumedAt: performance.now(),
+    };
   },
   async redis(ctx, h) {
-    const variant = ctx.pick(['del', 'expire', 'flushall', 'restart-empty', 'crash', 'failover-lagging-replica'] as const);
+    const variant = ctx.pick([
+      'del',
+      'expire',
+      'flushall',
+      'restart-empty',
+      'crash',
+      'failover-lagging-replica',
+    ] as const);
     if (variant === 'failover-lagging-replica') return await failoverToLaggingReplica(ctx, h);
     const key = `fencepost:fence:${ctx.bed.t.namespace}/${ctx.spec.id}`;
     const startAt = performance.now();
     if (variant === 'del' || variant === 'expire') {
       const client = ctx.bed.counter.client();
       client.on('error', () => undefined);
-      try { if (variant === 'del') await client.del(key); else await client.pexpire(key, 1); } finally { client.disconnect(); }
+      try {
+        if (variant === 'del') await client.del(key);
+        else await client.pexpire(key, 1);
+      } finally {
+        client.disconnect();
+      }
     } else {
       await ctx.bed.exclusive(async () => {
         const c = ctx.bed.counter; // now: a failover may have replaced it
@@ -320,8 +468,16 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
         // The counter's replies are held now: once this lock's token script has left for Redis
         // (it runs there), the grant cannot reach its Lease write before the kill.
         const sent = new Promise<boolean>((r) => {
-          const off = proxy.onClientData((chunk) => { if (chunk.toString('latin1').includes(key)) { off(); r(true); } });
-          setTimeout(() => { off(); r(false); }, 5000).unref();
+          const off = proxy.onClientData((chunk) => {
+            if (chunk.toString('latin1').includes(key)) {
+              off();
+              r(true);
+            }
+          });
+          setTimeout(() => {
+            off();
+            r(false);
+          }, 5000).unref();
         });
         h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
         // Labelled by what happened: a token request that never left makes it a kill mid-handoff.
@@ -335,7 +491,8 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
   },
   async ['controller-split'](ctx, h) {
     const split = activeSplit(ctx.bed);
-    if (split === undefined) throw new Error('controller-split trials run in their own phase (runTrials starts the two replicas)');
+    if (split === undefined)
+      throw new Error('controller-split trials run in their own phase (runTrials starts the two replicas)');
     // A third candidate, so that there is a second handoff to make when the old leader comes back.
     const c = await createPod(ctx.bed.t, `${ctx.spec.id}-c`, { app: ctx.spec.id });
     await ctx.join(ctx.bed.pool, `${ctx.spec.id}-c`, c.metadata?.uid ?? '');
@@ -343,7 +500,12 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     const startAt = await ticket.stopped;
     // First handoff while the leader is paused or cut off: only a takeover can grant it.
     await sleep(ctx.uniform(0, 500));
-    const granted = ctx.next(undefined, (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token, 60_000, 'a grant during the split');
+    const granted = ctx.next(
+      undefined,
+      (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token,
+      60_000,
+      'a grant during the split',
+    );
     granted.catch(() => undefined);
     await ctx.handOff(h.w, h.id);
     await ticket.resuming;
@@ -351,7 +513,13 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     const second = await granted;
     await ctx.handOff(second.w, second.e.holder);
     await ticket.done;
-    return { variant: ticket.variant, faultMs: ticket.faultMs, startAt, above: BigInt(second.e.token ?? '0'), tally: (leases) => split.tally(leases) };
+    return {
+      variant: ticket.variant,
+      faultMs: ticket.faultMs,
+      startAt,
+      above: BigInt(second.e.token ?? '0'),
+      tally: (leases) => split.tally(leases),
+    };
   },
 };
 
@@ -368,7 +536,12 @@ async function failoverToLaggingReplica(ctx: Ctx, h: Holder): Promise<FaultOutco
   const startAt = performance.now();
   let second: { w: WorkerHandle; e: StampedOutput };
   try {
-    const granted = ctx.next(undefined, (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token, 30_000, 'a grant after the replication cut');
+    const granted = ctx.next(
+      undefined,
+      (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token,
+      30_000,
+      'a grant after the replication cut',
+    );
     await ctx.handOff(h.w, h.id);
     second = await granted;
   } catch (err) {
@@ -394,7 +567,14 @@ async function pauseGrant(ctx: Ctx, a: WorkerHandle, aId: string): Promise<Fault
   await sleep(ms);
   a.signal('SIGCONT');
   ctx.note('resumed', aId);
-  return { variant: ms > ctx.leaseMs ? 'resumed-after-lease' : 'resumed-within-lease', faultMs: ms, startAt, above: 0n, resumed: a, resumedAt: performance.now() };
+  return {
+    variant: ms > ctx.leaseMs ? 'resumed-after-lease' : 'resumed-within-lease',
+    faultMs: ms,
+    startAt,
+    above: 0n,
+    resumed: a,
+    resumedAt: performance.now(),
+  };
 }
 
 /**
@@ -447,14 +627,20 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   let admission: Admission | undefined;
   try {
     if (spec.fault === 'apiserver') {
-      if (outages === undefined) throw new Error('the apiserver fault needs a bed that owns its control plane (startSafetyBed({ plane }))');
+      if (outages === undefined)
+        throw new Error('the apiserver fault needs a bed that owns its control plane (startSafetyBed({ plane }))');
       admission = await outages.admit();
     }
     const a = await createPod(bed.t, `${spec.id}-a`, { app: spec.id });
     const b = await createPod(bed.t, `${spec.id}-b`, { app: spec.id });
     const aId = `${spec.id}-a/${a.metadata?.uid ?? ''}`;
     const poolB = spec.fault === 'api-errors' ? bed.httpPool : bed.pool;
-    const poolA = clockSpec === undefined ? poolB : clockSpec.startsWith('rate ') ? bed.skewedPool(clockSpec.slice(5)) : bed.jumpPool;
+    const poolA =
+      clockSpec === undefined
+        ? poolB
+        : clockSpec.startsWith('rate ')
+          ? bed.skewedPool(clockSpec.slice(5))
+          : bed.jumpPool;
     const wa = await ctx.join(poolA, `${spec.id}-a`, a.metadata?.uid ?? '');
     const wb = await ctx.join(poolB, `${spec.id}-b`, b.metadata?.uid ?? '');
     if (spec.fault === 'pause-grant') {
@@ -462,35 +648,60 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     } else {
       await createLock(bed.t, lockBody(spec.id, spec.id, { leaseDurationSeconds: spec.leaseSeconds }));
       const first = await ctx.next(undefined, (e) => e.kind === 'granted', 60_000, 'first grant');
-      const h: Holder = { w: first.w, id: first.e.holder, token: BigInt(first.e.token ?? '0'), pod: first.e.holder.split('/')[0] ?? '' };
+      const h: Holder = {
+        w: first.w,
+        id: first.e.holder,
+        token: BigInt(first.e.token ?? '0'),
+        pod: first.e.holder.split('/')[0] ?? '',
+      };
       await ctx.next(undefined, (e) => e.kind === 'outcome' && e.result === 'accepted', 15_000, 'first accepted write');
       const other = h.w === wa ? wb : wa;
       if (spec.fault === 'clock') {
         // A stepped clock: step the holder's wall clock now. Then the holder is cut off from the API
         // server, so its belief ends by its own (stepped or skewed) clock alone.
-        if (clockSpec?.startsWith('step ') === true && h.w === wa) writeFileSync(bed.clockFile(wa.id), `${clockSpec.slice(5)}\n`);
-        outcome = { ...(await scripts.partition(ctx, h, other)), variant: `${clockSpec ?? ''}${h.w === wa ? '' : ' (not the holder)'} + blackhole` };
+        if (clockSpec?.startsWith('step ') === true && h.w === wa)
+          writeFileSync(bed.clockFile(wa.id), `${clockSpec.slice(5)}\n`);
+        outcome = {
+          ...(await scripts.partition(ctx, h, other)),
+          variant: `${clockSpec ?? ''}${h.w === wa ? '' : ' (not the holder)'} + blackhole`,
+        };
       } else if (spec.fault === 'apiserver') {
         if (outages === undefined || admission === undefined) throw new Error('apiserver: not admitted');
         const r = await apiserverFault(ctx, outages, admission);
-        outcome = { variant: r.observation.variant, faultMs: r.endAt - r.startAt, startAt: r.startAt, above: r.above, outage: r.observation, ...(r.observation.lostAfterMs !== undefined ? { stepDownMs: r.observation.lostAfterMs } : {}) };
+        outcome = {
+          variant: r.observation.variant,
+          faultMs: r.endAt - r.startAt,
+          startAt: r.startAt,
+          above: r.above,
+          outage: r.observation,
+          ...(r.observation.lostAfterMs !== undefined ? { stepDownMs: r.observation.lostAfterMs } : {}),
+        };
       } else {
         outcome = await scripts[spec.fault](ctx, h, other);
       }
     }
-    if (!(await ctx.progress(outcome.above, 30_000))) stuck = `no write accepted above token ${outcome.above} within 30 s of the fault`;
+    if (!(await ctx.progress(outcome.above, 30_000)))
+      stuck = `no write accepted above token ${outcome.above} within 30 s of the fault`;
     if (outcome.resumed !== undefined) await ctx.settle(outcome.resumed, outcome.resumedAt ?? outcome.startAt);
   } catch (err) {
     stuck = err instanceof Error ? err.message : String(err);
   } finally {
     if (admission !== undefined) outages?.leave(admission);
     // A clock file that cannot be reset (its worker is gone with its folder) must not end the run.
-    if (clockSpec?.startsWith('step ') === true) for (const w of ctx.workers) if (w.id.startsWith('jump')) try { writeFileSync(bed.clockFile(w.id), '+0\n'); } catch { /* see above */ }
+    if (clockSpec?.startsWith('step ') === true)
+      for (const w of ctx.workers)
+        if (w.id.startsWith('jump'))
+          try {
+            writeFileSync(bed.clockFile(w.id), '+0\n');
+          } catch {
+            /* see above */
+          }
     await ctx.leaveAll();
   }
   await sleep(200); // the MONITOR stream trails the clients' acknowledgements slightly
   const history = {
-    lock: spec.id, leaseDurationMs: ctx.leaseMs,
+    lock: spec.id,
+    leaseDurationMs: ctx.leaseMs,
     leases: await bed.leases.versions(spec.id),
     clients: ctx.events,
     store: bed.storeLog.applies(spec.id),
@@ -501,9 +712,17 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   void deleteLock(bed.t, spec.id).catch(() => undefined);
   const startAt = outcome?.startAt ?? began;
   return {
-    spec, variant: outcome?.variant ?? '(not reached)', report, injected: outcome !== undefined, faultMs: Math.round(outcome?.faultMs ?? 0),
+    spec,
+    variant: outcome?.variant ?? '(not reached)',
+    report,
+    injected: outcome !== undefined,
+    faultMs: Math.round(outcome?.faultMs ?? 0),
     failoverMs: spec.fault === 'none' ? undefined : ctx.firstGrantAbove(outcome?.above ?? 0n, startAt),
-    stepDownMs: outcome?.stepDownMs, missedStepDown: outcome?.missedStepDown, resumedAfterLoss: resumedAfterLoss(ctx.events), stuck, wallMs: performance.now() - began,
+    stepDownMs: outcome?.stepDownMs,
+    missedStepDown: outcome?.missedStepDown,
+    resumedAfterLoss: resumedAfterLoss(ctx.events),
+    stuck,
+    wallMs: performance.now() - began,
     ...(outcome?.outage !== undefined ? { outage: outcome.outage } : {}),
     ...(counters !== undefined ? { counters } : {}),
   };

@@ -15,22 +15,46 @@ import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
 
-const { values } = parseArgs({ strict: true, options: { 'kubeconfig': { type: 'string' }, 'redis-url': { type: 'string' }, 'namespace': { type: 'string' } } });
+const { values } = parseArgs({
+  strict: true,
+  options: { kubeconfig: { type: 'string' }, 'redis-url': { type: 'string' }, namespace: { type: 'string' } },
+});
 const redisUrl = values['redis-url'] ?? '';
 const namespace = values.namespace ?? '';
-if (redisUrl === '' || namespace === '') { process.stderr.write('Usage: unsafe-controller.ts --kubeconfig PATH --redis-url URL --namespace NS\n'); process.exit(2); }
+if (redisUrl === '' || namespace === '') {
+  process.stderr.write('Usage: unsafe-controller.ts --kubeconfig PATH --redis-url URL --namespace NS\n');
+  process.exit(2);
+}
 
 const client = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 client.on('error', () => undefined);
 /** noFloor: INCR alone — what a dispenser without the etcd floor would do. */
 const noFloor: FenceDispenser = {
-  async next(key) { return { token: BigInt(await client.incr(key)), refloored: false, existed: true, hadTtl: false }; },
+  async next(key) {
+    return { token: BigInt(await client.incr(key)), refloored: false, existed: true, hadTtl: false };
+  },
 };
 const real = fencingBackends(redisUrl);
 const fencing: FencingBackends = {
-  forLock(lock) { const f = real.forLock(lock); return f.backend === 'Redis' ? { ...f, dispenser: noFloor } : f; },
-  async close() { client.disconnect(); await real.close(); },
+  forLock(lock) {
+    const f = real.forLock(lock);
+    return f.backend === 'Redis' ? { ...f, dispenser: noFloor } : f;
+  },
+  async close() {
+    client.disconnect();
+    await real.close();
+  },
 };
-const controller = await startLockController({ kc: loadKubeConfig(values.kubeconfig), redisUrl, namespace, identity: 'unsafe-controller', clock: realClock, log: silentLogger, fencing });
+const controller = await startLockController({
+  kc: loadKubeConfig(values.kubeconfig),
+  redisUrl,
+  namespace,
+  identity: 'unsafe-controller',
+  clock: realClock,
+  log: silentLogger,
+  fencing,
+});
 process.stderr.write('unsafe controller (no etcd floor) started\n');
-process.on('SIGTERM', () => { void controller.stop().then(() => process.exit(0)); });
+process.on('SIGTERM', () => {
+  void controller.stop().then(() => process.exit(0));
+});

@@ -17,14 +17,29 @@ export interface JoinCommand {
 }
 
 /** LeaveCommand stops a trial's session, releasing the lock first when `release`. */
-export interface LeaveCommand { readonly cmd: 'leave'; readonly trial: string; readonly release: boolean }
+export interface LeaveCommand {
+  readonly cmd: 'leave';
+  readonly trial: string;
+  readonly release: boolean;
+}
 
 export type WorkerCommand = JoinCommand | LeaveCommand;
 
 /** WorkerOutput is one event line; tokens are decimal strings. */
 export interface WorkerOutput {
   readonly trial: string;
-  readonly kind: 'ready' | 'joined' | 'left' | 'failed' | 'granted' | 'renewed' | 'lost' | 'released' | 'check' | 'attempt' | 'outcome';
+  readonly kind:
+    | 'ready'
+    | 'joined'
+    | 'left'
+    | 'failed'
+    | 'granted'
+    | 'renewed'
+    | 'lost'
+    | 'released'
+    | 'check'
+    | 'attempt'
+    | 'outcome';
   readonly holder: string;
   readonly token?: string;
   readonly writeId?: string;
@@ -42,5 +57,7 @@ export function parseWorkerOutput(line: string): WorkerOutput | undefined {
     const o = JSON.parse(line) as Partial<WorkerOutput>;
     if (typeof o.kind !== 'string' || typeof o.trial !== 'string' || typeof o.holder !== 'string') return undefined;
     return o as WorkerOutput;
-  } catch { return undefined; }
+  } catch {
+    return undefined;
+  }
 }

@@ -36,9 +36,15 @@ const kc = loadKubeConfig(values.kubeconfig);
 const store = new Redis(values.store, { maxRetriesPerRequest: 1 });
 store.on('error', () => undefined); // a failed command rejects; the loop reports it
 
-function emit(o: WorkerOutput): void { process.stdout.write(`${JSON.stringify(o)}\n`); }
+function emit(o: WorkerOutput): void {
+  process.stdout.write(`${JSON.stringify(o)}\n`);
+}
 
-interface Running { readonly session: LockSession; stopped: boolean; loop: Promise<void> }
+interface Running {
+  readonly session: LockSession;
+  stopped: boolean;
+  loop: Promise<void>;
+}
 const trials = new Map<string, Running>();
 
 async function writeLoop(c: JoinCommand, session: LockSession, running: () => boolean): Promise<void> {
@@ -47,25 +53,50 @@ async function writeLoop(c: JoinCommand, session: LockSession, running: () => bo
   let seq = 0;
   while (running()) {
     const snap = session.snapshot();
-    if (!snap.held || snap.token === undefined || snap.expiresInMs === undefined) { await sleep(c.intervalMs); continue; }
+    if (!snap.held || snap.token === undefined || snap.expiresInMs === undefined) {
+      await sleep(c.intervalMs);
+      continue;
+    }
     const token = BigInt(snap.token);
     const validUntil = performance.now() + snap.expiresInMs;
     const writeId = `${c.pod}.${c.uid.slice(0, 8)}.${++seq}`;
     emit({ trial: c.trial, kind: 'check', holder, token: snap.token, writeId });
     await sleep(c.thinkMs); // deciding → acting: a pause here leaves this process believing in `token`
-    emit({ trial: c.trial, kind: 'attempt', holder, token: snap.token, writeId, afterValidUntil: performance.now() > validUntil });
+    emit({
+      trial: c.trial,
+      kind: 'attempt',
+      holder,
+      token: snap.token,
+      writeId,
+      afterValidUntil: performance.now() > validUntil,
+    });
     const key = `${c.dataPrefix}w:${writeId}`;
     const value = storeValue(writeId, token, holder);
     try {
       if (c.fenced) {
         const r = await guard.write(key, token, value);
-        emit({ trial: c.trial, kind: 'outcome', holder, token: snap.token, writeId, result: r.accepted ? 'accepted' : 'stale' });
+        emit({
+          trial: c.trial,
+          kind: 'outcome',
+          holder,
+          token: snap.token,
+          writeId,
+          result: r.accepted ? 'accepted' : 'stale',
+        });
       } else {
         await store.set(key, value);
         emit({ trial: c.trial, kind: 'outcome', holder, token: snap.token, writeId, result: 'accepted' });
       }
     } catch (err) {
-      emit({ trial: c.trial, kind: 'outcome', holder, token: snap.token, writeId, result: 'error', detail: err instanceof Error ? err.message : String(err) });
+      emit({
+        trial: c.trial,
+        kind: 'outcome',
+        holder,
+        token: snap.token,
+        writeId,
+        result: 'error',
+        detail: err instanceof Error ? err.message : String(err),
+      });
     }
     await sleep(c.intervalMs);
   }
@@ -73,8 +104,24 @@ async function writeLoop(c: JoinCommand, session: LockSession, running: () => bo
 
 async function join(c: JoinCommand): Promise<void> {
   const holder = `${c.pod}/${c.uid}`;
-  const session = new LockSession({ kc, namespace: c.namespace, lock: c.lock, self: { name: c.pod, uid: c.uid }, clock: realClock, log: silentLogger });
-  session.onEvent((e) => { emit({ trial: c.trial, kind: e.type, holder, token: e.token, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.expiresInMs !== undefined ? { expiresInMs: e.expiresInMs } : {}) }); });
+  const session = new LockSession({
+    kc,
+    namespace: c.namespace,
+    lock: c.lock,
+    self: { name: c.pod, uid: c.uid },
+    clock: realClock,
+    log: silentLogger,
+  });
+  session.onEvent((e) => {
+    emit({
+      trial: c.trial,
+      kind: e.type,
+      holder,
+      token: e.token,
+      ...(e.reason !== undefined ? { reason: e.reason } : {}),
+      ...(e.expiresInMs !== undefined ? { expiresInMs: e.expiresInMs } : {}),
+    });
+  });
   const r: Running = { session, stopped: false, loop: Promise.resolve() };
   trials.set(c.trial, r);
   await session.start();
@@ -84,7 +131,10 @@ async function join(c: JoinCommand): Promise<void> {
 
 async function leave(trial: string, release: boolean): Promise<void> {
   const r = trials.get(trial);
-  if (r === undefined) { emit({ trial, kind: 'left', holder: '' }); return; }
+  if (r === undefined) {
+    emit({ trial, kind: 'left', holder: '' });
+    return;
+  }
   r.stopped = true;
   await r.loop;
   if (release) await r.session.release().catch(() => undefined);
@@ -95,10 +145,21 @@ async function leave(trial: string, release: boolean): Promise<void> {
 
 createInterface({ input: process.stdin }).on('line', (line) => {
   let cmd: WorkerCommand;
-  try { cmd = JSON.parse(line) as WorkerCommand; } catch { return; }
+  try {
+    cmd = JSON.parse(line) as WorkerCommand;
+  } catch {
+    return;
+  }
   const done = cmd.cmd === 'join' ? join(cmd) : leave(cmd.trial, cmd.release);
-  done.catch((err: unknown) => { emit({ trial: cmd.trial, kind: 'failed', holder: '', detail: err instanceof Error ? err.message : String(err) }); });
+  done.catch((err: unknown) => {
+    emit({ trial: cmd.trial, kind: 'failed', holder: '', detail: err instanceof Error ? err.message : String(err) });
+  });
 });
-process.stdin.on('end', () => { process.exit(0); });
-process.on('SIGTERM', () => { store.disconnect(); process.exit(0); });
+process.stdin.on('end', () => {
+  process.exit(0);
+});
+process.on('SIGTERM', () => {
+  store.disconnect();
+  process.exit(0);
+});
 emit({ trial: '', kind: 'ready', holder: '' });

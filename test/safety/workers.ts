@@ -63,13 +63,22 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
   const apiProxy = await startTcpProxy({ targetPort: Number(server.port) });
   const storeProxy = await startTcpProxy({ targetPort: o.storePort });
   // worker → HTTP fault proxy (TLS, per request) → TCP proxy (bytes) → kube-apiserver
-  const httpProxy = o.httpFaults === true ? await startHttpFaultProxy({ targetPort: apiProxy.port, tls: proxyTargetOf(o.kubeconfigPath).tls }) : undefined;
+  const httpProxy =
+    o.httpFaults === true
+      ? await startHttpFaultProxy({ targetPort: apiProxy.port, tls: proxyTargetOf(o.kubeconfigPath).tls })
+      : undefined;
   const kubeconfig = join(o.dir, `${id}.kubeconfig`);
-  writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, httpProxy?.url ?? `https://127.0.0.1:${apiProxy.port}`), { mode: 0o600 });
+  writeFileSync(
+    kubeconfig,
+    admin.exportConfig().replace(server.origin, httpProxy?.url ?? `https://127.0.0.1:${apiProxy.port}`),
+    { mode: 0o600 },
+  );
   // A managed process: stopped with this process even after a failed test, like every testbed child.
   const proc = spawnManaged(`worker ${id}`, process.execPath, {
     args: [WORKER, '--kubeconfig', kubeconfig, '--store', `redis://127.0.0.1:${storeProxy.port}`],
-    logFile: join(o.dir, `${id}.log`), env: { ...process.env, ...o.env?.(id) }, pipeStdio: true,
+    logFile: join(o.dir, `${id}.log`),
+    env: { ...process.env, ...o.env?.(id) },
+    pipeStdio: true,
   });
   if (proc.stdout === null || proc.stdin === null) throw new Error(`Failed to start worker ${id}`);
   const stdin = proc.stdin;
@@ -77,31 +86,61 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
   const exited = proc.exited.then(() => undefined);
   const listeners = new Map<string, Set<(e: StampedOutput) => void>>();
   let onReady: (() => void) | undefined;
-  const ready = new Promise<void>((r) => { onReady = r; });
+  const ready = new Promise<void>((r) => {
+    onReady = r;
+  });
   createInterface({ input: proc.stdout }).on('line', (line) => {
     const at = performance.now();
     const o = parseWorkerOutput(line);
     if (o === undefined) return;
-    if (o.kind === 'ready') { onReady?.(); return; }
+    if (o.kind === 'ready') {
+      onReady?.();
+      return;
+    }
     for (const l of [...(listeners.get(o.trial) ?? [])]) l({ ...o, at });
   });
   const on = (trial: string, listener: (e: StampedOutput) => void): (() => void) => {
     let set = listeners.get(trial);
-    if (set === undefined) { set = new Set(); listeners.set(trial, set); }
+    if (set === undefined) {
+      set = new Set();
+      listeners.set(trial, set);
+    }
     set.add(listener);
-    return () => { set.delete(listener); if (set.size === 0) listeners.delete(trial); };
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) listeners.delete(trial);
+    };
   };
   const h: WorkerHandle = {
-    id, pid: proc.pid, apiProxy, storeProxy, httpProxy, exited, on,
+    id,
+    pid: proc.pid,
+    apiProxy,
+    storeProxy,
+    httpProxy,
+    exited,
+    on,
     alive: () => proc.isRunning(),
-    send(cmd) { if (proc.isRunning()) stdin.write(`${JSON.stringify(cmd)}\n`); },
+    send(cmd) {
+      if (proc.isRunning()) stdin.write(`${JSON.stringify(cmd)}\n`);
+    },
     waitFor(trial, match, timeoutMs, what) {
       return new Promise((resolveEvent, reject) => {
-        const timer = setTimeout(() => { off(); reject(new Error(`worker ${id}: no ${what} within ${timeoutMs} ms`)); }, timeoutMs);
-        const off = on(trial, (e) => { if (match(e)) { clearTimeout(timer); off(); resolveEvent(e); } });
+        const timer = setTimeout(() => {
+          off();
+          reject(new Error(`worker ${id}: no ${what} within ${timeoutMs} ms`));
+        }, timeoutMs);
+        const off = on(trial, (e) => {
+          if (match(e)) {
+            clearTimeout(timer);
+            off();
+            resolveEvent(e);
+          }
+        });
       });
     },
-    signal(sig) { proc.signal(sig); },
+    signal(sig) {
+      proc.signal(sig);
+    },
     async stop() {
       if (proc.isRunning()) {
         proc.signal('SIGCONT');
@@ -111,8 +150,19 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
       await Promise.allSettled([apiProxy.close(), storeProxy.close(), httpProxy?.close()]);
     },
   };
-  const started = await Promise.race([ready.then(() => true), exited.then(() => false), new Promise<boolean>((r) => { setTimeout(() => { r(false); }, 60_000).unref(); })]);
-  if (!started) { await h.stop(); throw new Error(`worker ${id} did not start; see ${join(o.dir, `${id}.log`)}`); }
+  const started = await Promise.race([
+    ready.then(() => true),
+    exited.then(() => false),
+    new Promise<boolean>((r) => {
+      setTimeout(() => {
+        r(false);
+      }, 60_000).unref();
+    }),
+  ]);
+  if (!started) {
+    await h.stop();
+    throw new Error(`worker ${id} did not start; see ${join(o.dir, `${id}.log`)}`);
+  }
   return h;
 }
 
@@ -132,10 +182,14 @@ export class WorkerPool {
   #next = 0;
   #closed = false;
 
-  constructor(o: PoolOptions) { this.#o = o; }
+  constructor(o: PoolOptions) {
+    this.#o = o;
+  }
 
   /** started is how many worker processes this pool has started (replacements included). */
-  get started(): number { return this.#next; }
+  get started(): number {
+    return this.#next;
+  }
 
   /** borrow takes an idle worker or starts a new one. */
   async borrow(): Promise<WorkerHandle> {
@@ -146,7 +200,10 @@ export class WorkerPool {
       await w.stop();
     }
     // A finished start hands its slot straight to the next waiter.
-    if (this.#starting >= STARTS_AT_ONCE) await new Promise<void>((r) => { this.#startQueue.push(r); });
+    if (this.#starting >= STARTS_AT_ONCE)
+      await new Promise<void>((r) => {
+        this.#startQueue.push(r);
+      });
     else this.#starting++;
     try {
       const w = await startWorker(this.#o, `${this.#o.name ?? 'worker'}-${++this.#next}`);
@@ -154,7 +211,8 @@ export class WorkerPool {
       return w;
     } finally {
       const next = this.#startQueue.shift();
-      if (next !== undefined) next(); else this.#starting--;
+      if (next !== undefined) next();
+      else this.#starting--;
     }
   }
 
@@ -164,7 +222,10 @@ export class WorkerPool {
     w.apiProxy.heal();
     w.storeProxy.heal();
     w.httpProxy?.heal();
-    if (w.alive() && !this.#closed) { this.#idle.push(w); return; }
+    if (w.alive() && !this.#closed) {
+      this.#idle.push(w);
+      return;
+    }
     this.#all.delete(w);
     await w.stop();
   }

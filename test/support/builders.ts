@@ -12,7 +12,14 @@
  * never granted (no token, resourceVersion `100`); an observation with synced pods and a ready
  * Redis fencing backend.
  */
-import { API_VERSION, KIND, resolveTimings, type DistributedLock, type LabelSelector, type Timings } from '../../src/api/v1alpha1/distributedlock.ts';
+import {
+  API_VERSION,
+  KIND,
+  resolveTimings,
+  type DistributedLock,
+  type LabelSelector,
+  type Timings,
+} from '../../src/api/v1alpha1/distributedlock.ts';
 import type { FencingState, LeaseView, Observation } from '../../src/controllers/distributedlock/decide.ts';
 import type { PodSummary } from '../../src/controllers/distributedlock/pods.ts';
 import type { LockRecord } from '../../src/lease/record.ts';
@@ -54,18 +61,36 @@ export function aLock(name: string, ...opts: LockOption[]): DistributedLock {
 }
 
 /** withLeaseSeconds sets spec.leaseDurationSeconds. */
-export const withLeaseSeconds = (seconds: number): LockOption => (d) => { d.spec = { ...d.spec, leaseDurationSeconds: seconds }; };
+export const withLeaseSeconds =
+  (seconds: number): LockOption =>
+  (d) => {
+    d.spec = { ...d.spec, leaseDurationSeconds: seconds };
+  };
 /** withLockDelay sets spec.lockDelaySeconds. */
-export const withLockDelay = (seconds: number): LockOption => (d) => { d.spec = { ...d.spec, lockDelaySeconds: seconds }; };
+export const withLockDelay =
+  (seconds: number): LockOption =>
+  (d) => {
+    d.spec = { ...d.spec, lockDelaySeconds: seconds };
+  };
 /** withHandoff sets spec.handoff.onPodTerminated. */
-export const withHandoff = (onPodTerminated: boolean): LockOption => (d) => { d.spec = { ...d.spec, handoff: { onPodTerminated } }; };
+export const withHandoff =
+  (onPodTerminated: boolean): LockOption =>
+  (d) => {
+    d.spec = { ...d.spec, handoff: { onPodTerminated } };
+  };
 /** withSelector sets spec.candidates.selector. */
-export const withSelector = (selector: LabelSelector): LockOption => (d) => { d.spec = { ...d.spec, candidates: { selector } }; };
+export const withSelector =
+  (selector: LabelSelector): LockOption =>
+  (d) => {
+    d.spec = { ...d.spec, candidates: { selector } };
+  };
 /** withGeneration sets metadata.generation; undefined removes it. */
-export const withGeneration = (generation: number | undefined): LockOption => (d) => {
-  const { generation: _g, ...rest } = d.metadata;
-  d.metadata = generation === undefined ? rest : { ...rest, generation };
-};
+export const withGeneration =
+  (generation: number | undefined): LockOption =>
+  (d) => {
+    const { generation: _g, ...rest } = d.metadata;
+    d.metadata = generation === undefined ? rest : { ...rest, generation };
+  };
 
 // ----- Pods -----
 
@@ -88,42 +113,77 @@ export function aPod(name: string, ...opts: PodOption[]): PodSummary {
 }
 
 /** ready makes the pod Ready (and not terminated). */
-export const ready = (): PodOption => (d) => { d.ready = true; d.terminated = false; };
+export const ready = (): PodOption => (d) => {
+  d.ready = true;
+  d.terminated = false;
+};
 /** unready makes the pod Running but not Ready. */
-export const unready = (): PodOption => (d) => { d.ready = false; };
+export const unready = (): PodOption => (d) => {
+  d.ready = false;
+};
 /** terminating gives the pod a deletionTimestamp (it may still be Ready). */
-export const terminating = (): PodOption => (d) => { d.terminating = true; };
+export const terminating = (): PodOption => (d) => {
+  d.terminating = true;
+};
 /** terminated reports all of the pod's containers terminated (which also makes it not Ready). */
-export const terminated = (): PodOption => (d) => { d.terminated = true; d.ready = false; };
+export const terminated = (): PodOption => (d) => {
+  d.terminated = true;
+  d.ready = false;
+};
 /** createdAt sets the creation time, in epoch milliseconds. */
-export const createdAt = (ms: number): PodOption => (d) => { d.createdAt = ms; };
+export const createdAt =
+  (ms: number): PodOption =>
+  (d) => {
+    d.createdAt = ms;
+  };
 /** withLabels adds labels (an `undefined` value removes that label). */
-export const withLabels = (labels: Readonly<Record<string, string | undefined>>): PodOption => (d) => { d.labels = merged(d.labels, labels); };
+export const withLabels =
+  (labels: Readonly<Record<string, string | undefined>>): PodOption =>
+  (d) => {
+    d.labels = merged(d.labels, labels);
+  };
 /** withAnnotations adds annotations (an `undefined` value removes that annotation). */
-export const withAnnotations = (annotations: Readonly<Record<string, string | undefined>>): PodOption => (d) => { d.annotations = merged(d.annotations, annotations); };
+export const withAnnotations =
+  (annotations: Readonly<Record<string, string | undefined>>): PodOption =>
+  (d) => {
+    d.annotations = merged(d.annotations, annotations);
+  };
 /** withUid sets the pod's uid (a new incarnation of the same name). */
-export const withUid = (uid: string): PodOption => (d) => { d.ref = { ...d.ref, uid }; };
+export const withUid =
+  (uid: string): PodOption =>
+  (d) => {
+    d.ref = { ...d.ref, uid };
+  };
 /**
  * markedHolderOf puts the holder label and the token annotation of `lock` on the pod, as the
  * controller's MarkHolderPod does.
  */
-export const markedHolderOf = (lock: DistributedLock | string, tokenValue: bigint): PodOption => (d) => {
-  const keys = podKeys(typeof lock === 'string' ? lock : lock.metadata.name ?? '');
-  d.labels = merged(d.labels, { [keys.holder]: 'true' });
-  d.annotations = merged(d.annotations, { [keys.token]: tokenValue.toString() });
-};
+export const markedHolderOf =
+  (lock: DistributedLock | string, tokenValue: bigint): PodOption =>
+  (d) => {
+    const keys = podKeys(typeof lock === 'string' ? lock : (lock.metadata.name ?? ''));
+    d.labels = merged(d.labels, { [keys.holder]: 'true' });
+    d.annotations = merged(d.annotations, { [keys.token]: tokenValue.toString() });
+  };
 
-function merged(base: Readonly<Record<string, string>>, set: Readonly<Record<string, string | undefined>>): Record<string, string> {
+function merged(
+  base: Readonly<Record<string, string>>,
+  set: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
   const out: Record<string, string> = { ...base };
   for (const [k, v] of Object.entries(set)) {
-    if (v === undefined) delete out[k]; else out[k] = v;
+    if (v === undefined) delete out[k];
+    else out[k] = v;
   }
   return out;
 }
 
 // ----- Lease record and view -----
 
-interface LeaseDraft { record: Mutable<LockRecord>; observedAtMs: number }
+interface LeaseDraft {
+  record: Mutable<LockRecord>;
+  observedAtMs: number;
+}
 
 /** LeaseOption changes the Lease draft built by {@link aLeaseView} or {@link aRecord}. */
 export type LeaseOption = (d: LeaseDraft) => void;
@@ -136,9 +196,17 @@ export const GRANTED_AT = new Date('2025-01-01T00:00:00Z');
 function leaseDraft(opts: readonly LeaseOption[]): LeaseDraft {
   const d: LeaseDraft = {
     record: {
-      holder: undefined, token: undefined, renewDeadlineMs: undefined, renewPeriodMs: undefined,
-      acquireTime: undefined, renewTime: undefined, leaseDurationSeconds: undefined, transitions: 0,
-      released: undefined, lastHolder: undefined, resourceVersion: DEFAULT_RESOURCE_VERSION,
+      holder: undefined,
+      token: undefined,
+      renewDeadlineMs: undefined,
+      renewPeriodMs: undefined,
+      acquireTime: undefined,
+      renewTime: undefined,
+      leaseDurationSeconds: undefined,
+      transitions: 0,
+      released: undefined,
+      lastHolder: undefined,
+      resourceVersion: DEFAULT_RESOURCE_VERSION,
     },
     observedAtMs: 0,
   };
@@ -163,45 +231,82 @@ const refOf = (p: PodSummary | HolderRef): HolderRef => ('ref' in p ? p.ref : p)
  * heldBy makes `pod` the holder: acquire and renew times GRANTED_AT (unless set), the default lease
  * duration (unless set), at least one transition; it clears released and lastHolder, as a grant does.
  */
-export const heldBy = (pod: PodSummary | HolderRef): LeaseOption => (d) => {
-  const r = d.record;
-  const ref = refOf(pod);
-  r.holder = { name: ref.name, uid: ref.uid };
-  r.acquireTime ??= GRANTED_AT;
-  r.renewTime ??= GRANTED_AT;
-  r.leaseDurationSeconds ??= DEFAULT_LEASE_SECONDS;
-  const timings = termTimingsOf(undefined, { leaseDurationSeconds: r.leaseDurationSeconds }); // what a grant at that duration writes
-  r.renewDeadlineMs ??= timings.renewDeadlineMs;
-  r.renewPeriodMs ??= timings.renewPeriodMs;
-  r.transitions = Math.max(r.transitions, 1);
-  r.released = undefined;
-  r.lastHolder = undefined;
-};
+export const heldBy =
+  (pod: PodSummary | HolderRef): LeaseOption =>
+  (d) => {
+    const r = d.record;
+    const ref = refOf(pod);
+    r.holder = { name: ref.name, uid: ref.uid };
+    r.acquireTime ??= GRANTED_AT;
+    r.renewTime ??= GRANTED_AT;
+    r.leaseDurationSeconds ??= DEFAULT_LEASE_SECONDS;
+    const timings = termTimingsOf(undefined, { leaseDurationSeconds: r.leaseDurationSeconds }); // what a grant at that duration writes
+    r.renewDeadlineMs ??= timings.renewDeadlineMs;
+    r.renewPeriodMs ??= timings.renewPeriodMs;
+    r.transitions = Math.max(r.transitions, 1);
+    r.released = undefined;
+    r.lastHolder = undefined;
+  };
 /** token sets the Lease's token annotation (the high-water mark). */
-export const token = (n: bigint): LeaseOption => (d) => { d.record.token = n; };
+export const token =
+  (n: bigint): LeaseOption =>
+  (d) => {
+    d.record.token = n;
+  };
 /** released clears the holder as a release or revocation does, remembering it as lastHolder. */
-export const released = (how: 'Released' | 'Expired' | 'Terminated'): LeaseOption => (d) => {
-  const r = d.record;
-  if (r.holder !== undefined) r.lastHolder = r.holder;
-  r.holder = undefined;
-  r.acquireTime = undefined;
-  r.renewTime = undefined;
-  r.released = how;
-};
+export const released =
+  (how: 'Released' | 'Expired' | 'Terminated'): LeaseOption =>
+  (d) => {
+    const r = d.record;
+    if (r.holder !== undefined) r.lastHolder = r.holder;
+    r.holder = undefined;
+    r.acquireTime = undefined;
+    r.renewTime = undefined;
+    r.released = how;
+  };
 /** lastHolder sets who released or lost the Lease (meaningful only while vacant). */
-export const lastHolder = (pod: PodSummary | HolderRef): LeaseOption => (d) => { const ref = refOf(pod); d.record.lastHolder = { name: ref.name, uid: ref.uid }; };
+export const lastHolder =
+  (pod: PodSummary | HolderRef): LeaseOption =>
+  (d) => {
+    const ref = refOf(pod);
+    d.record.lastHolder = { name: ref.name, uid: ref.uid };
+  };
 /** observedAt sets the controller's monotonic time when it saw the Lease's fingerprint change. */
-export const observedAt = (ms: number): LeaseOption => (d) => { d.observedAtMs = ms; };
+export const observedAt =
+  (ms: number): LeaseOption =>
+  (d) => {
+    d.observedAtMs = ms;
+  };
 /** leaseSeconds sets spec.leaseDurationSeconds of the Lease (the current term's duration). */
-export const leaseSeconds = (s: number): LeaseOption => (d) => { d.record.leaseDurationSeconds = s; };
+export const leaseSeconds =
+  (s: number): LeaseOption =>
+  (d) => {
+    d.record.leaseDurationSeconds = s;
+  };
 /** rv sets the Lease's resourceVersion. */
-export const rv = (resourceVersion: string): LeaseOption => (d) => { d.record.resourceVersion = resourceVersion; };
+export const rv =
+  (resourceVersion: string): LeaseOption =>
+  (d) => {
+    d.record.resourceVersion = resourceVersion;
+  };
 /** transitions sets spec.leaseTransitions. */
-export const transitions = (n: number): LeaseOption => (d) => { d.record.transitions = n; };
+export const transitions =
+  (n: number): LeaseOption =>
+  (d) => {
+    d.record.transitions = n;
+  };
 /** acquiredAt sets spec.acquireTime. */
-export const acquiredAt = (t: Date): LeaseOption => (d) => { d.record.acquireTime = t; };
+export const acquiredAt =
+  (t: Date): LeaseOption =>
+  (d) => {
+    d.record.acquireTime = t;
+  };
 /** renewedAt sets spec.renewTime. */
-export const renewedAt = (t: Date): LeaseOption => (d) => { d.record.renewTime = t; };
+export const renewedAt =
+  (t: Date): LeaseOption =>
+  (d) => {
+    d.record.renewTime = t;
+  };
 
 // ----- Observation -----
 
@@ -224,31 +329,69 @@ export type ObservationOption = (d: ObservationDraft) => void;
  */
 export function anObservation(...opts: ObservationOption[]): Observation {
   const d: ObservationDraft = {
-    lock: aLock('db'), timings: undefined, lease: aLeaseView(), pods: [], podsSynced: true,
+    lock: aLock('db'),
+    timings: undefined,
+    lease: aLeaseView(),
+    pods: [],
+    podsSynced: true,
     fencing: { backend: 'Redis', ready: true },
   };
   for (const o of opts) o(d);
   return deepFreeze({
-    lock: d.lock, timings: d.timings ?? resolveTimings(d.lock.spec), lease: d.lease, pods: d.pods,
-    podsSynced: d.podsSynced, fencing: d.fencing,
+    lock: d.lock,
+    timings: d.timings ?? resolveTimings(d.lock.spec),
+    lease: d.lease,
+    pods: d.pods,
+    podsSynced: d.podsSynced,
+    fencing: d.fencing,
   });
 }
 
 /** withLock sets the lock (and, unless withTimings is used, the timings resolved from it). */
-export const withLock = (lock: DistributedLock): ObservationOption => (d) => { d.lock = lock; };
+export const withLock =
+  (lock: DistributedLock): ObservationOption =>
+  (d) => {
+    d.lock = lock;
+  };
 /** withTimings overrides the resolved timings. */
-export const withTimings = (timings: Timings): ObservationOption => (d) => { d.timings = timings; };
+export const withTimings =
+  (timings: Timings): ObservationOption =>
+  (d) => {
+    d.timings = timings;
+  };
 /** withLease sets the observed Lease. */
-export const withLease = (lease: LeaseView): ObservationOption => (d) => { d.lease = lease; };
+export const withLease =
+  (lease: LeaseView): ObservationOption =>
+  (d) => {
+    d.lease = lease;
+  };
 /** noLease: the lock's Lease does not exist (yet). */
-export const noLease = (): ObservationOption => (d) => { d.lease = undefined; };
+export const noLease = (): ObservationOption => (d) => {
+  d.lease = undefined;
+};
 /** withPods sets the pods observed (replacing earlier ones). */
-export const withPods = (...pods: PodSummary[]): ObservationOption => (d) => { d.pods = pods; };
+export const withPods =
+  (...pods: PodSummary[]): ObservationOption =>
+  (d) => {
+    d.pods = pods;
+  };
 /** podsNotSynced: the pod cache has not synced yet. */
-export const podsNotSynced = (): ObservationOption => (d) => { d.podsSynced = false; };
+export const podsNotSynced = (): ObservationOption => (d) => {
+  d.podsSynced = false;
+};
 /** fencingDown: the fencing backend cannot issue tokens, for `detail`. */
-export const fencingDown = (detail = 'connect ECONNREFUSED 127.0.0.1:6379'): ObservationOption => (d) => { d.fencing = { backend: d.fencing.backend, ready: false, detail }; };
+export const fencingDown =
+  (detail = 'connect ECONNREFUSED 127.0.0.1:6379'): ObservationOption =>
+  (d) => {
+    d.fencing = { backend: d.fencing.backend, ready: false, detail };
+  };
 /** fencingNotConfigured: the lock asks for Redis and the controller was started without --redis-url. */
-export const fencingNotConfigured = (): ObservationOption => (d) => { d.fencing = { backend: 'Redis', ready: false, detail: 'the controller has no --redis-url', notConfigured: true }; };
+export const fencingNotConfigured = (): ObservationOption => (d) => {
+  d.fencing = { backend: 'Redis', ready: false, detail: 'the controller has no --redis-url', notConfigured: true };
+};
 /** fencingBackend sets which backend issues tokens. */
-export const fencingBackend = (backend: FencingState['backend']): ObservationOption => (d) => { d.fencing = { ...d.fencing, backend }; };
+export const fencingBackend =
+  (backend: FencingState['backend']): ObservationOption =>
+  (d) => {
+    d.fencing = { ...d.fencing, backend };
+  };

@@ -12,10 +12,14 @@ export function sharedKubeConfig(): KubeConfig {
 }
 
 /** sharedKubeconfigPath is the admin kubeconfig file, for kubectl. */
-export function sharedKubeconfigPath(): string { return inject('kubeconfigPath'); }
+export function sharedKubeconfigPath(): string {
+  return inject('kubeconfigPath');
+}
 
 /** sharedRedisUrl is the run's shared redis-server. */
-export function sharedRedisUrl(): string { return inject('redisUrl'); }
+export function sharedRedisUrl(): string {
+  return inject('redisUrl');
+}
 
 /** freshNamespace creates a namespace with a generated name for one test file. */
 export function freshNamespace(kc: KubeConfig, prefix = 'test-'): Promise<string> {

@@ -2,15 +2,32 @@
  * Builders and helpers for integration tests: DistributedLocks, Pods made Ready through the status
  * subresource (there is no kubelet), and a stand-in for the holder's renewal.
  */
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Pod } from '@kubernetes/client-node';
-import { API_VERSION, GROUP, KIND, PLURAL, VERSION, type DistributedLock, type DistributedLockSpec } from '../../src/api/v1alpha1/distributedlock.ts';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type V1Lease,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import {
+  API_VERSION,
+  GROUP,
+  KIND,
+  PLURAL,
+  VERSION,
+  type DistributedLock,
+  type DistributedLockSpec,
+} from '../../src/api/v1alpha1/distributedlock.ts';
 import { releasedLease, renewedLease } from '../../src/lease/record.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 
 /** lockBody builds a DistributedLock selecting `app: <app>` pods. */
 export function lockBody(name: string, app: string, spec: Partial<DistributedLockSpec> = {}): DistributedLock {
   return {
-    apiVersion: API_VERSION, kind: KIND, metadata: { name },
+    apiVersion: API_VERSION,
+    kind: KIND,
+    metadata: { name },
     spec: { leaseDurationSeconds: 2, candidates: { selector: { matchLabels: { app } } }, ...spec },
   };
 }
@@ -26,26 +43,55 @@ export interface TestKube {
 
 /** testKube makes the clients for a namespace. */
 export function testKube(kc: KubeConfig, namespace: string): TestKube {
-  return { kc, namespace, core: kc.makeApiClient(CoreV1Api), leases: kc.makeApiClient(CoordinationV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
+  return {
+    kc,
+    namespace,
+    core: kc.makeApiClient(CoreV1Api),
+    leases: kc.makeApiClient(CoordinationV1Api),
+    custom: kc.makeApiClient(CustomObjectsApi),
+  };
 }
 
 /** createLock creates a lock in the namespace. */
 export async function createLock(t: TestKube, body: DistributedLock): Promise<DistributedLock> {
-  return await t.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: t.namespace, plural: PLURAL, body }) as DistributedLock;
+  return (await t.custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: t.namespace,
+    plural: PLURAL,
+    body,
+  })) as DistributedLock;
 }
 
 /** getLock reads a lock (throws 404 when gone). */
 export async function getLock(t: TestKube, name: string): Promise<DistributedLock> {
-  return await t.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: t.namespace, plural: PLURAL, name }) as DistributedLock;
+  return (await t.custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: t.namespace,
+    plural: PLURAL,
+    name,
+  })) as DistributedLock;
 }
 
 /** deleteLock deletes a lock. */
 export async function deleteLock(t: TestKube, name: string): Promise<void> {
-  await t.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: t.namespace, plural: PLURAL, name });
+  await t.custom.deleteNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: t.namespace,
+    plural: PLURAL,
+    name,
+  });
 }
 
 /** createPod creates a Pod and, unless ready is false, reports it Running and Ready as a kubelet would. */
-export async function createPod(t: TestKube, name: string, labels: Record<string, string>, ready = true): Promise<V1Pod> {
+export async function createPod(
+  t: TestKube,
+  name: string,
+  labels: Record<string, string>,
+  ready = true,
+): Promise<V1Pod> {
   const pod = await t.core.createNamespacedPod({
     namespace: t.namespace,
     body: { metadata: { name, labels }, spec: { containers: [{ name: 'app', image: 'example.invalid/app:1' }] } },
@@ -54,7 +100,11 @@ export async function createPod(t: TestKube, name: string, labels: Record<string
 }
 
 /** setPodStatus writes a kubelet-style status: Running and Ready, Running but not Ready, or all containers terminated. */
-export async function setPodStatus(t: TestKube, name: string, state: 'ready' | 'unready' | 'terminated'): Promise<V1Pod> {
+export async function setPodStatus(
+  t: TestKube,
+  name: string,
+  state: 'ready' | 'unready' | 'terminated',
+): Promise<V1Pod> {
   // The controller patches labels concurrently; like a kubelet, retry the read-modify-write on 409.
   for (let attempt = 1; ; attempt++) {
     try {
@@ -68,20 +118,32 @@ export async function setPodStatus(t: TestKube, name: string, state: 'ready' | '
 async function writePodStatus(t: TestKube, name: string, state: 'ready' | 'unready' | 'terminated'): Promise<V1Pod> {
   const now = new Date();
   const pod = await t.core.readNamespacedPod({ name, namespace: t.namespace });
-  const containerState = state === 'terminated'
-    ? { terminated: { exitCode: 137, reason: 'Error', startedAt: now, finishedAt: now } }
-    : { running: { startedAt: now } };
+  const containerState =
+    state === 'terminated'
+      ? { terminated: { exitCode: 137, reason: 'Error', startedAt: now, finishedAt: now } }
+      : { running: { startedAt: now } };
   pod.status = {
     phase: state === 'terminated' ? 'Failed' : 'Running',
     conditions: [{ type: 'Ready', status: state === 'ready' ? 'True' : 'False', lastTransitionTime: now }],
-    containerStatuses: [{ name: 'app', image: 'example.invalid/app:1', imageID: '', ready: state === 'ready', restartCount: 0, state: containerState }],
+    containerStatuses: [
+      {
+        name: 'app',
+        image: 'example.invalid/app:1',
+        imageID: '',
+        ready: state === 'ready',
+        restartCount: 0,
+        state: containerState,
+      },
+    ],
   };
   return await t.core.replaceNamespacedPodStatus({ name, namespace: t.namespace, body: pod });
 }
 
 /** getLease reads the lock's Lease, or undefined. */
 export async function getLease(t: TestKube, lockName: string): Promise<V1Lease | undefined> {
-  try { return await t.leases.readNamespacedLease({ namespace: t.namespace, name: leaseName(lockName) }); } catch (err) {
+  try {
+    return await t.leases.readNamespacedLease({ namespace: t.namespace, name: leaseName(lockName) });
+  } catch (err) {
     if ((err as { code?: number }).code === 404) return undefined;
     throw err;
   }
@@ -91,7 +153,11 @@ export async function getLease(t: TestKube, lockName: string): Promise<V1Lease |
 export async function renewLease(t: TestKube, lockName: string): Promise<V1Lease> {
   const lease = await getLease(t, lockName);
   if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
-  return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: leaseName(lockName), body: renewedLease(lease, new Date()) });
+  return await t.leases.replaceNamespacedLease({
+    namespace: t.namespace,
+    name: leaseName(lockName),
+    body: renewedLease(lease, new Date()),
+  });
 }
 
 /** releaseLease is what an agent does on SIGTERM: clear the holder, mark it Released (CAS). */
@@ -101,7 +167,11 @@ export async function releaseLease(t: TestKube, lockName: string): Promise<V1Lea
     const lease = await getLease(t, lockName);
     if (lease === undefined) throw new Error(`no Lease for ${lockName}`);
     try {
-      return await t.leases.replaceNamespacedLease({ namespace: t.namespace, name: leaseName(lockName), body: releasedLease(lease, 'Released') });
+      return await t.leases.replaceNamespacedLease({
+        namespace: t.namespace,
+        name: leaseName(lockName),
+        body: releasedLease(lease, 'Released'),
+      });
     } catch (err) {
       if ((err as { code?: number }).code !== 409 || attempt >= 5) throw err;
     }
@@ -113,9 +183,16 @@ export function keepRenewing(t: TestKube, lockName: string, periodMs: number): (
   let stopped = false;
   const loop = (async () => {
     while (!stopped) {
-      try { await renewLease(t, lockName); } catch { /* a conflict or a lost lease; the test asserts */ }
+      try {
+        await renewLease(t, lockName);
+      } catch {
+        /* a conflict or a lost lease; the test asserts */
+      }
       await new Promise((r) => setTimeout(r, periodMs));
     }
   })();
-  return async () => { stopped = true; await loop; };
+  return async () => {
+    stopped = true;
+    await loop;
+  };
 }

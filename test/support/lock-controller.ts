@@ -27,12 +27,25 @@ export function useLockController(prefix: string, redisUrl: (() => string) | nul
   beforeAll(async () => {
     t = testKube(kc, await freshNamespace(kc, prefix));
     controller = await startLockController({
-      kc, redisUrl: redisUrl === null ? undefined : redisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger,
+      kc,
+      redisUrl: redisUrl === null ? undefined : redisUrl(),
+      namespace: t.namespace,
+      identity: 'test-controller',
+      clock: realClock,
+      log: silentLogger,
     });
   });
-  afterAll(async () => { await controller?.stop(); });
+  afterAll(async () => {
+    await controller?.stop();
+  });
   return {
-    get t() { if (t === undefined) throw new Error('useLockController: used before beforeAll'); return t; },
-    get controller() { if (controller === undefined) throw new Error('useLockController: used before beforeAll'); return controller; },
+    get t() {
+      if (t === undefined) throw new Error('useLockController: used before beforeAll');
+      return t;
+    },
+    get controller() {
+      if (controller === undefined) throw new Error('useLockController: used before beforeAll');
+      return controller;
+    },
   };
 }

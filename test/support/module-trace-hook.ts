@@ -15,4 +15,6 @@ registerHooks({
     return nextLoad(url, context);
   },
 });
-process.on('exit', () => { if (out !== undefined) writeFileSync(out, loaded.join('\n')); });
+process.on('exit', () => {
+  if (out !== undefined) writeFileSync(out, loaded.join('\n'));
+});

@@ -47,15 +47,26 @@ export async function traceModules(args: readonly string[], opts: TraceOptions):
   const out = join(dir, 'modules.txt');
   try {
     const env = { PATH: process.env['PATH'] ?? '', ...opts.env, FENCEPOST_MODULE_TRACE: out };
-    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      execFile(process.execPath, ['--import', HOOK, ...args], { cwd: opts.cwd, env, timeout: opts.timeoutMs ?? 60_000, encoding: 'utf8' }, (err, so, se) => {
-        const c = err === null ? 0 : typeof err.code === 'number' ? err.code : null;
-        resolve({ code: c, stdout: so, stderr: se });
-      });
-    });
+    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+      (resolve) => {
+        execFile(
+          process.execPath,
+          ['--import', HOOK, ...args],
+          { cwd: opts.cwd, env, timeout: opts.timeoutMs ?? 60_000, encoding: 'utf8' },
+          (err, so, se) => {
+            const c = err === null ? 0 : typeof err.code === 'number' ? err.code : null;
+            resolve({ code: c, stdout: so, stderr: se });
+          },
+        );
+      },
+    );
     let text: string;
-    try { text = readFileSync(out, 'utf8'); } catch (err) {
-      throw new Error(`node ${args.join(' ')} exited ${String(code)} without a module trace: ${stderr}`, { cause: err });
+    try {
+      text = readFileSync(out, 'utf8');
+    } catch (err) {
+      throw new Error(`node ${args.join(' ')} exited ${String(code)} without a module trace: ${stderr}`, {
+        cause: err,
+      });
     }
     const urls = text.split('\n').filter((u) => u.startsWith('file:'));
     const paths = urls.map((u) => fileURLToPath(u));
@@ -64,7 +75,9 @@ export async function traceModules(args: readonly string[], opts: TraceOptions):
       modules: paths.map((p) => relative(root, p)),
       files: paths.filter((p) => packageOf(p) === undefined).map((p) => relative(root, p)),
       packages: [...new Set(paths.map(packageOf).filter((p) => p !== undefined))].sort(),
-      code, stdout, stderr,
+      code,
+      stdout,
+      stderr,
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -94,8 +94,7 @@ export const ValidationMessage = {
   emptySelector:
     'spec.candidates.selector must set at least one of matchLabels or matchExpressions: an empty selector would match every pod in the namespace',
   labelKeyLength: 'spec.candidates.selector.matchLabels keys must be between 1 and 317 characters long',
-  valuesRequired:
-    'spec.candidates.selector.matchExpressions[].values must be non-empty when operator is In or NotIn',
+  valuesRequired: 'spec.candidates.selector.matchExpressions[].values must be non-empty when operator is In or NotIn',
   valuesForbidden:
     'spec.candidates.selector.matchExpressions[].values must be empty when operator is Exists or DoesNotExist',
   fencingKeyWithoutRedis: 'spec.fencing.key may only be set when spec.fencing.backend is Redis or unset',
@@ -283,9 +282,7 @@ export type SchemaNode<V> = [V] extends [string]
  * with the right optionality, so the type checker catches a field added to T alone.
  */
 export type SchemaShape<T> = {
-  readonly [K in keyof T & string as NoKeys extends Pick<T, K> ? `${K}?` : K]-?: SchemaNode<
-    NonNullable<T[K]>
-  >;
+  readonly [K in keyof T & string as NoKeys extends Pick<T, K> ? `${K}?` : K]-?: SchemaNode<NonNullable<T[K]>>;
 };
 
 /**

@@ -13,7 +13,11 @@
  * - the kubelet reported the holder pod's containers terminated (and handoff.onPodTerminated).
  * A holder pod that merely vanished (force deletion, node loss) waits for expiry.
  */
-import { DEFAULT_HANDOFF_ON_POD_TERMINATED, type DistributedLock, type Timings } from '../../api/v1alpha1/distributedlock.ts';
+import {
+  DEFAULT_HANDOFF_ON_POD_TERMINATED,
+  type DistributedLock,
+  type Timings,
+} from '../../api/v1alpha1/distributedlock.ts';
 import { tokenFloor, type LockRecord } from '../../lease/record.ts';
 import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys } from '../../protocol/names.ts';
@@ -60,7 +64,13 @@ export type GrantCause = 'Vacant' | 'Released' | 'Expired' | 'HolderTerminated';
 export type Action =
   | { readonly type: 'CreateLease' }
   /** Grant: take a token above `floor` from the fencing backend, then CAS the Lease to `to`. */
-  | { readonly type: 'Grant'; readonly to: HolderRef; readonly previous: HolderRef | undefined; readonly cause: GrantCause; readonly floor: bigint }
+  | {
+      readonly type: 'Grant';
+      readonly to: HolderRef;
+      readonly previous: HolderRef | undefined;
+      readonly cause: GrantCause;
+      readonly floor: bigint;
+    }
   /** Revoke: CAS the holder away (expired or terminated) when nobody can take over yet. */
   | { readonly type: 'Revoke'; readonly holder: HolderRef; readonly cause: 'Expired' | 'HolderTerminated' }
   | { readonly type: 'MarkHolderPod'; readonly pod: HolderRef; readonly token: bigint }
@@ -102,21 +112,36 @@ export function decide(obs: Observation, nowMs: number): Decision {
   const eligible = obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector));
   const keys = podKeys(obs.lock.metadata.name ?? '');
   // Mutex: only pods that asked (their agent's request annotation), in order of asking.
-  const candidates = obs.lock.spec.mode === 'Mutex'
-    ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(byRequest(keys))
-    : eligible.sort(byAge);
+  const candidates =
+    obs.lock.spec.mode === 'Mutex'
+      ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(byRequest(keys))
+      : eligible.sort(byAge);
   const holderNow = obs.lease?.record.holder;
   const queue = obs.lock.spec.mode === 'Mutex' ? candidates.filter((c) => !sameHolder(c.ref, holderNow)).length : 0;
   const base = { candidates, queue };
   if (obs.lease === undefined) {
-    return { ...base, actions: [{ type: 'CreateLease' }], requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined };
+    return {
+      ...base,
+      actions: [{ type: 'CreateLease' }],
+      requeueAfterMs: 0,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: undefined,
+    };
   }
   const { record, observedAtMs } = obs.lease;
   const elapsed = nowMs - observedAtMs;
   const marks = (holder: HolderRef | undefined, token: bigint | undefined): Action[] => podMarks(obs, holder, token);
 
   if (!obs.podsSynced) {
-    return { ...base, actions: [], requeueAfterMs: NOT_SYNCED_RETRY_MS, holder: record.holder, expiresInMs: undefined, waiting: 'CacheNotSynced' };
+    return {
+      ...base,
+      actions: [],
+      requeueAfterMs: NOT_SYNCED_RETRY_MS,
+      holder: record.holder,
+      expiresInMs: undefined,
+      waiting: 'CacheNotSynced',
+    };
   }
 
   // 1: A holder that keeps renewing keeps the lock.
@@ -128,40 +153,95 @@ export function decide(obs: Observation, nowMs: number): Decision {
     const expired = elapsed > leaseMs;
     if (!expired && !terminated) {
       const expiresInMs = leaseMs - elapsed;
-      return { ...base, actions: marks(record.holder, record.token), requeueAfterMs: expiresInMs + EXPIRY_MARGIN_MS, holder: record.holder, expiresInMs, waiting: undefined };
+      return {
+        ...base,
+        actions: marks(record.holder, record.token),
+        requeueAfterMs: expiresInMs + EXPIRY_MARGIN_MS,
+        holder: record.holder,
+        expiresInMs,
+        waiting: undefined,
+      };
     }
     // 2: The holder is gone (expired, or confirmed terminated). Hand over directly when we can.
     const cause = terminated ? 'HolderTerminated' : 'Expired';
     const next = pickNext(candidates, record.holder);
-    const canGrantNow = next !== undefined && obs.fencing.ready && !(cause === 'Expired' && obs.timings.lockDelayMs > 0);
+    const canGrantNow =
+      next !== undefined && obs.fencing.ready && !(cause === 'Expired' && obs.timings.lockDelayMs > 0);
     if (canGrantNow) {
       return {
-        ...base, actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: record.holder, cause, floor: tokenFloor(record) }],
-        requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined,
+        ...base,
+        actions: [
+          ...marks(undefined, undefined),
+          { type: 'Grant', to: next.ref, previous: record.holder, cause, floor: tokenFloor(record) },
+        ],
+        requeueAfterMs: 0,
+        holder: undefined,
+        expiresInMs: undefined,
+        waiting: undefined,
       };
     }
-    const waiting: Waiting = next === undefined ? 'NoCandidates' : !obs.fencing.ready ? 'FencingUnavailable' : 'LockDelay';
+    const waiting: Waiting =
+      next === undefined ? 'NoCandidates' : !obs.fencing.ready ? 'FencingUnavailable' : 'LockDelay';
     return {
-      ...base, actions: [...marks(undefined, undefined), { type: 'Revoke', holder: record.holder, cause }],
-      requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting,
+      ...base,
+      actions: [...marks(undefined, undefined), { type: 'Revoke', holder: record.holder, cause }],
+      requeueAfterMs: 0,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting,
     };
   }
 
   // 3: Nobody holds it. After an involuntary expiry, honour the lock-delay first.
   if (record.released === 'Expired' && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
-    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: obs.timings.lockDelayMs - elapsed + EXPIRY_MARGIN_MS, holder: undefined, expiresInMs: undefined, waiting: 'LockDelay' };
+    return {
+      ...base,
+      actions: marks(undefined, undefined),
+      requeueAfterMs: obs.timings.lockDelayMs - elapsed + EXPIRY_MARGIN_MS,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: 'LockDelay',
+    };
   }
   const next = record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0];
   if (next === undefined) {
-    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: RESYNC_MS, holder: undefined, expiresInMs: undefined, waiting: 'NoCandidates' };
+    return {
+      ...base,
+      actions: marks(undefined, undefined),
+      requeueAfterMs: RESYNC_MS,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: 'NoCandidates',
+    };
   }
   if (!obs.fencing.ready) {
-    return { ...base, actions: marks(undefined, undefined), requeueAfterMs: FENCING_RETRY_MS, holder: undefined, expiresInMs: undefined, waiting: 'FencingUnavailable' };
+    return {
+      ...base,
+      actions: marks(undefined, undefined),
+      requeueAfterMs: FENCING_RETRY_MS,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: 'FencingUnavailable',
+    };
   }
-  const cause: GrantCause = record.released === 'Released' ? 'Released' : record.released === 'Expired' ? 'Expired' : record.released === 'Terminated' ? 'HolderTerminated' : 'Vacant';
+  const cause: GrantCause =
+    record.released === 'Released'
+      ? 'Released'
+      : record.released === 'Expired'
+        ? 'Expired'
+        : record.released === 'Terminated'
+          ? 'HolderTerminated'
+          : 'Vacant';
   return {
-    ...base, actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: undefined, cause, floor: tokenFloor(record) }],
-    requeueAfterMs: 0, holder: undefined, expiresInMs: undefined, waiting: undefined,
+    ...base,
+    actions: [
+      ...marks(undefined, undefined),
+      { type: 'Grant', to: next.ref, previous: undefined, cause, floor: tokenFloor(record) },
+    ],
+    requeueAfterMs: 0,
+    holder: undefined,
+    expiresInMs: undefined,
+    waiting: undefined,
   };
 }
 
@@ -176,7 +256,8 @@ export function decide(obs: Observation, nowMs: number): Decision {
  * by time), and nothing is decided while the pod cache is still filling.
  */
 export function unactionable(obs: Observation, dec: Decision): string | undefined {
-  if (obs.fencing.notConfigured !== true || dec.holder !== undefined || dec.waiting === 'CacheNotSynced') return undefined;
+  if (obs.fencing.notConfigured !== true || dec.holder !== undefined || dec.waiting === 'CacheNotSynced')
+    return undefined;
   return `spec.fencing.backend is ${obs.fencing.backend} but the controller was started without it (${obs.fencing.detail ?? 'not configured'})`;
 }
 
@@ -196,7 +277,8 @@ function podMarks(obs: Observation, holder: HolderRef | undefined, token: bigint
     const isHolder = holder !== undefined && sameHolder(p.ref, holder);
     const marked = p.labels[keys.holder] !== undefined || p.annotations[keys.token] !== undefined;
     if (isHolder && token !== undefined) {
-      if (p.labels[keys.holder] !== 'true' || p.annotations[keys.token] !== token.toString()) out.push({ type: 'MarkHolderPod', pod: p.ref, token });
+      if (p.labels[keys.holder] !== 'true' || p.annotations[keys.token] !== token.toString())
+        out.push({ type: 'MarkHolderPod', pod: p.ref, token });
     } else if (marked) {
       out.push({ type: 'UnmarkPod', pod: p.ref });
     }

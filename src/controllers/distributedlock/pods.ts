@@ -28,9 +28,12 @@ export function summarizePod(pod: V1Pod): PodSummary {
   const md = pod.metadata ?? {};
   const phase = pod.status?.phase;
   const statuses = pod.status?.containerStatuses ?? [];
-  const terminated = phase === 'Succeeded' || phase === 'Failed' ||
+  const terminated =
+    phase === 'Succeeded' ||
+    phase === 'Failed' ||
     (statuses.length > 0 && statuses.every((s) => s.state?.terminated !== undefined));
-  const ready = phase === 'Running' && (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+  const ready =
+    phase === 'Running' && (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
   return {
     ref: { name: md.name ?? '', uid: md.uid ?? '' },
     labels: md.labels ?? {},
@@ -57,10 +60,18 @@ export function matchesSelector(selector: LabelSelector, labels: Readonly<Record
     const value = labels[req.key];
     const values = req.values ?? [];
     switch (req.operator) {
-      case 'In': if (!has || value === undefined || !values.includes(value)) return false; break;
-      case 'NotIn': if (has && value !== undefined && values.includes(value)) return false; break;
-      case 'Exists': if (!has) return false; break;
-      case 'DoesNotExist': if (has) return false; break;
+      case 'In':
+        if (!has || value === undefined || !values.includes(value)) return false;
+        break;
+      case 'NotIn':
+        if (has && value !== undefined && values.includes(value)) return false;
+        break;
+      case 'Exists':
+        if (!has) return false;
+        break;
+      case 'DoesNotExist':
+        if (has) return false;
+        break;
     }
   }
   return true;
@@ -89,5 +100,7 @@ export function requestedAt(p: PodSummary, keys: PodKeys): number | undefined {
 
 /** byRequest orders Mutex requesters first come, first served (then by name for equal times). */
 export function byRequest(keys: PodKeys): (a: PodSummary, b: PodSummary) => number {
-  return (a, b) => (requestedAt(a, keys) ?? 0) - (requestedAt(b, keys) ?? 0) || (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0);
+  return (a, b) =>
+    (requestedAt(a, keys) ?? 0) - (requestedAt(b, keys) ?? 0) ||
+    (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0);
 }

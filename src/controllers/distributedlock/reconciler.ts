@@ -8,9 +8,25 @@
  * holder and token, (3) label and annotate the holder pod, (4) patch status. A crash after (1) burns a token (a harmless gap); after (2) the next
  * reconcile does (3) and (4).
  */
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Pod } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type V1Lease,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { EventReason } from '../../api/v1alpha1/conditions.ts';
-import { API_VERSION, GROUP, KIND, PLURAL, VERSION, resolveTimings, type DistributedLock, type DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
+import {
+  API_VERSION,
+  GROUP,
+  KIND,
+  PLURAL,
+  VERSION,
+  resolveTimings,
+  type DistributedLock,
+  type DistributedLockStatus,
+} from '../../api/v1alpha1/distributedlock.ts';
 import type { FencingBackends } from '../../fencing/backends.ts';
 import type { FenceResult } from '../../fencing/redis-fence.ts';
 import type { EventRecorder, EventTarget } from '../../kube/events.ts';
@@ -22,9 +38,20 @@ import type { HolderRef } from '../../protocol/holder.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { type ObjectKey, type ReconcileContext, type Reconciler, type Result, splitKey } from '../../runtime/controller.ts';
+import {
+  type ObjectKey,
+  type ReconcileContext,
+  type Reconciler,
+  type Result,
+  splitKey,
+} from '../../runtime/controller.ts';
 import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
-import { jsonPatchFinalizerIO, withFinalizer, type FinalizerIO, type JsonPatchOperation } from '../../runtime/finalizer.ts';
+import {
+  jsonPatchFinalizerIO,
+  withFinalizer,
+  type FinalizerIO,
+  type JsonPatchOperation,
+} from '../../runtime/finalizer.ts';
 import { decide, unactionable, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
 import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
 import { computeStatus } from './status.ts';
@@ -52,7 +79,10 @@ export interface ReconcilerDeps {
   readonly log: Logger;
 }
 
-interface Seen { readonly fingerprint: string; readonly atMs: number }
+interface Seen {
+  readonly fingerprint: string;
+  readonly atMs: number;
+}
 
 /** MAX_PASSES bounds the observe→act loop of one reconcile (create, grant, then mark). */
 const MAX_PASSES = 4;
@@ -76,14 +106,20 @@ export class DistributedLockReconciler implements Reconciler {
   }
 
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
-  forgetObserved(): void { this.#seen.clear(); }
+  forgetObserved(): void {
+    this.#seen.clear();
+  }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
     const log = this.#d.log.child(ctx.logFields); // controller-runtime's keys: controller, namespace, name, reconcileID…
     // ### 1: Load the lock; gone means nothing to do.
     const { namespace, name } = splitKey(key);
     const cached = this.#d.locks.get(namespace, name);
-    if (cached === undefined) { this.#seen.delete(key); this.#degraded.delete(key); return {}; }
+    if (cached === undefined) {
+      this.#seen.delete(key);
+      this.#degraded.delete(key);
+      return {};
+    }
     const lock = structuredClone(cached);
     return withFinalizer(lock, FINALIZER, this.#finalizerIO(), {
       apply: (l) => this.#apply(key, l, log),
@@ -100,9 +136,14 @@ export class DistributedLockReconciler implements Reconciler {
       const observed = await this.#observe(key, lock, fresh);
       obs = observed.obs;
       dec = decide(obs, this.#d.clock.monotonicMs());
-      const leaseAction = dec.actions.find((a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke');
+      const leaseAction = dec.actions.find(
+        (a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke',
+      );
       if (leaseAction === undefined) break;
-      if (!fresh) { fresh = true; continue; } // decide grants from a direct GET, never the cache alone, which may be stale
+      if (!fresh) {
+        fresh = true;
+        continue;
+      } // decide grants from a direct GET, never the cache alone, which may be stale
       // The write is a CAS on the resourceVersion of the very Lease this decision was made from.
       await this.#actOnLease(key, lock, obs, observed.lease, leaseAction, log);
     }
@@ -122,12 +163,20 @@ export class DistributedLockReconciler implements Reconciler {
   }
 
   /** #observe gathers the Observation; `lease` is the Lease it was made from (a direct GET when fresh). */
-  async #observe(key: ObjectKey, lock: DistributedLock, fresh: boolean): Promise<{ obs: Observation; lease: V1Lease | undefined }> {
+  async #observe(
+    key: ObjectKey,
+    lock: DistributedLock,
+    fresh: boolean,
+  ): Promise<{ obs: Observation; lease: V1Lease | undefined }> {
     const namespace = lock.metadata.namespace ?? '';
     const lName = leaseName(lock.metadata.name ?? '');
     let lease: V1Lease | undefined;
     if (fresh) {
-      try { lease = await this.#leaseApi.readNamespacedLease({ namespace, name: lName }); } catch (err) { if (!isNotFound(err)) throw err; }
+      try {
+        lease = await this.#leaseApi.readNamespacedLease({ namespace, name: lName });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
     } else {
       lease = this.#d.leases.get(namespace, lName);
     }
@@ -145,9 +194,14 @@ export class DistributedLockReconciler implements Reconciler {
       if (mine || matchesSelector(lock.spec.candidates.selector, labels)) pods.push(summarizePod(p));
     }
     const obs: Observation = {
-      lock, timings: resolveTimings(lock.spec), lease: leaseView, pods, podsSynced: this.#d.pods.hasSynced(),
+      lock,
+      timings: resolveTimings(lock.spec),
+      lease: leaseView,
+      pods,
+      podsSynced: this.#d.pods.hasSynced(),
       fencing: {
-        backend: fencing.backend, ready: fencing.ready,
+        backend: fencing.backend,
+        ready: fencing.ready,
         ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}),
         ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
       },
@@ -165,7 +219,14 @@ export class DistributedLockReconciler implements Reconciler {
     return atMs;
   }
 
-  async #actOnLease(key: ObjectKey, lock: DistributedLock, obs: Observation, read: V1Lease | undefined, action: Action, log: Logger): Promise<void> {
+  async #actOnLease(
+    key: ObjectKey,
+    lock: DistributedLock,
+    obs: Observation,
+    read: V1Lease | undefined,
+    action: Action,
+    log: Logger,
+  ): Promise<void> {
     const namespace = lock.metadata.namespace ?? '';
     const name = leaseName(lock.metadata.name ?? '');
     switch (action.type) {
@@ -175,8 +236,18 @@ export class DistributedLockReconciler implements Reconciler {
             namespace,
             body: {
               metadata: {
-                name, namespace, labels: { [LOCK_LABEL]: lock.metadata.name ?? '' },
-                ownerReferences: [{ apiVersion: API_VERSION, kind: KIND, name: lock.metadata.name ?? '', uid: lock.metadata.uid ?? '', controller: true }],
+                name,
+                namespace,
+                labels: { [LOCK_LABEL]: lock.metadata.name ?? '' },
+                ownerReferences: [
+                  {
+                    apiVersion: API_VERSION,
+                    kind: KIND,
+                    name: lock.metadata.name ?? '',
+                    uid: lock.metadata.uid ?? '',
+                    controller: true,
+                  },
+                ],
               },
               spec: {},
             },
@@ -196,39 +267,79 @@ export class DistributedLockReconciler implements Reconciler {
           issued = await fencing.dispenser.next(fencing.key, action.floor);
         } catch (err) {
           this.#d.metrics?.fencingErrors.inc({ backend: fencing.backend, error_kind: errorKind(err) });
-          this.#reportFencing(key, lock, { backend: fencing.backend, ready: false, detail: err instanceof Error ? err.message : String(err) }, log);
+          this.#reportFencing(
+            key,
+            lock,
+            { backend: fencing.backend, ready: false, detail: err instanceof Error ? err.message : String(err) },
+            log,
+          );
           throw new Error(`Failed to issue fencing token from ${fencing.backend}`, { cause: err });
         }
         const firstToken = current.metadata?.annotations?.[TOKEN_ANNOTATION] === undefined;
         const loss = fenceLoss(issued, firstToken);
         if (loss !== undefined) {
           this.#d.metrics?.fencingRefloored.inc({ reason: loss });
-          this.#event(lock, 'Warning', EventReason.FencingRefloored, `${LOSS_MESSAGE[loss]} (key ${fencing.key}); issued token ${issued.token} above the etcd high-water mark ${action.floor}`);
-          log.info({ key: fencing.key, floor: action.floor.toString(), token: issued.token.toString(), reason: loss }, 'Re-floored fencing counter');
+          this.#event(
+            lock,
+            'Warning',
+            EventReason.FencingRefloored,
+            `${LOSS_MESSAGE[loss]} (key ${fencing.key}); issued token ${issued.token} above the etcd high-water mark ${action.floor}`,
+          );
+          log.info(
+            { key: fencing.key, floor: action.floor.toString(), token: issued.token.toString(), reason: loss },
+            'Re-floored fencing counter',
+          );
         }
         const timings = obs.timings;
         const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now());
         await this.#leaseApi.replaceNamespacedLease({ namespace, name, body }); // CAS on resourceVersion; 409 → retry
         this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
         if (obs.lease !== undefined && action.cause !== 'Vacant') {
-          this.#d.metrics?.handoffDuration.observe({ cause: action.cause }, (this.#d.clock.monotonicMs() - obs.lease.observedAtMs) / 1000);
+          this.#d.metrics?.handoffDuration.observe(
+            { cause: action.cause },
+            (this.#d.clock.monotonicMs() - obs.lease.observedAtMs) / 1000,
+          );
         }
         this.#observeHold(obs, action.cause);
-        if (action.cause === 'Expired' || action.cause === 'HolderTerminated') this.#d.metrics?.expirations.inc({ cause: action.cause });
+        if (action.cause === 'Expired' || action.cause === 'HolderTerminated')
+          this.#d.metrics?.expirations.inc({ cause: action.cause });
         if (action.cause === 'Released') this.#d.metrics?.releasesObserved.inc();
-        log.info({ holder: action.to.name, uid: action.to.uid, token: issued.token.toString(), cause: action.cause, previous: action.previous?.name }, 'Granted Lease');
+        log.info(
+          {
+            holder: action.to.name,
+            uid: action.to.uid,
+            token: issued.token.toString(),
+            cause: action.cause,
+            previous: action.previous?.name,
+          },
+          'Granted Lease',
+        );
         if ((action.cause === 'Expired' || action.cause === 'HolderTerminated') && action.previous !== undefined) {
           // The term ended involuntarily and went straight to a successor: report the end under
           // its own reason too, as the Revoke path does, so that alerts on it see every one.
-          this.#event(lock, 'Warning', END_REASON[action.cause], endMessage(action.cause, action.previous, 'lock handed over'));
+          this.#event(
+            lock,
+            'Warning',
+            END_REASON[action.cause],
+            endMessage(action.cause, action.previous, 'lock handed over'),
+          );
         }
-        this.#event(lock, 'Normal', EventReason.LeaseGranted, `Granted to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`);
+        this.#event(
+          lock,
+          'Normal',
+          EventReason.LeaseGranted,
+          `Granted to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`,
+        );
         return;
       }
       case 'Revoke': {
         if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the revoke`);
         const current = read;
-        await this.#leaseApi.replaceNamespacedLease({ namespace, name, body: releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated') });
+        await this.#leaseApi.replaceNamespacedLease({
+          namespace,
+          name,
+          body: releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated'),
+        });
         this.#d.metrics?.expirations.inc({ cause: action.cause });
         this.#observeHold(obs, action.cause);
         log.info({ holder: action.holder.name, cause: action.cause }, 'Revoked Lease');
@@ -244,7 +355,10 @@ export class DistributedLockReconciler implements Reconciler {
   #observeHold(obs: Observation, cause: string): void {
     const acquired = obs.lease?.record.acquireTime;
     if (obs.lease?.record.holder === undefined || acquired === undefined) return;
-    this.#d.metrics?.holdDuration.observe({ cause }, Math.max(0, this.#d.clock.now().getTime() - acquired.getTime()) / 1000);
+    this.#d.metrics?.holdDuration.observe(
+      { cause },
+      Math.max(0, this.#d.clock.now().getTime() - acquired.getTime()) / 1000,
+    );
   }
 
   async #markPod(lock: DistributedLock, obs: Observation, pod: HolderRef, token: bigint, log: Logger): Promise<void> {
@@ -258,7 +372,12 @@ export class DistributedLockReconciler implements Reconciler {
         annotations: {
           [keys.token]: token.toString(),
           [keys.lease]: leaseName(lock.metadata.name ?? ''),
-          ...(acquired !== undefined ? { [keys.acquireTime]: acquired.toISOString(), [keys.expireTime]: new Date(acquired.getTime() + leaseMs).toISOString() } : {}),
+          ...(acquired !== undefined
+            ? {
+                [keys.acquireTime]: acquired.toISOString(),
+                [keys.expireTime]: new Date(acquired.getTime() + leaseMs).toISOString(),
+              }
+            : {}),
         },
       },
     };
@@ -280,10 +399,20 @@ export class DistributedLockReconciler implements Reconciler {
     const namespace = lock.metadata.namespace ?? '';
     try {
       // The uid precondition makes sure a re-created pod of the same name is not marked by mistake.
-      await this.#core.patchNamespacedPod({ namespace, name: pod.name, body: { ...body, metadata: { ...(body as { metadata: object }).metadata, uid: pod.uid } } }, mergePatch);
+      await this.#core.patchNamespacedPod(
+        {
+          namespace,
+          name: pod.name,
+          body: { ...body, metadata: { ...(body as { metadata: object }).metadata, uid: pod.uid } },
+        },
+        mergePatch,
+      );
       log.info({ pod: pod.name }, msg);
     } catch (err) {
-      if (isNotFound(err) || isConflict(err)) { log.debug({ pod: pod.name }, 'Pod gone or replaced; skipped'); return; }
+      if (isNotFound(err) || isConflict(err)) {
+        log.debug({ pod: pod.name }, 'Pod gone or replaced; skipped');
+        return;
+      }
       throw new Error(`Failed to patch Pod ${namespace}/${pod.name}`, { cause: err });
     }
   }
@@ -294,7 +423,12 @@ export class DistributedLockReconciler implements Reconciler {
     if (!f.ready && !was) {
       this.#degraded.add(key);
       log.info({ backend: f.backend, detail: f.detail }, 'Fencing backend unavailable');
-      this.#event(lock, 'Warning', EventReason.FencingUnavailable, `Fencing backend ${f.backend} unavailable (${f.detail ?? 'not ready'}); no new grants until it is back, holders keep renewing`);
+      this.#event(
+        lock,
+        'Warning',
+        EventReason.FencingUnavailable,
+        `Fencing backend ${f.backend} unavailable (${f.detail ?? 'not ready'}); no new grants until it is back, holders keep renewing`,
+      );
     } else if (f.ready && was) {
       this.#degraded.delete(key);
       this.#event(lock, 'Normal', EventReason.FencingAvailable, `Fencing backend ${f.backend} is issuing tokens again`);
@@ -307,10 +441,17 @@ export class DistributedLockReconciler implements Reconciler {
     // A merge patch only adds and changes keys; keys that disappeared are sent as null.
     const patch: Record<string, unknown> = { ...next };
     for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
-    await this.#custom.patchNamespacedCustomObjectStatus({
-      group: GROUP, version: VERSION, namespace: lock.metadata.namespace ?? '', plural: PLURAL, name: lock.metadata.name ?? '',
-      body: { status: patch },
-    }, mergePatch);
+    await this.#custom.patchNamespacedCustomObjectStatus(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: lock.metadata.namespace ?? '',
+        plural: PLURAL,
+        name: lock.metadata.name ?? '',
+        body: { status: patch },
+      },
+      mergePatch,
+    );
   }
 
   // ### 5: Deletion: unmark pods, delete the Lease (its holder's agent sees it go and stops), drop the finalizer.
@@ -319,7 +460,8 @@ export class DistributedLockReconciler implements Reconciler {
     const keys = podKeys(lock.metadata.name ?? '');
     for (const p of this.#d.pods.list(namespace)) {
       const s = summarizePod(p);
-      if (s.labels[keys.holder] !== undefined || s.annotations[keys.token] !== undefined) await this.#unmarkPod(lock, s.ref, log);
+      if (s.labels[keys.holder] !== undefined || s.annotations[keys.token] !== undefined)
+        await this.#unmarkPod(lock, s.ref, log);
     }
     try {
       await this.#leaseApi.deleteNamespacedLease({ namespace, name: leaseName(lock.metadata.name ?? '') });
@@ -334,14 +476,28 @@ export class DistributedLockReconciler implements Reconciler {
 
   #finalizerIO(): FinalizerIO<DistributedLock> {
     return jsonPatchFinalizerIO<DistributedLock>(async (lock, ops: readonly JsonPatchOperation[]) => {
-      await this.#custom.patchNamespacedCustomObject({
-        group: GROUP, version: VERSION, namespace: lock.metadata.namespace ?? '', plural: PLURAL, name: lock.metadata.name ?? '', body: ops,
-      }, jsonPatch);
+      await this.#custom.patchNamespacedCustomObject(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: lock.metadata.namespace ?? '',
+          plural: PLURAL,
+          name: lock.metadata.name ?? '',
+          body: ops,
+        },
+        jsonPatch,
+      );
     });
   }
 
   #event(lock: DistributedLock, type: 'Normal' | 'Warning', reason: EventReason, message: string): void {
-    const target: EventTarget = { apiVersion: API_VERSION, kind: KIND, namespace: lock.metadata.namespace ?? '', name: lock.metadata.name ?? '', uid: lock.metadata.uid ?? '' };
+    const target: EventTarget = {
+      apiVersion: API_VERSION,
+      kind: KIND,
+      namespace: lock.metadata.namespace ?? '',
+      name: lock.metadata.name ?? '',
+      uid: lock.metadata.uid ?? '',
+    };
     this.#d.events.emit(target, type, reason, message);
   }
 }
@@ -378,16 +534,24 @@ function endMessage(cause: keyof typeof END_REASON, holder: HolderRef, outcome: 
 
 function describeCause(cause: string, previous: HolderRef | undefined): string {
   switch (cause) {
-    case 'Released': return 'the previous holder released it';
-    case 'Expired': return previous !== undefined ? `pod ${previous.name} stopped renewing` : 'the previous holder expired';
-    case 'HolderTerminated': return `pod ${previous?.name ?? '?'}'s containers terminated`;
-    default: return 'it was vacant';
+    case 'Released':
+      return 'the previous holder released it';
+    case 'Expired':
+      return previous !== undefined ? `pod ${previous.name} stopped renewing` : 'the previous holder expired';
+    case 'HolderTerminated':
+      return `pod ${previous?.name ?? '?'}'s containers terminated`;
+    default:
+      return 'it was vacant';
   }
 }
 
 /** stableJson serialises with sorted keys, for change detection. */
 function stableJson(v: unknown): string {
-  return JSON.stringify(v, (_k, val: unknown) => (val !== null && typeof val === 'object' && !Array.isArray(val)
-    ? Object.fromEntries(Object.entries(val as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-    : val));
+  return JSON.stringify(v, (_k, val: unknown) =>
+    val !== null && typeof val === 'object' && !Array.isArray(val)
+      ? Object.fromEntries(
+          Object.entries(val as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+        )
+      : val,
+  );
 }

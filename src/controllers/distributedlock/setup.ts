@@ -4,7 +4,15 @@
  * workers running the reconciler. Workers start only after every cache has synced, so that nothing
  * is decided on the absence of an object not yet listed.
  */
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesListObject, type V1Lease, type V1Pod } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type KubernetesListObject,
+  type V1Lease,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { eventRecorder } from '../../kube/events.ts';
@@ -56,32 +64,70 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   const core = kc.makeApiClient(CoreV1Api);
   const ns = o.namespace;
   const ilog = log.child({ component: 'informer' });
-  const common = { kc, clock, log: ilog, ...(o.cacheSyncTimeoutMs !== undefined ? { syncTimeoutMs: o.cacheSyncTimeoutMs } : {}) };
-  const gauge = (name: string) => (w: boolean): void => { metrics?.informerWatching.set({ informer: name }, w ? 1 : 0); };
+  const common = {
+    kc,
+    clock,
+    log: ilog,
+    ...(o.cacheSyncTimeoutMs !== undefined ? { syncTimeoutMs: o.cacheSyncTimeoutMs } : {}),
+  };
+  const gauge =
+    (name: string) =>
+    (w: boolean): void => {
+      metrics?.informerWatching.set({ informer: name }, w ? 1 : 0);
+    };
 
   const locks = superviseInformer<DistributedLock>({
-    ...common, name: 'distributedlocks', onStateChange: gauge('distributedlocks'),
-    path: ns !== undefined ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`,
-    list: async () => (ns !== undefined
-      ? await custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
-      : await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as KubernetesListObject<DistributedLock>,
+    ...common,
+    name: 'distributedlocks',
+    onStateChange: gauge('distributedlocks'),
+    path:
+      ns !== undefined ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`,
+    list: async () =>
+      (ns !== undefined
+        ? await custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
+        : await custom.listClusterCustomObject({
+            group: GROUP,
+            version: VERSION,
+            plural: PLURAL,
+          })) as KubernetesListObject<DistributedLock>,
   });
   const leases = superviseInformer<V1Lease>({
-    ...common, name: 'leases', labelSelector: LOCK_LABEL, onStateChange: gauge('leases'),
-    path: ns !== undefined ? `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases` : '/apis/coordination.k8s.io/v1/leases',
-    list: () => (ns !== undefined ? leaseApi.listNamespacedLease({ namespace: ns, labelSelector: LOCK_LABEL }) : leaseApi.listLeaseForAllNamespaces({ labelSelector: LOCK_LABEL })),
+    ...common,
+    name: 'leases',
+    labelSelector: LOCK_LABEL,
+    onStateChange: gauge('leases'),
+    path:
+      ns !== undefined ? `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases` : '/apis/coordination.k8s.io/v1/leases',
+    list: () =>
+      ns !== undefined
+        ? leaseApi.listNamespacedLease({ namespace: ns, labelSelector: LOCK_LABEL })
+        : leaseApi.listLeaseForAllNamespaces({ labelSelector: LOCK_LABEL }),
   });
   const pods = superviseInformer<V1Pod>({
-    ...common, name: 'pods', onStateChange: gauge('pods'),
+    ...common,
+    name: 'pods',
+    onStateChange: gauge('pods'),
     path: ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
     list: () => (ns !== undefined ? core.listNamespacedPod({ namespace: ns }) : core.listPodForAllNamespaces()),
   });
 
   // Every lock's Degraded condition follows the Redis connection: re-check them all when it changes.
   let enqueueAll = (): void => undefined;
-  const fencing = o.fencing ?? fencingBackends(o.redisUrl, () => { enqueueAll(); });
+  const fencing =
+    o.fencing ??
+    fencingBackends(o.redisUrl, () => {
+      enqueueAll();
+    });
   const reconciler = new DistributedLockReconciler({
-    kc, locks, leases, pods, fencing, events: eventRecorder(kc, 'fencepost-controller', o.identity, log), metrics, clock, log,
+    kc,
+    locks,
+    leases,
+    pods,
+    fencing,
+    events: eventRecorder(kc, 'fencepost-controller', o.identity, log),
+    metrics,
+    clock,
+    log,
   });
   // The controller and its queue share one name, as in controller-runtime; one controller per
   // watched namespace shares it too, so gauges add up (inc/dec) rather than overwrite each other.
@@ -89,33 +135,60 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   const workers = o.workers ?? 4;
   const q = { name: qname, controller: qname };
   const queue = new WorkQueue<ObjectKey>({
-    clock, rateLimiter: defaultControllerRateLimiter<ObjectKey>(clock),
-    hooks: metrics !== undefined ? {
-      onAdd: () => metrics.queueAdds.inc(q),
-      onRetry: () => metrics.queueRetries.inc(q),
-      onLatency: (ms) => metrics.queueLatency.observe(q, ms / 1000),
-      onWorkDuration: (ms) => metrics.queueWorkDuration.observe(q, ms / 1000),
-    } : {},
+    clock,
+    rateLimiter: defaultControllerRateLimiter<ObjectKey>(clock),
+    hooks:
+      metrics !== undefined
+        ? {
+            onAdd: () => metrics.queueAdds.inc(q),
+            onRetry: () => metrics.queueRetries.inc(q),
+            onLatency: (ms) => metrics.queueLatency.observe(q, ms / 1000),
+            onWorkDuration: (ms) => metrics.queueWorkDuration.observe(q, ms / 1000),
+          }
+        : {},
   });
   let active = 0;
   const controller = new Controller({
-    name: qname, group: GROUP, kind: KIND, reconciler, queue, workers, log,
-    hooks: metrics !== undefined ? {
-      onReconcile: (result, s) => { metrics.reconcileTotal.inc({ controller: qname, result }); metrics.reconcileTime.observe({ controller: qname }, s); },
-      onError: (kind, terminal) => {
-        metrics.reconcileErrors.inc({ controller: qname });
-        if (terminal) metrics.terminalReconcileErrors.inc({ controller: qname });
-        metrics.reconcileErrorKinds.inc({ controller: qname, error_kind: kind });
-      },
-      onActiveWorkers: (n) => { metrics.activeWorkers.inc({ controller: qname }, n - active); active = n; },
-    } : {},
+    name: qname,
+    group: GROUP,
+    kind: KIND,
+    reconciler,
+    queue,
+    workers,
+    log,
+    hooks:
+      metrics !== undefined
+        ? {
+            onReconcile: (result, s) => {
+              metrics.reconcileTotal.inc({ controller: qname, result });
+              metrics.reconcileTime.observe({ controller: qname }, s);
+            },
+            onError: (kind, terminal) => {
+              metrics.reconcileErrors.inc({ controller: qname });
+              if (terminal) metrics.terminalReconcileErrors.inc({ controller: qname });
+              metrics.reconcileErrorKinds.inc({ controller: qname, error_kind: kind });
+            },
+            onActiveWorkers: (n) => {
+              metrics.activeWorkers.inc({ controller: qname }, n - active);
+              active = n;
+            },
+          }
+        : {},
   });
 
-  enqueueAll = () => { for (const l of locks.list()) controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`); };
+  enqueueAll = () => {
+    for (const l of locks.list()) controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
+  };
   // Informer handlers only enqueue: no await, no logic (client-node calls them synchronously).
-  locks.onChange((l) => { controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`); });
-  leases.onChange((l) => { for (const k of leaseToLock(l)) controller.enqueue(k); });
-  pods.onChange((p) => { for (const k of podToLocks(locks, p)) controller.enqueue(k); });
+  locks.onChange((l) => {
+    controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
+  });
+  leases.onChange((l) => {
+    for (const k of leaseToLock(l)) controller.enqueue(k);
+  });
+  pods.onChange((p) => {
+    for (const k of podToLocks(locks, p)) controller.enqueue(k);
+  });
 
   const informers: SupervisedInformer<DistributedLock | V1Lease | V1Pod>[] = [locks, leases, pods];
   try {
@@ -147,7 +220,8 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     const counts = { held: 0, vacant: 0, idle: 0 };
     for (const l of locks.list()) {
       const lease = leases.get(l.metadata.namespace, leaseName(l.metadata.name ?? ''));
-      if (parseHolderIdentity(lease?.spec?.holderIdentity) !== undefined) counts.held++; // the record's own notion of held
+      if (parseHolderIdentity(lease?.spec?.holderIdentity) !== undefined)
+        counts.held++; // the record's own notion of held
       else if (l.spec.mode === 'Mutex') counts.idle++;
       else counts.vacant++;
     }

@@ -28,7 +28,12 @@ const WAITING_MESSAGE: Record<Waiting, string> = {
  * refreshed only when they lag by more than a lease duration, so that status is not rewritten on
  * every renewal (the Lease is the truth; status is for people and alerts).
  */
-export function computeStatus(obs: Observation, dec: Decision, prev: DistributedLockStatus | undefined, now: Date): DistributedLockStatus {
+export function computeStatus(
+  obs: Observation,
+  dec: Decision,
+  prev: DistributedLockStatus | undefined,
+  now: Date,
+): DistributedLockStatus {
   const gen = obs.lock.metadata.generation;
   const record = obs.lease?.record;
   const held = dec.holder !== undefined && record !== undefined;
@@ -49,17 +54,76 @@ export function computeStatus(obs: Observation, dec: Decision, prev: Distributed
   const og = gen !== undefined ? { observedGeneration: gen } : {};
   let conditions: Condition[] = [...(prev?.conditions ?? [])];
   const degraded = !obs.fencing.ready;
-  conditions = setCondition(conditions, degraded
-    ? { type: ConditionType.Degraded, status: 'True', reason: Reason.RedisUnavailable, message: `Fencing backend ${obs.fencing.backend} unavailable: ${obs.fencing.detail ?? 'not ready'}; holders keep renewing, new grants wait`, ...og }
-    : { type: ConditionType.Degraded, status: 'False', reason: Reason.AsExpected, message: `Fencing backend ${obs.fencing.backend} is issuing tokens`, ...og }, now);
-  conditions = setCondition(conditions, held
-    ? { type: ConditionType.Held, status: 'True', reason: Reason.Granted, message: `Held by pod ${dec.holder.name} with fencing token ${record.token ?? '?'}`, ...og }
-    : { type: ConditionType.Held, status: 'False', reason: dec.waiting !== undefined ? WAITING_REASON[dec.waiting] : record?.released === 'Released' ? Reason.Released : Reason.Waiting, message: dec.waiting !== undefined ? WAITING_MESSAGE[dec.waiting] : 'Nobody holds the lock', ...og }, now);
-  conditions = setCondition(conditions, obs.fencing.notConfigured === true
-    ? { type: ConditionType.Ready, status: 'False', reason: Reason.InvalidSpec, message: `spec.fencing.backend is ${obs.fencing.backend}, which the controller was not started with (${obs.fencing.detail ?? 'not configured'}); change the spec or configure the controller`, ...og }
-    : degraded
-    ? { type: ConditionType.Ready, status: 'False', reason: Reason.RedisUnavailable, message: 'The lock cannot be granted while its fencing backend is unavailable', ...og }
-    : { type: ConditionType.Ready, status: 'True', reason: Reason.AsExpected, message: 'The lock is managed and can be granted', ...og }, now);
+  conditions = setCondition(
+    conditions,
+    degraded
+      ? {
+          type: ConditionType.Degraded,
+          status: 'True',
+          reason: Reason.RedisUnavailable,
+          message: `Fencing backend ${obs.fencing.backend} unavailable: ${obs.fencing.detail ?? 'not ready'}; holders keep renewing, new grants wait`,
+          ...og,
+        }
+      : {
+          type: ConditionType.Degraded,
+          status: 'False',
+          reason: Reason.AsExpected,
+          message: `Fencing backend ${obs.fencing.backend} is issuing tokens`,
+          ...og,
+        },
+    now,
+  );
+  conditions = setCondition(
+    conditions,
+    held
+      ? {
+          type: ConditionType.Held,
+          status: 'True',
+          reason: Reason.Granted,
+          message: `Held by pod ${dec.holder.name} with fencing token ${record.token ?? '?'}`,
+          ...og,
+        }
+      : {
+          type: ConditionType.Held,
+          status: 'False',
+          reason:
+            dec.waiting !== undefined
+              ? WAITING_REASON[dec.waiting]
+              : record?.released === 'Released'
+                ? Reason.Released
+                : Reason.Waiting,
+          message: dec.waiting !== undefined ? WAITING_MESSAGE[dec.waiting] : 'Nobody holds the lock',
+          ...og,
+        },
+    now,
+  );
+  conditions = setCondition(
+    conditions,
+    obs.fencing.notConfigured === true
+      ? {
+          type: ConditionType.Ready,
+          status: 'False',
+          reason: Reason.InvalidSpec,
+          message: `spec.fencing.backend is ${obs.fencing.backend}, which the controller was not started with (${obs.fencing.detail ?? 'not configured'}); change the spec or configure the controller`,
+          ...og,
+        }
+      : degraded
+        ? {
+            type: ConditionType.Ready,
+            status: 'False',
+            reason: Reason.RedisUnavailable,
+            message: 'The lock cannot be granted while its fencing backend is unavailable',
+            ...og,
+          }
+        : {
+            type: ConditionType.Ready,
+            status: 'True',
+            reason: Reason.AsExpected,
+            message: 'The lock is managed and can be granted',
+            ...og,
+          },
+    now,
+  );
 
   const status: DistributedLockStatus = {
     ...(held ? { holder: { name: dec.holder.name, uid: dec.holder.uid } } : {}),
@@ -92,8 +156,11 @@ export function completedRuns(obs: Observation, prev: DistributedLockStatus | un
   for (const p of obs.pods) {
     const runId = p.annotations[keys.completedRun];
     const at = p.annotations[keys.completedAt];
-    if (runId === undefined || runId === '' || at === undefined || !Number.isFinite(Date.parse(at)) || byId.has(runId)) continue;
+    if (runId === undefined || runId === '' || at === undefined || !Number.isFinite(Date.parse(at)) || byId.has(runId))
+      continue;
     byId.set(runId, { runId, completedAt: new Date(Date.parse(at)).toISOString(), holder: p.ref.name });
   }
-  return [...byId.values()].sort((a, b) => Date.parse(a.completedAt) - Date.parse(b.completedAt)).slice(-MAX_COMPLETED_RUNS);
+  return [...byId.values()]
+    .sort((a, b) => Date.parse(a.completedAt) - Date.parse(b.completedAt))
+    .slice(-MAX_COMPLETED_RUNS);
 }

@@ -11,12 +11,23 @@ import { realClock } from '../../../src/runtime/clock.ts';
 import { getStatus } from '../../support/testbed/http-probe.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
+import {
+  eventually,
+  freshNamespace,
+  sharedKubeConfig,
+  sharedKubeconfigPath,
+  sharedRedisUrl,
+} from '../../support/env.ts';
 import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
-interface Agent { readonly pod: string; readonly proc: ManagedProcess; readonly port: number; readonly stateDir: string }
+interface Agent {
+  readonly pod: string;
+  readonly proc: ManagedProcess;
+  readonly port: number;
+  readonly stateDir: string;
+}
 
 /** snapshot asks an agent's local API; throws while the agent is not answering (paused, starting). */
 async function snapshot(a: Agent, lock: string): Promise<LockSnapshot> {
@@ -29,11 +40,18 @@ function sseEvents(a: Agent, lock: string): { names: string[]; stop: () => void 
   const names: string[] = [];
   const req = request(`http://127.0.0.1:${a.port}/v1/locks/${lock}/events`, (res) => {
     res.setEncoding('utf8');
-    res.on('data', (chunk: string) => { for (const m of chunk.matchAll(/^event: (\w+)$/gm)) if (m[1] !== undefined) names.push(m[1]); });
+    res.on('data', (chunk: string) => {
+      for (const m of chunk.matchAll(/^event: (\w+)$/gm)) if (m[1] !== undefined) names.push(m[1]);
+    });
   });
   req.on('error', () => undefined);
   req.end();
-  return { names, stop: () => { req.destroy(); } };
+  return {
+    names,
+    stop: () => {
+      req.destroy();
+    },
+  };
 }
 
 // Agents are real processes with the pods' identities (POD_NAME/POD_UID), against the real API
@@ -49,13 +67,28 @@ describe('fencepost agent processes', () => {
     const port = await freePort();
     const stateDir = join(dir, pod);
     const proc = spawnManaged(`agent-${pod}`, process.execPath, {
-      args: [main, 'agent', '--lock', lock, '--listen', `127.0.0.1:${port}`, '--state-dir', stateDir, '--kubeconfig', sharedKubeconfigPath(), '--health-probe-bind-address=0', '--metrics-bind-address=0'],
+      args: [
+        main,
+        'agent',
+        '--lock',
+        lock,
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--state-dir',
+        stateDir,
+        '--kubeconfig',
+        sharedKubeconfigPath(),
+        '--health-probe-bind-address=0',
+        '--metrics-bind-address=0',
+      ],
       logFile: join(dir, `agent-${pod}.log`),
       env: { ...process.env, POD_NAME: pod, POD_NAMESPACE: t.namespace, POD_UID: uid },
     });
     const a = { pod, proc, port, stateDir };
     agents.push(a);
-    await eventually(async () => { expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200); }, 30_000);
+    await eventually(async () => {
+      expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    }, 30_000);
     return a;
   };
   const twoAgents = async (lock: string, leaseSeconds: number): Promise<[Agent, Agent]> => {
@@ -67,16 +100,26 @@ describe('fencepost agent processes', () => {
     return [a0, a1];
   };
   /** holderAgent waits until exactly one agent reports held, and returns it and the other. */
-  const holderAgent = async (lock: string, pair: readonly [Agent, Agent]) => eventually(async () => {
-    const [s0, s1] = await Promise.all(pair.map((a) => snapshot(a, lock)));
-    expect([s0?.held, s1?.held].filter(Boolean)).toHaveLength(1);
-    return s0?.held === true ? { holder: pair[0], other: pair[1], snap: s0 } : { holder: pair[1], other: pair[0], snap: s1 as LockSnapshot };
-  }, 20_000);
+  const holderAgent = async (lock: string, pair: readonly [Agent, Agent]) =>
+    eventually(async () => {
+      const [s0, s1] = await Promise.all(pair.map((a) => snapshot(a, lock)));
+      expect([s0?.held, s1?.held].filter(Boolean)).toHaveLength(1);
+      return s0?.held === true
+        ? { holder: pair[0], other: pair[1], snap: s0 }
+        : { holder: pair[1], other: pair[0], snap: s1 as LockSnapshot };
+    }, 20_000);
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-agents-'));
     t = testKube(kc, await freshNamespace(kc, 'agents-'));
-    controller = await startLockController({ kc, redisUrl: sharedRedisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
+    controller = await startLockController({
+      kc,
+      redisUrl: sharedRedisUrl(),
+      namespace: t.namespace,
+      identity: 'test-controller',
+      clock: realClock,
+      log: silentLogger,
+    });
   });
   afterAll(async () => {
     await Promise.all(agents.map((a) => a.proc.stop()));
@@ -91,7 +134,7 @@ describe('fencepost agent processes', () => {
     expect(snap.token).toBe(lease.token?.toString());
     expect(snap.holder).toBe(holder.pod);
     expect(snap.state).toBe('held');
-    expect((await snapshot(other, 'keep'))).toMatchObject({ held: false, holder: holder.pod, state: 'waiting' });
+    expect(await snapshot(other, 'keep')).toMatchObject({ held: false, holder: holder.pod, state: 'waiting' });
     const events = sseEvents(holder, 'keep');
     await new Promise((r) => setTimeout(r, 5000)); // 2.5 lease durations, renewing every ~666 ms
     events.stop();
@@ -103,7 +146,11 @@ describe('fencepost agent processes', () => {
     expect(events.names.filter((n) => n === 'renewed').length).toBeGreaterThanOrEqual(4);
     const file = join(holder.stateDir, 'keep.json');
     expect(existsSync(file)).toBe(true);
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ lock: 'keep', held: true, token: lease.token?.toString() });
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({
+      lock: 'keep',
+      held: true,
+      token: lease.token?.toString(),
+    });
     expect(existsSync(join(other.stateDir, 'keep.json'))).toBe(false);
   });
 
@@ -113,7 +160,11 @@ describe('fencepost agent processes', () => {
     const stoppedAt = performance.now();
     await holder.proc.stop();
     expect(await holder.proc.exited, tailLog(holder.proc.logFile)).toBe(0);
-    const next = await eventually(async () => { const s = await snapshot(other, 'term'); expect(s.held).toBe(true); return s; }, 20_000);
+    const next = await eventually(async () => {
+      const s = await snapshot(other, 'term');
+      expect(s.held).toBe(true);
+      return s;
+    }, 20_000);
     expect(performance.now() - stoppedAt).toBeLessThan(30_000);
     expect(BigInt(next.token ?? '0')).toBeGreaterThan(BigInt(snap.token ?? '0'));
     expect(existsSync(join(holder.stateDir, 'term.json'))).toBe(false);
@@ -124,7 +175,11 @@ describe('fencepost agent processes', () => {
     const { holder, other, snap } = await holderAgent('pause', pair);
     holder.proc.signal('SIGSTOP');
     try {
-      const next = await eventually(async () => { const s = await snapshot(other, 'pause'); expect(s.held).toBe(true); return s; }, 20_000);
+      const next = await eventually(async () => {
+        const s = await snapshot(other, 'pause');
+        expect(s.held).toBe(true);
+        return s;
+      }, 20_000);
       expect(BigInt(next.token ?? '0')).toBeGreaterThan(BigInt(snap.token ?? '0'));
     } finally {
       holder.proc.signal('SIGCONT');
@@ -142,7 +197,11 @@ describe('fencepost agent processes', () => {
     holder.proc.signal('SIGKILL');
     await holder.proc.exited;
     const killedAt = performance.now();
-    const next = await eventually(async () => { const s = await snapshot(other, 'kill'); expect(s.held).toBe(true); return s; }, 20_000);
+    const next = await eventually(async () => {
+      const s = await snapshot(other, 'kill');
+      expect(s.held).toBe(true);
+      return s;
+    }, 20_000);
     // The last renew was at most one renew period (~666 ms) before the kill, and the controller
     // waits a full 2 s lease from when it saw it: at least 2000 - 666 ms after the kill.
     expect(performance.now() - killedAt).toBeGreaterThanOrEqual(2000 - 700);

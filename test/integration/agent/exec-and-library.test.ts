@@ -10,19 +10,34 @@ import { createLock, createPod, deleteLock, getLease, lockBody, type TestKube } 
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
-interface Run { code: number | null; stdout: string; stderr: string }
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 
 describe('the acquire() library and fencepost exec', () => {
   const kc = sharedKubeConfig();
   const fx = useLockController('exec-');
   let t: TestKube;
-  beforeAll(() => { t = fx.t; });
-
-  const execAs = (pod: { name: string; uid: string }, args: string[]): Promise<Run> => new Promise((res) => {
-    execFile(process.execPath, [main, 'exec', '--kubeconfig', sharedKubeconfigPath(), ...args], {
-      env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid }, timeout: 60_000,
-    }, (err, stdout, stderr) => { res({ code: err === null ? 0 : (typeof err.code === 'number' ? err.code : null), stdout, stderr }); });
+  beforeAll(() => {
+    t = fx.t;
   });
+
+  const execAs = (pod: { name: string; uid: string }, args: string[]): Promise<Run> =>
+    new Promise((res) => {
+      execFile(
+        process.execPath,
+        [main, 'exec', '--kubeconfig', sharedKubeconfigPath(), ...args],
+        {
+          env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid },
+          timeout: 60_000,
+        },
+        (err, stdout, stderr) => {
+          res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+        },
+      );
+    });
   const podRef = async (name: string, app: string) => {
     const p = await createPod(t, name, { app });
     return { name, uid: p.metadata?.uid ?? '' };
@@ -51,21 +66,34 @@ describe('the acquire() library and fencepost exec', () => {
     await createLock(t, lockBody('busy', 'busy', { leaseDurationSeconds: 30 }));
     await using held = await acquire('busy', { kubeconfig: kc, namespace: t.namespace, pod: holder, waitMs: 20_000 });
     const late = await podRef('busy-1', 'busy');
-    await expect(acquire('busy', { kubeconfig: kc, namespace: t.namespace, pod: late, waitMs: 1500 })).rejects.toBeInstanceOf(NotAcquiredError);
+    await expect(
+      acquire('busy', { kubeconfig: kc, namespace: t.namespace, pod: late, waitMs: 1500 }),
+    ).rejects.toBeInstanceOf(NotAcquiredError);
     expect(held.isHeld()).toBe(true);
   });
 
   it('exec runs the command with FENCEPOST_LOCK and FENCEPOST_TOKEN, exits with its status, and releases', async () => {
     const pod = await podRef('job-0', 'job');
     await createLock(t, lockBody('job', 'job', { leaseDurationSeconds: 30 }));
-    const r = await execAs(pod, ['--lock', 'job', '--wait', '20s', '--', process.execPath, '-e', 'process.stdout.write(process.env.FENCEPOST_LOCK + " " + process.env.FENCEPOST_TOKEN); process.exit(7)']);
+    const r = await execAs(pod, [
+      '--lock',
+      'job',
+      '--wait',
+      '20s',
+      '--',
+      process.execPath,
+      '-e',
+      'process.stdout.write(process.env.FENCEPOST_LOCK + " " + process.env.FENCEPOST_TOKEN); process.exit(7)',
+    ]);
     expect(r.code, r.stderr).toBe(7);
     const [lockName, printed] = r.stdout.split(' ');
     expect(lockName).toBe('job');
     // Released when the command exited; in Election mode the only candidate is then granted
     // again, with a new term and a larger token.
     const lease = parseLease((await getLease(t, 'job')) ?? {});
-    expect(lease.released === 'Released' || (lease.transitions >= 2 && (lease.token ?? 0n) > BigInt(printed ?? '0'))).toBe(true);
+    expect(
+      lease.released === 'Released' || (lease.transitions >= 2 && (lease.token ?? 0n) > BigInt(printed ?? '0')),
+    ).toBe(true);
   });
 
   it(`exec exits ${EXIT_NOT_ACQUIRED} when the lock is not granted within --wait`, async () => {

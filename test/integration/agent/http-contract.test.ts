@@ -9,7 +9,13 @@ import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
+import {
+  eventually,
+  freshNamespace,
+  sharedKubeConfig,
+  sharedKubeconfigPath,
+  sharedRedisUrl,
+} from '../../support/env.ts';
 import { createLock, createPod, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
@@ -20,8 +26,14 @@ interface Doc {
   readonly paths: Record<string, Record<string, { responses?: Record<string, Response | { $ref: string }> }>>;
   readonly components: { readonly responses: Record<string, Response> };
 }
-interface Response { readonly content?: Record<string, { schema: unknown }> }
-interface Answer { readonly status: number; readonly contentType: string; readonly body: string }
+interface Response {
+  readonly content?: Record<string, { schema: unknown }>;
+}
+interface Answer {
+  readonly status: number;
+  readonly contentType: string;
+  readonly body: string;
+}
 
 /** call sends one request and reads the whole answer (headers: e.g. Last-Event-ID). */
 function call(port: number, method: string, path: string, headers: Record<string, string> = {}): Promise<Answer> {
@@ -29,8 +41,12 @@ function call(port: number, method: string, path: string, headers: Record<string
     const req = request({ host: '127.0.0.1', port, method, path, headers, timeout: 20_000 }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
-      res.on('end', () => { done({ status: res.statusCode ?? 0, contentType: res.headers['content-type'] ?? '', body }); });
+      res.on('data', (c: string) => {
+        body += c;
+      });
+      res.on('end', () => {
+        done({ status: res.statusCode ?? 0, contentType: res.headers['content-type'] ?? '', body });
+      });
     });
     req.on('error', fail);
     req.end();
@@ -38,27 +54,46 @@ function call(port: number, method: string, path: string, headers: Record<string
 }
 
 /** openStream reads an SSE stream into text until stop(); returns the status and content type with it. */
-function openStream(port: number, path: string, headers: Record<string, string> = {}): { text: () => string; answer: Promise<Omit<Answer, 'body'>>; stop: () => void } {
+function openStream(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+): { text: () => string; answer: Promise<Omit<Answer, 'body'>>; stop: () => void } {
   let text = '';
   let req: ReturnType<typeof request> | undefined;
   const answer = new Promise<Omit<Answer, 'body'>>((done, fail) => {
     req = request({ host: '127.0.0.1', port, method: 'GET', path, headers }, (res) => {
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
+      res.on('data', (c: string) => {
+        text += c;
+      });
       done({ status: res.statusCode ?? 0, contentType: res.headers['content-type'] ?? '' });
     });
     req.on('error', fail);
     req.end();
   });
-  return { text: () => text, answer, stop: () => { req?.destroy(); } };
+  return {
+    text: () => text,
+    answer,
+    stop: () => {
+      req?.destroy();
+    },
+  };
 }
 
 /** frames parses SSE text into its events (comment lines and the retry line left out). */
 function frames(text: string): { id: string | undefined; event: string; data: unknown }[] {
-  return text.split('\n\n').filter((block) => /^(id|event|data):/m.test(block)).map((block) => {
-    const field = (name: string): string | undefined => new RegExp(`^${name}: (.*)$`, 'm').exec(block)?.[1];
-    return { id: field('id'), event: field('event') ?? 'message', data: JSON.parse(field('data') ?? 'null') as unknown };
-  });
+  return text
+    .split('\n\n')
+    .filter((block) => /^(id|event|data):/m.test(block))
+    .map((block) => {
+      const field = (name: string): string | undefined => new RegExp(`^${name}: (.*)$`, 'm').exec(block)?.[1];
+      return {
+        id: field('id'),
+        event: field('event') ?? 'message',
+        data: JSON.parse(field('data') ?? 'null') as unknown,
+      };
+    });
 }
 
 // The agent's HTTP API as a contract: src/agent/openapi.json, served at /openapi.json, against the
@@ -88,17 +123,26 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     expect(op, `${method} ${path} is documented`).toBeDefined();
     const documented = op?.responses?.[String(a.status)];
     expect(documented, `${method} ${path} → ${a.status} is documented (body: ${a.body ?? ''})`).toBeDefined();
-    const response = documented !== undefined && '$ref' in documented ? doc.components.responses[documented.$ref.replace('#/components/responses/', '')] : documented;
+    const response =
+      documented !== undefined && '$ref' in documented
+        ? doc.components.responses[documented.$ref.replace('#/components/responses/', '')]
+        : documented;
     const mediaType = a.contentType.split(';')[0]?.trim() ?? '';
     const media = response?.content?.[mediaType];
-    expect(media, `${method} ${path} → ${a.status} is documented as ${mediaType}; documented: ${Object.keys(response?.content ?? {}).join(', ')}`).toBeDefined();
+    expect(
+      media,
+      `${method} ${path} → ${a.status} is documented as ${mediaType}; documented: ${Object.keys(response?.content ?? {}).join(', ')}`,
+    ).toBeDefined();
     if (a.body === undefined || mediaType === 'text/event-stream') return undefined;
     const body: unknown = mediaType.endsWith('json') ? JSON.parse(a.body) : a.body;
     const validate = compile(media?.schema);
     expect(validate(body), `${method} ${path} → ${a.status}: ${ajv.errorsText(validate.errors)}\n${a.body}`).toBe(true);
     return body;
   };
-  const compile = (schema: unknown): ValidateFunction => ajv.compile(JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"agent-api.json#/components/')) as object);
+  const compile = (schema: unknown): ValidateFunction =>
+    ajv.compile(
+      JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"agent-api.json#/components/')) as object,
+    );
   const validateAs = (name: string, value: unknown): void => {
     const v = compile({ $ref: `#/components/schemas/${name}` });
     expect(v(value), `${name}: ${ajv.errorsText(v.errors)}\n${JSON.stringify(value)}`).toBe(true);
@@ -107,28 +151,61 @@ describe('the agent HTTP API against its OpenAPI document', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-contract-'));
     t = testKube(kc, await freshNamespace(kc, 'contract-'));
-    controller = await startLockController({ kc, redisUrl: sharedRedisUrl(), namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
+    controller = await startLockController({
+      kc,
+      redisUrl: sharedRedisUrl(),
+      namespace: t.namespace,
+      identity: 'test-controller',
+      clock: realClock,
+      log: silentLogger,
+    });
     await createLock(t, lockBody('api', 'api', { leaseDurationSeconds: 3, mode: 'Mutex' }));
     const pod = await createPod(t, 'api-0', { app: 'api' });
     const nowhere = join(dir, 'nowhere.kubeconfig');
-    writeFileSync(nowhere, JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
-      clusters: [{ name: 'x', cluster: { server: `http://127.0.0.1:${await freePort()}` } }],
-      users: [{ name: 'x', user: {} }], contexts: [{ name: 'x', context: { cluster: 'x', user: 'x' } }],
-    }));
+    writeFileSync(
+      nowhere,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'x',
+        clusters: [{ name: 'x', cluster: { server: `http://127.0.0.1:${await freePort()}` } }],
+        users: [{ name: 'x', user: {} }],
+        contexts: [{ name: 'x', context: { cluster: 'x', user: 'x' } }],
+      }),
+    );
     const start = async (name: string, kubeconfig: string, uid: string): Promise<number> => {
       const port = await freePort();
-      procs.push(spawnManaged(name, process.execPath, {
-        // `busy` has no DistributedLock: nobody ever grants it.
-        args: [main, 'agent', '--lock', 'api', '--lock', 'busy', '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0', '--kubeconfig', kubeconfig],
-        logFile: join(dir, `${name}.log`), env: { ...process.env, POD_NAME: 'api-0', POD_NAMESPACE: t.namespace, POD_UID: uid },
-      }));
+      procs.push(
+        spawnManaged(name, process.execPath, {
+          // `busy` has no DistributedLock: nobody ever grants it.
+          args: [
+            main,
+            'agent',
+            '--lock',
+            'api',
+            '--lock',
+            'busy',
+            '--listen',
+            `127.0.0.1:${port}`,
+            '--health-probe-bind-address=0',
+            '--metrics-bind-address=0',
+            '--kubeconfig',
+            kubeconfig,
+          ],
+          logFile: join(dir, `${name}.log`),
+          env: { ...process.env, POD_NAME: 'api-0', POD_NAMESPACE: t.namespace, POD_UID: uid },
+        }),
+      );
       return port;
     };
     ready = await start('agent-synced', sharedKubeconfigPath(), pod.metadata?.uid ?? '');
     cut = await start('agent-cut-off', nowhere, 'no-such-pod');
-    await eventually(async () => { expect((await call(ready, 'GET', '/readyz')).status).toBe(200); }, 30_000);
-    await eventually(async () => { expect((await call(cut, 'GET', '/healthz')).status).toBe(200); }, 30_000);
+    await eventually(async () => {
+      expect((await call(ready, 'GET', '/readyz')).status).toBe(200);
+    }, 30_000);
+    await eventually(async () => {
+      expect((await call(cut, 'GET', '/healthz')).status).toBe(200);
+    }, 30_000);
   }, 60_000);
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop()));
@@ -140,7 +217,8 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     const a = await call(ready, 'GET', '/openapi.json');
     expect(check('/openapi.json', 'GET', a)).toEqual(doc);
     expect(doc.openapi).toBe('3.1.0');
-    for (const name of Object.keys((doc.components as unknown as { schemas: object }).schemas)) compile({ $ref: `#/components/schemas/${name}` });
+    for (const name of Object.keys((doc.components as unknown as { schemas: object }).schemas))
+      compile({ $ref: `#/components/schemas/${name}` });
   });
 
   it('answers the probes, the lock and the errors as documented', async () => {
@@ -155,61 +233,162 @@ describe('the agent HTTP API against its OpenAPI document', () => {
   });
 
   it('acquires (200), refuses a bad wait (400), answers an unknown lock (404) and a wrong method (405), and says 423 when not granted in time', async () => {
-    const held = check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=30s')) as { held: boolean; token: string };
+    const held = check(
+      '/v1/locks/{name}/acquire',
+      'POST',
+      await call(ready, 'POST', '/v1/locks/api/acquire?wait=30s'),
+    ) as { held: boolean; token: string };
     expect(held.held).toBe(true);
-    expect(check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api'))).toMatchObject({ held: true, token: held.token });
-    expect(check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=soon'))).toMatchObject({ type: 'https://fencepost.io/problems/invalid-parameter', status: 400, parameter: 'wait' });
-    for (const [path, method] of [['/v1/locks/{name}', 'GET'], ['/v1/locks/{name}/events', 'GET'], ['/v1/locks/{name}/acquire', 'POST'], ['/v1/locks/{name}/complete', 'POST'], ['/v1/locks/{name}/release', 'POST']] as const) {
+    expect(check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api'))).toMatchObject({
+      held: true,
+      token: held.token,
+    });
+    expect(
+      check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=soon')),
+    ).toMatchObject({ type: 'https://fencepost.io/problems/invalid-parameter', status: 400, parameter: 'wait' });
+    for (const [path, method] of [
+      ['/v1/locks/{name}', 'GET'],
+      ['/v1/locks/{name}/events', 'GET'],
+      ['/v1/locks/{name}/acquire', 'POST'],
+      ['/v1/locks/{name}/complete', 'POST'],
+      ['/v1/locks/{name}/release', 'POST'],
+    ] as const) {
       const real = path.replace('{name}', 'nope');
-      expect(check(path, method, await call(ready, method, real))).toMatchObject({ type: 'https://fencepost.io/problems/unknown-lock', status: 404, locks: ['api', 'busy'] });
+      expect(check(path, method, await call(ready, method, real))).toMatchObject({
+        type: 'https://fencepost.io/problems/unknown-lock',
+        status: 404,
+        locks: ['api', 'busy'],
+      });
       const wrong = method === 'GET' ? 'POST' : 'GET';
       const a = await call(ready, wrong, path.replace('{name}', 'api'));
       expect(a.status).toBe(405);
       check(path, method, a); // a 405 is documented on the path's one method
     }
-    const notGranted = check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/busy/acquire?wait=300ms'));
-    expect(notGranted).toMatchObject({ type: 'https://fencepost.io/problems/not-granted', status: 423, lock: 'busy', snapshot: { lock: 'busy', held: false } });
+    const notGranted = check(
+      '/v1/locks/{name}/acquire',
+      'POST',
+      await call(ready, 'POST', '/v1/locks/busy/acquire?wait=300ms'),
+    );
+    expect(notGranted).toMatchObject({
+      type: 'https://fencepost.io/problems/not-granted',
+      status: 423,
+      lock: 'busy',
+      snapshot: { lock: 'busy', held: false },
+    });
     expect((await call(ready, 'GET', '/no/such/path')).contentType).toBe('application/problem+json');
   });
 
-  it('reports a run completed only with the held term\'s token (200, else 409 not-held; 400 without runId or token), and then answers acquire of that run id 409 already-done', async () => {
-    const held = check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api')) as { held: boolean; token: string };
+  it("reports a run completed only with the held term's token (200, else 409 not-held; 400 without runId or token), and then answers acquire of that run id 409 already-done", async () => {
+    const held = check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api')) as {
+      held: boolean;
+      token: string;
+    };
     expect(held.held).toBe(true); // still held since the acquire test
-    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?token=${held.token}`))).toMatchObject({ status: 400, parameter: 'runId' });
-    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', '/v1/locks/api/complete?runId=slot-1&token=soon'))).toMatchObject({ status: 400, parameter: 'token' });
+    expect(
+      check(
+        '/v1/locks/{name}/complete',
+        'POST',
+        await call(ready, 'POST', `/v1/locks/api/complete?token=${held.token}`),
+      ),
+    ).toMatchObject({ status: 400, parameter: 'runId' });
+    expect(
+      check(
+        '/v1/locks/{name}/complete',
+        'POST',
+        await call(ready, 'POST', '/v1/locks/api/complete?runId=slot-1&token=soon'),
+      ),
+    ).toMatchObject({ status: 400, parameter: 'token' });
     const other = (BigInt(held.token) + 1n).toString();
-    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-1&token=${other}`)))
-      .toMatchObject({ type: 'https://fencepost.io/problems/not-held', status: 409, lock: 'api', snapshot: { held: true, token: held.token } });
+    expect(
+      check(
+        '/v1/locks/{name}/complete',
+        'POST',
+        await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-1&token=${other}`),
+      ),
+    ).toMatchObject({
+      type: 'https://fencepost.io/problems/not-held',
+      status: 409,
+      lock: 'api',
+      snapshot: { held: true, token: held.token },
+    });
     // `busy` was never granted: no term, whatever the token.
-    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/busy/complete?runId=slot-1&token=${held.token}`))).toMatchObject({ type: 'https://fencepost.io/problems/not-held', snapshot: { held: false } });
+    expect(
+      check(
+        '/v1/locks/{name}/complete',
+        'POST',
+        await call(ready, 'POST', `/v1/locks/busy/complete?runId=slot-1&token=${held.token}`),
+      ),
+    ).toMatchObject({ type: 'https://fencepost.io/problems/not-held', snapshot: { held: false } });
     expect((await getLock(t, 'api')).status?.completedRuns ?? []).toEqual([]);
-    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-1&token=${held.token}`))).toMatchObject({ held: true, token: held.token });
+    expect(
+      check(
+        '/v1/locks/{name}/complete',
+        'POST',
+        await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-1&token=${held.token}`),
+      ),
+    ).toMatchObject({ held: true, token: held.token });
     // The controller records the report in the lock's status; from then on the run id is refused.
-    await eventually(async () => { expect((await getLock(t, 'api')).status?.completedRuns?.map((r) => r.runId)).toEqual(['slot-1']); }, 20_000);
-    expect(check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=5s&runId=slot-1')))
-      .toMatchObject({ type: 'https://fencepost.io/problems/already-done', status: 409, lock: 'api', runId: 'slot-1' });
+    await eventually(async () => {
+      expect((await getLock(t, 'api')).status?.completedRuns?.map((r) => r.runId)).toEqual(['slot-1']);
+    }, 20_000);
+    expect(
+      check(
+        '/v1/locks/{name}/acquire',
+        'POST',
+        await call(ready, 'POST', '/v1/locks/api/acquire?wait=5s&runId=slot-1'),
+      ),
+    ).toMatchObject({ type: 'https://fencepost.io/problems/already-done', status: 409, lock: 'api', runId: 'slot-1' });
     // Refused without touching the term this pod holds; another run id is granted (already held).
-    expect(check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api'))).toMatchObject({ held: true, token: held.token });
-    expect(check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=5s&runId=slot-2'))).toMatchObject({ held: true, token: held.token });
+    expect(check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api'))).toMatchObject({
+      held: true,
+      token: held.token,
+    });
+    expect(
+      check(
+        '/v1/locks/{name}/acquire',
+        'POST',
+        await call(ready, 'POST', '/v1/locks/api/acquire?wait=5s&runId=slot-2'),
+      ),
+    ).toMatchObject({ held: true, token: held.token });
   });
 
   it('answers 502 when the API server does not take the request or the release', async () => {
-    expect(check('/v1/locks/{name}/acquire', 'POST', await call(cut, 'POST', '/v1/locks/api/acquire'))).toMatchObject({ type: 'https://fencepost.io/problems/kubernetes-unavailable', status: 502, lock: 'api' });
-    expect(check('/v1/locks/{name}/release', 'POST', await call(cut, 'POST', '/v1/locks/api/release'))).toMatchObject({ status: 502 });
+    expect(check('/v1/locks/{name}/acquire', 'POST', await call(cut, 'POST', '/v1/locks/api/acquire'))).toMatchObject({
+      type: 'https://fencepost.io/problems/kubernetes-unavailable',
+      status: 502,
+      lock: 'api',
+    });
+    expect(check('/v1/locks/{name}/release', 'POST', await call(cut, 'POST', '/v1/locks/api/release'))).toMatchObject({
+      status: 502,
+    });
     // With a run id, the read of the lock's completed runs fails first.
-    expect(check('/v1/locks/{name}/acquire', 'POST', await call(cut, 'POST', '/v1/locks/api/acquire?runId=slot-3'))).toMatchObject({ status: 502, lock: 'api' });
+    expect(
+      check('/v1/locks/{name}/acquire', 'POST', await call(cut, 'POST', '/v1/locks/api/acquire?runId=slot-3')),
+    ).toMatchObject({ status: 502, lock: 'api' });
   });
 
   it('streams events with retry: and id: lines whose data validate, replays what a client missed after Last-Event-ID, and releases (200)', async () => {
     const first = openStream(ready, '/v1/locks/api/events');
     check('/v1/locks/{name}/events', 'GET', await first.answer);
-    await eventually(() => { expect(frames(first.text()).length).toBeGreaterThan(0); }, 5000, 50);
+    await eventually(
+      () => {
+        expect(frames(first.text()).length).toBeGreaterThan(0);
+      },
+      5000,
+      50,
+    );
     expect(first.text()).toMatch(/^retry: 1000\n\n/);
     const [state] = frames(first.text());
     expect(state?.event).toBe('state');
     validateAs('LockSnapshot', state?.data);
     check('/v1/locks/{name}/release', 'POST', await call(ready, 'POST', '/v1/locks/api/release'));
-    await eventually(() => { expect(frames(first.text()).map((f) => f.event)).toContain('released'); }, 10_000, 50);
+    await eventually(
+      () => {
+        expect(frames(first.text()).map((f) => f.event)).toContain('released');
+      },
+      10_000,
+      50,
+    );
     first.stop();
     const seenFirst = frames(first.text());
     for (const f of seenFirst) {
@@ -219,7 +398,13 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     // Reconnecting after the state event replays every event since, in order, then a fresh state.
     const again = openStream(ready, '/v1/locks/api/events', { 'last-event-id': state?.id ?? '' });
     await again.answer;
-    await eventually(() => { expect(frames(again.text()).map((f) => f.event)).toContain('state'); }, 5000, 50);
+    await eventually(
+      () => {
+        expect(frames(again.text()).map((f) => f.event)).toContain('state');
+      },
+      5000,
+      50,
+    );
     again.stop();
     const replay = frames(again.text());
     const missed = seenFirst.slice(1);
@@ -231,19 +416,35 @@ describe('the agent HTTP API against its OpenAPI document', () => {
   it('answers complete 502 when the API server does not take the report (the pod object is gone while the Lease still names it)', async () => {
     // The lock is released by the events test: take it again, then stop the controller, so that
     // nobody revokes the Lease when the pod object goes; the agent's term goes on.
-    const held = check('/v1/locks/{name}/acquire', 'POST', await call(ready, 'POST', '/v1/locks/api/acquire?wait=30s')) as { held: boolean; token: string };
+    const held = check(
+      '/v1/locks/{name}/acquire',
+      'POST',
+      await call(ready, 'POST', '/v1/locks/api/acquire?wait=30s'),
+    ) as { held: boolean; token: string };
     expect(held.held).toBe(true);
     await controller.stop();
     controllerStopped = true;
     await t.core.deleteNamespacedPod({ namespace: t.namespace, name: 'api-0', gracePeriodSeconds: 0 });
-    await eventually(async () => { await expect(t.core.readNamespacedPod({ namespace: t.namespace, name: 'api-0' })).rejects.toThrow(); }, 10_000);
-    expect(check('/v1/locks/{name}/complete', 'POST', await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-2&token=${held.token}`)))
-      .toMatchObject({ type: 'https://fencepost.io/problems/kubernetes-unavailable', status: 502, lock: 'api' });
+    await eventually(async () => {
+      await expect(t.core.readNamespacedPod({ namespace: t.namespace, name: 'api-0' })).rejects.toThrow();
+    }, 10_000);
+    expect(
+      check(
+        '/v1/locks/{name}/complete',
+        'POST',
+        await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-2&token=${held.token}`),
+      ),
+    ).toMatchObject({ type: 'https://fencepost.io/problems/kubernetes-unavailable', status: 502, lock: 'api' });
   });
 
   it('produced every documented path, method and status with a real request', () => {
-    const documented = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).filter(([m]) => m !== 'parameters')
-      .flatMap(([method, op]) => Object.keys(op.responses ?? {}).map((status) => `${method.toUpperCase()} ${path} ${status}`)));
+    const documented = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([m]) => m !== 'parameters')
+        .flatMap(([method, op]) =>
+          Object.keys(op.responses ?? {}).map((status) => `${method.toUpperCase()} ${path} ${status}`),
+        ),
+    );
     const produced = new Set(seen.map((s) => `${s.method} ${s.path} ${s.status}`));
     expect(documented.filter((d) => !produced.has(d))).toEqual([]);
   });

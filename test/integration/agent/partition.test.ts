@@ -21,13 +21,22 @@ function firstEvent(port: number, lock: string, type: string): { at: Promise<num
   const at = new Promise<number>((resolveAt) => {
     const req = request(`http://127.0.0.1:${port}/v1/locks/${lock}/events`, (res) => {
       res.setEncoding('utf8');
-      res.on('data', (chunk: string) => { if (chunk.includes(`event: ${type}\n`)) resolveAt(performance.now()); });
+      res.on('data', (chunk: string) => {
+        if (chunk.includes(`event: ${type}\n`)) resolveAt(performance.now());
+      });
     });
     req.on('error', () => undefined);
     req.end();
-    stop = () => { req.destroy(); };
+    stop = () => {
+      req.destroy();
+    };
   });
-  return { at, stop: () => { stop(); } };
+  return {
+    at,
+    stop: () => {
+      stop();
+    },
+  };
 }
 
 // docs/safety.md T4: the holder's agent is cut off from the API server (a blackhole in a TCP proxy that
@@ -39,7 +48,10 @@ describe('an agent cut off from the API server', () => {
   let dir: string;
   let proxy: TcpProxy;
   const procs: ManagedProcess[] = [];
-  beforeAll(() => { t = fx.t; dir = mkdtempSync(join(tmpdir(), 'fencepost-partition-')); });
+  beforeAll(() => {
+    t = fx.t;
+    dir = mkdtempSync(join(tmpdir(), 'fencepost-partition-'));
+  });
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop()));
     await proxy?.close();
@@ -51,14 +63,31 @@ describe('an agent cut off from the API server', () => {
     const port = await freePort();
     const metricsPort = await freePort();
     metricsPorts.set(port, metricsPort);
-    procs.push(spawnManaged(`agent-${pod}`, process.execPath, {
-      args: [main, 'agent', '--lock', 'cut', '--listen', `127.0.0.1:${port}`, '--kubeconfig', kubeconfig, '--health-probe-bind-address=0', `--metrics-bind-address=127.0.0.1:${metricsPort}`],
-      logFile: join(dir, `${pod}.log`), env: { ...process.env, POD_NAME: pod, POD_NAMESPACE: t.namespace, POD_UID: uid },
-    }));
-    await eventually(async () => { expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200); }, 30_000);
+    procs.push(
+      spawnManaged(`agent-${pod}`, process.execPath, {
+        args: [
+          main,
+          'agent',
+          '--lock',
+          'cut',
+          '--listen',
+          `127.0.0.1:${port}`,
+          '--kubeconfig',
+          kubeconfig,
+          '--health-probe-bind-address=0',
+          `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+        ],
+        logFile: join(dir, `${pod}.log`),
+        env: { ...process.env, POD_NAME: pod, POD_NAMESPACE: t.namespace, POD_UID: uid },
+      }),
+    );
+    await eventually(async () => {
+      expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    }, 30_000);
     return port;
   };
-  const snapshot = async (port: number): Promise<LockSnapshot> => JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/cut`)).body) as LockSnapshot;
+  const snapshot = async (port: number): Promise<LockSnapshot> =>
+    JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/cut`)).body) as LockSnapshot;
   let aPort = 0;
   let tokenA = '';
 
@@ -74,7 +103,9 @@ describe('an agent cut off from the API server', () => {
     const a = await createPod(t, 'cut-a', { app: 'cut' });
     aPort = await startAgent('cut-a', a.metadata?.uid ?? '', viaProxy);
     await createLock(t, lockBody('cut', 'cut', { leaseDurationSeconds: 3 })); // renew deadline 2 s, period 1 s
-    await eventually(async () => { expect((await snapshot(aPort)).held).toBe(true); }, 20_000);
+    await eventually(async () => {
+      expect((await snapshot(aPort)).held).toBe(true);
+    }, 20_000);
     const b = await createPod(t, 'cut-b', { app: 'cut' });
     const bPort = await startAgent('cut-b', b.metadata?.uid ?? '', sharedKubeconfigPath());
 
@@ -86,12 +117,15 @@ describe('an agent cut off from the API server', () => {
     try {
       const [lostAt, grantedAt] = await Promise.all([lost.at, granted.at]);
       const margin = grantedAt - lostAt;
-      process.stdout.write(`partition: cut→lost ${Math.round(lostAt - cutAt)} ms, cut→successor granted ${Math.round(grantedAt - cutAt)} ms, margin ${Math.round(margin)} ms (lease 3000, renew deadline 2000)\n`);
+      process.stdout.write(
+        `partition: cut→lost ${Math.round(lostAt - cutAt)} ms, cut→successor granted ${Math.round(grantedAt - cutAt)} ms, margin ${Math.round(margin)} ms (lease 3000, renew deadline 2000)\n`,
+      );
       expect(lostAt).toBeLessThan(grantedAt);
       expect(lostAt - cutAt).toBeLessThan(2000 + 500); // at the renew deadline, not at a timeout of its own
       expect((await snapshot(aPort)).held).toBe(false);
     } finally {
-      lost.stop(); granted.stop();
+      lost.stop();
+      granted.stop();
       proxy.heal();
     }
   });
@@ -102,8 +136,13 @@ describe('an agent cut off from the API server', () => {
     expect(aPort).toBeGreaterThan(0);
     expect(tokenA).toMatch(/^[0-9]+$/);
     await eventually(async () => {
-      const events = await t.core.listNamespacedEvent({ namespace: t.namespace, fieldSelector: 'involvedObject.name=cut-a,reason=LockLost' });
-      expect(events.items.map((e) => `${e.type ?? ''} ${e.message ?? ''}`)).toEqual([`Warning Stepped down from lock cut (fencing token ${tokenA}): renew deadline passed`]);
+      const events = await t.core.listNamespacedEvent({
+        namespace: t.namespace,
+        fieldSelector: 'involvedObject.name=cut-a,reason=LockLost',
+      });
+      expect(events.items.map((e) => `${e.type ?? ''} ${e.message ?? ''}`)).toEqual([
+        `Warning Stepped down from lock cut (fencing token ${tokenA}): renew deadline passed`,
+      ]);
     }, 60_000);
     const metrics = (await getStatus(`http://127.0.0.1:${metricsPorts.get(aPort) ?? 0}/metrics`)).body;
     expect(metrics).toMatch(/^fencepost_agent_lock_events_total\{lock="cut",type="lost"\} 1$/m);

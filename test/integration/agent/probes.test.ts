@@ -14,7 +14,7 @@ const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 // The agent as a sidecar the kubelet and Prometheus can reach: /healthz and /readyz on
 // --health-probe-bind-address, /metrics on --metrics-bind-address (all interfaces, as a `:PORT`
 // address binds), the lock API on loopback only; `0` turns a listener off. Real agent processes.
-describe('the agent\'s probe and metrics listeners', () => {
+describe("the agent's probe and metrics listeners", () => {
   let t: TestKube;
   let dir = '';
   let uid = '';
@@ -22,7 +22,8 @@ describe('the agent\'s probe and metrics listeners', () => {
   const agent = (name: string, flags: readonly string[]): ManagedProcess => {
     const p = spawnManaged(name, process.execPath, {
       args: [main, 'agent', '--lock', 'probed', '--kubeconfig', sharedKubeconfigPath(), ...flags],
-      logFile: join(dir, `${name}.log`), env: { ...process.env, POD_NAME: 'probed-0', POD_NAMESPACE: t.namespace, POD_UID: uid },
+      logFile: join(dir, `${name}.log`),
+      env: { ...process.env, POD_NAME: 'probed-0', POD_NAMESPACE: t.namespace, POD_UID: uid },
     });
     procs.push(p);
     return p;
@@ -39,11 +40,28 @@ describe('the agent\'s probe and metrics listeners', () => {
 
   it('serves the probes and the metrics on their own ports, with process_* and nodejs_* unprefixed', async () => {
     const [api, probes, metrics] = [await freePort(), await freePort(), await freePort()];
-    agent('agent-ports', [`--listen=127.0.0.1:${api}`, `--health-probe-bind-address=:${probes}`, `--metrics-bind-address=:${metrics}`]);
-    await eventually(async () => { expect((await getStatus(`http://127.0.0.1:${probes}/readyz`)).status).toBe(200); }, 30_000, 100);
+    agent('agent-ports', [
+      `--listen=127.0.0.1:${api}`,
+      `--health-probe-bind-address=:${probes}`,
+      `--metrics-bind-address=:${metrics}`,
+    ]);
+    await eventually(
+      async () => {
+        expect((await getStatus(`http://127.0.0.1:${probes}/readyz`)).status).toBe(200);
+      },
+      30_000,
+      100,
+    );
     expect((await getStatus(`http://127.0.0.1:${probes}/healthz`)).status).toBe(200);
     const text = (await getStatus(`http://127.0.0.1:${metrics}/metrics`)).body;
-    for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes', 'fencepost_agent_lock_held', 'fencepost_agent_lock_events_total']) {
+    for (const name of [
+      'process_cpu_user_seconds_total',
+      'process_resident_memory_bytes',
+      'nodejs_eventloop_lag_seconds',
+      'nodejs_heap_size_used_bytes',
+      'fencepost_agent_lock_held',
+      'fencepost_agent_lock_events_total',
+    ]) {
       expect(text, name).toMatch(new RegExp(`^# TYPE ${name} `, 'm'));
     }
     expect(text).not.toMatch(/^fencepost_agent_(process|nodejs)_/m);
@@ -57,16 +75,34 @@ describe('the agent\'s probe and metrics listeners', () => {
 
   it('turns a listener off with 0', async () => {
     const api = await freePort();
-    const p = agent('agent-off', [`--listen=127.0.0.1:${api}`, '--health-probe-bind-address=0', '--metrics-bind-address=0']);
-    await eventually(async () => { expect((await getStatus(`http://127.0.0.1:${api}/readyz`)).status).toBe(200); }, 30_000, 100);
+    const p = agent('agent-off', [
+      `--listen=127.0.0.1:${api}`,
+      '--health-probe-bind-address=0',
+      '--metrics-bind-address=0',
+    ]);
+    await eventually(
+      async () => {
+        expect((await getStatus(`http://127.0.0.1:${api}/readyz`)).status).toBe(200);
+      },
+      30_000,
+      100,
+    );
     expect(readFileSync(p.logFile, 'utf8')).toMatch(/"healthProbes":"off","metrics":"off"/);
   });
 
   it('exits naming the flag when its port is taken, instead of serving without it', async () => {
     const taken: Server = createServer();
-    const port = await new Promise<number>((r) => { taken.listen(0, '127.0.0.1', () => { r((taken.address() as { port: number }).port); }); });
+    const port = await new Promise<number>((r) => {
+      taken.listen(0, '127.0.0.1', () => {
+        r((taken.address() as { port: number }).port);
+      });
+    });
     try {
-      const p = agent('agent-clash', [`--listen=127.0.0.1:${await freePort()}`, '--health-probe-bind-address=0', `--metrics-bind-address=127.0.0.1:${port}`]);
+      const p = agent('agent-clash', [
+        `--listen=127.0.0.1:${await freePort()}`,
+        '--health-probe-bind-address=0',
+        `--metrics-bind-address=127.0.0.1:${port}`,
+      ]);
       expect(await p.exited).not.toBe(0);
       expect(readFileSync(p.logFile, 'utf8')).toMatch(/--metrics-bind-address: listen EADDRINUSE/);
     } finally {

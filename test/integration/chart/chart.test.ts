@@ -14,7 +14,11 @@ const root = resolve(import.meta.dirname, '../../..');
 const chart = join(root, 'charts/fencepost');
 const KUBE_VERSION = '1.36.3';
 
-interface Result { readonly code: number; readonly stdout: string; readonly stderr: string }
+interface Result {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
 
 /** helm runs the testbed's helm and returns its exit code and output (never throws on a non-zero exit). */
 async function helm(args: readonly string[]): Promise<Result> {
@@ -43,10 +47,16 @@ function kubectl(args: readonly string[], stdin = ''): Promise<Result> {
     const child = spawn(findBinary('kubectl'), ['--kubeconfig', sharedKubeconfigPath(), ...args], { cwd: root });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
     child.on('error', fail);
-    child.on('close', (code) => { done({ code: code ?? 1, stdout, stderr }); });
+    child.on('close', (code) => {
+      done({ code: code ?? 1, stdout, stderr });
+    });
     child.stdin.end(stdin);
   });
 }
@@ -79,7 +89,10 @@ function deploymentArgs(manifests: string): string[] {
   if (doc === undefined) throw new Error('no Deployment rendered');
   const block = /^ {10}args:\n((?: {12}- .*\n)+)/m.exec(doc);
   if (block?.[1] === undefined) throw new Error('no args in the Deployment');
-  return block[1].split('\n').filter((l) => l !== '').map((l) => l.replace(/^ {12}- /, ''));
+  return block[1]
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => l.replace(/^ {12}- /, ''));
 }
 
 // The chart as an operator sees it: it lints, renders, is accepted by a real API server, rejects
@@ -93,7 +106,9 @@ describe('the fencepost Helm chart', () => {
     ns = await freshNamespace(kc, 'chart-');
     dir = mkdtempSync(join(tmpdir(), 'fencepost-chart-'));
   });
-  afterAll(() => { if (dir !== '') rmSync(dir, { recursive: true, force: true }); });
+  afterAll(() => {
+    if (dir !== '') rmSync(dir, { recursive: true, force: true });
+  });
 
   it('passes helm lint --strict', async () => {
     const r = await helm(['lint', '--strict', chart]);
@@ -104,7 +119,17 @@ describe('the fencepost Helm chart', () => {
   it('renders with the defaults, and the API server accepts every object (dry run)', async () => {
     const system = await template('fencepost-system');
     expect(system.code, system.stderr).toBe(0);
-    for (const kind of ['Deployment', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'Service', 'PodDisruptionBudget', 'CustomResourceDefinition']) {
+    for (const kind of [
+      'Deployment',
+      'ServiceAccount',
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'Role',
+      'RoleBinding',
+      'Service',
+      'PodDisruptionBudget',
+      'CustomResourceDefinition',
+    ]) {
       expect(system.stdout).toMatch(new RegExp(`^kind: ${kind}$`, 'm'));
     }
     expect(system.stdout).toContain('--leader-election-namespace=fencepost-system');
@@ -122,7 +147,14 @@ describe('the fencepost Helm chart', () => {
   });
 
   it('renders the Redis backend and one --namespace per watched namespace', async () => {
-    const r = await template(ns, ['--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrl=redis://r:6379', '--set', 'watchNamespaces={a,b}']);
+    const r = await template(ns, [
+      '--set',
+      'fencing.backend=Redis',
+      '--set',
+      'fencing.redisUrl=redis://r:6379',
+      '--set',
+      'watchNamespaces={a,b}',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     const args = deploymentArgs(r.stdout);
     expect(args[0]).toBe('controller');
@@ -196,31 +228,63 @@ describe('the fencepost Helm chart', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toMatch(/^kind: ClusterRole(Binding)?$/m);
     const roles = docsOf(r.stdout, 'Role');
-    expect(roles.map((d) => /^ {2}name: (.*)$/m.exec(d)?.[1]).sort()).toEqual(['r-fencepost-controller', 'r-fencepost-leader-election']);
+    expect(roles.map((d) => /^ {2}name: (.*)$/m.exec(d)?.[1]).sort()).toEqual([
+      'r-fencepost-controller',
+      'r-fencepost-leader-election',
+    ]);
     for (const role of roles) expect(role).toContain(`namespace: ${ns}`);
     const applied = await kubectlApply(r.stdout, ns);
     expect(applied.code, applied.stderr).toBe(0);
   });
 
   it('takes the Redis URL from an existing Secret as FENCEPOST_REDIS_URL, not from the args', async () => {
-    const r = await template(ns, ['--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrlSecret.name=redis-auth', '--set', 'fencing.redisUrlSecret.key=uri']);
+    const r = await template(ns, [
+      '--set',
+      'fencing.backend=Redis',
+      '--set',
+      'fencing.redisUrlSecret.name=redis-auth',
+      '--set',
+      'fencing.redisUrlSecret.key=uri',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(deploymentArgs(r.stdout)).not.toContainEqual(expect.stringMatching(/^--redis-url/));
-    expect(r.stdout).toMatch(/- name: FENCEPOST_REDIS_URL\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: redis-auth\n\s+key: uri\n/);
+    expect(r.stdout).toMatch(
+      /- name: FENCEPOST_REDIS_URL\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: redis-auth\n\s+key: uri\n/,
+    );
   });
 
   it('renders a ServiceMonitor and a PrometheusRule that the API server accepts, with the four alerts the operations guide describes', async () => {
     const crds = await kubectl(['apply', '-f', join(import.meta.dirname, 'fixtures/monitoring-crds.yaml')]);
     expect(crds.code, crds.stderr).toBe(0);
-    const est = await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/servicemonitors.monitoring.coreos.com', 'crd/prometheusrules.monitoring.coreos.com']);
+    const est = await kubectl([
+      'wait',
+      '--for=condition=Established',
+      '--timeout=60s',
+      'crd/servicemonitors.monitoring.coreos.com',
+      'crd/prometheusrules.monitoring.coreos.com',
+    ]);
     expect(est.code, est.stderr).toBe(0);
-    const r = await template(ns, ['--set', 'serviceMonitor.enabled=true', '--set', 'prometheusRule.enabled=true', '--set', 'prometheusRule.noHolderFor=7m']);
+    const r = await template(ns, [
+      '--set',
+      'serviceMonitor.enabled=true',
+      '--set',
+      'prometheusRule.enabled=true',
+      '--set',
+      'prometheusRule.noHolderFor=7m',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     const [monitor] = docsOf(r.stdout, 'ServiceMonitor');
     expect(monitor).toContain('port: metrics');
     const [rule] = docsOf(r.stdout, 'PrometheusRule');
     const alerts = [...(rule ?? '').matchAll(/- alert: (\w+)/g)].map((m) => m[1]);
-    expect(alerts).toEqual(expect.arrayContaining(['FencepostLockWithoutHolder', 'FencepostFrequentInvoluntaryExpiries', 'FencepostRedisUnavailable', 'FencepostReconcileErrors']));
+    expect(alerts).toEqual(
+      expect.arrayContaining([
+        'FencepostLockWithoutHolder',
+        'FencepostFrequentInvoluntaryExpiries',
+        'FencepostRedisUnavailable',
+        'FencepostReconcileErrors',
+      ]),
+    );
     expect(rule).toMatch(/alert: FencepostLockWithoutHolder\n\s+#.*\n\s+expr: .*\n\s+for: 7m/);
     const applied = await kubectlApply(r.stdout, ns);
     expect(applied.code, applied.stderr).toBe(0);
@@ -230,9 +294,17 @@ describe('the fencepost Helm chart', () => {
   it('alerts only on metrics the controller exports', async () => {
     const r = await template(ns, ['--set', 'prometheusRule.enabled=true']);
     expect(r.code, r.stderr).toBe(0);
-    const exprs = [...(docsOf(r.stdout, 'PrometheusRule')[0] ?? '').matchAll(/^\s+expr: (.*)$/gm)].map((m) => m[1] ?? '').join('\n');
+    const exprs = [...(docsOf(r.stdout, 'PrometheusRule')[0] ?? '').matchAll(/^\s+expr: (.*)$/gm)]
+      .map((m) => m[1] ?? '')
+      .join('\n');
     const named = new Set([...exprs.matchAll(/\b([a-z_][a-z0-9_]*)\{/g)].map((m) => m[1] ?? ''));
-    expect([...named]).toEqual(expect.arrayContaining(['fencepost_locks', 'controller_runtime_reconcile_errors_total', 'leader_election_master_status']));
+    expect([...named]).toEqual(
+      expect.arrayContaining([
+        'fencepost_locks',
+        'controller_runtime_reconcile_errors_total',
+        'leader_election_master_status',
+      ]),
+    );
     const exported = await createControllerMetrics().registry.metrics();
     for (const metric of named) expect(exported, metric).toMatch(new RegExp(`^# TYPE ${metric} `, 'm'));
   });
@@ -243,13 +315,29 @@ describe('the fencepost Helm chart', () => {
     expect(r.stderr).toContain('noHolderFor');
   });
 
-  it('ships the agent admission policies of test/safety/agent-policy.yaml, matching the chart\'s agent ServiceAccount in agentRbac.namespaces only', async () => {
-    interface Doc { kind: string; metadata: { name: string }; spec: { matchConditions?: { expression: string }[]; matchResources?: unknown; policyName?: string } & Record<string, unknown> }
-    const r = await template(ns, ['--set', 'agentRbac.namespaces={a,b}', '--set', 'agentRbac.serviceAccountName=locker']);
+  it("ships the agent admission policies of test/safety/agent-policy.yaml, matching the chart's agent ServiceAccount in agentRbac.namespaces only", async () => {
+    interface Doc {
+      kind: string;
+      metadata: { name: string };
+      spec: { matchConditions?: { expression: string }[]; matchResources?: unknown; policyName?: string } & Record<
+        string,
+        unknown
+      >;
+    }
+    const r = await template(ns, [
+      '--set',
+      'agentRbac.namespaces={a,b}',
+      '--set',
+      'agentRbac.serviceAccountName=locker',
+    ]);
     expect(r.code, r.stderr).toBe(0);
-    const rendered = (loadAllYaml(r.stdout) as (Doc | null)[]).filter((d): d is Doc => d !== null && d.kind.startsWith('ValidatingAdmissionPolicy'));
-    const proven = (loadAllYaml(readFileSync(join(root, 'test/safety/agent-policy.yaml'), 'utf8')) as Doc[]);
-    expect(rendered.map((d) => `${d.kind} ${d.metadata.name}`).sort()).toEqual(proven.map((d) => `${d.kind} r-${d.metadata.name}`).sort());
+    const rendered = (loadAllYaml(r.stdout) as (Doc | null)[]).filter(
+      (d): d is Doc => d !== null && d.kind.startsWith('ValidatingAdmissionPolicy'),
+    );
+    const proven = loadAllYaml(readFileSync(join(root, 'test/safety/agent-policy.yaml'), 'utf8')) as Doc[];
+    expect(rendered.map((d) => `${d.kind} ${d.metadata.name}`).sort()).toEqual(
+      proven.map((d) => `${d.kind} r-${d.metadata.name}`).sort(),
+    );
     for (const d of rendered) {
       const twin = proven.find((p) => p.kind === d.kind && `r-${p.metadata.name}` === d.metadata.name);
       if (d.kind === 'ValidatingAdmissionPolicy') {
@@ -257,23 +345,49 @@ describe('the fencepost Helm chart', () => {
         const { matchConditions, ...rest } = d.spec;
         const { matchConditions: _m, ...provenRest } = twin?.spec ?? {};
         expect(rest).toEqual(provenRest);
-        expect(matchConditions?.map((c) => c.expression)).toEqual(['request.userInfo.username in ["system:serviceaccount:a:locker","system:serviceaccount:b:locker"]']);
+        expect(matchConditions?.map((c) => c.expression)).toEqual([
+          'request.userInfo.username in ["system:serviceaccount:a:locker","system:serviceaccount:b:locker"]',
+        ]);
       } else {
         expect(d.spec.policyName).toBe(d.metadata.name);
-        expect(d.spec.matchResources).toEqual({ namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['a', 'b'] }] } });
+        expect(d.spec.matchResources).toEqual({
+          namespaceSelector: {
+            matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['a', 'b'] }],
+          },
+        });
       }
     }
-    const off = await template(ns, ['--set', 'agentRbac.namespaces={a}', '--set', 'agentRbac.admissionPolicies.enabled=false']);
+    const off = await template(ns, [
+      '--set',
+      'agentRbac.namespaces={a}',
+      '--set',
+      'agentRbac.admissionPolicies.enabled=false',
+    ]);
     expect(off.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
     const none = await template(ns);
     expect(none.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
   });
 
   it('renders strict YAML (no duplicate keys) with every optional object on', async () => {
-    const r = await template(ns, ['--set', `agentRbac.namespaces={${ns}}`, '--set', 'serviceMonitor.enabled=true', '--set', 'prometheusRule.enabled=true',
-      '--set', 'fencing.backend=Redis', '--set', 'fencing.redisUrlSecret.name=redis-auth', '--set', `watchNamespaces={${ns}}`]);
+    const r = await template(ns, [
+      '--set',
+      `agentRbac.namespaces={${ns}}`,
+      '--set',
+      'serviceMonitor.enabled=true',
+      '--set',
+      'prometheusRule.enabled=true',
+      '--set',
+      'fencing.backend=Redis',
+      '--set',
+      'fencing.redisUrlSecret.name=redis-auth',
+      '--set',
+      `watchNamespaces={${ns}}`,
+    ]);
     expect(r.code, r.stderr).toBe(0);
-    const docs = loadAllYaml(r.stdout).filter((d) => d !== null) as { kind: string; metadata: { labels?: Record<string, string> } }[];
+    const docs = loadAllYaml(r.stdout).filter((d) => d !== null) as {
+      kind: string;
+      metadata: { labels?: Record<string, string> };
+    }[];
     expect(docs.length).toBeGreaterThanOrEqual(15);
     for (const d of docs) expect(d.metadata.labels?.['app.kubernetes.io/instance'], d.kind).toBe('r');
   });

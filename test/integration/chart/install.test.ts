@@ -3,7 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { AuthorizationV1Api, CoordinationV1Api, CoreV1Api, KubeConfig, loadAllYaml, type V1Deployment } from '@kubernetes/client-node';
+import {
+  AuthorizationV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  loadAllYaml,
+  type V1Deployment,
+} from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockSnapshot } from '../../../src/agent/session.ts';
 import { renewedLease } from '../../../src/lease/record.ts';
@@ -14,20 +21,48 @@ import { getStatus } from '../../support/testbed/http-probe.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
-import { createLock, deleteLock, setPodStatus, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  deleteLock,
+  setPodStatus,
+  getLease,
+  getLock,
+  lockBody,
+  testKube,
+  type TestKube,
+} from '../../support/fixtures.ts';
 
 const run = promisify(execFile);
 const chart = resolve(import.meta.dirname, '../../../charts/fencepost');
 
 /** Access is one SelfSubjectAccessReview question: may this identity do verb on resource? */
-interface Access { readonly verb: string; readonly resource: string; readonly group?: string; readonly subresource?: string; readonly namespace?: string; readonly name?: string }
+interface Access {
+  readonly verb: string;
+  readonly resource: string;
+  readonly group?: string;
+  readonly subresource?: string;
+  readonly namespace?: string;
+  readonly name?: string;
+}
 
-const describeAccess = (a: Access): string => `${a.verb} ${a.group !== undefined && a.group !== '' ? `${a.group}/` : ''}${a.resource}${a.subresource !== undefined ? `/${a.subresource}` : ''}${a.name !== undefined ? ` ${a.name}` : ''}${a.namespace !== undefined ? ` in ${a.namespace}` : ' (cluster)'}`;
+const describeAccess = (a: Access): string =>
+  `${a.verb} ${a.group !== undefined && a.group !== '' ? `${a.group}/` : ''}${a.resource}${a.subresource !== undefined ? `/${a.subresource}` : ''}${a.name !== undefined ? ` ${a.name}` : ''}${a.namespace !== undefined ? ` in ${a.namespace}` : ' (cluster)'}`;
 
 /** allowed asks the API server, as the identity of kc, whether it may do a. */
 async function allowed(kc: KubeConfig, a: Access): Promise<boolean> {
   const r = await kc.makeApiClient(AuthorizationV1Api).createSelfSubjectAccessReview({
-    body: { spec: { resourceAttributes: { verb: a.verb, resource: a.resource, group: a.group ?? '', ...(a.subresource !== undefined ? { subresource: a.subresource } : {}), ...(a.namespace !== undefined ? { namespace: a.namespace } : {}), ...(a.name !== undefined ? { name: a.name } : {}) } } },
+    body: {
+      spec: {
+        resourceAttributes: {
+          verb: a.verb,
+          resource: a.resource,
+          group: a.group ?? '',
+          ...(a.subresource !== undefined ? { subresource: a.subresource } : {}),
+          ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
+          ...(a.name !== undefined ? { name: a.name } : {}),
+        },
+      },
+    },
   });
   return r.status?.allowed === true;
 }
@@ -54,27 +89,55 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
   let agentKc: KubeConfig;
   let controllerSa = '';
   const agents: ManagedProcess[] = [];
-  const helm = (args: readonly string[]) => run(findBinary('helm'), ['--kubeconfig', sharedKubeconfigPath(), ...args], { maxBuffer: 16 * 1024 * 1024 });
+  const helm = (args: readonly string[]) =>
+    run(findBinary('helm'), ['--kubeconfig', sharedKubeconfigPath(), ...args], { maxBuffer: 16 * 1024 * 1024 });
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-install-'));
     t = testKube(admin, await freshNamespace(admin, 'install-'));
     // The shared API server already has the CRD (from crds/, not owned by Helm), so the chart's copy is off here;
     // test/e2e installs it from the chart on a fresh cluster.
-    await helm(['install', release, chart, '--namespace', t.namespace, '--set', 'crds.enabled=false', '--set', `agentRbac.namespaces={${t.namespace}}`,
-      '--set', 'leaderElection.leaseDuration=4s', '--set', 'leaderElection.renewDeadline=3s', '--set', 'leaderElection.retryPeriod=1s', '--set', 'logLevel=debug']);
+    await helm([
+      'install',
+      release,
+      chart,
+      '--namespace',
+      t.namespace,
+      '--set',
+      'crds.enabled=false',
+      '--set',
+      `agentRbac.namespaces={${t.namespace}}`,
+      '--set',
+      'leaderElection.leaseDuration=4s',
+      '--set',
+      'leaderElection.renewDeadline=3s',
+      '--set',
+      'leaderElection.retryPeriod=1s',
+      '--set',
+      'logLevel=debug',
+    ]);
     const manifest = (await helm(['get', 'manifest', release, '--namespace', t.namespace])).stdout;
-    const deployment = loadAllYaml(manifest).find((d) => (d as { kind?: string }).kind === 'Deployment') as V1Deployment;
+    const deployment = loadAllYaml(manifest).find(
+      (d) => (d as { kind?: string }).kind === 'Deployment',
+    ) as V1Deployment;
     const container = deployment.spec?.template.spec?.containers[0];
     controllerSa = deployment.spec?.template.spec?.serviceAccountName ?? '';
     expect(controllerSa).toBe(`${release}-fencepost`);
     const { args, ports } = await rewriteAddresses(container?.args ?? []);
     metricsPort = ports.get(8080) ?? 0;
-    const kubeconfig = await writeServiceAccountKubeconfig(admin, t.namespace, controllerSa, join(dir, 'controller.kubeconfig'));
+    const kubeconfig = await writeServiceAccountKubeconfig(
+      admin,
+      t.namespace,
+      controllerSa,
+      join(dir, 'controller.kubeconfig'),
+    );
     controllerKc = fromFile(kubeconfig);
-    agentKc = fromFile(await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, 'agent.kubeconfig')));
+    agentKc = fromFile(
+      await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, 'agent.kubeconfig')),
+    );
     controller = spawnManaged('controller', process.execPath, {
-      args: [FENCEPOST_MAIN, ...args], logFile: join(dir, 'controller.log'),
+      args: [FENCEPOST_MAIN, ...args],
+      logFile: join(dir, 'controller.log'),
       env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: `${release}-controller-0`, POD_NAMESPACE: t.namespace },
     });
   });
@@ -85,7 +148,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('installs every object, and the chart-configured controller becomes leader and ready with the chart\'s identity', async () => {
+  it("installs every object, and the chart-configured controller becomes leader and ready with the chart's identity", async () => {
     const status = await helm(['status', release, '--namespace', t.namespace, '-o', 'json']);
     expect(JSON.parse(status.stdout)).toMatchObject({ info: { status: 'deployed' } });
     const lease = await eventually(async () => {
@@ -100,14 +163,20 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
     }, 30_000);
   });
 
-  it('grants, hands off and cleans up a lock with agents on the chart\'s agent ServiceAccount; no request is forbidden', async () => {
+  it("grants, hands off and cleans up a lock with agents on the chart's agent ServiceAccount; no request is forbidden", async () => {
     const uids: string[] = [];
     for (const i of [0, 1]) {
       // A bound token must name a pod running as that ServiceAccount (the API server checks).
-      const pod = await t.core.createNamespacedPod({ namespace: t.namespace, body: {
-        metadata: { name: `svc-${i}`, labels: { app: 'svc' } },
-        spec: { serviceAccountName: 'fencepost-agent', containers: [{ name: 'app', image: 'example.invalid/app:1' }] },
-      } });
+      const pod = await t.core.createNamespacedPod({
+        namespace: t.namespace,
+        body: {
+          metadata: { name: `svc-${i}`, labels: { app: 'svc' } },
+          spec: {
+            serviceAccountName: 'fencepost-agent',
+            containers: [{ name: 'app', image: 'example.invalid/app:1' }],
+          },
+        },
+      });
       uids.push(pod.metadata?.uid ?? '');
       await setPodStatus(t, `svc-${i}`, 'ready');
     }
@@ -115,14 +184,39 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
     for (const i of [0, 1]) {
       const port = await freePort();
       ports.push(port);
-      const kubeconfig = await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, `agent-${i}.kubeconfig`), { name: `svc-${i}`, uid: uids[i] ?? '' });
-      agents.push(spawnManaged(`agent-${i}`, process.execPath, {
-        args: [FENCEPOST_MAIN, 'agent', '--lock', 'svc', '--listen', `127.0.0.1:${port}`, '--health-probe-bind-address=0', '--metrics-bind-address=0'], logFile: join(dir, `agent-${i}.log`),
-        env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: `svc-${i}`, POD_NAMESPACE: t.namespace, POD_UID: uids[i] ?? '' },
-      }));
+      const kubeconfig = await writeServiceAccountKubeconfig(
+        admin,
+        t.namespace,
+        'fencepost-agent',
+        join(dir, `agent-${i}.kubeconfig`),
+        { name: `svc-${i}`, uid: uids[i] ?? '' },
+      );
+      agents.push(
+        spawnManaged(`agent-${i}`, process.execPath, {
+          args: [
+            FENCEPOST_MAIN,
+            'agent',
+            '--lock',
+            'svc',
+            '--listen',
+            `127.0.0.1:${port}`,
+            '--health-probe-bind-address=0',
+            '--metrics-bind-address=0',
+          ],
+          logFile: join(dir, `agent-${i}.log`),
+          env: {
+            ...process.env,
+            KUBECONFIG: kubeconfig,
+            POD_NAME: `svc-${i}`,
+            POD_NAMESPACE: t.namespace,
+            POD_UID: uids[i] ?? '',
+          },
+        }),
+      );
     }
     await createLock(t, lockBody('svc', 'svc', { leaseDurationSeconds: 3 }));
-    const snap = async (i: number): Promise<LockSnapshot> => JSON.parse((await getStatus(`http://127.0.0.1:${ports[i] ?? 0}/v1/locks/svc`)).body) as LockSnapshot;
+    const snap = async (i: number): Promise<LockSnapshot> =>
+      JSON.parse((await getStatus(`http://127.0.0.1:${ports[i] ?? 0}/v1/locks/svc`)).body) as LockSnapshot;
     const first = await eventually(async () => {
       const s = [await snap(0), await snap(1)];
       expect(s.filter((x) => x.held)).toHaveLength(1);
@@ -141,14 +235,33 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
     // The holder's agent is stopped (SIGTERM releases): the other one is granted a larger token.
     await agents[first]?.stop();
     const second = 1 - first;
-    await eventually(async () => { const s = await snap(second); expect(s.held).toBe(true); expect(BigInt(s.token ?? '0')).toBeGreaterThan(token); }, 20_000);
+    await eventually(async () => {
+      const s = await snap(second);
+      expect(s.held).toBe(true);
+      expect(BigInt(s.token ?? '0')).toBeGreaterThan(token);
+    }, 20_000);
     // The chart's admission policies: the first pod's agent identity (a token bound to svc-<first>,
     // still valid) may not write the Lease svc-<second> now holds, though RBAC grants update on it.
-    const held = await eventually(async () => { const l = await getLease(t, 'svc'); expect(l?.spec?.holderIdentity).toMatch(new RegExp(`^svc-${second}/`)); return l; }, 20_000);
+    const held = await eventually(async () => {
+      const l = await getLease(t, 'svc');
+      expect(l?.spec?.holderIdentity).toMatch(new RegExp(`^svc-${second}/`));
+      return l;
+    }, 20_000);
     const other = fromFile(join(dir, `agent-${first}.kubeconfig`)).makeApiClient(CoordinationV1Api);
-    const denied = await other.replaceNamespacedLease({ namespace: t.namespace, name: held?.metadata?.name ?? '', body: renewedLease(held ?? {}, new Date()) }).then(() => undefined, (e: unknown) => e);
+    const denied = await other
+      .replaceNamespacedLease({
+        namespace: t.namespace,
+        name: held?.metadata?.name ?? '',
+        body: renewedLease(held ?? {}, new Date()),
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(denied).toMatchObject({ code: 403 });
-    expect(String((denied as { body?: unknown }).body)).toMatch(/spec\.holderIdentity: only the holder pod may write this Lease/);
+    expect(String((denied as { body?: unknown }).body)).toMatch(
+      /spec\.holderIdentity: only the holder pod may write this Lease/,
+    );
     // The real holder's agent still renews through the same policies.
     const renewedBefore = String(held?.spec?.renewTime);
     await eventually(async () => {
@@ -174,7 +287,13 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       { verb: 'watch', resource: 'distributedlocks', group: 'fencepost.io' },
       { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', namespace: 'any' },
       { verb: 'patch', resource: 'distributedlocks', group: 'fencepost.io', subresource: 'status', namespace: 'any' },
-      { verb: 'update', resource: 'distributedlocks', group: 'fencepost.io', subresource: 'finalizers', namespace: 'any' },
+      {
+        verb: 'update',
+        resource: 'distributedlocks',
+        group: 'fencepost.io',
+        subresource: 'finalizers',
+        namespace: 'any',
+      },
       { verb: 'create', resource: 'leases', group: 'coordination.k8s.io', namespace: 'any' },
       { verb: 'update', resource: 'leases', group: 'coordination.k8s.io', namespace: 'any' },
       { verb: 'delete', resource: 'leases', group: 'coordination.k8s.io', namespace: 'any' },
@@ -213,7 +332,8 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       { verb: 'create', resource: 'validatingadmissionpolicies', group: 'admissionregistration.k8s.io' },
     ];
     for (const a of granted) expect(await allowed(controllerKc, a), `controller may ${describeAccess(a)}`).toBe(true);
-    for (const a of denied) expect(await allowed(controllerKc, a), `controller may not ${describeAccess(a)}`).toBe(false);
+    for (const a of denied)
+      expect(await allowed(controllerKc, a), `controller may not ${describeAccess(a)}`).toBe(false);
     // And real requests, not only reviews: reading a Secret and deleting a pod are refused with 403.
     const core = controllerKc.makeApiClient(CoreV1Api);
     await expect(core.listNamespacedSecret({ namespace: ns })).rejects.toMatchObject({ code: 403 });

@@ -16,7 +16,9 @@ function run(args: string[]): Promise<{ code: number | null; stderr: string }> {
 
 describe('fencepost controller start-up errors', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-cli-'));
-  afterAll(() => { rmSync(dir, { recursive: true, force: true }); });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it('exits 2 with one line naming the API server when it cannot be reached', async () => {
     // Port 2: nothing listens there, and no test can take it meanwhile (an ephemeral port from
@@ -24,10 +26,23 @@ describe('fencepost controller start-up errors', () => {
     // 1: fetch refuses it outright ("bad port") without connecting.
     const port = 2;
     const kc = join(dir, 'kubeconfig');
-    writeFileSync(kc, `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:${port}"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n`);
-    const r = await run(['controller', '--kubeconfig', kc, '--metrics-bind-address', '0', '--health-probe-bind-address', '0']);
+    writeFileSync(
+      kc,
+      `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:${port}"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n`,
+    );
+    const r = await run([
+      'controller',
+      '--kubeconfig',
+      kc,
+      '--metrics-bind-address',
+      '0',
+      '--health-probe-bind-address',
+      '0',
+    ]);
     expect(r.code).toBe(2);
-    expect(r.stderr.trim().split('\n')).toEqual([`fencepost: cannot reach the API server at https://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`]);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      `fencepost: cannot reach the API server at https://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`,
+    ]);
   });
 
   it('exits 2 naming a bad flag and its value', async () => {
@@ -37,8 +52,28 @@ describe('fencepost controller start-up errors', () => {
   });
 
   it('documents every flag in --help', async () => {
-    const out = await new Promise<string>((res) => { execFile(process.execPath, [main, 'controller', '--help'], (_e, stdout) => { res(stdout); }); });
-    for (const flag of ['--kubeconfig', '--redis-url', '--namespace', '--workers', '--metrics-bind-address', '--health-probe-bind-address', '--leader-elect', '--leader-election-namespace', '--leader-election-id', '--leader-election-lease-duration', '--leader-election-renew-deadline', '--leader-election-retry-period', '--identity', '--cache-sync-timeout', '--log-level']) {
+    const out = await new Promise<string>((res) => {
+      execFile(process.execPath, [main, 'controller', '--help'], (_e, stdout) => {
+        res(stdout);
+      });
+    });
+    for (const flag of [
+      '--kubeconfig',
+      '--redis-url',
+      '--namespace',
+      '--workers',
+      '--metrics-bind-address',
+      '--health-probe-bind-address',
+      '--leader-elect',
+      '--leader-election-namespace',
+      '--leader-election-id',
+      '--leader-election-lease-duration',
+      '--leader-election-renew-deadline',
+      '--leader-election-retry-period',
+      '--identity',
+      '--cache-sync-timeout',
+      '--log-level',
+    ]) {
       expect(out).toContain(flag);
     }
   });

@@ -10,7 +10,16 @@ import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbe
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
-import { createLock, createPod, getLease, getLock, lockBody, releaseLease, testKube, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  getLease,
+  getLock,
+  lockBody,
+  releaseLease,
+  testKube,
+  type TestKube,
+} from '../../support/fixtures.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
@@ -35,20 +44,49 @@ describe('fencepost controller killed between the Redis increment and the Lease 
 
   const start = (identity: string): ManagedProcess => {
     const proc = spawnManaged(identity, process.execPath, {
-      args: [main, 'controller', '--kubeconfig', sharedKubeconfigPath(), '--redis-url', `redis://127.0.0.1:${proxy.port}`,
-        '--namespace', t.namespace, '--leader-election-namespace', t.namespace, '--leader-election-lease-duration', '2s',
-        '--leader-election-renew-deadline', '1500ms', '--leader-election-retry-period', '300ms',
-        '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0', '--identity', identity],
+      args: [
+        main,
+        'controller',
+        '--kubeconfig',
+        sharedKubeconfigPath(),
+        '--redis-url',
+        `redis://127.0.0.1:${proxy.port}`,
+        '--namespace',
+        t.namespace,
+        '--leader-election-namespace',
+        t.namespace,
+        '--leader-election-lease-duration',
+        '2s',
+        '--leader-election-renew-deadline',
+        '1500ms',
+        '--leader-election-retry-period',
+        '300ms',
+        '--metrics-bind-address',
+        '127.0.0.1:0',
+        '--health-probe-bind-address',
+        '127.0.0.1:0',
+        '--identity',
+        identity,
+      ],
       logFile: join(dir, `${identity}.log`),
     });
     procs.push(proc);
     return proc;
   };
-  const logs = (): string => procs.map((p) => `--- ${p.name} (${p.isRunning() ? 'running' : 'exited'}):\n${tailLog(p.logFile, 40)}`).join('\n');
-  const record = async (): Promise<LockRecord | undefined> => { const l = await getLease(t, 'c'); return l !== undefined ? parseLease(l) : undefined; };
+  const logs = (): string =>
+    procs.map((p) => `--- ${p.name} (${p.isRunning() ? 'running' : 'exited'}):\n${tailLog(p.logFile, 40)}`).join('\n');
+  const record = async (): Promise<LockRecord | undefined> => {
+    const l = await getLease(t, 'c');
+    return l !== undefined ? parseLease(l) : undefined;
+  };
   const pods = async () => (await t.core.listNamespacedPod({ namespace: t.namespace })).items;
   const leaderIdentity = async (): Promise<string | undefined> => {
-    try { return (await t.leases.readNamespacedLease({ namespace: t.namespace, name: 'fencepost-controller' })).spec?.holderIdentity; } catch { return undefined; }
+    try {
+      return (await t.leases.readNamespacedLease({ namespace: t.namespace, name: 'fencepost-controller' })).spec
+        ?.holderIdentity;
+    } catch {
+      return undefined;
+    }
   };
 
   beforeAll(async () => {
@@ -75,7 +113,13 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     await createLock(t, lockBody('c', 'c', { leaseDurationSeconds: 30 }));
 
     // ### 1: The first grant, settled: Lease, holder pod, status and the counter all say T1.
-    const first = await eventually(async () => { const r = await record(); expect(r?.holder).toBeDefined(); return r; }, 30_000).catch((err: unknown) => { throw new Error(logs(), { cause: err }); });
+    const first = await eventually(async () => {
+      const r = await record();
+      expect(r?.holder).toBeDefined();
+      return r;
+    }, 30_000).catch((err: unknown) => {
+      throw new Error(logs(), { cause: err });
+    });
     const t1 = first?.token;
     const firstHolder = first?.holder;
     if (t1 === undefined || firstHolder === undefined) throw new Error('first grant has no token or holder');
@@ -90,13 +134,29 @@ describe('fencepost controller killed between the Redis increment and the Lease 
 
     // ### 2: Hold Redis's replies from the next fencing-script call on, and trigger a grant.
     let sentAt: number | undefined;
-    const unsubscribe = proxy.onClientData((chunk) => { if (sentAt === undefined && isFenceScriptCall(chunk)) sentAt = performance.now(); });
+    const unsubscribe = proxy.onClientData((chunk) => {
+      if (sentAt === undefined && isFenceScriptCall(chunk)) sentAt = performance.now();
+    });
     proxy.holdReplies(isFenceScriptCall);
     const releasedAt = performance.now();
     await releaseLease(t, 'c');
-    await eventually(() => { expect(proxy.holding).toBe(true); }, 20_000, 5).catch((err: unknown) => { throw new Error(logs(), { cause: err }); });
+    await eventually(
+      () => {
+        expect(proxy.holding).toBe(true);
+      },
+      20_000,
+      5,
+    ).catch((err: unknown) => {
+      throw new Error(logs(), { cause: err });
+    });
     // Redis executed it: the counter moved to T1+1, but the controller never got the answer.
-    await eventually(async () => { expect(await direct.get(counterKey)).toBe(burned.toString()); }, 10_000, 5);
+    await eventually(
+      async () => {
+        expect(await direct.get(counterKey)).toBe(burned.toString());
+      },
+      10_000,
+      5,
+    );
     const executedAt = performance.now();
     crash0.signal('SIGKILL');
     expect(await crash0.exited).toBe('SIGKILL');
@@ -113,10 +173,13 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     expect(await direct.get(counterKey)).toBe(burned.toString()); // exactly one script ran
     for (const p of await pods()) {
       expect(p.metadata?.annotations?.[keys.token], p.metadata?.name).not.toBe(burned.toString());
-      if (p.metadata?.name !== firstHolder.name) expect(p.metadata?.labels?.[keys.holder], p.metadata?.name).toBeUndefined();
+      if (p.metadata?.name !== firstHolder.name)
+        expect(p.metadata?.labels?.[keys.holder], p.metadata?.name).toBeUndefined();
     }
     expect((await getLock(t, 'c')).status?.fencingToken).toBe(t1.toString());
-    const grantLines = readFileSync(crash0.logFile, 'utf8').split('\n').filter((l) => l.includes('Granted Lease'));
+    const grantLines = readFileSync(crash0.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('Granted Lease'));
     expect(grantLines).toHaveLength(1); // the first grant only
     expect(grantLines.join('\n')).not.toContain(`"token":"${burned}"`);
 
@@ -124,7 +187,13 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     proxy.heal();
     const restartedAt = performance.now();
     start('crash-1');
-    const second = await eventually(async () => { const r = await record(); expect(r?.holder).toBeDefined(); return r; }, 30_000).catch((err: unknown) => { throw new Error(logs(), { cause: err }); });
+    const second = await eventually(async () => {
+      const r = await record();
+      expect(r?.holder).toBeDefined();
+      return r;
+    }, 30_000).catch((err: unknown) => {
+      throw new Error(logs(), { cause: err });
+    });
     const grantedAt = performance.now();
     const t2 = t1 + 2n;
     expect(second?.token).toBe(t2); // a gap of exactly one burned token, never T1+1
@@ -160,14 +229,18 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     expect(lock.status?.fencingToken).not.toBe(burned.toString());
     for (const c of lock.status?.conditions ?? []) expect(c.message ?? '').not.toMatch(burnedWord);
     const granted = await eventually(async () => {
-      const events = (await t.core.listNamespacedEvent({ namespace: t.namespace })).items.filter((e) => e.reason === 'LeaseGranted');
+      const events = (await t.core.listNamespacedEvent({ namespace: t.namespace })).items.filter(
+        (e) => e.reason === 'LeaseGranted',
+      );
       expect(events.some((e) => e.message?.includes(`token ${t2}`))).toBe(true);
       return events;
     });
     for (const e of granted) expect(e.message ?? '').not.toMatch(burnedWord);
 
-    console.log(`crash timings (ms): release→script sent ${fmt(sentAt, releasedAt)}, sent→executed ${fmt(executedAt, sentAt)}, executed→killed ${fmt(killedAt, executedAt)}, `
-      + `restart→grant ${fmt(grantedAt, restartedAt)}, kill→grant ${fmt(grantedAt, killedAt)}; tokens ${t1} → (burned ${burned}) → ${t2}`);
+    console.log(
+      `crash timings (ms): release→script sent ${fmt(sentAt, releasedAt)}, sent→executed ${fmt(executedAt, sentAt)}, executed→killed ${fmt(killedAt, executedAt)}, ` +
+        `restart→grant ${fmt(grantedAt, restartedAt)}, kill→grant ${fmt(grantedAt, killedAt)}; tokens ${t1} → (burned ${burned}) → ${t2}`,
+    );
   });
 });
 

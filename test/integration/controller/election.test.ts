@@ -3,7 +3,17 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { parseLease } from '../../../src/lease/record.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeConfig } from '../../support/env.ts';
-import { createLock, createPod, getLease, getLock, keepRenewing, lockBody, releaseLease, setPodStatus, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  getLease,
+  getLock,
+  keepRenewing,
+  lockBody,
+  releaseLease,
+  setPodStatus,
+  type TestKube,
+} from '../../support/fixtures.ts';
 import { podKeys, leaseName } from '../../../src/protocol/names.ts';
 
 // The controller in-process, against the real API server and Redis, in Election mode. Pods are
@@ -13,7 +23,9 @@ describe('the lock controller in Election mode', () => {
   const kc = sharedKubeConfig();
   const fx = useLockController('election-');
   let t: TestKube;
-  beforeAll(() => { t = fx.t; });
+  beforeAll(() => {
+    t = fx.t;
+  });
 
   const holderOf = async (lock: string) => {
     const lease = await getLease(t, lock);
@@ -45,16 +57,27 @@ describe('the lock controller in Election mode', () => {
       const lock = await getLock(t, 'a');
       expect(lock.status?.holder).toEqual({ name: 'a-0', uid: pod.metadata?.uid });
       expect(lock.status?.fencingToken).toBe(record?.token?.toString());
-      expect(lock.status?.conditions?.find((c) => c.type === 'Held')).toMatchObject({ status: 'True', reason: 'Granted' });
+      expect(lock.status?.conditions?.find((c) => c.type === 'Held')).toMatchObject({
+        status: 'True',
+        reason: 'Granted',
+      });
       expect(lock.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True' });
       expect(lock.status?.observedGeneration).toBe(lock.metadata.generation);
       expect(lock.status?.candidates).toBe(3);
       expect(lock.metadata.finalizers).toContain('fencepost.io/lease-cleanup');
     });
     const lease = await getLease(t, 'a');
-    expect(lease?.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'DistributedLock', name: 'a', controller: true });
+    expect(lease?.metadata?.ownerReferences?.[0]).toMatchObject({
+      kind: 'DistributedLock',
+      name: 'a',
+      controller: true,
+    });
     const events = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: t.namespace });
-    expect(events.items.some((e) => e.reason === 'LeaseGranted' && e.involvedObject.name === 'a' && e.message?.includes('a-0'))).toBe(true);
+    expect(
+      events.items.some(
+        (e) => e.reason === 'LeaseGranted' && e.involvedObject.name === 'a' && e.message?.includes('a-0'),
+      ),
+    ).toBe(true);
   });
 
   it('waits for a Ready candidate: an unready pod is never granted', async () => {
@@ -62,18 +85,27 @@ describe('the lock controller in Election mode', () => {
     await createLock(t, lockBody('b', 'b'));
     await eventually(async () => {
       const lock = await getLock(t, 'b');
-      expect(lock.status?.conditions?.find((c) => c.type === 'Held')).toMatchObject({ status: 'False', reason: 'WaitingForCandidate' });
+      expect(lock.status?.conditions?.find((c) => c.type === 'Held')).toMatchObject({
+        status: 'False',
+        reason: 'WaitingForCandidate',
+      });
     });
     expect((await holderOf('b'))?.holder).toBeUndefined();
     await setPodStatus(t, 'b-0', 'ready');
-    await eventually(async () => { expect((await holderOf('b'))?.holder?.name).toBe('b-0'); });
+    await eventually(async () => {
+      expect((await holderOf('b'))?.holder?.name).toBe('b-0');
+    });
   });
 
   it('keeps a holder that renews past several lease durations, with no new token', async () => {
     await createPod(t, 'c-0', { app: 'c' });
     await createPod(t, 'c-1', { app: 'c' });
     await createLock(t, lockBody('c', 'c'));
-    const first = await eventually(async () => { const r = await holderOf('c'); expect(r?.holder).toBeDefined(); return r; });
+    const first = await eventually(async () => {
+      const r = await holderOf('c');
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
     const stop = keepRenewing(t, 'c', 500);
     await new Promise((r) => setTimeout(r, 5000)); // 2.5 lease durations
     await stop();
@@ -87,7 +119,11 @@ describe('the lock controller in Election mode', () => {
     await createPod(t, 'd-0', { app: 'd' });
     await createPod(t, 'd-1', { app: 'd' });
     await createLock(t, lockBody('d', 'd'));
-    const first = await eventually(async () => { const r = await holderOf('d'); expect(r?.holder).toBeDefined(); return r; });
+    const first = await eventually(async () => {
+      const r = await holderOf('d');
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
     const lastRenew = performance.now();
     await setPodStatus(t, first?.holder?.name ?? '', 'ready'); // a status update must not count as a renewal
     const second = await eventually(async () => {
@@ -111,7 +147,11 @@ describe('the lock controller in Election mode', () => {
     await createPod(t, 'e-0', { app: 'e' });
     await createPod(t, 'e-1', { app: 'e' });
     await createLock(t, lockBody('e', 'e', { leaseDurationSeconds: 30 }));
-    const first = await eventually(async () => { const r = await holderOf('e'); expect(r?.holder).toBeDefined(); return r; });
+    const first = await eventually(async () => {
+      const r = await holderOf('e');
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
     const released = performance.now();
     await releaseLease(t, 'e');
     const second = await eventually(async () => {
@@ -128,7 +168,11 @@ describe('the lock controller in Election mode', () => {
     await createPod(t, 'f-0', { app: 'f' });
     await createPod(t, 'f-1', { app: 'f' });
     await createLock(t, lockBody('f', 'f', { leaseDurationSeconds: 30 }));
-    const first = await eventually(async () => { const r = await holderOf('f'); expect(r?.holder).toBeDefined(); return r; });
+    const first = await eventually(async () => {
+      const r = await holderOf('f');
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
     await setPodStatus(t, first?.holder?.name ?? '', 'terminated');
     const second = await eventually(async () => {
       const r = await holderOf('f');
@@ -142,10 +186,18 @@ describe('the lock controller in Election mode', () => {
   it('waits for expiry when the holder pod vanished without a terminated status (force deletion)', async () => {
     await createPod(t, 'g-0', { app: 'g' });
     await createLock(t, lockBody('g', 'g', { leaseDurationSeconds: 3 }));
-    const first = await eventually(async () => { const r = await holderOf('g'); expect(r?.holder?.name).toBe('g-0'); return r; });
+    const first = await eventually(async () => {
+      const r = await holderOf('g');
+      expect(r?.holder?.name).toBe('g-0');
+      return r;
+    });
     await createPod(t, 'g-1', { app: 'g' });
     await t.core.deleteNamespacedPod({ name: 'g-0', namespace: t.namespace, gracePeriodSeconds: 0 });
-    const second = await eventually(async () => { const r = await holderOf('g'); expect(r?.holder?.name).toBe('g-1'); return r; }, 20_000);
+    const second = await eventually(async () => {
+      const r = await holderOf('g');
+      expect(r?.holder?.name).toBe('g-1');
+      return r;
+    }, 20_000);
     // Measured on the controller's own clock (it wrote both acquireTimes), not from when this test saw
     // the first grant: on a loaded machine the test can notice that grant late. Nobody renewed g-0, so
     // the second grant comes a full 3 s lease after the first (10 ms allows for NTP slewing).

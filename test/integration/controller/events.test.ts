@@ -29,14 +29,21 @@ const eventsAbout = async (namespace: string, name: string): Promise<CoreV1Event
 
 describe('the Event recorder on the real API server', () => {
   let namespace = '';
-  beforeAll(async () => { namespace = await freshNamespace(kc, 'events-'); });
+  beforeAll(async () => {
+    namespace = await freshNamespace(kc, 'events-');
+  });
   const target = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', namespace, name, uid: `uid-${name}` });
 
   it('records the same Event emitted 5 times as one Event with count 5 and a later lastTimestamp', async () => {
     const clock = new FakeClock({ wall: new Date('2026-01-01T10:00:00Z') });
     const recorder = eventRecorder(kc, 'fencepost-test', 'host-0', silentLogger, undefined, { clock });
     for (let i = 0; i < 5; i++) {
-      recorder.emit(target('same'), 'Warning', 'HolderExpired', 'Pod a-0 stopped renewing for a full lease duration; lock revoked');
+      recorder.emit(
+        target('same'),
+        'Warning',
+        'HolderExpired',
+        'Pod a-0 stopped renewing for a full lease duration; lock revoked',
+      );
       clock.advance(2000);
     }
     const [event] = await eventually(async () => {
@@ -44,7 +51,11 @@ describe('the Event recorder on the real API server', () => {
       expect(items.map((e) => e.count)).toEqual([5]);
       return items;
     });
-    expect(event).toMatchObject({ reason: 'HolderExpired', type: 'Warning', source: { component: 'fencepost-test', host: 'host-0' } });
+    expect(event).toMatchObject({
+      reason: 'HolderExpired',
+      type: 'Warning',
+      source: { component: 'fencepost-test', host: 'host-0' },
+    });
     expect(new Date(event?.firstTimestamp ?? 0).toISOString()).toBe('2026-01-01T10:00:00.000Z');
     expect(new Date(event?.lastTimestamp ?? 0).toISOString()).toBe('2026-01-01T10:00:08.000Z');
   });
@@ -52,8 +63,13 @@ describe('the Event recorder on the real API server', () => {
   it('drops a flood of one Event beyond the burst of 25: one Event, count 25', async () => {
     const clock = new FakeClock();
     const recorder = eventRecorder(kc, 'fencepost-test', 'host-0', silentLogger, undefined, { clock });
-    for (let i = 0; i < 60; i++) { recorder.emit(target('flood'), 'Normal', 'LeaseGranted', 'Granted to pod a-0'); clock.advance(100); }
-    await eventually(async () => { expect((await eventsAbout(namespace, 'flood')).map((e) => e.count)).toEqual([25]); });
+    for (let i = 0; i < 60; i++) {
+      recorder.emit(target('flood'), 'Normal', 'LeaseGranted', 'Granted to pod a-0');
+      clock.advance(100);
+    }
+    await eventually(async () => {
+      expect((await eventsAbout(namespace, 'flood')).map((e) => e.count)).toEqual([25]);
+    });
     await sleep(1000); // the 35 dropped Events were never queued; nothing more arrives
     expect((await eventsAbout(namespace, 'flood')).map((e) => e.count)).toEqual([25]);
   });
@@ -61,7 +77,10 @@ describe('the Event recorder on the real API server', () => {
   it('combines a flood of similar Events after nine, and drops it beyond the burst too', async () => {
     const clock = new FakeClock();
     const recorder = eventRecorder(kc, 'fencepost-test', 'host-0', silentLogger, undefined, { clock });
-    for (let i = 1; i <= 60; i++) { recorder.emit(target('similar'), 'Normal', 'LeaseGranted', `Granted with fencing token ${i}`); clock.advance(100); }
+    for (let i = 1; i <= 60; i++) {
+      recorder.emit(target('similar'), 'Normal', 'LeaseGranted', `Granted with fencing token ${i}`);
+      clock.advance(100);
+    }
     const done = async (): Promise<CoreV1Event[]> => {
       const items = await eventsAbout(namespace, 'similar');
       expect(items.reduce((n, e) => n + (e.count ?? 0), 0)).toBe(25);
@@ -72,24 +91,38 @@ describe('the Event recorder on the real API server', () => {
     const items = await done();
     expect(items).toHaveLength(10);
     const combined = items.filter((e) => e.message?.startsWith(COMBINED_PREFIX));
-    expect(combined.map((e) => [e.count, e.message])).toEqual([[16, `${COMBINED_PREFIX}Granted with fencing token 25`]]);
+    expect(combined.map((e) => [e.count, e.message])).toEqual([
+      [16, `${COMBINED_PREFIX}Granted with fencing token 25`],
+    ]);
   });
 });
 
-describe('the controller\'s Events for the end of a term', () => {
+describe("the controller's Events for the end of a term", () => {
   const fx = useLockController('events-ctrl-');
   let t: TestKube;
-  beforeAll(() => { t = fx.t; });
-  const reasons = async (lock: string): Promise<string[]> => (await eventsAbout(t.namespace, lock)).map((e) => `${e.type ?? ''}/${e.reason ?? ''}`);
-  const holderOf = async (lock: string) => { const l = await getLease(t, lock); return l !== undefined ? parseLease(l) : undefined; };
+  beforeAll(() => {
+    t = fx.t;
+  });
+  const reasons = async (lock: string): Promise<string[]> =>
+    (await eventsAbout(t.namespace, lock)).map((e) => `${e.type ?? ''}/${e.reason ?? ''}`);
+  const holderOf = async (lock: string) => {
+    const l = await getLease(t, lock);
+    return l !== undefined ? parseLease(l) : undefined;
+  };
 
   it('reports a holder whose containers terminated as HolderTerminated, not HolderExpired', async () => {
     await createPod(t, 'term-0', { app: 'term' });
     await createPod(t, 'term-1', { app: 'term' });
     await createLock(t, lockBody('term', 'term', { leaseDurationSeconds: 30 }));
-    const first = await eventually(async () => { const r = await holderOf('term'); expect(r?.holder).toBeDefined(); return r; });
+    const first = await eventually(async () => {
+      const r = await holderOf('term');
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
     await setPodStatus(t, first?.holder?.name ?? '', 'terminated');
-    await eventually(async () => { expect(await reasons('term')).toContain('Warning/HolderTerminated'); });
+    await eventually(async () => {
+      expect(await reasons('term')).toContain('Warning/HolderTerminated');
+    });
     const ended = (await eventsAbout(t.namespace, 'term')).find((e) => e.reason === 'HolderTerminated');
     expect(ended?.message).toBe(`Pod ${first?.holder?.name ?? ''}'s containers terminated; lock handed over`);
     expect(await reasons('term')).not.toContain('Warning/HolderExpired');
@@ -99,7 +132,9 @@ describe('the controller\'s Events for the end of a term', () => {
     await createPod(t, 'exp-0', { app: 'exp' });
     await createPod(t, 'exp-1', { app: 'exp' });
     await createLock(t, lockBody('exp', 'exp')); // 2 s lease, and nobody renews
-    await eventually(async () => { expect(await reasons('exp')).toContain('Warning/HolderExpired'); }, 30_000);
+    await eventually(async () => {
+      expect(await reasons('exp')).toContain('Warning/HolderExpired');
+    }, 30_000);
     expect(await reasons('exp')).not.toContain('Warning/HolderTerminated');
   });
 });

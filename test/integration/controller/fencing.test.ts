@@ -7,7 +7,18 @@ import { createControllerMetrics } from '../../../src/observability/metrics.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
-import { createLock, createPod, deleteLock, getLease, getLock, keepRenewing, lockBody, releaseLease, testKube, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  deleteLock,
+  getLease,
+  getLock,
+  keepRenewing,
+  lockBody,
+  releaseLease,
+  testKube,
+  type TestKube,
+} from '../../support/fixtures.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 
 // Tokens must stay strictly increasing whatever happens to Redis: the etcd high-water mark on the
@@ -20,11 +31,24 @@ describe('fencing tokens through Redis faults', () => {
   beforeAll(async () => {
     redis = await startRedis();
     t = testKube(kc, await freshNamespace(kc, 'fencing-'));
-    controller = await startLockController({ kc, redisUrl: redis.url, namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger });
+    controller = await startLockController({
+      kc,
+      redisUrl: redis.url,
+      namespace: t.namespace,
+      identity: 'test-controller',
+      clock: realClock,
+      log: silentLogger,
+    });
   });
-  afterAll(async () => { await controller?.stop(); await redis?.stop(); });
+  afterAll(async () => {
+    await controller?.stop();
+    await redis?.stop();
+  });
 
-  const record = async (lock: string) => { const l = await getLease(t, lock); return l !== undefined ? parseLease(l) : undefined; };
+  const record = async (lock: string) => {
+    const l = await getLease(t, lock);
+    return l !== undefined ? parseLease(l) : undefined;
+  };
   /** handoff releases the current holder and returns the next grant (another pod). */
   const handoff = async (lock: string) => {
     const before = await record(lock);
@@ -37,20 +61,28 @@ describe('fencing tokens through Redis faults', () => {
     }, 15_000);
   };
   const events = async (reason: string) =>
-    (await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: t.namespace })).items.filter((e) => e.reason === reason);
+    (await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: t.namespace })).items.filter(
+      (e) => e.reason === reason,
+    );
 
   it('issues strictly larger tokens after Redis restarts empty, after the key is deleted, and after someone puts a TTL on it', async () => {
     await createPod(t, 'r-0', { app: 'r' });
     await createPod(t, 'r-1', { app: 'r' });
     await createLock(t, lockBody('r', 'r', { leaseDurationSeconds: 30 }));
     const tokens: bigint[] = [];
-    const first = await eventually(async () => { const r = await record('r'); expect(r?.holder).toBeDefined(); return r; });
+    const first = await eventually(async () => {
+      const r = await record('r');
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
     tokens.push(first?.token ?? 0n);
     const c = redis.client();
     try {
       await redis.restart({ loseData: true });
       expect(await redis.lostData()).toBe(true);
-      await eventually(async () => { expect((await getLock(t, 'r')).status?.conditions?.find((x) => x.type === 'Degraded')?.status).toBe('False'); });
+      await eventually(async () => {
+        expect((await getLock(t, 'r')).status?.conditions?.find((x) => x.type === 'Degraded')?.status).toBe('False');
+      });
       tokens.push((await handoff('r'))?.token ?? 0n);
       const c2 = redis.client();
       try {
@@ -61,8 +93,12 @@ describe('fencing tokens through Redis faults', () => {
         expect(await c2.ttl('fencepost:fence:' + t.namespace + '/r')).toBe(-1); // the TTL was removed
         await c2.flushall();
         tokens.push((await handoff('r'))?.token ?? 0n);
-      } finally { c2.disconnect(); }
-    } finally { c.disconnect(); }
+      } finally {
+        c2.disconnect();
+      }
+    } finally {
+      c.disconnect();
+    }
     for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1] ?? 0n);
     await eventually(async () => {
       const refloored = await events('FencingRefloored');
@@ -75,7 +111,11 @@ describe('fencing tokens through Redis faults', () => {
   it('makes no grant while Redis is down (Degraded, Event), keeps a renewing holder, and grants once Redis is back', async () => {
     await createPod(t, 'h-0', { app: 'h' });
     await createLock(t, lockBody('h', 'h'));
-    const held = await eventually(async () => { const r = await record('h'); expect(r?.holder?.name).toBe('h-0'); return r; });
+    const held = await eventually(async () => {
+      const r = await record('h');
+      expect(r?.holder?.name).toBe('h-0');
+      return r;
+    });
     const stopRenewing = keepRenewing(t, 'h', 400);
     await redis.stopForOutage();
     try {
@@ -83,8 +123,14 @@ describe('fencing tokens through Redis faults', () => {
       await createLock(t, lockBody('w', 'w'));
       await eventually(async () => {
         const lock = await getLock(t, 'w');
-        expect(lock.status?.conditions?.find((x) => x.type === 'Degraded')).toMatchObject({ status: 'True', reason: 'RedisUnavailable' });
-        expect(lock.status?.conditions?.find((x) => x.type === 'Held')).toMatchObject({ status: 'False', reason: 'RedisUnavailable' });
+        expect(lock.status?.conditions?.find((x) => x.type === 'Degraded')).toMatchObject({
+          status: 'True',
+          reason: 'RedisUnavailable',
+        });
+        expect(lock.status?.conditions?.find((x) => x.type === 'Held')).toMatchObject({
+          status: 'False',
+          reason: 'RedisUnavailable',
+        });
         expect(lock.status?.conditions?.find((x) => x.type === 'Ready')).toMatchObject({ status: 'False' });
       }, 15_000);
       await new Promise((r) => setTimeout(r, 3000)); // longer than the 2 s lease
@@ -96,16 +142,26 @@ describe('fencing tokens through Redis faults', () => {
     } finally {
       await redis.resume();
     }
-    await eventually(async () => { expect((await record('w'))?.holder?.name).toBe('w-0'); }, 20_000);
+    await eventually(async () => {
+      expect((await record('w'))?.holder?.name).toBe('w-0');
+    }, 20_000);
     await stopRenewing();
   });
 
   it('on deletion releases the Lease, unlabels the holder and removes its finalizer; a re-created lock issues larger tokens even with an empty Redis', async () => {
     await createPod(t, 'x-0', { app: 'x' });
     await createLock(t, lockBody('x', 'x'));
-    const before = await eventually(async () => { const r = await record('x'); expect(r?.holder?.name).toBe('x-0'); return r; });
+    const before = await eventually(async () => {
+      const r = await record('x');
+      expect(r?.holder?.name).toBe('x-0');
+      return r;
+    });
     const keys = podKeys('x');
-    await eventually(async () => { expect((await t.core.readNamespacedPod({ name: 'x-0', namespace: t.namespace })).metadata?.labels?.[keys.holder]).toBe('true'); });
+    await eventually(async () => {
+      expect(
+        (await t.core.readNamespacedPod({ name: 'x-0', namespace: t.namespace })).metadata?.labels?.[keys.holder],
+      ).toBe('true');
+    });
     await deleteLock(t, 'x');
     await eventually(async () => {
       await expect(getLock(t, 'x')).rejects.toMatchObject({ code: 404 });
@@ -116,7 +172,11 @@ describe('fencing tokens through Redis faults', () => {
     });
     await redis.restart({ loseData: true });
     await createLock(t, lockBody('x', 'x'));
-    const after = await eventually(async () => { const r = await record('x'); expect(r?.holder?.name).toBe('x-0'); return r; });
+    const after = await eventually(async () => {
+      const r = await record('x');
+      expect(r?.holder?.name).toBe('x-0');
+      return r;
+    });
     expect(after?.token).toBeGreaterThan(before?.token ?? 0n);
   });
 });
@@ -128,17 +188,32 @@ describe('the embedded Lease fencing backend (no Redis)', () => {
   const metrics = createControllerMetrics();
   beforeAll(async () => {
     t = testKube(kc, await freshNamespace(kc, 'leasefence-'));
-    controller = await startLockController({ kc, redisUrl: undefined, namespace: t.namespace, identity: 'test-controller', clock: realClock, log: silentLogger, metrics });
+    controller = await startLockController({
+      kc,
+      redisUrl: undefined,
+      namespace: t.namespace,
+      identity: 'test-controller',
+      clock: realClock,
+      log: silentLogger,
+      metrics,
+    });
   });
-  afterAll(async () => { await controller?.stop(); });
+  afterAll(async () => {
+    await controller?.stop();
+  });
 
   it('reports a lock asking for Redis as Ready False InvalidSpec, grants nothing, and counts a terminal error', async () => {
-    const terminal = async (): Promise<number> => (await metrics.terminalReconcileErrors.get()).values.reduce((n, v) => n + v.value, 0);
+    const terminal = async (): Promise<number> =>
+      (await metrics.terminalReconcileErrors.get()).values.reduce((n, v) => n + v.value, 0);
     await createPod(t, 'r-0', { app: 'r' });
     await createLock(t, lockBody('r', 'r', { leaseDurationSeconds: 30, fencing: { backend: 'Redis' } }));
     await eventually(async () => {
       const ready = (await getLock(t, 'r')).status?.conditions?.find((c) => c.type === 'Ready');
-      expect(ready).toMatchObject({ status: 'False', reason: 'InvalidSpec', message: expect.stringContaining('--redis-url') as string });
+      expect(ready).toMatchObject({
+        status: 'False',
+        reason: 'InvalidSpec',
+        message: expect.stringContaining('--redis-url') as string,
+      });
       expect(await terminal()).toBeGreaterThanOrEqual(1);
     });
     const lease = await getLease(t, 'r');
@@ -168,7 +243,12 @@ describe('the embedded Lease fencing backend (no Redis)', () => {
       await expect(getLock(t, 'l')).rejects.toMatchObject({ code: 404 }); // the finalizer let it go
     });
     await createLock(t, lockBody('l', 'l', { leaseDurationSeconds: 30 }));
-    const again = await eventually(async () => { const x = await getLease(t, 'l'); const rec = x !== undefined ? parseLease(x) : undefined; expect(rec?.holder).toBeDefined(); return rec; });
+    const again = await eventually(async () => {
+      const x = await getLease(t, 'l');
+      const rec = x !== undefined ? parseLease(x) : undefined;
+      expect(rec?.holder).toBeDefined();
+      return rec;
+    });
     seen.push(again?.token ?? 0n);
     for (let i = 1; i < seen.length; i++) expect(seen[i]).toBeGreaterThan(seen[i - 1] ?? 0n);
     await eventually(async () => {

@@ -16,16 +16,23 @@ describe('the lock controller in Mutex mode', () => {
   const kc = sharedKubeConfig();
   const fx = useLockController('mutex-');
   let t: TestKube;
-  beforeAll(() => { t = fx.t; });
+  beforeAll(() => {
+    t = fx.t;
+  });
 
-  const pod = async (name: string, app: string) => ({ name, uid: (await createPod(t, name, { app })).metadata?.uid ?? '' });
+  const pod = async (name: string, app: string) => ({
+    name,
+    uid: (await createPod(t, name, { app })).metadata?.uid ?? '',
+  });
 
   it('grants nobody until asked, then grants in the order of asking, each release handing over to the next', async () => {
     const pods = [await pod('q-0', 'q'), await pod('q-1', 'q'), await pod('q-2', 'q')];
     await createLock(t, lockBody('q', 'q', { mode: 'Mutex', leaseDurationSeconds: 10 }));
     await new Promise((r) => setTimeout(r, 1500));
     expect(parseLease((await getLease(t, 'q')) ?? {}).holder).toBeUndefined();
-    await eventually(async () => { expect((await getLock(t, 'q')).status?.conditions?.find((c) => c.type === 'Held')?.status).toBe('False'); });
+    await eventually(async () => {
+      expect((await getLock(t, 'q')).status?.conditions?.find((c) => c.type === 'Held')?.status).toBe('False');
+    });
 
     // Ask in the order q-2, q-0, q-1 (not the pods' age order).
     const order = [pods[2], pods[0], pods[1]];
@@ -36,7 +43,9 @@ describe('the lock controller in Mutex mode', () => {
       attempts.push(acquire('q', { kubeconfig: kc, namespace: t.namespace, pod: p, waitMs: 30_000 }));
       await new Promise((r) => setTimeout(r, 400)); // distinct request times
     }
-    await eventually(async () => { expect((await getLock(t, 'q')).status?.queueLength).toBe(2); });
+    await eventually(async () => {
+      expect((await getLock(t, 'q')).status?.queueLength).toBe(2);
+    });
     for (const attempt of attempts) {
       const lock = await attempt;
       granted.push({ name: parseLease((await getLease(t, 'q')) ?? {}).holder?.name ?? '', token: lock.token });
@@ -50,15 +59,40 @@ describe('the lock controller in Mutex mode', () => {
     const a = await pod('cron-a', 'cron');
     const b = await pod('cron-b', 'cron');
     await createLock(t, lockBody('cron', 'cron', { mode: 'Mutex', leaseDurationSeconds: 10 }));
-    const run = (p: { name: string; uid: string }) => new Promise<{ code: number; stdout: string }>((res) => {
-      execFile(process.execPath, [main, 'exec', '--lock', 'cron', '--run-id', 'slot-2026-12-02T10:00', '--wait', '20s', '--kubeconfig', sharedKubeconfigPath(), '--', 'echo', `ran on ${p.name}`], {
-        env: { ...process.env, POD_NAME: p.name, POD_NAMESPACE: t.namespace, POD_UID: p.uid }, timeout: 60_000,
-      }, (err, stdout) => { res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout }); });
-    });
+    const run = (p: { name: string; uid: string }) =>
+      new Promise<{ code: number; stdout: string }>((res) => {
+        execFile(
+          process.execPath,
+          [
+            main,
+            'exec',
+            '--lock',
+            'cron',
+            '--run-id',
+            'slot-2026-12-02T10:00',
+            '--wait',
+            '20s',
+            '--kubeconfig',
+            sharedKubeconfigPath(),
+            '--',
+            'echo',
+            `ran on ${p.name}`,
+          ],
+          {
+            env: { ...process.env, POD_NAME: p.name, POD_NAMESPACE: t.namespace, POD_UID: p.uid },
+            timeout: 60_000,
+          },
+          (err, stdout) => {
+            res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout });
+          },
+        );
+      });
     const first = await run(a);
     expect(first).toEqual({ code: 0, stdout: 'ran on cron-a\n' });
     await eventually(async () => {
-      expect((await getLock(t, 'cron')).status?.completedRuns).toEqual([expect.objectContaining({ runId: 'slot-2026-12-02T10:00', holder: 'cron-a' })]);
+      expect((await getLock(t, 'cron')).status?.completedRuns).toEqual([
+        expect.objectContaining({ runId: 'slot-2026-12-02T10:00', holder: 'cron-a' }),
+      ]);
     });
     const second = await run(b);
     expect(second.code).toBe(EXIT_ALREADY_DONE);
@@ -69,12 +103,35 @@ describe('the lock controller in Mutex mode', () => {
     const a = await pod('race-a', 'race');
     const b = await pod('race-b', 'race');
     await createLock(t, lockBody('race', 'race', { mode: 'Mutex', leaseDurationSeconds: 10 }));
-    const run = (p: { name: string; uid: string }) => new Promise<{ code: number; stdout: string }>((res) => {
-      execFile(process.execPath, [main, 'exec', '--lock', 'race', '--run-id', 'nightly-2026-12-02', '--wait', '30s', '--kubeconfig', sharedKubeconfigPath(), '--',
-        process.execPath, '-e', `setTimeout(() => console.log('ran on ${p.name}'), 300)`], {
-        env: { ...process.env, POD_NAME: p.name, POD_NAMESPACE: t.namespace, POD_UID: p.uid }, timeout: 60_000,
-      }, (err, stdout) => { res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout }); });
-    });
+    const run = (p: { name: string; uid: string }) =>
+      new Promise<{ code: number; stdout: string }>((res) => {
+        execFile(
+          process.execPath,
+          [
+            main,
+            'exec',
+            '--lock',
+            'race',
+            '--run-id',
+            'nightly-2026-12-02',
+            '--wait',
+            '30s',
+            '--kubeconfig',
+            sharedKubeconfigPath(),
+            '--',
+            process.execPath,
+            '-e',
+            `setTimeout(() => console.log('ran on ${p.name}'), 300)`,
+          ],
+          {
+            env: { ...process.env, POD_NAME: p.name, POD_NAMESPACE: t.namespace, POD_UID: p.uid },
+            timeout: 60_000,
+          },
+          (err, stdout) => {
+            res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout });
+          },
+        );
+      });
     const results = await Promise.all([run(a), run(b)]);
     const ran = results.filter((r) => r.code === 0);
     const skipped = results.filter((r) => r.code === EXIT_ALREADY_DONE);
@@ -87,7 +144,13 @@ describe('the lock controller in Mutex mode', () => {
   it('5 contenders, 50 acquisitions: first come first served, never two holders at once, tokens strictly increasing', async () => {
     const contenders = await Promise.all([0, 1, 2, 3, 4].map((i) => pod(`m-${i}`, 'm')));
     await createLock(t, lockBody('m', 'm', { mode: 'Mutex', leaseDurationSeconds: 10 }));
-    interface Term { pod: string; token: bigint; askedAt: number; heldAt: number; releasedAt: number }
+    interface Term {
+      pod: string;
+      token: bigint;
+      askedAt: number;
+      heldAt: number;
+      releasedAt: number;
+    }
     const terms: Term[] = [];
     const worker = async (p: { name: string; uid: string }): Promise<void> => {
       for (let i = 0; i < 10; i++) {
@@ -107,7 +170,7 @@ describe('the lock controller in Mutex mode', () => {
       const prev = byGrant[i - 1];
       const cur = byGrant[i];
       if (prev === undefined || cur === undefined) continue;
-      expect(cur.token).toBeGreaterThan(prev.token);            // strictly increasing, in grant order
+      expect(cur.token).toBeGreaterThan(prev.token); // strictly increasing, in grant order
       expect(cur.heldAt).toBeGreaterThanOrEqual(prev.releasedAt); // never two holders at once
     }
     // FIFO: of two requests that were both waiting, the one asked clearly earlier (by > 100 ms,

@@ -7,13 +7,23 @@ import { parseLease } from '../../../src/lease/record.ts';
 import { getStatus } from '../../support/testbed/http-probe.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
+import {
+  eventually,
+  freshNamespace,
+  sharedKubeConfig,
+  sharedKubeconfigPath,
+  sharedRedisUrl,
+} from '../../support/env.ts';
 import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
 /** Sample is one series of a Prometheus text exposition. */
-interface Sample { readonly name: string; readonly labels: Readonly<Record<string, string>>; readonly value: number }
+interface Sample {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+}
 
 function parseExposition(text: string): Sample[] {
   const out: Sample[] = [];
@@ -21,7 +31,8 @@ function parseExposition(text: string): Sample[] {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (m === null) continue;
     const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1] ?? ''] = l[2] ?? '';
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1] ?? ''] = l[2] ?? '';
     out.push({ name: m[1] ?? '', labels, value: Number(m[3]) });
   }
   return out;
@@ -36,9 +47,16 @@ const sum = (s: readonly Sample[]): number => s.reduce((a, x) => a + x.value, 0)
 
 /** logLines parses every line of a process's log file as JSON (a line that is not JSON fails the test). */
 function logLines(file: string): Record<string, unknown>[] {
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => {
-    try { return JSON.parse(l) as Record<string, unknown>; } catch { throw new Error(`not a JSON line: ${l}`); }
-  });
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => {
+      try {
+        return JSON.parse(l) as Record<string, unknown>;
+      } catch {
+        throw new Error(`not a JSON line: ${l}`);
+      }
+    });
 }
 
 /** expectLogShape checks the fields every line must have, in the shape controller-runtime operators log. */
@@ -58,7 +76,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 // A real `fencepost controller` process against the real API server: what Prometheus scrapes from
 // it and what a log pipeline reads on its stderr carry controller-runtime's and client-go's names.
-describe('fencepost controller speaks controller-runtime\'s metrics and logs', () => {
+describe("fencepost controller speaks controller-runtime's metrics and logs", () => {
   const kc = sharedKubeConfig();
   const apiHost = new URL(kc.getCurrentCluster()?.server ?? '').host;
   let t: TestKube;
@@ -66,16 +84,34 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
   let proc: ManagedProcess;
   let metricsPort: number;
   const others: ManagedProcess[] = [];
-  const scrape = async (port = metricsPort): Promise<Sample[]> => parseExposition((await getStatus(`http://127.0.0.1:${port}/metrics`)).body);
+  const scrape = async (port = metricsPort): Promise<Sample[]> =>
+    parseExposition((await getStatus(`http://127.0.0.1:${port}/metrics`)).body);
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-observability-'));
     t = testKube(kc, await freshNamespace(kc, 'obs-'));
     metricsPort = await freePort();
     proc = spawnManaged('controller', process.execPath, {
-      args: [main, 'controller', '--kubeconfig', sharedKubeconfigPath(), '--redis-url', sharedRedisUrl(), '--namespace', t.namespace,
-        '--leader-election-namespace', t.namespace, '--metrics-bind-address', `127.0.0.1:${metricsPort}`,
-        '--health-probe-bind-address', '0', '--workers', '3', '--log-level', 'debug'],
+      args: [
+        main,
+        'controller',
+        '--kubeconfig',
+        sharedKubeconfigPath(),
+        '--redis-url',
+        sharedRedisUrl(),
+        '--namespace',
+        t.namespace,
+        '--leader-election-namespace',
+        t.namespace,
+        '--metrics-bind-address',
+        `127.0.0.1:${metricsPort}`,
+        '--health-probe-bind-address',
+        '0',
+        '--workers',
+        '3',
+        '--log-level',
+        'debug',
+      ],
       logFile: join(dir, 'controller.log'),
     });
   });
@@ -84,19 +120,23 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('exports every metric under controller-runtime\'s, client-go\'s and Node\'s standard names, and counts its real API requests', async () => {
+  it("exports every metric under controller-runtime's, client-go's and Node's standard names, and counts its real API requests", async () => {
     const before = await eventually(async () => {
       const m = await scrape();
       expect(series(m, 'leader_election_master_status', { name: 'fencepost-controller' })[0]?.value).toBe(1);
       expect(series(m, 'controller_runtime_max_concurrent_reconciles')).not.toHaveLength(0); // workers started
       return m;
-    }, 30_000).catch((err: unknown) => { throw new Error(`${String(err)}\n${tailLog(proc.logFile)}`); });
+    }, 30_000).catch((err: unknown) => {
+      throw new Error(`${String(err)}\n${tailLog(proc.logFile)}`);
+    });
     // Nothing is PATCHed before there is a lock: leader election creates and PUTs its Lease.
     const patchesBefore = sum(series(before, 'rest_client_requests_total', { method: 'PATCH' }));
 
     await createPod(t, 'obs-0', { app: 'obs' });
     await createLock(t, lockBody('obs', 'obs', { leaseDurationSeconds: 30 }));
-    await eventually(async () => { expect(parseLease((await getLease(t, 'obs')) ?? {}).holder?.name).toBe('obs-0'); }, 30_000);
+    await eventually(async () => {
+      expect(parseLease((await getLease(t, 'obs')) ?? {}).holder?.name).toBe('obs-0');
+    }, 30_000);
     const m = await eventually(async () => {
       const s = await scrape();
       expect(series(s, 'fencepost_grants_total', { cause: 'Vacant' })[0]?.value).toBe(1);
@@ -109,14 +149,25 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
       expect(series(m, 'controller_runtime_reconcile_total', { ...c, result }), result).toHaveLength(1);
     }
     expect(sum(series(m, 'controller_runtime_reconcile_total', c))).toBeGreaterThanOrEqual(1);
-    for (const name of ['controller_runtime_reconcile_errors_total', 'controller_runtime_terminal_reconcile_errors_total', 'controller_runtime_active_workers']) {
+    for (const name of [
+      'controller_runtime_reconcile_errors_total',
+      'controller_runtime_terminal_reconcile_errors_total',
+      'controller_runtime_active_workers',
+    ]) {
       expect(series(m, name, c), name).toHaveLength(1);
     }
     expect(series(m, 'controller_runtime_max_concurrent_reconciles', c)[0]?.value).toBe(3);
     expect(series(m, 'controller_runtime_reconcile_time_seconds_count', c)[0]?.value).toBeGreaterThanOrEqual(1);
     expect(series(m, 'controller_runtime_reconcile_time_seconds_bucket', { ...c, le: '+Inf' })).toHaveLength(1);
-    for (const name of ['workqueue_depth', 'workqueue_adds_total', 'workqueue_retries_total', 'workqueue_unfinished_work_seconds', 'workqueue_longest_running_processor_seconds',
-      'workqueue_queue_duration_seconds_count', 'workqueue_work_duration_seconds_count']) {
+    for (const name of [
+      'workqueue_depth',
+      'workqueue_adds_total',
+      'workqueue_retries_total',
+      'workqueue_unfinished_work_seconds',
+      'workqueue_longest_running_processor_seconds',
+      'workqueue_queue_duration_seconds_count',
+      'workqueue_work_duration_seconds_count',
+    ]) {
       expect(series(m, name, q), name).toHaveLength(1);
     }
     expect(series(m, 'workqueue_adds_total', q)[0]?.value).toBeGreaterThanOrEqual(1);
@@ -132,13 +183,23 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
     expect(sum(series(m, 'rest_client_requests_total', { code: '201', method: 'POST' }))).toBeGreaterThanOrEqual(1);
     expect(sum(series(m, 'rest_client_requests_total', { method: 'PATCH' }))).toBeGreaterThan(patchesBefore);
 
-    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_seconds']) {
+    for (const name of [
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'process_start_time_seconds',
+      'nodejs_heap_size_used_bytes',
+      'nodejs_eventloop_lag_seconds',
+    ]) {
       expect(series(m, name), name).not.toHaveLength(0);
     }
-    expect(m.filter((s) => /^fencepost_(process|nodejs|workqueue|reconcile_total|leader\b|active_workers)/.test(s.name)).map((s) => s.name)).toEqual([]);
+    expect(
+      m
+        .filter((s) => /^fencepost_(process|nodejs|workqueue|reconcile_total|leader\b|active_workers)/.test(s.name))
+        .map((s) => s.name),
+    ).toEqual([]);
   });
 
-  it('logs JSON lines with ts, a level word, msg, and controller-runtime\'s keys on reconcile lines', async () => {
+  it("logs JSON lines with ts, a level word, msg, and controller-runtime's keys on reconcile lines", async () => {
     const lines = await eventually(() => {
       const ls = logLines(proc.logFile);
       expect(ls.some((l) => l['msg'] === 'Granted Lease')).toBe(true);
@@ -149,8 +210,14 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
     expect(levels.has('debug') && levels.has('info'), [...levels].join(' ')).toBe(true);
     const granted = lines.find((l) => l['msg'] === 'Granted Lease');
     expect(granted).toMatchObject({
-      level: 'info', controller: 'distributedlock', controllerGroup: 'fencepost.io', controllerKind: 'DistributedLock',
-      DistributedLock: { name: 'obs', namespace: t.namespace }, namespace: t.namespace, name: 'obs', holder: 'obs-0',
+      level: 'info',
+      controller: 'distributedlock',
+      controllerGroup: 'fencepost.io',
+      controllerKind: 'DistributedLock',
+      DistributedLock: { name: 'obs', namespace: t.namespace },
+      namespace: t.namespace,
+      name: 'obs',
+      holder: 'obs-0',
     });
     expect(granted?.['reconcileID']).toMatch(UUID);
   });
@@ -159,8 +226,22 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
     // A second controller whose election namespace does not exist: creating its Lease fails with 404.
     const port = await freePort();
     const bad = spawnManaged('controller-bad-election', process.execPath, {
-      args: [main, 'controller', '--kubeconfig', sharedKubeconfigPath(), '--namespace', t.namespace, '--leader-election-namespace', `${t.namespace}-missing`,
-        '--leader-election-retry-period', '300ms', '--metrics-bind-address', `127.0.0.1:${port}`, '--health-probe-bind-address', '0'],
+      args: [
+        main,
+        'controller',
+        '--kubeconfig',
+        sharedKubeconfigPath(),
+        '--namespace',
+        t.namespace,
+        '--leader-election-namespace',
+        `${t.namespace}-missing`,
+        '--leader-election-retry-period',
+        '300ms',
+        '--metrics-bind-address',
+        `127.0.0.1:${port}`,
+        '--health-probe-bind-address',
+        '0',
+      ],
       logFile: join(dir, 'controller-bad.log'),
     });
     others.push(bad);
@@ -174,7 +255,9 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
     expect(failed?.['error']).toMatch(/404/);
     expect(failed?.['stacktrace']).toMatch(/^at /);
     const m = await scrape(port);
-    expect(sum(series(m, 'rest_client_requests_total', { code: '404', method: 'POST', host: apiHost }))).toBeGreaterThanOrEqual(1);
+    expect(
+      sum(series(m, 'rest_client_requests_total', { code: '404', method: 'POST', host: apiHost })),
+    ).toBeGreaterThanOrEqual(1);
     expect(series(m, 'leader_election_master_status', { name: 'fencepost-controller' })[0]?.value).toBe(0);
   });
 
@@ -182,13 +265,41 @@ describe('fencepost controller speaks controller-runtime\'s metrics and logs', (
     const pod = await createPod(t, 'job-0', { app: 'job' });
     await createLock(t, lockBody('job', 'job', { leaseDurationSeconds: 30 }));
     const r = await new Promise<{ code: number | null; stderr: string }>((res) => {
-      execFile(process.execPath, [main, 'exec', '--kubeconfig', sharedKubeconfigPath(), '--lock', 'job', '--wait', '20s', '--log-level', 'info', '--', 'true'], {
-        env: { ...process.env, POD_NAME: 'job-0', POD_NAMESPACE: t.namespace, POD_UID: pod.metadata?.uid ?? '' }, timeout: 60_000,
-      }, (err, _stdout, stderr) => { res({ code: err === null ? 0 : (typeof err.code === 'number' ? err.code : null), stderr }); });
+      execFile(
+        process.execPath,
+        [
+          main,
+          'exec',
+          '--kubeconfig',
+          sharedKubeconfigPath(),
+          '--lock',
+          'job',
+          '--wait',
+          '20s',
+          '--log-level',
+          'info',
+          '--',
+          'true',
+        ],
+        {
+          env: { ...process.env, POD_NAME: 'job-0', POD_NAMESPACE: t.namespace, POD_UID: pod.metadata?.uid ?? '' },
+          timeout: 60_000,
+        },
+        (err, _stdout, stderr) => {
+          res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stderr });
+        },
+      );
     });
     expect(r.code, r.stderr).toBe(0);
-    const lines = r.stderr.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = r.stderr
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expectLogShape(lines);
-    expect(lines.find((l) => l['msg'] === 'Acquired lock')).toMatchObject({ level: 'info', component: 'exec', lock: 'job' });
+    expect(lines.find((l) => l['msg'] === 'Acquired lock')).toMatchObject({
+      level: 'info',
+      component: 'exec',
+      lock: 'job',
+    });
   });
 });

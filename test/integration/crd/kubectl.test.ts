@@ -18,17 +18,39 @@ describe('kubectl and the DistributedLock CRD', () => {
   let namespace = '';
   const kubectl = async (...args: string[]) =>
     (await run(findBinary('kubectl'), ['--kubeconfig', sharedKubeconfigPath(), '-n', namespace, ...args])).stdout;
-  beforeAll(async () => { namespace = await freshNamespace(kc, 'kubectl-'); });
+  beforeAll(async () => {
+    namespace = await freshNamespace(kc, 'kubectl-');
+  });
 
   it('applies the example lock and prints READY, HOLDER, TOKEN, EXPIRES and AGE (MODE and TRANSITIONS with -o wide)', async () => {
     expect(await kubectl('apply', '-f', example)).toContain('distributedlock.fencepost.io/billing created');
-    await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObjectStatus({
-      group: GROUP, version: VERSION, namespace, plural: PLURAL, name: 'billing',
-      body: { status: {
-        holder: { name: 'billing-7d9f-abcde', uid: 'u-1' }, fencingToken: '9007199254740993', expireTime: '2026-12-02T12:00:10Z', leaseTransitions: 3,
-        conditions: [{ type: 'Ready', status: 'True', reason: 'AsExpected', message: 'The lock is managed and can be granted', lastTransitionTime: '2026-12-02T12:00:00Z' }],
-      } },
-    }, mergePatch);
+    await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObjectStatus(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural: PLURAL,
+        name: 'billing',
+        body: {
+          status: {
+            holder: { name: 'billing-7d9f-abcde', uid: 'u-1' },
+            fencingToken: '9007199254740993',
+            expireTime: '2026-12-02T12:00:10Z',
+            leaseTransitions: 3,
+            conditions: [
+              {
+                type: 'Ready',
+                status: 'True',
+                reason: 'AsExpected',
+                message: 'The lock is managed and can be granted',
+                lastTransitionTime: '2026-12-02T12:00:00Z',
+              },
+            ],
+          },
+        },
+      },
+      mergePatch,
+    );
 
     const table = await kubectl('get', 'dlock');
     const [header, row] = table.trim().split('\n');
@@ -36,16 +58,35 @@ describe('kubectl and the DistributedLock CRD', () => {
     expect(row).toMatch(/^billing\s+True\s+billing-7d9f-abcde\s+9007199254740993\s+2026-12-02T12:00:10Z\s+\d+s/);
 
     const wide = await kubectl('get', 'distributedlocks.fencepost.io', '-o', 'wide');
-    expect(wide.split('\n')[0]?.split(/\s+/)).toEqual(['NAME', 'READY', 'HOLDER', 'TOKEN', 'EXPIRES', 'MODE', 'TRANSITIONS', 'AGE']);
+    expect(wide.split('\n')[0]?.split(/\s+/)).toEqual([
+      'NAME',
+      'READY',
+      'HOLDER',
+      'TOKEN',
+      'EXPIRES',
+      'MODE',
+      'TRANSITIONS',
+      'AGE',
+    ]);
     expect(wide).toMatch(/Election\s+3/);
   });
 
   it('refuses an invalid lock on kubectl apply with a message naming the field', async () => {
     const bad = `apiVersion: fencepost.io/v1alpha1\nkind: DistributedLock\nmetadata: {name: bad}\nspec:\n  leaseDurationSeconds: 10\n  renewDeadlineSeconds: 12\n  candidates: {selector: {matchLabels: {app: x}}}\n`;
-    const child = execFile(findBinary('kubectl'), ['--kubeconfig', sharedKubeconfigPath(), '-n', namespace, 'apply', '-f', '-']);
+    const child = execFile(findBinary('kubectl'), [
+      '--kubeconfig',
+      sharedKubeconfigPath(),
+      '-n',
+      namespace,
+      'apply',
+      '-f',
+      '-',
+    ]);
     child.stdin?.end(bad);
     let stderr = '';
-    child.stderr?.on('data', (d: string) => { stderr += d; });
+    child.stderr?.on('data', (d: string) => {
+      stderr += d;
+    });
     const code = await new Promise<number | null>((r) => child.on('exit', r));
     expect(code).not.toBe(0);
     expect(stderr).toContain('spec.renewDeadlineSeconds must be less than spec.leaseDurationSeconds');

@@ -39,17 +39,34 @@ describe('examples/library-app.ts with the SQL guard of examples/sql-guard.ts', 
     await createLock(f.t, lockBody('daily-totals', 'ledger', { leaseDurationSeconds: 10 }));
     for (const i of [0, 1]) {
       const pod = await createPod(f.t, `ledger-${i}`, { app: 'ledger' });
-      apps.push(spawnManaged(`app-${i}`, process.execPath, {
-        args: [app], logFile: join(dir, `app-${i}.log`),
-        env: { ...process.env, KUBECONFIG: sharedKubeconfigPath(), DATABASE_URL: db.url, POD_NAME: `ledger-${i}`, POD_NAMESPACE: f.t.namespace, POD_UID: pod.metadata?.uid ?? '' },
-      }));
+      apps.push(
+        spawnManaged(`app-${i}`, process.execPath, {
+          args: [app],
+          logFile: join(dir, `app-${i}.log`),
+          env: {
+            ...process.env,
+            KUBECONFIG: sharedKubeconfigPath(),
+            DATABASE_URL: db.url,
+            POD_NAME: `ledger-${i}`,
+            POD_NAMESPACE: f.t.namespace,
+            POD_UID: pod.metadata?.uid ?? '',
+          },
+        }),
+      );
     }
-    const tokenOf = (text: string): bigint | undefined => { const m = /holding daily-totals with fencing token (\d+)/.exec(text); return m?.[1] !== undefined ? BigInt(m[1]) : undefined; };
-    const first = await eventually(() => {
-      const holders = apps.filter((a) => /wrote total 2 /.test(output(a)));
-      expect(holders).toHaveLength(1);
-      return holders[0] as ManagedProcess;
-    }, 30_000, 100);
+    const tokenOf = (text: string): bigint | undefined => {
+      const m = /holding daily-totals with fencing token (\d+)/.exec(text);
+      return m?.[1] !== undefined ? BigInt(m[1]) : undefined;
+    };
+    const first = await eventually(
+      () => {
+        const holders = apps.filter((a) => /wrote total 2 /.test(output(a)));
+        expect(holders).toHaveLength(1);
+        return holders[0] as ManagedProcess;
+      },
+      30_000,
+      100,
+    );
     const other = apps.find((a) => a !== first) as ManagedProcess;
     const oldToken = tokenOf(output(first)) ?? 0n;
     expect(tokenOf(output(other))).toBeUndefined();
@@ -58,17 +75,27 @@ describe('examples/library-app.ts with the SQL guard of examples/sql-guard.ts', 
     await first.stop();
     expect(await first.exited).toBe(0);
     expect(output(first)).toContain('stopping; releasing the lock');
-    const newToken = await eventually(() => {
-      expect(output(other)).toMatch(/wrote total 1 /);
-      return tokenOf(output(other)) ?? 0n;
-    }, 20_000, 100);
+    const newToken = await eventually(
+      () => {
+        expect(output(other)).toMatch(/wrote total 1 /);
+        return tokenOf(output(other)) ?? 0n;
+      },
+      20_000,
+      100,
+    );
     expect(performance.now() - stoppedAt).toBeLessThan(10_000); // released, not expired
     expect(newToken).toBeGreaterThan(oldToken);
 
     // A write with the first replica's token, as a stale holder would send it, is refused.
     const day = new Date().toISOString().slice(0, 10);
     expect(await writeTotal(ledger(pool), day, 999, oldToken, 'ledger-stale')).toBe(false);
-    const row = await pool.query<{ written_by: string; fence: string }>('SELECT written_by, fence::text AS fence FROM daily_totals WHERE day = $1', [day]);
-    expect(row.rows[0]).toEqual({ written_by: other === apps[0] ? 'ledger-0' : 'ledger-1', fence: newToken.toString() });
+    const row = await pool.query<{ written_by: string; fence: string }>(
+      'SELECT written_by, fence::text AS fence FROM daily_totals WHERE day = $1',
+      [day],
+    );
+    expect(row.rows[0]).toEqual({
+      written_by: other === apps[0] ? 'ledger-0' : 'ledger-1',
+      fence: newToken.toString(),
+    });
   });
 });

@@ -1,7 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { fenceMigrationSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../../../src/guards/postgres-guard.ts';
+import {
+  fenceMigrationSql,
+  postgresGuard,
+  type PostgresGuard,
+  type PostgresQueryable,
+} from '../../../src/guards/postgres-guard.ts';
 import type { FencedSqlSpec } from '../../../src/guards/sql-guard.ts';
 import { startPostgres, type PostgresServer } from '../../support/testbed/postgres.ts';
 import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
@@ -9,7 +14,10 @@ import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];
 const SPEC: FencedSqlSpec = { table: 'docs', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] };
 
-interface Row { body: string | null; fence: string }
+interface Row {
+  body: string | null;
+  fence: string;
+}
 
 // A real PostgreSQL server of this file's own: what matters is what the database does with the
 // statements — the comparison of a text-bound token with a bigint column, the row lock under
@@ -44,21 +52,28 @@ describe('postgresGuard against a real PostgreSQL server', () => {
   });
 
   it('runs the migration idempotently: a bigint fence column, NOT NULL DEFAULT 0, on existing rows too', async () => {
-    expect(fenceMigrationSql(SPEC)).toBe('ALTER TABLE "docs" ADD COLUMN IF NOT EXISTS "fence" bigint NOT NULL DEFAULT 0');
+    expect(fenceMigrationSql(SPEC)).toBe(
+      'ALTER TABLE "docs" ADD COLUMN IF NOT EXISTS "fence" bigint NOT NULL DEFAULT 0',
+    );
     await pool.query('CREATE TABLE migrated (id text PRIMARY KEY, body text)');
     await pool.query("INSERT INTO migrated (id, body) VALUES ('old', 'before the migration')");
     const spec = { table: 'migrated', fenceColumn: 'fence' };
     await pool.query(fenceMigrationSql(spec));
     await pool.query(fenceMigrationSql(spec)); // again: a notice, no error, no change
     const cols = await pool.query<{ data_type: string; is_nullable: string; column_default: string }>(
-      "SELECT data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = 'migrated' AND column_name = 'fence'");
+      "SELECT data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = 'migrated' AND column_name = 'fence'",
+    );
     expect(cols.rows).toEqual([{ data_type: 'bigint', is_nullable: 'NO', column_default: '0' }]);
     const old = await pool.query<{ fence: string }>("SELECT fence::text AS fence FROM migrated WHERE id = 'old'");
     expect(old.rows[0]?.fence).toBe('0');
     const g = postgresGuard(pool, { table: 'migrated', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] });
     expect(await g.write('old', 1n, ['after'])).toEqual({ accepted: true });
-    expect(() => fenceMigrationSql({ table: 'x"; DROP TABLE docs; --', fenceColumn: 'fence' })).toThrow(/not an identifier/);
-    expect(fenceMigrationSql({ schema: 'public', table: 'docs', fenceColumn: 'fence' })).toBe('ALTER TABLE "public"."docs" ADD COLUMN IF NOT EXISTS "fence" bigint NOT NULL DEFAULT 0');
+    expect(() => fenceMigrationSql({ table: 'x"; DROP TABLE docs; --', fenceColumn: 'fence' })).toThrow(
+      /not an identifier/,
+    );
+    expect(fenceMigrationSql({ schema: 'public', table: 'docs', fenceColumn: 'fence' })).toBe(
+      'ALTER TABLE "public"."docs" ADD COLUMN IF NOT EXISTS "fence" bigint NOT NULL DEFAULT 0',
+    );
   });
 
   it('accepts increasing tokens, writes the value and raises the fence', async () => {
@@ -117,7 +132,12 @@ describe('postgresGuard against a real PostgreSQL server', () => {
 
   it('refuses malformed tokens before anything reaches the database, changing nothing', async () => {
     let sent = 0;
-    const counting: PostgresQueryable = { query: async (text, params) => { sent++; return pool.query(text, params); } };
+    const counting: PostgresQueryable = {
+      query: async (text, params) => {
+        sent++;
+        return pool.query(text, params);
+      },
+    };
     const g = postgresGuard(counting, SPEC);
     const id = fresh();
     await insert(id);
@@ -125,7 +145,10 @@ describe('postgresGuard against a real PostgreSQL server', () => {
     expect(sent).toBe(1);
     for (const bad of MALFORMED) {
       for (const mode of ['write', 'upsert'] as const) {
-        const err = await g[mode](id, bad, ['forged']).then(() => undefined, (e: unknown) => e);
+        const err = await g[mode](id, bad, ['forged']).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(err, `${mode} with token ${JSON.stringify(bad)}`).toBeInstanceOf(TokenError);
         expect((err as Error).message).toContain(bad === '9223372036854775808' ? bad : JSON.stringify(bad));
       }
@@ -150,7 +173,7 @@ describe('postgresGuard against a real PostgreSQL server', () => {
     expect(await row(id)).toEqual({ body: 'newer', fence: '9007199254740993' });
   });
 
-  it('leaves the highest token\'s value when 20 writers race on separate connections', async () => {
+  it("leaves the highest token's value when 20 writers race on separate connections", async () => {
     const randomToken = (): bigint => randomBytes(8).readBigUInt64BE() & MAX_TOKEN;
     const WRITERS = 20;
     for (const mode of ['write', 'upsert'] as const) {
@@ -164,11 +187,13 @@ describe('postgresGuard against a real PostgreSQL server', () => {
       // One connection per writer, all checked out before any writes: the writes really overlap.
       const conns = await Promise.all(list.map(() => pool.connect()));
       try {
-        const results = await Promise.all(list.map((t, i) => {
-          const conn = conns[i];
-          if (conn === undefined) throw new Error('no connection');
-          return postgresGuard(conn, SPEC)[mode](id, t, [`t${t}`]);
-        }));
+        const results = await Promise.all(
+          list.map((t, i) => {
+            const conn = conns[i];
+            if (conn === undefined) throw new Error('no connection');
+            return postgresGuard(conn, SPEC)[mode](id, t, [`t${t}`]);
+          }),
+        );
         expect(results[list.indexOf(maxTok)], why).toEqual({ accepted: true });
         expect(results.filter((r) => r.accepted).length, why).toBeGreaterThanOrEqual(1);
       } finally {

@@ -6,7 +6,6 @@ import { redisGuard, type RedisGuard, type RedisWriteResult } from '../../../src
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
-
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];
 
 // A real redis-server of this file's own: the guard is one Lua script, and what matters is what
@@ -60,7 +59,11 @@ describe('redisGuard against a real redis-server', () => {
   it('compares exactly around 2^53 and by length, not as doubles or plain strings', async () => {
     const k = fresh();
     expect((await guard.write(k, '9007199254740993', 'a')).accepted).toBe(true);
-    expect(await guard.write(k, '9007199254740992', 'b')).toEqual({ accepted: false, reason: 'stale', highWater: 9007199254740993n });
+    expect(await guard.write(k, '9007199254740992', 'b')).toEqual({
+      accepted: false,
+      reason: 'stale',
+      highWater: 9007199254740993n,
+    });
     expect(await client.get(k)).toBe('a');
     expect((await guard.write(k, 9007199254740994n, 'c')).accepted).toBe(true);
     expect(await guard.highWater(k)).toBe(9007199254740994n);
@@ -77,7 +80,11 @@ describe('redisGuard against a real redis-server', () => {
     const max = fresh();
     await guard.write(max, MAX_TOKEN - 1n, 'almost');
     expect((await guard.write(max, MAX_TOKEN, 'max')).accepted).toBe(true);
-    expect(await guard.write(max, MAX_TOKEN - 1n, 'late')).toEqual({ accepted: false, reason: 'stale', highWater: MAX_TOKEN });
+    expect(await guard.write(max, MAX_TOKEN - 1n, 'late')).toEqual({
+      accepted: false,
+      reason: 'stale',
+      highWater: MAX_TOKEN,
+    });
   });
 
   it('refuses malformed tokens before anything reaches Redis, naming the value', async () => {
@@ -89,7 +96,10 @@ describe('redisGuard against a real redis-server', () => {
     try {
       for (const bad of MALFORMED) {
         for (const g of [blind, guard]) {
-          const err = await g.write(k, bad, 'forged').then(() => undefined, (e: unknown) => e);
+          const err = await g.write(k, bad, 'forged').then(
+            () => undefined,
+            (e: unknown) => e,
+          );
           expect(err, `token ${JSON.stringify(bad)}`).toBeInstanceOf(TokenError);
           expect((err as Error).message).toContain(bad === '9223372036854775808' ? bad : JSON.stringify(bad));
         }
@@ -111,8 +121,12 @@ describe('redisGuard against a real redis-server', () => {
     await guard.write(k, '5', 'kept');
     // Defence in depth: the script re-validates its token.
     const raw = client as unknown as { fencepostFencedWrite(...args: string[]): Promise<unknown> };
-    await expect(raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '007', 'forged', '', '1000')).rejects.toThrow(/malformed fencing token/);
-    await expect(raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '9223372036854775808', 'forged', '', '1000')).rejects.toThrow(/malformed fencing token/);
+    await expect(raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '007', 'forged', '', '1000')).rejects.toThrow(
+      /malformed fencing token/,
+    );
+    await expect(
+      raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '9223372036854775808', 'forged', '', '1000'),
+    ).rejects.toThrow(/malformed fencing token/);
     expect(await client.get(k)).toBe('kept');
     // A corrupted mark is never compared.
     await client.set(`${k}:fence`, '1e3');
@@ -179,7 +193,12 @@ describe('redisGuard against a real redis-server', () => {
     const why = `seed=${seed} (replay the workload with FENCEPOST_GUARD_SEED=${seed})`;
     const key = `guard-test:random:${seed}`;
 
-    interface Send { holder: number; token: bigint; value: string; writeId?: string }
+    interface Send {
+      holder: number;
+      token: bigint;
+      value: string;
+      writeId?: string;
+    }
     const HOLDERS = 5;
     const TOTAL = 2000;
     const clients = Array.from({ length: HOLDERS }, () => redis.client());
@@ -192,7 +211,9 @@ describe('redisGuard against a real redis-server', () => {
     let ended = false;
     monitor.on('monitor', (_time: string, args: string[]) => {
       const cmd = (args[0] ?? '').toLowerCase();
-      if (cmd === 'evalsha' || cmd === 'eval') { if (args[3] === key) seen.push(args); }
+      if (cmd === 'evalsha' || cmd === 'eval') {
+        if (args[3] === key) seen.push(args);
+      }
       if (cmd === 'echo' && args[1] === marker) ended = true;
     });
 
@@ -229,16 +250,18 @@ describe('redisGuard against a real redis-server', () => {
           past.push(send);
         }
         sends.push(...batch);
-        await Promise.all(batch.map(async (s) => {
-          const ticks = Math.floor(rnd() * 3);
-          for (let i = 0; i < ticks; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-          const g = guards[s.holder];
-          if (g === undefined) throw new Error('no guard');
-          const res = await g.write(key, s.token, s.value, s.writeId);
-          const list = results.get(s.value) ?? [];
-          list.push(res);
-          results.set(s.value, list);
-        }));
+        await Promise.all(
+          batch.map(async (s) => {
+            const ticks = Math.floor(rnd() * 3);
+            for (let i = 0; i < ticks; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+            const g = guards[s.holder];
+            if (g === undefined) throw new Error('no guard');
+            const res = await g.write(key, s.token, s.value, s.writeId);
+            const list = results.get(s.value) ?? [];
+            list.push(res);
+            results.set(s.value, list);
+          }),
+        );
       }
       await clients[0]?.echo(marker);
       for (let i = 0; !ended; i++) {
@@ -275,7 +298,10 @@ describe('redisGuard against a real redis-server', () => {
     }
     const actual = new Map<string, string[]>();
     for (const [value, list] of results) {
-      actual.set(value, list.map((r) => r.accepted ? (r.duplicate ? 'duplicate' : 'applied') : `stale:${r.highWater}`));
+      actual.set(
+        value,
+        list.map((r) => (r.accepted ? (r.duplicate ? 'duplicate' : 'applied') : `stale:${r.highWater}`)),
+      );
     }
     expect([...actual.keys()].sort(), why).toEqual([...expected.keys()].sort());
     for (const [value, outcomes] of expected) {
@@ -284,7 +310,10 @@ describe('redisGuard against a real redis-server', () => {
     }
 
     for (let i = 1; i < acceptedTokens.length; i++) {
-      expect((acceptedTokens[i] ?? 0n) >= (acceptedTokens[i - 1] ?? 0n), `${why}: accepted ${acceptedTokens[i]} after ${acceptedTokens[i - 1]}`).toBe(true);
+      expect(
+        (acceptedTokens[i] ?? 0n) >= (acceptedTokens[i - 1] ?? 0n),
+        `${why}: accepted ${acceptedTokens[i]} after ${acceptedTokens[i - 1]}`,
+      ).toBe(true);
     }
     for (const [value, list] of results) {
       const token = BigInt(/-t(\d+)$/.exec(value)?.[1] ?? 'x');

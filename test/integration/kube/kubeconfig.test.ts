@@ -22,10 +22,15 @@ describe('loadKubeConfig', () => {
     shared.loadFromFile(sharedKubeconfigPath());
     const server = new URL(shared.getCurrentCluster()?.server ?? '');
     proxy = await startTcpProxy({ targetPort: Number(server.port) });
-    proxy.onClientData((_chunk, id) => { connections.add(id); });
+    proxy.onClientData((_chunk, id) => {
+      connections.add(id);
+    });
     dir = mkdtempSync(join(tmpdir(), 'fencepost-kubeconfig-'));
     kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(kubeconfig, readFileSync(sharedKubeconfigPath(), 'utf8').replace(server.origin, `https://127.0.0.1:${proxy.port}`));
+    writeFileSync(
+      kubeconfig,
+      readFileSync(sharedKubeconfigPath(), 'utf8').replace(server.origin, `https://127.0.0.1:${proxy.port}`),
+    );
   });
   afterAll(async () => {
     await proxy.close();
@@ -45,10 +50,18 @@ describe('loadKubeConfig', () => {
 
   it('reports each request once (for rest_client_requests_total): its status, method and host, or <error> when no answer came', async () => {
     const seen: RestRequest[] = [];
-    const core = loadKubeConfig(kubeconfig, { onRequest: (r) => { seen.push(r); } }).makeApiClient(CoreV1Api);
+    const core = loadKubeConfig(kubeconfig, {
+      onRequest: (r) => {
+        seen.push(r);
+      },
+    }).makeApiClient(CoreV1Api);
     for (let i = 0; i < 3; i++) await core.readNamespace({ name: 'default' });
     await expect(core.readNamespace({ name: 'no-such-namespace' })).rejects.toThrow(/404/);
-    await core.createNamespacedConfigMap({ namespace: 'default', dryRun: 'All', body: { metadata: { name: 'counted' } } });
+    await core.createNamespacedConfigMap({
+      namespace: 'default',
+      dryRun: 'All',
+      body: { metadata: { name: 'counted' } },
+    });
     const host = `127.0.0.1:${proxy.port}`;
     const get = { code: '200', method: 'GET', host };
     expect(seen).toEqual([get, get, get, { ...get, code: '404' }, { code: '201', method: 'POST', host }]);
@@ -56,7 +69,15 @@ describe('loadKubeConfig', () => {
     const refused = join(dir, 'refused');
     writeFileSync(refused, readFileSync(kubeconfig, 'utf8').replace(`https://${host}`, 'https://127.0.0.1:2')); // nothing listens on port 2
     const failing: RestRequest[] = [];
-    await expect(loadKubeConfig(refused, { onRequest: (r) => { failing.push(r); } }).makeApiClient(CoreV1Api).readNamespace({ name: 'default' })).rejects.toThrow();
+    await expect(
+      loadKubeConfig(refused, {
+        onRequest: (r) => {
+          failing.push(r);
+        },
+      })
+        .makeApiClient(CoreV1Api)
+        .readNamespace({ name: 'default' }),
+    ).rejects.toThrow();
     expect(failing).toEqual([{ code: '<error>', method: 'GET', host: '127.0.0.1:2' }]);
   });
 

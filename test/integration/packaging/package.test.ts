@@ -3,7 +3,17 @@
 // consumer whose dependencies are links into ours (no registry), then imported by its subpaths,
 // type-checked against the shipped declarations, and run through its bin. Needs no servers.
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -26,13 +36,20 @@ interface PackageJson {
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as PackageJson;
 
 /** CONSUMER_TSCONFIG: a strict ESM consumer resolving the package the way Node does (nodenext). */
-const consumerTsconfig = (file: string, skipLibCheck: boolean): string => JSON.stringify({
-  compilerOptions: {
-    target: 'es2024', lib: ['es2024', 'esnext.disposable'], module: 'nodenext', moduleResolution: 'nodenext',
-    strict: true, noEmit: true, types: ['node'], skipLibCheck,
-  },
-  files: [file],
-});
+const consumerTsconfig = (file: string, skipLibCheck: boolean): string =>
+  JSON.stringify({
+    compilerOptions: {
+      target: 'es2024',
+      lib: ['es2024', 'esnext.disposable'],
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      strict: true,
+      noEmit: true,
+      types: ['node'],
+      skipLibCheck,
+    },
+    files: [file],
+  });
 
 describe('the fencepost npm package', () => {
   let dir = '';
@@ -47,7 +64,9 @@ describe('the fencepost npm package', () => {
     mkdirSync(stage);
     for (const f of ['package.json', 'README.md', 'crds']) cpSync(join(root, f), join(stage, f), { recursive: true });
     await run(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', join(stage, 'dist')], { cwd: root });
-    const packed = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: stage, env: npmEnv })).stdout) as { filename: string; files: { path: string }[] }[];
+    const packed = JSON.parse(
+      (await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: stage, env: npmEnv })).stdout,
+    ) as { filename: string; files: { path: string }[] }[];
     shipped = packed[0]?.files.map((f) => f.path) ?? [];
     // 2. Install it: unpack into a consumer's node_modules; link the dependencies to ours.
     consumer = join(dir, 'consumer');
@@ -56,38 +75,74 @@ describe('the fencepost npm package', () => {
     writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', type: 'module', private: true }));
     await run('tar', ['-xzf', join(dir, packed[0]?.filename ?? ''), '-C', join(consumer, 'node_modules')]);
     renameSync(join(consumer, 'node_modules/package'), installed(''));
-    for (const dep of [...Object.keys(pkg.dependencies), '@types/node']) symlinkSync(join(root, 'node_modules', dep), join(consumer, 'node_modules', dep));
+    for (const dep of [...Object.keys(pkg.dependencies), '@types/node'])
+      symlinkSync(join(root, 'node_modules', dep), join(consumer, 'node_modules', dep));
   }, 300_000);
-  afterAll(() => { if (dir !== '') rmSync(dir, { recursive: true, force: true }); });
+  afterAll(() => {
+    if (dir !== '') rmSync(dir, { recursive: true, force: true });
+  });
 
   it('ships the build with its declarations, the CRD, the agent API contract and the README, and no sources or tests', () => {
-    expect(shipped).toEqual(expect.arrayContaining([
-      'package.json', 'README.md', 'crds/distributedlocks.fencepost.io.yaml',
-      'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/guards/index.js', 'dist/src/guards/index.d.ts', 'dist/src/cli/main.js',
-      'dist/src/agent/openapi.json', // the agent serves it at /openapi.json
-    ]));
-    expect(shipped.filter((f) => !/^(dist\/src\/.*\.(js|d\.ts|js\.map)|dist\/src\/agent\/openapi\.json|crds\/.*\.yaml|package\.json|README\.md)$/.test(f))).toEqual([]);
+    expect(shipped).toEqual(
+      expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'crds/distributedlocks.fencepost.io.yaml',
+        'dist/src/index.js',
+        'dist/src/index.d.ts',
+        'dist/src/guards/index.js',
+        'dist/src/guards/index.d.ts',
+        'dist/src/cli/main.js',
+        'dist/src/agent/openapi.json', // the agent serves it at /openapi.json
+      ]),
+    );
+    expect(
+      shipped.filter(
+        (f) =>
+          !/^(dist\/src\/.*\.(js|d\.ts|js\.map)|dist\/src\/agent\/openapi\.json|crds\/.*\.yaml|package\.json|README\.md)$/.test(
+            f,
+          ),
+      ),
+    ).toEqual([]);
   });
 
   it('points every export, its types condition, "types" and the bin at a file it ships', () => {
     const targets = Object.values(pkg.exports).flatMap((e) => (typeof e === 'string' ? [e] : Object.values(e)));
-    const paths = [...targets, pkg.types, ...Object.values(pkg.bin)].map((p) => p.replace(/^\.\//, '').replace('*', 'distributedlocks.fencepost.io.yaml'));
+    const paths = [...targets, pkg.types, ...Object.values(pkg.bin)].map((p) =>
+      p.replace(/^\.\//, '').replace('*', 'distributedlocks.fencepost.io.yaml'),
+    );
     for (const path of paths) expect(existsSync(installed(path)), path).toBe(true);
     expect(Object.keys(pkg.exports)).toEqual(expect.arrayContaining(['.', './guards']));
     for (const [subpath, e] of Object.entries(pkg.exports)) {
-      if (typeof e !== 'string' && e['default']?.endsWith('.js')) expect(Object.keys(e)[0], `${subpath}: types must come first`).toBe('types');
+      if (typeof e !== 'string' && e['default']?.endsWith('.js'))
+        expect(Object.keys(e)[0], `${subpath}: types must come first`).toBe('types');
     }
   });
 
-  const fenceposts = (t: ModuleTrace): string[] => t.modules.filter((m) => m.startsWith('node_modules/fencepost/')).map((m) => m.slice('node_modules/fencepost/'.length));
+  const fenceposts = (t: ModuleTrace): string[] =>
+    t.modules
+      .filter((m) => m.startsWith('node_modules/fencepost/'))
+      .map((m) => m.slice('node_modules/fencepost/'.length));
   const load = (code: string) => traceModules(['--input-type=module', '-e', code], { cwd: consumer });
 
   it("loads 'fencepost/guards' with no other package: no Kubernetes client, Redis client, logger or metrics", async () => {
     const t = await load(`const g = await import('fencepost/guards'); console.log(Object.keys(g).sort().join(' '))`);
     expect(t.code, t.stderr).toBe(0);
-    expect(t.stdout.trim().split(' ')).toEqual(expect.arrayContaining(['FenceBook', 'httpGuard', 'postgresGuard', 'redisGuard', 'fencedUpdateSql', 'TokenError', 'parseToken']));
+    expect(t.stdout.trim().split(' ')).toEqual(
+      expect.arrayContaining([
+        'FenceBook',
+        'httpGuard',
+        'postgresGuard',
+        'redisGuard',
+        'fencedUpdateSql',
+        'TokenError',
+        'parseToken',
+      ]),
+    );
     expect(t.packages).toEqual(['fencepost']);
-    expect(fenceposts(t).filter((f) => !f.startsWith('dist/src/guards/') && f !== 'dist/src/protocol/token.js')).toEqual([]);
+    expect(
+      fenceposts(t).filter((f) => !f.startsWith('dist/src/guards/') && f !== 'dist/src/protocol/token.js'),
+    ).toEqual([]);
   });
 
   it("loads 'fencepost' (acquire and the guards) with the Kubernetes client, and without ioredis or prom-client", async () => {
@@ -101,7 +156,9 @@ describe('the fencepost npm package', () => {
   });
 
   it('refuses deep imports of what it does not export', async () => {
-    const t = await load(`try { await import('fencepost/dist/src/client/acquire.js'); } catch (e) { console.log(e.code); }`);
+    const t = await load(
+      `try { await import('fencepost/dist/src/client/acquire.js'); } catch (e) { console.log(e.code); }`,
+    );
     expect(t.stdout.trim()).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');
   });
 
@@ -114,20 +171,25 @@ describe('the fencepost npm package', () => {
     const agent = await traceModules([main, 'agent', '--lock', 'billing'], { cwd: consumer }); // no POD_NAME: fails after loading
     expect(fenceposts(agent)).toContain('dist/src/cli/agent.js');
     expect(agent.packages).not.toContain('ioredis');
-    expect(fenceposts(agent).filter((f) => f.startsWith('dist/src/controllers/') || f === 'dist/src/cli/controller.js')).toEqual([]);
+    expect(
+      fenceposts(agent).filter((f) => f.startsWith('dist/src/controllers/') || f === 'dist/src/cli/controller.js'),
+    ).toEqual([]);
   });
 
   it('type-checks a consumer of fencepost/guards against the shipped declarations alone (no Kubernetes types)', async () => {
-    writeFileSync(join(consumer, 'guards-user.ts'), [
-      "import { FenceBook, postgresGuard, redisGuard, TokenError, type PostgresQueryable, type RedisGuard } from 'fencepost/guards';",
-      'const book = new FenceBook();',
-      "const mark: bigint | undefined = book.snapshot().get('orders');",
-      '// @ts-expect-error: a token is a bigint or a decimal string, never a number',
-      "book.check('orders', 5);",
-      'export const guard = (db: PostgresQueryable) => postgresGuard(db, { table: \'orders\', idColumn: \'id\', fenceColumn: \'fence\', setColumns: [\'total\'] });',
-      'export { mark, redisGuard, TokenError };',
-      'export type { RedisGuard };',
-    ].join('\n'));
+    writeFileSync(
+      join(consumer, 'guards-user.ts'),
+      [
+        "import { FenceBook, postgresGuard, redisGuard, TokenError, type PostgresQueryable, type RedisGuard } from 'fencepost/guards';",
+        'const book = new FenceBook();',
+        "const mark: bigint | undefined = book.snapshot().get('orders');",
+        '// @ts-expect-error: a token is a bigint or a decimal string, never a number',
+        "book.check('orders', 5);",
+        "export const guard = (db: PostgresQueryable) => postgresGuard(db, { table: 'orders', idColumn: 'id', fenceColumn: 'fence', setColumns: ['total'] });",
+        'export { mark, redisGuard, TokenError };',
+        'export type { RedisGuard };',
+      ].join('\n'),
+    );
     writeFileSync(join(consumer, 'tsconfig.guards.json'), consumerTsconfig('guards-user.ts', false));
     const r = await run(process.execPath, [tsc, '-p', 'tsconfig.guards.json', '--listFiles'], { cwd: consumer });
     const files = r.stdout.split('\n');
@@ -136,17 +198,20 @@ describe('the fencepost npm package', () => {
   });
 
   it("type-checks a consumer of 'fencepost' (acquire, HeldLock) against the shipped declarations", async () => {
-    writeFileSync(join(consumer, 'lock-user.ts'), [
-      "import { acquire, NotAcquiredError, redisGuard, type HeldLock, type LockState } from 'fencepost';",
-      "export async function once(): Promise<bigint> {",
-      "  await using lock: HeldLock = await acquire('daily-totals', { waitMs: 1000 });",
-      '  // @ts-expect-error: the fencing token is a bigint',
-      '  const n: number = lock.token;',
-      '  return lock.token + BigInt(n);',
-      '}',
-      "export const state: LockState = 'held';",
-      'export { NotAcquiredError, redisGuard };',
-    ].join('\n'));
+    writeFileSync(
+      join(consumer, 'lock-user.ts'),
+      [
+        "import { acquire, NotAcquiredError, redisGuard, type HeldLock, type LockState } from 'fencepost';",
+        'export async function once(): Promise<bigint> {',
+        "  await using lock: HeldLock = await acquire('daily-totals', { waitMs: 1000 });",
+        '  // @ts-expect-error: the fencing token is a bigint',
+        '  const n: number = lock.token;',
+        '  return lock.token + BigInt(n);',
+        '}',
+        "export const state: LockState = 'held';",
+        'export { NotAcquiredError, redisGuard };',
+      ].join('\n'),
+    );
     // skipLibCheck: @kubernetes/client-node's own declarations need @types/ws, which a consumer may lack.
     writeFileSync(join(consumer, 'tsconfig.lock.json'), consumerTsconfig('lock-user.ts', true));
     const r = await run(process.execPath, [tsc, '-p', 'tsconfig.lock.json', '--listFiles'], { cwd: consumer });

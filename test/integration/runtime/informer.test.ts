@@ -62,7 +62,10 @@ function configMapInformer(
 }
 
 const cmNames = (inf: SupervisedInformer<V1ConfigMap>, namespace: string): string[] =>
-  inf.list(namespace).map((o) => o.metadata?.name ?? '').sort();
+  inf
+    .list(namespace)
+    .map((o) => o.metadata?.name ?? '')
+    .sort();
 
 describe('superviseInformer on the shared API server', () => {
   const kc = sharedKubeConfig();
@@ -73,7 +76,11 @@ describe('superviseInformer on the shared API server', () => {
     running.push(inf);
     return inf;
   };
-  const create = (name: string, data: Record<string, string> = {}, labels?: Record<string, string>): Promise<V1ConfigMap> =>
+  const create = (
+    name: string,
+    data: Record<string, string> = {},
+    labels?: Record<string, string>,
+  ): Promise<V1ConfigMap> =>
     core.createNamespacedConfigMap({ namespace, body: { metadata: { name, ...(labels && { labels }) }, data } });
 
   beforeAll(async () => {
@@ -117,7 +124,9 @@ describe('superviseInformer on the shared API server', () => {
     });
 
     await core.replaceNamespacedConfigMap({
-      name: 'live', namespace, body: { metadata: { name: 'live' }, data: { v: '2' } },
+      name: 'live',
+      namespace,
+      body: { metadata: { name: 'live' }, data: { v: '2' } },
     });
     await eventually(() => {
       expect(rec.names('update')).toContain('live');
@@ -136,10 +145,12 @@ describe('superviseInformer on the shared API server', () => {
   it('watches only what matches labelSelector when the list applies the same selector', async () => {
     const selector = 'fencepost.io/test=selected';
     const rec = recorder();
-    const inf = track(configMapInformer(kc, namespace, rec, {
-      labelSelector: selector,
-      list: () => core.listNamespacedConfigMap({ namespace, labelSelector: selector }),
-    }));
+    const inf = track(
+      configMapInformer(kc, namespace, rec, {
+        labelSelector: selector,
+        list: () => core.listNamespacedConfigMap({ namespace, labelSelector: selector }),
+      }),
+    );
     await create('sel-before', {}, { 'fencepost.io/test': 'selected' });
     await inf.start();
     await create('sel-ignored');
@@ -176,14 +187,16 @@ describe('superviseInformer on the shared API server', () => {
     const rec = recorder();
     const refused = new Error('list refused');
     let lists = 0;
-    const inf = track(configMapInformer(kc, namespace, rec, {
-      list: () => {
-        lists++;
-        return Promise.reject(refused);
-      },
-      backoff: { baseMs: 20, maxMs: 50 },
-      syncTimeoutMs: 500,
-    }));
+    const inf = track(
+      configMapInformer(kc, namespace, rec, {
+        list: () => {
+          lists++;
+          return Promise.reject(refused);
+        },
+        backoff: { baseMs: 20, maxMs: 50 },
+        syncTimeoutMs: 500,
+      }),
+    );
 
     const err: unknown = await inf.start().catch((e: unknown) => e);
 
@@ -256,14 +269,20 @@ describe('superviseInformer across an API server restart', () => {
       // 1. Outage: the watch breaks, every restart fails, the cache stays as it was.
       await plane.apiServer.stop();
       await eventually(() => expect(inf.watching()).toBe(false), 30_000);
-      await eventually(() => expect(rec.logs.filter((l) => l.msg === 'Failed to list or watch resource').length).toBeGreaterThan(1), 30_000);
+      await eventually(
+        () => expect(rec.logs.filter((l) => l.msg === 'Failed to list or watch resource').length).toBeGreaterThan(1),
+        30_000,
+      );
       expect(inf.hasSynced()).toBe(true);
       expect(cmNames(inf, namespace)).toEqual(['doomed', 'keep']);
 
       // No client can change the world through a stopped API server, but etcd can: delete 'doomed'
       // behind its back, so the informer can only learn of it by resuming or relisting.
       const key = Buffer.from(`/registry/configmaps/${namespace}/doomed`).toString('base64');
-      const res = await fetch(`${plane.etcd.clientUrl}/v3/kv/deleterange`, { method: 'POST', body: JSON.stringify({ key }) });
+      const res = await fetch(`${plane.etcd.clientUrl}/v3/kv/deleterange`, {
+        method: 'POST',
+        body: JSON.stringify({ key }),
+      });
       expect(await res.json()).toMatchObject({ deleted: '1' });
 
       // 2. Recovery: the informer reconnects by itself.
@@ -282,7 +301,11 @@ describe('superviseInformer across an API server restart', () => {
       expect(inf.get(namespace, 'keep')?.data).toEqual({ v: '1' });
 
       // 3. Fully caught up: later updates and deletes arrive as usual.
-      await other.replaceNamespacedConfigMap({ name: 'keep', namespace, body: { metadata: { name: 'keep' }, data: { v: '2' } } });
+      await other.replaceNamespacedConfigMap({
+        name: 'keep',
+        namespace,
+        body: { metadata: { name: 'keep' }, data: { v: '2' } },
+      });
       await other.deleteNamespacedConfigMap({ name: 'after', namespace });
       await eventually(() => {
         expect(inf.get(namespace, 'keep')?.data).toEqual({ v: '2' });

@@ -90,8 +90,12 @@ describe('LeaderElector against a real API server', () => {
     const created = await client.create(namespace, { metadata: { name: 'contract' }, spec: { holderIdentity: 'x' } });
     await expect(client.create(namespace, { metadata: { name: 'contract' } })).rejects.toMatchObject({ code: 409 });
     await client.replace(namespace, 'contract', { ...created, spec: { holderIdentity: 'y' } });
-    await expect(client.replace(namespace, 'contract', { ...created, spec: { holderIdentity: 'z' } })).rejects.toMatchObject({ code: 409 });
-    await expect(client.get(namespace, 'contract', { signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(
+      client.replace(namespace, 'contract', { ...created, spec: { holderIdentity: 'z' } }),
+    ).rejects.toMatchObject({ code: 409 });
+    await expect(client.get(namespace, 'contract', { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      name: 'AbortError',
+    });
     expect((await client.get(namespace, 'contract'))?.spec?.holderIdentity).toBe('y');
   });
 
@@ -140,7 +144,8 @@ describe('LeaderElector against a real API server', () => {
         if (hold) {
           applied();
           await new Promise<never>((_resolve, reject) =>
-            options?.signal?.addEventListener('abort', () => reject(new Error('Reply withheld')), { once: true }));
+            options?.signal?.addEventListener('abort', () => reject(new Error('Reply withheld')), { once: true }),
+          );
         }
         return stored;
       },

@@ -6,8 +6,12 @@ import { KUBE_VERSION } from '../../support/testbed/assets.ts';
 // A control plane of this file's own, because it stops and restarts the API server.
 describe('the test control plane', () => {
   let plane: ControlPlane;
-  beforeAll(async () => { plane = await startControlPlane(); });
-  afterAll(async () => { await plane?.stop(); });
+  beforeAll(async () => {
+    plane = await startControlPlane();
+  });
+  afterAll(async () => {
+    await plane?.stop();
+  });
 
   it('is the pinned, version-stamped Kubernetes release', async () => {
     const v = await plane.kubeConfig().makeApiClient(VersionApi).getCode();
@@ -20,7 +24,9 @@ describe('the test control plane', () => {
     const review = await agent.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} });
     expect(review.status?.userInfo?.username).toBe(`system:serviceaccount:${ns}:agent`);
     // No RoleBinding yet: RBAC denies it.
-    await expect(agent.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: ns })).rejects.toMatchObject({ code: 403 });
+    await expect(agent.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: ns })).rejects.toMatchObject({
+      code: 403,
+    });
     // Client-certificate users, too.
     const user = plane.userConfig('alice', ['team-a']);
     const me = await user.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} });

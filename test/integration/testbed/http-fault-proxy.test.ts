@@ -4,7 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig, Watch, type V1Lease } from '@kubernetes/client-node';
 import { freshNamespace, sharedKubeconfigPath } from '../../support/env.ts';
-import { kubeconfigVia, proxyTargetOf, startHttpFaultProxy, type HttpFaultProxy } from '../../support/testbed/http-fault-proxy.ts';
+import {
+  kubeconfigVia,
+  proxyTargetOf,
+  startHttpFaultProxy,
+  type HttpFaultProxy,
+} from '../../support/testbed/http-fault-proxy.ts';
 import { leaseClientFrom } from '../../../src/kube/leases.ts';
 
 // The HTTP fault proxy in front of the real API server: client-node, trusting the testbed CA,
@@ -33,21 +38,33 @@ describe('the HTTP fault proxy in front of the real API server', () => {
   });
 
   it('passes requests through to the API server when no fault is set', async () => {
-    const created = await leases.createNamespacedLease({ namespace, body: { metadata: { name: 'pass' }, spec: { holderIdentity: 'a' } } });
+    const created = await leases.createNamespacedLease({
+      namespace,
+      body: { metadata: { name: 'pass' }, spec: { holderIdentity: 'a' } },
+    });
     const read = await leases.readNamespacedLease({ namespace, name: 'pass' });
     expect(read.metadata?.uid).toBe(created.metadata?.uid);
     expect(proxy.counts.forwarded).toBeGreaterThanOrEqual(2);
   });
 
-  it.each([429, 500, 503] as const)('answers the next request with %i and a Status body, then forwards again', async (status) => {
-    proxy.errors({ status, count: 1, retryAfterSeconds: 2 });
-    const err: unknown = await leases.readNamespacedLease({ namespace, name: 'pass' }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: status });
-    const body = JSON.parse(String((err as { body?: unknown }).body)) as { kind?: string; code?: number; reason?: string };
-    expect(body).toMatchObject({ kind: 'Status', code: status });
-    if (status === 429) expect((err as { headers?: Record<string, string> }).headers?.['retry-after']).toBe('2');
-    await expect(leases.readNamespacedLease({ namespace, name: 'pass' })).resolves.toMatchObject({ metadata: { name: 'pass' } });
-  });
+  it.each([429, 500, 503] as const)(
+    'answers the next request with %i and a Status body, then forwards again',
+    async (status) => {
+      proxy.errors({ status, count: 1, retryAfterSeconds: 2 });
+      const err: unknown = await leases.readNamespacedLease({ namespace, name: 'pass' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: status });
+      const body = JSON.parse(String((err as { body?: unknown }).body)) as {
+        kind?: string;
+        code?: number;
+        reason?: string;
+      };
+      expect(body).toMatchObject({ kind: 'Status', code: status });
+      if (status === 429) expect((err as { headers?: Record<string, string> }).headers?.['retry-after']).toBe('2');
+      await expect(leases.readNamespacedLease({ namespace, name: 'pass' })).resolves.toMatchObject({
+        metadata: { name: 'pass' },
+      });
+    },
+  );
 
   it('answers every request with the error for a period, then forwards again', async () => {
     proxy.errors({ status: 503, forMs: 300 });
@@ -65,7 +82,9 @@ describe('the HTTP fault proxy in front of the real API server', () => {
     const after = await leases.readNamespacedLease({ namespace, name: 'pass' });
     expect(after.metadata?.resourceVersion).toBe(before.metadata?.resourceVersion); // not forwarded
     proxy.heal();
-    await expect(leases.replaceNamespacedLease({ namespace, name: 'pass', body })).resolves.toMatchObject({ spec: { holderIdentity: 'b' } });
+    await expect(leases.replaceNamespacedLease({ namespace, name: 'pass', body })).resolves.toMatchObject({
+      spec: { holderIdentity: 'b' },
+    });
   });
 
   it('hangs requests until heal: the client gives up at its own timeout', async () => {
@@ -80,13 +99,24 @@ describe('the HTTP fault proxy in front of the real API server', () => {
   });
 
   it('delivers watch events late, each after its delay and never before the one before it', async () => {
-    const created = await leases.createNamespacedLease({ namespace, body: { metadata: { name: 'watched' }, spec: { holderIdentity: 'h0' } } });
+    const created = await leases.createNamespacedLease({
+      namespace,
+      body: { metadata: { name: 'watched' }, spec: { holderIdentity: 'h0' } },
+    });
     const seen: { rv: number; holder: string; at: number }[] = [];
     const watch = new Watch(kc);
-    const req = await watch.watch(`/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+    const req = await watch.watch(
+      `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
       { fieldSelector: 'metadata.name=watched', resourceVersion: created.metadata?.resourceVersion ?? '' },
-      (_type: string, obj: V1Lease) => { seen.push({ rv: Number(obj.metadata?.resourceVersion), holder: obj.spec?.holderIdentity ?? '', at: performance.now() }); },
-      () => undefined);
+      (_type: string, obj: V1Lease) => {
+        seen.push({
+          rv: Number(obj.metadata?.resourceVersion),
+          holder: obj.spec?.holderIdentity ?? '',
+          at: performance.now(),
+        });
+      },
+      () => undefined,
+    );
     try {
       // Alternating delays: without order preservation the 0 ms events would overtake the 600 ms ones.
       let i = 0;
@@ -95,7 +125,11 @@ describe('the HTTP fault proxy in front of the real API server', () => {
       let current = created;
       for (let k = 1; k <= 4; k++) {
         sentAt.push(performance.now());
-        current = await leases.replaceNamespacedLease({ namespace, name: 'watched', body: { ...current, spec: { ...current.spec, holderIdentity: `h${k}` } } });
+        current = await leases.replaceNamespacedLease({
+          namespace,
+          name: 'watched',
+          body: { ...current, spec: { ...current.spec, holderIdentity: `h${k}` } },
+        });
       }
       const deadline = performance.now() + 20_000;
       while (seen.length < 4 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));

@@ -17,12 +17,19 @@ describe('a Redis failover to a lagging replica behind the counter proxy', () =>
     servers.push(primary);
     proxy = await startTcpProxy({ targetPort: primary.port });
     const viaProxy = (): Redis => {
-      const c = new Redis(`redis://127.0.0.1:${proxy?.port ?? 0}`, { maxRetriesPerRequest: 1, retryStrategy: () => null });
+      const c = new Redis(`redis://127.0.0.1:${proxy?.port ?? 0}`, {
+        maxRetriesPerRequest: 1,
+        retryStrategy: () => null,
+      });
       c.on('error', () => undefined);
       return c;
     };
     const a = viaProxy();
-    try { for (let i = 0; i < 5; i++) await a.incr('fence'); } finally { a.disconnect(); }
+    try {
+      for (let i = 0; i < 5; i++) await a.incr('fence');
+    } finally {
+      a.disconnect();
+    }
 
     const replica = await startLaggingReplica(primary);
     servers.push(replica.server);
@@ -31,7 +38,9 @@ describe('a Redis failover to a lagging replica behind the counter proxy', () =>
       // After the cut: these reach the primary only.
       expect(await b.incr('fence')).toBe(6);
       expect(await b.incr('fence')).toBe(7);
-    } finally { b.disconnect(); }
+    } finally {
+      b.disconnect();
+    }
 
     await replica.promote(primary);
     expect(primary.process().isRunning()).toBe(false);
@@ -43,11 +52,19 @@ describe('a Redis failover to a lagging replica behind the counter proxy', () =>
       expect(await c.incr('fence')).toBe(6); // a bare INCR reissues 6: what the etcd floor prevents
       const role = String(await c.call('ROLE'));
       expect(role.startsWith('master')).toBe(true);
-    } finally { c.disconnect(); }
+    } finally {
+      c.disconnect();
+    }
   }, 60_000);
 
   it('refuses a target that is not a port', async () => {
     const p = await startTcpProxy({ targetPort: 1 });
-    try { expect(() => { p.retarget(0); }).toThrow(/invalid target port/); } finally { await p.close(); }
+    try {
+      expect(() => {
+        p.retarget(0);
+      }).toThrow(/invalid target port/);
+    } finally {
+      await p.close();
+    }
   });
 });

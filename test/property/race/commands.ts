@@ -18,17 +18,31 @@ const done = async (w: World): Promise<void> => {
 /** Acquire: the agent's pod becomes a Ready candidate (Election mode: it may be granted). */
 class Acquire implements Command {
   readonly i: number;
-  constructor(i: number) { this.i = i; }
-  check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { const a = w.agents[this.i]; if (a !== undefined) a.candidate = true; await done(w); }
-  toString(): string { return `acquire(${this.i})`; }
+  constructor(i: number) {
+    this.i = i;
+  }
+  check(): boolean {
+    return true;
+  }
+  async run(_m: Model, w: World): Promise<void> {
+    const a = w.agents[this.i];
+    if (a !== undefined) a.candidate = true;
+    await done(w);
+  }
+  toString(): string {
+    return `acquire(${this.i})`;
+  }
 }
 
 /** Release: the holder gives the lock up (the session's CAS) and stops being a candidate. */
 class Release implements Command {
   readonly i: number;
-  constructor(i: number) { this.i = i; }
-  check(): boolean { return true; }
+  constructor(i: number) {
+    this.i = i;
+  }
+  check(): boolean {
+    return true;
+  }
   async run(_m: Model, w: World): Promise<void> {
     const a = w.agents[this.i];
     if (a === undefined || a.paused) return;
@@ -38,27 +52,39 @@ class Release implements Command {
     if (!a.paused) await releasing;
     w.check();
   }
-  toString(): string { return `release(${this.i})`; }
+  toString(): string {
+    return `release(${this.i})`;
+  }
 }
 
 /** Check: the application reads its token (heldToken) and will write with it later. */
 class Check implements Command {
   readonly i: number;
-  constructor(i: number) { this.i = i; }
-  check(): boolean { return true; }
+  constructor(i: number) {
+    this.i = i;
+  }
+  check(): boolean {
+    return true;
+  }
   async run(_m: Model, w: World): Promise<void> {
     const a = w.agents[this.i];
     if (a !== undefined && !a.paused) a.pending = a.session.heldToken();
     await done(w);
   }
-  toString(): string { return `check(${this.i})`; }
+  toString(): string {
+    return `check(${this.i})`;
+  }
 }
 
 /** Write: the application writes with the token it checked (maybe long ago), or checks and writes now. */
 class Write implements Command {
   readonly i: number;
-  constructor(i: number) { this.i = i; }
-  check(): boolean { return true; }
+  constructor(i: number) {
+    this.i = i;
+  }
+  check(): boolean {
+    return true;
+  }
   async run(_m: Model, w: World): Promise<void> {
     const a = w.agents[this.i];
     if (a === undefined || a.paused) return;
@@ -67,7 +93,9 @@ class Write implements Command {
     if (token !== undefined) w.write(this.i, token);
     await done(w);
   }
-  toString(): string { return `write(${this.i})`; }
+  toString(): string {
+    return `write(${this.i})`;
+  }
 }
 
 /**
@@ -78,8 +106,13 @@ class Write implements Command {
 class Stall implements Command {
   readonly i: number;
   readonly ms: number;
-  constructor(i: number, ms: number) { this.i = i; this.ms = ms; }
-  check(): boolean { return true; }
+  constructor(i: number, ms: number) {
+    this.i = i;
+    this.ms = ms;
+  }
+  check(): boolean {
+    return true;
+  }
   async run(_m: Model, w: World): Promise<void> {
     const a = w.agents[this.i];
     if (a === undefined || a.paused) return;
@@ -92,7 +125,9 @@ class Stall implements Command {
     if (token !== undefined) w.write(this.i, token);
     await done(w);
   }
-  toString(): string { return `stall(${this.i}, ${this.ms})`; }
+  toString(): string {
+    return `stall(${this.i}, ${this.ms})`;
+  }
 }
 
 /**
@@ -104,29 +139,51 @@ class Stall implements Command {
 class AgentStep implements Command {
   readonly step: 'pause' | 'resume' | 'partition' | 'heal';
   readonly i: number;
-  constructor(step: AgentStep['step'], i: number) { this.step = step; this.i = i; }
-  check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { await w.agents[this.i]?.[this.step](); await done(w); }
-  toString(): string { return `${this.step}(${this.i})`; }
+  constructor(step: AgentStep['step'], i: number) {
+    this.step = step;
+    this.i = i;
+  }
+  check(): boolean {
+    return true;
+  }
+  async run(_m: Model, w: World): Promise<void> {
+    await w.agents[this.i]?.[this.step]();
+    await done(w);
+  }
+  toString(): string {
+    return `${this.step}(${this.i})`;
+  }
 }
 
 /** Tick: time passes (renews, deadlines, expiry), with the controller reconciling when due. */
 class Tick implements Command {
   readonly ms: number;
-  constructor(ms: number) { this.ms = ms; }
-  check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { await w.tick(this.ms); }
-  toString(): string { return `tick(${this.ms})`; }
+  constructor(ms: number) {
+    this.ms = ms;
+  }
+  check(): boolean {
+    return true;
+  }
+  async run(_m: Model, w: World): Promise<void> {
+    await w.tick(this.ms);
+  }
+  toString(): string {
+    return `tick(${this.ms})`;
+  }
 }
 
 /** Reconcile: the controller reconciles now (an event woke it up). */
 class Reconcile implements Command {
-  check(): boolean { return true; }
+  check(): boolean {
+    return true;
+  }
   async run(_m: Model, w: World): Promise<void> {
     await w.alongside(w.controller.reconcile());
     w.check();
   }
-  toString(): string { return 'reconcile'; }
+  toString(): string {
+    return 'reconcile';
+  }
 }
 
 /**
@@ -135,8 +192,12 @@ class Reconcile implements Command {
  */
 class CrashController implements Command {
   readonly afterToken: boolean;
-  constructor(afterToken: boolean) { this.afterToken = afterToken; }
-  check(): boolean { return true; }
+  constructor(afterToken: boolean) {
+    this.afterToken = afterToken;
+  }
+  check(): boolean {
+    return true;
+  }
   async run(_m: Model, w: World): Promise<void> {
     if (this.afterToken) {
       await w.alongside(w.controller.reconcile(true));
@@ -145,14 +206,24 @@ class CrashController implements Command {
     w.controller.restart();
     await done(w);
   }
-  toString(): string { return this.afterToken ? 'crashController(afterToken)' : 'crashController'; }
+  toString(): string {
+    return this.afterToken ? 'crashController(afterToken)' : 'crashController';
+  }
 }
 
 /** RestartRedis: Redis restarts empty; the counter starts again from nothing. */
 class RestartRedis implements Command {
-  check(): boolean { return true; }
-  async run(_m: Model, w: World): Promise<void> { w.counter.reset(); w.log.push('redis restarted empty'); await done(w); }
-  toString(): string { return 'restartRedis'; }
+  check(): boolean {
+    return true;
+  }
+  async run(_m: Model, w: World): Promise<void> {
+    w.counter.reset();
+    w.log.push('redis restarted empty');
+    await done(w);
+  }
+  toString(): string {
+    return 'restartRedis';
+  }
 }
 
 const agent = fc.integer({ min: 0, max: AGENTS - 1 });
@@ -162,13 +233,28 @@ const weighted = <T>(n: number, arb: fc.Arbitrary<T>): fc.Arbitrary<T>[] => Arra
 
 /** commandArbs: every command, weighted so that time passes, agents contend and write often. */
 export const commandArbs: fc.Arbitrary<Command>[] = [
-  ...weighted(2, agent.map((i) => new Acquire(i))),
+  ...weighted(
+    2,
+    agent.map((i) => new Acquire(i)),
+  ),
   agent.map((i) => new Release(i)),
-  ...weighted(2, agent.map((i) => new Check(i))),
-  ...weighted(3, agent.map((i) => new Write(i))),
-  ...weighted(2, fc.tuple(agent, fc.constantFrom(1000, 2500, 4000, 6000)).map(([i, ms]) => new Stall(i, ms))),
+  ...weighted(
+    2,
+    agent.map((i) => new Check(i)),
+  ),
+  ...weighted(
+    3,
+    agent.map((i) => new Write(i)),
+  ),
+  ...weighted(
+    2,
+    fc.tuple(agent, fc.constantFrom(1000, 2500, 4000, 6000)).map(([i, ms]) => new Stall(i, ms)),
+  ),
   ...(['pause', 'resume', 'partition', 'heal'] as const).map((step) => agent.map((i) => new AgentStep(step, i))),
-  ...weighted(4, fc.constantFrom(STEP_MS, 400, 1000, 2500, 4000).map((ms) => new Tick(ms))),
+  ...weighted(
+    4,
+    fc.constantFrom(STEP_MS, 400, 1000, 2500, 4000).map((ms) => new Tick(ms)),
+  ),
   fc.constant(new Reconcile()),
   fc.boolean().map((b) => new CrashController(b)),
   fc.constant(new RestartRedis()),

@@ -37,7 +37,13 @@ import { LockSession, type LeaseInformer } from '../../../src/agent/session.ts';
 import { resolveTimings, type DistributedLock, type Timings } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { decide, type Decision, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
-import { grantedLease, parseLease, releasedLease, renewFingerprint, type LockRecord } from '../../../src/lease/record.ts';
+import {
+  grantedLease,
+  parseLease,
+  releasedLease,
+  renewFingerprint,
+  type LockRecord,
+} from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
 import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
@@ -75,7 +81,10 @@ export const STEP_MS = 50;
 /** AGENTS: how many candidate pods there are. */
 export const AGENTS = 3;
 
-const conflict = (): Error => Object.assign(new Error('Operation cannot be fulfilled on leases: the object has been modified'), { statusCode: 409 });
+const conflict = (): Error =>
+  Object.assign(new Error('Operation cannot be fulfilled on leases: the object has been modified'), {
+    statusCode: 409,
+  });
 const unreachable = (who: string): Error => new Error(`connect ETIMEDOUT (${who} is partitioned)`);
 
 /** LeaseStore is the model of the API server for one Lease: compare-and-swap writes and a watch. */
@@ -87,13 +96,21 @@ class LeaseStore {
   constructor(firstRv: number) {
     this.#rv = firstRv;
     this.#lease = {
-      apiVersion: 'coordination.k8s.io/v1', kind: 'Lease',
-      metadata: { name: leaseName(LOCK), namespace: NAMESPACE, resourceVersion: String(firstRv), labels: { [LOCK_LABEL]: LOCK } },
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: {
+        name: leaseName(LOCK),
+        namespace: NAMESPACE,
+        resourceVersion: String(firstRv),
+        labels: { [LOCK_LABEL]: LOCK },
+      },
       spec: {},
     };
   }
 
-  read(): V1Lease { return this.#lease; }
+  read(): V1Lease {
+    return this.#lease;
+  }
 
   /** replace is the CAS: the body must carry the current resourceVersion. */
   replace(body: V1Lease): V1Lease {
@@ -104,14 +121,18 @@ class LeaseStore {
     return this.#lease;
   }
 
-  watch(w: (lease: V1Lease) => void): void { this.#watchers.push(w); }
+  watch(w: (lease: V1Lease) => void): void {
+    this.#watchers.push(w);
+  }
 }
 
 /** Counter is the model of the Redis dispenser's FENCE_NEXT (src/fencing/redis-fence.ts). */
 class Counter {
   #value: bigint | undefined;
   readonly noFloor: boolean;
-  constructor(noFloor: boolean) { this.noFloor = noFloor; }
+  constructor(noFloor: boolean) {
+    this.noFloor = noFloor;
+  }
   next(floor: bigint): bigint {
     let v = (this.#value ?? 0n) + 1n;
     if (!this.noFloor && v <= floor) v = floor + 1n;
@@ -119,11 +140,16 @@ class Counter {
     return v;
   }
   /** reset is a Redis restart without persistence: the counter key is gone. */
-  reset(): void { this.#value = undefined; }
+  reset(): void {
+    this.#value = undefined;
+  }
 }
 
 /** Accept is one write the fenced store applied. */
-interface Accept { readonly token: bigint; readonly agent: number }
+interface Accept {
+  readonly token: bigint;
+  readonly agent: number;
+}
 
 /** Agent is one candidate pod: a real LockSession on its own fake clock, and its application. */
 class Agent {
@@ -154,10 +180,13 @@ class Agent {
     const informer: LeaseInformer = {
       start: () => Promise.resolve(),
       get: () => (this.partitioned ? undefined : store.read()),
-      onChange: (h) => { this.#handlers.push(h); },
+      onChange: (h) => {
+        this.#handlers.push(h);
+      },
       stop: () => Promise.resolve(),
     };
-    const call = (what: string, op: () => V1Lease, opts?: LeaseRequestOptions): Promise<V1Lease> => this.#call(what, op, opts);
+    const call = (what: string, op: () => V1Lease, opts?: LeaseRequestOptions): Promise<V1Lease> =>
+      this.#call(what, op, opts);
     const leases: LeaseClient = {
       get: (_ns, _name, opts) => call('get', () => store.read(), opts),
       replace: (_ns, _name, lease, opts) => call('replace', () => store.replace(lease), opts),
@@ -165,14 +194,25 @@ class Agent {
     };
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: 'model', server: 'http://127.0.0.1:9' }], users: [{ name: 'model' }],
-      contexts: [{ name: 'model', cluster: 'model', user: 'model' }], currentContext: 'model',
+      clusters: [{ name: 'model', server: 'http://127.0.0.1:9' }],
+      users: [{ name: 'model' }],
+      contexts: [{ name: 'model', cluster: 'model', user: 'model' }],
+      currentContext: 'model',
     });
     this.session = new LockSession({
-      kc, namespace: NAMESPACE, lock: LOCK, self: this.ref, clock: this.clock, log: silentLogger,
-      leases, leaseInformer: informer, random: () => 0.5,
+      kc,
+      namespace: NAMESPACE,
+      lock: LOCK,
+      self: this.ref,
+      clock: this.clock,
+      log: silentLogger,
+      leases,
+      leaseInformer: informer,
+      random: () => 0.5,
     });
-    store.watch((lease) => { this.#onWatch(lease); });
+    store.watch((lease) => {
+      this.#onWatch(lease);
+    });
   }
 
   /**
@@ -186,11 +226,16 @@ class Agent {
       throw unreachable(this.ref.name);
     }
     let result: { ok: true; lease: V1Lease } | { ok: false; err: unknown };
-    try { result = { ok: true, lease: op() }; } catch (err) { result = { ok: false, err }; }
+    try {
+      result = { ok: true, lease: op() };
+    } catch (err) {
+      result = { ok: false, err };
+    }
     await this.s.schedule(Promise.resolve(), `${this.ref.name} ${what} response`);
     await this.#running();
     if (this.partitioned) throw unreachable(this.ref.name);
-    if (opts?.signal?.aborted === true && !(await this.#replyBeatsAbort(what))) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('aborted');
+    if (opts?.signal?.aborted === true && !(await this.#replyBeatsAbort(what)))
+      throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('aborted');
     if (!result.ok) throw result.err;
     return result.lease;
   }
@@ -208,14 +253,26 @@ class Agent {
   }
 
   #running(): Promise<void> {
-    return this.paused ? new Promise((resolve) => { this.#gates.push(resolve); }) : Promise.resolve();
+    return this.paused
+      ? new Promise((resolve) => {
+          this.#gates.push(resolve);
+        })
+      : Promise.resolve();
   }
 
   /** #onWatch: the watch delivers changes in order, each when the scheduler says. */
   #onWatch(lease: V1Lease): void {
-    if (this.partitioned) { this.#missed = true; return; }
+    if (this.partitioned) {
+      this.#missed = true;
+      return;
+    }
     this.#events.push(lease);
-    void this.s.schedule(Promise.resolve(), `${this.ref.name} watch event`).then(() => this.#running()).then(() => { this.#deliverNext(); });
+    void this.s
+      .schedule(Promise.resolve(), `${this.ref.name} watch event`)
+      .then(() => this.#running())
+      .then(() => {
+        this.#deliverNext();
+      });
   }
 
   #deliverNext(): void {
@@ -224,9 +281,13 @@ class Agent {
     for (const h of this.#handlers) h(lease, 'update');
   }
 
-  async start(): Promise<void> { await this.session.start(); }
+  async start(): Promise<void> {
+    await this.session.start();
+  }
 
-  pause(): void { this.paused = true; }
+  pause(): void {
+    this.paused = true;
+  }
 
   async resume(): Promise<void> {
     if (!this.paused) return;
@@ -238,7 +299,9 @@ class Agent {
     await flushAsync();
   }
 
-  partition(): void { this.partitioned = true; }
+  partition(): void {
+    this.partitioned = true;
+  }
 
   /** heal: the informer relists: the current Lease is delivered as one update. */
   heal(): void {
@@ -253,7 +316,10 @@ class Agent {
 
   /** advance moves this process's clock (or owes it the time while paused). */
   async advance(ms: number): Promise<void> {
-    if (this.paused) { this.owedMs += ms; return; }
+    if (this.paused) {
+      this.owedMs += ms;
+      return;
+    }
     await this.clock.advanceAsync(ms);
   }
 
@@ -263,7 +329,10 @@ class Agent {
   }
 
   pod(): PodSummary {
-    return aPod(this.ref.name, createdAt(1_000 + this.index), (d) => { d.ref = this.ref; d.ready = this.candidate; });
+    return aPod(this.ref.name, createdAt(1_000 + this.index), (d) => {
+      d.ref = this.ref;
+      d.ready = this.candidate;
+    });
   }
 }
 
@@ -275,18 +344,31 @@ class Controller {
   #nextAtMs = 0;
 
   readonly w: World;
-  constructor(w: World) { this.w = w; }
+  constructor(w: World) {
+    this.w = w;
+  }
 
-  crash(): void { this.up = false; this.#seen = undefined; }
-  restart(): void { if (!this.up) { this.up = true; this.#nextAtMs = this.clock.monotonicMs(); } }
-  due(): boolean { return this.up && this.clock.monotonicMs() >= this.#nextAtMs; }
+  crash(): void {
+    this.up = false;
+    this.#seen = undefined;
+  }
+  restart(): void {
+    if (!this.up) {
+      this.up = true;
+      this.#nextAtMs = this.clock.monotonicMs();
+    }
+  }
+  due(): boolean {
+    return this.up && this.clock.monotonicMs() >= this.#nextAtMs;
+  }
 
   /** #observedAt is the reconciler's: restart the expiry clock when the renew fingerprint changes. */
   #observedAt(record: LockRecord): number {
     // The stale view (a mutation) misses renewals: only a change of holder or token counts.
-    const fingerprint = this.w.mutations.staleView === true
-      ? [record.holder !== undefined ? holderIdentity(record.holder) : '', record.token ?? ''].join('|')
-      : renewFingerprint(record);
+    const fingerprint =
+      this.w.mutations.staleView === true
+        ? [record.holder !== undefined ? holderIdentity(record.holder) : '', record.token ?? ''].join('|')
+        : renewFingerprint(record);
     if (this.#seen?.fingerprint === fingerprint) return this.#seen.atMs;
     this.#seen = { fingerprint, atMs: this.clock.monotonicMs() };
     return this.#seen.atMs;
@@ -304,8 +386,12 @@ class Controller {
     const lease = this.w.store.read();
     const record = parseLease(lease);
     const obs: Observation = {
-      lock: this.w.lock, timings: this.w.timings, lease: { record, observedAtMs: this.#observedAt(record) },
-      pods: this.w.agents.map((a) => a.pod()), podsSynced: true, fencing: { backend: 'Redis', ready: true },
+      lock: this.w.lock,
+      timings: this.w.timings,
+      lease: { record, observedAtMs: this.#observedAt(record) },
+      pods: this.w.agents.map((a) => a.pod()),
+      podsSynced: true,
+      fencing: { backend: 'Redis', ready: true },
     };
     const dec = decide(obs, this.clock.monotonicMs());
     this.#nextAtMs = this.clock.monotonicMs() + Math.max(STEP_MS, Math.min(dec.requeueAfterMs, 1000));
@@ -313,19 +399,28 @@ class Controller {
       if (action.type === 'Grant') {
         const token = this.w.counter.next(action.floor);
         this.w.issued.push(token);
-        if (crashAfterToken) { this.crash(); return dec; }
+        if (crashAfterToken) {
+          this.crash();
+          return dec;
+        }
         await this.w.s.schedule(Promise.resolve(), 'controller grant CAS');
         if (!this.up) return dec;
         let stored = false;
         try {
           this.w.store.replace(grantedLease(lease, action.to, token, this.w.timings, this.clock.now()));
           stored = true;
-        } catch { /* 409: decide again next time */ }
+        } catch {
+          /* 409: decide again next time */
+        }
         if (stored) this.w.committed(token, action.to); // outside the try: a Violation must not pass for a 409
       } else if (action.type === 'Revoke') {
         await this.w.s.schedule(Promise.resolve(), 'controller revoke CAS');
         if (!this.up) return dec;
-        try { this.w.store.replace(releasedLease(lease, action.cause === 'Expired' ? 'Expired' : 'Terminated')); } catch { /* 409 */ }
+        try {
+          this.w.store.replace(releasedLease(lease, action.cause === 'Expired' ? 'Expired' : 'Terminated'));
+        } catch {
+          /* 409 */
+        }
       }
     }
     return dec;
@@ -371,7 +466,8 @@ export class World {
         if (e.type === 'lost') this.lostTerms += 1;
         if (e.type !== 'granted') return;
         // Listeners must not throw: the violation is raised by the next check().
-        if (BigInt(e.token) <= lastGranted) this.#reusedTerm ??= `${a.ref.name} was granted token ${e.token} after it had been granted ${lastGranted}`;
+        if (BigInt(e.token) <= lastGranted)
+          this.#reusedTerm ??= `${a.ref.name} was granted token ${e.token} after it had been granted ${lastGranted}`;
         lastGranted = BigInt(e.token);
       });
       await a.start();
@@ -384,7 +480,10 @@ export class World {
     this.grants.push({ token, holder });
     this.log.push(`grant ${token} to ${holder.name}`);
     if (last !== undefined && token <= last.token) {
-      throw new Violation('S1', `token ${token} granted to ${holder.name} is not above the previous grant's ${last.token} (to ${last.holder.name})`);
+      throw new Violation(
+        'S1',
+        `token ${token} granted to ${holder.name} is not above the previous grant's ${last.token} (to ${last.holder.name})`,
+      );
     }
   }
 
@@ -397,13 +496,20 @@ export class World {
       return;
     }
     const last = this.accepts.at(-1);
-    const max = this.accepts.reduce<bigint | undefined>((m, a) => (m === undefined || a.token > m ? a.token : m), undefined);
+    const max = this.accepts.reduce<bigint | undefined>(
+      (m, a) => (m === undefined || a.token > m ? a.token : m),
+      undefined,
+    );
     this.accepts.push({ token, agent });
     this.#mark = mark === undefined || token > mark ? token : mark;
     this.log.push(`web-${agent} write ${token} accepted`);
-    if (max !== undefined && token < max) throw new Violation('S3', `web-${agent}'s write with token ${token} accepted after token ${max}`);
+    if (max !== undefined && token < max)
+      throw new Violation('S3', `web-${agent}'s write with token ${token} accepted after token ${max}`);
     if (last !== undefined && (token < last.token || (token === last.token && last.agent !== agent))) {
-      throw new Violation('S2', `web-${agent}'s write with token ${token} accepted right after web-${last.agent}'s with token ${last.token}`);
+      throw new Violation(
+        'S2',
+        `web-${agent}'s write with token ${token} accepted right after web-${last.agent}'s with token ${last.token}`,
+      );
     }
   }
 
@@ -422,7 +528,10 @@ export class World {
    * returns p's result; p's rejection (a Violation) is caught at once, never left unhandled.
    */
   async alongside<T>(p: Promise<T>): Promise<T> {
-    const caught = p.then((value) => ({ ok: true as const, value }), (err: unknown) => ({ ok: false as const, err }));
+    const caught = p.then(
+      (value) => ({ ok: true as const, value }),
+      (err: unknown) => ({ ok: false as const, err }),
+    );
     await this.settle();
     const r = await caught;
     if (!r.ok) throw r.err;
@@ -460,9 +569,16 @@ export class World {
     });
     for (const { a, t } of believers) {
       if (!sameHolder(record.holder, a.ref) || record.token !== t) {
-        throw new Violation('one-holder', `${a.ref.name} believes it holds token ${t}, but the Lease names ${record.holder?.name ?? 'nobody'} with token ${String(record.token)}`);
+        throw new Violation(
+          'one-holder',
+          `${a.ref.name} believes it holds token ${t}, but the Lease names ${record.holder?.name ?? 'nobody'} with token ${String(record.token)}`,
+        );
       }
     }
-    if (believers.length > 1) throw new Violation('one-holder', `${believers.map((b) => b.a.ref.name).join(' and ')} both believe they hold the lock`);
+    if (believers.length > 1)
+      throw new Violation(
+        'one-holder',
+        `${believers.map((b) => b.a.ref.name).join(' and ')} both believe they hold the lock`,
+      );
   }
 }

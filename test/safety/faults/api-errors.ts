@@ -38,25 +38,42 @@ export async function apiErrors(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const seed = Math.floor(ctx.rnd() * 2 ** 32);
   let draws = seed;
   // Per-request latency from the trial's seed (a small LCG: the order of requests is the process's, the values are the seed's).
-  const nextLatency = (): number => { draws = (Math.imul(draws, 1664525) + 1013904223) >>> 0; return (draws / 2 ** 32) * 2 * renewDeadlineMs; };
+  const nextLatency = (): number => {
+    draws = (Math.imul(draws, 1664525) + 1013904223) >>> 0;
+    return (draws / 2 ** 32) * 2 * renewDeadlineMs;
+  };
 
   // Was h still holding when the fault began? (Under load it may have lost the lock already.)
-  const last = [...ctx.events].reverse().find((e) => e.holder === h.id && (e.kind === 'granted' || e.kind === 'lost' || e.kind === 'released'));
+  const last = [...ctx.events]
+    .reverse()
+    .find((e) => e.holder === h.id && (e.kind === 'granted' || e.kind === 'lost' || e.kind === 'released'));
   const holding = last?.kind === 'granted' || last === undefined;
   const lost = ctx.next(h.w, (e) => e.kind === 'lost', ms + STEP_DOWN_GRACE_MS, 'lost').catch(() => undefined);
   const startAt = performance.now();
   switch (variant) {
-    case 'latency': p.latency(nextLatency); break;
-    case '429': case '500': case '503': p.errors({ status: Number(variant) as 429 | 500 | 503, forMs: ms, retryAfterSeconds: 1 }); break;
-    case '409-renew': p.conflictWrites({ forMs: ms, match: isRenew }); break;
-    case 'hung-renew': p.hang(isRenew); break;
+    case 'latency':
+      p.latency(nextLatency);
+      break;
+    case '429':
+    case '500':
+    case '503':
+      p.errors({ status: Number(variant) as 429 | 500 | 503, forMs: ms, retryAfterSeconds: 1 });
+      break;
+    case '409-renew':
+      p.conflictWrites({ forMs: ms, match: isRenew });
+      break;
+    case 'hung-renew':
+      p.hang(isRenew);
+      break;
   }
   await sleep(ms);
   p.heal();
   const l = await lost;
   const outlasts = variant !== 'latency' && ms > renewDeadlineMs;
   return {
-    variant: holding ? variant : `${variant} (not holding)`, faultMs: ms, startAt,
+    variant: holding ? variant : `${variant} (not holding)`,
+    faultMs: ms,
+    startAt,
     // Errors past R: the holder must lose this term, so progress means a successor's token.
     above: outlasts && holding ? h.token : h.token - 1n,
     ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}),

@@ -22,14 +22,26 @@ export interface OutageTrial {
   pick<T>(xs: readonly T[]): T;
   uniform(lo: number, hi: number): number;
   progress(above: bigint, timeoutMs?: number): Promise<boolean>;
-  next(w: WorkerHandle | undefined, match: (e: StampedOutput) => boolean, timeoutMs: number, what: string): Promise<{ w: WorkerHandle; e: StampedOutput }>;
+  next(
+    w: WorkerHandle | undefined,
+    match: (e: StampedOutput) => boolean,
+    timeoutMs: number,
+    what: string,
+  ): Promise<{ w: WorkerHandle; e: StampedOutput }>;
 }
 
 /** OutageResult: the outage's times and the trial's observation of it. */
-export interface OutageResult { readonly startAt: number; readonly endAt: number; readonly observation: OutageObservation; readonly above: bigint }
+export interface OutageResult {
+  readonly startAt: number;
+  readonly endAt: number;
+  readonly observation: OutageObservation;
+  readonly above: bigint;
+}
 
 /** renewDeadlineOf: the lock's R at the trials' lease (resolveTimings' default: two thirds of L). */
-export function renewDeadlineOf(leaseMs: number): number { return Math.floor((leaseMs * 2) / 3); }
+export function renewDeadlineOf(leaseMs: number): number {
+  return Math.floor((leaseMs * 2) / 3);
+}
 
 /** Terms tracks each term (holder and token) of a trial from its reports: deadlines and losses. */
 export class Terms {
@@ -64,11 +76,19 @@ export class Terms {
 }
 
 /** apiserverFault runs the trial's part of a shared control-plane outage. */
-export async function apiserverFault(t: OutageTrial, scheduler: OutageScheduler<OutagePlan>, admission: Admission): Promise<OutageResult> {
+export async function apiserverFault(
+  t: OutageTrial,
+  scheduler: OutageScheduler<OutagePlan>,
+  admission: Admission,
+): Promise<OutageResult> {
   const plan = drawPlan((xs) => t.pick(xs));
   const R = renewDeadlineOf(t.leaseMs);
   const terms = new Terms();
-  const offs = t.workers.map((w) => w.on(t.spec.id, (e) => { terms.add(e); }));
+  const offs = t.workers.map((w) =>
+    w.on(t.spec.id, (e) => {
+      terms.add(e);
+    }),
+  );
   try {
     // Join at a seeded phase of the holder's renew period (the other trials of the same outage are
     // at whatever phase they happen to be).
@@ -76,13 +96,27 @@ export async function apiserverFault(t: OutageTrial, scheduler: OutageScheduler<
     await sleep(t.uniform(0, R / 2));
     const outage = await scheduler.join(admission, plan);
     const key = terms.heldAt(outage.startAt);
-    const token = key !== undefined ? terms.tokens.get(key) ?? 0n : 0n;
+    const token = key !== undefined ? (terms.tokens.get(key) ?? 0n) : 0n;
     const holderOf = key?.split('#')[0];
-    const settled = (): boolean => key === undefined || terms.track(key, outage.endAt).renewedAfterEnd || (terms.losses.get(key) ?? []).some((l) => l >= outage.startAt);
+    const settled = (): boolean =>
+      key === undefined ||
+      terms.track(key, outage.endAt).renewedAfterEnd ||
+      (terms.losses.get(key) ?? []).some((l) => l >= outage.startAt);
     if (!settled()) {
-      await t.next(undefined, (e) => e.holder === holderOf && e.token === token.toString() && (e.kind === 'lost' || e.kind === 'released' || (e.kind === 'renewed' && e.at > outage.endAt)), R + 5000, 'renew or loss after the outage').catch(() => undefined);
+      await t
+        .next(
+          undefined,
+          (e) =>
+            e.holder === holderOf &&
+            e.token === token.toString() &&
+            (e.kind === 'lost' || e.kind === 'released' || (e.kind === 'renewed' && e.at > outage.endAt)),
+          R + 5000,
+          'renew or loss after the outage',
+        )
+        .catch(() => undefined);
     }
-    const track = (): HolderTrack => (key !== undefined ? terms.track(key, outage.endAt) : { deadlines: [], losses: [], renewedAfterEnd: false });
+    const track = (): HolderTrack =>
+      key !== undefined ? terms.track(key, outage.endAt) : { deadlines: [], losses: [], renewedAfterEnd: false };
     let observation = observe(outage, track(), R, undefined);
     const steppedDown = observation.observed === 'stepped-down';
     if (steppedDown) {

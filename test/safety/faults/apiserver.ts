@@ -45,7 +45,10 @@ export const HANG_MS = [100, 200, 300, 450, 550, 650, 800, 1000, 2000, 5000] as 
 export const RESTART_EXTRA_MS = [0, 1000] as const;
 
 /** OutagePlan: what one outage does. */
-export interface OutagePlan { readonly variant: OutageVariant; readonly downMs: number }
+export interface OutagePlan {
+  readonly variant: OutageVariant;
+  readonly downMs: number;
+}
 
 /** drawPlan picks a plan with the trial's seeded pick. */
 export function drawPlan(pick: <T>(xs: readonly T[]) => T): OutagePlan {
@@ -61,7 +64,12 @@ async function apiAnswers(plane: ControlPlane, timeoutMs: number): Promise<numbe
   const core = plane.kubeConfig().makeApiClient(CoreV1Api);
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
-    try { await core.readNamespace({ name: 'default' }); return performance.now(); } catch { await sleep(20); }
+    try {
+      await core.readNamespace({ name: 'default' });
+      return performance.now();
+    } catch {
+      await sleep(20);
+    }
   }
   throw new Error(`kube-apiserver did not answer within ${timeoutMs} ms`);
 }
@@ -70,10 +78,15 @@ async function apiAnswers(plane: ControlPlane, timeoutMs: number): Promise<numbe
 export async function runOutage(plane: ControlPlane, plan: OutagePlan): Promise<OutageRun> {
   const startAt = performance.now();
   switch (plan.variant) {
-    case 'apiserver-hang': case 'etcd-hang': {
+    case 'apiserver-hang':
+    case 'etcd-hang': {
       const p = plan.variant === 'apiserver-hang' ? plane.apiServer.process() : plane.etcd.process();
       p.signal('SIGSTOP');
-      try { await sleep(plan.downMs); } finally { p.signal('SIGCONT'); }
+      try {
+        await sleep(plan.downMs);
+      } finally {
+        p.signal('SIGCONT');
+      }
       return { startAt, endAt: performance.now() };
     }
     case 'apiserver-restart': {
@@ -142,9 +155,15 @@ export interface HolderTrack {
 }
 
 /** observe turns the outage and the holder's reports into the trial's observation (pure). */
-export function observe(o: SharedOutage<OutagePlan>, track: HolderTrack, renewDeadlineMs: number, failoverAt: number | undefined): OutageObservation {
+export function observe(
+  o: SharedOutage<OutagePlan>,
+  track: HolderTrack,
+  renewDeadlineMs: number,
+  failoverAt: number | undefined,
+): OutageObservation {
   const before = track.deadlines.filter((d) => d.at <= o.startAt).at(-1);
-  const holding = before !== undefined && before.until > o.startAt && !track.losses.some((t) => t >= before.at && t < o.startAt);
+  const holding =
+    before !== undefined && before.until > o.startAt && !track.losses.some((t) => t >= before.at && t < o.startAt);
   // A loss counts for this outage if it came before the term's first renew after it (a later loss is another story).
   const firstRenewAfterEnd = track.deadlines.find((d) => d.at > o.endAt)?.at ?? Infinity;
   const lostAt = track.losses.find((t) => t >= o.startAt && t < firstRenewAfterEnd);
@@ -152,12 +171,20 @@ export function observe(o: SharedOutage<OutagePlan>, track: HolderTrack, renewDe
   const observed = !holding ? 'unknown' : lostInside ? 'stepped-down' : track.renewedAfterEnd ? 'kept' : 'unknown';
   const marginMs = holding ? Math.round(before.until - o.endAt) : undefined;
   return {
-    variant: o.plan.variant, downMs: o.plan.downMs, outageMs: Math.round(o.endAt - o.startAt), seq: o.seq, trials: o.trials, holding,
+    variant: o.plan.variant,
+    downMs: o.plan.downMs,
+    outageMs: Math.round(o.endAt - o.startAt),
+    seq: o.seq,
+    trials: o.trials,
+    holding,
     phaseMs: holding ? Math.round(o.startAt - (before.until - renewDeadlineMs)) : undefined,
-    marginMs, predicted: marginMs !== undefined ? predict(marginMs) : undefined, observed,
+    marginMs,
+    predicted: marginMs !== undefined ? predict(marginMs) : undefined,
+    observed,
     lostAfterMs: lostInside ? Math.round((lostAt ?? 0) - o.startAt) : undefined,
     lostVsDeadlineMs: lostInside && before !== undefined ? Math.round((lostAt ?? 0) - before.until) : undefined,
-    failoverAfterEndMs: failoverAt !== undefined && observed === 'stepped-down' ? Math.round(failoverAt - o.endAt) : undefined,
+    failoverAfterEndMs:
+      failoverAt !== undefined && observed === 'stepped-down' ? Math.round(failoverAt - o.endAt) : undefined,
   };
 }
 
@@ -181,7 +208,12 @@ export interface OutageRow {
   readonly decided: number;
   /** lostVsDeadlineMaxMs: the latest `lost` relative to the holder's own deadline. */
   readonly lostVsDeadlineMaxMs: number | null;
-  readonly failoverAfterEnd: { readonly n: number; readonly p50: number | null; readonly p99: number | null; readonly max: number | null };
+  readonly failoverAfterEnd: {
+    readonly n: number;
+    readonly p50: number | null;
+    readonly p99: number | null;
+    readonly max: number | null;
+  };
 }
 
 /** summarizeOutages groups observations by variant and D, in plan order. */
@@ -192,31 +224,58 @@ export function summarizeOutages(obs: readonly OutageObservation[]): OutageRow[]
     groups.set(k, [...(groups.get(k) ?? []), o]);
   }
   const order = (o: OutageObservation): number => OUTAGE_VARIANTS.indexOf(o.variant) * 1e6 + o.downMs;
-  return [...groups.values()].sort((a, b) => order(a[0] as OutageObservation) - order(b[0] as OutageObservation)).map((g) => {
-    const first = g[0] as OutageObservation;
-    const held = g.filter((o) => o.holding);
-    const decided = held.filter((o) => o.observed !== 'unknown' && (o.predicted === 'keep' || o.predicted === 'step-down'));
-    const matched = decided.filter((o) => (o.predicted === 'keep') === (o.observed === 'kept'));
-    const fo = g.flatMap((o) => (o.failoverAfterEndMs !== undefined ? [o.failoverAfterEndMs] : []));
-    const late = g.flatMap((o) => (o.lostVsDeadlineMs !== undefined ? [o.lostVsDeadlineMs] : []));
-    return {
-      variant: first.variant, downMs: first.downMs, trials: g.length, outages: new Set(g.map((o) => o.seq)).size,
-      outageMsMax: Math.max(...g.map((o) => o.outageMs)), holding: held.length,
-      kept: held.filter((o) => o.observed === 'kept').length, steppedDown: held.filter((o) => o.observed === 'stepped-down').length,
-      unknown: held.filter((o) => o.observed === 'unknown').length,
-      predictedKeep: held.filter((o) => o.predicted === 'keep').length, predictedStepDown: held.filter((o) => o.predicted === 'step-down').length,
-      borderline: held.filter((o) => o.predicted === 'borderline').length,
-      matched: matched.length, decided: decided.length,
-      lostVsDeadlineMaxMs: late.length > 0 ? Math.max(...late) : null,
-      failoverAfterEnd: fo.length === 0 ? { n: 0, p50: null, p99: null, max: null } : { n: fo.length, p50: Math.round(percentile(fo, 50)), p99: Math.round(percentile(fo, 99)), max: Math.max(...fo) },
-    };
-  });
+  return [...groups.values()]
+    .sort((a, b) => order(a[0] as OutageObservation) - order(b[0] as OutageObservation))
+    .map((g) => {
+      const first = g[0] as OutageObservation;
+      const held = g.filter((o) => o.holding);
+      const decided = held.filter(
+        (o) => o.observed !== 'unknown' && (o.predicted === 'keep' || o.predicted === 'step-down'),
+      );
+      const matched = decided.filter((o) => (o.predicted === 'keep') === (o.observed === 'kept'));
+      const fo = g.flatMap((o) => (o.failoverAfterEndMs !== undefined ? [o.failoverAfterEndMs] : []));
+      const late = g.flatMap((o) => (o.lostVsDeadlineMs !== undefined ? [o.lostVsDeadlineMs] : []));
+      return {
+        variant: first.variant,
+        downMs: first.downMs,
+        trials: g.length,
+        outages: new Set(g.map((o) => o.seq)).size,
+        outageMsMax: Math.max(...g.map((o) => o.outageMs)),
+        holding: held.length,
+        kept: held.filter((o) => o.observed === 'kept').length,
+        steppedDown: held.filter((o) => o.observed === 'stepped-down').length,
+        unknown: held.filter((o) => o.observed === 'unknown').length,
+        predictedKeep: held.filter((o) => o.predicted === 'keep').length,
+        predictedStepDown: held.filter((o) => o.predicted === 'step-down').length,
+        borderline: held.filter((o) => o.predicted === 'borderline').length,
+        matched: matched.length,
+        decided: decided.length,
+        lostVsDeadlineMaxMs: late.length > 0 ? Math.max(...late) : null,
+        failoverAfterEnd:
+          fo.length === 0
+            ? { n: 0, p50: null, p99: null, max: null }
+            : {
+                n: fo.length,
+                p50: Math.round(percentile(fo, 50)),
+                p99: Math.round(percentile(fo, 99)),
+                max: Math.max(...fo),
+              },
+      };
+    });
 }
 
 /** formatOutageTable renders the rows as Markdown (the T12 table of docs/safety.md). */
 export function formatOutageTable(rows: readonly OutageRow[]): string {
-  const head = '| variant | D ms | trials (outages) | max down ms | holding | kept | stepped down | unknown | formula: keep / step down / borderline | matched / decided | latest lost − deadline ms | failover after end p50/p99/max ms |';
+  const head =
+    '| variant | D ms | trials (outages) | max down ms | holding | kept | stepped down | unknown | formula: keep / step down / borderline | matched / decided | latest lost − deadline ms | failover after end p50/p99/max ms |';
   const rule = '|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|';
   const ms = (v: number | null): string => (v === null ? '–' : String(v));
-  return [head, rule, ...rows.map((r) => `| ${r.variant} | ${r.downMs} | ${r.trials} (${r.outages}) | ${r.outageMsMax} | ${r.holding} | ${r.kept} | ${r.steppedDown} | ${r.unknown} | ${r.predictedKeep} / ${r.predictedStepDown} / ${r.borderline} | ${r.matched} / ${r.decided} | ${ms(r.lostVsDeadlineMaxMs)} | ${r.failoverAfterEnd.n > 0 ? `${ms(r.failoverAfterEnd.p50)} / ${ms(r.failoverAfterEnd.p99)} / ${ms(r.failoverAfterEnd.max)}` : '–'} |`)].join('\n');
+  return [
+    head,
+    rule,
+    ...rows.map(
+      (r) =>
+        `| ${r.variant} | ${r.downMs} | ${r.trials} (${r.outages}) | ${r.outageMsMax} | ${r.holding} | ${r.kept} | ${r.steppedDown} | ${r.unknown} | ${r.predictedKeep} / ${r.predictedStepDown} / ${r.borderline} | ${r.matched} / ${r.decided} | ${ms(r.lostVsDeadlineMaxMs)} | ${r.failoverAfterEnd.n > 0 ? `${ms(r.failoverAfterEnd.p50)} / ${ms(r.failoverAfterEnd.p99)} / ${ms(r.failoverAfterEnd.max)}` : '–'} |`,
+    ),
+  ].join('\n');
 }

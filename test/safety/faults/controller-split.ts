@@ -39,7 +39,12 @@ const MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
  * (2 s / 1.3 s / 400 ms) made the leader lose its lead every few seconds on the shared 2-core
  * machine at load 20–35 (renewals slower than the deadline), and every loss costs a process restart.
  */
-export const ELECTION = { leaseMs: 4000, renewDeadlineMs: 3000, retryPeriodMs: 600, id: 'safety-split-leader' } as const;
+export const ELECTION = {
+  leaseMs: 4000,
+  renewDeadlineMs: 3000,
+  retryPeriodMs: 600,
+  id: 'safety-split-leader',
+} as const;
 /** GATHER_MS: how long an event waits, after its first trial joined, for more trials to join. */
 const GATHER_MS = 400;
 /** RESUME_LEAD_MS: the trials' second handoff is released this long before the paused leader resumes. */
@@ -74,12 +79,19 @@ class Replica {
   stopping = false;
   readonly logs: string[] = [];
   constructor(name: string, proxy: TcpProxy, dir: string, args: (identity: string) => string[]) {
-    this.name = name; this.proxy = proxy; this.#dir = dir; this.#args = args;
+    this.name = name;
+    this.proxy = proxy;
+    this.#dir = dir;
+    this.#args = args;
   }
 
   /** identity is the --identity of the current process (the elector appends `_<uuid>`). */
-  get identity(): string { return `safety-split-${this.name}-${this.generation}`; }
-  get log(): string { return this.logs.at(-1) ?? ''; }
+  get identity(): string {
+    return `safety-split-${this.name}-${this.generation}`;
+  }
+  get log(): string {
+    return this.logs.at(-1) ?? '';
+  }
 
   start(): void {
     this.generation++;
@@ -115,7 +127,11 @@ class Replica {
 }
 
 function readLog(file: string): string {
-  try { return readFileSync(file, 'utf8'); } catch { return ''; }
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 interface PendingEvent {
@@ -138,12 +154,20 @@ export class ControllerSplit {
   #chain: Promise<unknown> = Promise.resolve();
   #pending: PendingEvent | undefined;
   /** events: what each split event did (for the phase's report). */
-  readonly events: { variant: SplitVariant; faultMs: number; trials: number; leader: string; tookOver: string | undefined }[] = [];
+  readonly events: {
+    variant: SplitVariant;
+    faultMs: number;
+    trials: number;
+    leader: string;
+    tookOver: string | undefined;
+  }[] = [];
 
   private constructor(bed: SafetyBed, replicas: Replica[]) {
     this.#bed = bed;
     this.#replicas = replicas;
-    this.#poll = setInterval(() => { void this.#pollLeader(); }, 100);
+    this.#poll = setInterval(() => {
+      void this.#pollLeader();
+    }, 100);
   }
 
   /** start stops the bed's controller and starts two replicas; resolves once one of them leads with workers running. */
@@ -152,17 +176,45 @@ export class ControllerSplit {
     const admin = new KubeConfig();
     admin.loadFromFile(bed.kubeconfigPath);
     const server = new URL(admin.getCurrentCluster()?.server ?? '');
-    const replicas = await Promise.all(['a', 'b'].map(async (name) => {
-      const proxy = await startTcpProxy({ targetPort: Number(server.port) });
-      const kubeconfig = join(bed.dir, `split-${name}.kubeconfig`);
-      writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${proxy.port}`), { mode: 0o600 });
-      return new Replica(name, proxy, bed.dir, (identity) => [MAIN, 'controller', '--kubeconfig', kubeconfig,
-        '--redis-url', `redis://127.0.0.1:${bed.counterProxy.port}`, '--namespace', bed.t.namespace,
-        '--leader-elect', 'true', '--leader-election-namespace', bed.t.namespace, '--leader-election-id', ELECTION.id,
-        '--leader-election-lease-duration', `${ELECTION.leaseMs}ms`, '--leader-election-renew-deadline', `${ELECTION.renewDeadlineMs}ms`,
-        '--leader-election-retry-period', `${ELECTION.retryPeriodMs}ms`,
-        '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0', '--identity', identity, '--log-level', 'info']);
-    }));
+    const replicas = await Promise.all(
+      ['a', 'b'].map(async (name) => {
+        const proxy = await startTcpProxy({ targetPort: Number(server.port) });
+        const kubeconfig = join(bed.dir, `split-${name}.kubeconfig`);
+        writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${proxy.port}`), {
+          mode: 0o600,
+        });
+        return new Replica(name, proxy, bed.dir, (identity) => [
+          MAIN,
+          'controller',
+          '--kubeconfig',
+          kubeconfig,
+          '--redis-url',
+          `redis://127.0.0.1:${bed.counterProxy.port}`,
+          '--namespace',
+          bed.t.namespace,
+          '--leader-elect',
+          'true',
+          '--leader-election-namespace',
+          bed.t.namespace,
+          '--leader-election-id',
+          ELECTION.id,
+          '--leader-election-lease-duration',
+          `${ELECTION.leaseMs}ms`,
+          '--leader-election-renew-deadline',
+          `${ELECTION.renewDeadlineMs}ms`,
+          '--leader-election-retry-period',
+          `${ELECTION.retryPeriodMs}ms`,
+          '--metrics-bind-address',
+          '127.0.0.1:0',
+          '--health-probe-bind-address',
+          '127.0.0.1:0',
+          '--identity',
+          identity,
+          '--log-level',
+          'info',
+        ]);
+      }),
+    );
     for (const r of replicas) r.start();
     const split = new ControllerSplit(bed, replicas);
     await split.#ready(60_000);
@@ -177,7 +229,9 @@ export class ControllerSplit {
   }
 
   /** replicaStarts: controller replica processes started in all (each exit is followed by a restart). */
-  get replicaStarts(): number { return this.#replicas.reduce((a, r) => a + r.generation, 0); }
+  get replicaStarts(): number {
+    return this.#replicas.reduce((a, r) => a + r.generation, 0);
+  }
 
   /** logs: the tails of the current replica logs (failure messages). */
   logs(): string {
@@ -186,10 +240,15 @@ export class ControllerSplit {
 
   async #pollLeader(): Promise<void> {
     try {
-      const lease = await this.#bed.t.leases.readNamespacedLease({ namespace: this.#bed.t.namespace, name: ELECTION.id });
+      const lease = await this.#bed.t.leases.readNamespacedLease({
+        namespace: this.#bed.t.namespace,
+        name: ELECTION.id,
+      });
       const holder = lease.spec?.holderIdentity ?? '';
       if (this.#leaders.at(-1)?.holder !== holder) this.#leaders.push({ at: performance.now(), holder });
-    } catch { /* not created yet, or a blip: the next poll records it */ }
+    } catch {
+      /* not created yet, or a blip: the next poll records it */
+    }
   }
 
   /** #leaderReplica: the replica whose current process holds the election Lease (last poll). */
@@ -204,7 +263,8 @@ export class ControllerSplit {
     for (;;) {
       await this.#pollLeader();
       const leader = this.#leaderReplica();
-      if (leader !== undefined && leader.workersStarted() && this.#replicas.every((r) => r.campaigning())) return leader;
+      if (leader !== undefined && leader.workersStarted() && this.#replicas.every((r) => r.campaigning()))
+        return leader;
       if (performance.now() > deadline) return leader;
       await sleep(100);
     }
@@ -216,8 +276,16 @@ export class ControllerSplit {
    */
   join(rnd: () => number): Promise<SplitTicket> {
     return new Promise((resolveTicket) => {
-      if (this.#pending !== undefined) { this.#pending.resolveTicket.push(resolveTicket); return; }
-      const pending: PendingEvent = { opener: rnd, joined: performance.now(), ticket: undefined, resolveTicket: [resolveTicket] };
+      if (this.#pending !== undefined) {
+        this.#pending.resolveTicket.push(resolveTicket);
+        return;
+      }
+      const pending: PendingEvent = {
+        opener: rnd,
+        joined: performance.now(),
+        ticket: undefined,
+        resolveTicket: [resolveTicket],
+      };
       this.#pending = pending;
       const run = this.#chain.then(() => this.#run(pending));
       this.#chain = run.catch(() => undefined);
@@ -228,36 +296,59 @@ export class ControllerSplit {
     await sleep(Math.max(0, p.joined + GATHER_MS - performance.now()));
     const leader = await this.#ready(90_000);
     if (this.#pending === p) this.#pending = undefined; // later trials gather for the next event
-    const variant = SPLIT_VARIANTS[Math.floor(p.opener() * SPLIT_VARIANTS.length) % SPLIT_VARIANTS.length] ?? 'pause-leader';
+    const variant =
+      SPLIT_VARIANTS[Math.floor(p.opener() * SPLIT_VARIANTS.length) % SPLIT_VARIANTS.length] ?? 'pause-leader';
     // Longer than the election lease, so the standby takes over and grants: U[1.25, 2.5] leases.
     const faultMs = Math.round((1.25 + 1.25 * p.opener()) * ELECTION.leaseMs);
     let onStopped: (at: number) => void = () => undefined;
     let onResuming: () => void = () => undefined;
     let onDone: () => void = () => undefined;
     const ticket: SplitTicket = {
-      variant, faultMs,
-      stopped: new Promise((r) => { onStopped = r; }),
-      resuming: new Promise((r) => { onResuming = r; }),
-      done: new Promise((r) => { onDone = r; }),
+      variant,
+      faultMs,
+      stopped: new Promise((r) => {
+        onStopped = r;
+      }),
+      resuming: new Promise((r) => {
+        onResuming = r;
+      }),
+      done: new Promise((r) => {
+        onDone = r;
+      }),
     };
     for (const r of p.resolveTicket) r(ticket);
     const leaderIdentity = this.#leaders.at(-1)?.holder ?? '';
     try {
-      if (leader === undefined) { onStopped(performance.now()); return; } // no leader: the trials hand over anyway
+      if (leader === undefined) {
+        onStopped(performance.now());
+        return;
+      } // no leader: the trials hand over anyway
       if (variant === 'pause-leader') leader.proc?.signal('SIGSTOP');
-      else { leader.cut = true; leader.proxy.blackhole(); }
+      else {
+        leader.cut = true;
+        leader.proxy.blackhole();
+      }
       const startAt = performance.now();
       onStopped(startAt);
       await sleep(Math.max(0, faultMs - RESUME_LEAD_MS));
       onResuming();
       await sleep(RESUME_LEAD_MS);
       if (variant === 'pause-leader') leader.proc?.signal('SIGCONT');
-      else { leader.proxy.heal(); leader.cut = false; }
+      else {
+        leader.proxy.heal();
+        leader.cut = false;
+      }
     } finally {
       onResuming();
       onDone();
       const now = this.#leaders.at(-1)?.holder;
-      this.events.push({ variant, faultMs, trials: p.resolveTicket.length, leader: leaderIdentity, tookOver: now !== leaderIdentity ? now : undefined });
+      this.events.push({
+        variant,
+        faultMs,
+        trials: p.resolveTicket.length,
+        leader: leaderIdentity,
+        tookOver: now !== leaderIdentity ? now : undefined,
+      });
     }
   }
 
@@ -272,8 +363,11 @@ export class ControllerSplit {
           if (!line.includes('"Granted Lease"')) continue;
           try {
             const o = JSON.parse(line) as { holder?: string; token?: string };
-            if (o.holder !== undefined && o.token !== undefined) this.#grants.set(`${o.holder}|${o.token}`, file.slice(file.lastIndexOf('/') + 1, -'.log'.length));
-          } catch { /* a torn line */ }
+            if (o.holder !== undefined && o.token !== undefined)
+              this.#grants.set(`${o.holder}|${o.token}`, file.slice(file.lastIndexOf('/') + 1, -'.log'.length));
+          } catch {
+            /* a torn line */
+          }
         }
         this.#logOffsets.set(file, end);
       }
@@ -293,7 +387,10 @@ export class ControllerSplit {
       last = v.token;
       out.grants++;
       const by = this.#grants.get(`${v.holder.split('/')[0] ?? ''}|${v.token}`);
-      if (by === undefined) { out.grantsUnattributed++; continue; }
+      if (by === undefined) {
+        out.grantsUnattributed++;
+        continue;
+      }
       const leader = [...this.#leaders].reverse().find((l) => l.at <= v.at)?.holder ?? '';
       if (!leader.startsWith(`${by}_`)) out.grantsByNonLeader++;
     }
@@ -304,19 +401,25 @@ export class ControllerSplit {
 const active = new WeakMap<SafetyBed, ControllerSplit>();
 
 /** activeSplit is the running ControllerSplit of the bed (inside withControllerSplit), if any. */
-export function activeSplit(bed: SafetyBed): ControllerSplit | undefined { return active.get(bed); }
+export function activeSplit(bed: SafetyBed): ControllerSplit | undefined {
+  return active.get(bed);
+}
 
 /** withControllerSplit runs fn with the two replicas in place of the bed's controller, and restores it after. */
 export async function withControllerSplit<T>(bed: SafetyBed, fn: () => Promise<T>): Promise<T> {
   const split = await ControllerSplit.start(bed);
   active.set(bed, split);
-  try { return await fn(); } finally {
+  try {
+    return await fn();
+  } finally {
     active.delete(bed);
     await split.stop();
     const e = split.events;
     const by = (v: SplitVariant): number => e.filter((x) => x.variant === v).length;
-    process.stderr.write(`controller-split: ${e.length} events (${SPLIT_VARIANTS.map((v) => `${v} ${by(v)}`).join(', ')}), ` +
-      `${e.reduce((a, x) => a + x.trials, 0)} trial slots (mean ${(e.reduce((a, x) => a + x.trials, 0) / Math.max(1, e.length)).toFixed(1)} per event), ` +
-      `leader changed in ${e.filter((x) => x.tookOver !== undefined).length}, replica processes started ${split.replicaStarts}\n`);
+    process.stderr.write(
+      `controller-split: ${e.length} events (${SPLIT_VARIANTS.map((v) => `${v} ${by(v)}`).join(', ')}), ` +
+        `${e.reduce((a, x) => a + x.trials, 0)} trial slots (mean ${(e.reduce((a, x) => a + x.trials, 0) / Math.max(1, e.length)).toFixed(1)} per event), ` +
+        `leader changed in ${e.filter((x) => x.tookOver !== undefined).length}, replica processes started ${split.replicaStarts}\n`,
+    );
   }
 }

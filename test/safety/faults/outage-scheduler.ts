@@ -14,10 +14,16 @@
  */
 
 /** Admission is one trial's place in the scheduler, from its set-up to its outage. */
-export interface Admission { joined: boolean; done: boolean }
+export interface Admission {
+  joined: boolean;
+  done: boolean;
+}
 
 /** OutageRun is what `run` reports: when the service went away and when it answered again (reference clock). */
-export interface OutageRun { readonly startAt: number; readonly endAt: number }
+export interface OutageRun {
+  readonly startAt: number;
+  readonly endAt: number;
+}
 
 /** SharedOutage is one outage as every trial in it sees it. */
 export interface SharedOutage<P> extends OutageRun {
@@ -50,11 +56,17 @@ export class OutageScheduler<P> {
   /** outages: how many outages ran. */
   outages = 0;
 
-  constructor(run: (plan: P) => Promise<OutageRun>, gatherMs = 30_000) { this.#run = run; this.#gatherMs = gatherMs; }
+  constructor(run: (plan: P) => Promise<OutageRun>, gatherMs = 30_000) {
+    this.#run = run;
+    this.#gatherMs = gatherMs;
+  }
 
   /** admit waits until no outage is gathered or running, then counts the trial as in set-up. */
   async admit(): Promise<Admission> {
-    while ((this.#batch !== undefined || this.#running !== undefined) && !this.#closed) await new Promise<void>((r) => { this.#gateWaiters.push(r); });
+    while ((this.#batch !== undefined || this.#running !== undefined) && !this.#closed)
+      await new Promise<void>((r) => {
+        this.#gateWaiters.push(r);
+      });
     this.#preFault++;
     return { joined: false, done: false };
   }
@@ -63,7 +75,10 @@ export class OutageScheduler<P> {
   leave(a: Admission): void {
     if (a.done) return;
     a.done = true;
-    if (!a.joined) { this.#preFault--; this.#maybeStart(); }
+    if (!a.joined) {
+      this.#preFault--;
+      this.#maybeStart();
+    }
   }
 
   /** join: the trial holds its lock and writes; resolves when the outage it lived through is over. */
@@ -74,16 +89,25 @@ export class OutageScheduler<P> {
     let batch = this.#batch;
     if (batch === undefined) {
       let start = (): void => undefined;
-      const go = new Promise<void>((r) => { start = r; });
+      const go = new Promise<void>((r) => {
+        start = r;
+      });
       const b: Batch<P> = { plan, waiters: [], createdAt: performance.now(), go, start };
       batch = b;
       this.#batch = b;
-      const timer = setTimeout(() => { b.start(); }, this.#gatherMs);
-      void this.#execute(b).finally(() => { clearTimeout(timer); });
+      const timer = setTimeout(() => {
+        b.start();
+      }, this.#gatherMs);
+      void this.#execute(b).finally(() => {
+        clearTimeout(timer);
+      });
     }
     const b = batch;
     const out = new Promise<SharedOutage<P>>((resolve, reject) => {
-      b.waiters.push((o) => { if (o instanceof Error) reject(o); else resolve(o); });
+      b.waiters.push((o) => {
+        if (o instanceof Error) reject(o);
+        else resolve(o);
+      });
     });
     this.#maybeStart();
     return out;
@@ -97,7 +121,9 @@ export class OutageScheduler<P> {
     await b.go;
     const previous = this.#busy;
     let release = (): void => undefined;
-    this.#busy = new Promise<void>((r) => { release = r; });
+    this.#busy = new Promise<void>((r) => {
+      release = r;
+    });
     await previous;
     // From here on a late joiner (one that was still in set-up after gatherMs) forms the next outage.
     if (this.#batch === b) this.#batch = undefined;

@@ -33,7 +33,11 @@ function info(text: string, field: string): string | undefined {
 async function withClient<T>(server: RedisServer, fn: (c: Redis) => Promise<T>): Promise<T> {
   const c = server.client();
   c.on('error', () => undefined);
-  try { return await fn(c); } finally { c.disconnect(); }
+  try {
+    return await fn(c);
+  } finally {
+    c.disconnect();
+  }
 }
 
 /**
@@ -49,12 +53,15 @@ export async function startLaggingReplica(primary: RedisServer, timeoutMs = 15_0
     // A full sync otherwise waits 5 s for more replicas to join the same transfer.
     await withClient(primary, (c) => c.call('CONFIG', 'SET', 'repl-diskless-sync-delay', '0'));
     await withClient(server, (c) => c.call('REPLICAOF', '127.0.0.1', String(linkPort)));
-    const target = await withClient(primary, async (c) => Number(info(String(await c.call('INFO', 'replication')), 'master_repl_offset') ?? 'NaN'));
+    const target = await withClient(primary, async (c) =>
+      Number(info(String(await c.call('INFO', 'replication')), 'master_repl_offset') ?? 'NaN'),
+    );
     const deadline = performance.now() + timeoutMs;
     for (;;) {
       const text = await withClient(server, async (c) => String(await c.call('INFO', 'replication')));
       if (info(text, 'master_link_status') === 'up' && Number(info(text, 'slave_repl_offset') ?? '-1') >= target) break;
-      if (performance.now() > deadline) throw new Error(`replica on ${server.port} did not catch up with ${primary.port} within ${timeoutMs} ms`);
+      if (performance.now() > deadline)
+        throw new Error(`replica on ${server.port} did not catch up with ${primary.port} within ${timeoutMs} ms`);
       await sleep(20);
     }
     link.blackhole();

@@ -29,13 +29,21 @@ export interface Witness {
 export async function startWitness(plane: ControlPlane): Promise<Witness> {
   const dir = join(plane.dir, 'witness');
   mkdirSync(dir, { recursive: true });
-  const server = await startApiServer(dir, plane.pki, plane.etcd.clientUrl, join(plane.dir, 'pids'), { name: 'witness-apiserver', extraArgs: ['--watch-cache=false'] });
+  const server = await startApiServer(dir, plane.pki, plane.etcd.clientUrl, join(plane.dir, 'pids'), {
+    name: 'witness-apiserver',
+    extraArgs: ['--watch-cache=false'],
+  });
   const kubeconfigPath = join(dir, 'kubeconfig');
   const admin = plane.kubeConfig();
   writeFileSync(kubeconfigPath, admin.exportConfig().replace(plane.apiServer.url, server.url), { mode: 0o600 });
   return {
-    server, kubeconfigPath,
-    kubeConfig() { const kc = new KubeConfig(); kc.loadFromFile(kubeconfigPath); return kc; },
+    server,
+    kubeconfigPath,
+    kubeConfig() {
+      const kc = new KubeConfig();
+      kc.loadFromFile(kubeconfigPath);
+      return kc;
+    },
     stop: () => server.stop(),
   };
 }

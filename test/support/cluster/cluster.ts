@@ -47,7 +47,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     await waitNodesReady(admin, nodes);
     for (const c of components) if (!c.isRunning()) throw new Error(`${c.name} exited: see ${c.logFile}`);
     const cluster: Cluster = {
-      plane, nodes, components,
+      plane,
+      nodes,
+      components,
       runPods(namespaces) {
         const r = startPodRunner({ admin: plane.kubeConfig(), namespaces, dir: join(plane.dir, 'pods') });
         runners.push(r);

@@ -18,13 +18,15 @@ export const KWOK_STAGES = resolve(import.meta.dirname, '../../../hack/testbed/k
  * controllers are left out: there is no legacy token issuance here (tests use TokenRequest), and
  * the ServiceAccount admission plugin is off, as in envtest.
  */
-export const KCM_CONTROLLERS = '*,-serviceaccount-token,-bootstrapsigner,-tokencleaner,-csrsigning,-csrapproving,-csrcleaner';
+export const KCM_CONTROLLERS =
+  '*,-serviceaccount-token,-bootstrapsigner,-tokencleaner,-csrsigning,-csrapproving,-csrcleaner';
 
 /** startScheduler runs kube-scheduler against the plane. */
 export function startScheduler(plane: ControlPlane, pidFile?: string): ManagedProcess {
   return spawnManaged('kube-scheduler', findBinary('kube-scheduler'), {
     args: [`--kubeconfig=${plane.kubeconfigPath}`, '--leader-elect=false', '--secure-port=0', '--v=1'],
-    logFile: join(plane.dir, 'kube-scheduler.log'), ...(pidFile !== undefined ? { pidFile } : {}),
+    logFile: join(plane.dir, 'kube-scheduler.log'),
+    ...(pidFile !== undefined ? { pidFile } : {}),
   });
 }
 
@@ -32,14 +34,20 @@ export function startScheduler(plane: ControlPlane, pidFile?: string): ManagedPr
 export function startControllerManager(plane: ControlPlane, pidFile?: string): ManagedProcess {
   return spawnManaged('kube-controller-manager', findBinary('kube-controller-manager'), {
     args: [
-      `--kubeconfig=${plane.kubeconfigPath}`, '--leader-elect=false', '--secure-port=0',
-      `--controllers=${KCM_CONTROLLERS}`, '--use-service-account-credentials=false',
-      `--root-ca-file=${plane.pki.caCert}`, `--service-account-private-key-file=${plane.pki.saKey}`,
+      `--kubeconfig=${plane.kubeconfigPath}`,
+      '--leader-elect=false',
+      '--secure-port=0',
+      `--controllers=${KCM_CONTROLLERS}`,
+      '--use-service-account-credentials=false',
+      `--root-ca-file=${plane.pki.caCert}`,
+      `--service-account-private-key-file=${plane.pki.saKey}`,
       // kwok renews the fake nodes' heartbeat Leases; on a loaded 2-core machine a renewal can be
       // late, and a node marked NotReady would mark its pods unready. Node loss is not under test.
-      '--node-monitor-grace-period=5m', '--v=1',
+      '--node-monitor-grace-period=5m',
+      '--v=1',
     ],
-    logFile: join(plane.dir, 'kube-controller-manager.log'), ...(pidFile !== undefined ? { pidFile } : {}),
+    logFile: join(plane.dir, 'kube-controller-manager.log'),
+    ...(pidFile !== undefined ? { pidFile } : {}),
   });
 }
 
@@ -47,9 +55,14 @@ export function startControllerManager(plane: ControlPlane, pidFile?: string): M
 export function startKwok(plane: ControlPlane, pidFile?: string): ManagedProcess {
   return spawnManaged('kwok', findBinary('kwok'), {
     args: [
-      `--kubeconfig=${plane.kubeconfigPath}`, `--config=${KWOK_STAGES}`, '--manage-all-nodes=true',
-      '--node-ip=127.0.0.1', '--cidr=10.244.0.1/16', '--server-address=',
+      `--kubeconfig=${plane.kubeconfigPath}`,
+      `--config=${KWOK_STAGES}`,
+      '--manage-all-nodes=true',
+      '--node-ip=127.0.0.1',
+      '--cidr=10.244.0.1/16',
+      '--server-address=',
     ],
-    logFile: join(plane.dir, 'kwok.log'), ...(pidFile !== undefined ? { pidFile } : {}),
+    logFile: join(plane.dir, 'kwok.log'),
+    ...(pidFile !== undefined ? { pidFile } : {}),
   });
 }

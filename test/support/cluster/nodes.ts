@@ -11,7 +11,12 @@ export function fakeNode(name: string): V1Node {
   return {
     metadata: {
       name,
-      labels: { [KWOK_NODE_LABEL]: 'kwok', 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
+      labels: {
+        [KWOK_NODE_LABEL]: 'kwok',
+        'kubernetes.io/hostname': name,
+        'kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': 'amd64',
+      },
       annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
     },
     spec: {},
@@ -41,9 +46,14 @@ export async function waitNodesReady(kc: KubeConfig, names: readonly string[], t
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const nodes = await core.listNode();
-    const ready = new Set(nodes.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).map((n) => n.metadata?.name));
+    const ready = new Set(
+      nodes.items
+        .filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+        .map((n) => n.metadata?.name),
+    );
     if (names.every((n) => ready.has(n))) return;
-    if (performance.now() > deadline) throw new Error(`nodes not Ready after ${timeoutMs} ms: ${names.filter((n) => !ready.has(n)).join(', ')}`);
+    if (performance.now() > deadline)
+      throw new Error(`nodes not Ready after ${timeoutMs} ms: ${names.filter((n) => !ready.has(n)).join(', ')}`);
     await sleep(200);
   }
 }

@@ -47,7 +47,14 @@ import { mkdirSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, type KubeConfig, type V1Container, type V1EnvVar, type V1Pod, type V1Probe } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type V1Container,
+  type V1EnvVar,
+  type V1Pod,
+  type V1Probe,
+} from '@kubernetes/client-node';
 import { getStatus } from '../testbed/http-probe.ts';
 import { freePort } from '../testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../testbed/processes.ts';
@@ -58,8 +65,15 @@ export const FENCEPOST_MAIN = resolve(import.meta.dirname, '../../../src/cli/mai
 
 /** DEFAULT_PORTS are the listen flags a fencepost command has by default, with the port each stands for. */
 const DEFAULT_PORTS: Readonly<Record<string, readonly (readonly [flag: string, port: number])[]>> = {
-  agent: [['--listen', 7370], ['--metrics-bind-address', 8080], ['--health-probe-bind-address', 8081]],
-  controller: [['--metrics-bind-address', 8080], ['--health-probe-bind-address', 8081]],
+  agent: [
+    ['--listen', 7370],
+    ['--metrics-bind-address', 8080],
+    ['--health-probe-bind-address', 8081],
+  ],
+  controller: [
+    ['--metrics-bind-address', 8080],
+    ['--health-probe-bind-address', 8081],
+  ],
 };
 const ADDRESS_FLAG = /^(--listen|--[a-z-]*bind-address)$/;
 
@@ -71,7 +85,9 @@ export function isFencepostImage(image: string | undefined): boolean {
 
 /** expandVars replaces `$(NAME)` with env values as the kubelet does (`$$(X)` stays `$(X)`; unknown names stay). */
 export function expandVars(text: string, env: Readonly<Record<string, string>>): string {
-  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (m, name: string | undefined) => (m === '$$' ? '$' : env[name ?? ''] ?? m));
+  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (m, name: string | undefined) =>
+    m === '$$' ? '$' : (env[name ?? ''] ?? m),
+  );
 }
 
 /**
@@ -79,7 +95,10 @@ export function expandVars(text: string, env: Readonly<Record<string, string>>):
  * command's default listen flags that are absent) and returns the new args and, for each original
  * port, the local one.
  */
-export async function rewriteAddresses(args: readonly string[], next: () => Promise<number> = freePort): Promise<{ args: string[]; ports: Map<number, number> }> {
+export async function rewriteAddresses(
+  args: readonly string[],
+  next: () => Promise<number> = freePort,
+): Promise<{ args: string[]; ports: Map<number, number> }> {
   const out: string[] = [];
   const ports = new Map<number, number>();
   const seen = new Set<string>();
@@ -96,9 +115,16 @@ export async function rewriteAddresses(args: readonly string[], next: () => Prom
     const flag = eq > 0 ? a.slice(0, eq) : a;
     if (ADDRESS_FLAG.test(flag)) {
       seen.add(flag);
-      if (eq > 0) { out.push(`${flag}=${await move(a.slice(eq + 1))}`); continue; }
+      if (eq > 0) {
+        out.push(`${flag}=${await move(a.slice(eq + 1))}`);
+        continue;
+      }
       const value = args[i + 1];
-      if (value !== undefined) { out.push(flag, await move(value)); i++; continue; }
+      if (value !== undefined) {
+        out.push(flag, await move(value));
+        i++;
+        continue;
+      }
     }
     out.push(a);
   }
@@ -140,7 +166,9 @@ export function rewriteLoopbackPorts(text: string, ports: ReadonlyMap<number, nu
 }
 
 /** isSidecar: an init container with `restartPolicy: Always` (a native sidecar, KEP-753). */
-export function isSidecar(c: V1Container): boolean { return c.restartPolicy === 'Always'; }
+export function isSidecar(c: V1Container): boolean {
+  return c.restartPolicy === 'Always';
+}
 
 /**
  * terminationPrereqs says, for each container of the pod, which others must have exited before it
@@ -243,32 +271,49 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   mkdirSync(o.dir, { recursive: true });
 
   const note = (rc: RunningContainer, what: LifecycleEvent['what'], exitCode?: number | string): void => {
-    history.push({ namespace: rc.namespace, pod: rc.pod, container: rc.container, what, ...(exitCode !== undefined ? { exitCode } : {}) });
+    history.push({
+      namespace: rc.namespace,
+      pod: rc.pod,
+      container: rc.container,
+      what,
+      ...(exitCode !== undefined ? { exitCode } : {}),
+    });
   };
   const runnable = (c: V1Container): boolean => isFencepostImage(c.image) || scriptInterpreter(c) !== undefined;
   const kindOf = (pod: V1Pod, c: V1Container): ContainerKind => {
     if (!(pod.spec?.initContainers ?? []).includes(c)) return 'main';
     return isSidecar(c) ? 'sidecar' : 'init';
   };
-  const specOf = (pod: V1Pod, name: string): V1Container | undefined => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === name);
+  const specOf = (pod: V1Pod, name: string): V1Container | undefined =>
+    [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === name);
 
-  const kubeconfigFor = (pod: V1Pod): Promise<string> => writeServiceAccountKubeconfig(
-    o.admin, pod.metadata?.namespace ?? '', pod.spec?.serviceAccountName ?? 'default',
-    join(o.dir, `${pod.metadata?.namespace ?? ''}.${pod.metadata?.name ?? ''}.kubeconfig`),
-    { name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' },
-  );
+  const kubeconfigFor = (pod: V1Pod): Promise<string> =>
+    writeServiceAccountKubeconfig(
+      o.admin,
+      pod.metadata?.namespace ?? '',
+      pod.spec?.serviceAccountName ?? 'default',
+      join(o.dir, `${pod.metadata?.namespace ?? ''}.${pod.metadata?.name ?? ''}.kubeconfig`),
+      { name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' },
+    );
 
   const fieldValue = (pod: V1Pod, path: string): string => {
     const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(path);
     if (m !== null) return (m[1] === 'labels' ? pod.metadata?.labels : pod.metadata?.annotations)?.[m[2] ?? ''] ?? '';
     switch (path) {
-      case 'metadata.name': return pod.metadata?.name ?? '';
-      case 'metadata.namespace': return pod.metadata?.namespace ?? '';
-      case 'metadata.uid': return pod.metadata?.uid ?? '';
-      case 'spec.nodeName': return pod.spec?.nodeName ?? '';
-      case 'spec.serviceAccountName': return pod.spec?.serviceAccountName ?? '';
-      case 'status.podIP': return pod.status?.podIP ?? '';
-      default: throw new Error(`pod runner: fieldRef ${path} not supported`);
+      case 'metadata.name':
+        return pod.metadata?.name ?? '';
+      case 'metadata.namespace':
+        return pod.metadata?.namespace ?? '';
+      case 'metadata.uid':
+        return pod.metadata?.uid ?? '';
+      case 'spec.nodeName':
+        return pod.spec?.nodeName ?? '';
+      case 'spec.serviceAccountName':
+        return pod.spec?.serviceAccountName ?? '';
+      case 'status.podIP':
+        return pod.status?.podIP ?? '';
+      default:
+        throw new Error(`pod runner: fieldRef ${path} not supported`);
     }
   };
 
@@ -279,7 +324,10 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       else if (v.valueFrom?.fieldRef !== undefined) env[v.name] = fieldValue(pod, v.valueFrom.fieldRef.fieldPath);
       else if (v.valueFrom?.secretKeyRef !== undefined) {
         const ref = v.valueFrom.secretKeyRef;
-        const secret = await core.readNamespacedSecret({ namespace: pod.metadata?.namespace ?? '', name: ref.name ?? '' });
+        const secret = await core.readNamespacedSecret({
+          namespace: pod.metadata?.namespace ?? '',
+          name: ref.name ?? '',
+        });
         const data = secret.data?.[ref.key];
         if (data !== undefined) env[v.name] = Buffer.from(data, 'base64').toString('utf8');
         else if (ref.optional !== true) throw new Error(`secret ${ref.name ?? ''} has no key ${ref.key}`);
@@ -288,7 +336,13 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     return env;
   };
 
-  const startContainer = async (pod: V1Pod, c: V1Container, state: PodState, kubeconfig: string, restartOf?: RunningContainer): Promise<RunningContainer> => {
+  const startContainer = async (
+    pod: V1Pod,
+    c: V1Container,
+    state: PodState,
+    kubeconfig: string,
+    restartOf?: RunningContainer,
+  ): Promise<RunningContainer> => {
     const ns = pod.metadata?.namespace ?? '';
     const name = pod.metadata?.name ?? '';
     const env = await resolveEnv(pod, c.env ?? []);
@@ -299,7 +353,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     if (isFencepostImage(c.image)) {
       // A restarted container listens on the same local ports as before (they are what tests know).
       const previous = restartOf !== undefined ? [...restartOf.ports.values()] : [];
-      ({ args, ports } = await rewriteAddresses(expanded, async () => previous.shift() ?? await freePort()));
+      ({ args, ports } = await rewriteAddresses(expanded, async () => previous.shift() ?? (await freePort())));
       args = [FENCEPOST_MAIN, ...args];
     } else {
       args = expanded.map((a) => rewriteLoopbackPorts(a, state.ports));
@@ -307,16 +361,43 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     for (const [port, local] of ports) state.ports.set(port, local);
     if (state.terminating || stopped) throw new Terminating();
     const logFile = join(o.dir, `${ns}.${name}.${c.name}.log`);
-    const proc = spawnManaged(`${name}/${c.name}`, isFencepostImage(c.image) ? process.execPath : scriptInterpreter(c) ?? process.execPath, {
-      args, logFile,
-      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? '/tmp', ...env, KUBECONFIG: kubeconfig },
-    });
-    const rc: RunningContainer = restartOf ?? { namespace: ns, pod: name, uid: pod.metadata?.uid ?? '', container: c.name, kind: kindOf(pod, c), ports: new Map(ports), logFile, proc, exitCode: undefined, restarts: 0 };
+    const proc = spawnManaged(
+      `${name}/${c.name}`,
+      isFencepostImage(c.image) ? process.execPath : (scriptInterpreter(c) ?? process.execPath),
+      {
+        args,
+        logFile,
+        env: {
+          PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+          HOME: process.env['HOME'] ?? '/tmp',
+          ...env,
+          KUBECONFIG: kubeconfig,
+        },
+      },
+    );
+    const rc: RunningContainer = restartOf ?? {
+      namespace: ns,
+      pod: name,
+      uid: pod.metadata?.uid ?? '',
+      container: c.name,
+      kind: kindOf(pod, c),
+      ports: new Map(ports),
+      logFile,
+      proc,
+      exitCode: undefined,
+      restarts: 0,
+    };
     rc.proc = proc;
     rc.exitCode = undefined;
-    if (restartOf === undefined) { all.push(rc); state.containers.push(rc); }
+    if (restartOf === undefined) {
+      all.push(rc);
+      state.containers.push(rc);
+    }
     note(rc, 'started');
-    void proc.exited.then((code) => { rc.exitCode = code; note(rc, 'exited', code); });
+    void proc.exited.then((code) => {
+      rc.exitCode = code;
+      note(rc, 'exited', code);
+    });
     return rc;
   };
 
@@ -326,20 +407,31 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     const target = p.httpGet?.port ?? p.tcpSocket?.port;
     const containerPort = typeof target === 'number' ? target : c.ports?.find((x) => x.name === target)?.containerPort;
     const local = containerPort === undefined ? undefined : rc.ports.get(containerPort);
-    if (local === undefined) throw new Error(`pod runner: probe port ${String(target)} of ${rc.pod}/${rc.container} is not one it listens on`);
+    if (local === undefined)
+      throw new Error(`pod runner: probe port ${String(target)} of ${rc.pod}/${rc.container} is not one it listens on`);
     const timeoutMs = (p.timeoutSeconds ?? 1) * 1000;
     if (p.httpGet !== undefined) {
       try {
         const { status } = await getStatus(`http://127.0.0.1:${local}${p.httpGet.path ?? '/'}`, undefined, timeoutMs);
         return status >= 200 && status < 400; // the kubelet's rule
-      } catch { return false; }
+      } catch {
+        return false;
+      }
     }
     if (p.tcpSocket !== undefined) {
       return new Promise((done) => {
         const sock = connect(local, '127.0.0.1');
-        sock.setTimeout(timeoutMs, () => { sock.destroy(); done(false); });
-        sock.once('connect', () => { sock.destroy(); done(true); });
-        sock.once('error', () => { done(false); });
+        sock.setTimeout(timeoutMs, () => {
+          sock.destroy();
+          done(false);
+        });
+        sock.once('connect', () => {
+          sock.destroy();
+          done(true);
+        });
+        sock.once('error', () => {
+          done(false);
+        });
       });
     }
     throw new Error(`pod runner: only httpGet and tcpSocket probes are supported (${rc.pod}/${rc.container})`);
@@ -359,13 +451,17 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     let failures = 0;
     for (;;) {
       if (state.terminating || stopped) return false;
-      if (proc !== rc.proc) { // a new process: start counting again after its initial delay
+      if (proc !== rc.proc) {
+        // a new process: start counting again after its initial delay
         proc = rc.proc;
         failures = 0;
         await sleep((p.initialDelaySeconds ?? 0) * 1000);
         continue;
       }
-      if (await probeOnce(c, rc, p)) { note(rc, 'probed'); return true; }
+      if (await probeOnce(c, rc, p)) {
+        note(rc, 'probed');
+        return true;
+      }
       if (proc.isRunning() && ++failures >= threshold) {
         note(rc, 'sigterm');
         await proc.stop((p.terminationGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000); // the sync loop restarts it
@@ -381,14 +477,17 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       for (;;) {
         if (state.terminating || stopped) return;
         const existing = state.containers.find((x) => x.container === c.name);
-        const rc = existing ?? await startContainer(pod, c, state, kubeconfig);
+        const rc = existing ?? (await startContainer(pod, c, state, kubeconfig));
         if (isSidecar(c)) {
-          if (!await waitStarted(pod, c, rc, state)) return;
+          if (!(await waitStarted(pod, c, rc, state))) return;
           break;
         }
         const code = await rc.proc.exited;
         if (code === 0) break;
-        if ((pod.spec?.restartPolicy ?? 'Always') === 'Never') { state.failed = true; return; }
+        if ((pod.spec?.restartPolicy ?? 'Always') === 'Never') {
+          state.failed = true;
+          return;
+        }
         rc.restarts++;
         await sleep(1000);
         await startContainer(pod, c, state, kubeconfig, rc);
@@ -403,11 +502,32 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     const mains = state.containers.filter((c) => c.kind !== 'sidecar');
     const codes = mains.map((c) => (typeof c.exitCode === 'number' ? c.exitCode : 137));
     const now = new Date();
-    const fresh = await core.readNamespacedPod({ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' });
-    const terminated = (c: V1Container): { name: string; image: string; imageID: string; ready: boolean; restartCount: number; state: { terminated: { exitCode: number; reason: string; startedAt: Date; finishedAt: Date } } } => {
+    const fresh = await core.readNamespacedPod({
+      namespace: pod.metadata?.namespace ?? '',
+      name: pod.metadata?.name ?? '',
+    });
+    const terminated = (
+      c: V1Container,
+    ): {
+      name: string;
+      image: string;
+      imageID: string;
+      ready: boolean;
+      restartCount: number;
+      state: { terminated: { exitCode: number; reason: string; startedAt: Date; finishedAt: Date } };
+    } => {
       const rc = state.containers.find((r) => r.container === c.name);
       const exitCode = rc !== undefined && typeof rc.exitCode === 'number' ? rc.exitCode : 0;
-      return { name: c.name, image: c.image ?? '', imageID: '', ready: false, restartCount: rc?.restarts ?? 0, state: { terminated: { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error', startedAt: now, finishedAt: now } } };
+      return {
+        name: c.name,
+        image: c.image ?? '',
+        imageID: '',
+        ready: false,
+        restartCount: rc?.restarts ?? 0,
+        state: {
+          terminated: { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error', startedAt: now, finishedAt: now },
+        },
+      };
     };
     fresh.status = {
       ...fresh.status,
@@ -416,7 +536,11 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       initContainerStatuses: (fresh.spec?.initContainers ?? []).map(terminated),
       containerStatuses: (fresh.spec?.containers ?? []).map(terminated),
     };
-    await core.replaceNamespacedPodStatus({ namespace: fresh.metadata?.namespace ?? '', name: fresh.metadata?.name ?? '', body: fresh });
+    await core.replaceNamespacedPodStatus({
+      namespace: fresh.metadata?.namespace ?? '',
+      name: fresh.metadata?.name ?? '',
+      body: fresh,
+    });
   };
 
   /**
@@ -426,23 +550,35 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   const stopInOrder = async (pod: V1Pod | undefined, state: PodState, graceMs: number): Promise<void> => {
     const deadline = performance.now() + graceMs;
     const prereqs = pod !== undefined ? terminationPrereqs(pod) : new Map<string, string[]>();
-    const exitedOf = (name: string): Promise<unknown> => state.containers.find((c) => c.container === name)?.proc.exited ?? Promise.resolve();
-    await Promise.all(state.containers.map(async (rc) => {
-      const waitFor = (prereqs.get(rc.container) ?? []).filter((n) => n !== rc.container);
-      if (waitFor.length > 0) await Promise.race([Promise.all(waitFor.map(exitedOf)), sleep(Math.max(0, deadline - performance.now()))]);
-      if (!rc.proc.isRunning()) return;
-      note(rc, 'sigterm');
-      await rc.proc.stop(Math.max(MIN_GRACE_MS, deadline - performance.now()));
-    }));
+    const exitedOf = (name: string): Promise<unknown> =>
+      state.containers.find((c) => c.container === name)?.proc.exited ?? Promise.resolve();
+    await Promise.all(
+      state.containers.map(async (rc) => {
+        const waitFor = (prereqs.get(rc.container) ?? []).filter((n) => n !== rc.container);
+        if (waitFor.length > 0)
+          await Promise.race([Promise.all(waitFor.map(exitedOf)), sleep(Math.max(0, deadline - performance.now()))]);
+        if (!rc.proc.isRunning()) return;
+        note(rc, 'sigterm');
+        await rc.proc.stop(Math.max(MIN_GRACE_MS, deadline - performance.now()));
+      }),
+    );
   };
 
   /** terminate stops a deleted pod's processes in order and then, as the kubelet does, deletes the pod object with grace 0. */
   const terminate = (pod: V1Pod | undefined, state: PodState): void => {
     state.terminating = true;
-    const graceMs = Math.min(30, pod?.metadata?.deletionGracePeriodSeconds ?? pod?.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
+    const graceMs =
+      Math.min(30, pod?.metadata?.deletionGracePeriodSeconds ?? pod?.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
     void stopInOrder(pod, state, graceMs).then(async () => {
       if (pod === undefined || stopped) return;
-      await core.deleteNamespacedPod({ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', gracePeriodSeconds: 0, body: { preconditions: { uid: pod.metadata?.uid ?? '' } } }).catch(() => undefined);
+      await core
+        .deleteNamespacedPod({
+          namespace: pod.metadata?.namespace ?? '',
+          name: pod.metadata?.name ?? '',
+          gracePeriodSeconds: 0,
+          body: { preconditions: { uid: pod.metadata?.uid ?? '' } },
+        })
+        .catch(() => undefined);
     });
   };
 
@@ -451,14 +587,26 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     const uid = pod.metadata?.uid ?? '';
     const state = pods.get(uid);
     if (state === undefined) {
-      const running = pod.status?.phase === 'Running' && (pod.spec?.nodeName ?? '') !== '' && pod.metadata?.deletionTimestamp === undefined;
+      const running =
+        pod.status?.phase === 'Running' &&
+        (pod.spec?.nodeName ?? '') !== '' &&
+        pod.metadata?.deletionTimestamp === undefined;
       const wanted = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].filter(runnable);
       if (!running || wanted.length === 0) return;
       const kubeconfig = await kubeconfigFor(pod); // throws before anything started: retried next round
-      const fresh: PodState = { containers: [], ports: new Map(), mainsStarted: false, failed: false, terminating: false, finished: false, reported: false };
+      const fresh: PodState = {
+        containers: [],
+        ports: new Map(),
+        mainsStarted: false,
+        failed: false,
+        terminating: false,
+        finished: false,
+        reported: false,
+      };
       pods.set(uid, fresh);
       void runInit(pod, fresh, kubeconfig).catch((err: unknown) => {
-        if (!(err instanceof Terminating)) process.stderr.write(`pod runner: ${pod.metadata?.name ?? ''}: ${String(err)}\n`);
+        if (!(err instanceof Terminating))
+          process.stderr.write(`pod runner: ${pod.metadata?.name ?? ''}: ${String(err)}\n`);
       });
       return;
     }
@@ -468,22 +616,38 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     }
     if (state.finished && !state.reported) {
       // The last write lost a race (409: e.g. the controller unlabelled the former holder meanwhile): again.
-      state.reported = await reportExit(pod, state).then(() => true, () => false);
+      state.reported = await reportExit(pod, state).then(
+        () => true,
+        () => false,
+      );
       return;
     }
     if (state.terminating || state.reported) return;
     const policy = pod.spec?.restartPolicy ?? 'Always';
     const mains = state.containers.filter((c) => c.kind === 'main');
-    const completed = state.failed || (state.mainsStarted && mains.length > 0 && policy !== 'Always' && mains.every((c) => c.exitCode !== undefined && (policy === 'Never' || c.exitCode === 0)));
+    const completed =
+      state.failed ||
+      (state.mainsStarted &&
+        mains.length > 0 &&
+        policy !== 'Always' &&
+        mains.every((c) => c.exitCode !== undefined && (policy === 'Never' || c.exitCode === 0)));
     if (completed) {
       // Every main container has exited for good: stop the sidecars (last first) and report.
       state.terminating = true;
       await stopInOrder(pod, state, 30_000);
       state.finished = true;
-      state.reported = await reportExit(pod, state).then(() => true, () => false); // false: retried next round
+      state.reported = await reportExit(pod, state).then(
+        () => true,
+        () => false,
+      ); // false: retried next round
       return;
     }
-    const restart = state.containers.filter((c) => !c.proc.isRunning() && (c.kind === 'sidecar' || (c.kind === 'main' && (policy === 'Always' || (policy === 'OnFailure' && c.exitCode !== 0)))));
+    const restart = state.containers.filter(
+      (c) =>
+        !c.proc.isRunning() &&
+        (c.kind === 'sidecar' ||
+          (c.kind === 'main' && (policy === 'Always' || (policy === 'OnFailure' && c.exitCode !== 0)))),
+    );
     if (restart.length === 0) return;
     const kubeconfig = await kubeconfigFor(pod);
     for (const c of restart) {
@@ -496,11 +660,18 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   };
 
   const sync = async (): Promise<void> => {
-    const lists = o.namespaces === 'all' ? [await core.listPodForAllNamespaces()] : await Promise.all(o.namespaces.map((namespace) => core.listNamespacedPod({ namespace })));
+    const lists =
+      o.namespaces === 'all'
+        ? [await core.listPodForAllNamespaces()]
+        : await Promise.all(o.namespaces.map((namespace) => core.listNamespacedPod({ namespace })));
     const seen = new Set<string>();
     for (const pod of lists.flatMap((l) => l.items)) {
       seen.add(pod.metadata?.uid ?? '');
-      try { await syncPod(pod); } catch { /* a conflict or a restarting API server: next round */ }
+      try {
+        await syncPod(pod);
+      } catch {
+        /* a conflict or a restarting API server: next round */
+      }
     }
     for (const [uid, state] of pods) {
       if (!seen.has(uid) && !state.terminating) terminate(undefined, state); // deleted at once (grace 0)
@@ -509,7 +680,11 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
 
   const loop = (async () => {
     while (!stopped) {
-      try { await sync(); } catch { /* the API server restarts in some tests; try again next round */ }
+      try {
+        await sync();
+      } catch {
+        /* the API server restarts in some tests; try again next round */
+      }
       await sleep(o.pollMs ?? 100);
     }
   })();

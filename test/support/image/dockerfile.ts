@@ -10,10 +10,19 @@ import { cpSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
 /** Instruction is one Dockerfile instruction, continuation lines joined. */
-export interface Instruction { readonly line: number; readonly keyword: string; readonly args: string }
+export interface Instruction {
+  readonly line: number;
+  readonly keyword: string;
+  readonly args: string;
+}
 
 /** Stage is one FROM and the instructions under it. */
-export interface Stage { readonly image: string; readonly name: string | undefined; readonly line: number; readonly instructions: readonly Instruction[] }
+export interface Stage {
+  readonly image: string;
+  readonly name: string | undefined;
+  readonly line: number;
+  readonly instructions: readonly Instruction[];
+}
 
 /** parseDockerfile splits text into stages of instructions (comments and blank lines dropped). */
 export function parseDockerfile(text: string): Stage[] {
@@ -23,7 +32,10 @@ export function parseDockerfile(text: string): Stage[] {
     const start = i;
     let line = lines[i] ?? '';
     if (/^\s*(#|$)/.test(line)) continue;
-    while (line.endsWith('\\') && i + 1 < lines.length) { i++; line = `${line.slice(0, -1)} ${(lines[i] ?? '').trim()}`; }
+    while (line.endsWith('\\') && i + 1 < lines.length) {
+      i++;
+      line = `${line.slice(0, -1)} ${(lines[i] ?? '').trim()}`;
+    }
     const m = /^\s*([A-Za-z]+)\s+(.*)$/.exec(line);
     if (m === null) throw new Error(`Dockerfile:${start + 1}: cannot parse ${JSON.stringify(line)}`);
     instructions.push({ line: start + 1, keyword: (m[1] ?? '').toUpperCase(), args: (m[2] ?? '').trim() });
@@ -43,7 +55,11 @@ export function parseDockerfile(text: string): Stage[] {
 }
 
 /** Finding is one rule violation. */
-export interface Finding { readonly rule: string; readonly line: number; readonly message: string }
+export interface Finding {
+  readonly rule: string;
+  readonly line: number;
+  readonly message: string;
+}
 
 const SECRET_NAME = /(PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|PRIVATE_KEY)/i;
 
@@ -58,41 +74,71 @@ const SECRET_NAME = /(PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|PRIVATE_KEY)/i;
 export function lintDockerfile(text: string): Finding[] {
   const stages = parseDockerfile(text);
   const out: Finding[] = [];
-  const add = (rule: string, line: number, message: string): void => { out.push({ rule, line, message }); };
+  const add = (rule: string, line: number, message: string): void => {
+    out.push({ rule, line, message });
+  };
   const named = new Set(stages.map((s) => s.name).filter((n): n is string => n !== undefined));
   if (stages.length < 2) add('multi-stage', 1, 'build in one stage and copy the result into a clean runtime stage');
   for (const s of stages) {
     if (named.has(s.image)) continue;
     const tag = /^[^@]+:([^/:@]+)$/.exec(s.image)?.[1];
-    if (!s.image.includes('@sha256:') && tag === undefined) add('DL3006', s.line, `base image ${s.image} has no tag: pin it`);
+    if (!s.image.includes('@sha256:') && tag === undefined)
+      add('DL3006', s.line, `base image ${s.image} has no tag: pin it`);
     if (tag === 'latest') add('DL3007', s.line, `base image ${s.image} uses latest: pin a version`);
-    if (tag !== undefined && !/^\d+\.\d+\.\d+/.test(tag) && !s.image.includes('@sha256:')) add('pinned-version', s.line, `base image ${s.image}: pin a full version (x.y.z), not a moving tag`);
+    if (tag !== undefined && !/^\d+\.\d+\.\d+/.test(tag) && !s.image.includes('@sha256:'))
+      add('pinned-version', s.line, `base image ${s.image}: pin a full version (x.y.z), not a moving tag`);
   }
   for (const [index, s] of stages.entries()) {
     const final = index === stages.length - 1;
     let lockCopied = false;
     for (const ins of s.instructions) {
       if (ins.keyword === 'ADD') add('DL3020', ins.line, 'use COPY instead of ADD');
-      if (ins.keyword === 'WORKDIR' && !ins.args.startsWith('/')) add('DL3000', ins.line, `WORKDIR ${ins.args} is not absolute`);
-      if ((ins.keyword === 'ENTRYPOINT' || ins.keyword === 'CMD') && !ins.args.startsWith('[')) add('DL3025', ins.line, `${ins.keyword} must use the exec (JSON) form`);
-      if ((ins.keyword === 'ENV' || ins.keyword === 'ARG') && SECRET_NAME.test(ins.args)) add('no-secrets', ins.line, `${ins.keyword} looks like a secret: pass secrets at run time`);
+      if (ins.keyword === 'WORKDIR' && !ins.args.startsWith('/'))
+        add('DL3000', ins.line, `WORKDIR ${ins.args} is not absolute`);
+      if ((ins.keyword === 'ENTRYPOINT' || ins.keyword === 'CMD') && !ins.args.startsWith('['))
+        add('DL3025', ins.line, `${ins.keyword} must use the exec (JSON) form`);
+      if ((ins.keyword === 'ENV' || ins.keyword === 'ARG') && SECRET_NAME.test(ins.args))
+        add('no-secrets', ins.line, `${ins.keyword} looks like a secret: pass secrets at run time`);
       if (ins.keyword === 'COPY' && /package-lock\.json/.test(ins.args)) lockCopied = true;
-      if (ins.keyword === 'COPY' && !ins.args.startsWith('--from') && /(^|\s)(src\/?|\.)(\s|$)/.test(ins.args) && !lockCopied) add('lockfile-first', ins.line, 'copy package.json and package-lock.json and install before copying the sources');
+      if (
+        ins.keyword === 'COPY' &&
+        !ins.args.startsWith('--from') &&
+        /(^|\s)(src\/?|\.)(\s|$)/.test(ins.args) &&
+        !lockCopied
+      )
+        add(
+          'lockfile-first',
+          ins.line,
+          'copy package.json and package-lock.json and install before copying the sources',
+        );
       if (ins.keyword === 'RUN') {
         if (/\bsudo\b/.test(ins.args)) add('DL3004', ins.line, 'do not use sudo');
-        if (/\bnpm\s+(install|i)\b/.test(ins.args)) add('npm-ci', ins.line, 'use npm ci (the lockfile, exactly), not npm install');
-        if (!final && /(^|\s)\/[A-Za-z]/.test(ins.args)) add('relative-run', ins.line, 'RUN steps of build stages use paths relative to WORKDIR (the local builder runs them)');
+        if (/\bnpm\s+(install|i)\b/.test(ins.args))
+          add('npm-ci', ins.line, 'use npm ci (the lockfile, exactly), not npm install');
+        if (!final && /(^|\s)\/[A-Za-z]/.test(ins.args))
+          add(
+            'relative-run',
+            ins.line,
+            'RUN steps of build stages use paths relative to WORKDIR (the local builder runs them)',
+          );
       }
     }
     if (final) {
       const users = s.instructions.filter((i) => i.keyword === 'USER');
       const user = users.at(-1);
       if (user === undefined) add('non-root', s.line, 'the final stage must set USER');
-      else if (!/^[1-9]\d*(:[1-9]\d*)?$/.test(user.args)) add('non-root', user.line, `USER ${user.args}: use a numeric non-root uid:gid (runAsNonRoot can only verify numbers)`);
-      if (!s.instructions.some((i) => i.keyword === 'ENTRYPOINT')) add('entrypoint', s.line, 'the final stage needs an ENTRYPOINT');
+      else if (!/^[1-9]\d*(:[1-9]\d*)?$/.test(user.args))
+        add(
+          'non-root',
+          user.line,
+          `USER ${user.args}: use a numeric non-root uid:gid (runAsNonRoot can only verify numbers)`,
+        );
+      if (!s.instructions.some((i) => i.keyword === 'ENTRYPOINT'))
+        add('entrypoint', s.line, 'the final stage needs an ENTRYPOINT');
     }
   }
-  if (!stages.some((s) => s.instructions.some((i) => i.keyword === 'RUN' && /\bnpm ci\b.*--omit=dev/.test(i.args)))) add('omit-dev', 1, 'install production dependencies with npm ci --omit=dev');
+  if (!stages.some((s) => s.instructions.some((i) => i.keyword === 'RUN' && /\bnpm ci\b.*--omit=dev/.test(i.args))))
+    add('omit-dev', 1, 'install production dependencies with npm ci --omit=dev');
   return out;
 }
 
@@ -136,7 +182,10 @@ export function buildLocally(dockerfile: string, o: BuildOptions): string {
           for (const p of paths) {
             const src = fromRoot !== undefined ? join(fromRoot, p) : join(o.context, p);
             const destPath = inRoot(dest, cwd);
-            if (statSync(src).isDirectory()) { cpSync(src, destPath, { recursive: true }); continue; }
+            if (statSync(src).isDirectory()) {
+              cpSync(src, destPath, { recursive: true });
+              continue;
+            }
             const target = dest.endsWith('/') || paths.length > 1 ? join(destPath, basename(p)) : destPath;
             mkdirSync(dirname(target), { recursive: true });
             cpSync(src, target);
@@ -144,7 +193,10 @@ export function buildLocally(dockerfile: string, o: BuildOptions): string {
           break;
         }
         case 'RUN':
-          if (final) { o.log?.(`skip (final stage, changes the base image): RUN ${ins.args}`); break; }
+          if (final) {
+            o.log?.(`skip (final stage, changes the base image): RUN ${ins.args}`);
+            break;
+          }
           o.log?.(`RUN ${ins.args}`);
           execFileSync('sh', ['-c', ins.args], { cwd, env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
           break;

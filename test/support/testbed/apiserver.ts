@@ -32,7 +32,13 @@ export interface ApiServerOptions {
 }
 
 /** startApiServer starts kube-apiserver against etcdUrl and waits until /readyz answers 200. */
-export async function startApiServer(dir: string, pki: Pki, etcdUrl: string, pidFile?: string, opts: ApiServerOptions = {}): Promise<ApiServer> {
+export async function startApiServer(
+  dir: string,
+  pki: Pki,
+  etcdUrl: string,
+  pidFile?: string,
+  opts: ApiServerOptions = {},
+): Promise<ApiServer> {
   const bin = findBinary('kube-apiserver');
   const port = await freePort();
   const url = `https://127.0.0.1:${port}`;
@@ -41,16 +47,23 @@ export async function startApiServer(dir: string, pki: Pki, etcdUrl: string, pid
   mkdirSync(certDir, { recursive: true });
   const args = [
     `--etcd-servers=${etcdUrl}`,
-    '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1', `--secure-port=${port}`,
-    `--cert-dir=${certDir}`, `--tls-cert-file=${pki.serverCert}`, `--tls-private-key-file=${pki.serverKey}`,
+    '--bind-address=127.0.0.1',
+    '--advertise-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--cert-dir=${certDir}`,
+    `--tls-cert-file=${pki.serverCert}`,
+    `--tls-private-key-file=${pki.serverKey}`,
     `--client-ca-file=${pki.caCert}`,
     '--authorization-mode=RBAC',
-    '--service-cluster-ip-range=10.0.0.0/24', '--allow-privileged=true',
-    `--service-account-issuer=${url}/`, `--service-account-key-file=${pki.saPub}`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--allow-privileged=true',
+    `--service-account-issuer=${url}/`,
+    `--service-account-key-file=${pki.saPub}`,
     `--service-account-signing-key-file=${pki.saKey}`,
     // As envtest does: no ServiceAccount admission (no token controller runs here), and no
     // endpoint reconciler (as kwok does: there is no real node behind the advertise address).
-    '--disable-admission-plugins=ServiceAccount', '--endpoint-reconciler-type=none',
+    '--disable-admission-plugins=ServiceAccount',
+    '--endpoint-reconciler-type=none',
     '--v=0',
     ...(opts.extraArgs ?? []),
   ];
@@ -59,28 +72,41 @@ export async function startApiServer(dir: string, pki: Pki, etcdUrl: string, pid
     // The port may still be in TIME_WAIT or taken briefly after a restart: retry a few times.
     for (let attempt = 1; ; attempt++) {
       const p = spawnManaged('kube-apiserver', bin, {
-        args, logFile: join(dir, `${name}.log`), ...(pidFile !== undefined ? { pidFile } : {}),
+        args,
+        logFile: join(dir, `${name}.log`),
+        ...(pidFile !== undefined ? { pidFile } : {}),
       });
       proc = p;
       try {
         await waitHealthy(`${url}/readyz`, {
           tls: { ca: pki.caCert, cert: pki.adminCert, key: pki.adminKey },
-          timeoutMs: 90_000, alive: () => p.isRunning(), what: 'kube-apiserver',
+          timeoutMs: 90_000,
+          alive: () => p.isRunning(),
+          what: 'kube-apiserver',
         });
         return;
       } catch (err) {
         await p.stop();
         const log = tailLog(p.logFile);
-        if (attempt < 5 && /address already in use/.test(log)) { await sleep(500 * attempt); continue; }
+        if (attempt < 5 && /address already in use/.test(log)) {
+          await sleep(500 * attempt);
+          continue;
+        }
         throw new Error(`${(err as Error).message}\n--- ${name}.log ---\n${log}`, { cause: err });
       }
     }
   };
   await start();
   return {
-    url, port,
-    process: () => { if (proc === undefined) throw new Error('kube-apiserver not started'); return proc; },
-    stop: async () => { await proc?.stop(10_000); },
+    url,
+    port,
+    process: () => {
+      if (proc === undefined) throw new Error('kube-apiserver not started');
+      return proc;
+    },
+    stop: async () => {
+      await proc?.stop(10_000);
+    },
     start,
   };
 }

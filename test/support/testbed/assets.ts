@@ -14,12 +14,18 @@ export const ETCD_VERSION = 'v3.6.16';
 
 /** buildCacheAssets is the KUBEBUILDER_ASSETS folder that hack/testbed/build.sh writes. */
 export function buildCacheAssets(): string {
-  const cache = process.env['FENCEPOST_CACHE'] ?? join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost');
+  const cache =
+    process.env['FENCEPOST_CACHE'] ?? join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost');
   return join(cache, 'assets', `kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}`);
 }
 
 function executable(path: string): boolean {
-  try { accessSync(path, constants.X_OK); return true; } catch { return false; }
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** findBinary returns the path of a testbed binary, or throws naming every place it looked. */
@@ -34,6 +40,6 @@ export function findBinary(name: string): string {
   for (const c of candidates) if (executable(c)) return c;
   throw new Error(
     `Testbed binary '${name}' not found (looked in ${envName}, KUBEBUILDER_ASSETS, /usr/local/kubebuilder/bin, ` +
-    `${buildCacheAssets()}). Build it with: hack/testbed/build.sh ${name}`,
+      `${buildCacheAssets()}). Build it with: hack/testbed/build.sh ${name}`,
   );
 }

@@ -46,8 +46,23 @@ export function issueClientCert(pki: Pki, cn: string, groups: readonly string[])
   const subj = `/CN=${cn}${groups.map((g) => `/O=${g}`).join('')}`;
   openssl(['req', '-new', '-key', key, '-subj', subj, '-out', `${base}.csr`]);
   writeFileSync(`${base}.ext`, 'keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n');
-  openssl(['x509', '-req', '-in', `${base}.csr`, '-CA', pki.caCert, '-CAkey', pki.caKey, '-CAcreateserial',
-    '-days', '30', '-extfile', `${base}.ext`, '-out', cert]);
+  openssl([
+    'x509',
+    '-req',
+    '-in',
+    `${base}.csr`,
+    '-CA',
+    pki.caCert,
+    '-CAkey',
+    pki.caKey,
+    '-CAcreateserial',
+    '-days',
+    '30',
+    '-extfile',
+    `${base}.ext`,
+    '-out',
+    cert,
+  ]);
   return { cert, key };
 }
 
@@ -55,20 +70,56 @@ export function issueClientCert(pki: Pki, cn: string, groups: readonly string[])
 export function ensurePki(dir: string): Pki {
   const p = (f: string): string => join(dir, f);
   const pki: Pki = {
-    dir, caCert: p('ca.crt'), caKey: p('ca.key'), serverCert: p('apiserver.crt'), serverKey: p('apiserver.key'),
-    adminCert: p('client-admin.crt'), adminKey: p('client-admin.key'), saKey: p('sa.key'), saPub: p('sa.pub'),
+    dir,
+    caCert: p('ca.crt'),
+    caKey: p('ca.key'),
+    serverCert: p('apiserver.crt'),
+    serverKey: p('apiserver.key'),
+    adminCert: p('client-admin.crt'),
+    adminKey: p('client-admin.key'),
+    saKey: p('sa.key'),
+    saPub: p('sa.pub'),
   };
   if (existsSync(pki.adminCert)) return pki;
   mkdirSync(dir, { recursive: true });
   ecKey(pki.caKey);
-  openssl(['req', '-x509', '-new', '-key', pki.caKey, '-subj', '/CN=fencepost-testbed-ca', '-days', '30', '-out', pki.caCert]);
+  openssl([
+    'req',
+    '-x509',
+    '-new',
+    '-key',
+    pki.caKey,
+    '-subj',
+    '/CN=fencepost-testbed-ca',
+    '-days',
+    '30',
+    '-out',
+    pki.caCert,
+  ]);
   ecKey(pki.serverKey);
   openssl(['req', '-new', '-key', pki.serverKey, '-subj', '/CN=kube-apiserver', '-out', p('apiserver.csr')]);
-  writeFileSync(p('apiserver.ext'),
+  writeFileSync(
+    p('apiserver.ext'),
     'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' +
-    'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n');
-  openssl(['x509', '-req', '-in', p('apiserver.csr'), '-CA', pki.caCert, '-CAkey', pki.caKey, '-CAcreateserial',
-    '-days', '30', '-extfile', p('apiserver.ext'), '-out', pki.serverCert]);
+      'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n',
+  );
+  openssl([
+    'x509',
+    '-req',
+    '-in',
+    p('apiserver.csr'),
+    '-CA',
+    pki.caCert,
+    '-CAkey',
+    pki.caKey,
+    '-CAcreateserial',
+    '-days',
+    '30',
+    '-extfile',
+    p('apiserver.ext'),
+    '-out',
+    pki.serverCert,
+  ]);
   ecKey(pki.saKey);
   openssl(['pkey', '-in', pki.saKey, '-pubout', '-out', pki.saPub]);
   issueClientCert(pki, 'admin', ['system:masters']);

@@ -8,7 +8,11 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  ApiextensionsV1Api, CoreV1Api, KubeConfig, loadAllYaml, type V1CustomResourceDefinition,
+  ApiextensionsV1Api,
+  CoreV1Api,
+  KubeConfig,
+  loadAllYaml,
+  type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
 import { startApiServer, type ApiServer } from './apiserver.ts';
 import { ensurePki, issueClientCert, type Pki } from './certs.ts';
@@ -48,7 +52,11 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-function kubeConfigFor(server: string, pki: Pki, user: { name: string; cert?: string; key?: string; token?: string }): KubeConfig {
+function kubeConfigFor(
+  server: string,
+  pki: Pki,
+  user: { name: string; cert?: string; key?: string; token?: string },
+): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromOptions({
     clusters: [{ name: 'fencepost-testbed', server, caFile: pki.caCert, skipTLSVerify: false }],
@@ -70,7 +78,9 @@ export async function createTestNamespace(kc: KubeConfig, prefix = 'test-'): Pro
 /** readCrds loads every CRD document from crds/. */
 export function readCrds(): V1CustomResourceDefinition[] {
   const out: V1CustomResourceDefinition[] = [];
-  for (const f of readdirSync(CRD_DIR).filter((n) => n.endsWith('.yaml')).sort()) {
+  for (const f of readdirSync(CRD_DIR)
+    .filter((n) => n.endsWith('.yaml'))
+    .sort()) {
     for (const doc of loadAllYaml(readFileSync(join(CRD_DIR, f), 'utf8'))) out.push(doc as V1CustomResourceDefinition);
   }
   return out;
@@ -92,12 +102,17 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     await etcd.stop();
     throw err;
   }
-  const admin = (): KubeConfig => kubeConfigFor(apiServer.url, pki, { name: 'admin', cert: pki.adminCert, key: pki.adminKey });
+  const admin = (): KubeConfig =>
+    kubeConfigFor(apiServer.url, pki, { name: 'admin', cert: pki.adminCert, key: pki.adminKey });
   const kubeconfigPath = join(dir, 'kubeconfig');
   writeFileSync(kubeconfigPath, admin().exportConfig(), { mode: 0o600 });
 
   const plane: ControlPlane = {
-    dir, pki, apiServer, etcd, kubeconfigPath,
+    dir,
+    pki,
+    apiServer,
+    etcd,
+    kubeconfigPath,
     kubeConfig: admin,
     async applyCrds() {
       const api = admin().makeApiClient(ApiextensionsV1Api);
@@ -106,7 +121,8 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         try {
           const existing = await api.readCustomResourceDefinition({ name });
           await api.replaceCustomResourceDefinition({
-            name, body: { ...crd, metadata: { ...crd.metadata, resourceVersion: existing.metadata?.resourceVersion ?? '' } },
+            name,
+            body: { ...crd, metadata: { ...crd.metadata, resourceVersion: existing.metadata?.resourceVersion ?? '' } },
           });
         } catch (err) {
           if ((err as { code?: number }).code !== 404) throw err;
@@ -124,7 +140,9 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         if ((err as { code?: number }).code !== 409) throw err;
       }
       const tr = await core.createNamespacedServiceAccountToken({
-        name, namespace, body: { spec: { audiences: [], expirationSeconds } },
+        name,
+        namespace,
+        body: { spec: { audiences: [], expirationSeconds } },
       });
       const token = tr.status?.token;
       if (token === undefined) throw new Error(`TokenRequest for ${namespace}/${name} returned no token`);
@@ -141,7 +159,12 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     },
   };
   if (opts.installCrds ?? true) {
-    try { await plane.applyCrds(); } catch (err) { await plane.stop(); throw err; }
+    try {
+      await plane.applyCrds();
+    } catch (err) {
+      await plane.stop();
+      throw err;
+    }
   }
   return plane;
 }

@@ -28,11 +28,16 @@ export async function startEtcd(dir: string, pidFile?: string): Promise<Etcd> {
   const start = async (): Promise<void> => {
     proc = spawnManaged('etcd', bin, {
       args: [
-        `--data-dir=${dataDir}`, '--name=testbed',
-        `--listen-client-urls=${clientUrl}`, `--advertise-client-urls=${clientUrl}`,
-        `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`,
+        `--data-dir=${dataDir}`,
+        '--name=testbed',
+        `--listen-client-urls=${clientUrl}`,
+        `--advertise-client-urls=${clientUrl}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--initial-advertise-peer-urls=${peerUrl}`,
         `--initial-cluster=testbed=${peerUrl}`,
-        '--unsafe-no-fsync=true', '--log-level=warn', '--quota-backend-bytes=8589934592',
+        '--unsafe-no-fsync=true',
+        '--log-level=warn',
+        '--quota-backend-bytes=8589934592',
       ],
       logFile: join(dir, 'etcd.log'),
       ...(pidFile !== undefined ? { pidFile } : {}),
@@ -48,8 +53,13 @@ export async function startEtcd(dir: string, pidFile?: string): Promise<Etcd> {
   await start();
   return {
     clientUrl,
-    process: () => { if (proc === undefined) throw new Error('etcd not started'); return proc; },
-    stop: async (graceMs?: number) => { await proc?.stop(graceMs); },
+    process: () => {
+      if (proc === undefined) throw new Error('etcd not started');
+      return proc;
+    },
+    stop: async (graceMs?: number) => {
+      await proc?.stop(graceMs);
+    },
     start,
   };
 }

@@ -28,7 +28,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 
 /** RequestInfo is what a fault's match predicate sees of a request. */
-export interface RequestInfo { readonly method: string; readonly path: string; readonly watch: boolean }
+export interface RequestInfo {
+  readonly method: string;
+  readonly path: string;
+  readonly watch: boolean;
+}
 export type RequestMatch = (r: RequestInfo) => boolean;
 
 /** ErrorStatus: the HTTP errors the proxy can answer with. */
@@ -50,7 +54,13 @@ export interface HttpFaultProxy {
   readonly url: string;
   readonly counts: Readonly<HttpFaultCounts>;
   latency(delay: () => number, match?: RequestMatch): void;
-  errors(o: { readonly status: ErrorStatus; readonly count?: number; readonly forMs?: number; readonly retryAfterSeconds?: number; readonly match?: RequestMatch }): void;
+  errors(o: {
+    readonly status: ErrorStatus;
+    readonly count?: number;
+    readonly forMs?: number;
+    readonly retryAfterSeconds?: number;
+    readonly match?: RequestMatch;
+  }): void;
   conflictWrites(o?: { readonly forMs?: number; readonly match?: RequestMatch }): void;
   hang(match?: RequestMatch): void;
   watchDelay(delay: () => number): void;
@@ -81,17 +91,40 @@ export interface HttpFaultProxyOptions {
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
-const REASONS: Record<ErrorStatus | 409, string> = { 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 409: 'Conflict' };
+const REASONS: Record<ErrorStatus | 409, string> = {
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  409: 'Conflict',
+};
 
 const pem = (x: string): Buffer => (x.includes('-----BEGIN') ? Buffer.from(x) : readFileSync(x));
 
 /** statusBody is a metav1.Status as the API server writes it. */
 function statusBody(code: ErrorStatus | 409, message: string): string {
-  return JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: REASONS[code], code });
+  return JSON.stringify({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason: REASONS[code],
+    code,
+  });
 }
 
-interface ErrorFault { readonly status: ErrorStatus; left: number; readonly until: number; readonly retryAfterSeconds: number; readonly match: RequestMatch }
-interface Held { readonly req: IncomingMessage; readonly res: ServerResponse; readonly body: Buffer }
+interface ErrorFault {
+  readonly status: ErrorStatus;
+  left: number;
+  readonly until: number;
+  readonly retryAfterSeconds: number;
+  readonly match: RequestMatch;
+}
+interface Held {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly body: Buffer;
+}
 
 /** startHttpFaultProxy listens on 127.0.0.1:0 with TLS and forwards to the target over TLS. */
 export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<HttpFaultProxy> {
@@ -110,7 +143,12 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
   const open = new Set<ServerResponse>();
   let closed = false;
 
-  const answer = (res: ServerResponse, code: ErrorStatus | 409, message: string, headers: Record<string, string> = {}): void => {
+  const answer = (
+    res: ServerResponse,
+    code: ErrorStatus | 409,
+    message: string,
+    headers: Record<string, string> = {},
+  ): void => {
     const body = statusBody(code, message);
     res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
     res.end(body);
@@ -130,9 +168,15 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
     const pump = (): void => {
       timer = undefined;
       const now = performance.now();
-      while (queue.length > 0 && (queue[0]?.at ?? Infinity) <= now + 1) { const q = queue.shift(); if (q !== undefined && !res.destroyed) res.write(q.text); }
+      while (queue.length > 0 && (queue[0]?.at ?? Infinity) <= now + 1) {
+        const q = queue.shift();
+        if (q !== undefined && !res.destroyed) res.write(q.text);
+      }
       const head = queue[0];
-      if (head !== undefined) { timer = setTimeout(pump, Math.max(1, head.at - now)); return; }
+      if (head !== undefined) {
+        timer = setTimeout(pump, Math.max(1, head.at - now));
+        return;
+      }
       if (ended && !res.destroyed) res.end();
     };
     const push = (text: string, d: number): void => {
@@ -142,7 +186,10 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
       queue.push({ at, text });
       if (timer === undefined) pump();
     };
-    res.on('close', () => { if (timer !== undefined) clearTimeout(timer); queue.length = 0; });
+    res.on('close', () => {
+      if (timer !== undefined) clearTimeout(timer);
+      queue.length = 0;
+    });
     up.setEncoding('utf8');
     up.on('data', (chunk: string) => {
       pending += chunk;
@@ -152,100 +199,164 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
       }
     });
     up.on('end', () => {
-      if (pending !== '') { push(pending, 0); pending = ''; }
+      if (pending !== '') {
+        push(pending, 0);
+        pending = '';
+      }
       ended = true;
       if (timer === undefined) pump();
     });
   };
 
   const forward = (req: IncomingMessage, res: ServerResponse, body: Buffer, info: RequestInfo): void => {
-    if (res.destroyed || req.destroyed && res.writableEnded) return;
+    if (res.destroyed || (req.destroyed && res.writableEnded)) return;
     counts.forwarded++;
     const headers = { ...req.headers, host: `${host}:${o.targetPort}` };
     // The proxy authenticates as itself; a client's bearer token would override that identity.
     delete headers.authorization;
     delete headers.connection;
-    const up = httpsRequest({ host, port: o.targetPort, method: req.method ?? 'GET', path: req.url ?? '/', headers, agent }, (upRes) => {
-      if (res.destroyed) { upRes.destroy(); return; }
-      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
-      res.flushHeaders();
-      if (info.watch && (upRes.statusCode ?? 0) < 300) pipeWatch(upRes, res);
-      else upRes.pipe(res);
-    });
+    const up = httpsRequest(
+      { host, port: o.targetPort, method: req.method ?? 'GET', path: req.url ?? '/', headers, agent },
+      (upRes) => {
+        if (res.destroyed) {
+          upRes.destroy();
+          return;
+        }
+        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        res.flushHeaders();
+        if (info.watch && (upRes.statusCode ?? 0) < 300) pipeWatch(upRes, res);
+        else upRes.pipe(res);
+      },
+    );
     up.on('error', (err) => {
-      if (res.headersSent) { res.destroy(); return; }
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
       const msg = `http-fault-proxy: upstream failed: ${err.message}`;
       res.writeHead(502, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(msg) });
       res.end(msg);
     });
     // The client went away (aborted, timed out): so does the upstream request (a watch stops there).
-    res.on('close', () => { if (!up.destroyed) up.destroy(); });
+    res.on('close', () => {
+      if (!up.destroyed) up.destroy();
+    });
     up.end(body);
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse, body: Buffer): void => {
     const url = new URL(req.url ?? '/', 'https://proxy');
     const method = (req.method ?? 'GET').toUpperCase();
-    const info: RequestInfo = { method, path: url.pathname, watch: url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1' };
+    const info: RequestInfo = {
+      method,
+      path: url.pathname,
+      watch: url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1',
+    };
     const now = performance.now();
     if (errorFault !== undefined && (errorFault.left <= 0 || now >= errorFault.until)) errorFault = undefined;
     if (errorFault?.match(info) === true) {
       errorFault.left--;
       counts.errors++;
       const s = errorFault.status;
-      answer(res, s, `http-fault-proxy: injected ${s}`, s === 429 ? { 'retry-after': String(errorFault.retryAfterSeconds) } : {});
+      answer(
+        res,
+        s,
+        `http-fault-proxy: injected ${s}`,
+        s === 429 ? { 'retry-after': String(errorFault.retryAfterSeconds) } : {},
+      );
       return;
     }
     if (conflict !== undefined && now >= conflict.until) conflict = undefined;
     if (conflict?.match(info) === true && (method === 'PUT' || method === 'PATCH')) {
       counts.conflicts++;
-      answer(res, 409, 'Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again (http-fault-proxy: injected 409)');
+      answer(
+        res,
+        409,
+        'Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again (http-fault-proxy: injected 409)',
+      );
       return;
     }
     if (hangMatch?.(info) === true) {
       counts.hung++;
       const h: Held = { req, res, body };
       held.add(h);
-      res.on('close', () => { held.delete(h); });
+      res.on('close', () => {
+        held.delete(h);
+      });
       return;
     }
     const d = latency?.match(info) === true ? latency.delay() : 0;
     if (d > 0) {
       counts.delayed++;
-      setTimeout(() => { forward(req, res, body, info); }, d);
+      setTimeout(() => {
+        forward(req, res, body, info);
+      }, d);
       return;
     }
     forward(req, res, body, info);
   };
 
   const server = createServer({ cert: pem(o.tls.serverCert), key: pem(o.tls.serverKey) }, (req, res) => {
-    if (closed) { res.destroy(); return; }
+    if (closed) {
+      res.destroy();
+      return;
+    }
     open.add(res);
-    res.on('close', () => { open.delete(res); });
+    res.on('close', () => {
+      open.delete(res);
+    });
     const parts: Buffer[] = [];
-    req.on('data', (c: Buffer) => { parts.push(c); });
-    req.on('end', () => { handle(req, res, Buffer.concat(parts)); });
-    req.on('error', () => { res.destroy(); });
+    req.on('data', (c: Buffer) => {
+      parts.push(c);
+    });
+    req.on('end', () => {
+      handle(req, res, Buffer.concat(parts));
+    });
+    req.on('error', () => {
+      res.destroy();
+    });
   });
   server.on('tlsClientError', () => undefined);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => { server.off('error', reject); resolve(); });
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
   const addr = server.address();
-  if (addr === null || typeof addr === 'string') { server.close(); throw new Error('http-fault-proxy got no port'); }
+  if (addr === null || typeof addr === 'string') {
+    server.close();
+    throw new Error('http-fault-proxy got no port');
+  }
   const port = addr.port;
 
   return {
-    port, url: `https://127.0.0.1:${port}`, counts,
-    latency(delay, match = all) { latency = { delay, match }; },
-    errors(e) {
-      errorFault = { status: e.status, left: e.count ?? Infinity, until: e.forMs !== undefined ? performance.now() + e.forMs : Infinity, retryAfterSeconds: e.retryAfterSeconds ?? 1, match: e.match ?? all };
+    port,
+    url: `https://127.0.0.1:${port}`,
+    counts,
+    latency(delay, match = all) {
+      latency = { delay, match };
     },
-    conflictWrites(c = {}) { conflict = { until: c.forMs !== undefined ? performance.now() + c.forMs : Infinity, match: c.match ?? all }; },
-    hang(match = all) { hangMatch = match; },
-    watchDelay(delay) { watchDelay = delay; },
+    errors(e) {
+      errorFault = {
+        status: e.status,
+        left: e.count ?? Infinity,
+        until: e.forMs !== undefined ? performance.now() + e.forMs : Infinity,
+        retryAfterSeconds: e.retryAfterSeconds ?? 1,
+        match: e.match ?? all,
+      };
+    },
+    conflictWrites(c = {}) {
+      conflict = { until: c.forMs !== undefined ? performance.now() + c.forMs : Infinity, match: c.match ?? all };
+    },
+    hang(match = all) {
+      hangMatch = match;
+    },
+    watchDelay(delay) {
+      watchDelay = delay;
+    },
     heal() {
       latency = undefined;
       errorFault = undefined;
@@ -256,13 +367,21 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
         held.delete(h);
         if (h.res.destroyed || h.req.socket.destroyed) continue;
         const url = new URL(h.req.url ?? '/', 'https://proxy');
-        forward(h.req, h.res, h.body, { method: (h.req.method ?? 'GET').toUpperCase(), path: url.pathname, watch: url.searchParams.get('watch') === 'true' });
+        forward(h.req, h.res, h.body, {
+          method: (h.req.method ?? 'GET').toUpperCase(),
+          path: url.pathname,
+          watch: url.searchParams.get('watch') === 'true',
+        });
       }
     },
     openRequests: () => open.size,
     async close() {
       closed = true;
-      const done = new Promise<void>((resolve) => { server.close(() => { resolve(); }); });
+      const done = new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve();
+        });
+      });
       for (const res of [...open]) res.destroy();
       held.clear();
       server.closeAllConnections();
@@ -277,7 +396,10 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
  * proxy in front of its API server needs: the API server's port, the CA and admin client files
  * it names, and the serving certificate next to the CA (certs.ts keeps them in one folder).
  */
-export function proxyTargetOf(kubeconfigPath: string): { readonly targetPort: number; readonly tls: HttpFaultProxyTls } {
+export function proxyTargetOf(kubeconfigPath: string): {
+  readonly targetPort: number;
+  readonly tls: HttpFaultProxyTls;
+} {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
   const cluster = kc.getCurrentCluster();
@@ -285,11 +407,18 @@ export function proxyTargetOf(kubeconfigPath: string): { readonly targetPort: nu
   const server = new URL(cluster?.server ?? '');
   if (!LOOPBACK.has(server.hostname)) throw new Error(`no loopback API server in ${kubeconfigPath}`);
   const caFile = cluster?.caFile;
-  if (caFile === undefined || user?.certFile === undefined || user.keyFile === undefined) throw new Error(`${kubeconfigPath}: expected CA and client certificate files`);
+  if (caFile === undefined || user?.certFile === undefined || user.keyFile === undefined)
+    throw new Error(`${kubeconfigPath}: expected CA and client certificate files`);
   const pki = dirname(caFile);
   return {
     targetPort: Number(server.port),
-    tls: { ca: caFile, clientCert: user.certFile, clientKey: user.keyFile, serverCert: join(pki, 'apiserver.crt'), serverKey: join(pki, 'apiserver.key') },
+    tls: {
+      ca: caFile,
+      clientCert: user.certFile,
+      clientKey: user.keyFile,
+      serverCert: join(pki, 'apiserver.crt'),
+      serverKey: join(pki, 'apiserver.key'),
+    },
   };
 }
 

@@ -5,10 +5,18 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** TlsClient holds the files used to talk to a TLS server as a client. */
-export interface TlsClient { readonly ca: string; readonly cert?: string; readonly key?: string }
+export interface TlsClient {
+  readonly ca: string;
+  readonly cert?: string;
+  readonly key?: string;
+}
 
 /** getStatus performs one GET and returns the status code and body; it throws on connection errors. */
-export async function getStatus(url: string, tls?: TlsClient, timeoutMs = 2000): Promise<{ status: number; body: string }> {
+export async function getStatus(
+  url: string,
+  tls?: TlsClient,
+  timeoutMs = 2000,
+): Promise<{ status: number; body: string }> {
   const u = new URL(url);
   const opts: RequestOptions = { method: 'GET', timeout: timeoutMs };
   if (tls !== undefined) {
@@ -21,7 +29,9 @@ export async function getStatus(url: string, tls?: TlsClient, timeoutMs = 2000):
     const req = send(u, opts, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
+      res.on('data', (c: string) => {
+        body += c;
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
     req.on('timeout', () => req.destroy(new Error(`GET ${url} timed out after ${timeoutMs} ms`)));
@@ -34,7 +44,10 @@ export async function getStatus(url: string, tls?: TlsClient, timeoutMs = 2000):
  * waitHealthy polls url until it answers 200, the check `alive` returns false (the process died),
  * or timeoutMs passes; it throws with the last answer in the last two cases.
  */
-export async function waitHealthy(url: string, opts: { tls?: TlsClient; timeoutMs: number; alive: () => boolean; what: string }): Promise<void> {
+export async function waitHealthy(
+  url: string,
+  opts: { tls?: TlsClient; timeoutMs: number; alive: () => boolean; what: string },
+): Promise<void> {
   const deadline = performance.now() + opts.timeoutMs;
   let last = 'no answer';
   while (performance.now() < deadline) {

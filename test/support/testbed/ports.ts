@@ -12,7 +12,11 @@ export async function freePort(): Promise<number> {
     srv.on('error', reject);
     srv.listen(0, '127.0.0.1', () => {
       const addr = srv.address();
-      if (addr === null || typeof addr === 'string') { srv.close(); reject(new Error('No port assigned')); return; }
+      if (addr === null || typeof addr === 'string') {
+        srv.close();
+        reject(new Error('No port assigned'));
+        return;
+      }
       srv.close(() => resolve(addr.port));
     });
   });

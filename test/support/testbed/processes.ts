@@ -34,7 +34,12 @@ function installExitHook(): void {
   exitHookInstalled = true;
   process.on('exit', () => {
     for (const child of live) {
-      try { child.kill('SIGCONT'); child.kill('SIGKILL'); } catch { /* already gone */ }
+      try {
+        child.kill('SIGCONT');
+        child.kill('SIGKILL');
+      } catch {
+        /* already gone */
+      }
     }
   });
 }
@@ -71,18 +76,36 @@ export function spawnManaged(name: string, binary: string, opts: SpawnOptions): 
       live.delete(child);
       resolve(code ?? sig ?? 'unknown');
     });
-    child.on('error', () => { running = false; live.delete(child); resolve('spawn-error'); });
+    child.on('error', () => {
+      running = false;
+      live.delete(child);
+      resolve('spawn-error');
+    });
   });
   return {
-    name, pid, exited, logFile: opts.logFile, stdin: child.stdin, stdout: child.stdout,
+    name,
+    pid,
+    exited,
+    logFile: opts.logFile,
+    stdin: child.stdin,
+    stdout: child.stdout,
     isRunning: () => running,
-    signal(sig) { if (running) child.kill(sig); },
+    signal(sig) {
+      if (running) child.kill(sig);
+    },
     async stop(graceMs = 5000) {
       if (!running) return;
       child.kill('SIGCONT'); // a paused process cannot act on SIGTERM
       child.kill('SIGTERM');
-      const done = await raceTimeout(exited.then(() => true), graceMs, false);
-      if (!done) { child.kill('SIGKILL'); await exited; }
+      const done = await raceTimeout(
+        exited.then(() => true),
+        graceMs,
+        false,
+      );
+      if (!done) {
+        child.kill('SIGKILL');
+        await exited;
+      }
     },
   };
 }
@@ -105,7 +128,9 @@ export function reapStale(pidFile: string): number {
       process.kill(pid, 'SIGCONT');
       process.kill(pid, 'SIGKILL');
       reaped++;
-    } catch { /* not running any more */ }
+    } catch {
+      /* not running any more */
+    }
   }
   writeFileSync(pidFile, '');
   return reaped;
@@ -113,7 +138,11 @@ export function reapStale(pidFile: string): number {
 
 /** tailLog returns the last lines of a log file, for error messages when a process fails to start. */
 export function tailLog(file: string, lines = 30): string {
-  try { return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n'); } catch { return '(no log)'; }
+  try {
+    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
 }
 
 /**
@@ -123,7 +152,14 @@ export function tailLog(file: string, lines = 30): string {
 export async function raceTimeout<T>(p: Promise<T>, ms: number, onTimeout: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<T>((resolve) => { timer = setTimeout(() => { resolve(onTimeout); }, ms); })]);
+    return await Promise.race([
+      p,
+      new Promise<T>((resolve) => {
+        timer = setTimeout(() => {
+          resolve(onTimeout);
+        }, ms);
+      }),
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -25,7 +25,12 @@ function quiet(c: Redis): Redis {
 }
 
 function executable(path: string): boolean {
-  try { accessSync(path, constants.X_OK); return true; } catch { return false; }
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -42,8 +47,10 @@ export function redisServerBinary(): string {
     const candidate = join(dir === '' ? '.' : dir, 'redis-server');
     if (executable(candidate)) return candidate;
   }
-  throw new Error('redis-server not found on PATH: run hack/prereqs.sh (as root it installs Debian\'s redis-server), ' +
-    'apt-get install redis-server, or set REDIS_SERVER to a redis-server binary');
+  throw new Error(
+    "redis-server not found on PATH: run hack/prereqs.sh (as root it installs Debian's redis-server), " +
+      'apt-get install redis-server, or set REDIS_SERVER to a redis-server binary',
+  );
 }
 
 /** RedisServer is a running redis-server that this process started. */
@@ -80,8 +87,24 @@ export async function startRedis(opts: { dir?: string; binary?: string } = {}): 
 
   const launch = async (): Promise<void> => {
     const p = spawnManaged('redis-server', binary, {
-      args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-        '--dir', dir, '--dbfilename', 'dump.rdb', '--protected-mode', 'yes', '--loglevel', 'warning'],
+      args: [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--dbfilename',
+        'dump.rdb',
+        '--protected-mode',
+        'yes',
+        '--loglevel',
+        'warning',
+      ],
       logFile: join(dir, 'redis.log'),
     });
     proc = p;
@@ -105,10 +128,14 @@ export async function startRedis(opts: { dir?: string; binary?: string } = {}): 
   };
   const command = async (...args: [string, ...string[]]): Promise<void> => {
     const c = quiet(new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null }));
-    try { await c.call(...args); } catch (err) {
+    try {
+      await c.call(...args);
+    } catch (err) {
       // SHUTDOWN closes the connection instead of answering.
       if (args[0] !== 'SHUTDOWN') throw err;
-    } finally { c.disconnect(); }
+    } finally {
+      c.disconnect();
+    }
   };
   const stopProc = async (): Promise<void> => {
     const p = proc;
@@ -120,8 +147,12 @@ export async function startRedis(opts: { dir?: string; binary?: string } = {}): 
 
   await launch();
   const server: RedisServer = {
-    url, port,
-    process: () => { if (proc === undefined) throw new Error('redis-server not started'); return proc; },
+    url,
+    port,
+    process: () => {
+      if (proc === undefined) throw new Error('redis-server not started');
+      return proc;
+    },
     client: () => new Redis(url),
     async restart({ loseData }) {
       if (loseData) {
@@ -139,12 +170,22 @@ export async function startRedis(opts: { dir?: string; binary?: string } = {}): 
       rmSync(join(dir, 'dump.rdb'), { force: true });
       await launch();
     },
-    async stopForOutage() { await stopProc(); },
-    async resume() { await launch(); },
-    async flushAll() { await command('FLUSHALL'); },
+    async stopForOutage() {
+      await stopProc();
+    },
+    async resume() {
+      await launch();
+    },
+    async flushAll() {
+      await command('FLUSHALL');
+    },
     async lostData() {
       const c = quiet(new Redis(url, { maxRetriesPerRequest: 1 }));
-      try { return (await c.get(SENTINEL_KEY)) !== '1'; } finally { c.disconnect(); }
+      try {
+        return (await c.get(SENTINEL_KEY)) !== '1';
+      } finally {
+        c.disconnect();
+      }
     },
     async stop() {
       await stopProc();

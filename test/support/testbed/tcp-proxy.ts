@@ -101,7 +101,9 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
     if (dest.destroyed) return;
     if (!dest.write(chunk)) {
       src.pause();
-      dest.once('drain', () => { src.resume(); });
+      dest.once('drain', () => {
+        src.resume();
+      });
     }
   };
   const flush = (p: Pipe): void => {
@@ -119,15 +121,34 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
   const server = createServer({ allowHalfOpen: false }, (client) => {
     const id = nextId++;
     const upstream = createConnection({ host, port: targetPort });
-    const p: Pipe = { id, client, upstream, toClient: [], toServer: [], toClientBytes: 0, toServerBytes: 0, upstreamEnded: false, window: Buffer.alloc(0) };
+    const p: Pipe = {
+      id,
+      client,
+      upstream,
+      toClient: [],
+      toServer: [],
+      toClientBytes: 0,
+      toServerBytes: 0,
+      upstreamEnded: false,
+      window: Buffer.alloc(0),
+    };
     pipes.set(id, p);
     client.setNoDelay(true);
     upstream.setNoDelay(true);
-    client.on('error', () => { destroy(p); });
-    upstream.on('error', () => { destroy(p); });
-    client.on('close', () => { destroy(p); });
+    client.on('error', () => {
+      destroy(p);
+    });
+    upstream.on('error', () => {
+      destroy(p);
+    });
+    client.on('close', () => {
+      destroy(p);
+    });
     upstream.on('close', () => {
-      if (p.toClient.length === 0) { destroy(p); return; }
+      if (p.toClient.length === 0) {
+        destroy(p);
+        return;
+      }
       p.upstreamEnded = true; // deliver the held replies first, on release
     });
 
@@ -135,7 +156,10 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
       const joined = Buffer.concat([p.window, chunk]);
       p.window = joined.subarray(Math.max(0, joined.length - WINDOW_BYTES));
       // Decide before forwarding: the reply to this chunk must not slip through.
-      if (armed !== undefined && armed(p.window)) { holding = true; armed = undefined; }
+      if (armed !== undefined && armed(p.window)) {
+        holding = true;
+        armed = undefined;
+      }
       for (const cb of observers) cb(chunk, id);
       if (blackholed) {
         p.toServer.push(chunk);
@@ -158,23 +182,38 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => { server.off('error', reject); resolve(); });
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
   const addr = server.address();
-  if (addr === null || typeof addr === 'string') { server.close(); throw new Error('tcp-proxy got no port'); }
+  if (addr === null || typeof addr === 'string') {
+    server.close();
+    throw new Error('tcp-proxy got no port');
+  }
 
   return {
     port: addr.port,
-    get holding() { return holding; },
+    get holding() {
+      return holding;
+    },
     holdReplies(match) {
-      if (match === undefined) { holding = true; armed = undefined; } else { armed = match; }
+      if (match === undefined) {
+        holding = true;
+        armed = undefined;
+      } else {
+        armed = match;
+      }
     },
     release() {
       holding = false;
       armed = undefined;
       for (const p of [...pipes.values()]) flush(p);
     },
-    blackhole() { blackholed = true; },
+    blackhole() {
+      blackholed = true;
+    },
     heal() {
       holding = false;
       armed = undefined;
@@ -183,17 +222,26 @@ export async function startTcpProxy(opts: TcpProxyOptions): Promise<TcpProxy> {
     },
     onClientData(cb) {
       observers.add(cb);
-      return () => { observers.delete(cb); };
+      return () => {
+        observers.delete(cb);
+      };
     },
     openConnections: () => pipes.size,
-    get targetPort() { return targetPort; },
+    get targetPort() {
+      return targetPort;
+    },
     retarget(port) {
-      if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`tcp-proxy: invalid target port ${port}`);
+      if (!Number.isInteger(port) || port <= 0 || port > 65535)
+        throw new Error(`tcp-proxy: invalid target port ${port}`);
       targetPort = port;
     },
     async close() {
       observers.clear();
-      const closed = new Promise<void>((resolve) => { server.close(() => { resolve(); }); });
+      const closed = new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve();
+        });
+      });
       for (const p of [...pipes.values()]) destroy(p);
       await closed;
     },

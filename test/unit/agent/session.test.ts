@@ -31,14 +31,21 @@ class World {
   holdReplies = false;
   readonly #held: (() => void)[] = [];
   writes = 0;
-  #lease: V1Lease = { metadata: { name: leaseName(LOCK), namespace: 'default', resourceVersion: '1', labels: { [LOCK_LABEL]: LOCK } }, spec: {} };
+  #lease: V1Lease = {
+    metadata: { name: leaseName(LOCK), namespace: 'default', resourceVersion: '1', labels: { [LOCK_LABEL]: LOCK } },
+    spec: {},
+  };
   #rv = 1;
   readonly #handlers: ChangeHandler<V1Lease>[] = [];
 
   constructor() {
     const informer: LeaseInformer = {
-      start: () => Promise.resolve(), get: () => this.#lease, stop: () => Promise.resolve(),
-      onChange: (h) => { this.#handlers.push(h); },
+      start: () => Promise.resolve(),
+      get: () => this.#lease,
+      stop: () => Promise.resolve(),
+      onChange: (h) => {
+        this.#handlers.push(h);
+      },
     };
     const unreachable = (): Promise<never> => Promise.reject(new Error('connect ECONNREFUSED'));
     const leases: LeaseClient = {
@@ -52,17 +59,35 @@ class World {
         const stored = this.#store(body);
         if (!this.holdReplies) return Promise.resolve(stored);
         // The reply is already on its way: the session's abort at its deadline does not stop it.
-        return new Promise<V1Lease>((resolve) => { this.#held.push(() => { resolve(stored); }); });
+        return new Promise<V1Lease>((resolve) => {
+          this.#held.push(() => {
+            resolve(stored);
+          });
+        });
       },
       create: () => Promise.reject(new Error('agents do not create Leases')),
     };
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: 'c', server: 'http://127.0.0.1:9' }], users: [{ name: 'u' }],
-      contexts: [{ name: 'c', cluster: 'c', user: 'u' }], currentContext: 'c',
+      clusters: [{ name: 'c', server: 'http://127.0.0.1:9' }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+      currentContext: 'c',
     });
-    this.session = new LockSession({ kc, namespace: 'default', lock: LOCK, self: SELF, clock: this.clock, log: silentLogger, leases, leaseInformer: informer, random: () => 0 });
-    this.session.onEvent((e) => { this.events.push(e); });
+    this.session = new LockSession({
+      kc,
+      namespace: 'default',
+      lock: LOCK,
+      self: SELF,
+      clock: this.clock,
+      log: silentLogger,
+      leases,
+      leaseInformer: informer,
+      random: () => 0,
+    });
+    this.session.onEvent((e) => {
+      this.events.push(e);
+    });
   }
 
   /** holding: a started session that was granted `token` and confirmed it (at t = 0: valid until 2000). */
@@ -80,7 +105,9 @@ class World {
     this.down = false;
   }
 
-  get lease(): V1Lease { return this.#lease; }
+  get lease(): V1Lease {
+    return this.#lease;
+  }
 
   /** answerHeld delivers the held replies. */
   async answerHeld(): Promise<void> {
@@ -110,7 +137,9 @@ class World {
     await flushAsync();
   }
 
-  types(): string[] { return this.events.map((e) => `${e.type} ${e.token}`); }
+  types(): string[] {
+    return this.events.map((e) => `${e.type} ${e.token}`);
+  }
 }
 
 describe('LockSession after its term ended', () => {

@@ -8,10 +8,12 @@ const ev = (type: LockEvent['type'], token = '7'): LockEvent => ({ type, lock: '
 // The agent's SSE stream: ids, the opening of a stream, and Last-Event-ID replay.
 describe('the SSE event journal', () => {
   it('writes an id, an event and one data line per frame', () => {
-    expect(formatSse([{ id: 's-1', event: 'granted', data: ev('granted') }])).toBe('id: s-1\nevent: granted\ndata: {"type":"granted","lock":"a","token":"7"}\n\n');
+    expect(formatSse([{ id: 's-1', event: 'granted', data: ev('granted') }])).toBe(
+      'id: s-1\nevent: granted\ndata: {"type":"granted","lock":"a","token":"7"}\n\n',
+    );
   });
 
-  it('opens a fresh stream with state only, whose id is the last event\'s', () => {
+  it("opens a fresh stream with state only, whose id is the last event's", () => {
     const j = new EventJournal('s');
     expect(j.opening(snap, undefined)).toEqual([{ id: 's-0', event: 'state', data: snap }]);
     j.record(ev('granted'));
@@ -41,6 +43,10 @@ describe('the SSE event journal', () => {
   it('replays from the oldest remembered event when the id is just before it', () => {
     const j = new EventJournal('s', 2);
     for (const t of ['granted', 'renewed', 'released'] as const) j.record(ev(t));
-    expect(j.opening(snap, 's-1').map((f) => `${f.id} ${f.event}`)).toEqual(['s-2 renewed', 's-3 released', 's-3 state']);
+    expect(j.opening(snap, 's-1').map((f) => `${f.id} ${f.event}`)).toEqual([
+      's-2 renewed',
+      's-3 released',
+      's-3 state',
+    ]);
   });
 });

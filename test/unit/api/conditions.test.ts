@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ConditionType, EventReason, Reason, findCondition, setCondition } from '../../../src/api/v1alpha1/conditions.ts';
+import {
+  ConditionType,
+  EventReason,
+  Reason,
+  findCondition,
+  setCondition,
+} from '../../../src/api/v1alpha1/conditions.ts';
 import type { Condition } from '../../../src/api/v1alpha1/distributedlock.ts';
 
 const earlier = '2024-05-01T12:00:00Z';
@@ -29,32 +35,80 @@ describe('setCondition', () => {
     {
       name: 'a new type is appended with the transition time now, at second precision',
       list: [held],
-      set: { type: ConditionType.Ready, status: 'Unknown', observedGeneration: 2, reason: Reason.Initializing, message: '' },
-      want: [held, { type: 'Ready', status: 'Unknown', observedGeneration: 2, reason: 'Initializing', message: '', lastTransitionTime: nowString }],
+      set: {
+        type: ConditionType.Ready,
+        status: 'Unknown',
+        observedGeneration: 2,
+        reason: Reason.Initializing,
+        message: '',
+      },
+      want: [
+        held,
+        {
+          type: 'Ready',
+          status: 'Unknown',
+          observedGeneration: 2,
+          reason: 'Initializing',
+          message: '',
+          lastTransitionTime: nowString,
+        },
+      ],
     },
     {
       name: 'an unchanged status keeps its transition time while reason, message and generation are updated',
       list: [ready('True'), held],
-      set: { type: ConditionType.Ready, status: 'True', observedGeneration: 3, reason: Reason.HolderExpired, message: 'Held by pod-b.' },
+      set: {
+        type: ConditionType.Ready,
+        status: 'True',
+        observedGeneration: 3,
+        reason: Reason.HolderExpired,
+        message: 'Held by pod-b.',
+      },
       want: [ready('True', { observedGeneration: 3, reason: 'HolderExpired', message: 'Held by pod-b.' }), held],
     },
     {
       name: 'a changed status moves the transition time to now and keeps the position in the list',
       list: [ready('True'), held],
-      set: { type: ConditionType.Ready, status: 'False', observedGeneration: 1, reason: Reason.RedisUnavailable, message: 'Redis is down.' },
-      want: [ready('False', { reason: 'RedisUnavailable', message: 'Redis is down.', lastTransitionTime: nowString }), held],
+      set: {
+        type: ConditionType.Ready,
+        status: 'False',
+        observedGeneration: 1,
+        reason: Reason.RedisUnavailable,
+        message: 'Redis is down.',
+      },
+      want: [
+        ready('False', { reason: 'RedisUnavailable', message: 'Redis is down.', lastTransitionTime: nowString }),
+        held,
+      ],
     },
     {
       name: 'an observedGeneration omitted from the new condition is dropped, as metav1 does',
       list: [ready('True')],
       set: { type: ConditionType.Ready, status: 'True', reason: Reason.Granted, message: 'Held by pod-a.' },
-      want: [{ type: 'Ready', status: 'True', lastTransitionTime: earlier, reason: 'Granted', message: 'Held by pod-a.' }],
+      want: [
+        { type: 'Ready', status: 'True', lastTransitionTime: earlier, reason: 'Granted', message: 'Held by pod-a.' },
+      ],
     },
     {
       name: 'an empty list gets its first condition',
       list: [],
-      set: { type: ConditionType.Degraded, status: 'False', observedGeneration: 1, reason: Reason.AsExpected, message: '' },
-      want: [{ type: 'Degraded', status: 'False', observedGeneration: 1, reason: 'AsExpected', message: '', lastTransitionTime: nowString }],
+      set: {
+        type: ConditionType.Degraded,
+        status: 'False',
+        observedGeneration: 1,
+        reason: Reason.AsExpected,
+        message: '',
+      },
+      want: [
+        {
+          type: 'Degraded',
+          status: 'False',
+          observedGeneration: 1,
+          reason: 'AsExpected',
+          message: '',
+          lastTransitionTime: nowString,
+        },
+      ],
     },
   ])('$name', ({ list, set, want }) => {
     expect(setCondition(list, set, now)).toEqual(want);
@@ -63,7 +117,11 @@ describe('setCondition', () => {
   it('does not modify the list or the conditions it was given', () => {
     const list = Object.freeze([Object.freeze(ready('True')), Object.freeze(held)]);
     const before = structuredClone(list);
-    const after = setCondition(list, { type: ConditionType.Ready, status: 'False', reason: Reason.InvalidSpec, message: 'Bad.' }, now);
+    const after = setCondition(
+      list,
+      { type: ConditionType.Ready, status: 'False', reason: Reason.InvalidSpec, message: 'Bad.' },
+      now,
+    );
     expect(list).toEqual(before);
     expect(after).not.toBe(list);
   });
@@ -84,7 +142,13 @@ describe('EventReason', () => {
   // renaming one is a breaking change, so the table is pinned here and in docs/controller.md.
   it('is the documented, stable set of Event reasons', () => {
     expect(Object.values(EventReason).sort()).toEqual([
-      'FencingAvailable', 'FencingRefloored', 'FencingUnavailable', 'HolderExpired', 'HolderTerminated', 'LeaseGranted', 'LockLost',
+      'FencingAvailable',
+      'FencingRefloored',
+      'FencingUnavailable',
+      'HolderExpired',
+      'HolderTerminated',
+      'LeaseGranted',
+      'LockLost',
     ]);
     for (const [key, value] of Object.entries(EventReason)) expect(value).toBe(key);
   });

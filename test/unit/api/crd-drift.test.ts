@@ -115,7 +115,9 @@ function shapeOf(s: V1JSONSchemaProps): unknown {
 
 /** fieldPaths lists every property path under a node, the way SPEC_FIELD_PATHS does. */
 const fieldPaths = (s: V1JSONSchemaProps, prefix: string): string[] =>
-  [...walk(s, prefix)].map(([path]) => path).filter((path) => path !== prefix && !path.endsWith('[]') && !path.endsWith('{}'));
+  [...walk(s, prefix)]
+    .map(([path]) => path)
+    .filter((path) => path !== prefix && !path.endsWith('[]') && !path.endsWith('{}'));
 
 const allRules = (): { path: string; node: V1JSONSchemaProps; rule: V1ValidationRule }[] =>
   [...walk(root, '')].flatMap(([path, node]) => rulesOf(node).map((rule) => ({ path, node, rule })));
@@ -127,7 +129,8 @@ function structuralErrors(value: unknown, s: V1JSONSchemaProps, path: string): s
   const errors: string[] = [];
   const fail = (why: string): void => void errors.push(`${path}: ${why}`);
   const allowed = enumOf(s);
-  if (Array.isArray(allowed) && !allowed.includes(value)) fail(`${JSON.stringify(value)} is not one of ${allowed.join(', ')}`);
+  if (Array.isArray(allowed) && !allowed.includes(value))
+    fail(`${JSON.stringify(value)} is not one of ${allowed.join(', ')}`);
   switch (s.type) {
     case 'string':
       if (typeof value !== 'string') return [`${path}: expected a string`];
@@ -151,13 +154,15 @@ function structuralErrors(value: unknown, s: V1JSONSchemaProps, path: string): s
     case 'object': {
       if (typeof value !== 'object' || value === null || Array.isArray(value)) return [`${path}: expected an object`];
       const entries = Object.entries(value);
-      if (s.maxProperties !== undefined && entries.length > s.maxProperties) fail(`more than ${s.maxProperties} entries`);
+      if (s.maxProperties !== undefined && entries.length > s.maxProperties)
+        fail(`more than ${s.maxProperties} entries`);
       for (const name of s.required ?? []) if (!(name in value)) fail(`missing required field ${name}`);
       const values = valuesOf(s);
       for (const [name, child] of entries) {
         const childSchema = s.properties?.[name] ?? values;
         if (childSchema === undefined) fail(`unknown field ${name} (would be pruned)`);
-        else if (s.properties !== undefined || values !== undefined) errors.push(...structuralErrors(child, childSchema, `${path}.${name}`));
+        else if (s.properties !== undefined || values !== undefined)
+          errors.push(...structuralErrors(child, childSchema, `${path}.${name}`));
       }
       break;
     }
@@ -230,7 +235,13 @@ describe('the DistributedLock CRD', () => {
     expect(crd.metadata?.name).toBe(CRD_NAME);
     expect(crd.spec.group).toBe(GROUP);
     expect(crd.spec.scope).toBe('Namespaced');
-    expect(crd.spec.names).toMatchObject({ kind: KIND, plural: PLURAL, singular: SINGULAR, shortNames: [SHORT_NAME], categories: ['fencepost'] });
+    expect(crd.spec.names).toMatchObject({
+      kind: KIND,
+      plural: PLURAL,
+      singular: SINGULAR,
+      shortNames: [SHORT_NAME],
+      categories: ['fencepost'],
+    });
     expect(crd.spec.versions.map((v) => v.name)).toEqual([VERSION]);
     expect(API_VERSION).toBe(`${crd.spec.group}/${version.name}`);
     expect(version).toMatchObject({ served: true, storage: true });
@@ -254,7 +265,8 @@ describe('the DistributedLock CRD', () => {
 
     it('only in required fields that exist', () => {
       for (const [path, node] of walk(root, '')) {
-        for (const name of node.required ?? []) expect(node.properties, `${path} requires ${name}`).toHaveProperty([name]);
+        for (const name of node.required ?? [])
+          expect(node.properties, `${path} requires ${name}`).toHaveProperty([name]);
       }
     });
 
@@ -278,7 +290,12 @@ describe('the DistributedLock CRD', () => {
 
     it('only in defaults on the fields that declare them', () => {
       const defaulted = [...walk(root, '')].filter(([, node]) => defaultOf(node) !== undefined).map(([path]) => path);
-      expect(defaulted.sort()).toEqual(['.spec.handoff', '.spec.handoff.onPodTerminated', '.spec.leaseDurationSeconds', '.spec.mode']);
+      expect(defaulted.sort()).toEqual([
+        '.spec.handoff',
+        '.spec.handoff.onPodTerminated',
+        '.spec.leaseDurationSeconds',
+        '.spec.mode',
+      ]);
     });
 
     it('in the pattern of a fencing token', () => {
@@ -286,13 +303,19 @@ describe('the DistributedLock CRD', () => {
     });
 
     it('in the message of every validation rule', () => {
-      expect(allRules().map(({ rule }) => rule.message).sort()).toEqual(Object.values(ValidationMessage).sort());
+      expect(
+        allRules()
+          .map(({ rule }) => rule.message)
+          .sort(),
+      ).toEqual(Object.values(ValidationMessage).sort());
     });
   });
 
   describe('is a well-formed schema', () => {
     it('prunes unknown fields everywhere', () => {
-      const preserving = [...walk(root, '')].filter(([, node]) => preservesUnknown(node) !== undefined).map(([path]) => path);
+      const preserving = [...walk(root, '')]
+        .filter(([, node]) => preservesUnknown(node) !== undefined)
+        .map(([path]) => path);
       expect(preserving).toEqual([]);
     });
 
@@ -310,7 +333,9 @@ describe('the DistributedLock CRD', () => {
           .filter(([name]) => !(node.required ?? []).includes(name))
           .map(([name, child]) => ({ path: `${path}.${name}`, description: child.description ?? '' })),
       );
-      expect(optional.filter(({ description }) => !/Defaults to|When unset/.test(description)).map(({ path }) => path)).toEqual([]);
+      expect(
+        optional.filter(({ description }) => !/Defaults to|When unset/.test(description)).map(({ path }) => path),
+      ).toEqual([]);
     });
 
     it('bounds every spec string and list that a validation rule reads', () => {
@@ -328,7 +353,8 @@ describe('the DistributedLock CRD', () => {
       for (const [path, node] of walk(root, '')) {
         const values = enumOf(node);
         if (!Array.isArray(values) || node.maxLength === undefined) continue;
-        for (const value of values) expect(String(value).length, `${path} ${String(value)}`).toBeLessThanOrEqual(node.maxLength);
+        for (const value of values)
+          expect(String(value).length, `${path} ${String(value)}`).toBeLessThanOrEqual(node.maxLength);
       }
     });
 
@@ -340,7 +366,8 @@ describe('the DistributedLock CRD', () => {
       for (const { path, node, rule } of allRules()) {
         const names = [...rule.rule.matchAll(/\bself\.(\w+)\b(?!\s*\()/g)].map((m) => must(m[1], 'match'));
         if (rule.fieldPath !== undefined) names.push(rule.fieldPath.replace(/^\./, ''));
-        for (const name of names) expect(node.properties, `${rule.rule} at ${path || 'the root'}`).toHaveProperty([name]);
+        for (const name of names)
+          expect(node.properties, `${rule.rule} at ${path || 'the root'}`).toHaveProperty([name]);
       }
     });
 
@@ -393,19 +420,51 @@ describe('the DistributedLock CRD', () => {
 
     const withSpec = (spec: Record<string, unknown>): unknown => ({ spec: { ...aFullLock.spec, ...spec } });
     it.each([
-      { name: 'a lock without candidates', lock: { spec: { leaseDurationSeconds: 15 } }, error: 'spec: missing required field candidates' },
-      { name: 'an unknown spec field', lock: withSpec({ leaseDuration: '15s' }), error: 'spec: unknown field leaseDuration (would be pruned)' },
-      { name: 'a zero lease duration', lock: withSpec({ leaseDurationSeconds: 0 }), error: 'spec.leaseDurationSeconds: less than 1' },
-      { name: 'a lease longer than an hour', lock: withSpec({ leaseDurationSeconds: 3601 }), error: 'spec.leaseDurationSeconds: greater than 3600' },
-      { name: 'a fractional lease duration', lock: withSpec({ leaseDurationSeconds: 1.5 }), error: 'spec.leaseDurationSeconds: expected an integer' },
-      { name: 'an unknown mode', lock: withSpec({ mode: 'Leader' }), error: 'spec.mode: "Leader" is not one of Election, Mutex' },
+      {
+        name: 'a lock without candidates',
+        lock: { spec: { leaseDurationSeconds: 15 } },
+        error: 'spec: missing required field candidates',
+      },
+      {
+        name: 'an unknown spec field',
+        lock: withSpec({ leaseDuration: '15s' }),
+        error: 'spec: unknown field leaseDuration (would be pruned)',
+      },
+      {
+        name: 'a zero lease duration',
+        lock: withSpec({ leaseDurationSeconds: 0 }),
+        error: 'spec.leaseDurationSeconds: less than 1',
+      },
+      {
+        name: 'a lease longer than an hour',
+        lock: withSpec({ leaseDurationSeconds: 3601 }),
+        error: 'spec.leaseDurationSeconds: greater than 3600',
+      },
+      {
+        name: 'a fractional lease duration',
+        lock: withSpec({ leaseDurationSeconds: 1.5 }),
+        error: 'spec.leaseDurationSeconds: expected an integer',
+      },
+      {
+        name: 'an unknown mode',
+        lock: withSpec({ mode: 'Leader' }),
+        error: 'spec.mode: "Leader" is not one of Election, Mutex',
+      },
       {
         name: 'an unknown fencing backend',
         lock: withSpec({ fencing: { backend: 'Etcd' } }),
         error: 'spec.fencing.backend: "Etcd" is not one of Redis, Lease',
       },
-      { name: 'a negative lock delay', lock: withSpec({ lockDelaySeconds: -1 }), error: 'spec.lockDelaySeconds: less than 0' },
-      { name: 'a fencing key with a space', lock: withSpec({ fencing: { key: 'a b' } }), error: 'spec.fencing.key: does not match ^[!-~]+$' },
+      {
+        name: 'a negative lock delay',
+        lock: withSpec({ lockDelaySeconds: -1 }),
+        error: 'spec.lockDelaySeconds: less than 0',
+      },
+      {
+        name: 'a fencing key with a space',
+        lock: withSpec({ fencing: { key: 'a b' } }),
+        error: 'spec.fencing.key: does not match ^[!-~]+$',
+      },
       {
         name: 'a label value longer than 63 characters',
         lock: withSpec({ candidates: { selector: { matchLabels: { app: 'x'.repeat(64) } } } }),
@@ -419,7 +478,9 @@ describe('the DistributedLock CRD', () => {
       {
         name: 'a malformed label key in a selector requirement',
         lock: withSpec({ candidates: { selector: { matchExpressions: [{ key: '-app', operator: 'Exists' }] } } }),
-        error: expect.stringMatching(/^spec\.candidates\.selector\.matchExpressions\[0\]\.key: does not match/) as unknown,
+        error: expect.stringMatching(
+          /^spec\.candidates\.selector\.matchExpressions\[0\]\.key: does not match/,
+        ) as unknown,
       },
       {
         name: 'a fencing token with a leading zero',
@@ -432,7 +493,13 @@ describe('the DistributedLock CRD', () => {
           spec: aFullLock.spec,
           status: {
             conditions: [
-              { type: 'Ready', status: 'Maybe', lastTransitionTime: '2024-05-01T12:00:00Z', reason: 'Granted', message: '' },
+              {
+                type: 'Ready',
+                status: 'Maybe',
+                lastTransitionTime: '2024-05-01T12:00:00Z',
+                reason: 'Granted',
+                message: '',
+              },
             ],
           },
         },

@@ -9,14 +9,34 @@ describe('bench SVG charts', () => {
   });
 
   it('ecdf starts at 0 on the smallest sample and reaches 1 on the largest, ignoring non-numbers', () => {
-    expect(ecdf([30, 10, Number.NaN, 20])).toEqual([[10, 0], [10, 1 / 3], [20, 2 / 3], [30, 1]]);
+    expect(ecdf([30, 10, Number.NaN, 20])).toEqual([
+      [10, 0],
+      [10, 1 / 3],
+      [20, 2 / 3],
+      [30, 1],
+    ]);
     expect(ecdf([])).toEqual([]);
   });
 
   it('lineChart draws one polyline and one legend entry per series, on a log axis when asked', () => {
     const svg = lineChart({
-      title: 'A & B', xLabel: 'ms', yLabel: 'fraction', xLog: true, yMin: 0, yMax: 1,
-      series: [{ name: 'a', points: ecdf([5, 50]), step: true }, { name: 'b', points: [[100, 0.5], [1000, 1]], dashed: true }],
+      title: 'A & B',
+      xLabel: 'ms',
+      yLabel: 'fraction',
+      xLog: true,
+      yMin: 0,
+      yMax: 1,
+      series: [
+        { name: 'a', points: ecdf([5, 50]), step: true },
+        {
+          name: 'b',
+          points: [
+            [100, 0.5],
+            [1000, 1],
+          ],
+          dashed: true,
+        },
+      ],
       markers: [{ x: 3000, label: 'lease' }],
     });
     expect(svg.startsWith('<svg')).toBe(true);

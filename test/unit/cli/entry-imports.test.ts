@@ -10,75 +10,119 @@ import { traceModules } from '../../support/module-trace.ts';
 const root = resolve(import.meta.dirname, '../../..');
 const main = 'src/cli/main.ts';
 const cli = (...args: string[]) => traceModules([main, ...args], { cwd: root });
-const library = (entry: string) => traceModules(['--input-type=module', '-e', `await import('./${entry}')`], { cwd: root });
+const library = (entry: string) =>
+  traceModules(['--input-type=module', '-e', `await import('./${entry}')`], { cwd: root });
 const HANG_BOUND_MS = 60_000;
 
 describe('the modules each entry point loads', () => {
-  it('the guards (fencepost/guards): their own files and the token parser, and no package at all', async () => {
-    const t = await library('src/guards/index.ts');
-    expect(t.code, t.stderr).toBe(0);
-    expect(t.packages).toEqual([]); // no @kubernetes/client-node, ioredis (a type only), pino or prom-client
-    expect(t.files.toSorted()).toEqual([
-      'src/guards/http-guard.ts', 'src/guards/index.ts', 'src/guards/postgres-guard.ts', 'src/guards/redis-guard.ts', 'src/guards/sql-guard.ts', 'src/protocol/token.ts',
-    ]);
-  }, HANG_BOUND_MS);
+  it(
+    'the guards (fencepost/guards): their own files and the token parser, and no package at all',
+    async () => {
+      const t = await library('src/guards/index.ts');
+      expect(t.code, t.stderr).toBe(0);
+      expect(t.packages).toEqual([]); // no @kubernetes/client-node, ioredis (a type only), pino or prom-client
+      expect(t.files.toSorted()).toEqual([
+        'src/guards/http-guard.ts',
+        'src/guards/index.ts',
+        'src/guards/postgres-guard.ts',
+        'src/guards/redis-guard.ts',
+        'src/guards/sql-guard.ts',
+        'src/protocol/token.ts',
+      ]);
+    },
+    HANG_BOUND_MS,
+  );
 
-  it('the library (fencepost): the Kubernetes client and pino, but no Redis client, metrics, controller or CLI code', async () => {
-    const t = await library('src/index.ts');
-    expect(t.code, t.stderr).toBe(0);
-    expect(t.packages).toContain('@kubernetes/client-node');
-    expect(t.packages).toContain('pino');
-    expect(t.packages).not.toContain('ioredis');
-    expect(t.packages).not.toContain('prom-client');
-    expect(t.files).toContain('src/client/acquire.ts');
-    expect(t.files.filter((f) => f.startsWith('src/controllers/') || f.startsWith('src/config/'))).toEqual([]);
-    expect(t.files.filter((f) => f.startsWith('src/cli/'))).toEqual([]);
-    expect(t.files).toContain('src/kube/kubeconfig.ts');
-  }, HANG_BOUND_MS);
+  it(
+    'the library (fencepost): the Kubernetes client and pino, but no Redis client, metrics, controller or CLI code',
+    async () => {
+      const t = await library('src/index.ts');
+      expect(t.code, t.stderr).toBe(0);
+      expect(t.packages).toContain('@kubernetes/client-node');
+      expect(t.packages).toContain('pino');
+      expect(t.packages).not.toContain('ioredis');
+      expect(t.packages).not.toContain('prom-client');
+      expect(t.files).toContain('src/client/acquire.ts');
+      expect(t.files.filter((f) => f.startsWith('src/controllers/') || f.startsWith('src/config/'))).toEqual([]);
+      expect(t.files.filter((f) => f.startsWith('src/cli/'))).toEqual([]);
+      expect(t.files).toContain('src/kube/kubeconfig.ts');
+    },
+    HANG_BOUND_MS,
+  );
 
   it.each([
     // main.ts loads UsageError (it decides the exit status by type); a subcommand's --help loads its flag parser, no more.
     { command: 'version', args: ['version'], files: [] },
     { command: '--help', args: ['--help'], files: [] },
-    { command: 'controller --help', args: ['controller', '--help'], files: ['src/config/controller.ts', 'src/config/duration.ts', 'src/config/bind-address.ts', 'src/config/flags.ts', 'src/config/log-level.ts'] },
-    { command: 'agent --help', args: ['agent', '--help'], files: ['src/config/agent.ts', 'src/config/bind-address.ts', 'src/config/flags.ts', 'src/config/log-level.ts'] },
+    {
+      command: 'controller --help',
+      args: ['controller', '--help'],
+      files: [
+        'src/config/controller.ts',
+        'src/config/duration.ts',
+        'src/config/bind-address.ts',
+        'src/config/flags.ts',
+        'src/config/log-level.ts',
+      ],
+    },
+    {
+      command: 'agent --help',
+      args: ['agent', '--help'],
+      files: ['src/config/agent.ts', 'src/config/bind-address.ts', 'src/config/flags.ts', 'src/config/log-level.ts'],
+    },
     { command: 'exec --help', args: ['exec', '--help'], files: ['src/cli/exec-usage.ts'] },
-  ])('fencepost $command loads no package and only its usage text', async ({ args, files }) => {
-    const t = await cli(...args);
-    expect(t.code, t.stderr).toBe(0);
-    expect(t.packages).toEqual([]);
-    expect(t.files.toSorted()).toEqual([main, 'src/config/usage-error.ts', ...files].toSorted());
-  }, HANG_BOUND_MS);
+  ])(
+    'fencepost $command loads no package and only its usage text',
+    async ({ args, files }) => {
+      const t = await cli(...args);
+      expect(t.code, t.stderr).toBe(0);
+      expect(t.packages).toEqual([]);
+      expect(t.files.toSorted()).toEqual([main, 'src/config/usage-error.ts', ...files].toSorted());
+    },
+    HANG_BOUND_MS,
+  );
 
-  it('fencepost agent loads the agent, and no ioredis and nothing of the controller or of exec', async () => {
-    const t = await cli('agent', '--lock', 'billing'); // no POD_NAME: fails after loading
-    expect(t.code).not.toBe(0);
-    expect(t.files).toContain('src/cli/agent.ts');
-    expect(t.files).toContain('src/agent/session.ts');
-    expect(t.packages).not.toContain('ioredis');
-    expect(t.files.filter((f) => f.startsWith('src/controllers/') || f.startsWith('src/fencing/redis'))).toEqual([]);
-    expect(t.files).not.toContain('src/cli/controller.ts');
-    expect(t.files).not.toContain('src/cli/exec.ts');
-  }, HANG_BOUND_MS);
+  it(
+    'fencepost agent loads the agent, and no ioredis and nothing of the controller or of exec',
+    async () => {
+      const t = await cli('agent', '--lock', 'billing'); // no POD_NAME: fails after loading
+      expect(t.code).not.toBe(0);
+      expect(t.files).toContain('src/cli/agent.ts');
+      expect(t.files).toContain('src/agent/session.ts');
+      expect(t.packages).not.toContain('ioredis');
+      expect(t.files.filter((f) => f.startsWith('src/controllers/') || f.startsWith('src/fencing/redis'))).toEqual([]);
+      expect(t.files).not.toContain('src/cli/controller.ts');
+      expect(t.files).not.toContain('src/cli/exec.ts');
+    },
+    HANG_BOUND_MS,
+  );
 
-  it('fencepost exec loads the library, and no ioredis, no metrics and nothing of the controller or the agent command', async () => {
-    const t = await cli('exec', '--lock', 'billing', '--', 'true'); // no POD_NAME: fails after loading
-    expect(t.code).not.toBe(0);
-    expect(t.files).toContain('src/cli/exec.ts');
-    expect(t.files).toContain('src/client/acquire.ts');
-    expect(t.packages).not.toContain('ioredis');
-    expect(t.packages).not.toContain('prom-client');
-    expect(t.files.filter((f) => f.startsWith('src/controllers/'))).toEqual([]);
-    expect(t.files).not.toContain('src/cli/agent.ts');
-    expect(t.files).not.toContain('src/cli/controller.ts');
-  }, HANG_BOUND_MS);
+  it(
+    'fencepost exec loads the library, and no ioredis, no metrics and nothing of the controller or the agent command',
+    async () => {
+      const t = await cli('exec', '--lock', 'billing', '--', 'true'); // no POD_NAME: fails after loading
+      expect(t.code).not.toBe(0);
+      expect(t.files).toContain('src/cli/exec.ts');
+      expect(t.files).toContain('src/client/acquire.ts');
+      expect(t.packages).not.toContain('ioredis');
+      expect(t.packages).not.toContain('prom-client');
+      expect(t.files.filter((f) => f.startsWith('src/controllers/'))).toEqual([]);
+      expect(t.files).not.toContain('src/cli/agent.ts');
+      expect(t.files).not.toContain('src/cli/controller.ts');
+    },
+    HANG_BOUND_MS,
+  );
 
-  it('fencepost controller loads the controller and ioredis, and nothing of the agent or exec commands', async () => {
-    const t = await cli('controller', '--workers', 'many'); // a bad flag: fails after loading
-    expect(t.code).toBe(2);
-    expect(t.files).toContain('src/controllers/distributedlock/setup.ts');
-    expect(t.packages).toContain('ioredis');
-    expect(t.files).not.toContain('src/cli/agent.ts');
-    expect(t.files).not.toContain('src/cli/exec.ts');
-  }, HANG_BOUND_MS);
+  it(
+    'fencepost controller loads the controller and ioredis, and nothing of the agent or exec commands',
+    async () => {
+      const t = await cli('controller', '--workers', 'many'); // a bad flag: fails after loading
+      expect(t.code).toBe(2);
+      expect(t.files).toContain('src/controllers/distributedlock/setup.ts');
+      expect(t.packages).toContain('ioredis');
+      expect(t.files).not.toContain('src/cli/agent.ts');
+      expect(t.files).not.toContain('src/cli/exec.ts');
+    },
+    HANG_BOUND_MS,
+  );
 });

@@ -7,32 +7,81 @@ describe('parseControllerConfig', () => {
   it('defaults to all namespaces, 4 workers, leader election on with client-go timings', () => {
     const c = parseControllerConfig([], {});
     expect(c).toMatchObject({
-      namespaces: [], workers: 4, leaderElect: true, leaderElectionId: 'fencepost-controller', leaderElectionNamespace: 'default',
-      leaderElectionLeaseDurationMs: 15_000, leaderElectionRenewDeadlineMs: 10_000, leaderElectionRetryPeriodMs: 2_000,
-      metricsBindAddress: '0.0.0.0:8080', healthProbeBindAddress: '0.0.0.0:8081', cacheSyncTimeoutMs: 120_000, logLevel: 'info', redisUrl: undefined,
+      namespaces: [],
+      workers: 4,
+      leaderElect: true,
+      leaderElectionId: 'fencepost-controller',
+      leaderElectionNamespace: 'default',
+      leaderElectionLeaseDurationMs: 15_000,
+      leaderElectionRenewDeadlineMs: 10_000,
+      leaderElectionRetryPeriodMs: 2_000,
+      metricsBindAddress: '0.0.0.0:8080',
+      healthProbeBindAddress: '0.0.0.0:8081',
+      cacheSyncTimeoutMs: 120_000,
+      logLevel: 'info',
+      redisUrl: undefined,
     });
   });
 
   it('takes --namespace more than once, without duplicates', () => {
-    expect(parseControllerConfig(['--namespace', 'a', '--namespace', 'b', '--namespace', 'a'], {}).namespaces).toEqual(['a', 'b']);
+    expect(parseControllerConfig(['--namespace', 'a', '--namespace', 'b', '--namespace', 'a'], {}).namespaces).toEqual([
+      'a',
+      'b',
+    ]);
   });
 
   it('reads FENCEPOST_REDIS_URL, POD_NAMESPACE and POD_NAME when the flags are absent', () => {
-    const c = parseControllerConfig([], { FENCEPOST_REDIS_URL: 'redis://r:6379', POD_NAMESPACE: 'fencepost-system', POD_NAME: 'ctrl-0' });
-    expect(c).toMatchObject({ redisUrl: 'redis://r:6379', leaderElectionNamespace: 'fencepost-system', identity: 'ctrl-0' });
+    const c = parseControllerConfig([], {
+      FENCEPOST_REDIS_URL: 'redis://r:6379',
+      POD_NAMESPACE: 'fencepost-system',
+      POD_NAME: 'ctrl-0',
+    });
+    expect(c).toMatchObject({
+      redisUrl: 'redis://r:6379',
+      leaderElectionNamespace: 'fencepost-system',
+      identity: 'ctrl-0',
+    });
   });
 
   it.each([
-    { name: 'a non-numeric worker count', argv: ['--workers', 'x'], message: '--workers: must be a positive integer, got "x"' },
+    {
+      name: 'a non-numeric worker count',
+      argv: ['--workers', 'x'],
+      message: '--workers: must be a positive integer, got "x"',
+    },
     { name: 'zero workers', argv: ['--workers', '0'], message: '--workers: must be a positive integer, got "0"' },
-    { name: 'a bare number as a duration', argv: ['--leader-election-lease-duration', '15'], message: '--leader-election-lease-duration: invalid duration "15"' },
-    { name: 'a non-boolean --leader-elect', argv: ['--leader-elect', 'yes'], message: '--leader-elect: must be true or false, got "yes"' },
-    { name: 'a non-boolean --leader-elect=', argv: ['--leader-elect=no'], message: '--leader-elect: must be true or false, got "no"' },
-    { name: 'an unknown log level', argv: ['--log-level', 'trace'], message: '--log-level: must be debug, info, warn or error (or silent), got "trace"' },
-    { name: 'a Redis URL without the scheme', argv: ['--redis-url', 'localhost:6379'], message: '--redis-url: must start with redis:// or rediss://, got "localhost:6379"' },
+    {
+      name: 'a bare number as a duration',
+      argv: ['--leader-election-lease-duration', '15'],
+      message: '--leader-election-lease-duration: invalid duration "15"',
+    },
+    {
+      name: 'a non-boolean --leader-elect',
+      argv: ['--leader-elect', 'yes'],
+      message: '--leader-elect: must be true or false, got "yes"',
+    },
+    {
+      name: 'a non-boolean --leader-elect=',
+      argv: ['--leader-elect=no'],
+      message: '--leader-elect: must be true or false, got "no"',
+    },
+    {
+      name: 'an unknown log level',
+      argv: ['--log-level', 'trace'],
+      message: '--log-level: must be debug, info, warn or error (or silent), got "trace"',
+    },
+    {
+      name: 'a Redis URL without the scheme',
+      argv: ['--redis-url', 'localhost:6379'],
+      message: '--redis-url: must start with redis:// or rediss://, got "localhost:6379"',
+    },
     { name: 'an unknown flag', argv: ['--bogus'], message: '--bogus: unknown flag' },
     { name: 'a flag without its value', argv: ['--workers'], message: '--workers: missing value' },
-    { name: 'a flag whose value looks like a flag', argv: ['--namespace', '--workers', '3'], message: '--namespace: ambiguous value "--workers"' },
+    {
+      name: 'a flag whose value looks like a flag',
+      argv: ['--namespace', '--workers', '3'],
+      message: '--namespace: ambiguous value "--workers"',
+    },
   ])('refuses $name with a UsageError naming the flag and the value', ({ argv, message }) => {
     expect(() => parseControllerConfig(argv, {})).toThrow(message);
     expect(() => parseControllerConfig(argv, {})).toThrow(UsageError);
@@ -57,7 +106,14 @@ describe('parseControllerConfig', () => {
 });
 
 describe('parseDuration', () => {
-  it.each([['500ms', 500], ['10s', 10_000], ['2m', 120_000], ['1h30m', 5_400_000], ['1.5s', 1500], ['0', 0]])('%s is %d ms', (text, ms) => {
+  it.each([
+    ['500ms', 500],
+    ['10s', 10_000],
+    ['2m', 120_000],
+    ['1h30m', 5_400_000],
+    ['1.5s', 1500],
+    ['0', 0],
+  ])('%s is %d ms', (text, ms) => {
     expect(parseDuration(text, '--d')).toBe(ms);
   });
   it.each(['', '15', 's', '10 s', '-1s', '1d', '1s2'])('refuses %j', (text) => {

@@ -8,13 +8,20 @@ import { parseFlags } from '../../../src/config/flags.ts';
 import { UsageError } from '../../../src/config/usage-error.ts';
 
 const OPTIONS = {
-  'name': { type: 'string' }, 'tag': { type: 'string', multiple: true }, 'on': { type: 'string', default: 'false' },
+  name: { type: 'string' },
+  tag: { type: 'string', multiple: true },
+  on: { type: 'string', default: 'false' },
 } as const;
 const parse = (argv: string[]): unknown => parseFlags(argv, OPTIONS, ['on']);
 
 /** usageError returns what `f` threw, failing unless it was a UsageError. */
 function usageError(f: () => unknown): UsageError {
-  try { f(); } catch (err) { expect(err).toBeInstanceOf(UsageError); return err as UsageError; }
+  try {
+    f();
+  } catch (err) {
+    expect(err).toBeInstanceOf(UsageError);
+    return err as UsageError;
+  }
   throw new Error('expected a UsageError, got none');
 }
 
@@ -35,14 +42,50 @@ describe('parseFlags', () => {
 
   it.each([
     { name: 'an unknown flag', argv: ['--bogus'], flag: '--bogus', message: '--bogus: unknown flag (see --help)' },
-    { name: 'an unknown flag with a value', argv: ['--bogus=1'], flag: '--bogus', message: '--bogus: unknown flag (see --help)' },
+    {
+      name: 'an unknown flag with a value',
+      argv: ['--bogus=1'],
+      flag: '--bogus',
+      message: '--bogus: unknown flag (see --help)',
+    },
     { name: 'a short flag', argv: ['-n', 'a'], flag: '-n', message: '-n: unknown flag (see --help)' },
-    { name: 'a missing value at the end', argv: ['--name'], flag: '--name', message: '--name: missing value (use --name=VALUE)' },
-    { name: 'a value that looks like a flag (ambiguous)', argv: ['--name', '--on'], flag: '--name', message: '--name: ambiguous value "--on", which looks like a flag; write --name=VALUE (the value is missing, or starts with a dash)' },
-    { name: 'a boolean given a word that is not one', argv: ['--on', 'yes'], flag: '--on', message: '--on: must be true or false, got "yes"' },
-    { name: 'a boolean given a bad value with =', argv: ['--on=2'], flag: '--on', message: '--on: must be true or false, got "2"' },
-    { name: 'a positional argument', argv: ['--name', 'a', 'extra'], flag: '"extra"', message: '"extra": unexpected argument; this command takes flags only' },
-    { name: 'a positional after --', argv: ['--', 'extra'], flag: '"extra"', message: '"extra": unexpected argument; this command takes flags only' },
+    {
+      name: 'a missing value at the end',
+      argv: ['--name'],
+      flag: '--name',
+      message: '--name: missing value (use --name=VALUE)',
+    },
+    {
+      name: 'a value that looks like a flag (ambiguous)',
+      argv: ['--name', '--on'],
+      flag: '--name',
+      message:
+        '--name: ambiguous value "--on", which looks like a flag; write --name=VALUE (the value is missing, or starts with a dash)',
+    },
+    {
+      name: 'a boolean given a word that is not one',
+      argv: ['--on', 'yes'],
+      flag: '--on',
+      message: '--on: must be true or false, got "yes"',
+    },
+    {
+      name: 'a boolean given a bad value with =',
+      argv: ['--on=2'],
+      flag: '--on',
+      message: '--on: must be true or false, got "2"',
+    },
+    {
+      name: 'a positional argument',
+      argv: ['--name', 'a', 'extra'],
+      flag: '"extra"',
+      message: '"extra": unexpected argument; this command takes flags only',
+    },
+    {
+      name: 'a positional after --',
+      argv: ['--', 'extra'],
+      flag: '"extra"',
+      message: '"extra": unexpected argument; this command takes flags only',
+    },
   ])('refuses $name with one line naming the flag', ({ argv, flag, message }) => {
     const err = usageError(() => parse(argv));
     expect(err).toMatchObject({ flag, message, exitCode: 2 });
@@ -53,11 +96,19 @@ describe('parseFlags', () => {
 describe('parseAgentConfig usage errors', () => {
   const pod = { POD_NAME: 'web-0', POD_NAMESPACE: 'ns', POD_UID: 'u' };
   it.each([
-    { argv: ['--lock', 'db', '--log-level', 'trace'], env: pod, message: '--log-level: must be debug, info, warn or error (or silent), got "trace"' },
+    {
+      argv: ['--lock', 'db', '--log-level', 'trace'],
+      env: pod,
+      message: '--log-level: must be debug, info, warn or error (or silent), got "trace"',
+    },
     { argv: ['--lock'], env: pod, message: '--lock: missing value (use --lock=VALUE)' },
     { argv: [], env: pod, message: '--lock: at least one lock name is required' },
     { argv: ['--lock', 'Not_A_Name'], env: pod, message: '--lock: "Not_A_Name" is not a valid lock name' },
-    { argv: ['--lock', 'db', '--listen', '0.0.0.0:7370'], env: pod, message: '--listen: "0.0.0.0:7370" is not a loopback address' },
+    {
+      argv: ['--lock', 'db', '--listen', '0.0.0.0:7370'],
+      env: pod,
+      message: '--listen: "0.0.0.0:7370" is not a loopback address',
+    },
     { argv: ['--lock', 'db'], env: { POD_NAME: 'web-0', POD_NAMESPACE: 'ns' }, message: 'POD_UID: not set' },
   ])('refuses $argv ($message)', ({ argv, env, message }) => {
     expect(usageError(() => parseAgentConfig(argv, env)).message).toContain(message);

@@ -5,10 +5,42 @@ import type { Action, Decision, Observation } from '../../../src/controllers/dis
 import { isCandidate } from '../../../src/controllers/distributedlock/pods.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
 import {
-  aLeaseView, aLock, aPod, anObservation, createdAt, deepFreeze, fencingDown, fencingNotConfigured, heldBy, lastHolder, leaseSeconds,
-  markedHolderOf, noLease, observedAt, podsNotSynced, released, rv, terminated, terminating, token, transitions,
-  unready, withAnnotations, withHandoff, withLabels, withLease, withLeaseSeconds, withLock, withLockDelay, withPods,
-  withSelector, withUid, type LeaseOption, type LockOption, type ObservationOption, type PodOption,
+  aLeaseView,
+  aLock,
+  aPod,
+  anObservation,
+  createdAt,
+  deepFreeze,
+  fencingDown,
+  fencingNotConfigured,
+  heldBy,
+  lastHolder,
+  leaseSeconds,
+  markedHolderOf,
+  noLease,
+  observedAt,
+  podsNotSynced,
+  released,
+  rv,
+  terminated,
+  terminating,
+  token,
+  transitions,
+  unready,
+  withAnnotations,
+  withHandoff,
+  withLabels,
+  withLease,
+  withLeaseSeconds,
+  withLock,
+  withLockDelay,
+  withPods,
+  withSelector,
+  withUid,
+  type LeaseOption,
+  type LockOption,
+  type ObservationOption,
+  type PodOption,
 } from '../../support/builders.ts';
 import { sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
@@ -26,7 +58,8 @@ const pod = (p: PodSummary, ...opts: PodOption[]): PodSummary => aPod(p.ref.name
 const marked = (p: PodSummary, t: bigint, ...opts: PodOption[]): PodSummary => pod(p, markedHolderOf('db', t), ...opts);
 
 /** heldByA is a Lease held by a with token 5. */
-const heldByA = (...opts: LeaseOption[]): ObservationOption => withLease(aLeaseView(heldBy(a), token(5n), transitions(3), ...opts));
+const heldByA = (...opts: LeaseOption[]): ObservationOption =>
+  withLease(aLeaseView(heldBy(a), token(5n), transitions(3), ...opts));
 const obs = (...opts: ObservationOption[]): Observation => anObservation(...opts);
 const lockWith = (...opts: LockOption[]): ObservationOption => withLock(aLock('db', ...opts));
 
@@ -88,7 +121,12 @@ const rows: readonly Row[] = [
     name: 'a Lease never granted goes to the oldest Ready candidate with its resourceVersion as the floor',
     obs: obs(withLease(aLeaseView(rv('7340032'))), withPods(c, a, b)),
     nowMs: 0,
-    want: { actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 7_340_032n }], holder: undefined, waiting: undefined, candidates: [a, b, c] },
+    want: {
+      actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 7_340_032n }],
+      holder: undefined,
+      waiting: undefined,
+      candidates: [a, b, c],
+    },
   },
   {
     name: 'a vacant Lease with a recorded token uses the token as the floor, even below the resourceVersion',
@@ -100,32 +138,59 @@ const rows: readonly Row[] = [
     name: 'candidates of the same age are ordered by name',
     obs: obs(withPods(aPod('web-z', createdAt(5)), aPod('web-m', createdAt(5)))),
     nowMs: 0,
-    want: { actions: [{ type: 'Grant', to: { name: 'web-m', uid: 'web-m-uid' }, previous: undefined, cause: 'Vacant', floor: 100n }] },
+    want: {
+      actions: [
+        { type: 'Grant', to: { name: 'web-m', uid: 'web-m-uid' }, previous: undefined, cause: 'Vacant', floor: 100n },
+      ],
+    },
   },
   {
     name: 'unready, terminating, terminated and unselected pods are passed over for a younger Ready candidate',
-    obs: obs(withPods(
-      aPod('old-unready', createdAt(1), unready()),
-      aPod('old-terminating', createdAt(2), terminating()),
-      aPod('old-terminated', createdAt(3), terminated()),
-      aPod('old-unselected', createdAt(4), withLabels({ app: 'api' })),
-      aPod('old-unlabelled', createdAt(5), withLabels({ app: undefined })),
-      c,
-    )),
+    obs: obs(
+      withPods(
+        aPod('old-unready', createdAt(1), unready()),
+        aPod('old-terminating', createdAt(2), terminating()),
+        aPod('old-terminated', createdAt(3), terminated()),
+        aPod('old-unselected', createdAt(4), withLabels({ app: 'api' })),
+        aPod('old-unlabelled', createdAt(5), withLabels({ app: undefined })),
+        c,
+      ),
+    ),
     nowMs: 0,
-    want: { actions: [{ type: 'Grant', to: c.ref, previous: undefined, cause: 'Vacant', floor: 100n }], candidates: [c] },
+    want: {
+      actions: [{ type: 'Grant', to: c.ref, previous: undefined, cause: 'Vacant', floor: 100n }],
+      candidates: [c],
+    },
   },
   {
     name: 'a vacant lock with only unready, terminating, terminated or unselected pods waits for a candidate',
-    obs: obs(withPods(pod(a, unready()), pod(b, terminating()), pod(c, terminated()), aPod('api-0', withLabels({ app: 'api' })))),
+    obs: obs(
+      withPods(
+        pod(a, unready()),
+        pod(b, terminating()),
+        pod(c, terminated()),
+        aPod('api-0', withLabels({ app: 'api' })),
+      ),
+    ),
     nowMs: 0,
     want: { actions: [], waiting: 'NoCandidates', requeueAfterMs: RESYNC_MS, candidates: [] },
   },
   {
     name: 'a pod selected through matchExpressions is a candidate, one excluded by them is not',
     obs: obs(
-      lockWith(withSelector({ matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }, { key: 'canary', operator: 'DoesNotExist' }] })),
-      withPods(pod(a, withLabels({ tier: 'db', canary: 'yes' })), pod(b, withLabels({ tier: 'db' })), pod(c, withLabels({ tier: 'web' }))),
+      lockWith(
+        withSelector({
+          matchExpressions: [
+            { key: 'tier', operator: 'In', values: ['db'] },
+            { key: 'canary', operator: 'DoesNotExist' },
+          ],
+        }),
+      ),
+      withPods(
+        pod(a, withLabels({ tier: 'db', canary: 'yes' })),
+        pod(b, withLabels({ tier: 'db' })),
+        pod(c, withLabels({ tier: 'web' })),
+      ),
     ),
     nowMs: 0,
     want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Vacant', floor: 100n }] },
@@ -150,7 +215,12 @@ const rows: readonly Row[] = [
     name: 'a holder not renewed for the lease duration plus 1 ms is replaced by another candidate, cause Expired',
     obs: obs(heldByA(), withPods(marked(a, 5n), b)),
     nowMs: LEASE_MS + 1,
-    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }], holder: undefined, expiresInMs: undefined, waiting: undefined },
+    want: {
+      actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }],
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: undefined,
+    },
   },
   {
     name: 'expiry is counted from when the controller saw the renewal, not from monotonic zero',
@@ -180,7 +250,11 @@ const rows: readonly Row[] = [
     name: 'an expired holder with no candidate is revoked',
     obs: obs(heldByA(), withPods(marked(a, 5n, unready()))),
     nowMs: LEASE_MS + 1,
-    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }], holder: undefined, waiting: 'NoCandidates' },
+    want: {
+      actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }],
+      holder: undefined,
+      waiting: 'NoCandidates',
+    },
   },
 
   // ----- Handoff on termination; vanished pods -----
@@ -188,7 +262,10 @@ const rows: readonly Row[] = [
     name: 'a holder whose containers terminated is replaced before expiry (handoff defaults to on), cause HolderTerminated',
     obs: obs(heldByA(), withPods(marked(a, 5n, terminated()), b)),
     nowMs: 1_000,
-    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }], holder: undefined },
+    want: {
+      actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }],
+      holder: undefined,
+    },
   },
   {
     name: 'with handoff on explicitly a terminated holder is replaced before expiry',
@@ -200,7 +277,10 @@ const rows: readonly Row[] = [
     name: 'a terminated holder with nobody to take over is revoked at once',
     obs: obs(heldByA(), withPods(marked(a, 5n, terminated()))),
     nowMs: 1_000,
-    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }], waiting: 'NoCandidates' },
+    want: {
+      actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }],
+      waiting: 'NoCandidates',
+    },
   },
   {
     name: 'with handoff off a terminated holder keeps the lock until it expires',
@@ -242,7 +322,11 @@ const rows: readonly Row[] = [
     name: 'after expiry the new incarnation of the holder counts as another candidate',
     obs: obs(heldByA(), withPods(pod(a, withUid('web-a-uid-2')))),
     nowMs: LEASE_MS + 1,
-    want: { actions: [{ type: 'Grant', to: { name: 'web-a', uid: 'web-a-uid-2' }, previous: a.ref, cause: 'Expired', floor: 5n }] },
+    want: {
+      actions: [
+        { type: 'Grant', to: { name: 'web-a', uid: 'web-a-uid-2' }, previous: a.ref, cause: 'Expired', floor: 5n },
+      ],
+    },
   },
 
   // ----- Lock delay -----
@@ -250,20 +334,35 @@ const rows: readonly Row[] = [
     name: 'with a lock delay an expired holder is revoked, not replaced',
     obs: obs(lockWith(withLockDelay(5)), heldByA(), withPods(marked(a, 5n), b)),
     nowMs: LEASE_MS + 1,
-    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }], holder: undefined, waiting: 'LockDelay' },
+    want: {
+      actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }],
+      holder: undefined,
+      waiting: 'LockDelay',
+    },
   },
   {
     name: 'within the lock delay after a revocation nothing is granted and the requeue lands at its end',
-    obs: obs(lockWith(withLockDelay(5)), withLease(aLeaseView(heldBy(a), token(5n), released('Expired'), observedAt(20_000))), withPods(a, b)),
+    obs: obs(
+      lockWith(withLockDelay(5)),
+      withLease(aLeaseView(heldBy(a), token(5n), released('Expired'), observedAt(20_000))),
+      withPods(a, b),
+    ),
     nowMs: 22_000,
     want: { actions: [], waiting: 'LockDelay', holder: undefined },
     requeue: [3_000, 3_500],
   },
   {
     name: 'once the lock delay has passed the lock is granted, cause Expired, preferring someone other than the lost holder',
-    obs: obs(lockWith(withLockDelay(5)), withLease(aLeaseView(heldBy(a), token(5n), released('Expired'), observedAt(20_000))), withPods(a, b)),
+    obs: obs(
+      lockWith(withLockDelay(5)),
+      withLease(aLeaseView(heldBy(a), token(5n), released('Expired'), observedAt(20_000))),
+      withPods(a, b),
+    ),
     nowMs: 25_000,
-    want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Expired', floor: 5n }], waiting: undefined },
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Expired', floor: 5n }],
+      waiting: undefined,
+    },
   },
   {
     name: 'a lock delay does not hold back the handoff from a terminated holder',
@@ -273,7 +372,11 @@ const rows: readonly Row[] = [
   },
   {
     name: 'a lock delay does not apply after a voluntary release',
-    obs: obs(lockWith(withLockDelay(5)), withLease(aLeaseView(heldBy(a), token(5n), released('Released'), observedAt(20_000))), withPods(a, b)),
+    obs: obs(
+      lockWith(withLockDelay(5)),
+      withLease(aLeaseView(heldBy(a), token(5n), released('Released'), observedAt(20_000))),
+      withPods(a, b),
+    ),
     nowMs: 20_001,
     want: { actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Released', floor: 5n }] },
   },
@@ -335,7 +438,10 @@ const rows: readonly Row[] = [
     name: 'without a working fencing backend a terminated holder is revoked but not replaced',
     obs: obs(fencingDown(), heldByA(), withPods(marked(a, 5n, terminated()), b)),
     nowMs: 1_000,
-    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }], waiting: 'FencingUnavailable' },
+    want: {
+      actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }],
+      waiting: 'FencingUnavailable',
+    },
   },
 
   // ----- Pod marks -----
@@ -458,7 +564,9 @@ describe('decide', () => {
     expect(grants.every((t, i) => i === 0 || t > (grants[i - 1] ?? 0n))).toBe(true);
     const holder = world.lease?.record.holder;
     expect(holder).toBeDefined();
-    const markedPods = world.pods.filter((p) => p.labels[keys.holder] !== undefined || p.annotations[keys.token] !== undefined);
+    const markedPods = world.pods.filter(
+      (p) => p.labels[keys.holder] !== undefined || p.annotations[keys.token] !== undefined,
+    );
     expect(markedPods.map((p) => p.ref)).toEqual([holder]);
   });
 });
@@ -480,8 +588,12 @@ function applyActions(o: Observation, actions: readonly Action[], nowMs: number)
       case 'Grant': {
         const r = lease?.record;
         lease = aLeaseView(
-          heldBy(act.to), token(act.floor + 1n), transitions((r?.transitions ?? 0) + 1),
-          leaseSeconds(Math.ceil(o.timings.leaseDurationMs / 1000)), rv(r?.resourceVersion ?? '1'), observedAt(nowMs),
+          heldBy(act.to),
+          token(act.floor + 1n),
+          transitions((r?.transitions ?? 0) + 1),
+          leaseSeconds(Math.ceil(o.timings.leaseDurationMs / 1000)),
+          rv(r?.resourceVersion ?? '1'),
+          observedAt(nowMs),
         );
         break;
       }
@@ -489,13 +601,21 @@ function applyActions(o: Observation, actions: readonly Action[], nowMs: number)
         const r = lease?.record;
         if (r === undefined) throw new Error('Revoke without a Lease');
         lease = aLeaseView(
-          heldBy(act.holder), ...(r.token !== undefined ? [token(r.token)] : []), transitions(r.transitions),
-          released(act.cause === 'Expired' ? 'Expired' : 'Terminated'), rv(r.resourceVersion), observedAt(nowMs),
+          heldBy(act.holder),
+          ...(r.token !== undefined ? [token(r.token)] : []),
+          transitions(r.transitions),
+          released(act.cause === 'Expired' ? 'Expired' : 'Terminated'),
+          rv(r.resourceVersion),
+          observedAt(nowMs),
         );
         break;
       }
       case 'MarkHolderPod':
-        setPod(act.pod, (p) => ({ ...p, labels: { ...p.labels, [keys.holder]: 'true' }, annotations: { ...p.annotations, [keys.token]: act.token.toString() } }));
+        setPod(act.pod, (p) => ({
+          ...p,
+          labels: { ...p.labels, [keys.holder]: 'true' },
+          annotations: { ...p.annotations, [keys.token]: act.token.toString() },
+        }));
         break;
       case 'UnmarkPod':
         setPod(act.pod, (p) => {
@@ -524,8 +644,10 @@ function runToFixpoint(start: Observation, nowMs: number): { final: Observation;
 
 // ----- Property-style: random observations, invariants -----
 
-
-interface Sample { readonly obs: Observation; readonly nowMs: number }
+interface Sample {
+  readonly obs: Observation;
+  readonly nowMs: number;
+}
 
 function randomSample(rnd: () => number): Sample {
   const int = (lo: number, hi: number): number => lo + Math.floor(rnd() * (hi - lo + 1));
@@ -535,7 +657,12 @@ function randomSample(rnd: () => number): Sample {
     return x;
   };
   const leaseS = pick([1, 2, 10]);
-  const lock = aLock('db', withLeaseSeconds(leaseS), withLockDelay(pick([0, 0, 1, 3])), ...(rnd() < 0.4 ? [withHandoff(rnd() < 0.5)] : []));
+  const lock = aLock(
+    'db',
+    withLeaseSeconds(leaseS),
+    withLockDelay(pick([0, 0, 1, 3])),
+    ...(rnd() < 0.4 ? [withHandoff(rnd() < 0.5)] : []),
+  );
   const held = rnd() < 0.6;
   const recordToken = held || rnd() < 0.6 ? BigInt(int(1, 1_000)) : undefined;
 
@@ -553,7 +680,13 @@ function randomSample(rnd: () => number): Sample {
     }
     pods.push(aPod(`p${i}`, ...opts));
   }
-  const someone = (): HolderRef => (pods.length > 0 && rnd() < 0.8 ? pick(pods).ref : pick([{ name: 'gone', uid: 'gone-uid' }, { name: 'p0', uid: 'p0-old-uid' }]));
+  const someone = (): HolderRef =>
+    pods.length > 0 && rnd() < 0.8
+      ? pick(pods).ref
+      : pick([
+          { name: 'gone', uid: 'gone-uid' },
+          { name: 'p0', uid: 'p0-old-uid' },
+        ]);
 
   const nowMs = 1_000_000;
   const leaseOpts: LeaseOption[] = [rv(String(int(1, 2_000))), observedAt(nowMs - int(0, 3 * leaseS * 1_000 + 10))];
@@ -588,12 +721,42 @@ describe('unactionable', () => {
   const b1 = aPod('web-b', createdAt(2_000));
   const heldByA1 = withLease(aLeaseView(heldBy(a1), token(5n), observedAt(0), leaseSeconds(10)));
   it.each<{ name: string; obs: Observation; nowMs: number; stuck: boolean }>([
-    { name: 'Redis asked for without --redis-url, vacant: stuck', obs: anObservation(fencingNotConfigured(), withPods(a1, b1)), nowMs: 0, stuck: true },
-    { name: 'Redis asked for without --redis-url, no candidate: stuck', obs: anObservation(fencingNotConfigured(), withPods(aPod('web-a', unready()))), nowMs: 0, stuck: true },
-    { name: 'Redis asked for without --redis-url, holder renewing: watched to expiry', obs: anObservation(fencingNotConfigured(), heldByA1, withPods(a1, b1)), nowMs: 5_000, stuck: false },
-    { name: 'Redis asked for without --redis-url, holder expired: revoked, then stuck', obs: anObservation(fencingNotConfigured(), heldByA1, withPods(a1, b1)), nowMs: 11_000, stuck: true },
-    { name: 'Redis asked for without --redis-url, pod cache not synced: retried', obs: anObservation(fencingNotConfigured(), podsNotSynced(), withPods(b1)), nowMs: 0, stuck: false },
-    { name: 'Redis configured but down: retried', obs: anObservation(fencingDown(), withPods(a1, b1)), nowMs: 0, stuck: false },
+    {
+      name: 'Redis asked for without --redis-url, vacant: stuck',
+      obs: anObservation(fencingNotConfigured(), withPods(a1, b1)),
+      nowMs: 0,
+      stuck: true,
+    },
+    {
+      name: 'Redis asked for without --redis-url, no candidate: stuck',
+      obs: anObservation(fencingNotConfigured(), withPods(aPod('web-a', unready()))),
+      nowMs: 0,
+      stuck: true,
+    },
+    {
+      name: 'Redis asked for without --redis-url, holder renewing: watched to expiry',
+      obs: anObservation(fencingNotConfigured(), heldByA1, withPods(a1, b1)),
+      nowMs: 5_000,
+      stuck: false,
+    },
+    {
+      name: 'Redis asked for without --redis-url, holder expired: revoked, then stuck',
+      obs: anObservation(fencingNotConfigured(), heldByA1, withPods(a1, b1)),
+      nowMs: 11_000,
+      stuck: true,
+    },
+    {
+      name: 'Redis asked for without --redis-url, pod cache not synced: retried',
+      obs: anObservation(fencingNotConfigured(), podsNotSynced(), withPods(b1)),
+      nowMs: 0,
+      stuck: false,
+    },
+    {
+      name: 'Redis configured but down: retried',
+      obs: anObservation(fencingDown(), withPods(a1, b1)),
+      nowMs: 0,
+      stuck: false,
+    },
     { name: 'fencing working: nothing to report', obs: anObservation(withPods(a1, b1)), nowMs: 0, stuck: false },
   ])('$name', ({ obs: o, nowMs, stuck }) => {
     const reason = unactionable(o, decide(o, nowMs));
@@ -625,20 +788,34 @@ describe('decide on 2000 random observations (seeded)', () => {
 
   it('covers the interesting cases', () => {
     const kinds = new Set<string>();
-    for (const s of samples) for (const x of decide(s.obs, s.nowMs).actions) kinds.add(x.type === 'Grant' ? `Grant:${x.cause}` : x.type);
-    expect([...kinds].sort()).toEqual(['CreateLease', 'Grant:Expired', 'Grant:HolderTerminated', 'Grant:Released', 'Grant:Vacant', 'MarkHolderPod', 'Revoke', 'UnmarkPod']);
+    for (const s of samples)
+      for (const x of decide(s.obs, s.nowMs).actions) kinds.add(x.type === 'Grant' ? `Grant:${x.cause}` : x.type);
+    expect([...kinds].sort()).toEqual([
+      'CreateLease',
+      'Grant:Expired',
+      'Grant:HolderTerminated',
+      'Grant:Released',
+      'Grant:Vacant',
+      'MarkHolderPod',
+      'Revoke',
+      'UnmarkPod',
+    ]);
   });
 
-  check('never grants, revokes or (un)marks while the pod cache is not synced', ({ obs: o }, d) => (
-    !o.podsSynced && d.actions.some((x) => x.type !== 'CreateLease') ? `acted before sync: ${JSON.stringify(d.actions.map((x) => x.type))}` : undefined
-  ));
+  check('never grants, revokes or (un)marks while the pod cache is not synced', ({ obs: o }, d) =>
+    !o.podsSynced && d.actions.some((x) => x.type !== 'CreateLease')
+      ? `acted before sync: ${JSON.stringify(d.actions.map((x) => x.type))}`
+      : undefined,
+  );
 
   check('every Grant goes to an eligible candidate of the observation', ({ obs: o }, d) => {
     for (const x of d.actions) {
       if (x.type !== 'Grant') continue;
       const p = o.pods.find((q) => sameHolder(q.ref, x.to));
-      if (p === undefined || !isCandidate(p, o.lock.spec.candidates.selector)) return `granted to non-candidate ${x.to.name}/${x.to.uid}`;
-      if (!d.candidates.some((q) => sameHolder(q.ref, x.to))) return `granted to ${x.to.name} outside decision.candidates`;
+      if (p === undefined || !isCandidate(p, o.lock.spec.candidates.selector))
+        return `granted to non-candidate ${x.to.name}/${x.to.uid}`;
+      if (!d.candidates.some((q) => sameHolder(q.ref, x.to)))
+        return `granted to ${x.to.name} outside decision.candidates`;
     }
     return undefined;
   });
@@ -646,10 +823,14 @@ describe('decide on 2000 random observations (seeded)', () => {
   check('every Grant floor is at least every token in the observation', ({ obs: o }, d) => {
     const tokens = [
       ...(o.lease?.record.token !== undefined ? [o.lease.record.token] : []),
-      ...o.pods.flatMap((p) => { const t = p.annotations[keys.token]; return t !== undefined ? [BigInt(t)] : []; }),
+      ...o.pods.flatMap((p) => {
+        const t = p.annotations[keys.token];
+        return t !== undefined ? [BigInt(t)] : [];
+      }),
     ];
     for (const x of d.actions) {
-      if (x.type === 'Grant' && tokens.some((t) => x.floor < t)) return `floor ${x.floor} below a token in ${tokens.join(',')}`;
+      if (x.type === 'Grant' && tokens.some((t) => x.floor < t))
+        return `floor ${x.floor} below a token in ${tokens.join(',')}`;
     }
     return undefined;
   });
@@ -661,40 +842,55 @@ describe('decide on 2000 random observations (seeded)', () => {
     const handoff = o.lock.spec.handoff?.onPodTerminated ?? true;
     const dead = handoff && o.pods.some((p) => sameHolder(p.ref, r.holder) && p.terminated);
     const alive = nowMs - o.lease.observedAtMs <= leaseMs && !dead;
-    return alive && d.actions.some(isLeaseAction) ? `took the lock from a live holder: ${JSON.stringify(d.actions.map((x) => x.type))}` : undefined;
+    return alive && d.actions.some(isLeaseAction)
+      ? `took the lock from a live holder: ${JSON.stringify(d.actions.map((x) => x.type))}`
+      : undefined;
   });
 
-  check('never grants without a working fencing backend, nor within the lock delay after a revocation', ({ obs: o, nowMs }, d) => {
-    const grant = d.actions.find((x) => x.type === 'Grant');
-    if (grant === undefined || o.lease === undefined) return undefined;
-    if (!o.fencing.ready) return 'granted without fencing';
-    const r = o.lease.record;
-    const inDelay = r.holder === undefined && r.released === 'Expired' && nowMs - o.lease.observedAtMs < o.timings.lockDelayMs;
-    const expiring = r.holder !== undefined && grant.cause === 'Expired' && o.timings.lockDelayMs > 0;
-    return inDelay || expiring ? 'granted within the lock delay' : undefined;
-  });
+  check(
+    'never grants without a working fencing backend, nor within the lock delay after a revocation',
+    ({ obs: o, nowMs }, d) => {
+      const grant = d.actions.find((x) => x.type === 'Grant');
+      if (grant === undefined || o.lease === undefined) return undefined;
+      if (!o.fencing.ready) return 'granted without fencing';
+      const r = o.lease.record;
+      const inDelay =
+        r.holder === undefined && r.released === 'Expired' && nowMs - o.lease.observedAtMs < o.timings.lockDelayMs;
+      const expiring = r.holder !== undefined && grant.cause === 'Expired' && o.timings.lockDelayMs > 0;
+      return inDelay || expiring ? 'granted within the lock delay' : undefined;
+    },
+  );
 
   check('at most one Lease action, which comes last, and marks only pods in the observation', ({ obs: o }, d) => {
     const lease = d.actions.filter(isLeaseAction);
     if (lease.length > 1) return `several Lease actions: ${JSON.stringify(d.actions.map((x) => x.type))}`;
     if (lease.length === 1 && d.actions.at(-1) !== lease[0]) return 'Lease action not last';
     for (const x of d.actions) {
-      if ((x.type === 'MarkHolderPod' || x.type === 'UnmarkPod') && !o.pods.some((p) => sameHolder(p.ref, x.pod))) return `touched unknown pod ${x.pod.name}`;
-      if (x.type === 'MarkHolderPod' && !sameHolder(x.pod, o.lease?.record.holder)) return `marked non-holder ${x.pod.name}`;
+      if ((x.type === 'MarkHolderPod' || x.type === 'UnmarkPod') && !o.pods.some((p) => sameHolder(p.ref, x.pod)))
+        return `touched unknown pod ${x.pod.name}`;
+      if (x.type === 'MarkHolderPod' && !sameHolder(x.pod, o.lease?.record.holder))
+        return `marked non-holder ${x.pod.name}`;
     }
     return undefined;
   });
 
-  check('the requeue is finite and not negative', (_s, d) => (
-    Number.isFinite(d.requeueAfterMs) && d.requeueAfterMs >= 0 ? undefined : `requeueAfterMs ${d.requeueAfterMs}`
-  ));
+  check('the requeue is finite and not negative', (_s, d) =>
+    Number.isFinite(d.requeueAfterMs) && d.requeueAfterMs >= 0 ? undefined : `requeueAfterMs ${d.requeueAfterMs}`,
+  );
 
   check('the decision does not depend on the order of the pods', ({ obs: o, nowMs }, d) => {
     const other = decide(deepFreeze({ ...o, pods: shuffled(o.pods, rnd) }), nowMs);
-    const key = (x: Decision): string => show({
-      lease: x.actions.filter(isLeaseAction), marks: x.actions.filter((y) => !isLeaseAction(y)).map(show).sort(),
-      holder: x.holder, waiting: x.waiting, candidates: x.candidates.map((p) => p.ref),
-    });
+    const key = (x: Decision): string =>
+      show({
+        lease: x.actions.filter(isLeaseAction),
+        marks: x.actions
+          .filter((y) => !isLeaseAction(y))
+          .map(show)
+          .sort(),
+        holder: x.holder,
+        waiting: x.waiting,
+        candidates: x.candidates.map((p) => p.ref),
+      });
     return key(d) === key(other) ? undefined : 'pod order changed the decision';
   });
 
@@ -710,9 +906,15 @@ describe('decide on 2000 random observations (seeded)', () => {
 
 describe('decide in Mutex mode', () => {
   const mutexKeys = podKeys('db');
-  const requested = (at: string) => (p: PodSummary): PodSummary => ({ ...p, annotations: { ...p.annotations, [mutexKeys.request]: at } });
+  const requested =
+    (at: string) =>
+    (p: PodSummary): PodSummary => ({ ...p, annotations: { ...p.annotations, [mutexKeys.request]: at } });
   const mutexObs = (pods: PodSummary[], lease = aLeaseView(rv('100'), observedAt(0))): Observation =>
-    deepFreeze({ ...obs(withPods(...pods)), lock: { ...obs(withPods()).lock, spec: { ...obs(withPods()).lock.spec, mode: 'Mutex' as const } }, lease });
+    deepFreeze({
+      ...obs(withPods(...pods)),
+      lock: { ...obs(withPods()).lock, spec: { ...obs(withPods()).lock.spec, mode: 'Mutex' as const } },
+      lease,
+    });
 
   it('grants nobody while no Ready candidate has asked', () => {
     const d = decide(mutexObs([a, b]), 1);
@@ -729,7 +931,10 @@ describe('decide in Mutex mode', () => {
 
   it('keeps a renewing holder even when others asked earlier, and reports the queue behind it', () => {
     const held = aLeaseView(heldBy(a), token(5n), observedAt(0));
-    const d = decide(mutexObs([requested('2026-01-01T00:00:05.000Z')(a), requested('2026-01-01T00:00:01.000Z')(b)], held), 1);
+    const d = decide(
+      mutexObs([requested('2026-01-01T00:00:05.000Z')(a), requested('2026-01-01T00:00:01.000Z')(b)], held),
+      1,
+    );
     expect(d.actions.filter((x) => x.type === 'Grant' || x.type === 'Revoke')).toEqual([]);
     expect(d.holder).toEqual(a.ref);
     expect(d.queue).toBe(1);

@@ -10,35 +10,121 @@ describe('matchesSelector', () => {
   const labels = { app: 'web', tier: 'db', empty: '' };
   it.each<{ name: string; selector: LabelSelector; labels?: Record<string, string>; want: boolean }>([
     { name: 'matchLabels all equal matches', selector: { matchLabels: { app: 'web', tier: 'db' } }, want: true },
-    { name: 'matchLabels with one different value does not match', selector: { matchLabels: { app: 'web', tier: 'cache' } }, want: false },
-    { name: 'matchLabels with a missing key does not match', selector: { matchLabels: { role: 'leader' } }, want: false },
-    { name: 'matchLabels with an empty value matches a label set to the empty string', selector: { matchLabels: { empty: '' } }, want: true },
-    { name: 'matchLabels with an empty value does not match an absent label', selector: { matchLabels: { missing: '' } }, want: false },
-    { name: 'In matches when the value is listed', selector: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['cache', 'db'] }] }, want: true },
-    { name: 'In does not match when the value is not listed', selector: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['cache'] }] }, want: false },
-    { name: 'In does not match when the key is absent', selector: { matchExpressions: [{ key: 'role', operator: 'In', values: ['leader'] }] }, want: false },
-    { name: 'NotIn does not match when the value is listed', selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['db'] }] }, want: false },
-    { name: 'NotIn matches when the value is not listed', selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['cache'] }] }, want: true },
-    { name: 'NotIn matches when the key is absent (metav1 semantics)', selector: { matchExpressions: [{ key: 'role', operator: 'NotIn', values: ['leader'] }] }, want: true },
-    { name: 'Exists matches a present key', selector: { matchExpressions: [{ key: 'tier', operator: 'Exists' }] }, want: true },
-    { name: 'Exists matches a key whose value is empty', selector: { matchExpressions: [{ key: 'empty', operator: 'Exists' }] }, want: true },
-    { name: 'Exists does not match an absent key', selector: { matchExpressions: [{ key: 'role', operator: 'Exists' }] }, want: false },
-    { name: 'DoesNotExist matches an absent key', selector: { matchExpressions: [{ key: 'role', operator: 'DoesNotExist' }] }, want: true },
-    { name: 'DoesNotExist does not match a present key', selector: { matchExpressions: [{ key: 'tier', operator: 'DoesNotExist' }] }, want: false },
+    {
+      name: 'matchLabels with one different value does not match',
+      selector: { matchLabels: { app: 'web', tier: 'cache' } },
+      want: false,
+    },
+    {
+      name: 'matchLabels with a missing key does not match',
+      selector: { matchLabels: { role: 'leader' } },
+      want: false,
+    },
+    {
+      name: 'matchLabels with an empty value matches a label set to the empty string',
+      selector: { matchLabels: { empty: '' } },
+      want: true,
+    },
+    {
+      name: 'matchLabels with an empty value does not match an absent label',
+      selector: { matchLabels: { missing: '' } },
+      want: false,
+    },
+    {
+      name: 'In matches when the value is listed',
+      selector: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['cache', 'db'] }] },
+      want: true,
+    },
+    {
+      name: 'In does not match when the value is not listed',
+      selector: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['cache'] }] },
+      want: false,
+    },
+    {
+      name: 'In does not match when the key is absent',
+      selector: { matchExpressions: [{ key: 'role', operator: 'In', values: ['leader'] }] },
+      want: false,
+    },
+    {
+      name: 'NotIn does not match when the value is listed',
+      selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['db'] }] },
+      want: false,
+    },
+    {
+      name: 'NotIn matches when the value is not listed',
+      selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['cache'] }] },
+      want: true,
+    },
+    {
+      name: 'NotIn matches when the key is absent (metav1 semantics)',
+      selector: { matchExpressions: [{ key: 'role', operator: 'NotIn', values: ['leader'] }] },
+      want: true,
+    },
+    {
+      name: 'Exists matches a present key',
+      selector: { matchExpressions: [{ key: 'tier', operator: 'Exists' }] },
+      want: true,
+    },
+    {
+      name: 'Exists matches a key whose value is empty',
+      selector: { matchExpressions: [{ key: 'empty', operator: 'Exists' }] },
+      want: true,
+    },
+    {
+      name: 'Exists does not match an absent key',
+      selector: { matchExpressions: [{ key: 'role', operator: 'Exists' }] },
+      want: false,
+    },
+    {
+      name: 'DoesNotExist matches an absent key',
+      selector: { matchExpressions: [{ key: 'role', operator: 'DoesNotExist' }] },
+      want: true,
+    },
+    {
+      name: 'DoesNotExist does not match a present key',
+      selector: { matchExpressions: [{ key: 'tier', operator: 'DoesNotExist' }] },
+      want: false,
+    },
     {
       name: 'matchLabels and matchExpressions are ANDed: both hold',
-      selector: { matchLabels: { app: 'web' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }, { key: 'role', operator: 'DoesNotExist' }] },
+      selector: {
+        matchLabels: { app: 'web' },
+        matchExpressions: [
+          { key: 'tier', operator: 'In', values: ['db'] },
+          { key: 'role', operator: 'DoesNotExist' },
+        ],
+      },
       want: true,
     },
     {
       name: 'matchLabels and matchExpressions are ANDed: one expression fails',
-      selector: { matchLabels: { app: 'web' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }, { key: 'app', operator: 'DoesNotExist' }] },
+      selector: {
+        matchLabels: { app: 'web' },
+        matchExpressions: [
+          { key: 'tier', operator: 'In', values: ['db'] },
+          { key: 'app', operator: 'DoesNotExist' },
+        ],
+      },
       want: false,
     },
     { name: 'the empty selector matches nothing', selector: {}, want: false },
-    { name: 'a selector with empty matchLabels and matchExpressions matches nothing', selector: { matchLabels: {}, matchExpressions: [] }, want: false },
-    { name: 'the empty selector matches nothing, not even a pod without labels', selector: {}, labels: {}, want: false },
-    { name: 'a NotIn-only selector matches a pod without labels', selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['db'] }] }, labels: {}, want: true },
+    {
+      name: 'a selector with empty matchLabels and matchExpressions matches nothing',
+      selector: { matchLabels: {}, matchExpressions: [] },
+      want: false,
+    },
+    {
+      name: 'the empty selector matches nothing, not even a pod without labels',
+      selector: {},
+      labels: {},
+      want: false,
+    },
+    {
+      name: 'a NotIn-only selector matches a pod without labels',
+      selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['db'] }] },
+      labels: {},
+      want: true,
+    },
     {
       name: 'a label named like an Object.prototype property is not present unless set',
       selector: { matchExpressions: [{ key: 'constructor', operator: 'Exists' }] },
@@ -52,11 +138,28 @@ describe('matchesSelector', () => {
 // ----- summarizePod -----
 
 const T0 = new Date('2025-01-01T00:00:00Z');
-const running: V1ContainerStatus = { name: 'app', image: 'app:1', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: T0 } } };
-const stopped: V1ContainerStatus = { name: 'app', image: 'app:1', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, startedAt: T0, finishedAt: T0 } } };
+const running: V1ContainerStatus = {
+  name: 'app',
+  image: 'app:1',
+  imageID: '',
+  ready: true,
+  restartCount: 0,
+  state: { running: { startedAt: T0 } },
+};
+const stopped: V1ContainerStatus = {
+  name: 'app',
+  image: 'app:1',
+  imageID: '',
+  ready: false,
+  restartCount: 0,
+  state: { terminated: { exitCode: 137, startedAt: T0, finishedAt: T0 } },
+};
 const sidecar = (s: V1ContainerStatus): V1ContainerStatus => ({ ...s, name: 'fencepost-agent' });
 
-function kubePod(status: V1PodStatus | undefined, metadata: V1Pod['metadata'] = { name: 'web-0', uid: 'u-1', creationTimestamp: T0 }): V1Pod {
+function kubePod(
+  status: V1PodStatus | undefined,
+  metadata: V1Pod['metadata'] = { name: 'web-0', uid: 'u-1', creationTimestamp: T0 },
+): V1Pod {
   return deepFreeze({ metadata, ...(status !== undefined ? { status } : {}) });
 }
 const readyCond = (s: 'True' | 'False'): NonNullable<V1PodStatus['conditions']> => [{ type: 'Ready', status: s }];
@@ -75,7 +178,11 @@ describe('summarizePod', () => {
     },
     {
       name: 'a Running pod without a Ready condition is not ready',
-      pod: kubePod({ phase: 'Running', conditions: [{ type: 'ContainersReady', status: 'True' }], containerStatuses: [running] }),
+      pod: kubePod({
+        phase: 'Running',
+        conditions: [{ type: 'ContainersReady', status: 'True' }],
+        containerStatuses: [running],
+      }),
       want: { ready: false, terminated: false },
     },
     {
@@ -105,7 +212,11 @@ describe('summarizePod', () => {
     },
     {
       name: 'a pod with one container still running is not terminated',
-      pod: kubePod({ phase: 'Running', conditions: readyCond('False'), containerStatuses: [stopped, sidecar(running)] }),
+      pod: kubePod({
+        phase: 'Running',
+        conditions: readyCond('False'),
+        containerStatuses: [stopped, sidecar(running)],
+      }),
       want: { ready: false, terminated: false },
     },
     {
@@ -115,7 +226,10 @@ describe('summarizePod', () => {
     },
     {
       name: 'a pod with a deletionTimestamp is terminating, and may still be ready',
-      pod: kubePod({ phase: 'Running', conditions: readyCond('True'), containerStatuses: [running] }, { name: 'web-0', uid: 'u-1', deletionTimestamp: T0 }),
+      pod: kubePod(
+        { phase: 'Running', conditions: readyCond('True'), containerStatuses: [running] },
+        { name: 'web-0', uid: 'u-1', deletionTimestamp: T0 },
+      ),
       want: { ready: true, terminating: true, terminated: false },
     },
   ])('$name', ({ pod, want }) => {
@@ -123,18 +237,36 @@ describe('summarizePod', () => {
   });
 
   it('carries name, uid, labels, annotations and the creation time in epoch milliseconds', () => {
-    const pod = kubePod({ phase: 'Running' }, {
-      name: 'web-0', uid: 'u-1', creationTimestamp: new Date('2025-01-01T00:00:01.500Z'), labels: { app: 'web' }, annotations: { note: 'x' },
-    });
+    const pod = kubePod(
+      { phase: 'Running' },
+      {
+        name: 'web-0',
+        uid: 'u-1',
+        creationTimestamp: new Date('2025-01-01T00:00:01.500Z'),
+        labels: { app: 'web' },
+        annotations: { note: 'x' },
+      },
+    );
     expect(summarizePod(pod)).toEqual({
-      ref: { name: 'web-0', uid: 'u-1' }, labels: { app: 'web' }, annotations: { note: 'x' },
-      createdAt: Date.parse('2025-01-01T00:00:01.500Z'), ready: false, terminating: false, terminated: false,
+      ref: { name: 'web-0', uid: 'u-1' },
+      labels: { app: 'web' },
+      annotations: { note: 'x' },
+      createdAt: Date.parse('2025-01-01T00:00:01.500Z'),
+      ready: false,
+      terminating: false,
+      terminated: false,
     });
   });
 
   it('a pod without metadata gets empty names, no labels and creation time 0', () => {
     expect(summarizePod(deepFreeze({}))).toEqual({
-      ref: { name: '', uid: '' }, labels: {}, annotations: {}, createdAt: 0, ready: false, terminating: false, terminated: false,
+      ref: { name: '', uid: '' },
+      labels: {},
+      annotations: {},
+      createdAt: 0,
+      ready: false,
+      terminating: false,
+      terminated: false,
     });
   });
 });
@@ -157,7 +289,12 @@ describe('byAge', () => {
     const pods = [aPod('c', createdAt(2)), aPod('b', createdAt(1)), aPod('z', createdAt(0)), aPod('a', createdAt(1))];
     const want = ['z', 'a', 'b', 'c'];
     expect([...pods].sort(byAge).map((p) => p.ref.name)).toEqual(want);
-    expect([...pods].reverse().sort(byAge).map((p) => p.ref.name)).toEqual(want);
+    expect(
+      [...pods]
+        .reverse()
+        .sort(byAge)
+        .map((p) => p.ref.name),
+    ).toEqual(want);
   });
 
   it('is zero only for the same name and age', () => {

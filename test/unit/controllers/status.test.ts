@@ -4,9 +4,32 @@ import type { Condition, DistributedLockStatus } from '../../../src/api/v1alpha1
 import { decide, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import { computeStatus } from '../../../src/controllers/distributedlock/status.ts';
 import {
-  aLeaseView, aLock, aPod, acquiredAt, anObservation, createdAt, deepFreeze, fencingDown, fencingNotConfigured, heldBy, markedHolderOf, noLease,
-  observedAt, podsNotSynced, released, renewedAt, token, transitions, unready, withGeneration, withLease, withLock, withLockDelay,
-  withPods, type LeaseOption, type ObservationOption,
+  aLeaseView,
+  aLock,
+  aPod,
+  acquiredAt,
+  anObservation,
+  createdAt,
+  deepFreeze,
+  fencingDown,
+  fencingNotConfigured,
+  heldBy,
+  markedHolderOf,
+  noLease,
+  observedAt,
+  podsNotSynced,
+  released,
+  renewedAt,
+  token,
+  transitions,
+  unready,
+  withGeneration,
+  withLease,
+  withLock,
+  withLockDelay,
+  withPods,
+  type LeaseOption,
+  type ObservationOption,
 } from '../../support/builders.ts';
 import { leaseName } from '../../../src/protocol/names.ts';
 
@@ -31,7 +54,9 @@ const cond = (s: DistributedLockStatus, type: string): Condition | undefined => 
 
 describe('computeStatus', () => {
   it('reports a held lock: holder, token, times, counts, and Held/Ready True with Degraded False', () => {
-    const s = statusOf(anObservation(withLock(aLock('db', withGeneration(4))), heldByA(renewedAt(at(4_000))), withPods(a, b)));
+    const s = statusOf(
+      anObservation(withLock(aLock('db', withGeneration(4))), heldByA(renewedAt(at(4_000))), withPods(a, b)),
+    );
     expect(s).toEqual({
       holder: { name: 'web-a', uid: 'web-a-uid' },
       fencingToken: '5',
@@ -44,9 +69,30 @@ describe('computeStatus', () => {
       queueLength: 0,
       observedGeneration: 4,
       conditions: [
-        { type: 'Degraded', status: 'False', reason: 'AsExpected', message: expect.any(String) as string, observedGeneration: 4, lastTransitionTime: NOW_META },
-        { type: 'Held', status: 'True', reason: 'Granted', message: expect.stringMatching(/web-a.*5/) as string, observedGeneration: 4, lastTransitionTime: NOW_META },
-        { type: 'Ready', status: 'True', reason: 'AsExpected', message: expect.any(String) as string, observedGeneration: 4, lastTransitionTime: NOW_META },
+        {
+          type: 'Degraded',
+          status: 'False',
+          reason: 'AsExpected',
+          message: expect.any(String) as string,
+          observedGeneration: 4,
+          lastTransitionTime: NOW_META,
+        },
+        {
+          type: 'Held',
+          status: 'True',
+          reason: 'Granted',
+          message: expect.stringMatching(/web-a.*5/) as string,
+          observedGeneration: 4,
+          lastTransitionTime: NOW_META,
+        },
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'AsExpected',
+          message: expect.any(String) as string,
+          observedGeneration: 4,
+          lastTransitionTime: NOW_META,
+        },
       ],
     });
   });
@@ -64,14 +110,22 @@ describe('computeStatus', () => {
 
   it('reports fencing trouble as Degraded True and Ready False, both RedisUnavailable, with the detail in the message', () => {
     const s = statusOf(anObservation(fencingDown('connect ECONNREFUSED'), withPods(b)));
-    expect(cond(s, ConditionType.Degraded)).toMatchObject({ status: 'True', reason: Reason.RedisUnavailable, message: expect.stringContaining('ECONNREFUSED') as string });
+    expect(cond(s, ConditionType.Degraded)).toMatchObject({
+      status: 'True',
+      reason: Reason.RedisUnavailable,
+      message: expect.stringContaining('ECONNREFUSED') as string,
+    });
     expect(cond(s, ConditionType.Ready)).toMatchObject({ status: 'False', reason: Reason.RedisUnavailable });
     expect(cond(s, ConditionType.Held)).toMatchObject({ status: 'False', reason: Reason.RedisUnavailable });
   });
 
   it('reports Redis asked for without --redis-url as Ready False InvalidSpec, and Degraded True RedisUnavailable', () => {
     const s = statusOf(anObservation(fencingNotConfigured(), withPods(b)));
-    expect(cond(s, ConditionType.Ready)).toMatchObject({ status: 'False', reason: Reason.InvalidSpec, message: expect.stringContaining('--redis-url') as string });
+    expect(cond(s, ConditionType.Ready)).toMatchObject({
+      status: 'False',
+      reason: Reason.InvalidSpec,
+      message: expect.stringContaining('--redis-url') as string,
+    });
     expect(cond(s, ConditionType.Degraded)).toMatchObject({ status: 'True', reason: Reason.RedisUnavailable });
   });
 
@@ -83,16 +137,40 @@ describe('computeStatus', () => {
   });
 
   it.each<{ name: string; obs: Observation; nowMs?: number; reason: string }>([
-    { name: 'no candidate: WaitingForCandidate', obs: anObservation(withPods(aPod('web-a', unready()))), reason: Reason.Waiting },
+    {
+      name: 'no candidate: WaitingForCandidate',
+      obs: anObservation(withPods(aPod('web-a', unready()))),
+      reason: Reason.Waiting,
+    },
     {
       name: 'within the lock delay: LockDelay',
-      obs: anObservation(withLock(aLock('db', withLockDelay(5))), withLease(aLeaseView(heldBy(a), token(5n), released('Expired'))), withPods(b)),
+      obs: anObservation(
+        withLock(aLock('db', withLockDelay(5))),
+        withLease(aLeaseView(heldBy(a), token(5n), released('Expired'))),
+        withPods(b),
+      ),
       reason: Reason.LockDelay,
     },
-    { name: 'pod cache not synced on a vacant lock: CacheNotSynced', obs: anObservation(podsNotSynced(), withPods(b)), reason: Reason.CacheNotSynced },
-    { name: 'fencing unavailable: RedisUnavailable', obs: anObservation(fencingDown(), withPods(b)), reason: Reason.RedisUnavailable },
-    { name: 'released and about to be granted again: Released', obs: anObservation(withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(b)), reason: Reason.Released },
-    { name: 'never granted and about to be: WaitingForCandidate', obs: anObservation(withPods(b)), reason: Reason.Waiting },
+    {
+      name: 'pod cache not synced on a vacant lock: CacheNotSynced',
+      obs: anObservation(podsNotSynced(), withPods(b)),
+      reason: Reason.CacheNotSynced,
+    },
+    {
+      name: 'fencing unavailable: RedisUnavailable',
+      obs: anObservation(fencingDown(), withPods(b)),
+      reason: Reason.RedisUnavailable,
+    },
+    {
+      name: 'released and about to be granted again: Released',
+      obs: anObservation(withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(b)),
+      reason: Reason.Released,
+    },
+    {
+      name: 'never granted and about to be: WaitingForCandidate',
+      obs: anObservation(withPods(b)),
+      reason: Reason.Waiting,
+    },
   ])('an unheld lock says why in Held False: $name', ({ obs: o, nowMs, reason }) => {
     const s = statusOf(o, undefined, nowMs);
     expect(cond(s, ConditionType.Held)).toMatchObject({ status: 'False', reason });
@@ -109,8 +187,19 @@ describe('computeStatus', () => {
 
   it('removes holder, acquireTime, renewTime and expireTime when the lock is released, and keeps the token', () => {
     const prev = statusOf(anObservation(heldByA(), withPods(a, b)));
-    expect(prev).toMatchObject({ holder: a.ref, acquireTime: expect.any(String) as string, renewTime: expect.any(String) as string, expireTime: expect.any(String) as string });
-    const s = statusOf(anObservation(withLease(aLeaseView(heldBy(a), token(5n), transitions(3), released('Released'))), withPods(aPod('web-a', unready()))), prev);
+    expect(prev).toMatchObject({
+      holder: a.ref,
+      acquireTime: expect.any(String) as string,
+      renewTime: expect.any(String) as string,
+      expireTime: expect.any(String) as string,
+    });
+    const s = statusOf(
+      anObservation(
+        withLease(aLeaseView(heldBy(a), token(5n), transitions(3), released('Released'))),
+        withPods(aPod('web-a', unready())),
+      ),
+      prev,
+    );
     for (const k of ['holder', 'acquireTime', 'renewTime', 'expireTime'] as const) expect(s).not.toHaveProperty(k);
     expect(s).toMatchObject({ fencingToken: '5', leaseTransitions: 3, leaseName: leaseName('db') });
   });
@@ -125,8 +214,15 @@ describe('computeStatus', () => {
     };
     const stillHeld = statusOf(anObservation(heldByA(), withPods(a)), prev);
     expect(stillHeld.conditions?.map((c) => c.lastTransitionTime)).toEqual([EARLIER_META, EARLIER_META, EARLIER_META]);
-    const lost = statusOf(anObservation(fencingDown(), withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(b)), prev);
-    expect(lost.conditions?.map((c) => [c.type, c.lastTransitionTime])).toEqual([['Degraded', NOW_META], ['Held', NOW_META], ['Ready', NOW_META]]);
+    const lost = statusOf(
+      anObservation(fencingDown(), withLease(aLeaseView(heldBy(a), token(5n), released('Released'))), withPods(b)),
+      prev,
+    );
+    expect(lost.conditions?.map((c) => [c.type, c.lastTransitionTime])).toEqual([
+      ['Degraded', NOW_META],
+      ['Held', NOW_META],
+      ['Ready', NOW_META],
+    ]);
   });
 
   it('is a fixpoint: computing again from its own output gives the same status', () => {
@@ -137,15 +233,50 @@ describe('computeStatus', () => {
 
   describe('renewTime throttling', () => {
     const shownAt = at(2_000);
-    const prevShown = (holder = a.ref): DistributedLockStatus => ({ holder, acquireTime: T0.toISOString(), renewTime: shownAt.toISOString(), expireTime: at(12_000).toISOString() });
+    const prevShown = (holder = a.ref): DistributedLockStatus => ({
+      holder,
+      acquireTime: T0.toISOString(),
+      renewTime: shownAt.toISOString(),
+      expireTime: at(12_000).toISOString(),
+    });
 
     it.each<{ name: string; prev: DistributedLockStatus | undefined; renew: Date; want: Date }>([
-      { name: 'kept when the Lease renewTime lags it by less than a lease duration', prev: prevShown(), renew: at(2_000 + LEASE_MS - 1), want: shownAt },
-      { name: 'refreshed when it lags by exactly a lease duration', prev: prevShown(), renew: at(2_000 + LEASE_MS), want: at(2_000 + LEASE_MS) },
-      { name: 'refreshed when it lags by more than a lease duration', prev: prevShown(), renew: at(2_000 + 3 * LEASE_MS), want: at(2_000 + 3 * LEASE_MS) },
-      { name: 'refreshed when the Lease renewTime is earlier than the one shown', prev: prevShown(), renew: at(1_000), want: at(1_000) },
-      { name: 'refreshed when the holder changed', prev: prevShown({ name: 'web-b', uid: 'web-b-uid' }), renew: at(3_000), want: at(3_000) },
-      { name: 'refreshed when the holder is a new incarnation of the same name', prev: prevShown({ name: 'web-a', uid: 'old-uid' }), renew: at(3_000), want: at(3_000) },
+      {
+        name: 'kept when the Lease renewTime lags it by less than a lease duration',
+        prev: prevShown(),
+        renew: at(2_000 + LEASE_MS - 1),
+        want: shownAt,
+      },
+      {
+        name: 'refreshed when it lags by exactly a lease duration',
+        prev: prevShown(),
+        renew: at(2_000 + LEASE_MS),
+        want: at(2_000 + LEASE_MS),
+      },
+      {
+        name: 'refreshed when it lags by more than a lease duration',
+        prev: prevShown(),
+        renew: at(2_000 + 3 * LEASE_MS),
+        want: at(2_000 + 3 * LEASE_MS),
+      },
+      {
+        name: 'refreshed when the Lease renewTime is earlier than the one shown',
+        prev: prevShown(),
+        renew: at(1_000),
+        want: at(1_000),
+      },
+      {
+        name: 'refreshed when the holder changed',
+        prev: prevShown({ name: 'web-b', uid: 'web-b-uid' }),
+        renew: at(3_000),
+        want: at(3_000),
+      },
+      {
+        name: 'refreshed when the holder is a new incarnation of the same name',
+        prev: prevShown({ name: 'web-a', uid: 'old-uid' }),
+        renew: at(3_000),
+        want: at(3_000),
+      },
       { name: 'taken from the Lease when none was shown', prev: undefined, renew: at(3_000), want: at(3_000) },
     ])('$name', ({ prev, renew, want }) => {
       const s = statusOf(anObservation(heldByA(renewedAt(renew)), withPods(a)), prev);
@@ -154,8 +285,15 @@ describe('computeStatus', () => {
     });
 
     it('uses the lease duration of the Lease, not of the lock spec', () => {
-      const o = anObservation(withLease(aLeaseView(heldBy(a), token(5n), renewedAt(at(2_000 + 4_000)), observedAt(0))), withPods(a));
-      const short = deepFreeze({ ...o, lease: o.lease === undefined ? undefined : { ...o.lease, record: { ...o.lease.record, leaseDurationSeconds: 3 } } });
+      const o = anObservation(
+        withLease(aLeaseView(heldBy(a), token(5n), renewedAt(at(2_000 + 4_000)), observedAt(0))),
+        withPods(a),
+      );
+      const short = deepFreeze({
+        ...o,
+        lease:
+          o.lease === undefined ? undefined : { ...o.lease, record: { ...o.lease.record, leaseDurationSeconds: 3 } },
+      });
       expect(statusOf(short, prevShown()).renewTime).toBe(at(6_000).toISOString());
     });
 
@@ -165,7 +303,13 @@ describe('computeStatus', () => {
     // acquireTime, and an expireTime computed from the old term. Remove `.fails` once fixed.
     it('a new term of the same holder shows its own renewTime, never one before acquireTime', () => {
       const oldTerm = statusOf(anObservation(heldByA(acquiredAt(T0), renewedAt(at(2_000))), withPods(a)));
-      const newTerm = statusOf(anObservation(withLease(aLeaseView(heldBy(a), token(6n), transitions(4), acquiredAt(at(5_000)), renewedAt(at(5_000)))), withPods(a)), oldTerm);
+      const newTerm = statusOf(
+        anObservation(
+          withLease(aLeaseView(heldBy(a), token(6n), transitions(4), acquiredAt(at(5_000)), renewedAt(at(5_000)))),
+          withPods(a),
+        ),
+        oldTerm,
+      );
       expect(newTerm.acquireTime).toBe(at(5_000).toISOString());
       expect(Date.parse(newTerm.renewTime ?? '')).toBeGreaterThanOrEqual(Date.parse(newTerm.acquireTime ?? ''));
     });

@@ -20,7 +20,12 @@ describe('FenceBook', () => {
     expect(book.commit('/r', 7n)).toBe(true);
     expect(book.check('/r', '7')).toEqual({ ok: true, token: 7n });
     expect(book.check('/r', '8')).toEqual({ ok: true, token: 8n });
-    expect(book.check('/r', '6')).toEqual({ ok: false, status: 409, reason: 'stale fencing token 6 < 7', highWater: 7n });
+    expect(book.check('/r', '6')).toEqual({
+      ok: false,
+      status: 409,
+      reason: 'stale fencing token 6 < 7',
+      highWater: 7n,
+    });
     expect(book.commit('/r', 6n)).toBe(false);
     expect(book.highWater('/r')).toBe(7n);
     expect(book.check('/other', '1')).toEqual({ ok: true, token: 1n });
@@ -29,7 +34,11 @@ describe('FenceBook', () => {
   it('compares exactly past 2^53 and up to 2^63-1', () => {
     const book = new FenceBook();
     book.commit('/r', 9007199254740993n);
-    expect(book.check('/r', '9007199254740992')).toMatchObject({ ok: false, status: 409, reason: 'stale fencing token 9007199254740992 < 9007199254740993' });
+    expect(book.check('/r', '9007199254740992')).toMatchObject({
+      ok: false,
+      status: 409,
+      reason: 'stale fencing token 9007199254740992 < 9007199254740993',
+    });
     book.commit('/r', MAX_TOKEN);
     expect(book.check('/r', MAX_TOKEN.toString())).toEqual({ ok: true, token: MAX_TOKEN });
   });
@@ -64,8 +73,14 @@ describe('FenceBook', () => {
     const book = new FenceBook();
     const order: string[] = [];
     const first = await book.enter('/r');
-    const second = book.enter('/r').then((leave) => { order.push('second'); return leave; });
-    const third = book.enter('/r').then((leave) => { order.push('third'); return leave; });
+    const second = book.enter('/r').then((leave) => {
+      order.push('second');
+      return leave;
+    });
+    const third = book.enter('/r').then((leave) => {
+      order.push('third');
+      return leave;
+    });
     const other = await book.enter('/other');
     order.push('other');
     await sleep(5);
@@ -86,12 +101,23 @@ describe('FenceBook', () => {
     expect(await book.guarded('/r', '4', (t) => Promise.resolve(`wrote ${t}`))).toEqual({ ok: true, value: 'wrote 4' });
     expect(book.highWater('/r')).toBe(4n);
     let called = false;
-    expect(await book.guarded('/r', '3', () => { called = true; return Promise.resolve(1); })).toMatchObject({ ok: false, status: 409 });
+    expect(
+      await book.guarded('/r', '3', () => {
+        called = true;
+        return Promise.resolve(1);
+      }),
+    ).toMatchObject({ ok: false, status: 409 });
     expect(called).toBe(false);
     // Concurrent guarded writes: the stale one cannot slip in while the newer one is writing.
     const store: string[] = [];
-    const slow = book.guarded('/r', '6', async () => { await sleep(20); store.push('6'); });
-    const late = book.guarded('/r', '5', () => { store.push('5'); return Promise.resolve(); });
+    const slow = book.guarded('/r', '6', async () => {
+      await sleep(20);
+      store.push('6');
+    });
+    const late = book.guarded('/r', '5', () => {
+      store.push('5');
+      return Promise.resolve();
+    });
     expect((await slow).ok).toBe(true);
     expect(await late).toMatchObject({ ok: false, status: 409, reason: 'stale fencing token 5 < 6' });
     expect(store).toEqual(['6']);
@@ -120,13 +146,22 @@ describe('httpGuard on a real node:http server', () => {
     const mode = req.headers['x-mode'];
     if (mode === 'throw') throw new Error('handler bug');
     const finish = (): void => {
-      if (mode === 'fail') { res.statusCode = 500; res.end('write failed'); return; }
-      if (mode === 'forbidden') { res.writeHead(403).end('no'); return; }
+      if (mode === 'fail') {
+        res.statusCode = 500;
+        res.end('write failed');
+        return;
+      }
+      if (mode === 'forbidden') {
+        res.writeHead(403).end('no');
+        return;
+      }
       store.set(defaultResource(req), String(fencingTokenOf(req)));
       res.end('ok');
     };
     // 'hold' outlasts the test's abort, whatever the machine's load.
-    if (mode === 'slow') setTimeout(finish, 30); else if (mode === 'hold') setTimeout(finish, 500); else finish();
+    if (mode === 'slow') setTimeout(finish, 30);
+    else if (mode === 'hold') setTimeout(finish, 500);
+    else finish();
   };
 
   beforeAll(async () => {
@@ -140,7 +175,11 @@ describe('httpGuard on a real node:http server', () => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   });
 
-  const put = async (path: string, token: string | undefined, mode?: string): Promise<{ status: number; body: string }> => {
+  const put = async (
+    path: string,
+    token: string | undefined,
+    mode?: string,
+  ): Promise<{ status: number; body: string }> => {
     const headers: Record<string, string> = {};
     if (token !== undefined) headers['Fencing-Token'] = token;
     if (mode !== undefined) headers['x-mode'] = mode;
@@ -197,10 +236,7 @@ describe('httpGuard on a real node:http server', () => {
   });
 
   it('serialises requests on one resource: a stale request waits and is refused', async () => {
-    const [newer, stale] = await Promise.all([
-      put('/c', '6', 'slow'),
-      sleep(5).then(() => put('/c', '5')),
-    ]);
+    const [newer, stale] = await Promise.all([put('/c', '6', 'slow'), sleep(5).then(() => put('/c', '5'))]);
     expect(newer.status).toBe(200);
     expect(stale.status).toBe(409);
     expect(store.get('/c')).toBe('6');
@@ -208,7 +244,11 @@ describe('httpGuard on a real node:http server', () => {
 
   it('keeps the resource for a handler whose client went away, and commits its successful end', async () => {
     const ac = new AbortController();
-    const aborted = fetch(`${base}/d`, { method: 'PUT', headers: { 'fencing-token': '8', 'x-mode': 'hold' }, signal: ac.signal }).catch(() => 'aborted');
+    const aborted = fetch(`${base}/d`, {
+      method: 'PUT',
+      headers: { 'fencing-token': '8', 'x-mode': 'hold' },
+      signal: ac.signal,
+    }).catch(() => 'aborted');
     // Abort once the handler runs with token 8 (a fixed sleep lost that race on a busy machine:
     // the request had not reached the server yet, so nothing held the resource).
     for (let i = 0; i < 500 && !seenTokens.includes(8n); i++) await sleep(10);

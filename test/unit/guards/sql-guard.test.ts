@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { fencedParams, fencedUpdateSql, fencedUpsertSql, quoteIdentifier, SqlIdentifierError, tokenParam, type FencedSqlSpec } from '../../../src/guards/sql-guard.ts';
+import {
+  fencedParams,
+  fencedUpdateSql,
+  fencedUpsertSql,
+  quoteIdentifier,
+  SqlIdentifierError,
+  tokenParam,
+  type FencedSqlSpec,
+} from '../../../src/guards/sql-guard.ts';
 import { TokenError } from '../../../src/protocol/token.ts';
 
 const spec: FencedSqlSpec = { table: 't', idColumn: 'id', fenceColumn: 'fence', setColumns: ['a'] };
@@ -10,18 +18,28 @@ describe('fencedUpdateSql', () => {
   });
 
   it('numbers several set columns in order, then the token, then the id; qualifies the schema', () => {
-    expect(fencedUpdateSql({ schema: 'app', table: 'Orders', idColumn: 'order_id', fenceColumn: 'fence_token', setColumns: ['status', 'amount', '_note'] }))
-      .toBe('UPDATE "app"."Orders" SET "status" = $1, "amount" = $2, "_note" = $3, "fence_token" = $4 WHERE "order_id" = $5 AND "fence_token" <= $4');
+    expect(
+      fencedUpdateSql({
+        schema: 'app',
+        table: 'Orders',
+        idColumn: 'order_id',
+        fenceColumn: 'fence_token',
+        setColumns: ['status', 'amount', '_note'],
+      }),
+    ).toBe(
+      'UPDATE "app"."Orders" SET "status" = $1, "amount" = $2, "_note" = $3, "fence_token" = $4 WHERE "order_id" = $5 AND "fence_token" <= $4',
+    );
   });
 
   it('quotes reserved words instead of refusing them', () => {
-    expect(fencedUpdateSql({ table: 'user', idColumn: 'select', fenceColumn: 'order', setColumns: ['from'] }))
-      .toBe('UPDATE "user" SET "from" = $1, "order" = $2 WHERE "select" = $3 AND "order" <= $2');
+    expect(fencedUpdateSql({ table: 'user', idColumn: 'select', fenceColumn: 'order', setColumns: ['from'] })).toBe(
+      'UPDATE "user" SET "from" = $1, "order" = $2 WHERE "select" = $3 AND "order" <= $2',
+    );
   });
 });
 
 describe('fencedUpsertSql', () => {
-  it('generates INSERT ... ON CONFLICT DO UPDATE guarded by the existing row\'s fence', () => {
+  it("generates INSERT ... ON CONFLICT DO UPDATE guarded by the existing row's fence", () => {
     expect(fencedUpsertSql(spec)).toBe(
       'INSERT INTO "t" ("a", "fence", "id") VALUES ($1, $2, $3) ON CONFLICT ("id") DO UPDATE SET "a" = EXCLUDED."a", "fence" = EXCLUDED."fence" WHERE "t"."fence" <= EXCLUDED."fence"',
     );
@@ -35,7 +53,21 @@ describe('fencedUpsertSql', () => {
 });
 
 describe('identifier validation', () => {
-  const bad = ['', '1a', 'a b', 'a"b', 'a;DROP TABLE t', 't.x', '"t"', 'a-b', 'ä', 'a\u0000', ' a', 'a\n', 'x'.repeat(64)];
+  const bad = [
+    '',
+    '1a',
+    'a b',
+    'a"b',
+    'a;DROP TABLE t',
+    't.x',
+    '"t"',
+    'a-b',
+    'ä',
+    'a\u0000',
+    ' a',
+    'a\n',
+    'x'.repeat(64),
+  ];
 
   it('refuses anything but [A-Za-z_][A-Za-z0-9_]* of at most 63 characters, naming the field and the value', () => {
     for (const name of bad) {
@@ -43,7 +75,11 @@ describe('identifier validation', () => {
         const s = { ...spec, [field]: name };
         for (const gen of [fencedUpdateSql, fencedUpsertSql]) {
           let err: unknown;
-          try { gen(s); } catch (e) { err = e; }
+          try {
+            gen(s);
+          } catch (e) {
+            err = e;
+          }
           expect(err, `${field}=${JSON.stringify(name)}`).toBeInstanceOf(SqlIdentifierError);
           expect((err as Error).message).toContain(field);
           expect((err as Error).message).toContain(JSON.stringify(name.slice(0, 80)));

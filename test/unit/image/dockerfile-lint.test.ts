@@ -26,7 +26,9 @@ describe('the Dockerfile rule checker', () => {
   it('parses our Dockerfile into three stages, the last one unnamed, with continuation lines joined', () => {
     const stages = parseDockerfile(ours);
     expect(stages.map((s) => s.name)).toEqual(['deps', 'build', undefined]);
-    expect(stages[0]?.instructions.find((i) => i.keyword === 'RUN')?.args).toMatch(/npm ci --omit=dev .* && find node_modules/);
+    expect(stages[0]?.instructions.find((i) => i.keyword === 'RUN')?.args).toMatch(
+      /npm ci --omit=dev .* && find node_modules/,
+    );
   });
 
   it('passes the minimal good file', () => {
@@ -34,7 +36,11 @@ describe('the Dockerfile rule checker', () => {
   });
 
   const cases: [string, string, string][] = [
-    ['an untagged base image', good.replace('FROM node:24.21.0-bookworm-slim AS build', 'FROM node AS build'), 'DL3006'],
+    [
+      'an untagged base image',
+      good.replace('FROM node:24.21.0-bookworm-slim AS build', 'FROM node AS build'),
+      'DL3006',
+    ],
     ['a latest base image', good.replace('FROM node:24.21.0-bookworm-slim\n', 'FROM node:latest\n'), 'DL3007'],
     ['a moving tag', good.replace('FROM node:24.21.0-bookworm-slim\n', 'FROM node:24-slim\n'), 'pinned-version'],
     ['no USER in the final stage', good.replace('USER 65532:65532\n', ''), 'non-root'],
@@ -43,15 +49,38 @@ describe('the Dockerfile rule checker', () => {
     ['a user name (runAsNonRoot cannot check it)', good.replace('USER 65532:65532', 'USER node'), 'non-root'],
     ['npm install', good.replace('RUN npm ci --omit=dev', 'RUN npm install --omit=dev && npm ci --omit=dev'), 'npm-ci'],
     ['no npm ci --omit=dev', good.replace('RUN npm ci --omit=dev', 'RUN npm ci'), 'omit-dev'],
-    ['sources before the lockfile', good.replace('COPY package.json package-lock.json ./\nRUN npm ci --omit=dev\nCOPY src/ src/', 'COPY src/ src/\nCOPY package.json package-lock.json ./\nRUN npm ci --omit=dev'), 'lockfile-first'],
-    ['COPY . before the lockfile', good.replace('COPY package.json package-lock.json ./', 'COPY . .'), 'lockfile-first'],
+    [
+      'sources before the lockfile',
+      good.replace(
+        'COPY package.json package-lock.json ./\nRUN npm ci --omit=dev\nCOPY src/ src/',
+        'COPY src/ src/\nCOPY package.json package-lock.json ./\nRUN npm ci --omit=dev',
+      ),
+      'lockfile-first',
+    ],
+    [
+      'COPY . before the lockfile',
+      good.replace('COPY package.json package-lock.json ./', 'COPY . .'),
+      'lockfile-first',
+    ],
     ['ADD', good.replace('COPY src/ src/', 'ADD src/ src/'), 'DL3020'],
     ['a relative WORKDIR', good.replace('WORKDIR /app', 'WORKDIR app'), 'DL3000'],
-    ['a shell-form ENTRYPOINT', good.replace('ENTRYPOINT ["node", "/app/main.js"]', 'ENTRYPOINT node /app/main.js'), 'DL3025'],
+    [
+      'a shell-form ENTRYPOINT',
+      good.replace('ENTRYPOINT ["node", "/app/main.js"]', 'ENTRYPOINT node /app/main.js'),
+      'DL3025',
+    ],
     ['sudo', good.replace('RUN npm ci --omit=dev', 'RUN sudo npm ci --omit=dev'), 'DL3004'],
     ['a secret in ENV', good.replace('USER 65532:65532', 'ENV REDIS_PASSWORD=hunter2\nUSER 65532:65532'), 'no-secrets'],
-    ['an absolute path in a build RUN', good.replace('RUN npm ci --omit=dev', 'RUN npm ci --omit=dev && cp -r node_modules /out'), 'relative-run'],
-    ['a single stage', 'FROM node:24.21.0-bookworm-slim\nWORKDIR /app\nCOPY package.json package-lock.json ./\nRUN npm ci --omit=dev\nUSER 65532\nENTRYPOINT ["node"]\n', 'multi-stage'],
+    [
+      'an absolute path in a build RUN',
+      good.replace('RUN npm ci --omit=dev', 'RUN npm ci --omit=dev && cp -r node_modules /out'),
+      'relative-run',
+    ],
+    [
+      'a single stage',
+      'FROM node:24.21.0-bookworm-slim\nWORKDIR /app\nCOPY package.json package-lock.json ./\nRUN npm ci --omit=dev\nUSER 65532\nENTRYPOINT ["node"]\n',
+      'multi-stage',
+    ],
   ];
   it.each(cases)('flags %s', (_what, text, rule) => {
     expect(lintDockerfile(text).map((f) => f.rule)).toContain(rule);

@@ -10,7 +10,13 @@ const T0 = new Date('2025-01-01T00:00:00Z');
 const at = (ms: number): Date => new Date(T0.getTime() + ms);
 const lock = { apiVersion: 'fencepost.io/v1alpha1', kind: 'DistributedLock', namespace: 'ns', name: 'db', uid: 'u1' };
 const facts = (over: Partial<EventFacts> = {}): EventFacts => ({
-  component: 'fencepost-controller', host: 'ctrl-0', target: lock, type: 'Warning', reason: 'HolderExpired', message: 'Pod a stopped renewing', ...over,
+  component: 'fencepost-controller',
+  host: 'ctrl-0',
+  target: lock,
+  type: 'Warning',
+  reason: 'HolderExpired',
+  message: 'Pod a stopped renewing',
+  ...over,
 });
 const MIN = 60_000;
 
@@ -26,11 +32,29 @@ function writeAll(c: EventCorrelator, events: readonly [EventFacts, number][]): 
 
 describe('EventCorrelator counting', () => {
   it('creates the first Event and PATCHes it for every identical one, keeping its firstTimestamp', () => {
-    const ws = writeAll(new EventCorrelator(), [[facts(), 0], [facts(), 1000], [facts(), 50 * MIN]]);
+    const ws = writeAll(new EventCorrelator(), [
+      [facts(), 0],
+      [facts(), 1000],
+      [facts(), 50 * MIN],
+    ]);
     expect(ws).toEqual([
       { kind: 'create', key: ws[0]?.key, message: 'Pod a stopped renewing', count: 1, firstTimestamp: at(0) },
-      { kind: 'patch', key: ws[0]?.key, name: 'ev-1', message: 'Pod a stopped renewing', count: 2, firstTimestamp: at(0) },
-      { kind: 'patch', key: ws[0]?.key, name: 'ev-1', message: 'Pod a stopped renewing', count: 3, firstTimestamp: at(0) },
+      {
+        kind: 'patch',
+        key: ws[0]?.key,
+        name: 'ev-1',
+        message: 'Pod a stopped renewing',
+        count: 2,
+        firstTimestamp: at(0),
+      },
+      {
+        kind: 'patch',
+        key: ws[0]?.key,
+        name: 'ev-1',
+        message: 'Pod a stopped renewing',
+        count: 3,
+        firstTimestamp: at(0),
+      },
     ]);
   });
 
@@ -42,7 +66,10 @@ describe('EventCorrelator counting', () => {
     { name: 'another source instance', other: facts({ host: 'ctrl-1' }) },
     { name: 'another message', other: facts({ message: 'Pod b stopped renewing' }) },
   ])('keeps an Event about $name apart', ({ other }) => {
-    const [, w] = writeAll(new EventCorrelator(), [[facts(), 0], [other, 1]]);
+    const [, w] = writeAll(new EventCorrelator(), [
+      [facts(), 0],
+      [other, 1],
+    ]);
     expect(w).toMatchObject({ kind: 'create', count: 1 });
   });
 
@@ -54,23 +81,69 @@ describe('EventCorrelator counting', () => {
 
   it('forgets the least recently used key beyond cacheSize', () => {
     const c = new EventCorrelator({ cacheSize: 2 });
-    const ws = writeAll(c, [[facts({ message: 'a' }), 0], [facts({ message: 'b' }), 1], [facts({ message: 'a' }), 2], [facts({ message: 'c' }), 3], [facts({ message: 'b' }), 4], [facts({ message: 'a' }), 5]]);
-    expect(ws.map((w) => `${w.kind}:${w.count}`)).toEqual(['create:1', 'create:1', 'patch:2', 'create:1', 'create:1', 'create:1']);
+    const ws = writeAll(c, [
+      [facts({ message: 'a' }), 0],
+      [facts({ message: 'b' }), 1],
+      [facts({ message: 'a' }), 2],
+      [facts({ message: 'c' }), 3],
+      [facts({ message: 'b' }), 4],
+      [facts({ message: 'a' }), 5],
+    ]);
+    expect(ws.map((w) => `${w.kind}:${w.count}`)).toEqual([
+      'create:1',
+      'create:1',
+      'patch:2',
+      'create:1',
+      'create:1',
+      'create:1',
+    ]);
   });
 });
 
 describe('EventCorrelator aggregation of similar Events', () => {
   const grants = (n: number, everyMs: number): [EventFacts, number][] =>
-    Array.from({ length: n }, (_, i) => [facts({ type: 'Normal', reason: 'LeaseGranted', message: `Granted with fencing token ${i + 1}` }), i * everyMs]);
+    Array.from({ length: n }, (_, i) => [
+      facts({ type: 'Normal', reason: 'LeaseGranted', message: `Granted with fencing token ${i + 1}` }),
+      i * everyMs,
+    ]);
 
   it('writes nine distinct messages as they are, then combines the tenth and later ones into one counted Event', () => {
     const ws = writeAll(new EventCorrelator(), grants(13, 1000));
-    expect(ws.slice(0, 9).map((w) => [w.kind, w.message])).toEqual(Array.from({ length: 9 }, (_, i) => ['create', `Granted with fencing token ${i + 1}`]));
+    expect(ws.slice(0, 9).map((w) => [w.kind, w.message])).toEqual(
+      Array.from({ length: 9 }, (_, i) => ['create', `Granted with fencing token ${i + 1}`]),
+    );
     expect(ws.slice(9)).toEqual([
-      { kind: 'create', key: ws[9]?.key, message: `${COMBINED_PREFIX}Granted with fencing token 10`, count: 1, firstTimestamp: at(9000) },
-      { kind: 'patch', key: ws[9]?.key, name: 'ev-10', message: `${COMBINED_PREFIX}Granted with fencing token 11`, count: 2, firstTimestamp: at(9000) },
-      { kind: 'patch', key: ws[9]?.key, name: 'ev-10', message: `${COMBINED_PREFIX}Granted with fencing token 12`, count: 3, firstTimestamp: at(9000) },
-      { kind: 'patch', key: ws[9]?.key, name: 'ev-10', message: `${COMBINED_PREFIX}Granted with fencing token 13`, count: 4, firstTimestamp: at(9000) },
+      {
+        kind: 'create',
+        key: ws[9]?.key,
+        message: `${COMBINED_PREFIX}Granted with fencing token 10`,
+        count: 1,
+        firstTimestamp: at(9000),
+      },
+      {
+        kind: 'patch',
+        key: ws[9]?.key,
+        name: 'ev-10',
+        message: `${COMBINED_PREFIX}Granted with fencing token 11`,
+        count: 2,
+        firstTimestamp: at(9000),
+      },
+      {
+        kind: 'patch',
+        key: ws[9]?.key,
+        name: 'ev-10',
+        message: `${COMBINED_PREFIX}Granted with fencing token 12`,
+        count: 3,
+        firstTimestamp: at(9000),
+      },
+      {
+        kind: 'patch',
+        key: ws[9]?.key,
+        name: 'ev-10',
+        message: `${COMBINED_PREFIX}Granted with fencing token 13`,
+        count: 4,
+        firstTimestamp: at(9000),
+      },
     ]);
   });
 
@@ -107,7 +180,11 @@ describe('EventCorrelator spam filter', () => {
 
   it('keeps one bucket per source and object: other reasons share it, other objects and sources do not', () => {
     const c = new EventCorrelator({ burst: 2 });
-    expect([c.admit(facts(), 0), c.admit(facts({ reason: 'LeaseGranted', type: 'Normal' }), 0), c.admit(facts({ reason: 'X' }), 0)]).toEqual([true, true, false]);
+    expect([
+      c.admit(facts(), 0),
+      c.admit(facts({ reason: 'LeaseGranted', type: 'Normal' }), 0),
+      c.admit(facts({ reason: 'X' }), 0),
+    ]).toEqual([true, true, false]);
     expect(c.admit(facts({ target: { ...lock, name: 'cache', uid: 'u2' } }), 0)).toBe(true);
     expect(c.admit(facts({ host: 'ctrl-1' }), 0)).toBe(true);
   });

@@ -1,9 +1,24 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Lease } from '@kubernetes/client-node';
-import { grantedLease, leaseDurationSecondsFor, parseLease, releasedLease, renewFingerprint, renewedLease, tokenFloor } from '../../../src/lease/record.ts';
+import {
+  grantedLease,
+  leaseDurationSecondsFor,
+  parseLease,
+  releasedLease,
+  renewFingerprint,
+  renewedLease,
+  tokenFloor,
+} from '../../../src/lease/record.ts';
 import { aRecord, deepFreeze, heldBy, released, renewedAt, rv, token, transitions } from '../../support/builders.ts';
 import { holderIdentity, parseHolderIdentity, sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
-import { LAST_HOLDER_ANNOTATION, RELEASE_ANNOTATION, RENEW_DEADLINE_ANNOTATION, RENEW_PERIOD_ANNOTATION, TOKEN_ANNOTATION, leaseName } from '../../../src/protocol/names.ts';
+import {
+  LAST_HOLDER_ANNOTATION,
+  RELEASE_ANNOTATION,
+  RENEW_DEADLINE_ANNOTATION,
+  RENEW_PERIOD_ANNOTATION,
+  TOKEN_ANNOTATION,
+  leaseName,
+} from '../../../src/protocol/names.ts';
 import type { TermTimings } from '../../../src/protocol/timings.ts';
 import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
@@ -14,10 +29,21 @@ const T1 = new Date('2025-01-01T00:00:00.123Z');
 const T2 = new Date('2025-01-01T00:00:04.456Z');
 
 /** aKubeLease is a lock's Lease as the API server returns it (frozen: builders must not mutate it). */
-function aKubeLease(spec: V1Lease['spec'] = {}, annotations?: Record<string, string>, resourceVersion = '100'): V1Lease {
+function aKubeLease(
+  spec: V1Lease['spec'] = {},
+  annotations?: Record<string, string>,
+  resourceVersion = '100',
+): V1Lease {
   return deepFreeze({
-    apiVersion: 'coordination.k8s.io/v1', kind: 'Lease',
-    metadata: { name: leaseName('db'), namespace: 'default', resourceVersion, labels: { 'fencepost.io/lock': 'db' }, ...(annotations !== undefined ? { annotations } : {}) },
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: {
+      name: leaseName('db'),
+      namespace: 'default',
+      resourceVersion,
+      labels: { 'fencepost.io/lock': 'db' },
+      ...(annotations !== undefined ? { annotations } : {}),
+    },
     spec,
   });
 }
@@ -29,11 +55,19 @@ const roundTrip = (l: V1Lease): V1Lease => JSON.parse(JSON.stringify(l)) as V1Le
 describe('parseHolderIdentity', () => {
   it.each<{ name: string; id: string | undefined; want: HolderRef | undefined }>([
     { name: 'name/uid is a holder', id: 'web-a/uid-a', want: A },
-    { name: 'only the first slash separates, the rest is the uid', id: 'web-a/u/v', want: { name: 'web-a', uid: 'u/v' } },
+    {
+      name: 'only the first slash separates, the rest is the uid',
+      id: 'web-a/u/v',
+      want: { name: 'web-a', uid: 'u/v' },
+    },
     { name: 'undefined is nobody', id: undefined, want: undefined },
     { name: 'the empty string is nobody', id: '', want: undefined },
     // Someone else's spelling is still somebody: held (by no pod of ours) until it expires.
-    { name: 'a bare name (not our spelling) is a holder that matches no pod', id: 'web-a', want: { name: 'web-a', uid: '' } },
+    {
+      name: 'a bare name (not our spelling) is a holder that matches no pod',
+      id: 'web-a',
+      want: { name: 'web-a', uid: '' },
+    },
     { name: 'an empty name is a holder that matches no pod', id: '/uid-a', want: { name: '/uid-a', uid: '' } },
     { name: 'an empty uid is a holder that matches no pod', id: 'web-a/', want: { name: 'web-a/', uid: '' } },
   ])('$name', ({ id, want }) => {
@@ -57,8 +91,16 @@ describe('parseHolderIdentity', () => {
 describe('parseLease', () => {
   it('reads a Lease never granted as vacant with no token, zero transitions and its resourceVersion', () => {
     expect(parseLease(fresh)).toEqual({
-      holder: undefined, token: undefined, renewDeadlineMs: undefined, renewPeriodMs: undefined, acquireTime: undefined,
-      renewTime: undefined, leaseDurationSeconds: undefined, transitions: 0, released: undefined, lastHolder: undefined,
+      holder: undefined,
+      token: undefined,
+      renewDeadlineMs: undefined,
+      renewPeriodMs: undefined,
+      acquireTime: undefined,
+      renewTime: undefined,
+      leaseDurationSeconds: undefined,
+      transitions: 0,
+      released: undefined,
+      lastHolder: undefined,
       resourceVersion: '100',
     });
   });
@@ -66,23 +108,46 @@ describe('parseLease', () => {
   it('reads a held Lease', () => {
     const lease = aKubeLease(
       { holderIdentity: 'web-a/uid-a', acquireTime: T1, renewTime: T2, leaseDurationSeconds: 10, leaseTransitions: 4 },
-      { [TOKEN_ANNOTATION]: '9007199254740993', [RENEW_DEADLINE_ANNOTATION]: '6666', [RENEW_PERIOD_ANNOTATION]: '3333' },
+      {
+        [TOKEN_ANNOTATION]: '9007199254740993',
+        [RENEW_DEADLINE_ANNOTATION]: '6666',
+        [RENEW_PERIOD_ANNOTATION]: '3333',
+      },
       '812',
     );
     expect(parseLease(lease)).toEqual({
-      holder: A, token: 9_007_199_254_740_993n, renewDeadlineMs: 6_666, renewPeriodMs: 3_333, acquireTime: T1, renewTime: T2,
-      leaseDurationSeconds: 10, transitions: 4, released: undefined, lastHolder: undefined, resourceVersion: '812',
+      holder: A,
+      token: 9_007_199_254_740_993n,
+      renewDeadlineMs: 6_666,
+      renewPeriodMs: 3_333,
+      acquireTime: T1,
+      renewTime: T2,
+      leaseDurationSeconds: 10,
+      transitions: 4,
+      released: undefined,
+      lastHolder: undefined,
+      resourceVersion: '812',
     });
   });
 
   it('ignores the last-holder annotation while someone holds the Lease', () => {
-    const lease = aKubeLease({ holderIdentity: 'web-b/uid-b' }, { [TOKEN_ANNOTATION]: '3', [LAST_HOLDER_ANNOTATION]: 'web-a/uid-a' });
+    const lease = aKubeLease(
+      { holderIdentity: 'web-b/uid-b' },
+      { [TOKEN_ANNOTATION]: '3', [LAST_HOLDER_ANNOTATION]: 'web-a/uid-a' },
+    );
     expect(parseLease(lease).lastHolder).toBeUndefined();
   });
 
   it('ignores unknown release values and malformed timing annotations', () => {
-    const lease = aKubeLease({}, { [RELEASE_ANNOTATION]: 'Stolen', [RENEW_DEADLINE_ANNOTATION]: '0', [RENEW_PERIOD_ANNOTATION]: '1.5' });
-    expect(parseLease(lease)).toMatchObject({ released: undefined, renewDeadlineMs: undefined, renewPeriodMs: undefined });
+    const lease = aKubeLease(
+      {},
+      { [RELEASE_ANNOTATION]: 'Stolen', [RENEW_DEADLINE_ANNOTATION]: '0', [RENEW_PERIOD_ANNOTATION]: '1.5' },
+    );
+    expect(parseLease(lease)).toMatchObject({
+      released: undefined,
+      renewDeadlineMs: undefined,
+      renewPeriodMs: undefined,
+    });
   });
 
   it('accepts the largest token', () => {
@@ -110,36 +175,65 @@ describe('grantedLease', () => {
   it('hands a fresh Lease to the holder: parse gives holder, token, timings and transitions 1', () => {
     const r = parseLease(roundTrip(grantedLease(fresh, A, 101n, TIMINGS, T1)));
     expect(r).toEqual({
-      holder: A, token: 101n, renewDeadlineMs: 6_666, renewPeriodMs: 3_333, acquireTime: T1, renewTime: T1,
-      leaseDurationSeconds: 10, transitions: 1, released: undefined, lastHolder: undefined, resourceVersion: '100',
+      holder: A,
+      token: 101n,
+      renewDeadlineMs: 6_666,
+      renewPeriodMs: 3_333,
+      acquireTime: T1,
+      renewTime: T1,
+      leaseDurationSeconds: 10,
+      transitions: 1,
+      released: undefined,
+      lastHolder: undefined,
+      resourceVersion: '100',
     });
   });
 
   it('takes over a released Lease: transitions+1, release marks cleared, other metadata kept', () => {
     const releasedBody = aKubeLease(
       { leaseDurationSeconds: 10, leaseTransitions: 4 },
-      { [TOKEN_ANNOTATION]: '41', [RELEASE_ANNOTATION]: 'Released', [LAST_HOLDER_ANNOTATION]: 'web-a/uid-a', 'example.com/keep': 'me' },
+      {
+        [TOKEN_ANNOTATION]: '41',
+        [RELEASE_ANNOTATION]: 'Released',
+        [LAST_HOLDER_ANNOTATION]: 'web-a/uid-a',
+        'example.com/keep': 'me',
+      },
       '900',
     );
     const body = grantedLease(releasedBody, B, 42n, TIMINGS, T2);
     const r = parseLease(roundTrip(body));
-    expect(r).toMatchObject({ holder: B, token: 42n, transitions: 5, released: undefined, lastHolder: undefined, acquireTime: T2, renewTime: T2 });
+    expect(r).toMatchObject({
+      holder: B,
+      token: 42n,
+      transitions: 5,
+      released: undefined,
+      lastHolder: undefined,
+      acquireTime: T2,
+      renewTime: T2,
+    });
     expect(body.metadata?.annotations).toEqual({
-      [TOKEN_ANNOTATION]: '42', [RENEW_DEADLINE_ANNOTATION]: '6666', [RENEW_PERIOD_ANNOTATION]: '3333', 'example.com/keep': 'me',
+      [TOKEN_ANNOTATION]: '42',
+      [RENEW_DEADLINE_ANNOTATION]: '6666',
+      [RENEW_PERIOD_ANNOTATION]: '3333',
+      'example.com/keep': 'me',
     });
     expect(body.metadata?.resourceVersion).toBe('900'); // the CAS precondition
     expect(body.metadata?.labels).toEqual({ 'fencepost.io/lock': 'db' });
   });
 
   it('rounds the lease duration up to whole seconds, at least 1', () => {
-    expect(parseLease(grantedLease(fresh, A, 1n, { ...TIMINGS, leaseDurationMs: 1_500 }, T1)).leaseDurationSeconds).toBe(2);
+    expect(
+      parseLease(grantedLease(fresh, A, 1n, { ...TIMINGS, leaseDurationMs: 1_500 }, T1)).leaseDurationSeconds,
+    ).toBe(2);
     expect(leaseDurationSecondsFor(1)).toBe(1);
     expect(leaseDurationSecondsFor(0)).toBe(1);
     expect(leaseDurationSecondsFor(15_000)).toBe(15);
   });
 
   it('writes microsecond times that survive JSON with millisecond precision', () => {
-    const json = JSON.parse(JSON.stringify(grantedLease(fresh, A, 1n, TIMINGS, T1))) as { spec: { acquireTime: string; renewTime: string } };
+    const json = JSON.parse(JSON.stringify(grantedLease(fresh, A, 1n, TIMINGS, T1))) as {
+      spec: { acquireTime: string; renewTime: string };
+    };
     expect(json.spec.acquireTime).toMatch(/^2025-01-01T00:00:00\.123\d{3}Z$/);
     expect(new Date(json.spec.renewTime).getTime()).toBe(T1.getTime());
   });
@@ -160,14 +254,24 @@ describe('renewedLease', () => {
 });
 
 describe('releasedLease', () => {
-  it.each(['Released', 'Expired'] as const)('%s: clears holder and times, keeps the token, records how and who, keeps transitions', (how) => {
-    const held = deepFreeze(grantedLease(aKubeLease({ leaseTransitions: 2 }), A, 7n, TIMINGS, T1));
-    const r = parseLease(roundTrip(releasedLease(held, how)));
-    expect(r).toMatchObject({
-      holder: undefined, token: 7n, acquireTime: undefined, renewTime: undefined, transitions: 3, released: how, lastHolder: A, leaseDurationSeconds: 10,
-    });
-    expect(releasedLease(held, how).spec).not.toHaveProperty('holderIdentity');
-  });
+  it.each(['Released', 'Expired'] as const)(
+    '%s: clears holder and times, keeps the token, records how and who, keeps transitions',
+    (how) => {
+      const held = deepFreeze(grantedLease(aKubeLease({ leaseTransitions: 2 }), A, 7n, TIMINGS, T1));
+      const r = parseLease(roundTrip(releasedLease(held, how)));
+      expect(r).toMatchObject({
+        holder: undefined,
+        token: 7n,
+        acquireTime: undefined,
+        renewTime: undefined,
+        transitions: 3,
+        released: how,
+        lastHolder: A,
+        leaseDurationSeconds: 10,
+      });
+      expect(releasedLease(held, how).spec).not.toHaveProperty('holderIdentity');
+    },
+  );
 
   it('releasing a vacant Lease records no last holder', () => {
     const r = parseLease(releasedLease(fresh, 'Expired'));
@@ -179,7 +283,13 @@ describe('releasedLease', () => {
   it('grant, release, grant: tokens and transitions accumulate on the same Lease', () => {
     const one = grantedLease(fresh, A, 101n, TIMINGS, T1);
     const two = grantedLease(releasedLease(one, 'Released'), B, 102n, TIMINGS, T2);
-    expect(parseLease(roundTrip(two))).toMatchObject({ holder: B, token: 102n, transitions: 2, released: undefined, lastHolder: undefined });
+    expect(parseLease(roundTrip(two))).toMatchObject({
+      holder: B,
+      token: 102n,
+      transitions: 2,
+      released: undefined,
+      lastHolder: undefined,
+    });
   });
 });
 
@@ -187,15 +297,26 @@ describe('tokenFloor', () => {
   it.each<{ name: string; record: ReturnType<typeof aRecord>; want: bigint }>([
     { name: 'is the recorded token when there is one', record: aRecord(token(41n), rv('900')), want: 41n },
     { name: 'is the resourceVersion before the first grant', record: aRecord(rv('7340032')), want: 7_340_032n },
-    { name: 'handles resourceVersions above 2^53 exactly', record: aRecord(rv('9007199254740993')), want: 9_007_199_254_740_993n },
-    { name: 'is the token of a released Lease (the high-water mark stays)', record: aRecord(heldBy(A), token(9n), released('Released')), want: 9n },
+    {
+      name: 'handles resourceVersions above 2^53 exactly',
+      record: aRecord(rv('9007199254740993')),
+      want: 9_007_199_254_740_993n,
+    },
+    {
+      name: 'is the token of a released Lease (the high-water mark stays)',
+      record: aRecord(heldBy(A), token(9n), released('Released')),
+      want: 9n,
+    },
   ])('$name', ({ record, want }) => {
     expect(tokenFloor(record)).toBe(want);
   });
 
-  it.each(['', 'abc', '12a', '-5', '1.5'])('throws before the first grant when the resourceVersion %j is not an integer', (text) => {
-    expect(() => tokenFloor(aRecord(rv(text)))).toThrow(/resourceVersion/);
-  });
+  it.each(['', 'abc', '12a', '-5', '1.5'])(
+    'throws before the first grant when the resourceVersion %j is not an integer',
+    (text) => {
+      expect(() => tokenFloor(aRecord(rv(text)))).toThrow(/resourceVersion/);
+    },
+  );
 });
 
 describe('renewFingerprint', () => {
@@ -203,8 +324,14 @@ describe('renewFingerprint', () => {
   it.each([
     { name: 'a renewal (new renewTime)', next: aRecord(heldBy(A), token(7n), transitions(1), renewedAt(T2)) },
     { name: 'a new holder', next: aRecord(heldBy(B), token(8n), transitions(2)) },
-    { name: 'a new incarnation of the same pod', next: aRecord(heldBy({ ...A, uid: 'uid-a2' }), token(7n), transitions(1)) },
-    { name: 'a new term for the same holder (same renewTime, next transition and token)', next: aRecord(heldBy(A), token(8n), transitions(2)) },
+    {
+      name: 'a new incarnation of the same pod',
+      next: aRecord(heldBy({ ...A, uid: 'uid-a2' }), token(7n), transitions(1)),
+    },
+    {
+      name: 'a new term for the same holder (same renewTime, next transition and token)',
+      next: aRecord(heldBy(A), token(8n), transitions(2)),
+    },
     { name: 'a release', next: aRecord(heldBy(A), token(7n), transitions(1), released('Released')) },
   ])('changes on $name', ({ next }) => {
     expect(renewFingerprint(next)).not.toBe(renewFingerprint(held));

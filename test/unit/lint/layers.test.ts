@@ -33,28 +33,113 @@ async function layerMessages(path: string, code: string): Promise<string[]> {
 describe('the layer rule rejects a bad import in each layer', () => {
   it.each([
     // protocol/ imports nothing of ours and no package
-    { rule: 'protocol/ imports nothing of ours', path: 'src/protocol/bad.ts', code: "import { parseLease } from '../lease/record.ts';\nexport const x = parseLease;", says: 'protocol/ may not import lease/' },
-    { rule: 'protocol/ imports no Kubernetes client', path: 'src/protocol/bad.ts', code: "import type { V1Lease } from '@kubernetes/client-node';\nexport type X = V1Lease;", says: 'protocol/ may not import the package @kubernetes/client-node' },
-    { rule: 'protocol/ imports no package, not even a built-in', path: 'src/protocol/bad.ts', code: "import { createHash } from 'node:crypto';\nexport const x = createHash;", says: 'protocol/ may not import the package node:' },
+    {
+      rule: 'protocol/ imports nothing of ours',
+      path: 'src/protocol/bad.ts',
+      code: "import { parseLease } from '../lease/record.ts';\nexport const x = parseLease;",
+      says: 'protocol/ may not import lease/',
+    },
+    {
+      rule: 'protocol/ imports no Kubernetes client',
+      path: 'src/protocol/bad.ts',
+      code: "import type { V1Lease } from '@kubernetes/client-node';\nexport type X = V1Lease;",
+      says: 'protocol/ may not import the package @kubernetes/client-node',
+    },
+    {
+      rule: 'protocol/ imports no package, not even a built-in',
+      path: 'src/protocol/bad.ts',
+      code: "import { createHash } from 'node:crypto';\nexport const x = createHash;",
+      says: 'protocol/ may not import the package node:',
+    },
     // runtime/ imports nothing of ours, not even the protocol
-    { rule: 'runtime/ imports nothing of ours (not the protocol)', path: 'src/runtime/bad.ts', code: "import { leaseName } from '../protocol/names.ts';\nexport const x = leaseName;", says: 'runtime/ may not import protocol/' },
-    { rule: 'runtime/ imports nothing of ours (not kube/)', path: 'src/runtime/bad.ts', code: "export { leaseClientFrom } from '../kube/leases.ts';", says: 'runtime/ may not import kube/' },
+    {
+      rule: 'runtime/ imports nothing of ours (not the protocol)',
+      path: 'src/runtime/bad.ts',
+      code: "import { leaseName } from '../protocol/names.ts';\nexport const x = leaseName;",
+      says: 'runtime/ may not import protocol/',
+    },
+    {
+      rule: 'runtime/ imports nothing of ours (not kube/)',
+      path: 'src/runtime/bad.ts',
+      code: "export { leaseClientFrom } from '../kube/leases.ts';",
+      says: 'runtime/ may not import kube/',
+    },
     // nothing imports cli/
-    { rule: 'the library does not import cli/', path: 'src/client/bad.ts', code: "import { loadKubeConfig } from '../cli/kubeconfig.ts';\nexport const x = loadKubeConfig;", says: 'client/ may not import cli/' },
-    { rule: 'the controller does not import cli/', path: 'src/controllers/distributedlock/bad.ts', code: "export * from '../../cli/main.ts';", says: 'controllers/ may not import cli/' },
-    { rule: 'the agent does not import cli/ (dynamic import too)', path: 'src/agent/bad.ts', code: "export const x = () => import('../cli/exec.ts');", says: 'agent/ may not import cli/' },
+    {
+      rule: 'the library does not import cli/',
+      path: 'src/client/bad.ts',
+      code: "import { loadKubeConfig } from '../cli/kubeconfig.ts';\nexport const x = loadKubeConfig;",
+      says: 'client/ may not import cli/',
+    },
+    {
+      rule: 'the controller does not import cli/',
+      path: 'src/controllers/distributedlock/bad.ts',
+      code: "export * from '../../cli/main.ts';",
+      says: 'controllers/ may not import cli/',
+    },
+    {
+      rule: 'the agent does not import cli/ (dynamic import too)',
+      path: 'src/agent/bad.ts',
+      code: "export const x = () => import('../cli/exec.ts');",
+      says: 'agent/ may not import cli/',
+    },
     // controllers/ and agent/ never import each other
-    { rule: 'controllers/ do not import agent/', path: 'src/controllers/distributedlock/bad.ts', code: "import type { LockSession } from '../../agent/session.ts';\nexport type X = LockSession;", says: 'controllers/ may not import agent/' },
-    { rule: 'agent/ does not import controllers/', path: 'src/agent/bad.ts', code: "import { summarizePod } from '../controllers/distributedlock/pods.ts';\nexport const x = summarizePod;", says: 'agent/ may not import controllers/' },
+    {
+      rule: 'controllers/ do not import agent/',
+      path: 'src/controllers/distributedlock/bad.ts',
+      code: "import type { LockSession } from '../../agent/session.ts';\nexport type X = LockSession;",
+      says: 'controllers/ may not import agent/',
+    },
+    {
+      rule: 'agent/ does not import controllers/',
+      path: 'src/agent/bad.ts',
+      code: "import { summarizePod } from '../controllers/distributedlock/pods.ts';\nexport const x = summarizePod;",
+      says: 'agent/ may not import controllers/',
+    },
     // guards/ import no Kubernetes client and nothing of kube/, controllers/, agent/, cli/
-    { rule: 'guards/ import no Kubernetes client (not even a type)', path: 'src/guards/bad.ts', code: "import type { KubeConfig } from '@kubernetes/client-node';\nexport type X = KubeConfig;", says: 'guards/ may not import the package @kubernetes/client-node' },
-    { rule: 'guards/ do not import kube/', path: 'src/guards/bad.ts', code: "import { mergePatch } from '../kube/patch.ts';\nexport const x = mergePatch;", says: 'guards/ may not import kube/' },
-    { rule: 'guards/ do not import controllers/', path: 'src/guards/bad.ts', code: "import { decide } from '../controllers/distributedlock/decide.ts';\nexport const x = decide;", says: 'guards/ may not import controllers/' },
-    { rule: 'guards/ do not import agent/', path: 'src/guards/bad.ts', code: "import { LockSession } from '../agent/session.ts';\nexport const x = LockSession;", says: 'guards/ may not import agent/' },
-    { rule: 'guards/ do not import cli/', path: 'src/guards/bad.ts', code: "import { main } from '../cli/main.ts';\nexport const x = main;", says: 'guards/ may not import cli/' },
-    { rule: 'guards/ do not import lease/ (it loads the Kubernetes client)', path: 'src/guards/bad.ts', code: "import { parseLease } from '../lease/record.ts';\nexport const x = parseLease;", says: 'guards/ may not import lease/' },
+    {
+      rule: 'guards/ import no Kubernetes client (not even a type)',
+      path: 'src/guards/bad.ts',
+      code: "import type { KubeConfig } from '@kubernetes/client-node';\nexport type X = KubeConfig;",
+      says: 'guards/ may not import the package @kubernetes/client-node',
+    },
+    {
+      rule: 'guards/ do not import kube/',
+      path: 'src/guards/bad.ts',
+      code: "import { mergePatch } from '../kube/patch.ts';\nexport const x = mergePatch;",
+      says: 'guards/ may not import kube/',
+    },
+    {
+      rule: 'guards/ do not import controllers/',
+      path: 'src/guards/bad.ts',
+      code: "import { decide } from '../controllers/distributedlock/decide.ts';\nexport const x = decide;",
+      says: 'guards/ may not import controllers/',
+    },
+    {
+      rule: 'guards/ do not import agent/',
+      path: 'src/guards/bad.ts',
+      code: "import { LockSession } from '../agent/session.ts';\nexport const x = LockSession;",
+      says: 'guards/ may not import agent/',
+    },
+    {
+      rule: 'guards/ do not import cli/',
+      path: 'src/guards/bad.ts',
+      code: "import { main } from '../cli/main.ts';\nexport const x = main;",
+      says: 'guards/ may not import cli/',
+    },
+    {
+      rule: 'guards/ do not import lease/ (it loads the Kubernetes client)',
+      path: 'src/guards/bad.ts',
+      code: "import { parseLease } from '../lease/record.ts';\nexport const x = parseLease;",
+      says: 'guards/ may not import lease/',
+    },
     // a folder that is not in the table
-    { rule: 'a new src/ folder needs its row in the table', path: 'src/stores/bad.ts', code: 'export const x = 1;', says: 'src/stores/ is not in the layer table' },
+    {
+      rule: 'a new src/ folder needs its row in the table',
+      path: 'src/stores/bad.ts',
+      code: 'export const x = 1;',
+      says: 'src/stores/ is not in the layer table',
+    },
   ])('$rule', async ({ path, code, says }) => {
     const messages = await layerMessages(path, code);
     expect(messages).toHaveLength(1);
@@ -64,11 +149,26 @@ describe('the layer rule rejects a bad import in each layer', () => {
 
 describe('the layer rule allows what the table allows', () => {
   it.each([
-    { path: 'src/guards/ok.ts', code: "import { parseToken } from '../protocol/token.ts';\nimport type { Redis } from 'ioredis';\nimport { x } from './sql-guard.ts';\nexport type R = Redis;\nexport const y = [parseToken, x];" },
-    { path: 'src/agent/ok.ts', code: "import { leaseName } from '../protocol/names.ts';\nimport { leaseClientFrom } from '../kube/leases.ts';\nimport { isConflict } from '../runtime/errors.ts';\nexport const x = [leaseName, leaseClientFrom, isConflict];" },
-    { path: 'src/kube/ok.ts', code: "import { isNotFound } from '../runtime/errors.ts';\nimport { CoreV1Api } from '@kubernetes/client-node';\nexport const x = [isNotFound, CoreV1Api];" },
-    { path: 'src/runtime/ok.ts', code: "import { Clock } from './clock.ts';\nimport { KubeConfig } from '@kubernetes/client-node';\nexport const x = [Clock, KubeConfig];" },
-    { path: 'src/cli/ok.ts', code: "import { startLockController } from '../controllers/distributedlock/setup.ts';\nimport { LockSession } from '../agent/session.ts';\nexport const x = [startLockController, LockSession];" },
+    {
+      path: 'src/guards/ok.ts',
+      code: "import { parseToken } from '../protocol/token.ts';\nimport type { Redis } from 'ioredis';\nimport { x } from './sql-guard.ts';\nexport type R = Redis;\nexport const y = [parseToken, x];",
+    },
+    {
+      path: 'src/agent/ok.ts',
+      code: "import { leaseName } from '../protocol/names.ts';\nimport { leaseClientFrom } from '../kube/leases.ts';\nimport { isConflict } from '../runtime/errors.ts';\nexport const x = [leaseName, leaseClientFrom, isConflict];",
+    },
+    {
+      path: 'src/kube/ok.ts',
+      code: "import { isNotFound } from '../runtime/errors.ts';\nimport { CoreV1Api } from '@kubernetes/client-node';\nexport const x = [isNotFound, CoreV1Api];",
+    },
+    {
+      path: 'src/runtime/ok.ts',
+      code: "import { Clock } from './clock.ts';\nimport { KubeConfig } from '@kubernetes/client-node';\nexport const x = [Clock, KubeConfig];",
+    },
+    {
+      path: 'src/cli/ok.ts',
+      code: "import { startLockController } from '../controllers/distributedlock/setup.ts';\nimport { LockSession } from '../agent/session.ts';\nexport const x = [startLockController, LockSession];",
+    },
   ])('$path', async ({ path, code }) => {
     expect(await layerMessages(path, code)).toEqual([]);
   });
@@ -76,7 +176,9 @@ describe('the layer rule allows what the table allows', () => {
 
 describe('the real tree', () => {
   it('every src/ folder has a row in the layer table', () => {
-    const folders = readdirSync(join(root, 'src'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    const folders = readdirSync(join(root, 'src'), { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
     expect(folders.filter((f) => LAYERS[f] === undefined)).toEqual([]);
   });
 

@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { LOCK_LABEL, leaseName, lockKeyPrefix, lockLabelSelector, lockOfHolderLabel, podKeys } from '../../../src/protocol/names.ts';
+import {
+  LOCK_LABEL,
+  leaseName,
+  lockKeyPrefix,
+  lockLabelSelector,
+  lockOfHolderLabel,
+  podKeys,
+} from '../../../src/protocol/names.ts';
 
 describe('protocol names', () => {
-  it('a lock\'s Lease is dlock-<lock>, found by its lock label', () => {
+  it("a lock's Lease is dlock-<lock>, found by its lock label", () => {
     expect(leaseName('billing')).toBe('dlock-billing');
     expect(LOCK_LABEL).toBe('fencepost.io/lock');
     expect(lockLabelSelector('billing')).toBe('fencepost.io/lock=billing');

@@ -30,20 +30,30 @@ function deepFreeze<T>(value: T): T {
 
 /** anObject builds a frozen object the way the API server returns it, with functional options. */
 function anObject(...options: ((o: Obj) => void)[]): Obj {
-  const o: Obj = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'ns', resourceVersion: '42' } };
+  const o: Obj = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'x', namespace: 'ns', resourceVersion: '42' },
+  };
   for (const opt of options) opt(o);
   return deepFreeze(o);
 }
-const withFinalizers = (...names: string[]) => (o: Obj): void => {
-  o.metadata = { ...o.metadata, finalizers: names };
-};
-const deleting = () => (o: Obj): void => {
-  o.metadata = { ...o.metadata, deletionTimestamp: new Date('2025-01-01T00:00:00Z') };
-};
-const withoutResourceVersion = () => (o: Obj): void => {
-  const { resourceVersion: _rv, ...rest } = o.metadata ?? {};
-  o.metadata = rest;
-};
+const withFinalizers =
+  (...names: string[]) =>
+  (o: Obj): void => {
+    o.metadata = { ...o.metadata, finalizers: names };
+  };
+const deleting =
+  () =>
+  (o: Obj): void => {
+    o.metadata = { ...o.metadata, deletionTimestamp: new Date('2025-01-01T00:00:00Z') };
+  };
+const withoutResourceVersion =
+  () =>
+  (o: Obj): void => {
+    const { resourceVersion: _rv, ...rest } = o.metadata ?? {};
+    o.metadata = rest;
+  };
 
 type Call = 'add' | 'remove' | 'apply' | 'cleanup';
 
@@ -54,18 +64,24 @@ function fakeWorld(fail: Partial<Record<Call, Error>> = {}): {
   handlers: FinalizerHandlers<Obj>;
 } {
   const calls: Call[] = [];
-  const step = (call: Call, result: ReconcileResult = {}) => (): Promise<ReconcileResult> => {
-    calls.push(call);
-    const err = fail[call];
-    return err === undefined ? Promise.resolve(result) : Promise.reject(err);
-  };
+  const step =
+    (call: Call, result: ReconcileResult = {}) =>
+    (): Promise<ReconcileResult> => {
+      calls.push(call);
+      const err = fail[call];
+      return err === undefined ? Promise.resolve(result) : Promise.reject(err);
+    };
   const add = step('add');
   const remove = step('remove');
   return {
     calls,
     io: {
-      addFinalizer: async () => { await add(); },
-      removeFinalizer: async () => { await remove(); },
+      addFinalizer: async () => {
+        await add();
+      },
+      removeFinalizer: async () => {
+        await remove();
+      },
     },
     handlers: { apply: step('apply', { requeueAfterMs: 1000 }), cleanup: step('cleanup', { requeueAfterMs: 2000 }) },
   };
@@ -150,7 +166,9 @@ describe('withFinalizer', () => {
   });
 
   it('treats a null deletionTimestamp (as some clients send it) as not deleting', async () => {
-    const obj = deepFreeze({ metadata: { name: 'x', finalizers: [FINALIZER], deletionTimestamp: null } }) as unknown as Obj;
+    const obj = deepFreeze({
+      metadata: { name: 'x', finalizers: [FINALIZER], deletionTimestamp: null },
+    }) as unknown as Obj;
     const world = fakeWorld();
     await withFinalizer(obj, FINALIZER, world.io, world.handlers);
     expect(world.calls).toEqual(['apply']);
@@ -195,7 +213,13 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 describe('jsonPatchFinalizerIO', () => {
   function recordingIO(): { io: FinalizerIO; patches: (readonly JsonPatchOperation[])[] } {
     const patches: (readonly JsonPatchOperation[])[] = [];
-    return { patches, io: jsonPatchFinalizerIO<Obj>((_obj, ops) => { patches.push(ops); return Promise.resolve(); }) };
+    return {
+      patches,
+      io: jsonPatchFinalizerIO<Obj>((_obj, ops) => {
+        patches.push(ops);
+        return Promise.resolve();
+      }),
+    };
   }
 
   const adds: { name: string; obj: Obj; patch: JsonPatchOperation[] }[] = [
@@ -261,9 +285,18 @@ describe('jsonPatchFinalizerIO', () => {
   });
 
   const noops: { name: string; call: (io: FinalizerIO) => Promise<void> }[] = [
-    { name: 'adding a finalizer the object already has sends nothing', call: (io) => io.addFinalizer(anObject(withFinalizers(FINALIZER)), FINALIZER) },
-    { name: 'removing a finalizer the object lacks sends nothing', call: (io) => io.removeFinalizer(anObject(withFinalizers(OTHER)), FINALIZER) },
-    { name: 'removing from an object without finalizers sends nothing', call: (io) => io.removeFinalizer(anObject(), FINALIZER) },
+    {
+      name: 'adding a finalizer the object already has sends nothing',
+      call: (io) => io.addFinalizer(anObject(withFinalizers(FINALIZER)), FINALIZER),
+    },
+    {
+      name: 'removing a finalizer the object lacks sends nothing',
+      call: (io) => io.removeFinalizer(anObject(withFinalizers(OTHER)), FINALIZER),
+    },
+    {
+      name: 'removing from an object without finalizers sends nothing',
+      call: (io) => io.removeFinalizer(anObject(), FINALIZER),
+    },
   ];
   it.each(noops)('$name', async ({ call }) => {
     const { io, patches } = recordingIO();
@@ -287,7 +320,10 @@ describe('jsonPatchFinalizerIO', () => {
   it('hands the patch function the object it was given, unchanged', async () => {
     const obj = anObject(withFinalizers(OTHER));
     const seen: Obj[] = [];
-    const io = jsonPatchFinalizerIO<Obj>((o) => { seen.push(o); return Promise.resolve(); });
+    const io = jsonPatchFinalizerIO<Obj>((o) => {
+      seen.push(o);
+      return Promise.resolve();
+    });
     await io.addFinalizer(obj, FINALIZER);
     expect(seen).toEqual([obj]);
     expect(seen[0]).toBe(obj);
@@ -298,7 +334,9 @@ describe('jsonPatchFinalizerIO', () => {
       {
         name: 'an add from an object without finalizers, after someone else added one',
         patch: addFinalizerPatch(anObject(), FINALIZER),
-        current: anObject(withFinalizers(OTHER), (o) => { o.metadata = { ...o.metadata, resourceVersion: '43' }; }),
+        current: anObject(withFinalizers(OTHER), (o) => {
+          o.metadata = { ...o.metadata, resourceVersion: '43' };
+        }),
       },
       {
         name: 'an add to a list that has changed since',

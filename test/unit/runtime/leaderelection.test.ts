@@ -94,7 +94,10 @@ class FakeLeases implements LeaseClient {
 
   /** seed stores a Lease as some other process wrote it, without going through the client. */
   seed(spec: V1LeaseSpec): void {
-    this.#store.set(`${NS}/${NAME}`, wire({ metadata: { name: NAME, namespace: NS, resourceVersion: String(++this.#rv) }, spec }));
+    this.#store.set(
+      `${NS}/${NAME}`,
+      wire({ metadata: { name: NAME, namespace: NS, resourceVersion: String(++this.#rv) }, spec }),
+    );
   }
 
   /** rival changes the stored Lease as another writer would (a new resourceVersion). */
@@ -102,7 +105,10 @@ class FakeLeases implements LeaseClient {
     const stored = this.peek();
     if (stored === undefined) throw new Error('rival needs a stored Lease');
     const next = change(stored);
-    this.#store.set(`${NS}/${NAME}`, wire({ ...next, metadata: { ...next.metadata, resourceVersion: String(++this.#rv) } }));
+    this.#store.set(
+      `${NS}/${NAME}`,
+      wire({ ...next, metadata: { ...next.metadata, resourceVersion: String(++this.#rv) } }),
+    );
   }
 
   /** peek returns the stored Lease (a copy), or undefined. */
@@ -118,7 +124,10 @@ class FakeLeases implements LeaseClient {
   }
 
   #accept(op: 'create' | 'replace', namespace: string, name: string, lease: V1Lease): V1Lease {
-    const stored = wire({ ...lease, metadata: { ...lease.metadata, name, namespace, resourceVersion: String(++this.#rv) } });
+    const stored = wire({
+      ...lease,
+      metadata: { ...lease.metadata, name, namespace, resourceVersion: String(++this.#rv) },
+    });
     this.#store.set(`${namespace}/${name}`, stored);
     const holder = stored.spec?.holderIdentity;
     this.writes.push({ at: this.#clock.monotonicMs(), op, holder });
@@ -223,7 +232,14 @@ function start(
   const cancel = new AbortController();
   const run = elector.run(cancel.signal);
   const candidate: Candidate = {
-    elector, cancel, startedAt, stoppedAt, newLeaders, logs, run, finished: false,
+    elector,
+    cancel,
+    startedAt,
+    stoppedAt,
+    newLeaders,
+    logs,
+    run,
+    finished: false,
     get term() {
       return term;
     },
@@ -287,13 +303,18 @@ describe('validateLeaderElectionConfig', () => {
   it.each([
     { name: 'the defaults (15 s / 10 s / 2 s)', patch: {} },
     { name: 'renewDeadlineMs just above 1.2 × retryPeriodMs', patch: { renewDeadlineMs: 1_201, retryPeriodMs: 1_000 } },
-    { name: 'the short durations of the integration tests', patch: { leaseDurationMs: 1_500, renewDeadlineMs: 1_000, retryPeriodMs: 200 } },
+    {
+      name: 'the short durations of the integration tests',
+      patch: { leaseDurationMs: 1_500, renewDeadlineMs: 1_000, retryPeriodMs: 200 },
+    },
   ])('accepts $name', ({ patch }) => {
     expect(() => validateLeaderElectionConfig({ ...valid, ...patch })).not.toThrow();
   });
 
   it('has client-go defaults', () => {
-    expect([DEFAULT_LEASE_DURATION_MS, DEFAULT_RENEW_DEADLINE_MS, DEFAULT_RETRY_PERIOD_MS]).toEqual([15_000, 10_000, 2_000]);
+    expect([DEFAULT_LEASE_DURATION_MS, DEFAULT_RENEW_DEADLINE_MS, DEFAULT_RETRY_PERIOD_MS]).toEqual([
+      15_000, 10_000, 2_000,
+    ]);
   });
 
   it('is what the LeaderElector constructor enforces', () => {
@@ -327,7 +348,13 @@ describe('LeaderElector acquiring', () => {
     },
     {
       name: 'takes at once a Lease that names its own identity, keeping acquireTime and transitions',
-      seed: { holderIdentity: 'a', leaseDurationSeconds: 15, leaseTransitions: 2, acquireTime: acquiredAt, renewTime: acquiredAt },
+      seed: {
+        holderIdentity: 'a',
+        leaseDurationSeconds: 15,
+        leaseTransitions: 2,
+        acquireTime: acquiredAt,
+        renewTime: acquiredAt,
+      },
       want: { leaseTransitions: 2, keepsAcquireTime: true },
     },
   ])('$name', async ({ seed, want }) => {
@@ -362,7 +389,13 @@ describe('LeaderElector acquiring', () => {
       const clock = new FakeClock({ monotonicMs: 50_000 }); // an arbitrary monotonic origin
       const leases = new FakeLeases(clock);
       const renewTime = new Date(clock.now().getTime() + renewOffsetMs);
-      leases.seed({ holderIdentity: 'old', leaseDurationSeconds: 15, leaseTransitions: 5, acquireTime: renewTime, renewTime });
+      leases.seed({
+        holderIdentity: 'old',
+        leaseDurationSeconds: 15,
+        leaseTransitions: 5,
+        acquireTime: renewTime,
+        renewTime,
+      });
       const t0 = clock.monotonicMs();
       const b = await launch('b', leases, clock);
       await advanceTo(clock, t0 + 1_000);
@@ -440,22 +473,25 @@ describe('LeaderElector acquiring', () => {
     { random: 0, gaps: [2_000, 2_000] },
     { random: 0.5, gaps: [3_200, 3_200] },
     { random: 0.999, gaps: [4_397.6, 4_397.6] },
-  ])('spaces acquire attempts retryPeriod plus random × 1.2 × retryPeriod apart (random $random)', async ({ random, gaps }) => {
-    const clock = new FakeClock();
-    const leases = new FakeLeases(clock);
-    leases.seed({ holderIdentity: 'old', leaseDurationSeconds: 15, renewTime: clock.now() });
-    const readsAt: number[] = [];
-    const get = leases.get.bind(leases);
-    leases.get = (...args) => {
-      readsAt.push(clock.monotonicMs());
-      return get(...args);
-    };
-    await launch('b', leases, clock, { random: () => random });
+  ])(
+    'spaces acquire attempts retryPeriod plus random × 1.2 × retryPeriod apart (random $random)',
+    async ({ random, gaps }) => {
+      const clock = new FakeClock();
+      const leases = new FakeLeases(clock);
+      leases.seed({ holderIdentity: 'old', leaseDurationSeconds: 15, renewTime: clock.now() });
+      const readsAt: number[] = [];
+      const get = leases.get.bind(leases);
+      leases.get = (...args) => {
+        readsAt.push(clock.monotonicMs());
+        return get(...args);
+      };
+      await launch('b', leases, clock, { random: () => random });
 
-    await advanceTo(clock, 9_000);
-    const seen = readsAt.slice(1, 3).map((t, i) => t - (readsAt[i] ?? 0));
-    expect(seen.map((g) => Math.round(g * 10) / 10)).toEqual(gaps);
-  });
+      await advanceTo(clock, 9_000);
+      const seen = readsAt.slice(1, 3).map((t, i) => t - (readsAt[i] ?? 0));
+      expect(seen.map((g) => Math.round(g * 10) / 10)).toEqual(gaps);
+    },
+  );
 });
 
 describe('LeaderElector renewing', () => {
@@ -468,8 +504,14 @@ describe('LeaderElector renewing', () => {
 
     await advanceTo(clock, 10 * RETRY);
     expect(leases.ops.slice(2)).toEqual(Array<string>(10).fill('replace'));
-    expect(leases.writes.map((w) => w.at)).toEqual([0, 2_000, 4_000, 6_000, 8_000, 10_000, 12_000, 14_000, 16_000, 18_000, 20_000]);
-    expect(leases.peek()?.spec).toMatchObject({ holderIdentity: 'a', leaseTransitions: 0, acquireTime: '2025-01-01T00:00:00.000000Z' });
+    expect(leases.writes.map((w) => w.at)).toEqual([
+      0, 2_000, 4_000, 6_000, 8_000, 10_000, 12_000, 14_000, 16_000, 18_000, 20_000,
+    ]);
+    expect(leases.peek()?.spec).toMatchObject({
+      holderIdentity: 'a',
+      leaseTransitions: 0,
+      acquireTime: '2025-01-01T00:00:00.000000Z',
+    });
     expect(a.elector.isLeader()).toBe(true);
     expect(a.elector.healthy()).toBe(true);
   });
@@ -478,33 +520,36 @@ describe('LeaderElector renewing', () => {
     { fault: 'rejects with 503' },
     { fault: 'hangs until aborted' },
     { fault: 'hangs and ignores the abort' },
-  ])('steps down renewDeadline after a renew round starts when every request $fault, and reports it once', async ({ fault }) => {
-    const clock = new FakeClock();
-    const leases = new FakeLeases(clock);
-    const a = await launch('a', leases, clock);
-    await advanceTo(clock, RETRY + 1); // renewed at 2 000
-    leases.fault = fault;
+  ])(
+    'steps down renewDeadline after a renew round starts when every request $fault, and reports it once',
+    async ({ fault }) => {
+      const clock = new FakeClock();
+      const leases = new FakeLeases(clock);
+      const a = await launch('a', leases, clock);
+      await advanceTo(clock, RETRY + 1); // renewed at 2 000
+      leases.fault = fault;
 
-    const roundStart = 2 * RETRY; // the next round starts a retryPeriod after the last success
-    await advanceTo(clock, roundStart + RENEW - 1);
-    expect(a.elector.isLeader()).toBe(true);
-    expect(a.term?.aborted).toBe(false);
-    expect(a.stoppedAt).toEqual([]);
+      const roundStart = 2 * RETRY; // the next round starts a retryPeriod after the last success
+      await advanceTo(clock, roundStart + RENEW - 1);
+      expect(a.elector.isLeader()).toBe(true);
+      expect(a.term?.aborted).toBe(false);
+      expect(a.stoppedAt).toEqual([]);
 
-    await advanceTo(clock, roundStart + RENEW);
-    expect(a.elector.isLeader()).toBe(false);
-    expect(a.term?.aborted).toBe(true);
-    expect(a.stoppedAt).toEqual([roundStart + RENEW]);
-    expect(a.finished).toBe(true);
-    expect(a.logs.find((l) => l.msg === 'Stopped leading')?.obj).toMatchObject({ reason: 'RenewDeadlineExceeded' });
+      await advanceTo(clock, roundStart + RENEW);
+      expect(a.elector.isLeader()).toBe(false);
+      expect(a.term?.aborted).toBe(true);
+      expect(a.stoppedAt).toEqual([roundStart + RENEW]);
+      expect(a.finished).toBe(true);
+      expect(a.logs.find((l) => l.msg === 'Stopped leading')?.obj).toMatchObject({ reason: 'RenewDeadlineExceeded' });
 
-    leases.fault = undefined;
-    await advanceTo(clock, 10 * LEASE);
-    expect(a.stoppedAt).toHaveLength(1);
-    expect(a.startedAt).toHaveLength(1);
-    expect(leases.peek()?.spec?.holderIdentity).toBe('a'); // never released after losing it
-    expect(clock.pendingTimers()).toBe(0);
-  });
+      leases.fault = undefined;
+      await advanceTo(clock, 10 * LEASE);
+      expect(a.stoppedAt).toHaveLength(1);
+      expect(a.startedAt).toHaveLength(1);
+      expect(leases.peek()?.spec?.holderIdentity).toBe('a'); // never released after losing it
+      expect(clock.pendingTimers()).toBe(0);
+    },
+  );
 
   it('keeps leading through failures shorter than renewDeadline', async () => {
     const clock = new FakeClock();
@@ -553,7 +598,9 @@ describe('LeaderElector conflicts', () => {
     expect(leases.ops.slice(-3)).toEqual(['replace', 'get', 'replace']);
     expect(leases.writes.at(-1)).toMatchObject({ at: 4_000, holder: 'a' });
     expect(leases.peek()?.metadata?.labels).toEqual({ team: 'platform' });
-    expect(a.logs).toContainEqual(expect.objectContaining({ level: 'debug', msg: 'Failed to renew leader Lease with cached resourceVersion' }));
+    expect(a.logs).toContainEqual(
+      expect.objectContaining({ level: 'debug', msg: 'Failed to renew leader Lease with cached resourceVersion' }),
+    );
     expect(errorsOf(a)).toEqual([]);
   });
 
@@ -562,7 +609,10 @@ describe('LeaderElector conflicts', () => {
     const leases = new FakeLeases(clock);
     leases.seed({ leaseDurationSeconds: 1, leaseTransitions: 1 });
     leases.beforeWrite = () =>
-      leases.rival((l) => ({ ...l, spec: { ...l.spec, holderIdentity: 'c', leaseTransitions: 2, renewTime: clock.now() } }));
+      leases.rival((l) => ({
+        ...l,
+        spec: { ...l.spec, holderIdentity: 'c', leaseTransitions: 2, renewTime: clock.now() },
+      }));
     const b = await launch('b', leases, clock);
     await flushAsync();
 
@@ -651,7 +701,9 @@ describe('LeaderElector releasing', () => {
     expect(a.finished).toBe(true);
     expect(a.stoppedAt).toEqual([3_000]);
     expect(leases.peek()?.spec?.holderIdentity).toBe('intruder');
-    expect(a.logs).toContainEqual(expect.objectContaining({ msg: 'Skipped release of leader Lease held by another candidate' }));
+    expect(a.logs).toContainEqual(
+      expect.objectContaining({ msg: 'Skipped release of leader Lease held by another candidate' }),
+    );
     expect(a.newLeaders).toEqual(['a', 'intruder']);
   });
 

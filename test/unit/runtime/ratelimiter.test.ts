@@ -153,9 +153,7 @@ describe('defaultControllerRateLimiter', () => {
 
   it('backs one key off from 100 ms to a 30 s cap', () => {
     const limiter = defaultControllerRateLimiter<string>(new FakeClock());
-    expect(delays(limiter, 'a', 11)).toEqual([
-      100, 200, 400, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000,
-    ]);
+    expect(delays(limiter, 'a', 11)).toEqual([100, 200, 400, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000]);
     limiter.forget('a');
     expect(limiter.when('a')).toBe(100);
   });

@@ -11,9 +11,10 @@ import { fileURLToPath } from 'node:url';
 
 type Key = string;
 
-function newQueue(
-  options: { clock?: FakeClock; rateLimiter?: RateLimiter<Key>; hooks?: WorkQueueHooks } = {},
-): { q: WorkQueue<Key>; clock: FakeClock } {
+function newQueue(options: { clock?: FakeClock; rateLimiter?: RateLimiter<Key>; hooks?: WorkQueueHooks } = {}): {
+  q: WorkQueue<Key>;
+  clock: FakeClock;
+} {
   const clock = options.clock ?? new FakeClock();
   const q = new WorkQueue<Key>({
     clock,
@@ -49,7 +50,11 @@ describe('WorkQueue', () => {
       { name: 'a single add is handed out once', adds: ['a'], want: ['a'] },
       { name: 'a key added twice before processing is handed out once', adds: ['a', 'a'], want: ['a'] },
       { name: 'distinct keys come out first-in first-out', adds: ['a', 'b', 'c'], want: ['a', 'b', 'c'] },
-      { name: 're-adding a pending key does not move it to the back', adds: ['a', 'b', 'a', 'c'], want: ['a', 'b', 'c'] },
+      {
+        name: 're-adding a pending key does not move it to the back',
+        adds: ['a', 'b', 'a', 'c'],
+        want: ['a', 'b', 'c'],
+      },
     ];
     it.each(cases)('$name', async ({ adds, want }) => {
       const { q } = newQueue();

@@ -5,7 +5,14 @@ import { livenessBoundMs, lockLiveness, tallyFaults } from '../../../test/safety
 import { nemesisSchedule, type FaultKindPlan } from '../../../test/safety/nemesis-schedule.ts';
 import { maxOverlap } from '../../../test/safety/nemesis.ts';
 
-const opts = { seed: 42, durationMs: 15 * 60_000, intervalMs: [5000, 15_000] as const, candidates: 4, leaseMs: 1000, kinds: NEMESIS_FAULTS };
+const opts = {
+  seed: 42,
+  durationMs: 15 * 60_000,
+  intervalMs: [5000, 15_000] as const,
+  candidates: 4,
+  leaseMs: 1000,
+  kinds: NEMESIS_FAULTS,
+};
 
 describe('nemesisSchedule', () => {
   it('is a pure function of its seed', () => {
@@ -46,8 +53,18 @@ describe('nemesisSchedule', () => {
   });
 
   it('follows the weights, and a new kind is one more entry', () => {
-    const extra: FaultKindPlan = { kind: 'apiserver-outage', weight: 6, scope: 'global', plan: (d, L) => ({ variant: 'stop', durationMs: d.uniform(1, 2) * L }) };
-    const only: FaultKindPlan = { kind: 'pause', weight: 2, scope: 'candidate', plan: () => ({ variant: 'x', durationMs: 1 }) };
+    const extra: FaultKindPlan = {
+      kind: 'apiserver-outage',
+      weight: 6,
+      scope: 'global',
+      plan: (d, L) => ({ variant: 'stop', durationMs: d.uniform(1, 2) * L }),
+    };
+    const only: FaultKindPlan = {
+      kind: 'pause',
+      weight: 2,
+      scope: 'candidate',
+      plan: () => ({ variant: 'x', durationMs: 1 }),
+    };
     const s = nemesisSchedule({ ...opts, durationMs: 1_000_000, intervalMs: [100, 100], kinds: [only, extra] });
     const share = s.filter((f) => f.kind === 'apiserver-outage').length / s.length;
     expect(share).toBeGreaterThan(0.7);
@@ -60,13 +77,26 @@ describe('nemesisSchedule', () => {
   });
 });
 
-const ok = (at: number, token: bigint): ClientEvent => ({ kind: 'outcome', at, holder: `p${token}/u`, token, writeId: `w${at}`, result: 'accepted' });
+const ok = (at: number, token: bigint): ClientEvent => ({
+  kind: 'outcome',
+  at,
+  holder: `p${token}/u`,
+  token,
+  writeId: `w${at}`,
+  result: 'accepted',
+});
 
 describe('lockLiveness', () => {
   it('measures the recovery after the heal, the longest gap and each failover', () => {
     const events: ClientEvent[] = [
-      ok(100, 1n), ok(200, 1n), { kind: 'outcome', at: 250, holder: 'p1/u', token: 1n, writeId: 'x', result: 'stale' },
-      ok(3200, 2n), ok(3300, 2n), ok(3400, 5n), ok(9000, 5n), ok(9100, 7n),
+      ok(100, 1n),
+      ok(200, 1n),
+      { kind: 'outcome', at: 250, holder: 'p1/u', token: 1n, writeId: 'x', result: 'stale' },
+      ok(3200, 2n),
+      ok(3300, 2n),
+      ok(3400, 5n),
+      ok(9000, 5n),
+      ok(9100, 7n),
     ];
     const l = lockLiveness(events, 0, 8000, 10_000);
     expect(l.recoveryMs).toBe(1000);
@@ -86,15 +116,27 @@ describe('lockLiveness', () => {
 
 describe('fault tallies', () => {
   it('counts faults and their cumulative duration by kind', () => {
-    expect(tallyFaults([
-      { kind: 'pause', variant: 'sigstop', startAt: 0, endAt: 1500 },
-      { kind: 'pause', variant: 'sigstop', startAt: 1000, endAt: 1600 },
-      { kind: 'redis', variant: 'crash', startAt: 2000, endAt: 2050 },
-    ])).toEqual({ pause: { count: 2, totalMs: 2100, variants: { sigstop: 2 } }, redis: { count: 1, totalMs: 50, variants: { crash: 1 } } });
+    expect(
+      tallyFaults([
+        { kind: 'pause', variant: 'sigstop', startAt: 0, endAt: 1500 },
+        { kind: 'pause', variant: 'sigstop', startAt: 1000, endAt: 1600 },
+        { kind: 'redis', variant: 'crash', startAt: 2000, endAt: 2050 },
+      ]),
+    ).toEqual({
+      pause: { count: 2, totalMs: 2100, variants: { sigstop: 2 } },
+      redis: { count: 1, totalMs: 50, variants: { crash: 1 } },
+    });
   });
 
   it('finds the most faults in effect at once', () => {
-    expect(maxOverlap([{ startMs: 0, endMs: 100 }, { startMs: 50, endMs: 60 }, { startMs: 100, endMs: 200 }, { startMs: 55, endMs: 55 }])).toBe(3);
+    expect(
+      maxOverlap([
+        { startMs: 0, endMs: 100 },
+        { startMs: 50, endMs: 60 },
+        { startMs: 100, endMs: 200 },
+        { startMs: 55, endMs: 55 },
+      ]),
+    ).toBe(3);
     expect(maxOverlap([])).toBe(0);
   });
 

@@ -7,7 +7,12 @@ import { leaseName } from '../../../src/protocol/names.ts';
 // the resourceVersion it was built from, so the API server refuses it (409) when the Lease
 // changed in between. (The contract half, the 409 itself, is in test/safety/bad-input.test.ts.)
 const lease: V1Lease = {
-  metadata: { name: leaseName('x'), namespace: 'ns', resourceVersion: '4711', annotations: { 'fencepost.io/fencing-token': '7' } },
+  metadata: {
+    name: leaseName('x'),
+    namespace: 'ns',
+    resourceVersion: '4711',
+    annotations: { 'fencepost.io/fencing-token': '7' },
+  },
   spec: { holderIdentity: 'pod-a/uid-a', leaseDurationSeconds: 2, leaseTransitions: 3 },
 };
 
@@ -16,7 +21,17 @@ describe('every Lease write is conditional on the version it was built from', ()
     ['renew', () => renewedLease(lease, new Date())],
     ['release', () => releasedLease(lease, 'Released')],
     ['revoke', () => releasedLease(lease, 'Expired')],
-    ['grant', () => grantedLease(lease, { name: 'pod-b', uid: 'uid-b' }, 8n, { leaseDurationMs: 2000, renewDeadlineMs: 1333, renewPeriodMs: 666 }, new Date())],
+    [
+      'grant',
+      () =>
+        grantedLease(
+          lease,
+          { name: 'pod-b', uid: 'uid-b' },
+          8n,
+          { leaseDurationMs: 2000, renewDeadlineMs: 1333, renewPeriodMs: 666 },
+          new Date(),
+        ),
+    ],
   ])('%s keeps metadata.resourceVersion', (_name, build) => {
     expect(build().metadata?.resourceVersion).toBe('4711');
   });

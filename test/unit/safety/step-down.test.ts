@@ -5,14 +5,34 @@ import { summarize } from '../../../test/safety/runner.ts';
 import { resumedAfterLoss, type TrialResult } from '../../../test/safety/trial.ts';
 
 const clean: TrialReport = {
-  ok: true, violations: [], dualBelief: [],
-  counts: { terms: 1, grants: 1, renews: 3, attempts: 4, accepted: 4, staleRejected: 0, errors: 0, attemptsAfterValidUntil: 0, storeApplies: 4 },
+  ok: true,
+  violations: [],
+  dualBelief: [],
+  counts: {
+    terms: 1,
+    grants: 1,
+    renews: 3,
+    attempts: 4,
+    accepted: 4,
+    staleRejected: 0,
+    errors: 0,
+    attemptsAfterValidUntil: 0,
+    storeApplies: 4,
+  },
 };
 
 function result(i: number, variant: string, over: Partial<TrialResult>): TrialResult {
   return {
     spec: { id: `api-errors-${i}`, seed: i, fault: 'api-errors', leaseSeconds: 1, fenced: true },
-    variant, report: clean, injected: true, faultMs: 1000, failoverMs: 1500, stepDownMs: undefined, stuck: undefined, wallMs: 3000, ...over,
+    variant,
+    report: clean,
+    injected: true,
+    faultMs: 1000,
+    failoverMs: 1500,
+    stepDownMs: undefined,
+    stuck: undefined,
+    wallMs: 3000,
+    ...over,
   };
 }
 
@@ -32,12 +52,20 @@ describe('resumedAfterLoss', () => {
 
 describe('summarize, for faults that report step-downs', () => {
   it('gives step-down latency per variant and counts missed step-downs', () => {
-    const s = summarize('api-errors', [
-      result(0, 'hung-renew', { stepDownMs: 300, missedStepDown: false }),
-      result(1, 'hung-renew', { stepDownMs: 500, missedStepDown: false }),
-      result(2, '503', { missedStepDown: true, resumedAfterLoss: 2 }),
-    ], 1, { leaseSeconds: 1 });
-    expect(s.stepDownByVariant).toEqual({ 'hung-renew': { n: 2, p50: 300, p99: 500, max: 500 }, '503': { n: 0, p50: null, p99: null, max: null } });
+    const s = summarize(
+      'api-errors',
+      [
+        result(0, 'hung-renew', { stepDownMs: 300, missedStepDown: false }),
+        result(1, 'hung-renew', { stepDownMs: 500, missedStepDown: false }),
+        result(2, '503', { missedStepDown: true, resumedAfterLoss: 2 }),
+      ],
+      1,
+      { leaseSeconds: 1 },
+    );
+    expect(s.stepDownByVariant).toEqual({
+      'hung-renew': { n: 2, p50: 300, p99: 500, max: 500 },
+      '503': { n: 0, p50: null, p99: null, max: null },
+    });
     expect(s.missedStepDowns).toBe(1);
     expect(s.resumedAfterLoss).toBe(2);
   });

@@ -1,14 +1,27 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import { expandVars, isFencepostImage, isScriptImage, rewriteAddresses, scriptInterpreter, rewriteLoopbackPorts, terminationPrereqs } from '../../support/cluster/pod-runner.ts';
+import {
+  expandVars,
+  isFencepostImage,
+  isScriptImage,
+  rewriteAddresses,
+  scriptInterpreter,
+  rewriteLoopbackPorts,
+  terminationPrereqs,
+} from '../../support/cluster/pod-runner.ts';
 
 // The pure parts of the e2e pod runner: which containers it runs, how it expands $(VAR) as the
 // kubelet does, and how it moves listen addresses to free loopback ports.
 describe('the pod runner', () => {
   it.each([
-    ['fencepost', true], ['fencepost:e2e', true], ['ghcr.io/fencepost/fencepost:0.1.0', true],
-    ['registry:5000/fencepost@sha256:abc', true], ['fencepost-tools:1', false], ['example.invalid/app:1', false], ['', false],
-  ])('treats image %j as fencepost\'s: %s', (image, expected) => {
+    ['fencepost', true],
+    ['fencepost:e2e', true],
+    ['ghcr.io/fencepost/fencepost:0.1.0', true],
+    ['registry:5000/fencepost@sha256:abc', true],
+    ['fencepost-tools:1', false],
+    ['example.invalid/app:1', false],
+    ['', false],
+  ])("treats image %j as fencepost's: %s", (image, expected) => {
     expect(isFencepostImage(image)).toBe(expected);
   });
 
@@ -17,25 +30,56 @@ describe('the pod runner', () => {
     expect(expandVars('$(MISSING) $$(RUN_ID)', { RUN_ID: 'x' })).toBe('$(MISSING) $(RUN_ID)');
   });
 
-  it('moves listen flags in both spellings to new ports, and adds the command\'s defaults', async () => {
+  it("moves listen flags in both spellings to new ports, and adds the command's defaults", async () => {
     const ports = [41001, 41004, 41005, 41002, 41003];
     const next = (): Promise<number> => Promise.resolve(ports.shift() ?? 0);
     const agent = await rewriteAddresses(['agent', '--lock', 'x'], next);
-    expect(agent.args).toEqual(['agent', '--lock', 'x', '--listen=127.0.0.1:41001', '--metrics-bind-address=127.0.0.1:41004', '--health-probe-bind-address=127.0.0.1:41005']);
-    expect([...agent.ports]).toEqual([[7370, 41001], [8080, 41004], [8081, 41005]]);
-    const controller = await rewriteAddresses(['controller', '--metrics-bind-address=0.0.0.0:8080', '--health-probe-bind-address', '0.0.0.0:8081'], next);
-    expect(controller.args).toEqual(['controller', '--metrics-bind-address=127.0.0.1:41002', '--health-probe-bind-address', '127.0.0.1:41003']);
-    expect([...controller.ports]).toEqual([[8080, 41002], [8081, 41003]]);
+    expect(agent.args).toEqual([
+      'agent',
+      '--lock',
+      'x',
+      '--listen=127.0.0.1:41001',
+      '--metrics-bind-address=127.0.0.1:41004',
+      '--health-probe-bind-address=127.0.0.1:41005',
+    ]);
+    expect([...agent.ports]).toEqual([
+      [7370, 41001],
+      [8080, 41004],
+      [8081, 41005],
+    ]);
+    const controller = await rewriteAddresses(
+      ['controller', '--metrics-bind-address=0.0.0.0:8080', '--health-probe-bind-address', '0.0.0.0:8081'],
+      next,
+    );
+    expect(controller.args).toEqual([
+      'controller',
+      '--metrics-bind-address=127.0.0.1:41002',
+      '--health-probe-bind-address',
+      '127.0.0.1:41003',
+    ]);
+    expect([...controller.ports]).toEqual([
+      [8080, 41002],
+      [8081, 41003],
+    ]);
   });
 
   it('leaves a disabled listener (port 0) and other commands alone', async () => {
-    const r = await rewriteAddresses(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0'], () => Promise.reject(new Error('no port needed')));
+    const r = await rewriteAddresses(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0'], () =>
+      Promise.reject(new Error('no port needed')),
+    );
     expect(r.args).toEqual(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0']);
-    expect((await rewriteAddresses(['exec', '--lock', 'x', '--', 'sh'], () => Promise.reject(new Error('no port needed')))).args).toEqual(['exec', '--lock', 'x', '--', 'sh']);
+    expect(
+      (await rewriteAddresses(['exec', '--lock', 'x', '--', 'sh'], () => Promise.reject(new Error('no port needed'))))
+        .args,
+    ).toEqual(['exec', '--lock', 'x', '--', 'sh']);
   });
 
   it.each([
-    ['node', true], ['node:24-slim', true], ['docker.io/library/node:24', true], ['nodejs:1', false], ['fencepost', false],
+    ['node', true],
+    ['node:24-slim', true],
+    ['docker.io/library/node:24', true],
+    ['nodejs:1', false],
+    ['fencepost', false],
   ])('runs image %j as a node script: %s', (image, expected) => {
     expect(isScriptImage(image)).toBe(expected);
   });
@@ -51,24 +95,34 @@ describe('the pod runner', () => {
     expect(scriptInterpreter(c)).toBe(expected);
   });
 
-  it('points loopback addresses at the local ports of the pod\'s containers, and leaves other ports alone', () => {
-    const ports = new Map([[7370, 41001], [8081, 41002]]);
+  it("points loopback addresses at the local ports of the pod's containers, and leaves other ports alone", () => {
+    const ports = new Map([
+      [7370, 41001],
+      [8081, 41002],
+    ]);
     expect(rewriteLoopbackPorts('http://127.0.0.1:7370/v1/locks/a', ports)).toBe('http://127.0.0.1:41001/v1/locks/a');
-    expect(rewriteLoopbackPorts('localhost:8081 localhost:9999 10.0.0.1:7370', ports)).toBe('localhost:41002 localhost:9999 10.0.0.1:7370');
+    expect(rewriteLoopbackPorts('localhost:8081 localhost:9999 10.0.0.1:7370', ports)).toBe(
+      'localhost:41002 localhost:9999 10.0.0.1:7370',
+    );
   });
 
   // The kubelet's newTerminationOrdering (pkg/kubelet/kuberuntime/kuberuntime_termination_order.go).
   it('stops main containers first, then each sidecar after the sidecars defined after it', () => {
-    const pod: V1Pod = { spec: {
-      initContainers: [
-        { name: 'mesh', restartPolicy: 'Always' }, { name: 'migrate' }, { name: 'fencepost-agent', restartPolicy: 'Always' },
-      ],
-      containers: [{ name: 'app' }, { name: 'worker' }],
-    } };
+    const pod: V1Pod = {
+      spec: {
+        initContainers: [
+          { name: 'mesh', restartPolicy: 'Always' },
+          { name: 'migrate' },
+          { name: 'fencepost-agent', restartPolicy: 'Always' },
+        ],
+        containers: [{ name: 'app' }, { name: 'worker' }],
+      },
+    };
     expect(Object.fromEntries(terminationPrereqs(pod))).toEqual({
-      'app': [], 'worker': [],
+      app: [],
+      worker: [],
       'fencepost-agent': ['app', 'worker'],
-      'mesh': ['app', 'worker', 'fencepost-agent'],
+      mesh: ['app', 'worker', 'fencepost-agent'],
     });
   });
 });
