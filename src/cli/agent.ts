@@ -17,6 +17,7 @@ import { parseAgentConfig } from '../config/agent.ts';
 import { eventRecorder } from '../kube/events.ts';
 import { parseBindAddress, serveProbes } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
+import { restRequestCounter } from '../observability/metrics.ts';
 import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { realClock } from '../runtime/clock.ts';
 
@@ -28,17 +29,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry }); // process_* and nodejs_*, as every Node exporter names them
   // client-go's name, as the controller exports it: an agent whose renewals fail shows it here first.
-  const restRequests = new Counter({
-    name: 'rest_client_requests_total',
-    help: 'HTTP requests to the API server by status code (<error> when none came), method and host.',
-    labelNames: ['code', 'method', 'host'],
-    registers: [registry],
-  });
-  const kc = loadKubeConfig(cfg.kubeconfig, {
-    onRequest: (r) => {
-      restRequests.inc({ code: r.code, method: r.method, host: r.host });
-    },
-  });
+  const kc = loadKubeConfig(cfg.kubeconfig, { onRequest: restRequestCounter(registry) });
   const held = new Gauge({
     name: 'fencepost_agent_lock_held',
     help: '1 while this agent validly holds the lock.',

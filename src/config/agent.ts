@@ -5,7 +5,7 @@
 import { parseFlags } from './flags.ts';
 import { parseLogLevel, type LogLevel } from './log-level.ts';
 import { UsageError } from './usage-error.ts';
-import { checkListenerFlag } from './bind-address.ts';
+import { checkListenerFlag, parseBindAddress } from './bind-address.ts';
 
 /** AgentConfig: every knob of `fencepost agent`. */
 export interface AgentConfig {
@@ -71,7 +71,7 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
         '--lock',
         `${JSON.stringify(l)} is not a valid lock name (a DNS label of at most 63 characters)`,
       );
-  const host = values.listen.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  const { host } = parseBindAddress(values.listen, '--listen');
   if (!['127.0.0.1', 'localhost', '::1'].includes(host))
     throw new UsageError(
       '--listen',

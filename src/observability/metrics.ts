@@ -39,6 +39,23 @@ export interface RestRequest {
   readonly host: string;
 }
 
+/**
+ * restRequestCounter registers client-go's `rest_client_requests_total{code,method,host}` on registry
+ * and returns the function that counts one request (pass it to `loadKubeConfig` as `onRequest`).
+ * The controller and the agent both export it, under the same name and help. Never throws.
+ */
+export function restRequestCounter(registry: Registry): (r: RestRequest) => void {
+  const counter = new Counter({
+    name: 'rest_client_requests_total',
+    help: 'HTTP requests to the API server by status code (<error> when none came), method and host.',
+    labelNames: ['code', 'method', 'host'],
+    registers: [registry],
+  });
+  return (r) => {
+    counter.inc({ code: r.code, method: r.method, host: r.host });
+  };
+}
+
 /** ControllerMetrics holds every metric the controller exports. */
 export interface ControllerMetrics {
   readonly registry: Registry;
@@ -59,8 +76,6 @@ export interface ControllerMetrics {
   readonly queueWorkDuration: Histogram<'name' | 'controller'>;
   /** leader: `leader_election_master_status{name}`, 1 while this replica leads the election named `name`. */
   readonly leader: Gauge<'name'>;
-  /** restRequests: `rest_client_requests_total{code,method,host}`; see {@link ControllerMetrics.countRestRequest}. */
-  readonly restRequests: Counter<'code' | 'method' | 'host'>;
   readonly informerWatching: Gauge<'informer'>;
   readonly grants: Counter<'cause' | 'backend'>;
   readonly expirations: Counter<'cause'>;
@@ -151,12 +166,7 @@ export function createControllerMetrics(): ControllerMetrics {
     'Seconds the longest-held key has been held by its worker.',
     (s) => s.longest,
   );
-  const restRequests = new Counter({
-    name: 'rest_client_requests_total',
-    help: 'HTTP requests to the API server by status code (<error> when none came), method and host.',
-    labelNames: ['code', 'method', 'host'],
-    registers,
-  });
+  const countRestRequest = restRequestCounter(registry);
   return {
     addLockStateSource(source) {
       lockSources.add(source);
@@ -171,11 +181,8 @@ export function createControllerMetrics(): ControllerMetrics {
         queueSources.delete(s);
       };
     },
-    countRestRequest(r) {
-      restRequests.inc({ code: r.code, method: r.method, host: r.host });
-    },
+    countRestRequest,
     registry,
-    restRequests,
     reconcileTotal: new Counter({
       name: 'controller_runtime_reconcile_total',
       help: 'Reconciles by controller and result (success, error, requeue, requeue_after).',

@@ -19,7 +19,8 @@ export function buildCacheAssets(): string {
   return join(cache, 'assets', `kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}`);
 }
 
-function executable(path: string): boolean {
+/** executable reports whether path is a file this process may execute. */
+export function executable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK);
     return true;

@@ -7,11 +7,12 @@
  * keeps data saves an RDB snapshot explicitly first. A sentinel key written at every start lets
  * the harness (and tests) tell whether the data survived.
  */
-import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { executable } from './assets.ts';
 import { freePort } from './ports.ts';
 import { raceTimeout, spawnManaged, tailLog, type ManagedProcess } from './processes.ts';
 
@@ -22,15 +23,6 @@ const SENTINEL_KEY = 'fencepost:testbed:sentinel';
 function quiet(c: Redis): Redis {
   c.on('error', () => undefined);
   return c;
-}
-
-function executable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**
