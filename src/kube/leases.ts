@@ -2,16 +2,10 @@
  * The Lease client: client-node's CoordinationV1Api adapted to the {@link LeaseClient} port that
  * the leader elector (runtime/leaderelection.ts) and the agent's session use.
  */
-import { Observable } from '@kubernetes/client-node';
-import type {
-  ConfigurationOptions,
-  CoordinationV1Api,
-  ObservableMiddleware,
-  RequestContext,
-  ResponseContext,
-} from '@kubernetes/client-node';
+import type { CoordinationV1Api } from '@kubernetes/client-node';
 import { isNotFound } from '../runtime/errors.ts';
-import type { LeaseClient } from '../runtime/leaderelection.ts';
+import type { LeaseClient, LeaseRequestOptions } from '../runtime/leaderelection.ts';
+import { withSignal } from './request-options.ts';
 
 export type { LeaseClient, LeaseRequestOptions } from '../runtime/leaderelection.ts';
 
@@ -38,17 +32,21 @@ export function leaseClientFrom(api: CoordinationV1Api): LeaseClient {
   };
 }
 
-/** withSignal makes client-node request options that attach `signal` to the HTTP request. */
-function withSignal(signal: AbortSignal | undefined): ConfigurationOptions | undefined {
-  if (signal === undefined) return undefined;
-  const middleware: ObservableMiddleware = {
-    pre(context: RequestContext): Observable<RequestContext> {
-      context.setSignal(signal);
-      return new Observable(Promise.resolve(context));
-    },
-    post(context: ResponseContext): Observable<ResponseContext> {
-      return new Observable(Promise.resolve(context));
+/** LeaseDeleter deletes a Lease; a Lease already gone is not an error. */
+export interface LeaseDeleter {
+  delete(namespace: string, name: string, options?: LeaseRequestOptions): Promise<void>;
+}
+
+/** leaseStoreFrom is {@link leaseClientFrom} plus delete: the lock controller's Lease store. */
+export function leaseStoreFrom(api: CoordinationV1Api): LeaseClient & LeaseDeleter {
+  return {
+    ...leaseClientFrom(api),
+    async delete(namespace, name, options) {
+      try {
+        await api.deleteNamespacedLease({ namespace, name }, withSignal(options?.signal));
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
     },
   };
-  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
 }

@@ -31,8 +31,8 @@ export type ReconcileResult = Result;
  * `obj` (it may be a cached object, which must never be mutated).
  */
 export interface FinalizerIO<T extends KubernetesObject = KubernetesObject> {
-  addFinalizer(obj: T, name: string): Promise<void>;
-  removeFinalizer(obj: T, name: string): Promise<void>;
+  addFinalizer(obj: T, name: string, signal?: AbortSignal): Promise<void>;
+  removeFinalizer(obj: T, name: string, signal?: AbortSignal): Promise<void>;
 }
 
 /** FinalizerHandlers are the two halves of a reconciler under {@link withFinalizer}. */
@@ -65,7 +65,7 @@ export interface FinalizerHandlers<T extends KubernetesObject> {
  * - The finalizer is removed only after `cleanup` resolved; if `cleanup` throws, the error propagates
  *   and the finalizer stays, so the object cannot disappear with our resources still held.
  * - At most one write (add or remove) per call, issued through `io`, which guards it against `obj`
- *   being stale.
+ *   being stale, and carrying `signal` (the reconcile's: aborted at shutdown).
  *
  * Assumptions:
  * - `obj` is a recent read of the object (the informer cache is fine: staleness is caught by the
@@ -91,18 +91,19 @@ export async function withFinalizer<T extends KubernetesObject>(
   name: string,
   io: FinalizerIO<T>,
   handlers: FinalizerHandlers<T>,
+  signal?: AbortSignal,
 ): Promise<ReconcileResult> {
   const has = obj.metadata?.finalizers?.includes(name) ?? false;
   const deleting = obj.metadata?.deletionTimestamp !== undefined && obj.metadata.deletionTimestamp !== null;
   if (!has && !deleting) {
-    await io.addFinalizer(obj, name);
+    await io.addFinalizer(obj, name, signal);
     return {};
   }
   if (!has && deleting) return {};
   if (has && !deleting) return handlers.apply(obj);
   // Throws → the finalizer stays and the caller retries with backoff.
   const result = await handlers.cleanup(obj);
-  await io.removeFinalizer(obj, name);
+  await io.removeFinalizer(obj, name, signal);
   return result;
 }
 
@@ -119,7 +120,11 @@ export type JsonPatchOperation =
  * JsonPatchFn sends `ops` as a JSON Patch (`Content-Type: application/json-patch+json`) to the object
  * `obj` names, and rejects if the server refuses it. Its result is ignored.
  */
-export type JsonPatchFn<T extends KubernetesObject> = (obj: T, ops: readonly JsonPatchOperation[]) => Promise<unknown>;
+export type JsonPatchFn<T extends KubernetesObject> = (
+  obj: T,
+  ops: readonly JsonPatchOperation[],
+  signal?: AbortSignal,
+) => Promise<unknown>;
 
 /**
  * jsonPatchFinalizerIO builds a {@link FinalizerIO} from a JSON Patch sender, so this module stays
@@ -141,13 +146,13 @@ export type JsonPatchFn<T extends KubernetesObject> = (obj: T, ops: readonly Jso
  */
 export function jsonPatchFinalizerIO<T extends KubernetesObject>(patchFn: JsonPatchFn<T>): FinalizerIO<T> {
   return {
-    async addFinalizer(obj, name) {
+    async addFinalizer(obj, name, signal) {
       const patch = addFinalizerPatch(obj, name);
-      if (patch.length > 0) await patchFn(obj, patch);
+      if (patch.length > 0) await patchFn(obj, patch, signal);
     },
-    async removeFinalizer(obj, name) {
+    async removeFinalizer(obj, name, signal) {
       const patch = removeFinalizerPatch(obj, name);
-      if (patch.length > 0) await patchFn(obj, patch);
+      if (patch.length > 0) await patchFn(obj, patch, signal);
     },
   };
 }

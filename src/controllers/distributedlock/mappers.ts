@@ -6,7 +6,7 @@ import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { LOCK_LABEL, lockOfHolderLabel } from '../../protocol/names.ts';
 import type { ObjectKey } from '../../runtime/controller.ts';
-import type { Cache } from './reconciler.ts';
+import type { Cache } from './ports.ts';
 import { matchesSelector } from './pods.ts';
 
 /** leaseToLock: a lock's Lease carries the lock's name in its fencepost.io/lock label. */

@@ -8,36 +8,23 @@
  * holder and token, (3) label and annotate the holder pod, (4) patch status. A crash after (1) burns a token (a harmless gap); after (2) the next
  * reconcile does (3) and (4).
  */
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type KubeConfig,
-  type V1Lease,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import { EventReason } from '../../api/v1alpha1/conditions.ts';
 import {
   API_VERSION,
-  GROUP,
   KIND,
-  PLURAL,
-  VERSION,
   resolveTimings,
   type DistributedLock,
   type DistributedLockStatus,
 } from '../../api/v1alpha1/distributedlock.ts';
-import type { FencingBackends } from '../../fencing/backends.ts';
 import type { FenceResult } from '../../fencing/redis-fence.ts';
-import type { EventRecorder, EventTarget } from '../../kube/events.ts';
-import { jsonPatch, mergePatch } from '../../kube/patch.ts';
+import type { EventTarget } from '../../kube/events.ts';
+import type { PodMetadataPatch } from '../../kube/pods.ts';
 import { grantedLease, parseLease, releasedLease, renewFingerprint, type LockRecord } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
-import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { HolderRef } from '../../protocol/holder.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
-import type { Clock } from '../../runtime/clock.ts';
 import {
   type ObjectKey,
   type ReconcileContext,
@@ -46,42 +33,24 @@ import {
   splitKey,
 } from '../../runtime/controller.ts';
 import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
-import {
-  jsonPatchFinalizerIO,
-  withFinalizer,
-  type FinalizerIO,
-  type JsonPatchOperation,
-} from '../../runtime/finalizer.ts';
+import { withFinalizer } from '../../runtime/finalizer.ts';
 import { decide, unactionable, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
 import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
+import type { ReconcilerDeps } from './ports.ts';
 import { computeStatus } from './status.ts';
 
 /** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
 const FINALIZER = 'fencepost.io/lease-cleanup';
 
-/** Cache is the read side of an informer. Objects are shared: never mutate them. */
-export interface Cache<T> {
-  list(namespace?: string): T[];
-  get(namespace: string | undefined, name: string): T | undefined;
-  hasSynced(): boolean;
-}
-
-/** ReconcilerDeps are the reconciler's collaborators, injected by the composition root. */
-export interface ReconcilerDeps {
-  readonly kc: KubeConfig;
-  readonly locks: Cache<DistributedLock>;
-  readonly leases: Cache<V1Lease>;
-  readonly pods: Cache<V1Pod>;
-  readonly fencing: FencingBackends;
-  readonly events: EventRecorder;
-  readonly metrics: ControllerMetrics | undefined;
-  readonly clock: Clock;
-  readonly log: Logger;
-}
-
 interface Seen {
   readonly fingerprint: string;
   readonly atMs: number;
+}
+
+/** CallContext is what every call of one reconcile carries: its logger and its abort signal. */
+interface CallContext {
+  readonly log: Logger;
+  readonly signal: AbortSignal;
 }
 
 /** MAX_PASSES bounds the observe→act loop of one reconcile (create, grant, then mark). */
@@ -90,9 +59,6 @@ const MAX_PASSES = 4;
 /** DistributedLockReconciler implements the lock protocol's controller side (DESIGN "The protocol"). */
 export class DistributedLockReconciler implements Reconciler {
   readonly #d: ReconcilerDeps;
-  readonly #leaseApi: CoordinationV1Api;
-  readonly #core: CoreV1Api;
-  readonly #custom: CustomObjectsApi;
   /** #seen: per lock key, the Lease renew fingerprint we last saw and our monotonic time then. */
   readonly #seen = new Map<ObjectKey, Seen>();
   /** #degraded: locks whose fencing we last reported unavailable, for transition-only Events. */
@@ -100,9 +66,6 @@ export class DistributedLockReconciler implements Reconciler {
 
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
-    this.#leaseApi = deps.kc.makeApiClient(CoordinationV1Api);
-    this.#core = deps.kc.makeApiClient(CoreV1Api);
-    this.#custom = deps.kc.makeApiClient(CustomObjectsApi);
   }
 
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
@@ -121,19 +84,24 @@ export class DistributedLockReconciler implements Reconciler {
       return {};
     }
     const lock = structuredClone(cached);
-    return withFinalizer(lock, FINALIZER, this.#finalizerIO(), {
-      apply: (l) => this.#apply(key, l, log),
-      cleanup: (l) => this.#cleanup(key, l, log),
-    });
+    const io = { log, signal: ctx.signal };
+    return withFinalizer(
+      lock,
+      FINALIZER,
+      this.#d.finalizers,
+      { apply: (l) => this.#apply(key, l, io), cleanup: (l) => this.#cleanup(key, l, io) },
+      ctx.signal,
+    );
   }
 
   // ### 2: Observe → decide → act, until no Lease action remains.
-  async #apply(key: ObjectKey, lock: DistributedLock, log: Logger): Promise<Result> {
+  async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
+    const { log, signal } = io;
     let fresh = false;
     let obs: Observation | undefined;
     let dec: Decision | undefined;
     for (let pass = 0; pass < MAX_PASSES; pass++) {
-      const observed = await this.#observe(key, lock, fresh);
+      const observed = await this.#observe(key, lock, fresh, signal);
       obs = observed.obs;
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find(
@@ -145,17 +113,17 @@ export class DistributedLockReconciler implements Reconciler {
         continue;
       } // decide grants from a direct GET, never the cache alone, which may be stale
       // The write is a CAS on the resourceVersion of the very Lease this decision was made from.
-      await this.#actOnLease(key, lock, obs, observed.lease, leaseAction, log);
+      await this.#actOnLease(key, lock, obs, observed.lease, leaseAction, io);
     }
     if (obs === undefined || dec === undefined) return {};
     // ### 3: Pod labels and annotations.
     for (const a of dec.actions) {
-      if (a.type === 'MarkHolderPod') await this.#markPod(lock, obs, a.pod, a.token, log);
-      if (a.type === 'UnmarkPod') await this.#unmarkPod(lock, a.pod, log);
+      if (a.type === 'MarkHolderPod') await this.#markPod(lock, obs, a.pod, a.token, io);
+      if (a.type === 'UnmarkPod') await this.#unmarkPod(lock, a.pod, io);
     }
     // ### 4: Status, written only when it changed; fencing transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
-    await this.#writeStatus(lock, computeStatus(obs, dec, lock.status, this.#d.clock.now()));
+    await this.#writeStatus(lock, computeStatus(obs, dec, lock.status, this.#d.clock.now()), signal);
     // A spec no retry can fix (status says Ready=False, InvalidSpec): fail without requeue; the lock waits for an event.
     const stuck = unactionable(obs, dec);
     if (stuck !== undefined) throw new TerminalError(`Cannot act on DistributedLock: ${stuck}`);
@@ -167,19 +135,13 @@ export class DistributedLockReconciler implements Reconciler {
     key: ObjectKey,
     lock: DistributedLock,
     fresh: boolean,
+    signal: AbortSignal,
   ): Promise<{ obs: Observation; lease: V1Lease | undefined }> {
     const namespace = lock.metadata.namespace ?? '';
     const lName = leaseName(lock.metadata.name ?? '');
-    let lease: V1Lease | undefined;
-    if (fresh) {
-      try {
-        lease = await this.#leaseApi.readNamespacedLease({ namespace, name: lName });
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-      }
-    } else {
-      lease = this.#d.leases.get(namespace, lName);
-    }
+    const lease = fresh
+      ? await this.#d.leaseStore.get(namespace, lName, { signal })
+      : this.#d.leases.get(namespace, lName);
     let leaseView: Observation['lease'];
     if (lease !== undefined) {
       const record = parseLease(lease);
@@ -225,16 +187,17 @@ export class DistributedLockReconciler implements Reconciler {
     obs: Observation,
     read: V1Lease | undefined,
     action: Action,
-    log: Logger,
+    io: CallContext,
   ): Promise<void> {
+    const { log, signal } = io;
     const namespace = lock.metadata.namespace ?? '';
     const name = leaseName(lock.metadata.name ?? '');
     switch (action.type) {
       case 'CreateLease': {
         try {
-          await this.#leaseApi.createNamespacedLease({
+          await this.#d.leaseStore.create(
             namespace,
-            body: {
+            {
               metadata: {
                 name,
                 namespace,
@@ -251,7 +214,8 @@ export class DistributedLockReconciler implements Reconciler {
               },
               spec: {},
             },
-          });
+            { signal },
+          );
           log.info({ lease: name }, 'Created Lease');
         } catch (err) {
           if (!isAlreadyExists(err)) throw err; // deterministic name: someone (us, earlier) made it
@@ -263,6 +227,7 @@ export class DistributedLockReconciler implements Reconciler {
         const current = read;
         const fencing = this.#d.fencing.forLock(lock);
         let issued;
+        signal.throwIfAborted(); // the dispenser takes no signal (a Redis script): do not start one after shutdown
         try {
           issued = await fencing.dispenser.next(fencing.key, action.floor);
         } catch (err) {
@@ -292,7 +257,8 @@ export class DistributedLockReconciler implements Reconciler {
         }
         const timings = obs.timings;
         const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now());
-        await this.#leaseApi.replaceNamespacedLease({ namespace, name, body }); // CAS on resourceVersion; 409 → retry
+        signal.throwIfAborted(); // a token burnt by a shutdown is a harmless gap; a grant after it is not ours to make
+        await this.#d.leaseStore.replace(namespace, name, body, { signal }); // CAS on resourceVersion; 409 → retry
         this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
         if (obs.lease !== undefined && action.cause !== 'Vacant') {
           this.#d.metrics?.handoffDuration.observe(
@@ -335,11 +301,12 @@ export class DistributedLockReconciler implements Reconciler {
       case 'Revoke': {
         if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the revoke`);
         const current = read;
-        await this.#leaseApi.replaceNamespacedLease({
+        await this.#d.leaseStore.replace(
           namespace,
           name,
-          body: releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated'),
-        });
+          releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated'),
+          { signal },
+        );
         this.#d.metrics?.expirations.inc({ cause: action.cause });
         this.#observeHold(obs, action.cause);
         log.info({ holder: action.holder.name, cause: action.cause }, 'Revoked Lease');
@@ -361,52 +328,53 @@ export class DistributedLockReconciler implements Reconciler {
     );
   }
 
-  async #markPod(lock: DistributedLock, obs: Observation, pod: HolderRef, token: bigint, log: Logger): Promise<void> {
+  async #markPod(
+    lock: DistributedLock,
+    obs: Observation,
+    pod: HolderRef,
+    token: bigint,
+    io: CallContext,
+  ): Promise<void> {
     const keys = podKeys(lock.metadata.name ?? '');
     const record = obs.lease?.record;
     const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
     const acquired = record?.acquireTime;
-    const body = {
-      metadata: {
-        labels: { [keys.holder]: 'true' },
-        annotations: {
-          [keys.token]: token.toString(),
-          [keys.lease]: leaseName(lock.metadata.name ?? ''),
-          ...(acquired !== undefined
-            ? {
-                [keys.acquireTime]: acquired.toISOString(),
-                [keys.expireTime]: new Date(acquired.getTime() + leaseMs).toISOString(),
-              }
-            : {}),
-        },
+    const patch: PodMetadataPatch = {
+      labels: { [keys.holder]: 'true' },
+      annotations: {
+        [keys.token]: token.toString(),
+        [keys.lease]: leaseName(lock.metadata.name ?? ''),
+        ...(acquired !== undefined
+          ? {
+              [keys.acquireTime]: acquired.toISOString(),
+              [keys.expireTime]: new Date(acquired.getTime() + leaseMs).toISOString(),
+            }
+          : {}),
       },
     };
-    await this.#patchPod(lock, pod, body, log, 'Labelled holder Pod');
+    await this.#patchPod(lock, pod, patch, io, 'Labelled holder Pod');
   }
 
-  async #unmarkPod(lock: DistributedLock, pod: HolderRef, log: Logger): Promise<void> {
+  async #unmarkPod(lock: DistributedLock, pod: HolderRef, io: CallContext): Promise<void> {
     const keys = podKeys(lock.metadata.name ?? '');
-    const body = {
-      metadata: {
-        labels: { [keys.holder]: null },
-        annotations: { [keys.token]: null, [keys.lease]: null, [keys.acquireTime]: null, [keys.expireTime]: null },
-      },
+    const patch: PodMetadataPatch = {
+      labels: { [keys.holder]: null },
+      annotations: { [keys.token]: null, [keys.lease]: null, [keys.acquireTime]: null, [keys.expireTime]: null },
     };
-    await this.#patchPod(lock, pod, body, log, 'Unlabelled former holder Pod');
+    await this.#patchPod(lock, pod, patch, io, 'Unlabelled former holder Pod');
   }
 
-  async #patchPod(lock: DistributedLock, pod: HolderRef, body: object, log: Logger, msg: string): Promise<void> {
+  async #patchPod(
+    lock: DistributedLock,
+    pod: HolderRef,
+    patch: PodMetadataPatch,
+    { log, signal }: CallContext,
+    msg: string,
+  ): Promise<void> {
     const namespace = lock.metadata.namespace ?? '';
     try {
-      // The uid precondition makes sure a re-created pod of the same name is not marked by mistake.
-      await this.#core.patchNamespacedPod(
-        {
-          namespace,
-          name: pod.name,
-          body: { ...body, metadata: { ...(body as { metadata: object }).metadata, uid: pod.uid } },
-        },
-        mergePatch,
-      );
+      // The patcher's uid precondition makes sure a re-created pod of the same name is not marked by mistake.
+      await this.#d.podPatcher.patchMetadata(namespace, pod, patch, { signal });
       log.info({ pod: pod.name }, msg);
     } catch (err) {
       if (isNotFound(err) || isConflict(err)) {
@@ -435,59 +403,31 @@ export class DistributedLockReconciler implements Reconciler {
     }
   }
 
-  async #writeStatus(lock: DistributedLock, next: DistributedLockStatus): Promise<void> {
+  async #writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
     if (stableJson(prev) === stableJson(next)) return;
     // A merge patch only adds and changes keys; keys that disappeared are sent as null.
     const patch: Record<string, unknown> = { ...next };
     for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
-    await this.#custom.patchNamespacedCustomObjectStatus(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: lock.metadata.namespace ?? '',
-        plural: PLURAL,
-        name: lock.metadata.name ?? '',
-        body: { status: patch },
-      },
-      mergePatch,
-    );
+    await this.#d.statusWriter.patchStatus(lock, patch, signal);
   }
 
   // ### 5: Deletion: unmark pods, delete the Lease (its holder's agent sees it go and stops), drop the finalizer.
-  async #cleanup(key: ObjectKey, lock: DistributedLock, log: Logger): Promise<Result> {
+  async #cleanup(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
+    const { log, signal } = io;
     const namespace = lock.metadata.namespace ?? '';
     const keys = podKeys(lock.metadata.name ?? '');
     for (const p of this.#d.pods.list(namespace)) {
       const s = summarizePod(p);
       if (s.labels[keys.holder] !== undefined || s.annotations[keys.token] !== undefined)
-        await this.#unmarkPod(lock, s.ref, log);
+        await this.#unmarkPod(lock, s.ref, io);
     }
-    try {
-      await this.#leaseApi.deleteNamespacedLease({ namespace, name: leaseName(lock.metadata.name ?? '') });
-      log.info({ lease: leaseName(lock.metadata.name ?? '') }, 'Deleted Lease');
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
+    const lName = leaseName(lock.metadata.name ?? '');
+    await this.#d.leaseStore.delete(namespace, lName, { signal }); // already gone is fine
+    log.info({ lease: lName }, 'Deleted Lease');
     this.#seen.delete(key);
     this.#degraded.delete(key);
     return {};
-  }
-
-  #finalizerIO(): FinalizerIO<DistributedLock> {
-    return jsonPatchFinalizerIO<DistributedLock>(async (lock, ops: readonly JsonPatchOperation[]) => {
-      await this.#custom.patchNamespacedCustomObject(
-        {
-          group: GROUP,
-          version: VERSION,
-          namespace: lock.metadata.namespace ?? '',
-          plural: PLURAL,
-          name: lock.metadata.name ?? '',
-          body: ops,
-        },
-        jsonPatch,
-      );
-    });
   }
 
   #event(lock: DistributedLock, type: 'Normal' | 'Warning', reason: EventReason, message: string): void {

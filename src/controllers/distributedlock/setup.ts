@@ -15,13 +15,17 @@ import {
 } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
+import { customResourceWriter } from '../../kube/custom-resources.ts';
 import { eventRecorder } from '../../kube/events.ts';
+import { leaseStoreFrom } from '../../kube/leases.ts';
+import { podPatcherFrom } from '../../kube/pods.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
 import { LOCK_LABEL, leaseName } from '../../protocol/names.ts';
 import type { TimerClock } from '../../runtime/clock.ts';
 import { Controller, RECONCILE_RESULTS, type ObjectKey } from '../../runtime/controller.ts';
+import { jsonPatchFinalizerIO } from '../../runtime/finalizer.ts';
 import { superviseInformer, type SupervisedInformer } from '../../runtime/informer.ts';
 import { defaultControllerRateLimiter } from '../../runtime/ratelimiter.ts';
 import { WorkQueue } from '../../runtime/workqueue.ts';
@@ -118,11 +122,20 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     fencingBackends(o.redisUrl, () => {
       enqueueAll();
     });
+  const lockWriter = customResourceWriter(custom, { group: GROUP, version: VERSION, plural: PLURAL });
   const reconciler = new DistributedLockReconciler({
-    kc,
     locks,
     leases,
     pods,
+    leaseStore: leaseStoreFrom(leaseApi),
+    podPatcher: podPatcherFrom(core),
+    statusWriter: {
+      patchStatus: (lock, status, signal) =>
+        lockWriter.mergePatchStatus(lock.metadata.namespace ?? '', lock.metadata.name ?? '', status, { signal }),
+    },
+    finalizers: jsonPatchFinalizerIO<DistributedLock>((lock, ops, signal) =>
+      lockWriter.jsonPatch(lock.metadata.namespace ?? '', lock.metadata.name ?? '', ops, signal ? { signal } : {}),
+    ),
     fencing,
     events: eventRecorder(kc, 'fencepost-controller', o.identity, log),
     metrics,

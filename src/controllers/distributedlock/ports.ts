@@ -1,0 +1,60 @@
+/**
+ * The lock reconciler's ports: everything it reads and writes, as narrow interfaces. The
+ * composition root (setup.ts) fills them with client-node adapters from src/kube/; the model test
+ * (test/property/race) and the reconciler's unit tests fill them with in-memory stores, so the
+ * very reconciler that runs in production runs there too.
+ *
+ * Every call that reaches the API server carries the reconcile's abort signal.
+ */
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
+import type { FencingBackends } from '../../fencing/backends.ts';
+import type { EventRecorder } from '../../kube/events.ts';
+import type { LeaseClient, LeaseDeleter } from '../../kube/leases.ts';
+import type { PodPatcher } from '../../kube/pods.ts';
+import type { Logger } from '../../observability/logger.ts';
+import type { ControllerMetrics } from '../../observability/metrics.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import type { FinalizerIO } from '../../runtime/finalizer.ts';
+
+/** Cache is the read side of an informer. Objects are shared: never mutate them. */
+export interface Cache<T> {
+  list(namespace?: string): T[];
+  get(namespace: string | undefined, name: string): T | undefined;
+  hasSynced(): boolean;
+}
+
+/**
+ * LeaseStore reads and writes lock Leases: `get` (undefined when absent), `create`, `replace` (a
+ * compare-and-swap on metadata.resourceVersion: the API server answers 409 to a stale body) and
+ * `delete` (absent is not an error).
+ */
+export type LeaseStore = LeaseClient & LeaseDeleter;
+
+/** StatusWriter writes a lock's status as a JSON merge patch (a key set to null is removed). */
+export interface StatusWriter {
+  patchStatus(lock: DistributedLock, status: Record<string, unknown>, signal: AbortSignal): Promise<void>;
+}
+
+/** ReconcilerDeps are the reconciler's collaborators, injected by the composition root. */
+export interface ReconcilerDeps {
+  /** locks, leases, pods: the informers' caches (reads never go to the API server, except the grant's GET). */
+  readonly locks: Cache<DistributedLock>;
+  readonly leases: Cache<V1Lease>;
+  readonly pods: Cache<V1Pod>;
+  /** leaseStore: direct Lease reads (before a grant) and every Lease write. */
+  readonly leaseStore: LeaseStore;
+  /** podPatcher: marks the holder pod and unmarks former holders. */
+  readonly podPatcher: PodPatcher;
+  /** statusWriter: the lock's status subresource. */
+  readonly statusWriter: StatusWriter;
+  /** finalizers: the guarded add and remove of the lock's cleanup finalizer. */
+  readonly finalizers: FinalizerIO<DistributedLock>;
+  /** fencing: which token dispenser each lock uses. */
+  readonly fencing: FencingBackends;
+  /** events: the event sink (fire and forget: the recorder retries and rate-limits on its own). */
+  readonly events: EventRecorder;
+  readonly metrics: ControllerMetrics | undefined;
+  readonly clock: Clock;
+  readonly log: Logger;
+}

@@ -1,0 +1,57 @@
+/**
+ * Writes to one custom resource type: a JSON merge patch of its status subresource and a JSON Patch
+ * of the object (for guarded finalizer edits). client-node's CustomObjectsApi adapted, with every
+ * content type and abort signal explicit.
+ */
+import type { CustomObjectsApi } from '@kubernetes/client-node';
+import type { JsonPatchOperation } from '../runtime/finalizer.ts';
+import { jsonPatchWith, mergePatchWith } from './request-options.ts';
+
+/** ResourceType names a custom resource's REST path. */
+export interface ResourceType {
+  readonly group: string;
+  readonly version: string;
+  readonly plural: string;
+}
+
+/** RequestOptions carry a request's abort signal. */
+export interface RequestOptions {
+  readonly signal?: AbortSignal;
+}
+
+/** CustomResourceWriter patches objects of one custom resource type. */
+export interface CustomResourceWriter {
+  /** mergePatchStatus sends `{status}` as a JSON merge patch to the status subresource. */
+  mergePatchStatus(
+    namespace: string,
+    name: string,
+    status: Record<string, unknown>,
+    options?: RequestOptions,
+  ): Promise<void>;
+  /** jsonPatch sends `ops` as a JSON Patch to the object; a failed `test` is a 422 from the server. */
+  jsonPatch(
+    namespace: string,
+    name: string,
+    ops: readonly JsonPatchOperation[],
+    options?: RequestOptions,
+  ): Promise<void>;
+}
+
+/** customResourceWriter adapts CustomObjectsApi to a {@link CustomResourceWriter} for `type`. */
+export function customResourceWriter(api: CustomObjectsApi, type: ResourceType): CustomResourceWriter {
+  const { group, version, plural } = type;
+  return {
+    async mergePatchStatus(namespace, name, status, options) {
+      await api.patchNamespacedCustomObjectStatus(
+        { group, version, namespace, plural, name, body: { status } },
+        mergePatchWith(options?.signal),
+      );
+    },
+    async jsonPatch(namespace, name, ops, options) {
+      await api.patchNamespacedCustomObject(
+        { group, version, namespace, plural, name, body: ops },
+        jsonPatchWith(options?.signal),
+      );
+    },
+  };
+}
