@@ -1,16 +1,18 @@
 /**
  * T18, the model-based race test: fast-check command sequences (acquire, release, check, write,
  * stall (check, pause, time passes, resume, write), pause, resume, partition, heal, time passing with renews, deadlines and expiry, reconcile,
- * controller crash — also between token and Lease write — controller restart, Redis restart
- * empty) over the real decide() and the real LockSession, with fc.scheduler choosing the order in
- * which Lease responses and watch events arrive. After every command and every time step: S1–S3
- * and "at most one holder valid in the controller's view" (test/property/race/world.ts).
+ * controller crash — also right before the Lease CAS, the pod mark or the status write —
+ * controller restart, Redis restart empty) over the real DistributedLockReconciler and the real
+ * LockSession, with fc.scheduler choosing the order in
+ * which controller calls take effect and Lease responses and watch events arrive. After every
+ * command and every time step: S1–S3, "at most one holder valid in the controller's view", "new
+ * term, new token" and "marks follow commits" (test/property/race/world.ts).
  *
- * THIS IS A MODEL TEST OF THE DECISION LOGIC: the Lease store, the Redis counter, the fenced
+ * THIS IS A MODEL TEST: the API server, the Redis counter, the fenced
  * store, the processes and the network are in-memory models on fake clocks. The real-process
  * fault suite is test/safety/.
  *
- * Calibration: with one protection removed from the model (the counter's etcd floor, decide()'s
+ * Calibration: with one protection removed from the model (the counter's etcd floor, the controller's
  * fresh view of renewals, the store's guard) the same property must fail — those tests expect
  * a counterexample and print it, shrunk.
  */
@@ -59,7 +61,7 @@ function raceProperty(
   });
 }
 
-describe('T18: model-based race test of decide() + LockSession + fenced store (a model test, not real processes)', () => {
+describe('T18: model-based race test of the reconciler + LockSession + fenced store (a model test, not real processes)', () => {
   for (const [k, seed] of SEEDS.entries()) {
     it(`keeps S1–S3, one valid holder and new term, new token over ${runs(SEQUENCES)} sequences of up to ${MAX_COMMANDS} commands (seed ${seed})`, async () => {
       if (k === 0) console.info(banner('race model', runs(SEQUENCES) * SEEDS.length));
@@ -74,7 +76,7 @@ describe('T18: model-based race test of decide() + LockSession + fenced store (a
   describe('calibration: with a protection removed the property fails', () => {
     const calibrations: readonly [string, Mutations][] = [
       ['without the etcd floor on the token counter (S1 after a Redis restart)', { noFloor: true }],
-      ['with decide() given a view that misses renewals (two valid holders)', { staleView: true }],
+      ['with the controller given a view that misses renewals (two valid holders)', { staleView: true }],
       ['without the guard at the store (S3: a stale write accepted)', { noGuard: true }],
     ];
     for (const [name, mutations] of calibrations) {

@@ -5,8 +5,14 @@
  *
  * Order of side effects for a grant, so that a crash at any point leaves a state the next reconcile
  * finishes: (1) take a token from the fencing backend, (2) compare-and-swap the Lease to the new
- * holder and token, (3) label and annotate the holder pod, (4) patch status. A crash after (1) burns a token (a harmless gap); after (2) the next
- * reconcile does (3) and (4).
+ * holder and token, (3) label and annotate the holder pod, (4) patch status. A crash after (1)
+ * burns a token (a harmless gap); after (2) the next reconcile does (3) and (4); a pod is never
+ * marked with a token the Lease does not hold. test/unit/controllers/reconciler-order.test.ts pins
+ * the order and what a crash after each step leaves; the model test (test/property/race) runs this
+ * class under fast-check's scheduler with crashes before each write.
+ *
+ * Everything it reads and writes comes through its ports (ports.ts), and every call carries the
+ * reconcile's abort signal.
  */
 import type { V1Lease } from '@kubernetes/client-node';
 import { EventReason } from '../../api/v1alpha1/conditions.ts';

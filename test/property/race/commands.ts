@@ -4,6 +4,7 @@
  * prints it with its `seed` and `path` (and a `replayPath` for fc.commands) to replay it.
  */
 import fc from 'fast-check';
+import type { Operation } from '../../support/memory-cluster.ts';
 import { AGENTS, STEP_MS, type World } from './world.ts';
 
 /** Model: the commands check the real world's invariants, so the model holds nothing. */
@@ -187,27 +188,29 @@ class Reconcile implements Command {
 }
 
 /**
- * CrashController: SIGKILL, right away or between issuing a token and the Lease CAS (T6); the
+ * CrashController: SIGKILL, right away or in the middle of a reconcile, right before one of its
+ * writes takes effect: before the Lease CAS (a token taken and never recorded, T6), before the
+ * holder pod is marked (the Lease granted, the pod not yet), or before the status write. The
  * replacement process starts at once and has observed nothing (it waits a full lease again).
  */
 class CrashController implements Command {
-  readonly afterToken: boolean;
-  constructor(afterToken: boolean) {
-    this.afterToken = afterToken;
+  readonly before: Operation | undefined;
+  constructor(before: Operation | undefined) {
+    this.before = before;
   }
   check(): boolean {
     return true;
   }
   async run(_m: Model, w: World): Promise<void> {
-    if (this.afterToken) {
-      await w.alongside(w.controller.reconcile(true));
+    if (this.before !== undefined) {
+      await w.alongside(w.controller.reconcile(this.before));
     }
     w.controller.crash();
     w.controller.restart();
     await done(w);
   }
   toString(): string {
-    return this.afterToken ? 'crashController(afterToken)' : 'crashController';
+    return this.before !== undefined ? `crashController(before ${this.before})` : 'crashController';
   }
 }
 
@@ -256,6 +259,8 @@ export const commandArbs: fc.Arbitrary<Command>[] = [
     fc.constantFrom(STEP_MS, 400, 1000, 2500, 4000).map((ms) => new Tick(ms)),
   ),
   fc.constant(new Reconcile()),
-  fc.boolean().map((b) => new CrashController(b)),
+  fc
+    .constantFrom<Operation | undefined>(undefined, 'lease.replace', 'pod.patch', 'status.patch')
+    .map((before) => new CrashController(before)),
   fc.constant(new RestartRedis()),
 ];

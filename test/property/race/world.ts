@@ -1,20 +1,24 @@
 /**
- * The world of the model-based race test (docs/safety.md T18). THIS IS A MODEL TEST OF THE DECISION
- * LOGIC, not of real processes: the controller's pure `decide()` and the agent's real
- * `LockSession` (src/agent/session.ts) run against in-memory models of the Lease store, the Redis
- * token counter and a fenced store, on fake clocks, with fast-check's scheduler choosing the order
- * in which responses and watch events arrive. The real-process suite is test/safety/.
+ * The world of the model-based race test (docs/safety.md T18). THIS IS A MODEL TEST: the real
+ * controller (`DistributedLockReconciler`, with its decide(), observed-time bookkeeping and grant
+ * order) and the agent's real `LockSession` (src/agent/session.ts) run against an in-memory API
+ * server (test/support/memory-cluster.ts), a model of the Redis token counter and a fenced store,
+ * on fake clocks, with fast-check's scheduler choosing the order in which requests take effect,
+ * responses arrive and watch events are delivered. The real-process suite is test/safety/.
  *
- * What is real: `decide`, `parseLease`, `renewFingerprint`, `grantedLease`, `releasedLease`,
- * `resolveTimings`, and the whole `LockSession` (watch handling, confirm-by-first-renew, renew
- * loop with its deadline and retries, release). What is a model:
- * - the Lease store: one Lease, every write a compare-and-swap on its resourceVersion (409 on a
- *   mismatch), every change delivered to each agent's watch in order;
+ * What is real: the whole reconciler (finalizer, cache read then fresh GET, decide, token, CAS,
+ * pod marks, status), the whole `LockSession` (watch handling, confirm-by-first-renew, renew loop
+ * with its deadline and retries, release, hand-back), and the Lease record functions both use.
+ * What is a model:
+ * - the API server: one namespace; every Lease write a compare-and-swap on its resourceVersion
+ *   (409 on a mismatch), every change delivered to each agent's watch in order; pods with a uid
+ *   precondition on patches; the controller's informer caches always current;
  * - the token counter: FENCE_NEXT of src/fencing/redis-fence.ts (INCR, then raised to floor + 1
  *   when not above the floor read from the Lease); a Redis restart empties it;
- * - the controller's loop around decide: a fresh GET, the observed-time bookkeeping of the
- *   reconciler (#observedAt: the expiry clock restarts when the renew fingerprint changes), the
- *   Grant (token, then CAS) and Revoke actions; a crash forgets the observed times;
+ * - the controller process: each call of its ports waits for the scheduler before it takes
+ *   effect; a crash (SIGKILL) can come before any one of them (before the CAS: a token taken and
+ *   never recorded, T6; before the pod mark; before the status write); the replacement is a new
+ *   reconciler that has observed nothing;
  * - the application: while it believes it holds the lock it writes at every time step; and it
  *   can check `heldToken()` and send that token later (check, pause, ..., write): the stale write
  *   of T1. The fenced store accepts a token >= its mark (the guards' rule);
@@ -26,37 +30,33 @@
  *
  * Invariants, checked after every step: S1 (committed tokens strictly increase), S2 (the store
  * accepts tokens in increasing order, an equal token only from the same holder), S3 (no accepted
- * token below an earlier accepted one), and "at most one holder valid in the controller's view":
+ * token below an earlier accepted one), "at most one holder valid in the controller's view":
  * every running agent that believes it holds the lock (heldToken) is the Lease's holder with that
- * token, so there is at most one; and "a new term needs a new token" (T11): each agent's `granted`
- * reports carry strictly increasing tokens, so a term that ended is never taken up again.
+ * token, so there is at most one; "a new term needs a new token" (T11): each agent's `granted`
+ * reports carry strictly increasing tokens; and "marks follow commits": a pod annotated with a
+ * token (and so selected by a holder Service) holds a grant the Lease committed to that very pod.
  */
+
 import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type fc from 'fast-check';
 import { LockSession, type LeaseInformer } from '../../../src/agent/session.ts';
-import { resolveTimings, type DistributedLock, type Timings } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { decide, type Decision, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
-import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
-import {
-  grantedLease,
-  parseLease,
-  releasedLease,
-  renewFingerprint,
-  type LockRecord,
-} from '../../../src/lease/record.ts';
+import type { DistributedLock } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { DistributedLockReconciler } from '../../../src/controllers/distributedlock/reconciler.ts';
+import { parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
+import { sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
+import { leaseName, podKeys } from '../../../src/protocol/names.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
 import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
-import { aLock, aPod, createdAt, withLeaseSeconds } from '../../support/builders.ts';
+import { aLock, withLeaseSeconds } from '../../support/builders.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
-import { holderIdentity, sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
-import { leaseName, LOCK_LABEL } from '../../../src/protocol/names.ts';
+import { MemoryCluster, type Operation, type Step } from '../../support/memory-cluster.ts';
 
 /** Mutations remove one protection, for the calibration runs that must find a violation. */
 export interface Mutations {
   /** noFloor: the counter is a bare INCR (no etcd high-water-mark floor). */
   readonly noFloor?: boolean;
-  /** staleView: decide() is given an observed time that ignores renewals (a stale view of the Lease). */
+  /** staleView: the controller reads Leases whose renewTime never moves past acquireTime (a view that misses renewals). */
   readonly staleView?: boolean;
   /** noGuard: the store accepts any token. */
   readonly noGuard?: boolean;
@@ -74,6 +74,7 @@ export class Violation extends Error {
 
 const NAMESPACE = 'default';
 const LOCK = 'db';
+const LEASE = leaseName(LOCK);
 /** LEASE_SECONDS: L = 3 s, so R = 2 s and P = 1 s (resolveTimings' defaults). */
 const LEASE_SECONDS = 3;
 /** STEP_MS: time moves in steps this long; responses and events are delivered between steps. */
@@ -81,69 +82,7 @@ export const STEP_MS = 50;
 /** AGENTS: how many candidate pods there are. */
 export const AGENTS = 3;
 
-const conflict = (): Error =>
-  Object.assign(new Error('Operation cannot be fulfilled on leases: the object has been modified'), {
-    statusCode: 409,
-  });
 const unreachable = (who: string): Error => new Error(`connect ETIMEDOUT (${who} is partitioned)`);
-
-/** LeaseStore is the model of the API server for one Lease: compare-and-swap writes and a watch. */
-class LeaseStore {
-  #lease: V1Lease;
-  #rv: number;
-  readonly #watchers: ((lease: V1Lease) => void)[] = [];
-
-  constructor(firstRv: number) {
-    this.#rv = firstRv;
-    this.#lease = {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name: leaseName(LOCK),
-        namespace: NAMESPACE,
-        resourceVersion: String(firstRv),
-        labels: { [LOCK_LABEL]: LOCK },
-      },
-      spec: {},
-    };
-  }
-
-  read(): V1Lease {
-    return this.#lease;
-  }
-
-  /** replace is the CAS: the body must carry the current resourceVersion. */
-  replace(body: V1Lease): V1Lease {
-    if (body.metadata?.resourceVersion !== this.#lease.metadata?.resourceVersion) throw conflict();
-    this.#rv += 1;
-    this.#lease = { ...body, metadata: { ...body.metadata, resourceVersion: String(this.#rv) } };
-    for (const w of this.#watchers) w(this.#lease);
-    return this.#lease;
-  }
-
-  watch(w: (lease: V1Lease) => void): void {
-    this.#watchers.push(w);
-  }
-}
-
-/** Counter is the model of the Redis dispenser's FENCE_NEXT (src/fencing/redis-fence.ts). */
-class Counter {
-  #value: bigint | undefined;
-  readonly noFloor: boolean;
-  constructor(noFloor: boolean) {
-    this.noFloor = noFloor;
-  }
-  next(floor: bigint): bigint {
-    let v = (this.#value ?? 0n) + 1n;
-    if (!this.noFloor && v <= floor) v = floor + 1n;
-    this.#value = v;
-    return v;
-  }
-  /** reset is a Redis restart without persistence: the counter key is gone. */
-  reset(): void {
-    this.#value = undefined;
-  }
-}
 
 /** Accept is one write the fenced store applied. */
 interface Accept {
@@ -156,7 +95,6 @@ class Agent {
   readonly ref: HolderRef;
   readonly clock = new FakeClock();
   readonly session: LockSession;
-  candidate = false;
   paused = false;
   partitioned = false;
   /** owedMs: time that passed while paused, added to the clock on resume (timers fire late). */
@@ -169,17 +107,19 @@ class Agent {
   readonly #gates: (() => void)[] = [];
 
   readonly index: number;
-  readonly store: LeaseStore;
+  readonly cluster: MemoryCluster;
   readonly s: fc.Scheduler;
+  #candidate = false;
 
-  constructor(index: number, store: LeaseStore, s: fc.Scheduler) {
+  constructor(index: number, cluster: MemoryCluster, s: fc.Scheduler) {
     this.index = index;
-    this.store = store;
+    this.cluster = cluster;
     this.s = s;
     this.ref = { name: `web-${index}`, uid: `uid-${index}` };
+    this.#putPod();
     const informer: LeaseInformer = {
       start: () => Promise.resolve(),
-      get: () => (this.partitioned ? undefined : store.read()),
+      get: () => (this.partitioned ? undefined : cluster.lease(LEASE)),
       onChange: (h) => {
         this.#handlers.push(h);
       },
@@ -187,9 +127,14 @@ class Agent {
     };
     const call = (what: string, op: () => V1Lease, opts?: LeaseRequestOptions): Promise<V1Lease> =>
       this.#call(what, op, opts);
+    const read = (): V1Lease => {
+      const l = cluster.lease(LEASE);
+      if (l === undefined) throw new Error(`Lease ${LEASE} is gone`);
+      return l;
+    };
     const leases: LeaseClient = {
-      get: (_ns, _name, opts) => call('get', () => store.read(), opts),
-      replace: (_ns, _name, lease, opts) => call('replace', () => store.replace(lease), opts),
+      get: (_ns, _name, opts) => call('get', read, opts),
+      replace: (_ns, _name, lease, opts) => call('replace', () => cluster.replaceLease(LEASE, lease), opts),
       create: () => Promise.reject(new Error('agents do not create Leases')),
     };
     const kc = new KubeConfig();
@@ -210,8 +155,26 @@ class Agent {
       leaseInformer: informer,
       random: () => 0.5,
     });
-    store.watch((lease) => {
+    cluster.onLeaseChange((lease) => {
       this.#onWatch(lease);
+    });
+  }
+
+  /** candidate: the pod is Ready, so the lock (Election mode) may grant it. */
+  get candidate(): boolean {
+    return this.#candidate;
+  }
+  set candidate(ready: boolean) {
+    this.#candidate = ready;
+    this.#putPod();
+  }
+
+  #putPod(): void {
+    this.cluster.putPod({
+      ref: this.ref,
+      labels: { app: 'web' },
+      createdAt: new Date(1_000 + this.index),
+      ready: this.#candidate,
     });
   }
 
@@ -310,7 +273,8 @@ class Agent {
     this.#events.length = 0;
     if (this.#missed) {
       this.#missed = false;
-      this.#onWatch(this.store.read());
+      const lease = this.cluster.lease(LEASE);
+      if (lease !== undefined) this.#onWatch(lease);
     }
   }
 
@@ -327,112 +291,109 @@ class Agent {
   believes(): bigint | undefined {
     return this.paused ? undefined : this.session.heldToken();
   }
-
-  pod(): PodSummary {
-    return aPod(this.ref.name, createdAt(1_000 + this.index), (d) => {
-      d.ref = this.ref;
-      d.ready = this.candidate;
-    });
-  }
 }
 
-/** Controller runs the real decide() in a model of the reconciler's loop. */
+/**
+ * Controller is the controller process: the real DistributedLockReconciler over the cluster's
+ * ports, each call waiting for the scheduler before it takes effect. A crash aborts the reconcile's
+ * signal and fails its next call; the restarted process is a new reconciler that has observed
+ * nothing (it waits a full lease duration before expiring anyone).
+ */
 class Controller {
   readonly clock = new FakeClock();
   up = true;
-  #seen: { fingerprint: string; atMs: number } | undefined;
+  #reconciler: DistributedLockReconciler;
+  #abort = new AbortController();
   #nextAtMs = 0;
+  /** #crashBefore: the next reconcile crashes right before this operation takes effect. */
+  #crashBefore: Operation | undefined;
+  #reconciles = 0;
 
   readonly w: World;
   constructor(w: World) {
     this.w = w;
+    this.#reconciler = this.#newReconciler();
+  }
+
+  #newReconciler(): DistributedLockReconciler {
+    const abort = this.#abort;
+    const gate = async (step: Step): Promise<void> => {
+      if (this.#crashBefore === step.op) {
+        this.#crashBefore = undefined;
+        this.crash();
+      }
+      if (abort.signal.aborted) throw new Error(`controller crashed before ${step.op}`);
+      await this.w.s.schedule(Promise.resolve(), `controller ${step.op} ${step.name}`);
+      if (abort.signal.aborted) throw new Error(`controller crashed before ${step.op}`);
+    };
+    return new DistributedLockReconciler(
+      this.w.cluster.reconcilerDeps({
+        gate,
+        clock: this.clock,
+        log: silentLogger,
+        ...(this.w.mutations.staleView === true ? { leaseView: missRenewals } : {}),
+      }),
+    );
   }
 
   crash(): void {
+    if (!this.up) return;
     this.up = false;
-    this.#seen = undefined;
+    this.#abort.abort(new Error('controller crashed'));
   }
   restart(): void {
-    if (!this.up) {
-      this.up = true;
-      this.#nextAtMs = this.clock.monotonicMs();
-    }
+    if (this.up) return;
+    this.up = true;
+    this.#abort = new AbortController();
+    this.#reconciler = this.#newReconciler();
+    this.#nextAtMs = this.clock.monotonicMs();
   }
   due(): boolean {
     return this.up && this.clock.monotonicMs() >= this.#nextAtMs;
   }
 
-  /** #observedAt is the reconciler's: restart the expiry clock when the renew fingerprint changes. */
-  #observedAt(record: LockRecord): number {
-    // The stale view (a mutation) misses renewals: only a change of holder or token counts.
-    const fingerprint =
-      this.w.mutations.staleView === true
-        ? [record.holder !== undefined ? holderIdentity(record.holder) : '', record.token ?? ''].join('|')
-        : renewFingerprint(record);
-    if (this.#seen?.fingerprint === fingerprint) return this.#seen.atMs;
-    this.#seen = { fingerprint, atMs: this.clock.monotonicMs() };
-    return this.#seen.atMs;
-  }
-
   /**
-   * reconcile: a fresh GET, decide, and the Lease action (Grant: a token from the counter, then
-   * the CAS; Revoke: the CAS). `crashAfterToken` stops the controller between the two steps of a
-   * grant (T6). The GET and each write are separate steps the scheduler may interleave with agents.
+   * reconcile runs one reconcile of the lock; `crashBefore` kills the process right before that
+   * operation takes effect (if this reconcile reaches it). A failed reconcile (a 409 on the CAS, a
+   * crash) is retried a step later, as the work queue would.
    */
-  async reconcile(crashAfterToken = false): Promise<Decision | undefined> {
-    if (!this.up) return undefined;
-    await this.w.s.schedule(Promise.resolve(), 'controller GET');
-    if (!this.up) return undefined;
-    const lease = this.w.store.read();
-    const record = parseLease(lease);
-    const obs: Observation = {
-      lock: this.w.lock,
-      timings: this.w.timings,
-      lease: { record, observedAtMs: this.#observedAt(record) },
-      pods: this.w.agents.map((a) => a.pod()),
-      podsSynced: true,
-      fencing: { backend: 'Redis', ready: true },
-    };
-    const dec = decide(obs, this.clock.monotonicMs());
-    this.#nextAtMs = this.clock.monotonicMs() + Math.max(STEP_MS, Math.min(dec.requeueAfterMs, 1000));
-    for (const action of dec.actions) {
-      if (action.type === 'Grant') {
-        const token = this.w.counter.next(action.floor);
-        this.w.issued.push(token);
-        if (crashAfterToken) {
-          this.crash();
-          return dec;
-        }
-        await this.w.s.schedule(Promise.resolve(), 'controller grant CAS');
-        if (!this.up) return dec;
-        let stored = false;
-        try {
-          this.w.store.replace(grantedLease(lease, action.to, token, this.w.timings, this.clock.now()));
-          stored = true;
-        } catch {
-          /* 409: decide again next time */
-        }
-        if (stored) this.w.committed(token, action.to); // outside the try: a Violation must not pass for a 409
-      } else if (action.type === 'Revoke') {
-        await this.w.s.schedule(Promise.resolve(), 'controller revoke CAS');
-        if (!this.up) return dec;
-        try {
-          this.w.store.replace(releasedLease(lease, action.cause === 'Expired' ? 'Expired' : 'Terminated'));
-        } catch {
-          /* 409 */
-        }
-      }
+  async reconcile(crashBefore?: Operation): Promise<void> {
+    if (!this.up) return;
+    this.#crashBefore = crashBefore;
+    this.#reconciles += 1;
+    const signal = this.#abort.signal;
+    try {
+      const r = await this.#reconciler.reconcile(`${NAMESPACE}/${LOCK}`, {
+        reconcileId: `r${this.#reconciles}`,
+        logFields: {
+          controller: 'distributedlock',
+          controllerGroup: 'fencepost.io',
+          controllerKind: 'DistributedLock',
+          namespace: NAMESPACE,
+          name: LOCK,
+          reconcileID: `r${this.#reconciles}`,
+        },
+        signal,
+      });
+      this.#nextAtMs = this.clock.monotonicMs() + Math.max(STEP_MS, Math.min(r.requeueAfterMs ?? STEP_MS, 1000));
+    } catch {
+      this.#nextAtMs = this.clock.monotonicMs() + STEP_MS;
+    } finally {
+      this.#crashBefore = undefined;
     }
-    return dec;
   }
+}
+
+/** missRenewals is the stale view of the calibration: the Lease as if never renewed since its grant. */
+function missRenewals(lease: V1Lease): V1Lease {
+  const spec = lease.spec ?? {};
+  return { ...lease, spec: { ...spec, ...(spec.acquireTime !== undefined ? { renewTime: spec.acquireTime } : {}) } };
 }
 
 /** World holds every part of one run and checks the invariants. */
 export class World {
-  readonly lock: DistributedLock = aLock(LOCK, withLeaseSeconds(LEASE_SECONDS));
-  readonly timings: Timings = resolveTimings(this.lock.spec);
-  readonly store = new LeaseStore(100);
-  readonly counter: Counter;
+  readonly lock: DistributedLock = { ...aLock(LOCK, withLeaseSeconds(LEASE_SECONDS)) };
+  readonly cluster: MemoryCluster;
   readonly agents: Agent[];
   readonly controller: Controller;
   readonly issued: bigint[] = [];
@@ -445,6 +406,8 @@ export class World {
   lostTerms = 0;
   /** #reusedTerm: the first `granted` report whose token was not above that agent's previous one. */
   #reusedTerm: string | undefined;
+  /** #violation: the first invariant broken inside a callback (raised by the next check()). */
+  #violation: Violation | undefined;
   /** log: what happened, for the failure message. */
   readonly log: string[] = [];
 
@@ -454,9 +417,23 @@ export class World {
   constructor(s: fc.Scheduler, mutations: Mutations = {}) {
     this.s = s;
     this.mutations = mutations;
-    this.counter = new Counter(mutations.noFloor === true);
-    this.agents = Array.from({ length: AGENTS }, (_, i) => new Agent(i, this.store, s));
+    this.cluster = new MemoryCluster({ namespace: NAMESPACE, noFloor: mutations.noFloor === true });
+    this.cluster.putLock({ ...this.lock, metadata: { ...this.lock.metadata, resourceVersion: '1' } });
+    this.cluster.emptyLockLease(LOCK);
+    let committedToken: bigint | undefined;
+    this.cluster.onLeaseChange((lease) => {
+      const record = parseLease(lease);
+      if (record.holder === undefined || record.token === undefined || record.token === committedToken) return;
+      committedToken = record.token;
+      this.committed(record.token, record.holder);
+    });
+    this.agents = Array.from({ length: AGENTS }, (_, i) => new Agent(i, this.cluster, s));
     this.controller = new Controller(this);
+  }
+
+  /** counter is the Redis token counter. */
+  get counter(): MemoryCluster['counter'] {
+    return this.cluster.counter;
   }
 
   async start(): Promise<void> {
@@ -474,13 +451,13 @@ export class World {
     }
   }
 
-  /** committed records a grant the Lease accepted, and checks S1. */
+  /** committed records a grant the Lease accepted, and checks S1 (reported by the next check()). */
   committed(token: bigint, holder: HolderRef): void {
     const last = this.grants.at(-1);
     this.grants.push({ token, holder });
     this.log.push(`grant ${token} to ${holder.name}`);
     if (last !== undefined && token <= last.token) {
-      throw new Violation(
+      this.#violation ??= new Violation(
         'S1',
         `token ${token} granted to ${holder.name} is not above the previous grant's ${last.token} (to ${last.holder.name})`,
       );
@@ -561,8 +538,12 @@ export class World {
 
   /** check: at most one running agent believes it holds the lock, and it is the Lease's holder with that token. */
   check(): void {
+    if (this.#violation !== undefined) throw this.#violation;
     if (this.#reusedTerm !== undefined) throw new Violation('new-term-new-token', this.#reusedTerm);
-    const record = parseLease(this.store.read());
+    this.#checkMarks();
+    const lease = this.cluster.lease(LEASE);
+    if (lease === undefined) throw new Error(`Lease ${LEASE} is gone`);
+    const record = parseLease(lease);
     const believers = this.agents.flatMap((a) => {
       const t = a.believes();
       return t === undefined ? [] : [{ a, t }];
@@ -580,5 +561,20 @@ export class World {
         'one-holder',
         `${believers.map((b) => b.a.ref.name).join(' and ')} both believe they hold the lock`,
       );
+  }
+
+  /** #checkMarks: every token on a pod names a grant the Lease committed to that pod (marks follow commits). */
+  #checkMarks(): void {
+    const keys = podKeys(LOCK);
+    for (const pod of this.cluster.pods()) {
+      const t = pod.metadata?.annotations?.[keys.token];
+      if (t === undefined) continue;
+      const ref = { name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' };
+      if (!this.grants.some((g) => g.token.toString() === t && sameHolder(g.holder, ref)))
+        throw new Violation(
+          'marks-follow-commits',
+          `pod ${ref.name} is marked with token ${t}, which the Lease never committed to it (grants: ${this.grants.map((g) => `${g.token}→${g.holder.name}`).join(', ') || 'none'})`,
+        );
+    }
   }
 }

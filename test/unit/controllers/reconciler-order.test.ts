@@ -1,0 +1,170 @@
+/**
+ * The reconciler's crash-safe grant order, on the real DistributedLockReconciler over an in-memory
+ * API server (test/support/memory-cluster.ts): (1) a token from the fencing backend, (2) the Lease
+ * compare-and-swap, (3) the holder pod's label and annotations, (4) status. For a crash after each
+ * step: what is left behind is safe (no pod marked with a token the Lease does not hold, no
+ * status naming a holder the Lease does not), and a restarted controller finishes the grant.
+ */
+import { describe, expect, it } from 'vitest';
+import { DistributedLockReconciler } from '../../../src/controllers/distributedlock/reconciler.ts';
+import { parseLease } from '../../../src/lease/record.ts';
+import { silentLogger } from '../../../src/observability/logger.ts';
+import { leaseName, podKeys } from '../../../src/protocol/names.ts';
+import { aLock } from '../../support/builders.ts';
+import { FakeClock } from '../../support/fake-clock.ts';
+import { MemoryCluster, type Operation, type Step } from '../../support/memory-cluster.ts';
+
+const LOCK = 'db';
+const KEY = `default/${LOCK}`;
+const keys = podKeys(LOCK);
+
+/** world: a lock (finalizer in place), its never-granted Lease at resourceVersion 101, one Ready candidate pod. */
+function world(): MemoryCluster {
+  const cluster = new MemoryCluster({ firstResourceVersion: 100 });
+  const lock = aLock(LOCK);
+  cluster.putLock({
+    ...lock,
+    metadata: { ...lock.metadata, resourceVersion: '1', finalizers: ['fencepost.io/lease-cleanup'] },
+  });
+  cluster.emptyLockLease(LOCK);
+  cluster.putPod({
+    ref: { name: 'web-0', uid: 'uid-0' },
+    labels: { app: 'web' },
+    createdAt: new Date(1_000),
+    ready: true,
+  });
+  return cluster;
+}
+
+/** Run is one controller process: a reconciler whose gate records each step and can crash. */
+interface Run {
+  readonly steps: Operation[];
+  reconcile(): Promise<void>;
+}
+
+function controller(cluster: MemoryCluster, crashAfter?: Operation, abortAt?: Operation): Run {
+  const steps: Operation[] = [];
+  const abort = new AbortController();
+  let crashed = false;
+  const gate = (step: Step): Promise<void> => {
+    if (crashed) return Promise.reject(new Error(`crashed before ${step.op}`));
+    if (step.op === abortAt) abort.abort(new Error('shutdown'));
+    steps.push(step.op);
+    if (step.op === crashAfter) crashed = true; // this step takes effect; the next one never does
+    return Promise.resolve();
+  };
+  const reconciler = new DistributedLockReconciler(
+    cluster.reconcilerDeps({ gate, clock: new FakeClock(), log: silentLogger }),
+  );
+  return {
+    steps,
+    reconcile: async () => {
+      const logFields = {
+        controller: 'distributedlock',
+        controllerGroup: 'fencepost.io',
+        controllerKind: 'DistributedLock',
+        namespace: 'default',
+        name: LOCK,
+        reconcileID: 'r',
+      };
+      await reconciler.reconcile(KEY, { reconcileId: 'r', logFields, signal: abort.signal });
+    },
+  };
+}
+
+/** leftBehind is what a crash leaves: the Lease's holder and token, the pod's marks, the status's holder. */
+function leftBehind(cluster: MemoryCluster): {
+  lease: string;
+  pod: string;
+  status: string;
+} {
+  const lease = cluster.lease(leaseName(LOCK));
+  const record = lease !== undefined ? parseLease(lease) : undefined;
+  const pod = cluster.pod('web-0')?.metadata;
+  const status = cluster.lock(LOCK)?.status;
+  return {
+    lease: record?.holder !== undefined ? `${record.holder.name} ${String(record.token)}` : 'vacant',
+    pod: pod?.labels?.[keys.holder] !== undefined ? `marked ${pod.annotations?.[keys.token] ?? '?'}` : 'unmarked',
+    status: status?.holder !== undefined ? `${status.holder.name} ${status.fencingToken ?? '?'}` : 'no holder',
+  };
+}
+
+describe('DistributedLockReconciler grant order (real reconciler, in-memory API server)', () => {
+  it('grants in the order token → Lease CAS → mark the holder pod → status, from a fresh GET', async () => {
+    const cluster = world();
+    const c = controller(cluster);
+    await c.reconcile();
+    // After the CAS the loop reads the Lease again (fresh) to see whether any Lease action is left.
+    expect(c.steps).toEqual(['lease.get', 'fencing.next', 'lease.replace', 'lease.get', 'pod.patch', 'status.patch']);
+    // The first token is above the floor: the never-granted Lease's resourceVersion (101).
+    expect(leftBehind(cluster)).toEqual({ lease: 'web-0 102', pod: 'marked 102', status: 'web-0 102' });
+  });
+
+  // A crash after each step: what is left, and what a restarted controller makes of it.
+  const rows: readonly {
+    after: Operation;
+    left: ReturnType<typeof leftBehind>;
+    restartedSteps: Operation[];
+    finished: ReturnType<typeof leftBehind>;
+  }[] = [
+    {
+      // The token is burnt (a gap: 102 is never used); nothing else changed, so a restart grants anew.
+      after: 'fencing.next',
+      left: { lease: 'vacant', pod: 'unmarked', status: 'no holder' },
+      restartedSteps: ['lease.get', 'fencing.next', 'lease.replace', 'lease.get', 'pod.patch', 'status.patch'],
+      finished: { lease: 'web-0 103', pod: 'marked 103', status: 'web-0 103' },
+    },
+    {
+      // The grant is committed; the pod and the status lag and are caught up without a new token.
+      after: 'lease.replace',
+      left: { lease: 'web-0 102', pod: 'unmarked', status: 'no holder' },
+      restartedSteps: ['pod.patch', 'status.patch'],
+      finished: { lease: 'web-0 102', pod: 'marked 102', status: 'web-0 102' },
+    },
+    {
+      after: 'pod.patch',
+      left: { lease: 'web-0 102', pod: 'marked 102', status: 'no holder' },
+      restartedSteps: ['status.patch'],
+      finished: { lease: 'web-0 102', pod: 'marked 102', status: 'web-0 102' },
+    },
+    {
+      // The last step: the reconcile is over, and the restarted controller writes nothing at all.
+      after: 'status.patch',
+      left: { lease: 'web-0 102', pod: 'marked 102', status: 'web-0 102' },
+      restartedSteps: [],
+      finished: { lease: 'web-0 102', pod: 'marked 102', status: 'web-0 102' },
+    },
+  ];
+  for (const row of rows) {
+    it(`a crash after ${row.after} leaves ${JSON.stringify(row.left)}; a restarted controller finishes the grant`, async () => {
+      const cluster = world();
+      const crashing = controller(cluster, row.after).reconcile();
+      if (row.after === 'status.patch') await crashing;
+      else await expect(crashing).rejects.toThrow(/crashed before/);
+      expect(leftBehind(cluster)).toEqual(row.left);
+      const restarted = controller(cluster);
+      await restarted.reconcile();
+      expect(restarted.steps).toEqual(row.restartedSteps);
+      expect(leftBehind(cluster)).toEqual(row.finished);
+    });
+  }
+
+  it('a shutdown during the fresh GET takes no token and writes nothing (the signal is checked before each step)', async () => {
+    const cluster = world();
+    const c = controller(cluster, undefined, 'lease.get');
+    await expect(c.reconcile()).rejects.toThrow(/shutdown/);
+    expect(c.steps).toEqual(['lease.get']);
+    expect(leftBehind(cluster)).toEqual({ lease: 'vacant', pod: 'unmarked', status: 'no holder' });
+    // No token was taken: the next grant issues the first one above the floor.
+    await controller(cluster).reconcile();
+    expect(leftBehind(cluster)).toEqual({ lease: 'web-0 102', pod: 'marked 102', status: 'web-0 102' });
+  });
+
+  it('a shutdown after the token is taken does not make the grant', async () => {
+    const cluster = world();
+    const c = controller(cluster, undefined, 'fencing.next');
+    await expect(c.reconcile()).rejects.toThrow(/shutdown/);
+    expect(c.steps).toEqual(['lease.get', 'fencing.next']);
+    expect(leftBehind(cluster)).toEqual({ lease: 'vacant', pod: 'unmarked', status: 'no holder' });
+  });
+});
