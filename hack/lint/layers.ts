@@ -52,7 +52,8 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   observability: { holds: 'logger, metrics, health and metrics endpoints', imports: ['config'] },
   lease: { holds: 'the Lease as a lock record: parse it, build grant/renew/release bodies', imports: ['protocol'] },
   kube: {
-    holds: 'adapters to the API server: kubeconfig loading, the Lease client, patches, events',
+    holds:
+      'adapters to the API server: kubeconfig loading, the Lease client and store, the pod patcher, the custom-resource writer, request options, events',
     imports: ['protocol', 'runtime', 'observability'],
   },
   fencing: { holds: 'token dispensers (Redis counter, Lease high-water mark)', imports: ['protocol', 'api'] },
