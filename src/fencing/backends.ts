@@ -23,10 +23,20 @@ export interface FencingBackends {
   close(): Promise<void>;
 }
 
-/** redisKeyFor is the default counter key of a lock: `fencepost:fence:<namespace>/<name>`. */
+/** REDIS_KEY_PREFIX starts every counter key; a guard's marks in a shared Redis must not use it. */
+const REDIS_KEY_PREFIX = 'fencepost:fence:';
+
+/**
+ * redisKeyFor is a lock's counter key: `fencepost:fence:<namespace>/<spec.fencing.key or name>`.
+ * The namespace prefix is not optional: the key field is written by whoever may create locks in
+ * that namespace, and a key outside its own prefix would let them pump (or, with INCR's 2^63−1
+ * limit, wedge) another namespace's counter, or any other key in a shared Redis. Redis keys are
+ * flat strings, so nothing in the suffix can climb out of the prefix.
+ */
 function redisKeyFor(lock: DistributedLock): string {
-  return lock.spec.fencing?.key ?? `fencepost:fence:${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`;
+  return `${REDIS_KEY_PREFIX}${lock.metadata.namespace ?? ''}/${lock.spec.fencing?.key ?? lock.metadata.name ?? ''}`;
 }
+
 
 const unavailable: FenceDispenser = {
   next: () =>

@@ -133,7 +133,7 @@ export interface FencingSpec {
    * a Redis URL and Lease otherwise.
    */
   readonly backend?: FencingBackend;
-  /** key overrides the Redis counter key (Redis backend only). Defaults to `fencepost:fence:<namespace>/<name>`. */
+  /** key names the Redis counter within the lock namespace: `fencepost:fence:<namespace>/<key>` (default: the lock name). Redis backend only. */
   readonly key?: string;
 }
 

@@ -179,6 +179,45 @@ describe('fencing tokens through Redis faults', () => {
     });
     expect(after?.token).toBeGreaterThan(before?.token ?? 0n);
   });
+  it("confines spec.fencing.key to the lock namespace: a lock in another namespace naming this one's counter cannot touch it (issue 15, finding 6)", async () => {
+    // The victim: a lock here, granted, its counter at some N.
+    await createPod(t, 'v-0', { app: 'v' });
+    await createLock(t, lockBody('victim', 'v', { leaseDurationSeconds: 30 }));
+    const granted = await eventually(async () => {
+      const r = await record('victim');
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
+    const c = redis.client();
+    const other = testKube(kc, await freshNamespace(kc, 'fencing-b-'));
+    const controllerB = await startLockController({
+      kc,
+      redisUrl: redis.url,
+      namespace: other.namespace,
+      identity: 'test-controller-b',
+      clock: realClock,
+      log: silentLogger,
+    });
+    try {
+      const victimKey = `fencepost:fence:${t.namespace}/victim`;
+      expect(await c.get(victimKey)).toBe(granted?.token?.toString());
+      // The attacker: a lock author in namespace B names A's counter as its key.
+      await createPod(other, 'a-0', { app: 'a' });
+      await createLock(other, lockBody('attacker', 'a', { leaseDurationSeconds: 30, fencing: { key: victimKey } }));
+      const attacker = await eventually(async () => {
+        const l = await getLease(other, 'attacker');
+        const r = l !== undefined ? parseLease(l) : undefined;
+        expect(r?.holder).toBeDefined();
+        return r;
+      });
+      expect(await c.get(victimKey)).toBe(granted?.token?.toString()); // untouched
+      // B's counter lives under B's prefix, whatever the key says.
+      expect(await c.get(`fencepost:fence:${other.namespace}/${victimKey}`)).toBe(attacker?.token?.toString());
+    } finally {
+      await controllerB.stop();
+      c.disconnect();
+    }
+  });
 });
 
 describe('the embedded Lease fencing backend (no Redis)', () => {
