@@ -37,7 +37,6 @@ function redisKeyFor(lock: DistributedLock): string {
   return `${REDIS_KEY_PREFIX}${lock.metadata.namespace ?? ''}/${lock.spec.fencing?.key ?? lock.metadata.name ?? ''}`;
 }
 
-
 const unavailable: FenceDispenser = {
   next: () =>
     Promise.reject(new Error('spec.fencing.backend is Redis but the controller was started without --redis-url')),
