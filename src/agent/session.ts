@@ -21,18 +21,17 @@
  *   to wait out the lease to grant the next term.
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { leaseClientFrom, type LeaseClient } from '../kube/leases.ts';
-import { mergePatch } from '../kube/patch.ts';
 import { parseLease, releasedLease, renewedLease, type LockRecord } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
 import { sameHolder, type HolderRef } from '../protocol/holder.ts';
-import { leaseName, lockLabelSelector, podKeys } from '../protocol/names.ts';
+import { leaseName, lockLabelSelector } from '../protocol/names.ts';
 import { termTimingsOf, type TermTimings } from '../protocol/timings.ts';
 import type { Timer, TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
+import { MutexRequests } from './mutex-requests.ts';
 
 /** LockState: waiting (not the holder), confirming (granted, first renew in flight), held, lost, released, stopped. */
 export type LockState = 'waiting' | 'confirming' | 'held' | 'lost' | 'released' | 'stopped';
@@ -101,6 +100,8 @@ export class LockSession {
   readonly #o: LockSessionOptions;
   readonly #leases: LeaseClient;
   readonly #informer: LeaseInformer;
+  /** #mutex is the pod-annotation side of the lock (Mutex requests, run completion). */
+  readonly #mutex: MutexRequests;
   readonly #listeners = new Set<(e: LockEvent) => void>();
   #lease: V1Lease | undefined;
   #term: Term | undefined;
@@ -122,6 +123,7 @@ export class LockSession {
     this.#o = o;
     this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
+    this.#mutex = new MutexRequests(o);
     this.#informer.onChange((lease, kind) => {
       if (lease.metadata?.name !== leaseName(o.lock)) return;
       if (kind === 'delete') {
@@ -168,21 +170,18 @@ export class LockSession {
    * the run id, if any. The controller grants requesters first come, first served. Harmless in
    * Election mode, where every Ready candidate may be granted anyway.
    */
-  async request(runId?: string): Promise<void> {
-    const keys = podKeys(this.#o.lock);
-    await this.#patchOwnPod({ [keys.request]: this.#o.clock.now().toISOString(), [keys.runId]: runId ?? null });
+  request(runId?: string): Promise<void> {
+    return this.#mutex.request(runId);
   }
 
   /** withdraw removes the request (Mutex mode), so that the pod is not granted again. */
-  async withdraw(): Promise<void> {
-    const keys = podKeys(this.#o.lock);
-    await this.#patchOwnPod({ [keys.request]: null, [keys.runId]: null });
+  withdraw(): Promise<void> {
+    return this.#mutex.withdraw();
   }
 
   /** complete reports a run id done (the controller records it in status.completedRuns). */
-  async complete(runId: string): Promise<void> {
-    const keys = podKeys(this.#o.lock);
-    await this.#patchOwnPod({ [keys.completedRun]: runId, [keys.completedAt]: this.#o.clock.now().toISOString() });
+  complete(runId: string): Promise<void> {
+    return this.#mutex.complete(runId);
   }
 
   /**
@@ -190,34 +189,8 @@ export class LockSession {
    * status.completedRuns (the controller's record; a report still only on a pod annotation does
    * not count yet). A lock without its DistributedLock has no completed runs.
    */
-  async runCompleted(runId: string): Promise<boolean> {
-    let obj: DistributedLock;
-    try {
-      obj = (await this.#o.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: this.#o.namespace,
-        plural: PLURAL,
-        name: this.#o.lock,
-      })) as DistributedLock;
-    } catch (err) {
-      if (isNotFound(err)) return false;
-      throw err;
-    }
-    return (obj.status?.completedRuns ?? []).some((r) => r.runId === runId);
-  }
-
-  async #patchOwnPod(annotations: Record<string, string | null>): Promise<void> {
-    const core = this.#o.kc.makeApiClient(CoreV1Api);
-    // The uid makes it a precondition: a new pod of the same name is never changed by an old incarnation.
-    await core.patchNamespacedPod(
-      {
-        namespace: this.#o.namespace,
-        name: this.#o.self.name,
-        body: { metadata: { uid: this.#o.self.uid, annotations } },
-      },
-      mergePatch,
-    );
+  runCompleted(runId: string): Promise<boolean> {
+    return this.#mutex.runCompleted(runId);
   }
 
   /** termTimings: the current or last term's timings (undefined before the first grant). */
