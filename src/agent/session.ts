@@ -2,40 +2,42 @@
  * LockSession — the holder's side of the protocol for one lock (DESIGN "The protocol", steps 2–4),
  * shared by the `fencepost agent` sidecar, `fencepost exec` and the `acquire()` library.
  *
- * Safety rules, each enforced here:
- * - Validity is counted from the monotonic time a renew request was SENT: after a successful
- *   renew sent at t_s the lock is held until t_s + renewDeadline (renewDeadline < lease duration,
- *   so it passes before the controller, which counts from when it SAW the renewal, can expire it).
- * - A grant seen on the watch is not trusted until the agent's own first renew of it succeeds:
- *   a grant delivered late (a pause, a slow watch) can never start a term that is already over.
- * - Every renew and release is a compare-and-swap on the resourceVersion and is sent only while
- *   the Lease names this pod incarnation (name and UID) with the term's token.
- * - `held` is re-checked against the clock on every read, not only by timers, so a process that
- *   was paused past its deadline reports the loss the moment it runs again.
- * - A renew request is bounded by the time left in the term; failed renews are retried until the
- *   deadline (riding out API-server blips), then the lock is declared lost.
- * - A term that ended here (lost or released) is never taken up again, even if the Lease still
- *   names this pod with its token once the API server answers again: only a grant with a larger
- *   token starts a new term (docs/safety.md T11: after a step-down, never the old token again). A lost
- *   term the Lease still names is handed back (a released Lease), so the controller does not have
- *   to wait out the lease to grant the next term.
+ * This is the I/O shell around the pure state machine in session-machine.ts, which holds every
+ * decision and the safety rules (validity counted from a renew's send time, confirm by the first
+ * renew, a term that ended never taken up again, hand-back of a lost term, stop never writes).
+ * The shell only turns the world into the machine's events — watch events, Lease answers, timers
+ * on the injected clock, reads of the state (each preceded by a deadline check) — and performs the
+ * actions it returns: Lease requests bounded by AbortSignal budgets, timers, LockEvents and logs.
+ *
+ * The pod-annotation side of a lock (Mutex requests, run completion) is MutexRequests
+ * (mutex-requests.ts); the session delegates to it so that callers need one object.
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { leaseClientFrom, type LeaseClient } from '../kube/leases.ts';
-import { mergePatch } from '../kube/patch.ts';
-import { parseLease, releasedLease, renewedLease, type LockRecord } from '../lease/record.ts';
+import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
-import { sameHolder, type HolderRef } from '../protocol/holder.ts';
-import { leaseName, lockLabelSelector, podKeys } from '../protocol/names.ts';
-import { termTimingsOf, type TermTimings } from '../protocol/timings.ts';
+import type { HolderRef } from '../protocol/holder.ts';
+import { leaseName, lockLabelSelector } from '../protocol/names.ts';
+import type { TermTimings } from '../protocol/timings.ts';
 import type { Timer, TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
+import { MutexRequests } from './mutex-requests.ts';
+import {
+  heldTerm,
+  initialState,
+  namesTerm,
+  transition,
+  viewOf,
+  type LockState,
+  type RenewFailure,
+  type SessionAction,
+  type SessionEvent,
+  type SessionState,
+} from './session-machine.ts';
 
-/** LockState: waiting (not the holder), confirming (granted, first renew in flight), held, lost, released, stopped. */
-export type LockState = 'waiting' | 'confirming' | 'held' | 'lost' | 'released' | 'stopped';
+export type { LockState } from './session-machine.ts';
 
 /** LockSnapshot is what the agent's HTTP API returns for a lock. Tokens are decimal strings. */
 export interface LockSnapshot {
@@ -82,53 +84,31 @@ export interface LockSessionOptions {
 /** LeaseInformer is the part of a Lease informer a session uses. */
 export type LeaseInformer = Pick<SupervisedInformer<V1Lease>, 'start' | 'get' | 'onChange' | 'stop'>;
 
-interface Term {
-  readonly token: bigint;
-  validUntilMs: number;
-  readonly leaseDurationMs: number;
-  readonly renewDeadlineMs: number;
-  readonly renewPeriodMs: number;
-}
-
-/** GIVE_BACK_TIMEOUT_MS bounds one hand-back of an ended term (its Lease then expires instead). */
-const GIVE_BACK_TIMEOUT_MS = 5000;
-
-/** RETRY_MS bounds how often a failing renew is retried within the deadline. */
-const RETRY_MIN_MS = 50;
-
 /** LockSession tracks and renews one lock for one pod incarnation. */
 export class LockSession {
   readonly #o: LockSessionOptions;
   readonly #leases: LeaseClient;
   readonly #informer: LeaseInformer;
+  readonly #mutex: MutexRequests;
   readonly #listeners = new Set<(e: LockEvent) => void>();
-  #lease: V1Lease | undefined;
-  #term: Term | undefined;
-  #confirming: bigint | undefined;
-  #state: LockState = 'waiting';
+  /** #s is the machine's state; only #feed replaces it. */
+  #s: SessionState;
   #renewTimer: Timer | undefined;
   #deadlineTimer: Timer | undefined;
-  #inFlight: Promise<void> | undefined;
-  #kickAgain = false;
-  #stopping = false;
-  #abort = new AbortController();
-  #lastTimings: TermTimings | undefined;
-  /** #endedToken: the largest token of a term that ended here; a grant must carry a larger one. */
-  #endedToken: bigint | undefined;
-  /** #givingBack: a hand-back is under way (single flight). */
-  #givingBack = false;
+  /** #abort aborts every request out when the session stops (AbortRequests). */
+  readonly #abort = new AbortController();
+  /** #idleWaiters: stop() waits here until the renew flight is over. */
+  readonly #idleWaiters: (() => void)[] = [];
 
   constructor(o: LockSessionOptions) {
     this.#o = o;
+    this.#s = initialState(o.self);
     this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
+    this.#mutex = new MutexRequests(o);
     this.#informer.onChange((lease, kind) => {
       if (lease.metadata?.name !== leaseName(o.lock)) return;
-      if (kind === 'delete') {
-        this.#onLeaseGone();
-        return;
-      }
-      this.#observe(lease);
+      this.#step(kind === 'delete' ? { type: 'LeaseGone' } : seen(lease));
     });
   }
 
@@ -136,7 +116,7 @@ export class LockSession {
   async start(): Promise<void> {
     await this.#informer.start();
     const current = this.#informer.get(this.#o.namespace, leaseName(this.#o.lock));
-    if (current !== undefined) this.#observe(current);
+    if (current !== undefined) this.#step(seen(current));
   }
 
   /** onEvent subscribes to changes; returns the unsubscribe function. Listeners must not throw. */
@@ -149,17 +129,17 @@ export class LockSession {
 
   /** snapshot is the current state; it first checks the term's deadline against the clock. */
   snapshot(): LockSnapshot {
-    this.#checkDeadline();
-    const rec = this.#record();
-    const term = this.#term;
-    const held = this.#state === 'held' && term !== undefined;
+    this.#step({ type: 'DeadlineCheck' });
+    const s = this.#s;
+    const term = heldTerm(s);
     return {
       lock: this.#o.lock,
-      held,
-      token: held ? term.token.toString() : undefined,
-      holder: rec?.holder?.name,
-      expiresInMs: held ? Math.max(0, Math.floor(term.validUntilMs - this.#o.clock.monotonicMs())) : undefined,
-      state: this.#state,
+      held: term !== undefined,
+      token: term?.token.toString(),
+      holder: s.lease?.record?.holder?.name,
+      expiresInMs:
+        term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - this.#o.clock.monotonicMs())) : undefined,
+      state: s.phase.name,
     };
   }
 
@@ -168,21 +148,18 @@ export class LockSession {
    * the run id, if any. The controller grants requesters first come, first served. Harmless in
    * Election mode, where every Ready candidate may be granted anyway.
    */
-  async request(runId?: string): Promise<void> {
-    const keys = podKeys(this.#o.lock);
-    await this.#patchOwnPod({ [keys.request]: this.#o.clock.now().toISOString(), [keys.runId]: runId ?? null });
+  request(runId?: string): Promise<void> {
+    return this.#mutex.request(runId);
   }
 
   /** withdraw removes the request (Mutex mode), so that the pod is not granted again. */
-  async withdraw(): Promise<void> {
-    const keys = podKeys(this.#o.lock);
-    await this.#patchOwnPod({ [keys.request]: null, [keys.runId]: null });
+  withdraw(): Promise<void> {
+    return this.#mutex.withdraw();
   }
 
   /** complete reports a run id done (the controller records it in status.completedRuns). */
-  async complete(runId: string): Promise<void> {
-    const keys = podKeys(this.#o.lock);
-    await this.#patchOwnPod({ [keys.completedRun]: runId, [keys.completedAt]: this.#o.clock.now().toISOString() });
+  complete(runId: string): Promise<void> {
+    return this.#mutex.complete(runId);
   }
 
   /**
@@ -190,45 +167,19 @@ export class LockSession {
    * status.completedRuns (the controller's record; a report still only on a pod annotation does
    * not count yet). A lock without its DistributedLock has no completed runs.
    */
-  async runCompleted(runId: string): Promise<boolean> {
-    let obj: DistributedLock;
-    try {
-      obj = (await this.#o.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: this.#o.namespace,
-        plural: PLURAL,
-        name: this.#o.lock,
-      })) as DistributedLock;
-    } catch (err) {
-      if (isNotFound(err)) return false;
-      throw err;
-    }
-    return (obj.status?.completedRuns ?? []).some((r) => r.runId === runId);
-  }
-
-  async #patchOwnPod(annotations: Record<string, string | null>): Promise<void> {
-    const core = this.#o.kc.makeApiClient(CoreV1Api);
-    // The uid makes it a precondition: a new pod of the same name is never changed by an old incarnation.
-    await core.patchNamespacedPod(
-      {
-        namespace: this.#o.namespace,
-        name: this.#o.self.name,
-        body: { metadata: { uid: this.#o.self.uid, annotations } },
-      },
-      mergePatch,
-    );
+  runCompleted(runId: string): Promise<boolean> {
+    return this.#mutex.runCompleted(runId);
   }
 
   /** termTimings: the current or last term's timings (undefined before the first grant). */
   termTimings(): TermTimings | undefined {
-    return this.#lastTimings;
+    return this.#s.lastTimings;
   }
 
   /** heldToken returns the token while the lock is validly held, else undefined (checks the clock). */
   heldToken(): bigint | undefined {
-    this.#checkDeadline();
-    return this.#state === 'held' ? this.#term?.token : undefined;
+    this.#step({ type: 'DeadlineCheck' });
+    return heldTerm(this.#s)?.token;
   }
 
   /**
@@ -237,56 +188,179 @@ export class LockSession {
    * token. Idempotent; a lock not held is a no-op.
    */
   async release(): Promise<void> {
-    const term = this.#term;
-    if (term === undefined) return;
-    this.#endTerm('released', 'released by the holder');
-    await this.#releaseLease(term.token, 'Released Lease');
+    await this.#stepAndWait({ type: 'ReleaseRequested' });
   }
 
-  /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
-  async #releaseLease(token: bigint, logMessage: string, signal?: AbortSignal): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const lease =
-        attempt === 0
-          ? this.#lease
-          : await this.#leases.get(
-              this.#o.namespace,
-              leaseName(this.#o.lock),
-              signal !== undefined ? { signal } : undefined,
-            );
-      if (lease === undefined) return;
-      const rec = parseLease(lease);
-      if (!sameHolder(rec.holder, this.#o.self) || rec.token !== token) return; // no longer ours: nothing to release
-      try {
-        this.#lease = await this.#leases.replace(
-          this.#o.namespace,
-          leaseName(this.#o.lock),
-          releasedLease(lease, 'Released'),
-          signal !== undefined ? { signal } : undefined,
-        );
-        this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
-        return;
-      } catch (err) {
-        if (isNotFound(err)) return;
-        if (!isConflict(err)) throw new Error(`Failed to release Lease ${leaseName(this.#o.lock)}`, { cause: err });
-      }
+  /** stop ends watching and renewing without releasing (the lease then expires on the server). */
+  async stop(): Promise<void> {
+    this.#step({ type: 'Stop' });
+    await this.#informer.stop();
+    // The renew out (aborted) or a retry waiting for its timer ends the flight.
+    if (this.#s.renew !== 'idle') {
+      await new Promise<void>((resolve) => {
+        this.#idleWaiters.push(resolve);
+      });
     }
   }
 
+  // --- internals ---
+
+  /** #step feeds one event to the machine, keeps its state, and performs its actions in order. */
+  #step(event: SessionEvent): void {
+    this.#feed(event, undefined, undefined);
+  }
+
   /**
-   * #giveBack hands an ended term back once the Lease is seen naming it again: best effort, one
-   * flight at a time (if it fails, the controller expires the Lease after its duration anyway).
+   * #stepAndWait is #step for an event whose actions the caller waits for: the release of a term
+   * (release() reports its failure), or the re-read of a conflicted renew (within the renew's budget).
    */
-  #giveBack(token: bigint): void {
-    // Not while stopping: stop() leaves the Lease to expire, as documented.
-    if (this.#givingBack || this.#stopping || (this.#state !== 'lost' && this.#state !== 'released')) return;
-    this.#givingBack = true;
-    // Bounded, so that a request hung in a partition does not block the next hand-back.
+  async #stepAndWait(event: SessionEvent, signal?: AbortSignal): Promise<void> {
+    const pending: Promise<void>[] = [];
+    this.#feed(event, signal, pending);
+    await Promise.all(pending);
+  }
+
+  /**
+   * #feed runs one transition. Listeners run inside it and may read the session: a nested step
+   * starts from the new state, as the machine's state is kept before any action is performed.
+   */
+  #feed(event: SessionEvent, signal: AbortSignal | undefined, pending: Promise<void>[] | undefined): void {
+    const { state, actions } = transition(this.#s, event, this.#o.clock.monotonicMs());
+    this.#s = state;
+    for (const a of actions) {
+      const p = this.#perform(a, signal);
+      if (p === undefined) continue;
+      // Only events fed through #stepAndWait produce awaited actions; never lose a failure all the same.
+      if (pending !== undefined) pending.push(p);
+      else
+        p.catch((err: unknown) => {
+          this.#o.log.error({ err, lock: this.#o.lock }, 'Lock session action failed');
+        });
+    }
+    if (this.#s.renew === 'idle') for (const resolve of this.#idleWaiters.splice(0)) resolve();
+  }
+
+  #perform(a: SessionAction, signal: AbortSignal | undefined): Promise<void> | undefined {
+    const { clock, log, lock } = this.#o;
+    switch (a.type) {
+      case 'SendRenew':
+        void this.#renew(a);
+        return undefined;
+      case 'ReadLease':
+        if (signal === undefined) throw new Error('ReadLease outside a renew');
+        return this.#readLease(signal);
+      case 'ScheduleRetry':
+        clock
+          .setTimeout(() => {
+            this.#step({ type: 'RetryTimerFired' });
+          }, a.inMs)
+          .unref();
+        return undefined;
+      case 'ArmTimers': {
+        this.#clearTimers();
+        const jitter = 1 - 0.1 * (this.#o.random ?? Math.random)();
+        this.#renewTimer = clock.setTimeout(
+          () => {
+            this.#step({ type: 'RenewTimerFired' });
+          },
+          Math.max(1, a.renewInMs * jitter),
+        );
+        this.#deadlineTimer = clock.setTimeout(() => {
+          this.#step({ type: 'DeadlineCheck' });
+        }, a.deadlineInMs);
+        return undefined;
+      }
+      case 'ClearTimers':
+        this.#clearTimers();
+        return undefined;
+      case 'AbortRequests':
+        this.#abort.abort(new Error('session stopped'));
+        return undefined;
+      case 'Release':
+        return this.#releaseLease(a.token, 'Released Lease');
+      case 'GiveBack':
+        this.#giveBack(a.token, a.budgetMs);
+        return undefined;
+      case 'Emit': {
+        const token = a.token.toString();
+        if (a.event === 'granted') log.info({ lock, token }, 'Acquired lock');
+        if (a.event === 'lost') log.info({ lock, token, reason: a.reason }, 'Lost lock');
+        if (a.event === 'released') log.info({ lock, token, reason: a.reason }, 'Released lock');
+        this.#emit({
+          type: a.event,
+          lock,
+          token,
+          ...(a.reason !== undefined ? { reason: a.reason } : {}),
+          ...(a.expiresInMs !== undefined ? { expiresInMs: a.expiresInMs } : {}),
+        });
+        return undefined;
+      }
+      case 'Report':
+        if (a.what === 'RenewFailed') log.info({ lock, err: a.err }, 'Failed to renew Lease; retrying');
+        else log.error({ err: a.err, lock }, 'Failed to parse Lease');
+        return undefined;
+    }
+  }
+
+  /** #renew sends one renew, bounded by its budget and by stop, and feeds the answer back. */
+  async #renew(a: Extract<SessionAction, { type: 'SendRenew' }>): Promise<void> {
+    const { clock } = this.#o;
+    const ac = new AbortController();
+    const timeout = clock.setTimeout(() => {
+      ac.abort(new Error('renew timed out'));
+    }, a.budgetMs);
+    const onStop = (): void => {
+      ac.abort(new Error('stopped'));
+    };
+    this.#abort.signal.addEventListener('abort', onStop, { once: true });
+    try {
+      let answer: SessionEvent;
+      try {
+        const stored = await this.#leases.replace(
+          this.#o.namespace,
+          leaseName(this.#o.lock),
+          renewedLease(a.lease, clock.now()),
+          { signal: ac.signal },
+        );
+        answer = { type: 'RenewAnswered', request: a.request, stored: viewOf(stored).view };
+      } catch (err) {
+        answer = { type: 'RenewFailed', request: a.request, failure: failureOf(err), err };
+      }
+      // A conflict re-reads the Lease under the same budget before this request is done with.
+      await this.#stepAndWait(answer, ac.signal);
+    } finally {
+      timeout.cancel();
+      this.#abort.signal.removeEventListener('abort', onStop);
+    }
+  }
+
+  /** #readLease re-reads the Lease after a renew conflicted (ReadLease). */
+  async #readLease(signal: AbortSignal): Promise<void> {
+    let answer: SessionEvent;
+    try {
+      const fresh = await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), { signal });
+      if (fresh === undefined) answer = { type: 'LeaseRead', lease: undefined };
+      else {
+        const { view, parseError } = viewOf(fresh);
+        answer = { type: 'LeaseRead', lease: view, ...(parseError !== undefined ? { parseError } : {}) };
+      }
+    } catch {
+      answer = { type: 'LeaseReadFailed' }; // the renew is retried
+    }
+    this.#step(answer);
+  }
+
+  /**
+   * #giveBack hands an ended term back (GiveBack): best effort within its budget, so that a
+   * request hung in a partition does not block the next hand-back; if it fails, the controller
+   * expires the Lease after its duration anyway.
+   */
+  #giveBack(token: bigint, budgetMs: number): void {
     const ac = new AbortController();
     const timeout = this.#o.clock
       .setTimeout(() => {
         ac.abort(new Error('hand-back timed out'));
-      }, GIVE_BACK_TIMEOUT_MS)
+      }, budgetMs)
       .unref();
     this.#releaseLease(token, 'Handed back a lost term', ac.signal)
       .catch((err: unknown) => {
@@ -297,253 +371,34 @@ export class LockSession {
       })
       .finally(() => {
         timeout.cancel();
-        this.#givingBack = false;
+        this.#step({ type: 'GiveBackDone' });
       });
   }
 
-  /** stop ends watching and renewing without releasing (the lease then expires on the server). */
-  async stop(): Promise<void> {
-    this.#stopping = true;
-    if (this.#term !== undefined) this.#endTerm('lost', 'session stopped');
-    this.#state = 'stopped';
-    this.#abort.abort(new Error('session stopped'));
-    this.#clearTimers();
-    await this.#informer.stop();
-    await this.#inFlight;
-  }
-
-  // --- internals ---
-
-  /** #endedHere: a term with this token (or a smaller one) already ended in this session. */
-  #endedHere(token: bigint): boolean {
-    return this.#endedToken !== undefined && token <= this.#endedToken;
-  }
-
-  /** #ended re-reads the state after an await (it may have changed meanwhile). */
-  #ended(): boolean {
-    return this.#state === 'stopped' || this.#state === 'released';
-  }
-
-  #record(): LockRecord | undefined {
-    if (this.#lease === undefined) return undefined;
-    try {
-      return parseLease(this.#lease);
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** #observe takes the newest Lease (by resourceVersion) and reacts to its holder. */
-  #observe(lease: V1Lease): void {
-    if (this.#state === 'stopped') return;
-    if (this.#lease !== undefined && rvOf(lease) < rvOf(this.#lease)) return; // an older event than what we wrote
-    this.#lease = lease;
-    let rec: LockRecord;
-    try {
-      rec = parseLease(lease);
-    } catch (err) {
-      this.#o.log.error({ err, lock: this.#o.lock }, 'Failed to parse Lease');
-      return;
-    }
-    const ours = sameHolder(rec.holder, this.#o.self) && rec.token !== undefined;
-    const term = this.#term;
-    if (term !== undefined) {
-      this.#checkDeadline();
-      if (this.#term === undefined) return;
-      if (!ours) {
-        this.#endTerm('lost', rec.holder !== undefined ? `granted to ${rec.holder.name}` : 'revoked');
-        return;
-      }
-      if (rec.token !== term.token) {
-        this.#endTerm('lost', `superseded by token ${String(rec.token)}`);
-      } else return;
-    }
-    if (ours && rec.token !== undefined && this.#endedHere(rec.token)) {
-      // A term that ended here: never confirmed again, whatever the Lease says (see the header).
-      this.#confirming = undefined;
-      if (this.#state === 'confirming') this.#state = 'waiting';
-      this.#giveBack(rec.token);
-    } else if (ours && rec.token !== undefined && this.#confirming !== rec.token) {
-      this.#confirming = rec.token;
-      this.#state = 'confirming';
-      this.#kick();
-    } else if (!ours && this.#state !== 'released') {
-      this.#confirming = undefined;
-      if (this.#state === 'confirming') this.#state = 'waiting';
-    }
-  }
-
-  #onLeaseGone(): void {
-    this.#lease = undefined;
-    this.#confirming = undefined;
-    if (this.#term !== undefined) this.#endTerm('lost', 'Lease deleted');
-    else if (this.#state === 'confirming') this.#state = 'waiting';
-  }
-
-  /** #kick runs a renew now unless one is in flight (single flight). */
-  #kick(): void {
-    if (this.#state === 'stopped') return;
-    // A kick while a renew is out (a new grant seen meanwhile) runs once that one is done.
-    if (this.#inFlight !== undefined) {
-      this.#kickAgain = true;
-      return;
-    }
-    this.#inFlight = this.#renew().finally(() => {
-      this.#inFlight = undefined;
-      if (this.#kickAgain) {
-        this.#kickAgain = false;
-        this.#kick();
-      }
-    });
-  }
-
-  async #renew(): Promise<void> {
-    const { clock, log } = this.#o;
-    for (;;) {
-      if (this.#state === 'stopped' || this.#state === 'released') return;
-      const lease = this.#lease;
-      const rec = this.#record();
-      const token = this.#term?.token ?? this.#confirming;
-      if (
-        lease === undefined ||
-        rec === undefined ||
-        token === undefined ||
-        !sameHolder(rec.holder, this.#o.self) ||
-        rec.token !== token
-      )
-        return;
-      // The term's timings as the Lease fixed them at grant (the agent does not read the lock's spec).
-      const timings = termTimingsOf(rec);
-      const deadlineMs = timings.renewDeadlineMs;
-      const periodMs = timings.renewPeriodMs;
-      const sentAt = clock.monotonicMs();
-      // Bound the request by what is left of the term (or, confirming, by one deadline).
-      const budget = this.#term !== undefined ? this.#term.validUntilMs - sentAt : deadlineMs;
-      if (budget <= 0) {
-        this.#checkDeadline();
-        return;
-      }
-      const ac = new AbortController();
-      const timeout = clock.setTimeout(() => {
-        ac.abort(new Error('renew timed out'));
-      }, budget);
-      const onStop = (): void => {
-        ac.abort(new Error('stopped'));
-      };
-      this.#abort.signal.addEventListener('abort', onStop, { once: true });
+  /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
+  async #releaseLease(token: bigint, logMessage: string, signal?: AbortSignal): Promise<void> {
+    const opts = signal !== undefined ? { signal } : undefined;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const lease =
+        attempt === 0
+          ? this.#s.lease?.object
+          : await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), opts);
+      if (lease === undefined) return;
+      if (!namesTerm(parseLease(lease), this.#o.self, token)) return; // no longer ours: nothing to release
       try {
         const stored = await this.#leases.replace(
           this.#o.namespace,
           leaseName(this.#o.lock),
-          renewedLease(lease, clock.now()),
-          { signal: ac.signal },
+          releasedLease(lease, 'Released'),
+          opts,
         );
-        // Keep the newest Lease: the watch may already have delivered a later version.
-        if (this.#lease === undefined || rvOf(stored) >= rvOf(this.#lease)) this.#lease = stored;
-        if (this.#ended()) return; // stopped or released while the request was out
-        this.#onRenewed(token, sentAt, timings.leaseDurationMs, deadlineMs, periodMs);
+        this.#step({ type: 'ReleaseAnswered', lease: viewOf(stored).view });
+        this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
         return;
       } catch (err) {
-        if (this.#ended()) return;
-        if (isConflict(err)) {
-          // Someone wrote the Lease: re-read and go on only if it is still ours.
-          try {
-            const fresh = await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), { signal: ac.signal });
-            if (fresh === undefined) {
-              this.#onLeaseGone();
-              return;
-            }
-            this.#observe(fresh);
-          } catch {
-            /* retried below */
-          }
-          continue;
-        }
-        if (isNotFound(err)) {
-          this.#onLeaseGone();
-          return;
-        }
-        log.info({ lock: this.#o.lock, err }, 'Failed to renew Lease; retrying');
-        this.#checkDeadline();
-        if (this.#term === undefined && this.#state !== 'confirming') return;
-        await delay(clock, Math.max(RETRY_MIN_MS, Math.min(periodMs / 4, 500)));
-      } finally {
-        timeout.cancel();
-        this.#abort.signal.removeEventListener('abort', onStop);
+        if (isNotFound(err)) return;
+        if (!isConflict(err)) throw new Error(`Failed to release Lease ${leaseName(this.#o.lock)}`, { cause: err });
       }
-    }
-  }
-
-  #onRenewed(token: bigint, sentAt: number, leaseMs: number, deadlineMs: number, periodMs: number): void {
-    const validUntilMs = sentAt + deadlineMs;
-    const now = this.#o.clock.monotonicMs();
-    if (validUntilMs <= now) {
-      this.#checkDeadline();
-      return;
-    } // the reply came too late to trust
-    if (this.#term === undefined && this.#endedHere(token)) {
-      // A renew sent before the term's deadline, answered after it: the term is over all the same.
-      this.#giveBack(token);
-      return;
-    }
-    if (this.#term === undefined) {
-      this.#term = {
-        token,
-        validUntilMs,
-        leaseDurationMs: leaseMs,
-        renewDeadlineMs: deadlineMs,
-        renewPeriodMs: periodMs,
-      };
-      this.#lastTimings = { leaseDurationMs: leaseMs, renewDeadlineMs: deadlineMs, renewPeriodMs: periodMs };
-      this.#confirming = undefined;
-      this.#state = 'held';
-      this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, 'Acquired lock');
-      this.#emit({ type: 'granted', lock: this.#o.lock, token: token.toString(), expiresInMs: validUntilMs - now });
-    } else {
-      this.#term.validUntilMs = validUntilMs;
-      this.#emit({ type: 'renewed', lock: this.#o.lock, token: token.toString(), expiresInMs: validUntilMs - now });
-    }
-    this.#clearTimers();
-    const jitter = 1 - 0.1 * (this.#o.random ?? Math.random)();
-    this.#renewTimer = this.#o.clock.setTimeout(
-      () => {
-        this.#kick();
-      },
-      Math.max(1, periodMs * jitter),
-    );
-    this.#deadlineTimer = this.#o.clock.setTimeout(
-      () => {
-        this.#checkDeadline();
-      },
-      Math.max(1, validUntilMs - now),
-    );
-  }
-
-  /** #checkDeadline ends the term if its local deadline has passed (timers may fire late after a pause). */
-  #checkDeadline(): void {
-    const term = this.#term;
-    if (term !== undefined && this.#o.clock.monotonicMs() >= term.validUntilMs)
-      this.#endTerm('lost', 'renew deadline passed');
-  }
-
-  #endTerm(state: 'lost' | 'released', reason: string): void {
-    const term = this.#term;
-    this.#term = undefined;
-    this.#confirming = undefined;
-    this.#clearTimers();
-    this.#state = state;
-    if (term === undefined) return;
-    this.#endedToken = term.token; // larger than any before: a term only starts with a token not #endedHere
-    this.#o.log.info(
-      { lock: this.#o.lock, token: term.token.toString(), reason },
-      state === 'lost' ? 'Lost lock' : 'Released lock',
-    );
-    this.#emit({ type: state, lock: this.#o.lock, token: term.token.toString(), reason });
-    if (state === 'lost') {
-      // A new grant to us (a larger token) starts a new term through #observe; a Lease that still
-      // names the lost term is handed back there.
-      const rec = this.#record();
-      if (rec !== undefined && sameHolder(rec.holder, this.#o.self)) this.#observe(this.#lease as V1Lease);
     }
   }
 
@@ -565,6 +420,18 @@ export class LockSession {
   }
 }
 
+/** seen is the LeaseSeen event of a Lease from the watch. */
+function seen(lease: V1Lease): SessionEvent {
+  const { view, parseError } = viewOf(lease);
+  return { type: 'LeaseSeen', lease: view, ...(parseError !== undefined ? { parseError } : {}) };
+}
+
+function failureOf(err: unknown): RenewFailure {
+  if (isConflict(err)) return 'conflict';
+  if (isNotFound(err)) return 'notFound';
+  return 'other';
+}
+
 /** leaseInformerOf watches the Leases labelled with the lock (the session picks its own by name). */
 function leaseInformerOf(o: LockSessionOptions): LeaseInformer {
   const api = o.kc.makeApiClient(CoordinationV1Api);
@@ -577,16 +444,5 @@ function leaseInformerOf(o: LockSessionOptions): LeaseInformer {
     labelSelector,
     path: `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`,
     list: () => api.listNamespacedLease({ namespace: o.namespace, labelSelector }),
-  });
-}
-
-function rvOf(l: V1Lease): bigint {
-  const rv = l.metadata?.resourceVersion ?? '0';
-  return /^[0-9]+$/.test(rv) ? BigInt(rv) : 0n;
-}
-
-function delay(clock: TimerClock, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    clock.setTimeout(resolve, ms).unref();
   });
 }

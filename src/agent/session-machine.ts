@@ -1,0 +1,548 @@
+/**
+ * session-machine — the pure decision core of {@link LockSession} (src/agent/session.ts), the holder's
+ * side of the protocol for one lock (DESIGN "The protocol", steps 2–4). `transition(state, event,
+ * nowMs)` returns the next state and the actions the I/O shell performs: Lease requests, timers,
+ * LockEvents. No I/O, no timers, no promises, no clock reads: `nowMs` is the shell's monotonic time.
+ *
+ * Safety rules, each enforced here:
+ * - Validity is counted from the monotonic time a renew request was SENT: after a successful
+ *   renew sent at t_s the lock is held until t_s + renewDeadline (renewDeadline < lease duration,
+ *   so it passes before the controller, which counts from when it SAW the renewal, can expire it).
+ * - A grant seen on the watch is not trusted until the agent's own first renew of it succeeds:
+ *   a grant delivered late (a pause, a slow watch) can never start a term that is already over.
+ * - Every renew and release is a compare-and-swap on the resourceVersion and is sent only while
+ *   the Lease names this pod incarnation (name and UID) with the term's token.
+ * - `held` is re-checked against the clock on every read, not only by timers (the shell feeds a
+ *   DeadlineCheck before each read), so a process that was paused past its deadline reports the
+ *   loss the moment it runs again.
+ * - A renew request is bounded by the time left in the term; failed renews are retried until the
+ *   deadline (riding out API-server blips), then the lock is declared lost.
+ * - A term that ended here (lost or released) is never taken up again, even if the Lease still
+ *   names this pod with its token once the API server answers again: only a grant with a larger
+ *   token starts a new term (docs/safety.md T11: after a step-down, never the old token again). A lost
+ *   term the Lease still names is handed back (a released Lease), so the controller does not have
+ *   to wait out the lease to grant the next term.
+ * - Stopping never writes: the Lease is left to expire (no hand-back, no release).
+ *
+ * ## State
+ *
+ * `phase` is one of waiting (not the holder), confirming(u) (the Lease names us with token u, our
+ * first renew of it not yet answered), held(term), lost, released, stopped. Beside it: `lease`, the
+ * newest Lease seen (by resourceVersion); `endedToken`, the largest token of a term that ended here;
+ * `renew`, the single renew flight (idle, sending, reading after a conflict, backoff before a
+ * retry) and `renewAgain` (a kick came while it was busy); `givingBack` (one hand-back at a time).
+ * "Ours with u" below means: the Lease's holder is this pod incarnation and its token is u.
+ *
+ * ## Transition table
+ *
+ * Rows are checked top to bottom within an event; "as X" runs row X's transition in the same step.
+ *
+ * | row | event               | when                                                | next phase            | actions                                                    |
+ * |-----|---------------------|-----------------------------------------------------|-----------------------|------------------------------------------------------------|
+ * | L1  | LeaseSeen           | stopped, or older (rv) than the newest seen         | unchanged             | —                                                          |
+ * | L2  | LeaseSeen           | unparsable                                          | unchanged             | Report (kept as the newest Lease)                          |
+ * | L3  | LeaseSeen           | held, deadline passed                               | as D1                 | as D1                                                      |
+ * | L4  | LeaseSeen           | held(t), not ours                                   | lost                  | ClearTimers, Emit lost "granted to X" / "revoked"          |
+ * | L5  | LeaseSeen           | held(t), ours with t                                | held(t)               | —                                                          |
+ * | L6  | LeaseSeen           | held(t), ours with u ≠ t                            | lost, then as L7/L8   | ClearTimers, Emit lost "superseded by token u", then L7/L8 |
+ * | L7  | LeaseSeen           | ours with u ≤ endedToken                            | confirming → waiting  | GiveBack(u) if lost/released and none under way            |
+ * | L8  | LeaseSeen           | ours with u, not confirming u                       | confirming(u)         | kick (K1–K5)                                               |
+ * | L9  | LeaseSeen           | ours with the confirming token                      | unchanged             | —                                                          |
+ * | L10 | LeaseSeen           | not ours                                            | confirming → waiting  | —                                                          |
+ * | G1  | LeaseGone           | held(t)                                             | lost                  | ClearTimers, Emit lost "Lease deleted"                     |
+ * | G2  | LeaseGone           | otherwise                                           | confirming → waiting  | — (the Lease is forgotten in every phase)                  |
+ * | D1  | DeadlineCheck       | held(t), now ≥ validUntil                           | lost, then as L7–L9   | ClearTimers, Emit lost "renew deadline passed"             |
+ * | D2  | DeadlineCheck       | otherwise                                           | unchanged             | —                                                          |
+ * | K   | RenewTimerFired     |                                                     | unchanged             | kick (K1–K5)                                               |
+ * | R1  | RenewAnswered       | released or stopped                                 | unchanged             | flight ends                                                |
+ * | R2  | RenewAnswered       | sentAt + renewDeadline ≤ now (answered too late)    | as D1/D2              | flight ends                                                |
+ * | R3  | RenewAnswered       | not held, token ≤ endedToken                        | unchanged             | GiveBack (as L7), flight ends                              |
+ * | R4  | RenewAnswered       | not held                                            | held(token)           | Emit granted, ArmTimers, flight ends                       |
+ * | R5  | RenewAnswered       | held                                                | held, validUntil moved| Emit renewed, ArmTimers, flight ends                       |
+ * | F1  | RenewFailed         | released or stopped                                 | unchanged             | flight ends                                                |
+ * | F2  | RenewFailed         | conflict                                            | unchanged             | ReadLease (flight: reading)                                |
+ * | F3  | RenewFailed         | not found                                           | as G1/G2              | flight ends                                                |
+ * | F4  | RenewFailed         | other, still held/confirming after D1               | as D1/D2              | Report, ScheduleRetry (flight: backoff)                    |
+ * | F5  | RenewFailed         | other, otherwise                                    | as D1                 | Report, flight ends                                        |
+ * | E1  | LeaseRead           | a Lease                                             | as L1–L10             | attempt (K3–K5)                                            |
+ * | E2  | LeaseRead           | none                                                | as G1/G2              | flight ends                                                |
+ * | E3  | LeaseReadFailed     |                                                     | unchanged             | attempt (K3–K5)                                            |
+ * | B   | RetryTimerFired     |                                                     | unchanged             | attempt (K3–K5)                                            |
+ * | Q1  | ReleaseRequested    | held(t)                                             | released              | ClearTimers, Emit released, Release(t)                     |
+ * | Q2  | ReleaseRequested    | otherwise                                           | unchanged             | —                                                          |
+ * | W   | ReleaseAnswered     |                                                     | unchanged             | — (the written Lease becomes the newest)                   |
+ * | H   | GiveBackDone        |                                                     | unchanged             | — (the next hand-back may start)                           |
+ * | S1  | Stop                | held(t)                                             | stopped               | ClearTimers, Emit lost "session stopped", as S2            |
+ * | S2  | Stop                | otherwise                                           | stopped               | AbortRequests, ClearTimers                                 |
+ *
+ * The renew flight (one at a time; "kick" starts it, "attempt" is one request of it):
+ *
+ * | row | step    | when                                                                      | effect                                          |
+ * |-----|---------|---------------------------------------------------------------------------|-------------------------------------------------|
+ * | K1  | kick    | stopped                                                                   | nothing                                         |
+ * | K2  | kick    | a flight is under way                                                     | renewAgain (a new flight once this one ends)    |
+ * | K3  | attempt | released/stopped, or the Lease is not ours with the held/confirming token | flight ends                                     |
+ * | K4  | attempt | no time left in the term                                                  | as D1, flight ends                              |
+ * | K5  | attempt | otherwise                                                                 | SendRenew, budget: held ? validUntil − now : renewDeadline |
+ *
+ * "Flight ends": the flight is idle again and, if renewAgain, kicks once more. Answers and timer
+ * events that do not match the flight's state (no flight is sending, reading or backing off) are
+ * ignored; with one flight they cannot happen.
+ *
+ * Caveat (kept from the code this was extracted from): R4 starts a term from the renew's own
+ * answer without looking at the newest Lease seen, so a watch event that arrived while the first
+ * renew was out (the Lease released or handed to another after our write) does not stop the term;
+ * the term then lasts until its deadline or the next Lease event.
+ */
+import type { V1Lease } from '@kubernetes/client-node';
+import { parseLease, type LockRecord } from '../lease/record.ts';
+import { sameHolder, type HolderRef } from '../protocol/holder.ts';
+import { termTimingsOf, type TermTimings } from '../protocol/timings.ts';
+
+/** LockState: waiting (not the holder), confirming (granted, first renew in flight), held, lost, released, stopped. */
+export type LockState = 'waiting' | 'confirming' | 'held' | 'lost' | 'released' | 'stopped';
+
+/** Term is one validly held term: its token and until when (monotonic ms) this agent trusts it. */
+export interface Term {
+  readonly token: bigint;
+  readonly validUntilMs: number;
+  readonly timings: TermTimings;
+}
+
+/** Phase is the session's phase, with what that phase knows. */
+export type Phase =
+  | { readonly name: 'waiting' }
+  | { readonly name: 'confirming'; readonly token: bigint }
+  | { readonly name: 'held'; readonly term: Term }
+  | { readonly name: 'lost' }
+  | { readonly name: 'released' }
+  | { readonly name: 'stopped' };
+
+/** LeaseView is one Lease as seen: the object, its resourceVersion, and its record (undefined if unparsable). */
+export interface LeaseView {
+  readonly object: V1Lease;
+  readonly rv: bigint;
+  readonly record: LockRecord | undefined;
+}
+
+/** RenewFlight is the single renew flight: idle, a renew out, a re-read after a conflict out, or waiting to retry. */
+export type RenewFlight = 'idle' | 'sending' | 'reading' | 'backoff';
+
+/** SessionState is everything the session decides from; the shell keeps it and never changes it itself. */
+export interface SessionState {
+  /** self is this pod incarnation. */
+  readonly self: HolderRef;
+  readonly phase: Phase;
+  /** lease is the newest Lease seen (by resourceVersion), or the one our last release wrote. */
+  readonly lease: LeaseView | undefined;
+  /** endedToken is the largest token of a term that ended here; a new term needs a larger one. */
+  readonly endedToken: bigint | undefined;
+  /** lastTimings are the current or last term's timings (undefined before the first grant). */
+  readonly lastTimings: TermTimings | undefined;
+  readonly renew: RenewFlight;
+  /** renewAgain: a kick came while the flight was busy; it kicks again when the flight ends. */
+  readonly renewAgain: boolean;
+  /** givingBack: a hand-back is under way (single flight). */
+  readonly givingBack: boolean;
+}
+
+/** RenewRequest is what a SendRenew was sent for; the shell passes it back with the answer. */
+export interface RenewRequest {
+  readonly token: bigint;
+  /** sentAtMs is the monotonic time the request was sent: the term's validity counts from it. */
+  readonly sentAtMs: number;
+  /** timings are the term's timings as the Lease fixed them at grant (the agent does not read the lock). */
+  readonly timings: TermTimings;
+}
+
+/** RenewFailure classifies a failed renew: a 409, a 404, or anything else (a timeout, the network). */
+export type RenewFailure = 'conflict' | 'notFound' | 'other';
+
+/** SessionEvent is one input to {@link transition}. */
+export type SessionEvent =
+  /** LeaseSeen: the watch (or the first list) delivered the lock's Lease. */
+  | { readonly type: 'LeaseSeen'; readonly lease: LeaseView; readonly parseError?: unknown }
+  /** LeaseGone: the watch delivered the Lease's deletion. */
+  | { readonly type: 'LeaseGone' }
+  | { readonly type: 'RenewTimerFired' }
+  /** DeadlineCheck: the deadline timer fired, or the shell is about to read the state. */
+  | { readonly type: 'DeadlineCheck' }
+  | { readonly type: 'RenewAnswered'; readonly request: RenewRequest; readonly stored: LeaseView }
+  | {
+      readonly type: 'RenewFailed';
+      readonly request: RenewRequest;
+      readonly failure: RenewFailure;
+      readonly err: unknown;
+    }
+  /** LeaseRead: the answer to a ReadLease (lease undefined: there is no Lease). */
+  | { readonly type: 'LeaseRead'; readonly lease: LeaseView | undefined; readonly parseError?: unknown }
+  | { readonly type: 'LeaseReadFailed' }
+  | { readonly type: 'RetryTimerFired' }
+  | { readonly type: 'ReleaseRequested' }
+  /** ReleaseAnswered: a release or hand-back wrote the Lease. */
+  | { readonly type: 'ReleaseAnswered'; readonly lease: LeaseView }
+  /** GiveBackDone: a hand-back finished, whatever its outcome. */
+  | { readonly type: 'GiveBackDone' }
+  | { readonly type: 'Stop' };
+
+/** LockEventType is the kind of a LockEvent. */
+export type LockEventType = 'granted' | 'renewed' | 'lost' | 'released';
+
+/** SessionAction is one thing for the shell to do, in order. */
+export type SessionAction =
+  /**
+   * SendRenew: compare-and-swap `lease` with a fresh renewTime, aborted after `budgetMs` or at
+   * stop; answer with RenewAnswered or RenewFailed carrying `request`.
+   */
+  | { readonly type: 'SendRenew'; readonly lease: V1Lease; readonly budgetMs: number; readonly request: RenewRequest }
+  /** ReadLease: GET the Lease under the same budget as the renew that conflicted; answer LeaseRead(Failed). */
+  | { readonly type: 'ReadLease' }
+  /** ScheduleRetry: feed RetryTimerFired after `inMs`. */
+  | { readonly type: 'ScheduleRetry'; readonly inMs: number }
+  /**
+   * ArmTimers replaces the renew and deadline timers: RenewTimerFired after `renewInMs` (the shell
+   * shortens it by a random 0–10 % jitter, never below 1 ms) and DeadlineCheck after `deadlineInMs`.
+   */
+  | { readonly type: 'ArmTimers'; readonly renewInMs: number; readonly deadlineInMs: number }
+  /** ClearTimers cancels the renew and deadline timers (not a scheduled retry). */
+  | { readonly type: 'ClearTimers' }
+  /** AbortRequests aborts every request out (the session stops). */
+  | { readonly type: 'AbortRequests' }
+  /** Release: compare-and-swap the holder away if the Lease still names this pod with `token`; the caller awaits it. */
+  | { readonly type: 'Release'; readonly token: bigint }
+  /** GiveBack: as Release for an ended term, best effort within `budgetMs`; then feed GiveBackDone. */
+  | { readonly type: 'GiveBack'; readonly token: bigint; readonly budgetMs: number }
+  /** Emit: log and deliver a LockEvent. */
+  | {
+      readonly type: 'Emit';
+      readonly event: LockEventType;
+      readonly token: bigint;
+      readonly reason?: string;
+      readonly expiresInMs?: number;
+    }
+  /** Report logs a failure that the machine handles (a renew to retry, a Lease it cannot read). */
+  | { readonly type: 'Report'; readonly what: 'RenewFailed' | 'LeaseUnparsable'; readonly err: unknown };
+
+/** Transition is the result of one {@link transition}. */
+export interface Transition {
+  readonly state: SessionState;
+  readonly actions: readonly SessionAction[];
+}
+
+/** GIVE_BACK_BUDGET_MS bounds one hand-back of an ended term (its Lease then expires instead). */
+export const GIVE_BACK_BUDGET_MS = 5000;
+
+/** RETRY_MIN_MS bounds how often a failing renew is retried within the deadline. */
+export const RETRY_MIN_MS = 50;
+
+/** RETRY_MAX_MS caps the wait before a failed renew is retried (a quarter period otherwise). */
+export const RETRY_MAX_MS = 500;
+
+/** initialState is a session that has seen nothing yet. */
+export function initialState(self: HolderRef): SessionState {
+  return {
+    self,
+    phase: { name: 'waiting' },
+    lease: undefined,
+    endedToken: undefined,
+    lastTimings: undefined,
+    renew: 'idle',
+    renewAgain: false,
+    givingBack: false,
+  };
+}
+
+/** viewOf parses a Lease into a view; an unparsable Lease has no record, and the error is returned. */
+export function viewOf(lease: V1Lease): { readonly view: LeaseView; readonly parseError?: unknown } {
+  const rv = rvOf(lease);
+  try {
+    return { view: { object: lease, rv, record: parseLease(lease) } };
+  } catch (err) {
+    return { view: { object: lease, rv, record: undefined }, parseError: err };
+  }
+}
+
+/** namesTerm: the record names `self` as holder with `token` (what every renew and release requires). */
+export function namesTerm(record: LockRecord | undefined, self: HolderRef, token: bigint): boolean {
+  return record !== undefined && sameHolder(record.holder, self) && record.token === token;
+}
+
+/** heldTerm is the term while the phase is held. It does not check the deadline: feed DeadlineCheck first. */
+export function heldTerm(state: SessionState): Term | undefined {
+  return state.phase.name === 'held' ? state.phase.term : undefined;
+}
+
+/** transition is the session's one step: see the module table. Pure; `nowMs` is the monotonic time. */
+export function transition(state: SessionState, event: SessionEvent, nowMs: number): Transition {
+  const s = new Step(state, nowMs);
+  s.apply(event);
+  return { state: s.state(), actions: s.actions };
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** Step is one transition in progress: a private draft of the state and the actions so far. */
+class Step {
+  readonly actions: SessionAction[] = [];
+  readonly #d: Mutable<SessionState>;
+  readonly #now: number;
+  /** #stopping: within a Stop, no hand-back starts (stop leaves the Lease to expire). */
+  #stopping = false;
+
+  constructor(state: SessionState, nowMs: number) {
+    this.#d = { ...state };
+    this.#now = nowMs;
+  }
+
+  state(): SessionState {
+    return { ...this.#d };
+  }
+
+  apply(e: SessionEvent): void {
+    const d = this.#d;
+    switch (e.type) {
+      case 'LeaseSeen':
+        this.#observe(e.lease, e.parseError);
+        return;
+      case 'LeaseGone':
+        this.#leaseGone();
+        return;
+      case 'DeadlineCheck':
+        this.#checkDeadline();
+        return;
+      case 'RenewTimerFired':
+        this.#kick();
+        return;
+      case 'RenewAnswered':
+        if (d.renew !== 'sending') return;
+        // Keep the newest Lease: the watch may already have delivered a later version.
+        if (d.lease === undefined || e.stored.rv >= d.lease.rv) d.lease = e.stored;
+        if (!this.#ended()) this.#renewed(e.request);
+        this.#flightEnds();
+        return;
+      case 'RenewFailed':
+        if (d.renew !== 'sending') return;
+        if (this.#ended()) return this.#flightEnds();
+        if (e.failure === 'conflict') {
+          // Someone wrote the Lease: re-read it and go on only if it is still ours.
+          d.renew = 'reading';
+          this.actions.push({ type: 'ReadLease' });
+          return;
+        }
+        if (e.failure === 'notFound') {
+          this.#leaseGone();
+          return this.#flightEnds();
+        }
+        this.actions.push({ type: 'Report', what: 'RenewFailed', err: e.err });
+        this.#checkDeadline();
+        if (d.phase.name !== 'held' && d.phase.name !== 'confirming') return this.#flightEnds();
+        d.renew = 'backoff';
+        this.actions.push({
+          type: 'ScheduleRetry',
+          inMs: Math.max(RETRY_MIN_MS, Math.min(e.request.timings.renewPeriodMs / 4, RETRY_MAX_MS)),
+        });
+        return;
+      case 'LeaseRead':
+        if (d.renew !== 'reading') return;
+        if (e.lease === undefined) {
+          this.#leaseGone();
+          return this.#flightEnds();
+        }
+        this.#observe(e.lease, e.parseError);
+        this.#attempt();
+        return;
+      case 'LeaseReadFailed':
+        if (d.renew === 'reading') this.#attempt();
+        return;
+      case 'RetryTimerFired':
+        if (d.renew === 'backoff') this.#attempt();
+        return;
+      case 'ReleaseRequested': {
+        const term = heldTerm(d);
+        if (term === undefined) return;
+        // The session stops trusting the term first (so the application stops writing), then writes.
+        this.#endTerm('released', 'released by the holder');
+        this.actions.push({ type: 'Release', token: term.token });
+        return;
+      }
+      case 'ReleaseAnswered':
+        d.lease = e.lease;
+        return;
+      case 'GiveBackDone':
+        d.givingBack = false;
+        return;
+      case 'Stop':
+        this.#stopping = true;
+        if (d.phase.name === 'held') this.#endTerm('lost', 'session stopped');
+        d.phase = { name: 'stopped' };
+        this.actions.push({ type: 'AbortRequests' }, { type: 'ClearTimers' });
+        return;
+    }
+  }
+
+  /** #ended: released or stopped (re-checked after an answer; it may have changed meanwhile). */
+  #ended(): boolean {
+    return this.#d.phase.name === 'stopped' || this.#d.phase.name === 'released';
+  }
+
+  /** #endedHere: a term with this token (or a smaller one) already ended in this session. */
+  #endedHere(token: bigint): boolean {
+    return this.#d.endedToken !== undefined && token <= this.#d.endedToken;
+  }
+
+  /** #observe takes the newest Lease (by resourceVersion) and reacts to its holder (rows L1–L10). */
+  #observe(view: LeaseView, parseError?: unknown): void {
+    const d = this.#d;
+    if (d.phase.name === 'stopped') return;
+    if (d.lease !== undefined && view.rv < d.lease.rv) return; // an older event than what we wrote
+    d.lease = view;
+    const rec = view.record;
+    if (rec === undefined) {
+      this.actions.push({ type: 'Report', what: 'LeaseUnparsable', err: parseError });
+      return;
+    }
+    const ours = sameHolder(rec.holder, d.self) && rec.token !== undefined;
+    if (d.phase.name === 'held') {
+      const term = d.phase.term;
+      this.#checkDeadline();
+      if (d.phase.name !== 'held') return;
+      if (!ours) {
+        this.#endTerm('lost', rec.holder !== undefined ? `granted to ${rec.holder.name}` : 'revoked');
+        return;
+      }
+      if (rec.token === term.token) return;
+      this.#endTerm('lost', `superseded by token ${String(rec.token)}`);
+    }
+    const confirming = d.phase.name === 'confirming' ? d.phase.token : undefined;
+    if (ours && rec.token !== undefined && this.#endedHere(rec.token)) {
+      // A term that ended here: never confirmed again, whatever the Lease says (see the header).
+      if (d.phase.name === 'confirming') d.phase = { name: 'waiting' };
+      this.#giveBack(rec.token);
+    } else if (ours && rec.token !== undefined && confirming !== rec.token) {
+      d.phase = { name: 'confirming', token: rec.token };
+      this.#kick();
+    } else if (!ours && d.phase.name === 'confirming') {
+      d.phase = { name: 'waiting' };
+    }
+  }
+
+  /** #leaseGone: the Lease was deleted (rows G1, G2). */
+  #leaseGone(): void {
+    const d = this.#d;
+    d.lease = undefined;
+    if (d.phase.name === 'held') this.#endTerm('lost', 'Lease deleted');
+    else if (d.phase.name === 'confirming') d.phase = { name: 'waiting' };
+  }
+
+  /** #checkDeadline ends the term if its local deadline has passed (timers may fire late after a pause). */
+  #checkDeadline(): void {
+    const term = heldTerm(this.#d);
+    if (term !== undefined && this.#now >= term.validUntilMs) this.#endTerm('lost', 'renew deadline passed');
+  }
+
+  #endTerm(phase: 'lost' | 'released', reason: string): void {
+    const d = this.#d;
+    const term = heldTerm(d);
+    d.phase = { name: phase };
+    this.actions.push({ type: 'ClearTimers' });
+    if (term === undefined) return;
+    d.endedToken = term.token; // larger than any before: a term only starts with a token not #endedHere
+    this.actions.push({ type: 'Emit', event: phase, token: term.token, reason });
+    // A new grant to us (a larger token) starts a new term through #observe; a Lease that still
+    // names the lost term is handed back there.
+    if (phase === 'lost' && d.lease?.record !== undefined && sameHolder(d.lease.record.holder, d.self))
+      this.#observe(d.lease);
+  }
+
+  /** #giveBack hands an ended term back: one at a time, never while stopping, only once it ended here. */
+  #giveBack(token: bigint): void {
+    const d = this.#d;
+    if (d.givingBack || this.#stopping || (d.phase.name !== 'lost' && d.phase.name !== 'released')) return;
+    d.givingBack = true;
+    this.actions.push({ type: 'GiveBack', token, budgetMs: GIVE_BACK_BUDGET_MS });
+  }
+
+  /** #kick starts a renew flight unless one is under way (rows K1, K2). */
+  #kick(): void {
+    const d = this.#d;
+    if (d.phase.name === 'stopped') return;
+    // A kick while a renew is out (a new grant seen meanwhile) runs once that one is done.
+    if (d.renew !== 'idle') {
+      d.renewAgain = true;
+      return;
+    }
+    this.#attempt();
+  }
+
+  /** #attempt sends one renew of the held or confirming token, or ends the flight (rows K3–K5). */
+  #attempt(): void {
+    const d = this.#d;
+    if (this.#ended()) return this.#flightEnds();
+    const term = heldTerm(d);
+    const token = term?.token ?? (d.phase.name === 'confirming' ? d.phase.token : undefined);
+    const lease = d.lease;
+    if (lease === undefined || token === undefined || !namesTerm(lease.record, d.self, token))
+      return this.#flightEnds();
+    const timings = termTimingsOf(lease.record);
+    // Bound the request by what is left of the term (or, confirming, by one deadline).
+    const budgetMs = term !== undefined ? term.validUntilMs - this.#now : timings.renewDeadlineMs;
+    if (budgetMs <= 0) {
+      this.#checkDeadline();
+      return this.#flightEnds();
+    }
+    d.renew = 'sending';
+    this.actions.push({
+      type: 'SendRenew',
+      lease: lease.object,
+      budgetMs,
+      request: { token, sentAtMs: this.#now, timings },
+    });
+  }
+
+  #flightEnds(): void {
+    const d = this.#d;
+    d.renew = 'idle';
+    if (d.renewAgain) {
+      d.renewAgain = false;
+      this.#kick();
+    }
+  }
+
+  /** #renewed: a renew succeeded; it confirms or extends the term unless it came too late (rows R2–R5). */
+  #renewed(r: RenewRequest): void {
+    const d = this.#d;
+    const validUntilMs = r.sentAtMs + r.timings.renewDeadlineMs;
+    if (validUntilMs <= this.#now) {
+      this.#checkDeadline(); // the reply came too late to trust
+      return;
+    }
+    const term = heldTerm(d);
+    if (term === undefined && this.#endedHere(r.token)) {
+      // A renew sent before the term's deadline, answered after it: the term is over all the same.
+      this.#giveBack(r.token);
+      return;
+    }
+    const expiresInMs = validUntilMs - this.#now;
+    // A renewal moves only the deadline: the term keeps the token and timings it was confirmed with.
+    d.phase = {
+      name: 'held',
+      term: term !== undefined ? { ...term, validUntilMs } : { token: r.token, validUntilMs, timings: r.timings },
+    };
+    if (term === undefined) {
+      d.lastTimings = r.timings;
+      this.actions.push({ type: 'Emit', event: 'granted', token: r.token, expiresInMs });
+    } else {
+      this.actions.push({ type: 'Emit', event: 'renewed', token: r.token, expiresInMs });
+    }
+    this.actions.push({
+      type: 'ArmTimers',
+      renewInMs: r.timings.renewPeriodMs,
+      deadlineInMs: Math.max(1, expiresInMs),
+    });
+  }
+}
+
+function rvOf(l: V1Lease): bigint {
+  const rv = l.metadata?.resourceVersion ?? '0';
+  return /^[0-9]+$/.test(rv) ? BigInt(rv) : 0n;
+}

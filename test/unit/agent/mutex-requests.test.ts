@@ -1,0 +1,142 @@
+/**
+ * MutexRequests (src/agent/mutex-requests.ts): the annotations a pod writes for a lock, and what
+ * goes over the wire — a merge patch of the pod's own annotations guarded by its UID, and the
+ * read of status.completedRuns. The API server is a local HTTP server that records requests.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { KubeConfig } from '@kubernetes/client-node';
+import {
+  MutexRequests,
+  completeAnnotations,
+  hasCompletedRun,
+  requestAnnotations,
+  withdrawAnnotations,
+} from '../../../src/agent/mutex-requests.ts';
+import { podKeys } from '../../../src/protocol/names.ts';
+import { aLock } from '../../support/builders.ts';
+import { FakeClock } from '../../support/fake-clock.ts';
+
+const keys = podKeys('db');
+const NOW = new Date('2025-01-01T00:00:00.123Z');
+
+describe('MutexRequests annotations', () => {
+  it.each([
+    {
+      name: 'a request is stamped to the ms and carries the run id',
+      patch: requestAnnotations('db', NOW, 'run-1'),
+      want: { [keys.request]: '2025-01-01T00:00:00.123Z', [keys.runId]: 'run-1' },
+    },
+    {
+      name: 'a request without a run id removes a stale one',
+      patch: requestAnnotations('db', NOW),
+      want: { [keys.request]: '2025-01-01T00:00:00.123Z', [keys.runId]: null },
+    },
+    {
+      name: 'a withdrawal removes the request and its run id',
+      patch: withdrawAnnotations('db'),
+      want: { [keys.request]: null, [keys.runId]: null },
+    },
+    {
+      name: 'a completion reports the run id and when',
+      patch: completeAnnotations('db', 'run-1', NOW),
+      want: { [keys.completedRun]: 'run-1', [keys.completedAt]: '2025-01-01T00:00:00.123Z' },
+    },
+  ])('$name', ({ patch, want }) => {
+    expect(patch).toEqual(want);
+  });
+
+  it.each([
+    { name: 'a lock with no status has no completed runs', status: undefined, want: false },
+    { name: 'a run recorded in status.completedRuns is completed', status: ['run-0', 'run-1'], want: true },
+    { name: 'a run not recorded is not completed', status: ['run-0'], want: false },
+  ])('$name', ({ status, want }) => {
+    const lock = aLock('db');
+    const withRuns =
+      status === undefined
+        ? lock
+        : { ...lock, status: { completedRuns: status.map((runId) => ({ runId, completedAt: NOW.toISOString() })) } };
+    expect(hasCompletedRun(withRuns, 'run-1')).toBe(want);
+  });
+});
+
+describe('MutexRequests on the wire', () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    await new Promise<void>((r) => {
+      server?.close(() => {
+        r();
+      });
+    });
+    server = undefined;
+  });
+
+  interface Seen {
+    readonly line: string;
+    readonly body: unknown;
+  }
+
+  /** serve answers every request with `status` and `body`, and records what it was sent. */
+  const serve = async (status: number, body: unknown): Promise<{ m: MutexRequests; seen: Seen[] }> => {
+    const seen: Seen[] = [];
+    server = createServer((req, res) => {
+      let text = '';
+      req.on('data', (c: Buffer) => {
+        text += c.toString();
+      });
+      req.on('end', () => {
+        seen.push({
+          line: `${req.method ?? ''} ${req.url ?? ''} ${req.headers['content-type'] ?? ''}`.trim(),
+          body: text === '' ? undefined : JSON.parse(text),
+        });
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      });
+    });
+    await new Promise<void>((r) => {
+      server?.listen(0, '127.0.0.1', r);
+    });
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [
+        { name: 'c', server: `http://127.0.0.1:${(server?.address() as AddressInfo).port}`, skipTLSVerify: true },
+      ],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+      currentContext: 'c',
+    });
+    const m = new MutexRequests({
+      kc,
+      namespace: 'ns',
+      lock: 'db',
+      self: { name: 'web-0', uid: 'uid-0' },
+      clock: new FakeClock({ wall: NOW }),
+    });
+    return { m, seen };
+  };
+
+  it('patches only its own pod, guarded by the pod UID, with a merge patch', async () => {
+    const { m, seen } = await serve(200, { metadata: { name: 'web-0' } });
+    await m.request('run-1');
+    expect(seen).toEqual([
+      {
+        line: 'PATCH /api/v1/namespaces/ns/pods/web-0 application/merge-patch+json',
+        body: { metadata: { uid: 'uid-0', annotations: requestAnnotations('db', NOW, 'run-1') } },
+      },
+    ]);
+  });
+
+  it('reads completed runs from the lock, and a missing lock has none', async () => {
+    const { m: found } = await serve(200, { ...aLock('db'), status: { completedRuns: [{ runId: 'run-1' }] } });
+    expect(await found.runCompleted('run-1')).toBe(true);
+    await new Promise<void>((r) => {
+      server?.close(() => {
+        r();
+      });
+    });
+    const { m: missing, seen } = await serve(404, { kind: 'Status', apiVersion: 'v1', code: 404, reason: 'NotFound' });
+    expect(await missing.runCompleted('run-1')).toBe(false);
+    expect(seen.map((s) => s.line)).toEqual(['GET /apis/fencepost.io/v1alpha1/namespaces/ns/distributedlocks/db']);
+  });
+});
