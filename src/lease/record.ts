@@ -16,12 +16,17 @@
  * - annotations fencepost.io/renew-deadline-ms and fencepost.io/renew-period-ms: the timings of
  *   the current term, fixed at grant, so that the holder's agent needs nothing but the Lease.
  * - annotation fencepost.io/release: `Released` when the holder gave the lock up, `Expired` or
- *   `Terminated` when the controller revoked it, so that lock-delay applies after an expiry only.
+ *   `Terminated` when the controller revoked it, so that lock-delay applies after an expiry only;
+ *   `Lost` on a Lease created again after the old one was deleted while held (or revoked because
+ *   its lock is being deleted): nobody may be granted before a full lease duration has passed,
+ *   since the old holder may not have seen the end of its term.
  */
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol/holder.ts';
 import {
   LAST_HOLDER_ANNOTATION,
+  LOCK_LABEL,
+  leaseName,
   RELEASE_ANNOTATION,
   RENEW_DEADLINE_ANNOTATION,
   RENEW_PERIOD_ANNOTATION,
@@ -73,7 +78,10 @@ export function parseLease(lease: V1Lease): LockRecord {
     renewTime: spec.renewTime !== undefined ? new Date(spec.renewTime) : undefined,
     leaseDurationSeconds: spec.leaseDurationSeconds,
     transitions: spec.leaseTransitions ?? 0,
-    released: released === 'Released' || released === 'Expired' || released === 'Terminated' ? released : undefined,
+    released:
+      released === 'Released' || released === 'Expired' || released === 'Terminated' || released === 'Lost'
+        ? released
+        : undefined,
     lastHolder: spec.holderIdentity === undefined ? parseHolderIdentity(ann[LAST_HOLDER_ANNOTATION]) : undefined,
     resourceVersion: lease.metadata?.resourceVersion ?? '',
   };
@@ -150,6 +158,42 @@ export function grantedLease(
       renewTime: microTime(now),
       leaseTransitions: (lease.spec?.leaseTransitions ?? 0) + 1,
     },
+  };
+}
+
+/**
+ * LostTerm is what the controller still knows of a held term whose Lease is gone (from the lock's
+ * status or the holder pod's marks): the holder that may still believe it holds the lock, and the
+ * term's lease length.
+ */
+export interface LostTerm {
+  readonly holder: HolderRef;
+  readonly leaseDurationSeconds: number;
+}
+
+/**
+ * newLease is the body of a lock's Lease, owned by the lock (so it goes with it). When `lost` says
+ * an earlier Lease of the lock was deleted while held, the new one is released as `Lost` with that
+ * term's lease length, so that the first grant waits a full lease duration for the old holder to
+ * step down. Tokens need nothing carried over: before the first grant the floor is the new
+ * Lease's resourceVersion, an etcd revision above every token issued on the old one.
+ */
+export function newLease(
+  lock: { readonly name: string; readonly uid: string; readonly apiVersion: string; readonly kind: string },
+  lost: LostTerm | undefined,
+): V1Lease {
+  return {
+    metadata: {
+      name: leaseName(lock.name),
+      labels: { [LOCK_LABEL]: lock.name },
+      ...(lost !== undefined
+        ? { annotations: { [RELEASE_ANNOTATION]: 'Lost', [LAST_HOLDER_ANNOTATION]: holderIdentity(lost.holder) } }
+        : {}),
+      ownerReferences: [
+        { apiVersion: lock.apiVersion, kind: lock.kind, name: lock.name, uid: lock.uid, controller: true },
+      ],
+    },
+    spec: lost !== undefined ? { leaseDurationSeconds: lost.leaseDurationSeconds } : {},
   };
 }
 

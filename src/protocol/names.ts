@@ -27,7 +27,11 @@ export function lockLabelSelector(lockName: string): string {
 
 /** TOKEN_ANNOTATION holds the token of the Lease's current or last grant (decimal string). */
 export const TOKEN_ANNOTATION = 'fencepost.io/fencing-token';
-/** RELEASE_ANNOTATION records how the last holder left: `Released` (voluntary), `Expired` or `Terminated` (revoked by the controller). */
+/**
+ * RELEASE_ANNOTATION records how the last holder left: `Released` (voluntary), `Expired` or
+ * `Terminated` (revoked by the controller), or `Lost` (the term ended with nothing to show that
+ * its holder stopped: the Lease was deleted, or the lock is being deleted).
+ */
 export const RELEASE_ANNOTATION = 'fencepost.io/release';
 /** RENEW_DEADLINE_ANNOTATION is the holder's renew deadline for this term, in milliseconds. */
 export const RENEW_DEADLINE_ANNOTATION = 'fencepost.io/renew-deadline-ms';
@@ -36,8 +40,8 @@ export const RENEW_PERIOD_ANNOTATION = 'fencepost.io/renew-period-ms';
 /** LAST_HOLDER_ANNOTATION names the holder that released or lost the Lease, so the next grant prefers someone else. */
 export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
 
-/** ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, or revoked after expiry or termination. */
-export type ReleaseKind = 'Released' | 'Expired' | 'Terminated';
+/** ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, revoked after expiry or termination, or lost. */
+export type ReleaseKind = 'Released' | 'Expired' | 'Terminated' | 'Lost';
 
 /** LOCK_KEY_SUFFIX ends every per-lock pod key prefix. */
 const LOCK_KEY_SUFFIX = '.lock.fencepost.io';

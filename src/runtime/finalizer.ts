@@ -10,7 +10,7 @@
  * | no            | no       | add the finalizer and return; the update event continues |
  * | no            | yes      | nothing: not ours (any more)                             |
  * | yes           | no       | `apply`                                                  |
- * | yes           | yes      | `cleanup`, and only if it succeeded remove the finalizer |
+ * | yes           | yes      | `cleanup`; remove the finalizer once it finished          |
  *
  * Finalizer edits are JSON Patches (RFC 6902) that start with a `test` operation, so an edit made
  * from a stale object fails instead of overwriting someone else's finalizer list.
@@ -35,6 +35,15 @@ export interface FinalizerIO<T extends KubernetesObject = KubernetesObject> {
   removeFinalizer(obj: T, name: string, signal?: AbortSignal): Promise<void>;
 }
 
+/**
+ * CleanupResult is what `cleanup` returns: a reconcile result, and `pending` when cleanup has
+ * started but must wait for time to pass before it is finished (the finalizer stays; the object is
+ * looked at again after `requeueAfterMs`).
+ */
+export interface CleanupResult extends ReconcileResult {
+  readonly pending?: boolean;
+}
+
 /** FinalizerHandlers are the two halves of a reconciler under {@link withFinalizer}. */
 export interface FinalizerHandlers<T extends KubernetesObject> {
   /**
@@ -46,7 +55,7 @@ export interface FinalizerHandlers<T extends KubernetesObject> {
    * cleanup releases everything apply may have created. It must be idempotent and must tolerate
    * apply never having run (or having run half-way); it throws if anything is left to release.
    */
-  cleanup(obj: T): Promise<ReconcileResult>;
+  cleanup(obj: T): Promise<CleanupResult>;
 }
 
 /**
@@ -62,8 +71,9 @@ export interface FinalizerHandlers<T extends KubernetesObject> {
  * Guarantees:
  * - `apply` never runs unless `obj` shows the finalizer, so nothing is created that deletion could
  *   skip cleaning up; it never runs once `obj` has a `deletionTimestamp`.
- * - The finalizer is removed only after `cleanup` resolved; if `cleanup` throws, the error propagates
- *   and the finalizer stays, so the object cannot disappear with our resources still held.
+ * - The finalizer is removed only after `cleanup` resolved without `pending`; if `cleanup` throws,
+ *   the error propagates and the finalizer stays, so the object cannot disappear with our
+ *   resources still held; if it is pending, the finalizer stays and its requeue is returned.
  * - At most one write (add or remove) per call, issued through `io`, which guards it against `obj`
  *   being stale, and carrying `signal` (the reconcile's: aborted at shutdown).
  *
@@ -101,8 +111,9 @@ export async function withFinalizer<T extends KubernetesObject>(
   }
   if (!has && deleting) return {};
   if (has && !deleting) return handlers.apply(obj);
-  // Throws → the finalizer stays and the caller retries with backoff.
-  const result = await handlers.cleanup(obj);
+  // Throws → the finalizer stays and the caller retries with backoff; pending → it stays until later.
+  const { pending, ...result } = await handlers.cleanup(obj);
+  if (pending === true) return result;
   await io.removeFinalizer(obj, name, signal);
   return result;
 }

@@ -255,7 +255,7 @@ export const token =
   };
 /** released clears the holder as a release or revocation does, remembering it as lastHolder. */
 export const released =
-  (how: 'Released' | 'Expired' | 'Terminated'): LeaseOption =>
+  (how: 'Released' | 'Expired' | 'Terminated' | 'Lost'): LeaseOption =>
   (d) => {
     const r = d.record;
     if (r.holder !== undefined) r.lastHolder = r.holder;

@@ -30,6 +30,11 @@ export const Reason = {
   HolderExpired: 'HolderExpired',
   /** LockDelay: the last holder expired and spec.lockDelaySeconds has not passed yet. */
   LockDelay: 'LockDelay',
+  /**
+   * LeaseLost: the lock's Lease was deleted while held (or the lock is being deleted); no grant
+   * until a full lease duration has passed, since the old holder may not have seen it.
+   */
+  LeaseLost: 'LeaseLost',
   /** CacheNotSynced: the controller's pod cache has not synced yet; it decides nothing on absence. */
   CacheNotSynced: 'CacheNotSynced',
   /** RedisUnavailable: the Redis fencing backend could not issue a token. */
@@ -59,6 +64,8 @@ export const EventReason = {
   HolderExpired: 'HolderExpired',
   /** HolderTerminated (Warning, on the lock): the kubelet reported the holder's containers terminated (spec.handoff.onPodTerminated); its term was ended. */
   HolderTerminated: 'HolderTerminated',
+  /** LeaseLost (Warning, on the lock): the lock's Lease was deleted while held; it was created again and the first grant waits a full lease duration. */
+  LeaseLost: 'LeaseLost',
   /** FencingUnavailable (Warning, on the lock): the fencing backend cannot issue tokens; no new grants, holders keep renewing. */
   FencingUnavailable: 'FencingUnavailable',
   /** FencingAvailable (Normal, on the lock): the fencing backend issues tokens again. */

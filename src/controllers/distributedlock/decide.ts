@@ -18,9 +18,9 @@ import {
   type DistributedLock,
   type Timings,
 } from '../../api/v1alpha1/distributedlock.ts';
-import { tokenFloor, type LockRecord } from '../../lease/record.ts';
+import { leaseDurationSecondsFor, tokenFloor, type LockRecord, type LostTerm } from '../../lease/record.ts';
 import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
-import { podKeys } from '../../protocol/names.ts';
+import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { byAge, byRequest, isCandidate, requestedAt, type PodSummary } from './pods.ts';
 
@@ -62,7 +62,8 @@ export type GrantCause = 'Vacant' | 'Released' | 'Expired' | 'HolderTerminated';
 
 /** Action is one idempotent step toward the spec. */
 export type Action =
-  | { readonly type: 'CreateLease' }
+  /** CreateLease: create the lock's Lease; `lost` when an earlier one was deleted while held. */
+  | { readonly type: 'CreateLease'; readonly lost: LostTerm | undefined }
   /** Grant: take a token above `floor` from the fencing backend, then CAS the Lease to `to`. */
   | {
       readonly type: 'Grant';
@@ -77,7 +78,7 @@ export type Action =
   | { readonly type: 'UnmarkPod'; readonly pod: HolderRef };
 
 /** Waiting says why there is no holder and no grant this time. */
-export type Waiting = 'NoCandidates' | 'LockDelay' | 'FencingUnavailable' | 'CacheNotSynced';
+export type Waiting = 'NoCandidates' | 'LockDelay' | 'LeaseLost' | 'FencingUnavailable' | 'CacheNotSynced';
 
 /** Decision is what to do now, and when to look again. */
 export interface Decision {
@@ -120,9 +121,20 @@ export function decide(obs: Observation, nowMs: number): Decision {
   const queue = obs.lock.spec.mode === 'Mutex' ? candidates.filter((c) => !sameHolder(c.ref, holderNow)).length : 0;
   const base = { candidates, queue };
   if (obs.lease === undefined) {
+    if (!obs.podsSynced) {
+      // Whether the lost Lease had a holder is read from pod marks too: not before they are listed.
+      return {
+        ...base,
+        actions: [],
+        requeueAfterMs: NOT_SYNCED_RETRY_MS,
+        holder: undefined,
+        expiresInMs: undefined,
+        waiting: 'CacheNotSynced',
+      };
+    }
     return {
       ...base,
-      actions: [{ type: 'CreateLease' }],
+      actions: [{ type: 'CreateLease', lost: lostTerm(obs) }],
       requeueAfterMs: 0,
       holder: undefined,
       expiresInMs: undefined,
@@ -192,7 +204,23 @@ export function decide(obs: Observation, nowMs: number): Decision {
     };
   }
 
-  // 3: Nobody holds it. After an involuntary expiry, honour the lock-delay first.
+  // 3: Nobody holds it. A Lease created again after the old one was deleted while held: its holder
+  // may still believe (it cannot see a deletion while cut off), so wait a full lease duration of
+  // that term from our first sight of the new Lease, then the lock-delay.
+  if (record.released === 'Lost') {
+    const waitMs = termTimingsOf(record, obs.lock.spec).leaseDurationMs + obs.timings.lockDelayMs;
+    if (elapsed < waitMs) {
+      return {
+        ...base,
+        actions: marks(undefined, undefined),
+        requeueAfterMs: waitMs - elapsed + EXPIRY_MARGIN_MS,
+        holder: undefined,
+        expiresInMs: undefined,
+        waiting: 'LeaseLost',
+      };
+    }
+  }
+  // After an involuntary expiry, honour the lock-delay first.
   if (record.released === 'Expired' && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
     return {
       ...base,
@@ -227,7 +255,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
   const cause: GrantCause =
     record.released === 'Released'
       ? 'Released'
-      : record.released === 'Expired'
+      : record.released === 'Expired' || record.released === 'Lost'
         ? 'Expired'
         : record.released === 'Terminated'
           ? 'HolderTerminated'
@@ -259,6 +287,37 @@ export function unactionable(obs: Observation, dec: Decision): string | undefine
   if (obs.fencing.notConfigured !== true || dec.holder !== undefined || dec.waiting === 'CacheNotSynced')
     return undefined;
   return `spec.fencing.backend is ${obs.fencing.backend} but the controller was started without it (${obs.fencing.detail ?? 'not configured'})`;
+}
+
+/**
+ * lostTerm: what is known of a held term when the lock's Lease is missing — from the lock's status
+ * (its holder, and the term's length from acquireTime to expireTime) or, when status lags, from a
+ * pod still marked as the lock's holder. Undefined when nothing says the lock was held.
+ */
+function lostTerm(obs: Observation): LostTerm | undefined {
+  const status = obs.lock.status;
+  const keys = podKeys(obs.lock.metadata.name ?? '');
+  const holder = status?.holder ?? newestMarked(obs.pods, keys)?.ref;
+  if (holder === undefined) return undefined;
+  const acquired = Date.parse(status?.acquireTime ?? '');
+  const expires = Date.parse(status?.expireTime ?? '');
+  const termMs = Number.isFinite(acquired) && Number.isFinite(expires) ? expires - acquired : 0;
+  const specMs = termTimingsOf(undefined, obs.lock.spec).leaseDurationMs;
+  return { holder, leaseDurationSeconds: leaseDurationSecondsFor(Math.max(termMs, specMs)) };
+}
+
+/** newestMarked: of the pods marked as the lock's holder, the one with the largest token (then the first by name). */
+function newestMarked(pods: readonly PodSummary[], keys: PodKeys): PodSummary | undefined {
+  const tokenOf = (p: PodSummary): string => {
+    const t = p.annotations[keys.token] ?? '';
+    return /^[0-9]{1,19}$/.test(t) ? t.padStart(19, '0') : '';
+  };
+  return pods
+    .filter((p) => p.labels[keys.holder] !== undefined)
+    .sort(
+      (x, y) =>
+        tokenOf(y).localeCompare(tokenOf(x)) || (x.ref.name < y.ref.name ? -1 : x.ref.name > y.ref.name ? 1 : 0),
+    )[0];
 }
 
 /** pickNext prefers a candidate other than the departing holder; the holder itself only as a last resort. */

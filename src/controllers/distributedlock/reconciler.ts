@@ -26,10 +26,17 @@ import {
 import type { FenceResult } from '../../fencing/redis-fence.ts';
 import type { EventTarget } from '../../kube/events.ts';
 import type { PodMetadataPatch } from '../../kube/pods.ts';
-import { grantedLease, parseLease, releasedLease, renewFingerprint, type LockRecord } from '../../lease/record.ts';
+import {
+  grantedLease,
+  newLease,
+  parseLease,
+  releasedLease,
+  renewFingerprint,
+  type LockRecord,
+} from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { HolderRef } from '../../protocol/holder.ts';
-import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
+import { TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import {
   type ObjectKey,
@@ -39,7 +46,7 @@ import {
   splitKey,
 } from '../../runtime/controller.ts';
 import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
-import { withFinalizer } from '../../runtime/finalizer.ts';
+import { withFinalizer, type CleanupResult } from '../../runtime/finalizer.ts';
 import { decide, unactionable, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
 import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
@@ -58,6 +65,9 @@ interface CallContext {
   readonly log: Logger;
   readonly signal: AbortSignal;
 }
+
+/** EXPIRY_WAIT_MARGIN_MS: look again just after a wait ends, not just before it. */
+const EXPIRY_WAIT_MARGIN_MS = 10;
 
 /** MAX_PASSES bounds the observe→act loop of one reconcile (create, grant, then mark). */
 const MAX_PASSES = 4;
@@ -200,29 +210,28 @@ export class DistributedLockReconciler implements Reconciler {
     const name = leaseName(lock.metadata.name ?? '');
     switch (action.type) {
       case 'CreateLease': {
+        const lockRef = {
+          name: lock.metadata.name ?? '',
+          uid: lock.metadata.uid ?? '',
+          apiVersion: API_VERSION,
+          kind: KIND,
+        };
         try {
-          await this.#d.leaseStore.create(
-            namespace,
-            {
-              metadata: {
-                name,
-                namespace,
-                labels: { [LOCK_LABEL]: lock.metadata.name ?? '' },
-                ownerReferences: [
-                  {
-                    apiVersion: API_VERSION,
-                    kind: KIND,
-                    name: lock.metadata.name ?? '',
-                    uid: lock.metadata.uid ?? '',
-                    controller: true,
-                  },
-                ],
-              },
-              spec: {},
-            },
-            { signal },
-          );
-          log.info({ lease: name }, 'Created Lease');
+          await this.#d.leaseStore.create(namespace, newLease(lockRef, action.lost), { signal });
+          if (action.lost !== undefined) {
+            log.info(
+              { lease: name, lastHolder: action.lost.holder.name },
+              'Created Lease again after it was deleted while held',
+            );
+            this.#event(
+              lock,
+              'Warning',
+              EventReason.LeaseLost,
+              `The Lease was deleted while pod ${action.lost.holder.name} held the lock; created it again, and no grant for ${action.lost.leaseDurationSeconds}s while the old holder steps down`,
+            );
+          } else {
+            log.info({ lease: name }, 'Created Lease');
+          }
         } catch (err) {
           if (!isAlreadyExists(err)) throw err; // deterministic name: someone (us, earlier) made it
         }
@@ -418,8 +427,10 @@ export class DistributedLockReconciler implements Reconciler {
     await this.#d.statusWriter.patchStatus(lock, patch, signal);
   }
 
-  // ### 5: Deletion: unmark pods, delete the Lease (its holder's agent sees it go and stops), drop the finalizer.
-  async #cleanup(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
+  // ### 5: Deletion: unmark pods; end a held term and wait until its holder must have stepped down
+  // (a holder cut off from the API server cannot see the end, and a lock applied again at once
+  // would otherwise grant while it still believes); then delete the Lease and drop the finalizer.
+  async #cleanup(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<CleanupResult> {
     const { log, signal } = io;
     const namespace = lock.metadata.namespace ?? '';
     const keys = podKeys(lock.metadata.name ?? '');
@@ -429,8 +440,23 @@ export class DistributedLockReconciler implements Reconciler {
         await this.#unmarkPod(lock, s.ref, io);
     }
     const lName = leaseName(lock.metadata.name ?? '');
-    await this.#d.leaseStore.delete(namespace, lName, { signal }); // already gone is fine
-    log.info({ lease: lName }, 'Deleted Lease');
+    const lease = await this.#d.leaseStore.get(namespace, lName, { signal });
+    if (lease !== undefined) {
+      const record = parseLease(lease);
+      const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
+      if (record.holder !== undefined) {
+        const ended = await this.#d.leaseStore.replace(namespace, lName, releasedLease(lease, 'Lost'), { signal }); // CAS
+        this.#observedAt(key, parseLease(ended)); // the wait starts now
+        log.info({ lease: lName, holder: record.holder.name }, 'Ended the term of a lock being deleted');
+        return { pending: true, requeueAfterMs: leaseMs + EXPIRY_WAIT_MARGIN_MS };
+      }
+      if (record.released === 'Lost') {
+        const waitedMs = this.#d.clock.monotonicMs() - this.#observedAt(key, record);
+        if (waitedMs < leaseMs) return { pending: true, requeueAfterMs: leaseMs - waitedMs + EXPIRY_WAIT_MARGIN_MS };
+      }
+      await this.#d.leaseStore.delete(namespace, lName, { signal }); // already gone is fine
+      log.info({ lease: lName }, 'Deleted Lease');
+    }
     this.#seen.delete(key);
     this.#degraded.delete(key);
     return {};

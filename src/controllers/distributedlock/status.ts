@@ -12,6 +12,7 @@ import type { Decision, Observation, Waiting } from './decide.ts';
 const WAITING_REASON: Record<Waiting, string> = {
   NoCandidates: Reason.Waiting,
   LockDelay: Reason.LockDelay,
+  LeaseLost: Reason.LeaseLost,
   FencingUnavailable: Reason.RedisUnavailable,
   CacheNotSynced: Reason.CacheNotSynced,
 };
@@ -19,6 +20,8 @@ const WAITING_REASON: Record<Waiting, string> = {
 const WAITING_MESSAGE: Record<Waiting, string> = {
   NoCandidates: 'No candidate pod is Ready and selected by spec.candidates.selector',
   LockDelay: 'The last holder expired; waiting spec.lockDelaySeconds before the next grant',
+  LeaseLost:
+    "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
   CacheNotSynced: 'The controller is still filling its pod cache',
 };

@@ -1,43 +1,16 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { LockSnapshot } from '../../../src/agent/session.ts';
 import { getStatus } from '../../support/testbed/http-probe.ts';
-import { freePort } from '../../support/testbed/ports.ts';
-import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
+import type { ManagedProcess } from '../../support/testbed/processes.ts';
+import { firstEvent, startAgent as startAgentProcess, type AgentProcess } from '../../support/agent-processes.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
-
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
-
-/** firstEvent resolves with the performance.now() time of the first SSE event of that type. */
-function firstEvent(port: number, lock: string, type: string): { at: Promise<number>; stop: () => void } {
-  let stop = (): void => undefined;
-  const at = new Promise<number>((resolveAt) => {
-    const req = request(`http://127.0.0.1:${port}/v1/locks/${lock}/events`, (res) => {
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        if (chunk.includes(`event: ${type}\n`)) resolveAt(performance.now());
-      });
-    });
-    req.on('error', () => undefined);
-    req.end();
-    stop = () => {
-      req.destroy();
-    };
-  });
-  return {
-    at,
-    stop: () => {
-      stop();
-    },
-  };
-}
 
 // docs/safety.md T4: the holder's agent is cut off from the API server (a blackhole in a TCP proxy that
 // only its traffic crosses) while the controller and the other agent still reach it. The cut-off
@@ -58,36 +31,18 @@ describe('an agent cut off from the API server', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const metricsPorts = new Map<number, number>(); // API port → metrics port
+  const agents = new Map<number, AgentProcess>(); // API port → agent
   const startAgent = async (pod: string, uid: string, kubeconfig: string): Promise<number> => {
-    const port = await freePort();
-    const metricsPort = await freePort();
-    metricsPorts.set(port, metricsPort);
-    procs.push(
-      spawnManaged(`agent-${pod}`, process.execPath, {
-        args: [
-          main,
-          'agent',
-          '--lock',
-          'cut',
-          '--listen',
-          `127.0.0.1:${port}`,
-          '--kubeconfig',
-          kubeconfig,
-          '--health-probe-bind-address=0',
-          `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-        ],
-        logFile: join(dir, `${pod}.log`),
-        env: { ...process.env, POD_NAME: pod, POD_NAMESPACE: t.namespace, POD_UID: uid },
-      }),
-    );
-    await eventually(async () => {
-      expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
-    }, 30_000);
-    return port;
+    const agent = await startAgentProcess({ lock: 'cut', pod, uid, namespace: t.namespace, kubeconfig, logDir: dir });
+    procs.push(agent.process);
+    agents.set(agent.port, agent);
+    return agent.port;
   };
-  const snapshot = async (port: number): Promise<LockSnapshot> =>
-    JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/cut`)).body) as LockSnapshot;
+  const snapshot = async (port: number): Promise<LockSnapshot> => {
+    const agent = agents.get(port);
+    if (agent === undefined) throw new Error(`no agent on port ${port}`);
+    return agent.snapshot();
+  };
   let aPort = 0;
   let tokenA = '';
 
@@ -144,7 +99,7 @@ describe('an agent cut off from the API server', () => {
         `Warning Stepped down from lock cut (fencing token ${tokenA}): renew deadline passed`,
       ]);
     }, 60_000);
-    const metrics = (await getStatus(`http://127.0.0.1:${metricsPorts.get(aPort) ?? 0}/metrics`)).body;
+    const metrics = (await getStatus(`http://127.0.0.1:${agents.get(aPort)?.metricsPort ?? 0}/metrics`)).body;
     expect(metrics).toMatch(/^fencepost_agent_lock_events_total\{lock="cut",type="lost"\} 1$/m);
   });
 });

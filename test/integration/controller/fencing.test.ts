@@ -16,6 +16,7 @@ import {
   keepRenewing,
   lockBody,
   releaseLease,
+  setPodStatus,
   testKube,
   type TestKube,
 } from '../../support/fixtures.ts';
@@ -274,6 +275,9 @@ describe('the embedded Lease fencing backend (no Redis)', () => {
         return rec;
       }, 15_000);
       seen.push(r?.token ?? 0n);
+      // Before the last release both pods leave the candidates, so that the lock is vacant (released)
+      // when it is deleted: a held lock's deletion waits a full lease for its holder to step down.
+      if (i === 3) for (const p of ['l-0', 'l-1']) await setPodStatus(t, p, 'unready');
       await releaseLease(t, 'l');
     }
     await deleteLock(t, 'l');
@@ -281,6 +285,7 @@ describe('the embedded Lease fencing backend (no Redis)', () => {
       expect(await getLease(t, 'l')).toBeUndefined();
       await expect(getLock(t, 'l')).rejects.toMatchObject({ code: 404 }); // the finalizer let it go
     });
+    for (const p of ['l-0', 'l-1']) await setPodStatus(t, p, 'ready');
     await createLock(t, lockBody('l', 'l', { leaseDurationSeconds: 30 }));
     const again = await eventually(async () => {
       const x = await getLease(t, 'l');

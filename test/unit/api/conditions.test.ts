@@ -148,6 +148,7 @@ describe('EventReason', () => {
       'HolderExpired',
       'HolderTerminated',
       'LeaseGranted',
+      'LeaseLost',
       'LockLost',
     ]);
     for (const [key, value] of Object.entries(EventReason)) expect(value).toBe(key);

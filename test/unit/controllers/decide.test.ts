@@ -82,7 +82,60 @@ const rows: readonly Row[] = [
     name: 'a lock without a Lease gets it created and nothing else',
     obs: obs(noLease(), withPods(a, b)),
     nowMs: 0,
-    want: { actions: [{ type: 'CreateLease' }], holder: undefined, waiting: undefined },
+    want: { actions: [{ type: 'CreateLease', lost: undefined }], holder: undefined, waiting: undefined },
+  },
+  // ----- The Lease deleted while held (issue 15, finding 7) -----
+  {
+    name: "a lock whose status names a holder but whose Lease is gone gets a Lease created as Lost, with that term's length",
+    obs: obs(
+      noLease(),
+      withPods(a, b),
+      withLock({
+        ...aLock('db'),
+        status: { holder: a.ref, acquireTime: '2025-01-01T00:00:00.000Z', expireTime: '2025-01-01T00:00:30.000Z' },
+      }),
+    ),
+    nowMs: 0,
+    want: { actions: [{ type: 'CreateLease', lost: { holder: a.ref, leaseDurationSeconds: 30 } }] },
+  },
+  {
+    name: "a missing Lease with status lagging but a pod still marked as holder: created as Lost, the spec's lease length",
+    obs: obs(noLease(), withPods(marked(a, 7n), b)),
+    nowMs: 0,
+    want: { actions: [{ type: 'CreateLease', lost: { holder: a.ref, leaseDurationSeconds: 10 } }] },
+  },
+  {
+    name: 'a missing Lease is not created before the pod cache has synced (its marks say whether it was held)',
+    obs: obs(noLease(), podsNotSynced(), withPods(a)),
+    nowMs: 0,
+    want: { actions: [], waiting: 'CacheNotSynced' },
+  },
+  {
+    name: 'a Lease created as Lost grants nobody for a full lease duration from first sight',
+    obs: obs(withLease(aLeaseView(released('Lost'), lastHolder(a), leaseSeconds(10))), withPods(a, b)),
+    nowMs: LEASE_MS - 1,
+    want: { actions: [], holder: undefined, waiting: 'LeaseLost' },
+    requeue: [1, 20],
+  },
+  {
+    name: 'a Lease created as Lost waits the lock-delay on top of the lease duration',
+    obs: obs(
+      withLease(aLeaseView(released('Lost'), lastHolder(a), leaseSeconds(10))),
+      withPods(a, b),
+      lockWith(withLockDelay(5)),
+    ),
+    nowMs: LEASE_MS + 4_000,
+    want: { actions: [], waiting: 'LeaseLost' },
+    requeue: [1_000, 1_020],
+  },
+  {
+    name: 'a Lease created as Lost is granted after a full lease duration, to another pod than the lost holder',
+    obs: obs(withLease(aLeaseView(released('Lost'), lastHolder(a), leaseSeconds(10))), withPods(a, b)),
+    nowMs: LEASE_MS + 1,
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Expired', floor: 100n }],
+      waiting: undefined,
+    },
   },
   {
     name: 'while the pod cache is not synced a vacant lock with a Ready candidate is not granted',

@@ -42,7 +42,12 @@ interface Run {
   reconcile(): Promise<void>;
 }
 
-function controller(cluster: MemoryCluster, crashAfter?: Operation, abortAt?: Operation): Run {
+function controller(
+  cluster: MemoryCluster,
+  crashAfter?: Operation,
+  abortAt?: Operation,
+  clock: FakeClock = new FakeClock(),
+): Run {
   const steps: Operation[] = [];
   const abort = new AbortController();
   let crashed = false;
@@ -53,9 +58,7 @@ function controller(cluster: MemoryCluster, crashAfter?: Operation, abortAt?: Op
     if (step.op === crashAfter) crashed = true; // this step takes effect; the next one never does
     return Promise.resolve();
   };
-  const reconciler = new DistributedLockReconciler(
-    cluster.reconcilerDeps({ gate, clock: new FakeClock(), log: silentLogger }),
-  );
+  const reconciler = new DistributedLockReconciler(cluster.reconcilerDeps({ gate, clock, log: silentLogger }));
   return {
     steps,
     reconcile: async () => {
@@ -166,5 +169,29 @@ describe('DistributedLockReconciler grant order (real reconciler, in-memory API 
     await expect(c.reconcile()).rejects.toThrow(/shutdown/);
     expect(c.steps).toEqual(['lease.get', 'fencing.next']);
     expect(leftBehind(cluster)).toEqual({ lease: 'vacant', pod: 'unmarked', status: 'no holder' });
+  });
+
+  it('deleting a held lock ends the term at once (Lost) and keeps the Lease and the finalizer for a full lease duration (issue 15, finding 7)', async () => {
+    const cluster = world();
+    await controller(cluster).reconcile();
+    expect(leftBehind(cluster).lease).toBe('web-0 102');
+    const lock = cluster.lock(LOCK);
+    if (lock === undefined) throw new Error('no lock');
+    cluster.putLock({ ...lock, metadata: { ...lock.metadata, deletionTimestamp: new Date() } });
+    const clock = new FakeClock();
+    const c = controller(cluster, undefined, undefined, clock);
+    await c.reconcile();
+    expect(c.steps).toEqual(['pod.patch', 'lease.get', 'lease.replace']); // unmark, read, end the term
+    const ended = cluster.lease(leaseName(LOCK));
+    expect(ended !== undefined ? parseLease(ended).released : undefined).toBe('Lost');
+    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual(['fencepost.io/lease-cleanup']);
+    clock.advance(10_000 - 1); // the lock's lease is 10 s: not yet
+    await c.reconcile();
+    expect(cluster.lease(leaseName(LOCK))).toBeDefined();
+    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual(['fencepost.io/lease-cleanup']);
+    clock.advance(2);
+    await c.reconcile();
+    expect(cluster.lease(leaseName(LOCK))).toBeUndefined();
+    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual([]);
   });
 });

@@ -1,0 +1,86 @@
+/**
+ * Agent sidecars as real child processes for integration tests: start one for a pod (directly or
+ * through a kubeconfig that points at a fault proxy), read its lock snapshot, and time the first
+ * SSE event of a type.
+ */
+import { request } from 'node:http';
+import { join, resolve } from 'node:path';
+import { expect } from 'vitest';
+import type { LockSnapshot } from '../../src/agent/session.ts';
+import { eventually } from './env.ts';
+import { getStatus } from './testbed/http-probe.ts';
+import { freePort } from './testbed/ports.ts';
+import { spawnManaged, type ManagedProcess } from './testbed/processes.ts';
+
+const main = resolve(import.meta.dirname, '../../src/cli/main.ts');
+
+/** AgentProcess is one running `fencepost agent`. */
+export interface AgentProcess {
+  readonly port: number;
+  readonly metricsPort: number;
+  readonly process: ManagedProcess;
+  snapshot(): Promise<LockSnapshot>;
+}
+
+/** startAgent runs `fencepost agent --lock LOCK` as pod `pod`, and waits until it is ready. */
+export async function startAgent(o: {
+  readonly lock: string;
+  readonly pod: string;
+  readonly uid: string;
+  readonly namespace: string;
+  readonly kubeconfig: string;
+  readonly logDir: string;
+}): Promise<AgentProcess> {
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const proc = spawnManaged(`agent-${o.pod}`, process.execPath, {
+    args: [
+      main,
+      'agent',
+      '--lock',
+      o.lock,
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--kubeconfig',
+      o.kubeconfig,
+      '--health-probe-bind-address=0',
+      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    ],
+    logFile: join(o.logDir, `${o.pod}.log`),
+    env: { ...process.env, POD_NAME: o.pod, POD_NAMESPACE: o.namespace, POD_UID: o.uid },
+  });
+  await eventually(async () => {
+    expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+  }, 30_000);
+  return {
+    port,
+    metricsPort,
+    process: proc,
+    snapshot: async () =>
+      JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/${o.lock}`)).body) as LockSnapshot,
+  };
+}
+
+/** firstEvent resolves with the performance.now() time of the first SSE event of that type. */
+export function firstEvent(port: number, lock: string, type: string): { at: Promise<number>; stop: () => void } {
+  let stop = (): void => undefined;
+  const at = new Promise<number>((resolveAt) => {
+    const req = request(`http://127.0.0.1:${port}/v1/locks/${lock}/events`, (res) => {
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        if (chunk.includes(`event: ${type}\n`)) resolveAt(performance.now());
+      });
+    });
+    req.on('error', () => undefined);
+    req.end();
+    stop = () => {
+      req.destroy();
+    };
+  });
+  return {
+    at,
+    stop: () => {
+      stop();
+    },
+  };
+}
