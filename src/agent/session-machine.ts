@@ -57,7 +57,8 @@
  * | R1  | RenewAnswered       | released or stopped                                 | unchanged             | flight ends                                                |
  * | R2  | RenewAnswered       | sentAt + renewDeadline ≤ now (answered too late)    | as D1/D2              | flight ends                                                |
  * | R3  | RenewAnswered       | not held, token ≤ endedToken                        | unchanged             | GiveBack (as L7), flight ends                              |
- * | R4  | RenewAnswered       | not held                                            | held(token)           | Emit granted, ArmTimers, flight ends                       |
+ * | R4  | RenewAnswered       | confirming(token)                                   | held(token)           | Emit granted, ArmTimers, flight ends                       |
+ * | R4' | RenewAnswered       | not held, not confirming that token (G2, L10)       | unchanged             | flight ends                                                |
  * | R5  | RenewAnswered       | held                                                | held, validUntil moved| Emit renewed, ArmTimers, flight ends                       |
  * | F1  | RenewFailed         | released or stopped                                 | unchanged             | flight ends                                                |
  * | F2  | RenewFailed         | conflict                                            | unchanged             | ReadLease (flight: reading)                                |
@@ -89,10 +90,10 @@
  * events that do not match the flight's state (no flight is sending, reading or backing off) are
  * ignored; with one flight they cannot happen.
  *
- * Caveat (kept from the code this was extracted from): R4 starts a term from the renew's own
- * answer without looking at the newest Lease seen, so a watch event that arrived while the first
- * renew was out (the Lease released or handed to another after our write) does not stop the term;
- * the term then lasts until its deadline or the next Lease event.
+ * R4 starts a term only while still confirming that token: a watch event that arrived while the
+ * first renew was out (the Lease deleted, released or handed to another after our write: G2, L10)
+ * ends the confirming, and the answer then starts nothing (found in the extraction of this module;
+ * before, the term ran until its deadline or the next Lease event).
  */
 import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, type LockRecord } from '../lease/record.ts';
@@ -522,6 +523,9 @@ class Step {
       this.#giveBack(r.token);
       return;
     }
+    // While the first renew was out, the watch may have shown the Lease deleted, released or handed
+    // on (G2, L10 ended the confirming): our write came before that, so it starts no term.
+    if (term === undefined && !(d.phase.name === 'confirming' && d.phase.token === r.token)) return;
     const expiresInMs = validUntilMs - this.#now;
     // A renewal moves only the deadline: the term keeps the token and timings it was confirmed with.
     d.phase = {

@@ -167,7 +167,8 @@ export function grantedLease(
  * term's lease length.
  */
 export interface LostTerm {
-  readonly holder: HolderRef;
+  /** holder: the pod that may still believe, when known. */
+  readonly holder: HolderRef | undefined;
   readonly leaseDurationSeconds: number;
 }
 
@@ -175,7 +176,7 @@ export interface LostTerm {
  * newLease is the body of a lock's Lease, owned by the lock (so it goes with it). When `lost` says
  * an earlier Lease of the lock was deleted while held, the new one is released as `Lost` with that
  * term's lease length, so that the first grant waits a full lease duration for the old holder to
- * step down. Tokens need nothing carried over: before the first grant the floor is the new
+ * step down (`lost.holder`, when known, is recorded as the last holder). Tokens need nothing carried over: before the first grant the floor is the new
  * Lease's resourceVersion, an etcd revision above every token issued on the old one.
  */
 export function newLease(
@@ -187,7 +188,12 @@ export function newLease(
       name: leaseName(lock.name),
       labels: { [LOCK_LABEL]: lock.name },
       ...(lost !== undefined
-        ? { annotations: { [RELEASE_ANNOTATION]: 'Lost', [LAST_HOLDER_ANNOTATION]: holderIdentity(lost.holder) } }
+        ? {
+            annotations: {
+              [RELEASE_ANNOTATION]: 'Lost',
+              ...(lost.holder !== undefined ? { [LAST_HOLDER_ANNOTATION]: holderIdentity(lost.holder) } : {}),
+            },
+          }
         : {}),
       ownerReferences: [
         { apiVersion: lock.apiVersion, kind: lock.kind, name: lock.name, uid: lock.uid, controller: true },

@@ -24,7 +24,7 @@ import type { FencingState, LeaseView, Observation } from '../../src/controllers
 import type { PodSummary } from '../../src/controllers/distributedlock/pods.ts';
 import type { LockRecord } from '../../src/lease/record.ts';
 import type { HolderRef } from '../../src/protocol/holder.ts';
-import { podKeys } from '../../src/protocol/names.ts';
+import { leaseName, podKeys } from '../../src/protocol/names.ts';
 import { termTimingsOf } from '../../src/protocol/timings.ts';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -55,11 +55,17 @@ export function aLock(name: string, ...opts: LockOption[]): DistributedLock {
     kind: KIND,
     metadata: { name, namespace: 'default', uid: `lock-${name}-uid`, generation: 1 },
     spec: { leaseDurationSeconds: DEFAULT_LEASE_SECONDS, candidates: { selector: DEFAULT_SELECTOR } },
+    // As the controller leaves it once it has created the lock's Lease (decide grants only then).
+    status: { leaseName: leaseName(name) },
   };
   for (const o of opts) o(d);
   return deepFreeze(d);
 }
 
+/** neverRecorded: a lock whose status does not record a Lease yet (its first reconciles). */
+export const neverRecorded = (): LockOption => (d) => {
+  delete d.status;
+};
 /** withLeaseSeconds sets spec.leaseDurationSeconds. */
 export const withLeaseSeconds =
   (seconds: number): LockOption =>

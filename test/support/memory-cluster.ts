@@ -100,7 +100,7 @@ export class MemoryCluster {
   readonly #leases = new Map<string, V1Lease>();
   readonly #pods = new Map<string, V1Pod>();
   readonly #locks = new Map<string, DistributedLock>();
-  readonly #leaseWatchers: ((lease: V1Lease) => void)[] = [];
+  readonly #leaseWatchers: ((lease: V1Lease, kind: 'update' | 'delete') => void)[] = [];
   #rv: number;
 
   constructor(o: { namespace?: string; firstResourceVersion?: number; noFloor?: boolean } = {}) {
@@ -133,11 +133,13 @@ export class MemoryCluster {
   }
 
   deleteLease(name: string): void {
+    const gone = this.#leases.get(name);
     this.#leases.delete(name);
+    if (gone !== undefined) for (const w of this.#leaseWatchers) w(gone, 'delete');
   }
 
-  /** onLeaseChange: `w` sees every stored Lease, in order, synchronously. */
-  onLeaseChange(w: (lease: V1Lease) => void): void {
+  /** onLeaseChange: `w` sees every stored Lease (`update`) and every deleted one (`delete`), in order, synchronously. */
+  onLeaseChange(w: (lease: V1Lease, kind: 'update' | 'delete') => void): void {
     this.#leaseWatchers.push(w);
   }
 
@@ -148,7 +150,7 @@ export class MemoryCluster {
       metadata: { ...body.metadata, name, namespace: this.namespace, resourceVersion: String(this.#rv) },
     };
     this.#leases.set(name, stored);
-    for (const w of this.#leaseWatchers) w(stored);
+    for (const w of this.#leaseWatchers) w(stored, 'update');
     return stored;
   }
 

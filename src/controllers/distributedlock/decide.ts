@@ -13,6 +13,7 @@
  * - the kubelet reported the holder pod's containers terminated (and handoff.onPodTerminated).
  * A holder pod that merely vanished (force deletion, node loss) waits for expiry.
  */
+import { ConditionType, Reason } from '../../api/v1alpha1/conditions.ts';
 import {
   DEFAULT_HANDOFF_ON_POD_TERMINATED,
   type DistributedLock,
@@ -78,7 +79,8 @@ export type Action =
   | { readonly type: 'UnmarkPod'; readonly pod: HolderRef };
 
 /** Waiting says why there is no holder and no grant this time. */
-export type Waiting = 'NoCandidates' | 'LockDelay' | 'LeaseLost' | 'FencingUnavailable' | 'CacheNotSynced';
+export type Waiting =
+  'NoCandidates' | 'LockDelay' | 'LeaseLost' | 'LeaseNotRecorded' | 'FencingUnavailable' | 'CacheNotSynced';
 
 /** Decision is what to do now, and when to look again. */
 export interface Decision {
@@ -252,6 +254,18 @@ export function decide(obs: Observation, nowMs: number): Decision {
       waiting: 'FencingUnavailable',
     };
   }
+  // A lock's first grant waits until status records its Lease (status.leaseName): from then on, a
+  // missing Lease is known to have existed, and may have had a holder (see lostTerm).
+  if (obs.lock.status?.leaseName === undefined) {
+    return {
+      ...base,
+      actions: marks(undefined, undefined),
+      requeueAfterMs: 0,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: 'LeaseNotRecorded',
+    };
+  }
   const cause: GrantCause =
     record.released === 'Released'
       ? 'Released'
@@ -291,14 +305,22 @@ export function unactionable(obs: Observation, dec: Decision): string | undefine
 
 /**
  * lostTerm: what is known of a held term when the lock's Lease is missing — from the lock's status
- * (its holder, and the term's length from acquireTime to expireTime) or, when status lags, from a
- * pod still marked as the lock's holder. Undefined when nothing says the lock was held.
+ * (its holder, and the term's length from acquireTime to expireTime), from a pod still marked as
+ * the lock's holder when status lags, or from the Held condition saying an earlier lost term is
+ * still being waited out (the Lease deleted again during the wait: the holder is no longer named
+ * anywhere, but may still believe). And whenever status records a Lease (status.leaseName): the
+ * first grant waits for that record, so a Lease granted before and deleted with status lagging
+ * (a crash between the grant and the status write) is still known. Undefined only for a lock whose
+ * Lease was never recorded, and so never granted.
  */
 function lostTerm(obs: Observation): LostTerm | undefined {
   const status = obs.lock.status;
   const keys = podKeys(obs.lock.metadata.name ?? '');
   const holder = status?.holder ?? newestMarked(obs.pods, keys)?.ref;
-  if (holder === undefined) return undefined;
+  const stillWaiting = (status?.conditions ?? []).some(
+    (c) => c.type === ConditionType.Held && c.reason === Reason.LeaseLost,
+  );
+  if (holder === undefined && !stillWaiting && status?.leaseName === undefined) return undefined;
   const acquired = Date.parse(status?.acquireTime ?? '');
   const expires = Date.parse(status?.expireTime ?? '');
   const termMs = Number.isFinite(acquired) && Number.isFinite(expires) ? expires - acquired : 0;

@@ -220,14 +220,14 @@ export class DistributedLockReconciler implements Reconciler {
           await this.#d.leaseStore.create(namespace, newLease(lockRef, action.lost), { signal });
           if (action.lost !== undefined) {
             log.info(
-              { lease: name, lastHolder: action.lost.holder.name },
+              { lease: name, lastHolder: action.lost.holder?.name },
               'Created Lease again after it was deleted while held',
             );
             this.#event(
               lock,
               'Warning',
               EventReason.LeaseLost,
-              `The Lease was deleted while pod ${action.lost.holder.name} held the lock; created it again, and no grant for ${action.lost.leaseDurationSeconds}s while the old holder steps down`,
+              `The Lease was deleted while ${action.lost.holder !== undefined ? `pod ${action.lost.holder.name} held the lock` : 'an earlier lost term was still being waited out'}; created it again, and no grant for ${action.lost.leaseDurationSeconds}s while the old holder steps down`,
             );
           } else {
             log.info({ lease: name }, 'Created Lease');

@@ -13,6 +13,7 @@ const WAITING_REASON: Record<Waiting, string> = {
   NoCandidates: Reason.Waiting,
   LockDelay: Reason.LockDelay,
   LeaseLost: Reason.LeaseLost,
+  LeaseNotRecorded: Reason.Initializing,
   FencingUnavailable: Reason.RedisUnavailable,
   CacheNotSynced: Reason.CacheNotSynced,
 };
@@ -20,6 +21,7 @@ const WAITING_REASON: Record<Waiting, string> = {
 const WAITING_MESSAGE: Record<Waiting, string> = {
   NoCandidates: 'No candidate pod is Ready and selected by spec.candidates.selector',
   LockDelay: 'The last holder expired; waiting spec.lockDelaySeconds before the next grant',
+  LeaseNotRecorded: 'Recording the new Lease in status before the first grant',
   LeaseLost:
     "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',

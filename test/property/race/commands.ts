@@ -214,6 +214,24 @@ class CrashController implements Command {
   }
 }
 
+/**
+ * DeleteLease: someone deletes the lock's Lease (a script, an admin, a co-tenant with `leases
+ * delete`); agents see it on their watch (a partitioned one only after the heal), and the
+ * controller creates it again on its next reconcile.
+ */
+class DeleteLease implements Command {
+  check(): boolean {
+    return true;
+  }
+  async run(_m: Model, w: World): Promise<void> {
+    w.deleteLease();
+    await done(w);
+  }
+  toString(): string {
+    return 'deleteLease';
+  }
+}
+
 /** RestartRedis: Redis restarts empty; the counter starts again from nothing. */
 class RestartRedis implements Command {
   check(): boolean {
@@ -263,4 +281,5 @@ export const commandArbs: fc.Arbitrary<Command>[] = [
     .constantFrom<Operation | undefined>(undefined, 'lease.replace', 'pod.patch', 'status.patch')
     .map((before) => new CrashController(before)),
   fc.constant(new RestartRedis()),
+  fc.constant(new DeleteLease()),
 ];

@@ -48,7 +48,7 @@ import { sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
 import { leaseName, podKeys } from '../../../src/protocol/names.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
 import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
-import { aLock, withLeaseSeconds } from '../../support/builders.ts';
+import { aLock, neverRecorded, withLeaseSeconds } from '../../support/builders.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
 import { MemoryCluster, type Operation, type Step } from '../../support/memory-cluster.ts';
 
@@ -102,7 +102,9 @@ class Agent {
   /** pending: a token the application checked and has not written yet. */
   pending: bigint | undefined;
   readonly #handlers: ChangeHandler<V1Lease>[] = [];
-  readonly #events: V1Lease[] = [];
+  readonly #events: { lease: V1Lease; kind: 'update' | 'delete' }[] = [];
+  /** #lastDelivered: the last Lease this agent's watch delivered (a relist reports it deleted when it is gone). */
+  #lastDelivered: V1Lease | undefined;
   #missed = false;
   readonly #gates: (() => void)[] = [];
 
@@ -155,8 +157,8 @@ class Agent {
       leaseInformer: informer,
       random: () => 0.5,
     });
-    cluster.onLeaseChange((lease) => {
-      this.#onWatch(lease);
+    cluster.onLeaseChange((lease, kind) => {
+      this.#onWatch(lease, kind);
     });
   }
 
@@ -224,12 +226,12 @@ class Agent {
   }
 
   /** #onWatch: the watch delivers changes in order, each when the scheduler says. */
-  #onWatch(lease: V1Lease): void {
+  #onWatch(lease: V1Lease, kind: 'update' | 'delete'): void {
     if (this.partitioned) {
       this.#missed = true;
       return;
     }
-    this.#events.push(lease);
+    this.#events.push({ lease, kind });
     void this.s
       .schedule(Promise.resolve(), `${this.ref.name} watch event`)
       .then(() => this.#running())
@@ -239,9 +241,10 @@ class Agent {
   }
 
   #deliverNext(): void {
-    const lease = this.#events.shift();
-    if (lease === undefined || this.partitioned) return;
-    for (const h of this.#handlers) h(lease, 'update');
+    const e = this.#events.shift();
+    if (e === undefined || this.partitioned) return;
+    this.#lastDelivered = e.kind === 'update' ? e.lease : undefined;
+    for (const h of this.#handlers) h(e.lease, e.kind);
   }
 
   async start(): Promise<void> {
@@ -266,7 +269,7 @@ class Agent {
     this.partitioned = true;
   }
 
-  /** heal: the informer relists: the current Lease is delivered as one update. */
+  /** heal: the informer relists: the current Lease is delivered as one update, or a gone one as a delete. */
   heal(): void {
     if (!this.partitioned) return;
     this.partitioned = false;
@@ -274,7 +277,8 @@ class Agent {
     if (this.#missed) {
       this.#missed = false;
       const lease = this.cluster.lease(LEASE);
-      if (lease !== undefined) this.#onWatch(lease);
+      if (lease !== undefined) this.#onWatch(lease, 'update');
+      else if (this.#lastDelivered !== undefined) this.#onWatch(this.#lastDelivered, 'delete');
     }
   }
 
@@ -392,7 +396,7 @@ function missRenewals(lease: V1Lease): V1Lease {
 
 /** World holds every part of one run and checks the invariants. */
 export class World {
-  readonly lock: DistributedLock = { ...aLock(LOCK, withLeaseSeconds(LEASE_SECONDS)) };
+  readonly lock: DistributedLock = { ...aLock(LOCK, withLeaseSeconds(LEASE_SECONDS), neverRecorded()) };
   readonly cluster: MemoryCluster;
   readonly agents: Agent[];
   readonly controller: Controller;
@@ -421,7 +425,11 @@ export class World {
     this.cluster.putLock({ ...this.lock, metadata: { ...this.lock.metadata, resourceVersion: '1' } });
     this.cluster.emptyLockLease(LOCK);
     let committedToken: bigint | undefined;
-    this.cluster.onLeaseChange((lease) => {
+    this.cluster.onLeaseChange((lease, kind) => {
+      if (kind === 'delete') {
+        this.log.push('Lease deleted');
+        return;
+      }
       const record = parseLease(lease);
       if (record.holder === undefined || record.token === undefined || record.token === committedToken) return;
       committedToken = record.token;
@@ -449,6 +457,11 @@ export class World {
       });
       await a.start();
     }
+  }
+
+  /** deleteLease: someone deletes the lock's Lease. */
+  deleteLease(): void {
+    this.cluster.deleteLease(LEASE);
   }
 
   /** committed records a grant the Lease accepted, and checks S1 (reported by the next check()). */
@@ -541,14 +554,26 @@ export class World {
     if (this.#violation !== undefined) throw this.#violation;
     if (this.#reusedTerm !== undefined) throw new Violation('new-term-new-token', this.#reusedTerm);
     this.#checkMarks();
-    const lease = this.cluster.lease(LEASE);
-    if (lease === undefined) throw new Error(`Lease ${LEASE} is gone`);
-    const record = parseLease(lease);
     const believers = this.agents.flatMap((a) => {
       const t = a.believes();
       return t === undefined ? [] : [{ a, t }];
     });
+    // Whatever happened to the Lease (deleted by someone), a believer holds the last grant made.
+    const last = this.grants.at(-1);
     for (const { a, t } of believers) {
+      if (last === undefined || !sameHolder(last.holder, a.ref) || last.token !== t)
+        throw new Violation(
+          'one-holder',
+          `${a.ref.name} believes it holds token ${t}, but the last grant was ${last !== undefined ? `token ${last.token} to ${last.holder.name}` : 'none'}`,
+        );
+    }
+    // And it is the Lease's holder with that token — unless the Lease was deleted and is gone, or
+    // created again (released as Lost: no grant until the old holder must have stepped down).
+    const lease = this.cluster.lease(LEASE);
+    const record = lease !== undefined ? parseLease(lease) : undefined;
+    const leaseLost = record === undefined || (record.holder === undefined && record.released === 'Lost');
+    for (const { a, t } of believers) {
+      if (record === undefined || leaseLost) continue;
       if (!sameHolder(record.holder, a.ref) || record.token !== t) {
         throw new Violation(
           'one-holder',

@@ -17,6 +17,7 @@ import {
   lastHolder,
   leaseSeconds,
   markedHolderOf,
+  neverRecorded,
   noLease,
   observedAt,
   podsNotSynced,
@@ -79,8 +80,8 @@ interface Row {
 const rows: readonly Row[] = [
   // ----- Creating the Lease; waiting for the pod cache -----
   {
-    name: 'a lock without a Lease gets it created and nothing else',
-    obs: obs(noLease(), withPods(a, b)),
+    name: 'a new lock (no Lease recorded in status) gets its Lease created and nothing else',
+    obs: obs(noLease(), withPods(a, b), lockWith(neverRecorded())),
     nowMs: 0,
     want: { actions: [{ type: 'CreateLease', lost: undefined }], holder: undefined, waiting: undefined },
   },
@@ -103,6 +104,18 @@ const rows: readonly Row[] = [
     obs: obs(noLease(), withPods(marked(a, 7n), b)),
     nowMs: 0,
     want: { actions: [{ type: 'CreateLease', lost: { holder: a.ref, leaseDurationSeconds: 10 } }] },
+  },
+  {
+    name: 'a lock whose status records a Lease that is missing, with no holder named anywhere: created as Lost all the same (status may have lagged a grant)',
+    obs: obs(noLease(), withPods(a, b)),
+    nowMs: 0,
+    want: { actions: [{ type: 'CreateLease', lost: { holder: undefined, leaseDurationSeconds: 10 } }] },
+  },
+  {
+    name: 'the first grant of a new lock waits until status records its Lease',
+    obs: obs(withPods(a, b), lockWith(neverRecorded())),
+    nowMs: 0,
+    want: { actions: [], holder: undefined, waiting: 'LeaseNotRecorded', requeueAfterMs: 0 },
   },
   {
     name: 'a missing Lease is not created before the pod cache has synced (its marks say whether it was held)',
