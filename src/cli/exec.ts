@@ -77,12 +77,7 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   // The loss, from the session's events rather than lock.signal: release() aborts the signal
   // itself, and a loss during release (cut off while withdrawing) must still bound it.
   let lostAt: number | undefined;
-  let endWindow = (): void => undefined;
-  const windowEnded = new Promise<'abandoned'>((resolve) => {
-    endWindow = () => {
-      resolve('abandoned');
-    };
-  });
+  const windowEnd = Promise.withResolvers<'abandoned'>();
   let running = true;
   let lostWhileRunning = false;
   let killAt = 0;
@@ -97,7 +92,9 @@ export async function runExec(argv: readonly string[]): Promise<number> {
     lostAt = performance.now();
     // Requests made after this are bounded by the window: once it has passed, a successor may
     // hold the lock and nothing exec still has to say matters to anyone.
-    setTimeout(endWindow, windowMs).unref();
+    setTimeout(() => {
+      windowEnd.resolve('abandoned');
+    }, windowMs).unref();
     if (!running) return;
     lostWhileRunning = true;
     log.error({ graceMs: grace }, 'Lost lock; stopping command');
@@ -148,7 +145,7 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   const code = lostWhileRunning ? EXIT_LOST : status;
   const afterLoss = async (request: Promise<void>): Promise<'done' | 'abandoned'> => {
     request.catch(() => undefined); // an abandoned request may still fail; nobody waits for it
-    return await Promise.race([request.then(() => 'done' as const), windowEnded]);
+    return await Promise.race([request.then(() => 'done' as const), windowEnd.promise]);
   };
   let outcome: 'done' | 'abandoned' = 'done';
   if (status === 0 && !lostWhileRunning && values['run-id'] !== undefined) outcome = await afterLoss(lock.complete());
