@@ -2,8 +2,14 @@
  * `fencepost exec --lock NAME [--wait D] [--grace D] -- CMD [ARGS...]` — run CMD only while this
  * pod holds the lock: acquire (in-process, with the pod identity from the downward API), run CMD
  * with FENCEPOST_LOCK and FENCEPOST_TOKEN in its environment, renew while it runs, release when
- * it exits. If the lock is lost, CMD gets SIGTERM and, after the grace, SIGKILL; the grace is cut
- * to end before the lease could expire on the server (lease duration − renew deadline).
+ * it exits. CMD runs in a process group of its own (process-group.ts), and every signal goes to
+ * the whole group: if the lock is lost, SIGTERM and, after the grace, SIGKILL reach the shell of
+ * `sh -c` and the processes under it, including those still alive after CMD itself exited. The
+ * grace is cut to end before the server could grant the lock again (lease duration − renew
+ * deadline), and the requests exec makes after a loss (release, complete) are abandoned at the
+ * end of that window: exec then exits instead of waiting on an API server it cannot reach.
+ * SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to exec are forwarded to the group. Processes CMD
+ * leaves behind when it exits normally are stopped the same way before the lock is released.
  *
  * Exit codes: CMD's own (128 + signal number when it was killed by a signal), or
  *   EXIT_NOT_ACQUIRED (3): not granted within --wait;
@@ -11,7 +17,6 @@
  *   EXIT_ALREADY_DONE (5): --run-id was already reported completed (CMD did not run);
  *   2: bad usage.
  */
-import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { acquire, AlreadyDoneError, NotAcquiredError } from '../client/acquire.ts';
 import { parseDuration } from '../config/duration.ts';
@@ -21,6 +26,7 @@ import { UsageError } from '../config/usage-error.ts';
 import { createLogger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';
+import { spawnGroup } from './process-group.ts';
 
 export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';
 
@@ -64,46 +70,101 @@ export async function runExec(argv: readonly string[]): Promise<number> {
     throw err;
   }
   const [cmd, ...args] = command;
-  const child = spawn(cmd ?? '', args, {
-    stdio: 'inherit',
-    env: { ...process.env, FENCEPOST_LOCK: lock.lock, FENCEPOST_TOKEN: lock.token.toString() },
-  });
+  const grace = graceFor(lock.timings, graceFlagMs);
+  const windowMs = Math.max(0, lock.timings.leaseDurationMs - lock.timings.renewDeadlineMs);
+  if (process.pid === 1) log.warn('Running as PID 1; orphans of the command will not be reaped (see README, Jobs)');
+
+  // The loss, from the session's events rather than lock.signal: release() aborts the signal
+  // itself, and a loss during release (cut off while withdrawing) must still bound it.
+  let lostAt: number | undefined;
+  const windowEnd = Promise.withResolvers<'abandoned'>();
+  let running = true;
   let lostWhileRunning = false;
+  let killAt = 0;
   let killTimer: NodeJS.Timeout | undefined;
+  const group = spawnGroup(cmd ?? '', args, {
+    ...process.env,
+    FENCEPOST_LOCK: lock.lock,
+    FENCEPOST_TOKEN: lock.token.toString(),
+  });
   const onLost = (): void => {
-    if (child.exitCode !== null) return;
+    if (lostAt !== undefined) return;
+    lostAt = performance.now();
+    // Requests made after this are bounded by the window: once it has passed, a successor may
+    // hold the lock and nothing exec still has to say matters to anyone.
+    setTimeout(() => {
+      windowEnd.resolve('abandoned');
+    }, windowMs).unref();
+    if (!running) return;
     lostWhileRunning = true;
-    const grace = graceFor(lock.timings, graceFlagMs);
     log.error({ graceMs: grace }, 'Lost lock; stopping command');
-    child.kill('SIGTERM');
+    group.signal('SIGTERM');
+    killAt = lostAt + grace;
     killTimer = setTimeout(() => {
-      child.kill('SIGKILL');
+      group.signal('SIGKILL');
     }, grace);
   };
-  lock.signal.addEventListener('abort', onLost, { once: true });
+  const offEvents = lock.onEvent((e) => {
+    if (e.type === 'lost' && e.token === lock.token.toString()) onLost();
+  });
+  if (lock.signal.aborted) onLost();
   const forward = (sig: NodeJS.Signals) => (): void => {
-    child.kill(sig);
+    group.signal(sig);
   };
-  const onTerm = forward('SIGTERM');
-  const onInt = forward('SIGINT');
-  process.on('SIGTERM', onTerm);
-  process.on('SIGINT', onInt);
+  // The command has left exec's terminal (process-group.ts): forward what the terminal or the
+  // kubelet sends exec. A hangup that killed exec would leave the command running unsupervised.
+  const forwarded = (['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const).map((sig) => {
+    const handler = forward(sig);
+    process.on(sig, handler);
+    return () => process.off(sig, handler);
+  });
   const status = await new Promise<number>((resolve) => {
-    child.on('error', (err) => {
+    group.child.on('error', (err) => {
       process.stderr.write(`fencepost exec: cannot run ${JSON.stringify(cmd)}: ${err.message}\n`);
       resolve(127);
     });
-    child.on('exit', (code, signal) => {
+    group.child.on('exit', (code, signal) => {
       resolve(code ?? 128 + (signal !== null ? constants.signals[signal] : 0));
     });
   });
+  running = false;
+  if (lostWhileRunning) {
+    // The group may outlive its leader (the shell died of SIGTERM, its child ignores it): the
+    // rest get what is left of the grace, then SIGKILL.
+    if (!(await group.emptied(killAt - performance.now()))) group.signal('SIGKILL');
+  } else if (group.alive()) {
+    // Processes the command left behind (`cmd &`) would go on with FENCEPOST_TOKEN after the
+    // release hands the lock on; they get the same SIGTERM, grace, SIGKILL.
+    log.warn({ graceMs: grace }, 'Stopping processes the command left behind');
+    group.signal('SIGTERM');
+    if (!(await group.emptied(grace))) group.signal('SIGKILL');
+  }
   clearTimeout(killTimer);
-  process.off('SIGTERM', onTerm);
-  process.off('SIGINT', onInt);
-  lock.signal.removeEventListener('abort', onLost);
-  if (status === 0 && !lostWhileRunning && values['run-id'] !== undefined) await lock.complete();
-  await lock.release();
-  return lostWhileRunning ? EXIT_LOST : status;
+  for (const off of forwarded) off();
+
+  const code = lostWhileRunning ? EXIT_LOST : status;
+  const afterLoss = async (request: Promise<void>): Promise<'done' | 'abandoned'> => {
+    request.catch(() => undefined); // an abandoned request may still fail; nobody waits for it
+    return await Promise.race([request.then(() => 'done' as const), windowEnd.promise]);
+  };
+  let outcome: 'done' | 'abandoned' = 'done';
+  if (status === 0 && !lostWhileRunning && values['run-id'] !== undefined) outcome = await afterLoss(lock.complete());
+  if (outcome === 'done') {
+    try {
+      outcome = await afterLoss(lock.release());
+    } catch (err) {
+      if (lostAt === undefined) throw err;
+      log.error({ err }, 'Failed to release lock after losing it');
+    }
+  }
+  offEvents();
+  if (outcome === 'abandoned') {
+    log.error({ windowMs }, 'Abandoned requests to the API server after losing the lock');
+    // Their sockets would keep the event loop, and so exec, alive until the HTTP client's own
+    // timeout; what is left to do (withdraw, stop watching) has no bearing on safety.
+    process.exit(code);
+  }
+  return code;
 }
 
 /**
