@@ -1,7 +1,9 @@
 /**
  * Calibration: the safety suite must FAIL when a protection is removed, or it tests nothing.
  * - guard removed: the workers write with plain SETs (the store accepts any token);
- * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark.
+ * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark;
+ * - Lost marker removed: a deleted Lease is re-created at once without the `Lost` marker (what the
+ *   controller did before issue 15's finding 7), so early grants must be counted.
  * Same faults, same checker, same seeds as the real suite (SAFETY_SEED).
  */
 import { describe, expect, it } from 'vitest';
@@ -58,6 +60,29 @@ describe('calibration: the suite fails when a protection is removed', () => {
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
       expect(s?.violations.S1, 'trials with reissued or regressed tokens').toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('counts grants before the cut-off holder stepped down when a deleted Lease comes back without the Lost marker', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['lease-delete'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'lost-marker',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: Lost marker removed', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
+      expect(s?.counters['grantedBeforeStepDown'] ?? 0, 'grants before the holder stepped down').toBeGreaterThan(0);
     } finally {
       await bed.close();
     }

@@ -59,6 +59,12 @@ describe('the safety suite', () => {
           `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`,
         )
         .toBe(0);
+      expect
+        .soft(
+          s.counters['grantedBeforeStepDown'] ?? 0,
+          `${s.fault}: grants before the cut-off holder stepped down (issue 15 finding 7: the Lease deleted)`,
+        )
+        .toBe(0);
     }
   }, 900_000);
 });

@@ -9,7 +9,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLock, createPod, deleteLock, lockBody, setPodStatus } from '../support/fixtures.ts';
+import { createLock, createPod, deleteLock, getLease, lockBody, setPodStatus } from '../support/fixtures.ts';
+import { LOCK_LABEL, leaseName } from '../../src/protocol/names.ts';
 import { mulberry32 } from '../support/prng.ts';
 import { checkHistory, type TrialReport } from './checker.ts';
 import { apiserverFault } from './faults/apiserver-trial.ts';
@@ -40,6 +41,7 @@ export const FAULT_TYPES = [
   'api-errors',
   'watch-delay',
   'controller-split',
+  'lease-delete',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -51,6 +53,12 @@ export interface TrialSpec {
   readonly leaseSeconds: number;
   /** fenced: false for the guard calibration (plain SETs). */
   readonly fenced: boolean;
+  /**
+   * calibrate: how the run is weakened; `lost-marker`: the lease-delete fault also creates the
+   * new Lease itself, at once and without the `Lost` marker, as the controller did before it
+   * waited out a deleted Lease's term (the suite must then count early grants).
+   */
+  readonly calibrate?: 'guard' | 'floor' | 'lost-marker';
 }
 
 /** TrialResult: the checker's report plus what the fault did and the liveness figures. */
@@ -293,6 +301,8 @@ export interface FaultOutcome {
   outage?: OutageObservation;
   /** tally computes the trial's counters from its Lease history. */
   tally?: (leases: readonly LeaseVersion[]) => Record<string, number>;
+  /** counters: fault-specific figures the script measured itself. */
+  counters?: Record<string, number>;
 }
 
 type Script = (ctx: Ctx, h: Holder, other: WorkerHandle) => Promise<FaultOutcome>;
@@ -453,6 +463,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     await released;
     return { variant, faultMs: 0, startAt, above: h.token };
   },
+  ['lease-delete']: leaseDelete,
   ['api-errors']: apiErrors,
   ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {
@@ -522,6 +533,66 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     };
   },
 };
+
+/**
+ * lease-delete (issue 15, finding 7): the holder is cut off from the API server (it cannot see
+ * what happens next), then someone deletes the lock's Lease — once, twice (again while the
+ * controller waits out the lost term), or deletes the lock and applies it again at once. No grant
+ * may come before the cut-off holder has stepped down: the counter `grantedBeforeStepDown` must
+ * stay 0 (a dual belief here is the protocol's fault, not a pause's).
+ */
+async function leaseDelete(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
+  const variant = ctx.pick(['delete-lease', 'delete-lease-twice', 'delete-and-reapply-lock'] as const);
+  const { t } = ctx.bed;
+  const deleteLease = (): Promise<unknown> =>
+    t.leases.deleteNamespacedLease({ namespace: t.namespace, name: leaseName(ctx.spec.id) }).catch(() => undefined);
+  await sleep(ctx.uniform(0, ctx.leaseMs / 2));
+  const lost = ctx.next(h.w, (e) => e.kind === 'lost', 10 * ctx.leaseMs, 'lost').catch(() => undefined);
+  h.w.apiProxy.blackhole();
+  const startAt = performance.now();
+  if (ctx.spec.calibrate === 'lost-marker') {
+    await deleteLease();
+    await t.leases
+      .createNamespacedLease({
+        namespace: t.namespace,
+        body: { metadata: { name: leaseName(ctx.spec.id), labels: { [LOCK_LABEL]: ctx.spec.id } }, spec: {} },
+      })
+      .catch(() => undefined);
+  } else if (variant === 'delete-lease') {
+    await deleteLease();
+  } else if (variant === 'delete-lease-twice') {
+    await deleteLease();
+    for (let i = 0; i < 50 && (await getLease(t, ctx.spec.id)) === undefined; i++) await sleep(100);
+    await sleep(ctx.uniform(0, ctx.leaseMs / 2));
+    await deleteLease();
+  } else {
+    await deleteLock(t, ctx.spec.id).catch(() => undefined);
+    const body = lockBody(ctx.spec.id, ctx.spec.id, { leaseDurationSeconds: ctx.spec.leaseSeconds });
+    // `kubectl apply` in a loop: refused (AlreadyExists) while the old lock is still terminating.
+    for (let i = 0; i < 300; i++) {
+      try {
+        await createLock(t, body);
+        break;
+      } catch {
+        await sleep(100);
+      }
+    }
+  }
+  const l = await lost;
+  await ctx.progress(h.token, 30_000);
+  h.w.apiProxy.heal();
+  const grant = ctx.events.find((e) => e.kind === 'granted' && e.token > h.token && e.at >= startAt);
+  const early = grant !== undefined && (l === undefined || grant.at < l.e.at) ? 1 : 0;
+  return {
+    variant,
+    faultMs: performance.now() - startAt,
+    startAt,
+    above: h.token,
+    resumed: h.w,
+    ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}),
+    counters: { grantedBeforeStepDown: early },
+  };
+}
 
 /**
  * T8: a replica of the counter is cut off, the next grant draws its token from the primary alone,
@@ -708,7 +779,9 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     finalStore: await readFinalStore(bed.storeClient, spec.id),
   };
   const report = checkHistory(history);
-  const counters = outcome?.tally?.(history.leases);
+  const tallied = outcome?.tally?.(history.leases);
+  const counters =
+    tallied !== undefined || outcome?.counters !== undefined ? { ...tallied, ...outcome?.counters } : undefined;
   void deleteLock(bed.t, spec.id).catch(() => undefined);
   const startAt = outcome?.startAt ?? began;
   return {
