@@ -546,6 +546,9 @@ async function leaseDelete(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const { t } = ctx.bed;
   const deleteLease = (): Promise<unknown> =>
     t.leases.deleteNamespacedLease({ namespace: t.namespace, name: leaseName(ctx.spec.id) }).catch(() => undefined);
+  // The holder's pod stops being a candidate (a rollout is replacing it), so that the next grant
+  // goes to the other pod, which can see it at once; the holder keeps its term meanwhile.
+  await setPodStatus(t, h.pod, 'unready').catch(() => undefined);
   await sleep(ctx.uniform(0, ctx.leaseMs / 2));
   const lost = ctx.next(h.w, (e) => e.kind === 'lost', 10 * ctx.leaseMs, 'lost').catch(() => undefined);
   h.w.apiProxy.blackhole();
