@@ -332,7 +332,8 @@ describe('the fencepost Helm chart', () => {
     ]);
     expect(r.code, r.stderr).toBe(0);
     const rendered = (loadAllYaml(r.stdout) as (Doc | null)[]).filter(
-      (d): d is Doc => d !== null && d.kind.startsWith('ValidatingAdmissionPolicy'),
+      (d): d is Doc =>
+        d !== null && d.kind.startsWith('ValidatingAdmissionPolicy') && d.metadata.name.includes('-agent-'),
     );
     const proven = loadAllYaml(readFileSync(join(root, 'test/safety/agent-policy.yaml'), 'utf8')) as Doc[];
     expect(rendered.map((d) => `${d.kind} ${d.metadata.name}`).sort()).toEqual(
@@ -357,15 +358,21 @@ describe('the fencepost Helm chart', () => {
         });
       }
     }
+    // The agent policies follow agentRbac.admissionPolicies.enabled; the lease-protection policy
+    // (lease-protection.test.ts) follows leaseProtection.enabled alone.
+    const agentPolicy = /^kind: ValidatingAdmissionPolicy(Binding)?\nmetadata:\n {2}name: r-fencepost-agent-/m;
     const off = await template(ns, [
       '--set',
       'agentRbac.namespaces={a}',
       '--set',
       'agentRbac.admissionPolicies.enabled=false',
     ]);
-    expect(off.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
+    expect(off.stdout).not.toMatch(agentPolicy);
     const none = await template(ns);
-    expect(none.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
+    expect(none.stdout).not.toMatch(agentPolicy);
+    expect(none.stdout).toMatch(/^ {2}name: r-fencepost-leases$/m);
+    const unprotected = await template(ns, ['--set', 'leaseProtection.enabled=false']);
+    expect(unprotected.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
   });
 
   it('renders strict YAML (no duplicate keys) with every optional object on', async () => {
