@@ -180,7 +180,12 @@ export class Controller {
           hooks?.onReconcile?.('success', seconds());
         }
       } catch (err) {
-        if (isConflict(err)) {
+        if (this.#abort.signal.aborted) {
+          // Stopping: the reconcile was abandoned on purpose (its requests aborted); the next
+          // leader or process reconciles the key again. Not an error, nor a retry.
+          hooks?.onReconcile?.('requeue', seconds());
+          log.debug({ ...fields, err }, 'Reconcile abandoned; the controller is stopping');
+        } else if (isConflict(err)) {
           hooks?.onReconcile?.('requeue', seconds());
           log.debug(fields, 'Reconcile conflicted; retrying');
           queue.addRateLimited(key);

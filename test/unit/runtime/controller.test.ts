@@ -155,4 +155,50 @@ describe("Controller outcomes in controller-runtime's names", () => {
       obj: { ...fields, err: expect.any(Error) as unknown },
     });
   });
+
+  it('a reconcile that fails because stop() aborted its signal is abandoned quietly: no error, no retry', async () => {
+    const clock = new FakeClock();
+    const queue = new WorkQueue<ObjectKey>({ clock });
+    const lines: Line[] = [];
+    const errors: string[] = [];
+    let calls = 0;
+    const controller = new Controller({
+      name: 'widget',
+      group: 'example.io',
+      kind: 'Widget',
+      queue,
+      workers: 1,
+      reconciler: {
+        reconcile: (_key, c) => {
+          calls++;
+          // A request in flight: it fails the moment the reconcile's signal is aborted.
+          return new Promise<Result>((_resolve, reject) => {
+            c.signal.addEventListener('abort', () => {
+              reject(new Error('Failed to patch Pod: controller stopping'));
+            });
+          });
+        },
+      },
+      log: {
+        debug: (obj, msg) => {
+          lines.push({ level: 'debug', obj: { ...obj }, msg });
+        },
+        error: (obj, msg) => {
+          lines.push({ level: 'error', obj: { ...obj }, msg });
+        },
+      },
+      hooks: {
+        onError: (kind) => {
+          errors.push(kind);
+        },
+      },
+    });
+    controller.start();
+    controller.enqueue('shop/w-1');
+    await flushAsync();
+    await controller.stop();
+    expect(calls).toBe(1);
+    expect(errors).toEqual([]);
+    expect(lines.map((l) => `${l.level} ${l.msg}`)).toEqual(['debug Reconcile abandoned; the controller is stopping']);
+  });
 });
