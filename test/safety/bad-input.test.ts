@@ -21,6 +21,7 @@ import {
   KubeConfig,
   RbacAuthorizationV1Api,
   loadAllYaml,
+  type CoreV1Event,
   type V1Lease,
   type V1ValidatingAdmissionPolicy,
   type V1ValidatingAdmissionPolicyBinding,
@@ -113,7 +114,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
           { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'update'] },
           { apiGroups: [''], resources: ['pods'], verbs: ['patch'] },
           { apiGroups: ['fencepost.io'], resources: ['distributedlocks'], verbs: ['get'] },
-          { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+          { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
         ],
       },
     });
@@ -167,6 +168,13 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     };
     holder = await pod('pod-a');
     const b = await pod('pod-b');
+    podUids.set('pod-a', holder.uid);
+    podUids.set('pod-b', b.uid);
+    // Another app's leader-election Lease in the same namespace: no fencepost label.
+    await admin.makeApiClient(CoordinationV1Api).createNamespacedLease({
+      namespace: ns,
+      body: { metadata: { name: 'other-app-leader' }, spec: { holderIdentity: 'other-0', leaseDurationSeconds: 15 } },
+    });
     await createLock(fx.t, lockBody(lock, lock, { leaseDurationSeconds: 600 }));
     await eventually(async () => {
       expect((await getLease(fx.t, lock))?.spec?.holderIdentity).toBe(`${holder.name}/${holder.uid}`);
@@ -202,6 +210,21 @@ describe('bad input is refused, naming the field or the reason, and changes noth
   });
 
   const lockLease = leaseName(lock);
+  const podUids = new Map<string, string>();
+  /** agentEvent: a core/v1 Event about pod `about`, recorded as `component`, as the agent records LockLost. */
+  const agentEvent = (about: string, component: string): CoreV1Event => ({
+    metadata: { name: `${about}.forged-${component}` },
+    involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: ns, name: about, uid: podUids.get(about) ?? '' },
+    reason: 'LockLost',
+    message: 'forged',
+    type: 'Warning',
+    source: { component, host: 'pod-a' },
+    reportingComponent: component,
+    reportingInstance: 'pod-a',
+    firstTimestamp: new Date(),
+    lastTimestamp: new Date(),
+    count: 1,
+  });
   const lease = async (): Promise<V1Lease> => {
     const l = await getLease(fx.t, lock);
     if (l === undefined) throw new Error('no Lease');
@@ -458,6 +481,48 @@ describe('bad input is refused, naming the field or the reason, and changes noth
           })),
         }),
     },
+    // Issue 15, finding 5: what the agent's Role allows beyond its lock Lease.
+    {
+      name: "A updates another app's unlabelled Lease",
+      who: 'A',
+      code: 403,
+      says: ['only fencepost'],
+      write: async (api) => {
+        const other = await leases(admin).readNamespacedLease({ namespace: ns, name: 'other-app-leader' });
+        return api.replaceNamespacedLease({
+          namespace: ns,
+          name: 'other-app-leader',
+          body: { ...other, spec: { ...other.spec, holderIdentity: 'pod-a' } },
+        });
+      },
+    },
+    {
+      name: "A rewrites its own lock Lease's ownerReferences",
+      who: 'A',
+      code: 403,
+      says: ['metadata.ownerReferences'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(renewedLease(l, new Date()), (x) => ({ ...x, metadata: { ...x.metadata, ownerReferences: [] } })),
+        }),
+    },
+    {
+      name: 'A puts a finalizer on its own lock Lease',
+      who: 'A',
+      code: 403,
+      says: ['metadata.finalizers'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(renewedLease(l, new Date()), (x) => ({
+            ...x,
+            metadata: { ...x.metadata, finalizers: ['example.com/keep'] },
+          })),
+        }),
+    },
   ];
 
   it.each(leaseCases)('Lease: $name → $code', async (c) => {
@@ -537,6 +602,71 @@ describe('bad input is refused, naming the field or the reason, and changes noth
             mergePatch,
           ),
     },
+    // Issue 15, finding 5: an agent may change only fencepost's request annotations on its own pod.
+    {
+      name: "A relabels its own pod into another lock's candidate selector",
+      who: 'A',
+      pod: 'pod-a',
+      code: 403,
+      says: ['metadata.labels', 'an agent may not change'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-a', body: { metadata: { labels: { app: 'payments' } } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: "A sets an annotation that is not one of fencepost's requests on its own pod",
+      who: 'A',
+      pod: 'pod-a',
+      code: 403,
+      says: ['metadata.annotations', 'request'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-a', body: { metadata: { annotations: { 'prometheus.io/scrape': 'false' } } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: 'A puts a finalizer on its own pod',
+      who: 'A',
+      pod: 'pod-a',
+      code: 403,
+      says: ['metadata.finalizers'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-a', body: { metadata: { finalizers: ['example.com/keep'] } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: 'A creates an Event about pod-b',
+      who: 'A',
+      pod: 'pod-b',
+      code: 403,
+      says: ['involvedObject', 'its own pod'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .createNamespacedEvent({ namespace: ns, body: agentEvent('pod-b', 'fencepost-agent') }),
+    },
+    {
+      name: "A creates an Event on its own pod in the controller's name",
+      who: 'A',
+      pod: 'pod-a',
+      code: 403,
+      says: ['source', 'fencepost-agent'],
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .createNamespacedEvent({ namespace: ns, body: agentEvent('pod-a', 'fencepost-controller') }),
+    },
     {
       name: 'an unbound agent token annotates a pod',
       who: 'unbound',
@@ -603,8 +733,12 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     tally.rejected++;
   });
 
-  it('positive controls: the holder renews its own Lease, annotates its own pod, and releases its own Lease', async () => {
-    tally.controls += 3;
+  it('positive controls: the holder renews its own Lease, annotates its own pod, records an Event on its own pod, and releases its own Lease', async () => {
+    tally.controls += 4;
+    await asA
+      .makeApiClient(CoreV1Api)
+      .createNamespacedEvent({ namespace: ns, body: agentEvent('pod-a', 'fencepost-agent') });
+    tally.allowed++;
     const renewed = await leases(asA).replaceNamespacedLease({
       namespace: ns,
       name: lockLease,
