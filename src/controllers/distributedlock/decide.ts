@@ -10,8 +10,11 @@
  * - the controller has watched it for a full lease duration without seeing it renewed (observed
  *   time, not the Lease's renewTime against our wall clock; a restarted controller waits a full
  *   duration again, since its observedAt starts at its first sighting), or
- * - the kubelet reported the holder pod's containers terminated (and handoff.onPodTerminated).
- * A holder pod that merely vanished (force deletion, node loss) waits for expiry.
+ * - the kubelet reported every container of the holder pod terminated (and handoff.onPodTerminated;
+ *   see allContainersTerminated in pods.ts: a native sidecar agent still running counts as running).
+ * A pod's phase is no such report: the pod GC marks the pods of a deleted or out-of-service node
+ * Failed while their processes may still run there. Such a holder, and one whose pod merely
+ * vanished (force deletion, node loss), waits for expiry.
  */
 import { ConditionType, Reason } from '../../api/v1alpha1/conditions.ts';
 import {

@@ -1,3 +1,4 @@
+import type { V1ContainerStatus, V1PodSpec } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../support/prng.ts';
 import { RESYNC_MS, decide, unactionable } from '../../../src/controllers/distributedlock/decide.ts';
@@ -13,6 +14,7 @@ import {
   deepFreeze,
   fencingDown,
   fencingNotConfigured,
+  fromKubelet,
   heldBy,
   lastHolder,
   leaseSeconds,
@@ -57,6 +59,47 @@ const b = aPod('web-b', createdAt(2_000));
 const c = aPod('web-c', createdAt(3_000));
 const pod = (p: PodSummary, ...opts: PodOption[]): PodSummary => aPod(p.ref.name, createdAt(p.createdAt), ...opts);
 const marked = (p: PodSummary, t: bigint, ...opts: PodOption[]): PodSummary => pod(p, markedHolderOf('db', t), ...opts);
+
+// What the API server may show of the holder pod `a` (its agent a native sidecar): the kubelet's
+// reports, and the pod GC's mark on the pod of a deleted node (phase and condition only).
+const T0 = new Date('2025-01-01T00:00:00Z');
+const WITH_SIDECAR: V1PodSpec = {
+  initContainers: [{ name: 'fencepost-agent', restartPolicy: 'Always' }],
+  containers: [{ name: 'app' }],
+};
+const status = (name: string, state: 'running' | 'terminated'): V1ContainerStatus => ({
+  name,
+  image: `${name}:1`,
+  imageID: '',
+  ready: state === 'running',
+  restartCount: 0,
+  state:
+    state === 'running'
+      ? { running: { startedAt: T0 } }
+      : { terminated: { exitCode: 137, startedAt: T0, finishedAt: T0 } },
+});
+/** failedByPodGc: phase Failed and DisruptionTarget/DeletionByPodGC, containers still reported running. */
+const failedByPodGc = (): PodOption =>
+  fromKubelet(WITH_SIDECAR, {
+    phase: 'Failed',
+    conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByPodGC' }],
+    initContainerStatuses: [status('fencepost-agent', 'running')],
+    containerStatuses: [status('app', 'running')],
+  });
+/** appStoppedAgentRunning: the application container terminated, the native sidecar agent still runs. */
+const appStoppedAgentRunning = (): PodOption =>
+  fromKubelet(WITH_SIDECAR, {
+    phase: 'Running',
+    initContainerStatuses: [status('fencepost-agent', 'running')],
+    containerStatuses: [status('app', 'terminated')],
+  });
+/** allStopped: the kubelet reports every container, the native sidecar too, terminated. */
+const allStopped = (): PodOption =>
+  fromKubelet(WITH_SIDECAR, {
+    phase: 'Failed',
+    initContainerStatuses: [status('fencepost-agent', 'terminated')],
+    containerStatuses: [status('app', 'terminated')],
+  });
 
 /** heldByA is a Lease held by a with token 5. */
 const heldByA = (...opts: LeaseOption[]): ObservationOption =>
@@ -332,6 +375,30 @@ const rows: readonly Row[] = [
       actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }],
       holder: undefined,
     },
+  },
+  {
+    name: 'a holder the pod GC marked Failed (node deleted) whose containers still run keeps the lock: the phase is no proof',
+    obs: obs(heldByA(), withPods(marked(a, 5n, failedByPodGc()), b)),
+    nowMs: 1_000,
+    want: { actions: [], holder: a.ref, expiresInMs: 9_000 },
+  },
+  {
+    name: 'a holder the pod GC marked Failed is replaced only after expiry, cause Expired',
+    obs: obs(heldByA(), withPods(marked(a, 5n, failedByPodGc()), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  {
+    name: 'a holder whose application terminated but whose native sidecar agent still runs keeps the lock',
+    obs: obs(heldByA(), withPods(marked(a, 5n, appStoppedAgentRunning()), b)),
+    nowMs: 1_000,
+    want: { actions: [], holder: a.ref, expiresInMs: 9_000 },
+  },
+  {
+    name: 'a holder whose every container, native sidecar included, the kubelet reported terminated is replaced at once',
+    obs: obs(heldByA(), withPods(marked(a, 5n, allStopped()), b)),
+    nowMs: 1_000,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }] },
   },
   {
     name: 'with handoff on explicitly a terminated holder is replaced before expiry',
