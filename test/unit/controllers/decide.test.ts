@@ -498,10 +498,38 @@ const rows: readonly Row[] = [
     },
   },
   {
-    name: 'a lock delay does not hold back the handoff from a terminated holder',
+    name: 'with a lock delay a terminated holder is revoked at once, not replaced',
     obs: obs(lockWith(withLockDelay(5)), heldByA(), withPods(marked(a, 5n, terminated()), b)),
     nowMs: 1_000,
-    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }] },
+    want: {
+      actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }],
+      holder: undefined,
+      waiting: 'LockDelay',
+    },
+  },
+  {
+    name: 'within the lock delay after revoking a terminated holder nothing is granted and the requeue lands at its end',
+    obs: obs(
+      lockWith(withLockDelay(5)),
+      withLease(aLeaseView(heldBy(a), token(5n), released('Terminated'), observedAt(20_000))),
+      withPods(a, b),
+    ),
+    nowMs: 22_000,
+    want: { actions: [], waiting: 'LockDelay', holder: undefined },
+    requeue: [3_000, 3_500],
+  },
+  {
+    name: 'once the lock delay after a terminated holder has passed the lock is granted, cause HolderTerminated',
+    obs: obs(
+      lockWith(withLockDelay(5)),
+      withLease(aLeaseView(heldBy(a), token(5n), released('Terminated'), observedAt(20_000))),
+      withPods(a, b),
+    ),
+    nowMs: 25_000,
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'HolderTerminated', floor: 5n }],
+      waiting: undefined,
+    },
   },
   {
     name: 'a lock delay does not apply after a voluntary release',
@@ -666,21 +694,19 @@ describe('decide', () => {
     }
   });
 
-  // BUG (src/controllers/distributedlock/decide.ts, with releasedLease in src/lease/record.ts): a
-  // Revoke records only `Revoked`, whatever its cause, so a lock revoked because its holder's
-  // containers terminated is then held back by spec.lockDelaySeconds (and its next Grant says
-  // cause Expired), although decide itself skips the lock delay for a terminated holder when a
-  // candidate is already there. Whether a candidate was Ready at the moment of termination should
-  // not decide whether the lock delay applies. Remove `.fails` once fixed.
-  it('a lock revoked from a terminated holder is not held back by the lock delay once a candidate appears', () => {
+  // Whether a candidate was Ready at the moment the holder terminated does not decide whether the
+  // lock delay applies: it follows every involuntary end of a term, and the next Grant keeps the cause.
+  it('a lock revoked from a terminated holder is held back by the lock delay, also once a candidate appears', () => {
     const lock = withLock(aLock('db', withLockDelay(5)));
     const first = obs(lock, heldByA(), withPods(marked(a, 5n, terminated())));
     const revoked = decide(first, 1_000);
     expect(revoked.actions).toEqual([unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }]);
     const after = applyActions(first, revoked.actions, 1_000);
-    const next = decide(deepFreeze({ ...after, pods: [...after.pods, b] }), 2_000);
-    expect(next.waiting).toBeUndefined();
-    expect(next.actions).toMatchObject([{ type: 'Grant', to: b.ref, floor: 5n }]);
+    const withB = deepFreeze({ ...after, pods: [...after.pods, b] });
+    expect(decide(withB, 2_000)).toMatchObject({ actions: [], waiting: 'LockDelay' });
+    expect(decide(withB, 6_000).actions).toMatchObject([
+      { type: 'Grant', to: b.ref, floor: 5n, cause: 'HolderTerminated' },
+    ]);
   });
 
   it('a full cycle: grant, mark, expire, regrant with a larger token, unmark the old holder', () => {
@@ -987,9 +1013,9 @@ describe('decide on 2000 random observations (seeded)', () => {
       if (grant === undefined || o.lease === undefined) return undefined;
       if (!o.fencing.ready) return 'granted without fencing';
       const r = o.lease.record;
-      const inDelay =
-        r.holder === undefined && r.released === 'Expired' && nowMs - o.lease.observedAtMs < o.timings.lockDelayMs;
-      const expiring = r.holder !== undefined && grant.cause === 'Expired' && o.timings.lockDelayMs > 0;
+      const involuntary = r.released === 'Expired' || r.released === 'Terminated';
+      const inDelay = r.holder === undefined && involuntary && nowMs - o.lease.observedAtMs < o.timings.lockDelayMs;
+      const expiring = r.holder !== undefined && o.timings.lockDelayMs > 0;
       return inDelay || expiring ? 'granted within the lock delay' : undefined;
     },
   );
