@@ -21,7 +21,8 @@ import {
   type Timings,
 } from '../../src/api/v1alpha1/distributedlock.ts';
 import type { FencingState, LeaseView, Observation } from '../../src/controllers/distributedlock/decide.ts';
-import type { PodSummary } from '../../src/controllers/distributedlock/pods.ts';
+import type { V1PodSpec, V1PodStatus } from '@kubernetes/client-node';
+import { summarizePod, type PodSummary } from '../../src/controllers/distributedlock/pods.ts';
 import type { LockRecord } from '../../src/lease/record.ts';
 import type { HolderRef } from '../../src/protocol/holder.ts';
 import { leaseName, podKeys } from '../../src/protocol/names.ts';
@@ -136,6 +137,17 @@ export const terminated = (): PodOption => (d) => {
   d.terminated = true;
   d.ready = false;
 };
+/**
+ * fromKubelet sets `ready` and `terminated` as summarizePod reads them from a pod's spec and
+ * status, for rows that start from what the API server shows (a pod GC mark, a native sidecar).
+ */
+export const fromKubelet =
+  (spec: V1PodSpec, status: V1PodStatus): PodOption =>
+  (d) => {
+    const s = summarizePod({ metadata: { name: d.ref.name, uid: d.ref.uid }, spec, status });
+    d.ready = s.ready;
+    d.terminated = s.terminated;
+  };
 /** createdAt sets the creation time, in epoch milliseconds. */
 export const createdAt =
   (ms: number): PodOption =>

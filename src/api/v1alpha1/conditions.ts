@@ -28,7 +28,7 @@ export const Reason = {
   Released: 'Released',
   /** HolderExpired: the last holder stopped renewing for a full lease duration. */
   HolderExpired: 'HolderExpired',
-  /** LockDelay: the last holder expired and spec.lockDelaySeconds has not passed yet. */
+  /** LockDelay: the last holder expired or its containers terminated, and spec.lockDelaySeconds has not passed yet. */
   LockDelay: 'LockDelay',
   /**
    * LeaseLost: the lock's Lease was deleted while held (or the lock is being deleted); no grant
@@ -62,7 +62,7 @@ export const EventReason = {
   LeaseGranted: 'LeaseGranted',
   /** HolderExpired (Warning, on the lock): the holder stopped renewing for a full lease duration; its term was ended. */
   HolderExpired: 'HolderExpired',
-  /** HolderTerminated (Warning, on the lock): the kubelet reported the holder's containers terminated (spec.handoff.onPodTerminated); its term was ended. */
+  /** HolderTerminated (Warning, on the lock): the kubelet reported every container of the holder's pod terminated (spec.handoff.onPodTerminated); its term was ended. */
   HolderTerminated: 'HolderTerminated',
   /** LeaseLost (Warning, on the lock): the lock's Lease was deleted while held; it was created again and the first grant waits a full lease duration. */
   LeaseLost: 'LeaseLost',

@@ -140,8 +140,11 @@ export interface FencingSpec {
 /** HandoffSpec controls re-granting a lock without waiting for its lease to expire. */
 export interface HandoffSpec {
   /**
-   * onPodTerminated re-grants at once when the kubelet reports all of the holder pod's containers
-   * terminated. Defaults to true (DEFAULT_HANDOFF_ON_POD_TERMINATED).
+   * onPodTerminated re-grants without waiting for expiry when the kubelet reports every container
+   * of the holder pod terminated — containers, init containers (native sidecars included) and
+   * ephemeral containers; the pod's phase alone never counts (allContainersTerminated in
+   * src/controllers/distributedlock/pods.ts). lockDelaySeconds still applies. Defaults to true
+   * (DEFAULT_HANDOFF_ON_POD_TERMINATED).
    */
   readonly onPodTerminated?: boolean;
 }
@@ -165,7 +168,10 @@ export interface DistributedLockSpec {
   readonly mode?: LockMode;
   /** fencing defaults to the controller's backend choice and the default key. */
   readonly fencing?: FencingSpec;
-  /** lockDelaySeconds: wait after an involuntary expiry before the next grant, seconds, 0..3600. Defaults to 0. */
+  /**
+   * lockDelaySeconds: wait after every involuntary handover (expiry, or the holder's containers
+   * terminated; not a release) before the next grant, seconds, 0..3600. Defaults to 0.
+   */
   readonly lockDelaySeconds?: number;
   /** handoff defaults to `{ onPodTerminated: true }`. */
   readonly handoff?: HandoffSpec;

@@ -10,8 +10,14 @@
  * - the controller has watched it for a full lease duration without seeing it renewed (observed
  *   time, not the Lease's renewTime against our wall clock; a restarted controller waits a full
  *   duration again, since its observedAt starts at its first sighting), or
- * - the kubelet reported the holder pod's containers terminated (and handoff.onPodTerminated).
- * A holder pod that merely vanished (force deletion, node loss) waits for expiry.
+ * - the kubelet reported every container of the holder pod terminated (and handoff.onPodTerminated;
+ *   see allContainersTerminated in pods.ts: a native sidecar agent still running counts as running).
+ * A pod's phase is no such report: the pod GC marks the pods of a deleted or out-of-service node
+ * Failed while their processes may still run there. Such a holder, and one whose pod merely
+ * vanished (force deletion, node loss), waits for expiry.
+ *
+ * Lock-delay (spec.lockDelaySeconds) follows every involuntary end of a term — expiry and a
+ * terminated holder alike — before the next grant; only a voluntary release skips it.
  */
 import { ConditionType, Reason } from '../../api/v1alpha1/conditions.ts';
 import {
@@ -176,11 +182,11 @@ export function decide(obs: Observation, nowMs: number): Decision {
         waiting: undefined,
       };
     }
-    // 2: The holder is gone (expired, or confirmed terminated). Hand over directly when we can.
+    // 2: The holder is gone (expired, or confirmed terminated). Hand over directly when we can:
+    // with a lock-delay, revoke first and let step 3 wait it out.
     const cause = terminated ? 'HolderTerminated' : 'Expired';
     const next = pickNext(candidates, record.holder);
-    const canGrantNow =
-      next !== undefined && obs.fencing.ready && !(cause === 'Expired' && obs.timings.lockDelayMs > 0);
+    const canGrantNow = next !== undefined && obs.fencing.ready && obs.timings.lockDelayMs <= 0;
     if (canGrantNow) {
       return {
         ...base,
@@ -222,8 +228,10 @@ export function decide(obs: Observation, nowMs: number): Decision {
       };
     }
   }
-  // After an involuntary expiry, honour the lock-delay first.
-  if (record.released === 'Expired' && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
+  // After an involuntary end (expiry, or the holder's containers terminated), honour the lock-delay
+  // first, counted from our first sight of the revoked Lease.
+  const involuntary = record.released === 'Expired' || record.released === 'Terminated';
+  if (involuntary && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
     return {
       ...base,
       actions: marks(undefined, undefined),

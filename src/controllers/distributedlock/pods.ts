@@ -2,7 +2,7 @@
  * Pure views of Pods for the lock controller: label-selector matching and candidate eligibility.
  * The per-lock label and annotation keys are the protocol's (src/protocol/names.ts).
  */
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
 import type { LabelSelector } from '../../api/v1alpha1/distributedlock.ts';
 import type { HolderRef } from '../../protocol/holder.ts';
 import type { PodKeys } from '../../protocol/names.ts';
@@ -16,9 +16,11 @@ export interface PodSummary {
   readonly ready: boolean;
   readonly terminating: boolean;
   /**
-   * terminated: the kubelet reported that the pod's containers have all stopped (phase Succeeded
-   * or Failed, or every container status terminated). This is the confirmation that allows a
-   * handoff before the lease expires; a pod that merely vanished is not confirmation.
+   * terminated: the kubelet reported every container of the pod terminated (see
+   * allContainersTerminated). This is the confirmation that allows a handoff before the lease
+   * expires. The pod's phase is not: a pod marked Failed by the pod garbage collector after its
+   * node was deleted, or by anyone with `pods/status` patch, may still be running; and a pod that
+   * merely vanished is no confirmation either.
    */
   readonly terminated: boolean;
 }
@@ -27,11 +29,7 @@ export interface PodSummary {
 export function summarizePod(pod: V1Pod): PodSummary {
   const md = pod.metadata ?? {};
   const phase = pod.status?.phase;
-  const statuses = pod.status?.containerStatuses ?? [];
-  const terminated =
-    phase === 'Succeeded' ||
-    phase === 'Failed' ||
-    (statuses.length > 0 && statuses.every((s) => s.state?.terminated !== undefined));
+  const terminated = allContainersTerminated(pod);
   const ready =
     phase === 'Running' && (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
   return {
@@ -43,6 +41,37 @@ export function summarizePod(pod: V1Pod): PodSummary {
     terminating: md.deletionTimestamp !== undefined,
     terminated,
   };
+}
+
+/**
+ * allContainersTerminated: the kubelet's own report that every container of the pod has stopped.
+ * Every container the pod's spec names — each of `containers`, each of `initContainers` (native
+ * sidecars, `restartPolicy: Always`, included: the fencepost agent is usually one, and while it
+ * runs the holder may still act on its lock) and each of `ephemeralContainers` — must have a
+ * status of its own name in the matching list (`containerStatuses`, `initContainerStatuses`,
+ * `ephemeralContainerStatuses`) whose `state` is `terminated`. A container without a status, or
+ * whose status is running or waiting (a crashed container backing off before a restart), counts
+ * as possibly running.
+ *
+ * Pure. The phase is deliberately not read: `Failed` or `Succeeded` alone is no proof (the pod
+ * GC sets `Failed`, with a DisruptionTarget condition of reason DeletionByPodGC, on the pods of a
+ * deleted or out-of-service node without anyone having seen their containers stop).
+ *
+ * Caveat: container statuses are written through `pods/status` like the phase. A principal that
+ * may patch `pods/status` in the lock's namespace can still forge them; only the kubelet (and the
+ * control plane) should have that permission.
+ */
+export function allContainersTerminated(pod: V1Pod): boolean {
+  const spec = pod.spec;
+  const status = pod.status;
+  const stopped = (names: readonly { name: string }[], statuses: readonly V1ContainerStatus[] | undefined): boolean =>
+    names.every((c) => statuses?.find((s) => s.name === c.name)?.state?.terminated !== undefined);
+  return (
+    (spec?.containers.length ?? 0) > 0 &&
+    stopped(spec?.containers ?? [], status?.containerStatuses) &&
+    stopped(spec?.initContainers ?? [], status?.initContainerStatuses) &&
+    stopped(spec?.ephemeralContainers ?? [], status?.ephemeralContainerStatuses)
+  );
 }
 
 /**

@@ -20,7 +20,8 @@ const WAITING_REASON: Record<Waiting, string> = {
 
 const WAITING_MESSAGE: Record<Waiting, string> = {
   NoCandidates: 'No candidate pod is Ready and selected by spec.candidates.selector',
-  LockDelay: 'The last holder expired; waiting spec.lockDelaySeconds before the next grant',
+  LockDelay:
+    'The last holder expired or its containers terminated; waiting spec.lockDelaySeconds before the next grant',
   LeaseNotRecorded: 'Recording the new Lease in status before the first grant',
   LeaseLost:
     "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",

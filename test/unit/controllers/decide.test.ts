@@ -1,3 +1,4 @@
+import type { V1ContainerStatus, V1PodSpec } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../support/prng.ts';
 import { RESYNC_MS, decide, unactionable } from '../../../src/controllers/distributedlock/decide.ts';
@@ -13,6 +14,7 @@ import {
   deepFreeze,
   fencingDown,
   fencingNotConfigured,
+  fromKubelet,
   heldBy,
   lastHolder,
   leaseSeconds,
@@ -57,6 +59,47 @@ const b = aPod('web-b', createdAt(2_000));
 const c = aPod('web-c', createdAt(3_000));
 const pod = (p: PodSummary, ...opts: PodOption[]): PodSummary => aPod(p.ref.name, createdAt(p.createdAt), ...opts);
 const marked = (p: PodSummary, t: bigint, ...opts: PodOption[]): PodSummary => pod(p, markedHolderOf('db', t), ...opts);
+
+// What the API server may show of the holder pod `a` (its agent a native sidecar): the kubelet's
+// reports, and the pod GC's mark on the pod of a deleted node (phase and condition only).
+const T0 = new Date('2025-01-01T00:00:00Z');
+const WITH_SIDECAR: V1PodSpec = {
+  initContainers: [{ name: 'fencepost-agent', restartPolicy: 'Always' }],
+  containers: [{ name: 'app' }],
+};
+const status = (name: string, state: 'running' | 'terminated'): V1ContainerStatus => ({
+  name,
+  image: `${name}:1`,
+  imageID: '',
+  ready: state === 'running',
+  restartCount: 0,
+  state:
+    state === 'running'
+      ? { running: { startedAt: T0 } }
+      : { terminated: { exitCode: 137, startedAt: T0, finishedAt: T0 } },
+});
+/** failedByPodGc: phase Failed and DisruptionTarget/DeletionByPodGC, containers still reported running. */
+const failedByPodGc = (): PodOption =>
+  fromKubelet(WITH_SIDECAR, {
+    phase: 'Failed',
+    conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByPodGC' }],
+    initContainerStatuses: [status('fencepost-agent', 'running')],
+    containerStatuses: [status('app', 'running')],
+  });
+/** appStoppedAgentRunning: the application container terminated, the native sidecar agent still runs. */
+const appStoppedAgentRunning = (): PodOption =>
+  fromKubelet(WITH_SIDECAR, {
+    phase: 'Running',
+    initContainerStatuses: [status('fencepost-agent', 'running')],
+    containerStatuses: [status('app', 'terminated')],
+  });
+/** allStopped: the kubelet reports every container, the native sidecar too, terminated. */
+const allStopped = (): PodOption =>
+  fromKubelet(WITH_SIDECAR, {
+    phase: 'Failed',
+    initContainerStatuses: [status('fencepost-agent', 'terminated')],
+    containerStatuses: [status('app', 'terminated')],
+  });
 
 /** heldByA is a Lease held by a with token 5. */
 const heldByA = (...opts: LeaseOption[]): ObservationOption =>
@@ -334,6 +377,30 @@ const rows: readonly Row[] = [
     },
   },
   {
+    name: 'a holder the pod GC marked Failed (node deleted) whose containers still run keeps the lock: the phase is no proof',
+    obs: obs(heldByA(), withPods(marked(a, 5n, failedByPodGc()), b)),
+    nowMs: 1_000,
+    want: { actions: [], holder: a.ref, expiresInMs: 9_000 },
+  },
+  {
+    name: 'a holder the pod GC marked Failed is replaced only after expiry, cause Expired',
+    obs: obs(heldByA(), withPods(marked(a, 5n, failedByPodGc()), b)),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  {
+    name: 'a holder whose application terminated but whose native sidecar agent still runs keeps the lock',
+    obs: obs(heldByA(), withPods(marked(a, 5n, appStoppedAgentRunning()), b)),
+    nowMs: 1_000,
+    want: { actions: [], holder: a.ref, expiresInMs: 9_000 },
+  },
+  {
+    name: 'a holder whose every container, native sidecar included, the kubelet reported terminated is replaced at once',
+    obs: obs(heldByA(), withPods(marked(a, 5n, allStopped()), b)),
+    nowMs: 1_000,
+    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }] },
+  },
+  {
     name: 'with handoff on explicitly a terminated holder is replaced before expiry',
     obs: obs(lockWith(withHandoff(true)), heldByA(), withPods(marked(a, 5n, terminated()), b)),
     nowMs: 1_000,
@@ -431,10 +498,38 @@ const rows: readonly Row[] = [
     },
   },
   {
-    name: 'a lock delay does not hold back the handoff from a terminated holder',
+    name: 'with a lock delay a terminated holder is revoked at once, not replaced',
     obs: obs(lockWith(withLockDelay(5)), heldByA(), withPods(marked(a, 5n, terminated()), b)),
     nowMs: 1_000,
-    want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'HolderTerminated', floor: 5n }] },
+    want: {
+      actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }],
+      holder: undefined,
+      waiting: 'LockDelay',
+    },
+  },
+  {
+    name: 'within the lock delay after revoking a terminated holder nothing is granted and the requeue lands at its end',
+    obs: obs(
+      lockWith(withLockDelay(5)),
+      withLease(aLeaseView(heldBy(a), token(5n), released('Terminated'), observedAt(20_000))),
+      withPods(a, b),
+    ),
+    nowMs: 22_000,
+    want: { actions: [], waiting: 'LockDelay', holder: undefined },
+    requeue: [3_000, 3_500],
+  },
+  {
+    name: 'once the lock delay after a terminated holder has passed the lock is granted, cause HolderTerminated',
+    obs: obs(
+      lockWith(withLockDelay(5)),
+      withLease(aLeaseView(heldBy(a), token(5n), released('Terminated'), observedAt(20_000))),
+      withPods(a, b),
+    ),
+    nowMs: 25_000,
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'HolderTerminated', floor: 5n }],
+      waiting: undefined,
+    },
   },
   {
     name: 'a lock delay does not apply after a voluntary release',
@@ -599,21 +694,19 @@ describe('decide', () => {
     }
   });
 
-  // BUG (src/controllers/distributedlock/decide.ts, with releasedLease in src/lease/record.ts): a
-  // Revoke records only `Revoked`, whatever its cause, so a lock revoked because its holder's
-  // containers terminated is then held back by spec.lockDelaySeconds (and its next Grant says
-  // cause Expired), although decide itself skips the lock delay for a terminated holder when a
-  // candidate is already there. Whether a candidate was Ready at the moment of termination should
-  // not decide whether the lock delay applies. Remove `.fails` once fixed.
-  it('a lock revoked from a terminated holder is not held back by the lock delay once a candidate appears', () => {
+  // Whether a candidate was Ready at the moment the holder terminated does not decide whether the
+  // lock delay applies: it follows every involuntary end of a term, and the next Grant keeps the cause.
+  it('a lock revoked from a terminated holder is held back by the lock delay, also once a candidate appears', () => {
     const lock = withLock(aLock('db', withLockDelay(5)));
     const first = obs(lock, heldByA(), withPods(marked(a, 5n, terminated())));
     const revoked = decide(first, 1_000);
     expect(revoked.actions).toEqual([unmark(a), { type: 'Revoke', holder: a.ref, cause: 'HolderTerminated' }]);
     const after = applyActions(first, revoked.actions, 1_000);
-    const next = decide(deepFreeze({ ...after, pods: [...after.pods, b] }), 2_000);
-    expect(next.waiting).toBeUndefined();
-    expect(next.actions).toMatchObject([{ type: 'Grant', to: b.ref, floor: 5n }]);
+    const withB = deepFreeze({ ...after, pods: [...after.pods, b] });
+    expect(decide(withB, 2_000)).toMatchObject({ actions: [], waiting: 'LockDelay' });
+    expect(decide(withB, 6_000).actions).toMatchObject([
+      { type: 'Grant', to: b.ref, floor: 5n, cause: 'HolderTerminated' },
+    ]);
   });
 
   it('a full cycle: grant, mark, expire, regrant with a larger token, unmark the old holder', () => {
@@ -920,9 +1013,9 @@ describe('decide on 2000 random observations (seeded)', () => {
       if (grant === undefined || o.lease === undefined) return undefined;
       if (!o.fencing.ready) return 'granted without fencing';
       const r = o.lease.record;
-      const inDelay =
-        r.holder === undefined && r.released === 'Expired' && nowMs - o.lease.observedAtMs < o.timings.lockDelayMs;
-      const expiring = r.holder !== undefined && grant.cause === 'Expired' && o.timings.lockDelayMs > 0;
+      const involuntary = r.released === 'Expired' || r.released === 'Terminated';
+      const inDelay = r.holder === undefined && involuntary && nowMs - o.lease.observedAtMs < o.timings.lockDelayMs;
+      const expiring = r.holder !== undefined && o.timings.lockDelayMs > 0;
       return inDelay || expiring ? 'granted within the lock delay' : undefined;
     },
   );

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { V1ContainerStatus, V1Pod, V1PodStatus } from '@kubernetes/client-node';
+import type { V1ContainerStatus, V1Pod, V1PodSpec, V1PodStatus } from '@kubernetes/client-node';
 import type { LabelSelector } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { byAge, isCandidate, matchesSelector, summarizePod } from '../../../src/controllers/distributedlock/pods.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
@@ -154,15 +154,46 @@ const stopped: V1ContainerStatus = {
   restartCount: 0,
   state: { terminated: { exitCode: 137, startedAt: T0, finishedAt: T0 } },
 };
-const sidecar = (s: V1ContainerStatus): V1ContainerStatus => ({ ...s, name: 'fencepost-agent' });
+const agent = (s: V1ContainerStatus): V1ContainerStatus => ({ ...s, name: 'fencepost-agent' });
+const debug = (s: V1ContainerStatus): V1ContainerStatus => ({ ...s, name: 'debugger' });
+const completed: V1ContainerStatus = {
+  name: 'init-db',
+  image: 'init:1',
+  imageID: '',
+  ready: false,
+  restartCount: 0,
+  state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: T0, finishedAt: T0 } },
+};
+
+/** APP_ONLY: one application container. */
+const APP_ONLY: V1PodSpec = { containers: [{ name: 'app' }] };
+/** TWO_CONTAINERS: the application and the agent as a regular container. */
+const TWO_CONTAINERS: V1PodSpec = { containers: [{ name: 'app' }, { name: 'fencepost-agent' }] };
+/** NATIVE_SIDECAR: a regular init container, the agent as a native sidecar, the application. */
+const NATIVE_SIDECAR: V1PodSpec = {
+  initContainers: [{ name: 'init-db' }, { name: 'fencepost-agent', restartPolicy: 'Always' }],
+  containers: [{ name: 'app' }],
+};
+/** DEBUGGED: the application with an ephemeral debug container attached. */
+const DEBUGGED: V1PodSpec = { containers: [{ name: 'app' }], ephemeralContainers: [{ name: 'debugger' }] };
 
 function kubePod(
   status: V1PodStatus | undefined,
   metadata: V1Pod['metadata'] = { name: 'web-0', uid: 'u-1', creationTimestamp: T0 },
+  spec: V1PodSpec | null = APP_ONLY, // null: no spec at all (undefined would mean the default)
 ): V1Pod {
-  return deepFreeze({ metadata, ...(status !== undefined ? { status } : {}) });
+  return deepFreeze({ metadata, ...(spec !== null ? { spec } : {}), ...(status !== undefined ? { status } : {}) });
 }
 const readyCond = (s: 'True' | 'False'): NonNullable<V1PodStatus['conditions']> => [{ type: 'Ready', status: s }];
+const META: V1Pod['metadata'] = { name: 'web-0', uid: 'u-1', creationTimestamp: T0 };
+/** podGcMark is what kube-controller-manager's pod GC writes on a pod of a deleted node: phase and condition only. */
+const podGcMark: Pick<V1PodStatus, 'phase' | 'conditions'> = {
+  phase: 'Failed',
+  conditions: [
+    { type: 'Ready', status: 'True' },
+    { type: 'DisruptionTarget', status: 'True', reason: 'DeletionByPodGC', message: 'PodGC: node no longer exists' },
+  ],
+};
 
 describe('summarizePod', () => {
   it.each<{ name: string; pod: V1Pod; want: Partial<PodSummary> }>([
@@ -196,28 +227,130 @@ describe('summarizePod', () => {
       want: { ready: false, terminated: false },
     },
     {
-      name: 'a Succeeded pod is terminated and not ready',
+      name: 'a Succeeded pod whose container terminated is terminated and not ready',
       pod: kubePod({ phase: 'Succeeded', conditions: readyCond('False'), containerStatuses: [stopped] }),
       want: { ready: false, terminated: true },
     },
     {
-      name: 'a Failed pod is terminated even without container statuses',
+      name: 'a Failed pod without container statuses is not terminated: the phase is no proof',
       pod: kubePod({ phase: 'Failed' }),
-      want: { ready: false, terminated: true },
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a pod the pod GC marked Failed (DeletionByPodGC) whose containers still run is not terminated',
+      pod: kubePod({ ...podGcMark, containerStatuses: [running] }),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a pod the pod GC marked Failed whose native sidecar agent still runs is not terminated',
+      pod: kubePod(
+        {
+          ...podGcMark,
+          initContainerStatuses: [completed, agent(running)],
+          containerStatuses: [running],
+        },
+        META,
+        NATIVE_SIDECAR,
+      ),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a Succeeded phase with a container still running is not terminated',
+      pod: kubePod({ phase: 'Succeeded', containerStatuses: [running] }, META, APP_ONLY),
+      want: { ready: false, terminated: false },
     },
     {
       name: 'a Running pod whose every container terminated is terminated, and not ready despite a stale Ready=True',
-      pod: kubePod({ phase: 'Running', conditions: readyCond('True'), containerStatuses: [stopped, sidecar(stopped)] }),
+      pod: kubePod(
+        { phase: 'Running', conditions: readyCond('True'), containerStatuses: [stopped, agent(stopped)] },
+        META,
+        TWO_CONTAINERS,
+      ),
       want: { ready: false, terminated: true },
     },
     {
       name: 'a pod with one container still running is not terminated',
-      pod: kubePod({
-        phase: 'Running',
-        conditions: readyCond('False'),
-        containerStatuses: [stopped, sidecar(running)],
-      }),
+      pod: kubePod(
+        { phase: 'Running', conditions: readyCond('False'), containerStatuses: [stopped, agent(running)] },
+        META,
+        TWO_CONTAINERS,
+      ),
       want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a pod with a container that has no status yet is not terminated',
+      pod: kubePod({ phase: 'Failed', containerStatuses: [stopped] }, META, TWO_CONTAINERS),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a status for a container the spec does not name does not count',
+      pod: kubePod({ phase: 'Failed', containerStatuses: [agent(stopped)] }, META, APP_ONLY),
+      want: { terminated: false },
+    },
+    {
+      name: 'a pod whose main container terminated but whose native sidecar still runs is not terminated',
+      pod: kubePod(
+        {
+          phase: 'Running',
+          conditions: readyCond('False'),
+          initContainerStatuses: [completed, agent(running)],
+          containerStatuses: [stopped],
+        },
+        META,
+        NATIVE_SIDECAR,
+      ),
+      want: { ready: false, terminated: false },
+    },
+    {
+      name: 'a pod whose native sidecar has no init container status is not terminated',
+      pod: kubePod({ phase: 'Failed', containerStatuses: [stopped] }, META, NATIVE_SIDECAR),
+      want: { terminated: false },
+    },
+    {
+      name: 'a pod whose main container, native sidecar and init container all terminated is terminated',
+      pod: kubePod(
+        { phase: 'Failed', initContainerStatuses: [completed, agent(stopped)], containerStatuses: [stopped] },
+        META,
+        NATIVE_SIDECAR,
+      ),
+      want: { ready: false, terminated: true },
+    },
+    {
+      name: 'a pod with an ephemeral container still running is not terminated',
+      pod: kubePod(
+        { phase: 'Failed', containerStatuses: [stopped], ephemeralContainerStatuses: [debug(running)] },
+        META,
+        DEBUGGED,
+      ),
+      want: { terminated: false },
+    },
+    {
+      name: 'a pod whose ephemeral container terminated too is terminated',
+      pod: kubePod(
+        { phase: 'Failed', containerStatuses: [stopped], ephemeralContainerStatuses: [debug(stopped)] },
+        META,
+        DEBUGGED,
+      ),
+      want: { terminated: true },
+    },
+    {
+      name: 'a crashed container waiting to restart is not terminated',
+      pod: kubePod(
+        {
+          phase: 'Running',
+          containerStatuses: [
+            { ...stopped, state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: stopped.state ?? {} },
+          ],
+        },
+        META,
+        APP_ONLY,
+      ),
+      want: { terminated: false },
+    },
+    {
+      name: 'a pod without a spec is not terminated, whatever its statuses say',
+      pod: kubePod({ phase: 'Failed', containerStatuses: [stopped] }, META, null),
+      want: { terminated: false },
     },
     {
       name: 'a Running pod with no container statuses yet is not terminated',
