@@ -16,7 +16,7 @@
  * - annotations fencepost.io/renew-deadline-ms and fencepost.io/renew-period-ms: the timings of
  *   the current term, fixed at grant, so that the holder's agent needs nothing but the Lease.
  * - annotation fencepost.io/release: `Released` when the holder gave the lock up, `Expired` or
- *   `Terminated` when the controller revoked it, so that lock-delay applies after an expiry only;
+ *   `Terminated` when the controller revoked it, so that lock-delay applies after a revocation and not after a release;
  *   `Lost` on a Lease created again after the old one was deleted while held (or revoked because
  *   its lock is being deleted): nobody may be granted before a full lease duration has passed,
  *   since the old holder may not have seen the end of its term.
