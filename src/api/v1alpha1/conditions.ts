@@ -35,6 +35,11 @@ export const Reason = {
    * until a full lease duration has passed, since the old holder may not have seen it.
    */
   LeaseLost: 'LeaseLost',
+  /**
+   * LeaseTampered: the Lease's fencing token is below status.fencingToken (the last token issued):
+   * someone lowered it. No grant until it is restored, since one could reissue a token.
+   */
+  LeaseTampered: 'LeaseTampered',
   /** CacheNotSynced: the controller's pod cache has not synced yet; it decides nothing on absence. */
   CacheNotSynced: 'CacheNotSynced',
   /** RedisUnavailable: the Redis fencing backend could not issue a token. */
@@ -66,6 +71,8 @@ export const EventReason = {
   HolderTerminated: 'HolderTerminated',
   /** LeaseLost (Warning, on the lock): the lock's Lease was deleted while held; it was created again and the first grant waits a full lease duration. */
   LeaseLost: 'LeaseLost',
+  /** LeaseTampered (Warning, on the lock): the Lease's fencing token went below status.fencingToken (someone lowered it); no grant until it is restored. */
+  LeaseTampered: 'LeaseTampered',
   /** FencingUnavailable (Warning, on the lock): the fencing backend cannot issue tokens; no new grants, holders keep renewing. */
   FencingUnavailable: 'FencingUnavailable',
   /** FencingAvailable (Normal, on the lock): the fencing backend issues tokens again. */

@@ -86,7 +86,13 @@ export type Action =
 
 /** Waiting says why there is no holder and no grant this time. */
 export type Waiting =
-  'NoCandidates' | 'LockDelay' | 'LeaseLost' | 'LeaseNotRecorded' | 'FencingUnavailable' | 'CacheNotSynced';
+  | 'NoCandidates'
+  | 'LockDelay'
+  | 'LeaseLost'
+  | 'LeaseNotRecorded'
+  | 'TokenRegressed'
+  | 'FencingUnavailable'
+  | 'CacheNotSynced';
 
 /** Decision is what to do now, and when to look again. */
 export interface Decision {
@@ -164,9 +170,29 @@ export function decide(obs: Observation, nowMs: number): Decision {
     };
   }
 
-  // 1: A holder that keeps renewing keeps the lock.
+  // Every record of the tokens issued: the Lease's annotation and the token status last reported.
+  // A Lease token below status's was lowered by someone (the chart's lease-protection policy stops
+  // that; without it, a grant from the lowered floor could reissue a token): no grant until fixed.
+  const issued = lastIssued(obs);
+  const regressed = record.token !== undefined && issued !== undefined && record.token < issued;
+  const floor = issued !== undefined && issued > tokenFloor(record) ? issued : tokenFloor(record);
+  const refuse = (revoke: readonly Action[]): Decision => ({
+    ...base,
+    actions: [...marks(undefined, undefined), ...revoke],
+    requeueAfterMs: RESYNC_MS,
+    holder: undefined,
+    expiresInMs: undefined,
+    waiting: 'TokenRegressed',
+  });
+
+  // 1: A holder that keeps renewing keeps the lock. The term's length is the longest of the
+  // Lease's and the spec's: a Lease whose leaseDurationSeconds someone shortened must not make the
+  // controller expire a holder before its own renew deadline.
   if (record.holder !== undefined) {
-    const leaseMs = termTimingsOf(record, obs.lock.spec).leaseDurationMs;
+    const leaseMs = Math.max(
+      termTimingsOf(record, obs.lock.spec).leaseDurationMs,
+      termTimingsOf(undefined, obs.lock.spec).leaseDurationMs,
+    );
     const holderPod = obs.pods.find((p) => sameHolder(p.ref, record.holder));
     const handoff = obs.lock.spec.handoff?.onPodTerminated ?? DEFAULT_HANDOFF_ON_POD_TERMINATED;
     const terminated = handoff && holderPod?.terminated === true;
@@ -186,13 +212,14 @@ export function decide(obs: Observation, nowMs: number): Decision {
     // with a lock-delay, revoke first and let step 3 wait it out.
     const cause = terminated ? 'HolderTerminated' : 'Expired';
     const next = pickNext(candidates, record.holder);
+    if (regressed) return refuse([{ type: 'Revoke', holder: record.holder, cause }]);
     const canGrantNow = next !== undefined && obs.fencing.ready && obs.timings.lockDelayMs <= 0;
     if (canGrantNow) {
       return {
         ...base,
         actions: [
           ...marks(undefined, undefined),
-          { type: 'Grant', to: next.ref, previous: record.holder, cause, floor: tokenFloor(record) },
+          { type: 'Grant', to: next.ref, previous: record.holder, cause, floor },
         ],
         requeueAfterMs: 0,
         holder: undefined,
@@ -274,6 +301,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
       waiting: 'LeaseNotRecorded',
     };
   }
+  if (regressed) return refuse([]);
   const cause: GrantCause =
     record.released === 'Released'
       ? 'Released'
@@ -284,10 +312,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
           : 'Vacant';
   return {
     ...base,
-    actions: [
-      ...marks(undefined, undefined),
-      { type: 'Grant', to: next.ref, previous: undefined, cause, floor: tokenFloor(record) },
-    ],
+    actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: undefined, cause, floor }],
     requeueAfterMs: 0,
     holder: undefined,
     expiresInMs: undefined,
@@ -309,6 +334,15 @@ export function unactionable(obs: Observation, dec: Decision): string | undefine
   if (obs.fencing.notConfigured !== true || dec.holder !== undefined || dec.waiting === 'CacheNotSynced')
     return undefined;
   return `spec.fencing.backend is ${obs.fencing.backend} but the controller was started without it (${obs.fencing.detail ?? 'not configured'})`;
+}
+
+/**
+ * lastIssued: the last token status reports (the controller writes status, never lowering its
+ * fencingToken), or undefined when status has none or it is not a token.
+ */
+function lastIssued(obs: Observation): bigint | undefined {
+  const t = obs.lock.status?.fencingToken;
+  return t !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(t) ? BigInt(t) : undefined;
 }
 
 /**

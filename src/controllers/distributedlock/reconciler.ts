@@ -79,6 +79,8 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #seen = new Map<ObjectKey, Seen>();
   /** #degraded: locks whose fencing we last reported unavailable, for transition-only Events. */
   readonly #degraded = new Set<ObjectKey>();
+  /** #tampered: locks whose Lease token we last found below status.fencingToken, for transition-only Events. */
+  readonly #tampered = new Set<ObjectKey>();
 
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
@@ -97,6 +99,7 @@ export class DistributedLockReconciler implements Reconciler {
     if (cached === undefined) {
       this.#seen.delete(key);
       this.#degraded.delete(key);
+      this.#tampered.delete(key);
       return {};
     }
     const lock = structuredClone(cached);
@@ -137,8 +140,9 @@ export class DistributedLockReconciler implements Reconciler {
       if (a.type === 'MarkHolderPod') await this.#markPod(lock, obs, a.pod, a.token, io);
       if (a.type === 'UnmarkPod') await this.#unmarkPod(lock, a.pod, io);
     }
-    // ### 4: Status, written only when it changed; fencing transitions as Events.
+    // ### 4: Status, written only when it changed; fencing and tampering transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
+    this.#reportTampering(key, lock, obs, dec, log);
     await this.#writeStatus(lock, computeStatus(obs, dec, lock.status, this.#d.clock.now()), signal);
     // A spec no retry can fix (status says Ready=False, InvalidSpec): fail without requeue; the lock waits for an event.
     const stuck = unactionable(obs, dec);
@@ -414,7 +418,25 @@ export class DistributedLockReconciler implements Reconciler {
       );
     } else if (f.ready && was) {
       this.#degraded.delete(key);
+      this.#tampered.delete(key);
       this.#event(lock, 'Normal', EventReason.FencingAvailable, `Fencing backend ${f.backend} is issuing tokens again`);
+    }
+  }
+
+  #reportTampering(key: ObjectKey, lock: DistributedLock, obs: Observation, dec: Decision, log: Logger): void {
+    const tampered = dec.waiting === 'TokenRegressed';
+    if (tampered && !this.#tampered.has(key)) {
+      this.#tampered.add(key);
+      const token = obs.lease?.record.token?.toString() ?? '?';
+      log.info({ leaseToken: token, statusToken: lock.status?.fencingToken }, 'Lease fencing token went backwards');
+      this.#event(
+        lock,
+        'Warning',
+        EventReason.LeaseTampered,
+        `The Lease's fencing token ${token} is below ${lock.status?.fencingToken ?? '?'}, the last one issued: someone lowered it. No grant until it is restored: kubectl annotate lease ${leaseName(lock.metadata.name ?? '')} fencepost.io/fencing-token=${lock.status?.fencingToken ?? '?'} --overwrite`,
+      );
+    } else if (!tampered) {
+      this.#tampered.delete(key);
     }
   }
 
@@ -459,6 +481,7 @@ export class DistributedLockReconciler implements Reconciler {
     }
     this.#seen.delete(key);
     this.#degraded.delete(key);
+    this.#tampered.delete(key);
     return {};
   }
 

@@ -1,6 +1,7 @@
 /**
  * computeStatus — the lock's status, recomputed from the observation and the decision (pure).
- * The previous status is read only to throttle renewTime/expireTime and to keep condition
+ * The previous status is read only to throttle renewTime/expireTime, to keep fencingToken from
+ * going down, and to keep condition
  * transition times; it never feeds a decision.
  */
 import { ConditionType, Reason, setCondition } from '../../api/v1alpha1/conditions.ts';
@@ -14,15 +15,25 @@ const WAITING_REASON: Record<Waiting, string> = {
   LockDelay: Reason.LockDelay,
   LeaseLost: Reason.LeaseLost,
   LeaseNotRecorded: Reason.Initializing,
+  TokenRegressed: Reason.LeaseTampered,
   FencingUnavailable: Reason.RedisUnavailable,
   CacheNotSynced: Reason.CacheNotSynced,
 };
+
+/** maxToken: the larger of a Lease token and a status token (a decimal string), as a decimal string. */
+function maxToken(lease: bigint | undefined, status: string | undefined): string | undefined {
+  const s = status !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(status) ? BigInt(status) : undefined;
+  if (lease === undefined) return s?.toString();
+  return (s !== undefined && s > lease ? s : lease).toString();
+}
 
 const WAITING_MESSAGE: Record<Waiting, string> = {
   NoCandidates: 'No candidate pod is Ready and selected by spec.candidates.selector',
   LockDelay:
     'The last holder expired or its containers terminated; waiting spec.lockDelaySeconds before the next grant',
   LeaseNotRecorded: 'Recording the new Lease in status before the first grant',
+  TokenRegressed:
+    "The Lease's fencing token is below status.fencingToken, the last one issued: someone lowered it. No grant until the annotation is restored (or the Lease deleted)",
   LeaseLost:
     "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
@@ -131,9 +142,12 @@ export function computeStatus(
     now,
   );
 
+  // status.fencingToken never goes down: it is the record of the last token issued that decide
+  // holds a Lease's token against (a Lease token lowered by someone must not lower it too).
+  const fencingToken = maxToken(record?.token, prev?.fencingToken);
   const status: DistributedLockStatus = {
     ...(held ? { holder: { name: dec.holder.name, uid: dec.holder.uid } } : {}),
-    ...(record?.token !== undefined ? { fencingToken: record.token.toString() } : {}),
+    ...(fencingToken !== undefined ? { fencingToken } : {}),
     ...(held && record.acquireTime !== undefined ? { acquireTime: record.acquireTime.toISOString() } : {}),
     ...(renewTime !== undefined ? { renewTime } : {}),
     ...(expireTime !== undefined ? { expireTime } : {}),

@@ -149,6 +149,7 @@ describe('EventReason', () => {
       'HolderTerminated',
       'LeaseGranted',
       'LeaseLost',
+      'LeaseTampered',
       'LockLost',
     ]);
     for (const [key, value] of Object.entries(EventReason)) expect(value).toBe(key);

@@ -338,10 +338,71 @@ const rows: readonly Row[] = [
     want: { actions: [], holder: a.ref, expiresInMs: 0 },
   },
   {
-    name: 'the lease duration written on the Lease for this term wins over a changed spec',
+    name: 'the lease duration written on the Lease for this term wins over a shortened spec',
+    obs: obs(lockWith(withLeaseSeconds(5)), heldByA(leaseSeconds(10)), withPods(marked(a, 5n), b)),
+    nowMs: 5_000 + 1,
+    want: { actions: [], holder: a.ref },
+  },
+  {
+    name: 'a longer spec wins over the Lease: a Lease whose leaseDurationSeconds was shortened (issue 15, finding 2) does not expire its holder early',
     obs: obs(lockWith(withLeaseSeconds(60)), heldByA(leaseSeconds(10)), withPods(marked(a, 5n), b)),
     nowMs: LEASE_MS + 1,
+    want: { actions: [], holder: a.ref },
+  },
+  {
+    name: '… and expires it after the longer one',
+    obs: obs(lockWith(withLeaseSeconds(60)), heldByA(leaseSeconds(10)), withPods(marked(a, 5n), b)),
+    nowMs: 60_000 + 1,
     want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
+  },
+  // ----- A Lease token lowered by someone (issue 15, finding 2) -----
+  {
+    name: 'a vacant Lease whose token is below status.fencingToken is not granted (TokenRegressed)',
+    obs: obs(
+      withLease(aLeaseView(token(5n), released('Released'), lastHolder(a))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = { ...d.status, fencingToken: '9' };
+      }),
+    ),
+    nowMs: 0,
+    want: { actions: [], holder: undefined, waiting: 'TokenRegressed' },
+  },
+  {
+    name: 'an expired holder whose Lease token was lowered is revoked, and nobody granted',
+    obs: obs(
+      heldByA(),
+      withPods(marked(a, 5n), b),
+      lockWith((d) => {
+        d.status = { ...d.status, fencingToken: '9' };
+      }),
+    ),
+    nowMs: LEASE_MS + 1,
+    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }], waiting: 'TokenRegressed' },
+  },
+  {
+    name: 'a holder that keeps renewing keeps the lock even if its Lease token was lowered (its agent steps down by itself)',
+    obs: obs(
+      heldByA(),
+      withPods(marked(a, 5n), b),
+      lockWith((d) => {
+        d.status = { ...d.status, fencingToken: '9' };
+      }),
+    ),
+    nowMs: 1_000,
+    want: { holder: a.ref, waiting: undefined },
+  },
+  {
+    name: 'a Lease never granted takes its floor from status.fencingToken when that is above its resourceVersion',
+    obs: obs(
+      withLease(aLeaseView(rv('100'))),
+      withPods(a),
+      lockWith((d) => {
+        d.status = { ...d.status, fencingToken: '500' };
+      }),
+    ),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 500n }] },
   },
   {
     name: 'an expired holder that is the only candidate is granted a new term',
