@@ -203,3 +203,47 @@ describe('postgresGuard against a real PostgreSQL server', () => {
     }
   });
 });
+
+// Issue 15, finding 9: one fence per row lets a paused former holder insert rows the newer holder
+// never touched, or bring back a row it deleted. What a new user gets must refuse both.
+describe('postgresGuard defaults (a real PostgreSQL server)', () => {
+  let server: PostgresServer;
+  let pool: pg.Pool;
+  let n = 0;
+  const fresh = (): string => `order-${++n}`;
+
+  beforeAll(async () => {
+    server = await startPostgres();
+    pool = new pg.Pool({ connectionString: server.url, max: 5 });
+    pool.on('error', () => undefined);
+    await pool.query('CREATE TABLE orders (id text PRIMARY KEY, body text)');
+    await pool.query(fenceMigrationSql({ table: 'orders', fenceColumn: 'fence' }));
+  }, 60_000);
+  afterAll(async () => {
+    await pool?.end();
+    await server?.stop();
+  });
+
+  const guardOf = (): PostgresGuard =>
+    postgresGuard(pool, { table: 'orders', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] });
+  const body = async (id: string): Promise<string | undefined> =>
+    (await pool.query<{ body: string }>('SELECT body FROM orders WHERE id = $1', [id])).rows[0]?.body;
+
+  it('refuses a stale holder inserting a row the newer holder never wrote', async () => {
+    const guard = guardOf();
+    const [b, a] = [fresh(), fresh()];
+    expect(await guard.upsert(b, 11n, ['B'])).toEqual({ accepted: true });
+    expect(await guard.upsert(a, 10n, ['A (stale)'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await body(a)).toBeUndefined();
+  });
+
+  it('refuses a stale holder bringing back a row the newer holder deleted', async () => {
+    const guard = guardOf();
+    const id = fresh();
+    expect(await guard.upsert(id, 10n, ['A'])).toEqual({ accepted: true });
+    expect(await guard.upsert(id, 11n, ['B'])).toEqual({ accepted: true });
+    await pool.query('DELETE FROM orders WHERE id = $1', [id]); // B deletes the row
+    expect(await guard.upsert(id, 10n, ['A resurrects'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await body(id)).toBeUndefined();
+  });
+});

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../support/prng.ts';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -327,5 +327,56 @@ describe('redisGuard against a real redis-server', () => {
     expect(duplicates, `${why}: the workload must exercise retries`).toBeGreaterThan(0);
     expect(await client.get(key), why).toBe(last);
     expect(await client.get(`${key}:fence`), why).toBe(mark?.toString());
+  });
+});
+
+// Issue 15, finding 9: what the guard does by default, with nothing but the client. A server of
+// its own, flushed before each test: the default mark is shared by everything the default guard
+// writes, which is the point.
+describe('redisGuard defaults (a real redis-server)', () => {
+  let redis: RedisServer;
+  let client: Redis;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = redis.client();
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+  beforeEach(async () => {
+    await client.flushall();
+  });
+
+  it('refuses a stale holder writing a key the newer holder never wrote (one mark per lock)', async () => {
+    const guard = redisGuard(client);
+    // Holder B (token 11) writes orders:1; holder A, paused with token 10, then writes orders:2.
+    expect(await guard.write('orders:1', 11n, 'B')).toEqual({ accepted: true, duplicate: false });
+    expect(await guard.write('orders:2', 10n, 'A (stale)')).toEqual({
+      accepted: false,
+      reason: 'stale',
+      highWater: 11n,
+    });
+    expect(await client.get('orders:2')).toBeNull();
+  });
+
+  it('refuses a stale holder re-creating a key the newer holder deleted', async () => {
+    const guard = redisGuard(client);
+    await guard.write('orders:1', 10n, 'A');
+    expect(await guard.write('orders:1', 11n, 'B')).toEqual({ accepted: true, duplicate: false });
+    await client.del('orders:1'); // B deletes it (the mark is what remembers B)
+    expect((await guard.write('orders:1', 10n, 'A resurrects')).accepted).toBe(false);
+    expect(await client.get('orders:1')).toBeNull();
+  });
+
+  it('never lets a data key be the mark of another key', async () => {
+    const guard = redisGuard(client);
+    expect((await guard.write('orders', 11n, 'B')).accepted).toBe(true);
+    // A data key named like the mark of `orders`: writing it must not move that mark.
+    await guard.write('orders:fence', 11n, '0').catch(() => undefined);
+    expect(await guard.highWater('orders')).toBe(11n);
+    expect((await guard.write('orders', 10n, 'A (stale)')).accepted).toBe(false);
+    expect(await client.get('orders')).toBe('B');
   });
 });

@@ -279,3 +279,75 @@ describe('httpGuard on a real node:http server', () => {
     }
   });
 });
+
+// Issue 15, finding 9: what `httpGuard(new FenceBook())` does by default, over loopback HTTP.
+describe('httpGuard defaults on a real node:http server', () => {
+  let server: Server;
+  let base: string;
+  let book: FenceBook;
+  let opts: Parameters<typeof httpGuard>[1] = {};
+  const writes: string[] = [];
+
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    const hold = Number(req.headers['x-hold-ms'] ?? '0');
+    const write = (): void => {
+      writes.push(`${req.url} ${fencingTokenOf(req)}`);
+      res.end('ok');
+    };
+    if (hold > 0) setTimeout(write, hold);
+    else write();
+  };
+
+  beforeAll(async () => {
+    server = createServer((req, res) => httpGuard(book, opts)(req, res, () => handler(req, res)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const fresh = (o: Parameters<typeof httpGuard>[1] = {}): void => {
+    book = new FenceBook();
+    opts = o;
+    writes.length = 0;
+  };
+  const put = async (path: string, token: string, hold = 0): Promise<number> =>
+    (await fetch(`${base}${path}`, { method: 'PUT', headers: { 'fencing-token': token, 'x-hold-ms': String(hold) } }))
+      .status;
+
+  it('refuses a stale holder writing a path the newer holder never wrote (one mark per lock)', async () => {
+    fresh();
+    expect(await put('/orders/1', '11')).toBe(200);
+    expect(await put('/orders/2', '10')).toBe(409);
+    expect(writes).toEqual(['/orders/1 11']);
+  });
+
+  it.each([['/orders/42/'], ['/orders/%34%32'], ['/orders//42'], ['/orders/./42'], ['/orders/x/%2E%2E/42']])(
+    'refuses a stale token on %s after the newer holder wrote /orders/42',
+    async (alias) => {
+      fresh();
+      expect(await put('/orders/42', '11')).toBe(200);
+      expect(await put(alias, '10')).toBe(409);
+      expect(writes).toEqual(['/orders/42 11']);
+    },
+  );
+
+  it('does not let the next request in while an abandoned handler may still be writing', async () => {
+    fresh({ abandonAfterMs: 50 });
+    const ac = new AbortController();
+    const abandoned = fetch(`${base}/orders/7`, {
+      method: 'PUT',
+      headers: { 'fencing-token': '8', 'x-hold-ms': '400' },
+      signal: ac.signal,
+    }).catch(() => 'aborted');
+    await sleep(30);
+    ac.abort();
+    expect(await abandoned).toBe('aborted');
+    await sleep(100); // past abandonAfterMs: the handler with token 8 is still writing
+    expect(await put('/orders/7', '9')).toBe(200);
+    await sleep(400);
+    // The newer holder's write must be the last one: nothing of token 8 may land after it.
+    expect(writes).toEqual(['/orders/7 8', '/orders/7 9']);
+  });
+});
