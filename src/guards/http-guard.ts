@@ -1,22 +1,35 @@
 /**
  * The HTTP fencing guard: a service that owns a resource refuses requests whose `Fencing-Token`
- * header is below the highest token it has seen succeed for that resource.
+ * header is below the highest token it has seen succeed.
  *
  * Two phases, because the mark may be raised only by a write that actually happened (otherwise a
  * request with a forged huge token that then fails, say at authorisation, would lock every real
  * holder out):
- * 1. `book.check(resource, header)` — is the token well formed and not below the mark? Changes
+ * 1. `book.check(name, header)` — is the token well formed and not below the mark? Changes
  *    nothing.
  * 2. the handler performs the write;
- * 3. `book.commit(resource, token)` — only if the write succeeded: raise the mark. The
- *    middleware commits when the handler ends its response with a success status (`res.end`,
- *    not the 'finish' event, which never fires when the client has gone away meanwhile).
+ * 3. `book.commit(name, token)` — only if the write succeeded: raise the mark. The middleware
+ *    commits when the handler ends its response with a success status (`res.end`, not the
+ *    'finish' event, which never fires when the client has gone away meanwhile).
  *
- * Check, write and commit must not interleave with another request on the same resource (token 6
+ * Check, write and commit must not interleave with a request carrying another token (token 6
  * checked, token 5 checked, 6 written, 5 written would let the stale holder win), so they run
- * inside `book.enter(resource)`, a per-resource FIFO critical section. `httpGuard` (the
- * middleware) and `book.guarded` do all of that; use `check`/`commit` directly only inside
- * `enter`.
+ * inside `book.enter(name, token)`, a FIFO critical section per mark that requests with the same
+ * token share (the same holder's writes may overlap; a different token waits until they are
+ * done). `httpGuard` (the middleware) and `book.guarded` do all of that; use `check`/`commit`
+ * directly only inside `enter`.
+ *
+ * Scope (issue 15, finding 9). By default the middleware keeps **one mark per lock**
+ * (`fencepost:lock:<lock>`, lock 'default') for every request it guards: once token N+1 has
+ * written any path, token N can write none. `scope: 'resource'` keeps one mark per resource
+ * (by default the normalised URL path, see normalizeResource) — weaker: a stale holder can still
+ * write every path the newer holder has not, and any spelling of a path that the app's router
+ * treats as the same but the normaliser does not (case, for one) is a separate mark. Names under
+ * `fencepost:` are reserved for lock marks, so no resource name can be one.
+ *
+ * An abandoned handler (its client went away) may still be writing: by default the guard keeps
+ * its section until the handler ends its response, however long that takes, so no other token
+ * gets in meanwhile. `abandonAfterMs` trades that for liveness (see HttpGuardOptions).
  *
  * The marks live in this process's memory: they are lost on restart and not shared between
  * replicas of the service. Persist them (`snapshot`, `new FenceBook({ initial })`) or use the
@@ -38,6 +51,13 @@ export interface FenceBookOptions {
   readonly initial?: Iterable<readonly [string, bigint]>;
 }
 
+interface Section {
+  /** active: holders inside; token: theirs (undefined: an exclusive holder). */
+  active: number;
+  token: bigint | undefined;
+  readonly queue: { readonly token: bigint | undefined; readonly admit: () => void }[];
+}
+
 /**
  * FenceBook keeps one high-water mark per resource name, in memory. `check` is pure; only
  * `commit` raises a mark, and never lowers one. Resource names are compared exactly: map every
@@ -45,7 +65,7 @@ export interface FenceBookOptions {
  */
 export class FenceBook {
   readonly #marks = new Map<string, bigint>();
-  readonly #tails = new Map<string, Promise<void>>();
+  readonly #sections = new Map<string, Section>();
 
   constructor(opts: FenceBookOptions = {}) {
     for (const [resource, mark] of opts.initial ?? [])
@@ -97,26 +117,51 @@ export class FenceBook {
   }
 
   /**
-   * enter waits for the resource's critical section (FIFO) and returns the function that leaves
-   * it; call it exactly once, also on errors (further calls do nothing). A holder that never
-   * leaves blocks the resource.
+   * enter waits for the critical section of `name` (FIFO) and returns the function that leaves
+   * it; call it exactly once, also on errors (further calls do nothing). Without a token the
+   * section is exclusive. With one, requests carrying the same token share it: one is let in at
+   * once when the section is free, or held by that token with nobody waiting; a different token
+   * waits until every holder has left. A holder that never leaves blocks the name.
    */
-  async enter(resource: string): Promise<() => void> {
-    const previous = this.#tails.get(resource) ?? Promise.resolve();
-    let leave: () => void = () => undefined;
-    const mine = new Promise<void>((resolve) => {
-      leave = resolve;
-    });
-    const tail = previous.then(() => mine);
-    this.#tails.set(resource, tail);
-    await previous;
+  async enter(name: string, token?: bigint): Promise<() => void> {
+    let section = this.#sections.get(name);
+    if (section === undefined) {
+      section = { active: 0, token: undefined, queue: [] };
+      this.#sections.set(name, section);
+    }
+    const s = section;
+    const joins = s.active === 0 || (token !== undefined && s.token === token && s.queue.length === 0);
+    if (joins) {
+      s.active++;
+      s.token = token;
+    } else {
+      await new Promise<void>((resolve) => s.queue.push({ token, admit: resolve }));
+    }
     let left = false;
     return () => {
       if (left) return;
       left = true;
-      leave();
-      if (this.#tails.get(resource) === tail) this.#tails.delete(resource);
+      s.active--;
+      if (s.active > 0) return;
+      const first = s.queue.shift();
+      if (first === undefined) {
+        if (this.#sections.get(name) === s) this.#sections.delete(name);
+        return;
+      }
+      s.active = 1;
+      s.token = first.token;
+      first.admit();
+      // Everyone queued right behind it with the same token comes in with it.
+      while (first.token !== undefined && s.queue[0]?.token === first.token) {
+        s.active++;
+        s.queue.shift()?.admit();
+      }
     };
+  }
+
+  /** inFlight is how many requests are inside the critical section of `name` (0 when free). */
+  inFlight(name: string): number {
+    return this.#sections.get(name)?.active ?? 0;
   }
 
   /**
@@ -147,14 +192,44 @@ export class FenceBook {
 export interface HttpGuardOptions {
   /** header carries the token (default `fencing-token`, matched case-insensitively). */
   readonly header?: string;
-  /** resource names the fenced resource of a request (default: the URL path, without query). */
+  /**
+   * scope: 'lock' (the default when no `resource` is given) keeps one mark and one critical
+   * section for every request through this middleware, named `fencepost:lock:<lock>`;
+   * 'resource' (the default when `resource` is given) one per resource name — weaker: a stale
+   * holder can still write every resource the newer holder has not written.
+   */
+  readonly scope?: 'lock' | 'resource';
+  /**
+   * lock names the lock whose tokens the requests carry (scope 'lock'; default 'default'). Two
+   * middlewares on one book with the same lock share its mark; give each lock its own.
+   */
+  readonly lock?: string;
+  /**
+   * resource names the fenced resource of a request (scope 'resource'; default: the URL path
+   * normalised by normalizeResource). Map every spelling your router treats as one resource to
+   * one name: a stale holder can write through any alias you miss. A name may not start with
+   * `fencepost:` (reserved for lock marks): such a request gets a 400.
+   */
   readonly resource?: (req: IncomingMessage) => string;
+  /**
+   * caseInsensitive folds the default resource names to lower case (scope 'resource'): set it when
+   * your router matches paths case-insensitively (Express does by default). Default false: paths
+   * are case-sensitive (RFC 3986), and folding them would make distinct resources share a mark —
+   * safe, but one's writes then refuse the other's stale-looking ones.
+   */
+  readonly caseInsensitive?: boolean;
   /** succeeded tells, when the handler ends the response, whether its write happened
    *  (default: status below 400). */
   readonly succeeded?: (res: ServerResponse) => boolean;
-  /** abandonAfterMs: when the client disconnects before the handler ends the response, how long
-   *  to keep the resource for the handler before letting the next request in without a commit
-   *  (default 30 s). */
+  /**
+   * abandonAfterMs: when the client disconnects before the handler ends the response, how long to
+   * keep the critical section for the handler before letting requests with other tokens in
+   * without a commit. Default: forever — the handler may still be writing, and a request let in
+   * meanwhile could see its write overtaken by the older token's. WARNING: a finite value brings
+   * that race back for handlers slower than it; it aborts `fencingSignalOf(req)` when it gives
+   * up, so a handler that passes the signal to its writes stops them. A handler that never ends
+   * its response (also after the client left) blocks the lock forever without it.
+   */
   readonly abandonAfterMs?: number;
 }
 
@@ -162,6 +237,7 @@ export interface HttpGuardOptions {
 export type HttpMiddleware = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
 
 const tokens = new WeakMap<IncomingMessage, bigint>();
+const signals = new WeakMap<IncomingMessage, AbortSignal>();
 
 /** fencingTokenOf returns the token the guard accepted for this request (undefined if none). */
 export function fencingTokenOf(req: IncomingMessage): bigint | undefined {
@@ -169,15 +245,88 @@ export function fencingTokenOf(req: IncomingMessage): bigint | undefined {
 }
 
 /**
- * defaultResource is the request's URL path without the query, as the WHATWG URL parser
- * normalises it (dot segments removed); `//a` stays a path, not a host.
+ * fencingSignalOf returns the signal the guard aborts when it stops serialising this request's
+ * handler (abandonAfterMs after its client left): pass it to the handler's writes, so that a write
+ * the guard no longer covers is cancelled. Undefined for a request the guard did not let in.
  */
-export function defaultResource(req: IncomingMessage): string {
-  const url = req.url ?? '/';
-  if (url.startsWith('/')) return new URL(`http://localhost${url}`).pathname;
-  if (url === '*') return '*';
-  return new URL(url).pathname;
+export function fencingSignalOf(req: IncomingMessage): AbortSignal | undefined {
+  return signals.get(req);
 }
+
+/** NormalizeOptions tunes normalizeResource. */
+export interface NormalizeOptions {
+  /** caseInsensitive folds the result to lower case (default false: paths are case-sensitive). */
+  readonly caseInsensitive?: boolean;
+}
+
+// Bytes that keep their percent-encoding: '/', '\', '?', '#' and '%' would change the path's
+// structure if decoded; controls and DEL are not path characters.
+const KEEP_ENCODED = new Set([0x2f, 0x5c, 0x3f, 0x23, 0x25, 0x7f]);
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function decodeRun(run: string): string {
+  const bytes = Buffer.from(run.replace(/%/g, ''), 'hex');
+  let out = '';
+  const encoded = (b: number): string => `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  for (let i = 0; i < bytes.length;) {
+    const b = bytes[i] ?? 0;
+    if (b < 0x80) {
+      out += b <= 0x20 || KEEP_ENCODED.has(b) ? encoded(b) : String.fromCharCode(b);
+      i++;
+      continue;
+    }
+    // A UTF-8 sequence: decode it whole when valid, else keep its bytes encoded.
+    let j = i + 1;
+    while (j < bytes.length && (bytes[j] ?? 0) >= 0x80) j++;
+    try {
+      out += utf8.decode(bytes.subarray(i, j));
+    } catch {
+      for (const x of bytes.subarray(i, j)) out += encoded(x);
+    }
+    i = j;
+  }
+  return out;
+}
+
+/**
+ * normalizeResource maps the spellings of a URL path that routers treat as one to one name:
+ * percent-encodings are decoded (`%34%32` is `42`, `%7e` is `~`), except those of `/`, `\`, `?`,
+ * `#`, `%`, space, controls and invalid UTF-8, which stay (or become) encoded with upper-case hex; runs of slashes
+ * (and backslashes, slashes to the WHATWG URL parser) become one; dot segments are removed (also
+ * encoded ones, `%2E%2E`); a trailing slash is dropped (`/orders/42/` is `/orders/42`; `/` stays);
+ * then the WHATWG URL parser re-encodes what it encodes (space, quotes, `<>{}` and non-ASCII).
+ * With `caseInsensitive` the result is lower-cased. Merging spellings is the safe direction: two
+ * names that are one resource let a stale holder through, one name for two resources only makes
+ * their writers share a mark.
+ */
+export function normalizeResource(path: string, opts: NormalizeOptions = {}): string {
+  let p = path.replace(/(?:%[0-9A-Fa-f]{2})+/g, decodeRun);
+  // The URL parser drops tabs and newlines and trims spaces and controls at the ends: encode them.
+  p = [...p]
+    .map((ch) => (ch <= ' ' || ch === '\x7f' ? `%${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}` : ch))
+    .join('');
+  p = p.replace(/[/\\]+/g, '/');
+  if (!p.startsWith('/')) p = `/${p}`;
+  p = new URL(`http://localhost${p}`).pathname;
+  // The parser may leave a run of slashes where dot segments were removed ('/a/./' → '/a/').
+  p = p.replace(/\/{2,}/g, '/');
+  if (p.length > 1 && p.endsWith('/')) p = p.slice(0, -1);
+  return opts.caseInsensitive === true ? p.toLowerCase() : p;
+}
+
+/**
+ * defaultResource is the request's URL path without query or fragment, normalised by
+ * normalizeResource; `//a` is a path, never a host, and `*` (OPTIONS *) stays `*`.
+ */
+export function defaultResource(req: IncomingMessage, opts: NormalizeOptions = {}): string {
+  const url = req.url ?? '/';
+  if (url === '*') return '*';
+  const path = url.startsWith('/') ? (url.split(/[?#]/, 1)[0] ?? '/') : new URL(url).pathname;
+  return normalizeResource(path, opts);
+}
+
+/** LOCK_MARK_PREFIX starts the book names of lock marks; resource names may not start with `fencepost:`. */
+export const LOCK_MARK_PREFIX = 'fencepost:lock:';
 
 function reply(res: ServerResponse, status: number, body: Record<string, string>): void {
   const text = JSON.stringify(body);
@@ -188,48 +337,71 @@ function reply(res: ServerResponse, status: number, body: Record<string, string>
   res.end(text);
 }
 
+function refuse(res: ServerResponse, verdict: Exclude<FenceCheck, { ok: true }>, raw: unknown): void {
+  if (verdict.status === 409)
+    reply(res, 409, { error: verdict.reason, token: String(raw), highWater: verdict.highWater.toString() });
+  else reply(res, 400, { error: verdict.reason });
+}
+
 /**
- * httpGuard returns a middleware that fences each request: it enters the resource's critical
- * section and answers 400 (missing or malformed token: the body names the header and the value)
- * or 409 (stale: the body names the token and the mark) without calling `next`; or it calls
- * `next`, and when the handler ends the response (`res.end`) it commits the token if
- * `succeeded(res)` and leaves the section. So requests to one resource are handled one at a time,
- * and a handler that never ends its response holds that resource up (after a client disconnect,
- * for at most `abandonAfterMs`; hazard: a handler still writing after that is no longer
- * serialised). A handler that throws synchronously gets a 500 and no commit. The accepted token
- * is available to the handler as `fencingTokenOf(req)`.
+ * httpGuard returns a middleware that fences each request: it parses the token (400, naming the
+ * header and the value, for a missing or malformed one), enters the critical section of the mark
+ * (the lock's by default, see HttpGuardOptions.scope) and answers 409 to a stale token (the body
+ * names the token and the mark) without calling `next`; or it calls `next`, and when the handler
+ * ends the response (`res.end`) it commits the token if `succeeded(res)` and leaves the section.
+ * So requests with different tokens are handled one at a time per mark (the same token's
+ * requests together), and a handler that never ends its response holds the mark up — after its
+ * client disconnected too, unless `abandonAfterMs` is set. A handler that throws synchronously
+ * gets a 500 and no commit. The accepted token is `fencingTokenOf(req)`. Throws RangeError for
+ * contradictory options.
  */
 export function httpGuard(book: FenceBook, opts: HttpGuardOptions = {}): HttpMiddleware {
   const header = opts.header ?? 'fencing-token';
   const lookup = header.toLowerCase();
-  const resourceOf = opts.resource ?? defaultResource;
+  const scope = opts.scope ?? (opts.resource === undefined ? 'lock' : 'resource');
+  if (scope !== 'lock' && scope !== 'resource')
+    throw new RangeError(`scope must be 'lock' or 'resource', got ${JSON.stringify(scope)}`);
+  if (scope === 'lock' && (opts.resource !== undefined || opts.caseInsensitive !== undefined))
+    throw new RangeError("resource and caseInsensitive go with scope 'resource'");
+  if (scope === 'resource' && opts.lock !== undefined) throw new RangeError("lock goes with scope 'lock'");
+  const lock = opts.lock ?? 'default';
+  if (lock === '') throw new RangeError('lock must not be empty');
+  const lockMark = `${LOCK_MARK_PREFIX}${lock}`;
+  const normalize: NormalizeOptions = { caseInsensitive: opts.caseInsensitive === true };
+  const resourceOf = opts.resource ?? ((req: IncomingMessage) => defaultResource(req, normalize));
+  const nameOf = (req: IncomingMessage): string => {
+    if (scope === 'lock') return lockMark;
+    const name = resourceOf(req);
+    if (name.startsWith('fencepost:')) throw new Error('resource names under fencepost: are reserved for lock marks');
+    return name;
+  };
   const succeeded = opts.succeeded ?? ((res: ServerResponse) => res.statusCode < 400);
-  const abandonAfterMs = opts.abandonAfterMs ?? 30_000;
+  const abandonAfterMs = opts.abandonAfterMs;
+  if (abandonAfterMs !== undefined && !(abandonAfterMs >= 0))
+    throw new RangeError(`abandonAfterMs must be a non-negative number, got ${abandonAfterMs}`);
   return (req, res, next) => {
-    let resource: string;
+    let name: string;
     try {
-      resource = resourceOf(req);
+      name = nameOf(req);
     } catch (err) {
       reply(res, 400, {
         error: `cannot name the fenced resource of ${JSON.stringify((req.url ?? '').slice(0, 80))}: ${err instanceof Error ? err.message : String(err)}`,
       });
       return;
     }
+    // The token first: a malformed one needs no section, nor does a stale one (marks never go down).
+    const first = book.check(name, req.headers[lookup], header);
+    if (!first.ok) {
+      refuse(res, first, req.headers[lookup]);
+      return;
+    }
     void book
-      .enter(resource)
+      .enter(name, first.token)
       .then((leave) => {
         let verdict: FenceCheck;
         try {
-          verdict = book.check(resource, req.headers[lookup], header);
-          if (!verdict.ok) {
-            if (verdict.status === 409)
-              reply(res, 409, {
-                error: verdict.reason,
-                token: String(req.headers[lookup]),
-                highWater: verdict.highWater.toString(),
-              });
-            else reply(res, 400, { error: verdict.reason });
-          }
+          verdict = book.check(name, req.headers[lookup], header);
+          if (!verdict.ok) refuse(res, verdict, req.headers[lookup]);
         } catch (err) {
           leave();
           throw err;
@@ -240,31 +412,42 @@ export function httpGuard(book: FenceBook, opts: HttpGuardOptions = {}): HttpMid
         }
         const token = verdict.token;
         tokens.set(req, token);
+        const abort = new AbortController();
+        signals.set(req, abort.signal);
         let settled = false;
+        let abandoned = false;
         let abandon: NodeJS.Timeout | undefined;
         const settle = (commit: boolean): void => {
           if (settled) return;
           settled = true;
           if (abandon !== undefined) clearTimeout(abandon);
-          if (commit) book.commit(resource, token);
+          if (commit) book.commit(name, token);
           leave();
         };
         // The handler's verdict is the response it ends: commit (or not) at res.end, before the
-        // client can see the answer, and then let the next request on the resource in.
+        // client can see the answer, and then let the next request on the mark in.
         const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
         res.end = ((...args: unknown[]) => {
           let ok = false;
           try {
             ok = succeeded(res);
           } finally {
+            // An abandoned handler that ends with success after all: its write happened, so its
+            // token still raises the mark (max: it never lowers one).
+            if (abandoned && ok) book.commit(name, token);
             settle(ok);
           }
           return end(...args);
         }) as ServerResponse['end'];
         res.once('close', () => {
           // The connection went away before the handler ended the response: it may still be
-          // writing, so keep the resource until it ends (or give up, without a commit).
-          if (!settled) abandon = setTimeout(() => settle(false), abandonAfterMs).unref();
+          // writing, so keep the section until it ends (or, with abandonAfterMs, give up).
+          if (settled || abandonAfterMs === undefined) return;
+          abandon = setTimeout(() => {
+            abandoned = true;
+            abort.abort(new Error(`fencing: handler abandoned ${abandonAfterMs} ms after its client left`));
+            settle(false);
+          }, abandonAfterMs).unref();
         });
         try {
           next();

@@ -8,13 +8,16 @@
  *   run in arrival order (the FIFO critical section serialises check, write and commit): applied
  *   exactly when token >= mark; a malformed token is a 400 naming the value, a stale one a 409
  *   naming the mark; a refused write or one whose handler fails never moves the mark;
- * - the same over HTTP through the middleware (header values HTTP can carry).
+ * - the same over HTTP through the middleware (header values HTTP can carry), with one mark per
+ *   lock (the default scope) whichever path each request writes;
+ * - normalizeResource is idempotent, and percent-encoding any character of a path other than
+ *   `/ \ ? # %`, adding a trailing slash or doubling a slash names the same resource.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FenceBook, httpGuard } from '../../src/guards/http-guard.ts';
+import { FenceBook, httpGuard, normalizeResource, type HttpMiddleware } from '../../src/guards/http-guard.ts';
 import { applyToModel, emptyLock, type Expected } from './guard-model.ts';
 import { banner, fcParams, runs } from './settings.ts';
 import { malformedToken, namesValue, validToken, type Malformed } from './tokens.ts';
@@ -117,9 +120,16 @@ describe('T17: the HTTP guard against generated tokens (in process)', () => {
     let base: string;
     // One book for the server; each run uses a fresh resource.
     const book = new FenceBook();
+    // One lock per run (the x-lock header), one mark per lock: the default scope.
+    const guards = new Map<string, HttpMiddleware>();
     beforeAll(async () => {
-      const guard = httpGuard(book);
       server = createServer((req, res) => {
+        const lock = String(req.headers['x-lock']);
+        let guard = guards.get(lock);
+        if (guard === undefined) {
+          guard = httpGuard(book, { lock });
+          guards.set(lock, guard);
+        }
         guard(req, res, () => {
           // The handler fails (500, no commit) when asked to.
           res.statusCode = req.headers['x-fail'] === '1' ? 500 : 200;
@@ -133,17 +143,17 @@ describe('T17: the HTTP guard against generated tokens (in process)', () => {
       await new Promise((r) => server.close(r));
     });
 
-    it('answers 200/400/409 exactly as the model says, one resource per run, and commits only successes', async () => {
+    it('answers 200/400/409 exactly as the model says, one lock per run whatever the path, and commits only successes', async () => {
       let n = 0;
       await fc.assert(
         fc.asyncProperty(writes(true), async (batch) => {
-          const path = `/doc/${++n}`;
+          const lock = `run-${++n}`;
           const model = emptyLock();
           for (const [i, w] of batch.entries()) {
             const markBefore = model.mark;
-            const res = await fetch(`${base}${path}`, {
+            const res = await fetch(`${base}/doc/${i % 3}`, {
               method: 'PUT',
-              headers: { 'fencing-token': text(w.token), 'x-fail': w.fails ? '1' : '0' },
+              headers: { 'fencing-token': text(w.token), 'x-fail': w.fails ? '1' : '0', 'x-lock': lock },
             });
             const body = await res.text();
             if (!w.token.ok) {
@@ -158,11 +168,37 @@ describe('T17: the HTTP guard against generated tokens (in process)', () => {
               expect(res.status, `write ${i}: ${body}`).toBe(200);
               applyToModel(model, w.token.value, '', undefined, false);
             }
-            expect(book.highWater(path)).toBe(model.mark);
+            expect(book.highWater(`fencepost:lock:${lock}`)).toBe(model.mark);
           }
         }),
         fcParams(MIDDLEWARE_RUNS),
       );
     });
+  });
+
+  it('normalizeResource: idempotent, and blind to percent-encoding, trailing and doubled slashes', () => {
+    const segment = fc.string({
+      unit: fc.constantFrom(..."aZ09-._~!$&'()*+,;=:@é[] ".split('')),
+      minLength: 1,
+      maxLength: 6,
+    });
+    const path = fc.array(segment, { minLength: 1, maxLength: 4 }).map((xs) => `/${xs.join('/')}`);
+    const encodeSome = (p: string, mask: readonly boolean[]): string =>
+      [...p]
+        .map((ch, i) =>
+          ch !== '/' && mask[i % mask.length] === true
+            ? [...Buffer.from(ch, 'utf8')].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('')
+            : ch,
+        )
+        .join('');
+    fc.assert(
+      fc.property(path, fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }), fc.boolean(), (p, mask, slash) => {
+        const name = normalizeResource(p);
+        expect(normalizeResource(name)).toBe(name);
+        const alias = encodeSome(p, mask).replace('/', slash ? '//' : '/') + (slash ? '/' : '');
+        expect(normalizeResource(alias), alias).toBe(name);
+      }),
+      fcParams(2000),
+    );
   });
 });

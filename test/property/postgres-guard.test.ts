@@ -6,9 +6,11 @@
  * same holder writing again).
  *
  * Properties: a malformed token is refused with TokenError naming the value before any query,
- * and the row is unchanged; in any interleaving on two rows, a write is applied exactly when its
- * token is >= the row's fence, and a rejected write never moves the fence or the data; tokens
- * past 2^53 compare exactly (bound as text, compared as bigint by the database).
+ * and the row is unchanged; in any interleaving of upserts and deletes on two locks of three rows
+ * each, one mark per lock (the default scope: the fence table), an operation is applied exactly
+ * when its token is >= its lock's mark — whichever row it touches —, and a rejected one never
+ * moves a mark or any row; tokens past 2^53 compare exactly (bound as text, compared as bigint by
+ * the database).
  */
 import fc from 'fast-check';
 import pg from 'pg';
@@ -19,7 +21,7 @@ import {
   type PostgresGuard,
   type PostgresQueryable,
 } from '../../src/guards/postgres-guard.ts';
-import type { FencedSqlSpec } from '../../src/guards/sql-guard.ts';
+import { fenceTableSql, type FencedSqlSpec } from '../../src/guards/sql-guard.ts';
 import { startPostgres, type PostgresServer } from '../support/testbed/postgres.ts';
 import { applyToModel, emptyLock, guardOps, type Expected, type LockModel } from './guard-model.ts';
 import { banner, fcParams, runs } from './settings.ts';
@@ -50,6 +52,7 @@ describe('T17: the SQL guard against generated tokens (real PostgreSQL)', () => 
     await client.connect();
     await client.query('CREATE TABLE docs (id text PRIMARY KEY, body text)');
     await client.query(fenceMigrationSql(SPEC));
+    await client.query(fenceTableSql());
     // Count the guard's queries: a malformed token must not reach the database.
     const counted: PostgresQueryable = {
       query: (text, params) => {
@@ -99,29 +102,63 @@ describe('T17: the SQL guard against generated tokens (real PostgreSQL)', () => 
     );
   });
 
-  it('applies exactly the writes with token >= fence; a rejected write never moves the fence or the data', async () => {
+  it('applies exactly the upserts and deletes with token >= the lock mark, on any of its rows; a rejected one changes nothing', async () => {
+    let run = 0;
     await fc.assert(
       fc.asyncProperty(guardOps, async (ops) => {
-        const ids = [fresh(), fresh()] as const;
+        const base = `lock-${++run}`;
+        const locks = [`${base}-0`, `${base}-1`] as const;
+        const guards = locks.map((lock) =>
+          postgresGuard(client, { table: 'docs', idColumn: 'id', setColumns: ['body'], lock }),
+        );
         const models: [LockModel, LockModel] = [emptyLock(), emptyLock()];
+        const rows = new Map<string, string>(); // what each row must hold
+        const ids = locks.flatMap((l) => [0, 1, 2].map((k) => `${l}-r${k}`));
         for (const [i, op] of ops.entries()) {
-          const id = ids[op.lock];
+          const id = `${locks[op.lock]}-r${i % 3}`;
+          const del = i % 5 === 4; // every fifth operation is a delete
           const model = models[op.lock];
           const token = op.token.ok ? op.token.value : undefined;
           const markBefore = model.mark;
           const expected = applyToModel(model, token, `v${i}`, undefined, false);
+          if (expected === 'applied') {
+            if (del) rows.delete(id);
+            else rows.set(id, `v${i}`);
+          }
+          const g = guards[op.lock];
+          if (g === undefined) throw new Error('no guard');
+          const text = op.token.ok ? op.token.value : (op.token.bad.value as string);
           let got: Expected;
           try {
-            const r = await guard.upsert(id, op.token.ok ? op.token.value : (op.token.bad.value as string), [`v${i}`]);
+            const r = await (del ? g.delete(id, text) : g.upsert(id, text, [`v${i}`]));
             got = r.accepted ? 'applied' : 'stale';
           } catch (err) {
             if (!(err instanceof TokenError)) throw err;
             got = 'malformed';
           }
-          expect(got, `write ${i} (token ${token ?? 'malformed'}, fence ${markBefore ?? 'none'})`).toBe(expected);
-          const r = await row(id);
-          expect(r?.fence, `fence after write ${i}`).toBe(model.mark?.toString());
-          expect(r?.body, `data after write ${i}`).toBe(model.value);
+          expect(
+            got,
+            `${del ? 'delete' : 'upsert'} ${i} of ${id} (token ${token ?? 'malformed'}, mark ${markBefore ?? 'none'})`,
+          ).toBe(expected);
+          const marks = await client.query<{ lock: string; token: string }>(
+            'SELECT lock, token::text AS token FROM fencepost_fences WHERE lock = ANY($1)',
+            [locks],
+          );
+          expect(Object.fromEntries(marks.rows.map((r) => [r.lock, r.token])), `marks after op ${i}`).toEqual(
+            Object.fromEntries(
+              locks.flatMap((l, j) => {
+                const m = models[j as 0 | 1].mark;
+                return m === undefined ? [] : [[l, m.toString()]];
+              }),
+            ),
+          );
+          const data = await client.query<{ id: string; body: string }>(
+            'SELECT id, body FROM docs WHERE id = ANY($1)',
+            [ids],
+          );
+          expect(Object.fromEntries(data.rows.map((r) => [r.id, r.body])), `rows after op ${i}`).toEqual(
+            Object.fromEntries(rows),
+          );
         }
       }),
       fcParams(SEQUENCE_RUNS),

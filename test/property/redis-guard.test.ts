@@ -6,10 +6,11 @@
  * Properties:
  * - every malformed token is refused with TokenError naming the value, before anything is sent
  *   to Redis, and the data and the mark are unchanged;
- * - in any interleaving of valid, stale, malformed and retried writes on two locks, a write is
- *   applied exactly when its token is >= the mark at that moment, a rejected write never moves the
- *   mark or the data, and a write id already applied is reported as a duplicate and not applied
- *   again (exactly once);
+ * - in any interleaving of valid, stale, malformed and retried writes and deletes on two locks,
+ *   each guarding three keys under one mark per lock (the default scope), a write or delete is
+ *   applied exactly when its token is >= the lock's mark at that moment — whichever key it
+ *   touches —, a rejected one never moves the mark or any data, and a write id already applied is
+ *   reported as a duplicate and not applied again (exactly once);
  * - tokens that float64 cannot tell apart (2^53 and 2^53 + 1, ..., MAX_TOKEN − 1 and MAX_TOKEN)
  *   are ordered exactly.
  */
@@ -49,7 +50,7 @@ describe('T17: the Redis guard against generated tokens (real redis-server)', ()
       sent++;
       return send(...args);
     };
-    guard = redisGuard(client);
+    guard = redisGuard(client, { scope: 'key' });
     console.info(banner('redis guard properties', runs(MALFORMED_RUNS) + runs(SEQUENCE_RUNS) + runs(PRECISION_RUNS)));
   });
   afterAll(async () => {
@@ -57,8 +58,8 @@ describe('T17: the Redis guard against generated tokens (real redis-server)', ()
     await redis?.stop();
   });
 
-  const state = async (key: string): Promise<[string | null, string | null]> => {
-    const [data, mark] = await client.mget(key, `${key}:fence`);
+  const state = async (key: string, g: RedisGuard = guard): Promise<[string | null, string | null]> => {
+    const [data, mark] = await client.mget(key, g.markKey(key));
     return [data ?? null, mark ?? null];
   };
 
@@ -95,37 +96,52 @@ describe('T17: the Redis guard against generated tokens (real redis-server)', ()
     expect(sent).toBeGreaterThan(0); // the counter does see the guard's commands
   });
 
-  it('applies exactly the writes with token >= mark, never moves the mark on a rejection, applies a write id once', async () => {
+  it('applies exactly the writes and deletes with token >= the lock mark, on any of its keys; never moves it on a rejection; applies a write id once', async () => {
+    let run = 0;
     await fc.assert(
       fc.asyncProperty(guardOps, async (ops) => {
-        const keys = [fresh(), fresh()] as const;
+        const base = `prop:lock:${++run}`;
+        const guards = [redisGuard(client, { lock: `${base}:0` }), redisGuard(client, { lock: `${base}:1` })] as const;
         const models: [LockModel, LockModel] = [emptyLock(), emptyLock()];
+        const values = new Map<string, string>(); // what each data key must hold
+        const dataKeys = [0, 1].flatMap((l) => [0, 1, 2].map((k) => `${base}:${l}:k${k}`));
         const last: [GuardOp | undefined, GuardOp | undefined] = [undefined, undefined];
         for (const [i, generated] of ops.entries()) {
           const op = generated.retry ? (last[generated.lock] ?? generated) : generated;
           last[op.lock] = op;
-          const key = keys[op.lock];
+          // Three keys per lock; every fifth operation is a delete.
+          const key = `${base}:${op.lock}:k${i % 3}`;
+          const del = i % 5 === 4;
+          const g = guards[op.lock];
           const model = models[op.lock];
           const value = `v${i}`;
           const token = op.token.ok ? op.token.value : undefined;
           const markBefore = model.mark;
           const expected = applyToModel(model, token, value, op.writeId, true);
+          if (expected === 'applied') {
+            if (del) values.delete(key);
+            else values.set(key, value);
+          }
+          const text = op.token.ok ? op.token.value : (op.token.bad.value as string);
           let got: Expected;
           try {
-            got = outcomeOf(
-              await guard.write(key, op.token.ok ? op.token.value : (op.token.bad.value as string), value, op.writeId),
-            );
+            got = outcomeOf(await (del ? g.delete(key, text, op.writeId) : g.write(key, text, value, op.writeId)));
           } catch (err) {
             if (!(err instanceof TokenError)) throw err;
             got = 'malformed';
           }
           expect(
             got,
-            `write ${i} (token ${token ?? 'malformed'}, mark ${markBefore ?? 'none'}, id ${op.writeId ?? '-'})`,
+            `${del ? 'delete' : 'write'} ${i} of ${key} (token ${token ?? 'malformed'}, mark ${markBefore ?? 'none'}, id ${op.writeId ?? '-'})`,
           ).toBe(expected);
-          const [data, mark] = await state(key);
-          expect(mark, `mark after write ${i}`).toBe(model.mark?.toString() ?? null);
-          expect(data, `data after write ${i}`).toBe(model.value ?? null);
+          // One MGET: both marks and all six data keys.
+          const names = [guards[0].markKey(), guards[1].markKey(), ...dataKeys];
+          const seen = await client.mget(...names);
+          const want = [models[0].mark, models[1].mark].map((m) => m?.toString() ?? null);
+          want.push(...dataKeys.map((dk) => values.get(dk) ?? null));
+          expect(Object.fromEntries(names.map((n, j) => [n, seen[j]])), `after op ${i}`).toEqual(
+            Object.fromEntries(names.map((n, j) => [n, want[j]])),
+          );
         }
       }),
       fcParams(SEQUENCE_RUNS),

@@ -7,7 +7,7 @@ import {
   type PostgresGuard,
   type PostgresQueryable,
 } from '../../../src/guards/postgres-guard.ts';
-import type { FencedSqlSpec } from '../../../src/guards/sql-guard.ts';
+import { fenceTableSql, type FencedSqlSpec } from '../../../src/guards/sql-guard.ts';
 import { startPostgres, type PostgresServer } from '../../support/testbed/postgres.ts';
 import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
@@ -22,7 +22,7 @@ interface Row {
 // A real PostgreSQL server of this file's own: what matters is what the database does with the
 // statements — the comparison of a text-bound token with a bigint column, the row lock under
 // concurrent writers, ON CONFLICT.
-describe('postgresGuard against a real PostgreSQL server', () => {
+describe('postgresGuard with one mark per row (a fenceColumn) against a real PostgreSQL server', () => {
   let server: PostgresServer;
   let pool: pg.Pool;
   let guard: PostgresGuard;
@@ -201,5 +201,128 @@ describe('postgresGuard against a real PostgreSQL server', () => {
       }
       expect(await row(id), why).toEqual({ body: `t${maxTok}`, fence: maxTok.toString() });
     }
+  });
+});
+
+// Issue 15, finding 9: one fence per row lets a paused former holder insert rows the newer holder
+// never touched, or bring back a row it deleted. What a new user gets must refuse both.
+describe('postgresGuard defaults (a real PostgreSQL server)', () => {
+  let server: PostgresServer;
+  let pool: pg.Pool;
+  let n = 0;
+  const fresh = (): string => `order-${++n}`;
+
+  beforeAll(async () => {
+    server = await startPostgres();
+    pool = new pg.Pool({ connectionString: server.url, max: 25 });
+    pool.on('error', () => undefined);
+    await pool.query('CREATE TABLE orders (id text PRIMARY KEY, body text)');
+    await pool.query(fenceMigrationSql({ table: 'orders', fenceColumn: 'fence' })); // for the per-row comparison
+    await pool.query(fenceTableSql());
+    await pool.query(fenceTableSql()); // idempotent
+  }, 60_000);
+  afterAll(async () => {
+    await pool?.end();
+    await server?.stop();
+  });
+
+  let lockN = 0;
+  const guardOf = (): PostgresGuard =>
+    postgresGuard(pool, { table: 'orders', idColumn: 'id', setColumns: ['body'], lock: `orders-${++lockN}` });
+  const mark = async (lock: string): Promise<string | undefined> =>
+    (await pool.query<{ token: string }>('SELECT token::text AS token FROM fencepost_fences WHERE lock = $1', [lock]))
+      .rows[0]?.token;
+  const body = async (id: string): Promise<string | undefined> =>
+    (await pool.query<{ body: string }>('SELECT body FROM orders WHERE id = $1', [id])).rows[0]?.body;
+
+  it('refuses a stale holder inserting a row the newer holder never wrote', async () => {
+    const guard = guardOf();
+    const [b, a] = [fresh(), fresh()];
+    expect(await guard.upsert(b, 11n, ['B'])).toEqual({ accepted: true });
+    expect(await guard.upsert(a, 10n, ['A (stale)'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await body(a)).toBeUndefined();
+  });
+
+  it('refuses a stale holder bringing back a row the newer holder deleted', async () => {
+    const guard = guardOf();
+    const id = fresh();
+    expect(await guard.upsert(id, 10n, ['A'])).toEqual({ accepted: true });
+    expect(await guard.upsert(id, 11n, ['B'])).toEqual({ accepted: true });
+    expect(await guard.delete(id, 11n)).toEqual({ accepted: true }); // B deletes the row
+    expect(await body(id)).toBeUndefined();
+    expect(await guard.upsert(id, 10n, ['A resurrects'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await guard.write(id, 10n, ['A updates'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await guard.delete(id, 10n)).toEqual({ accepted: false, reason: 'stale' });
+    expect(await body(id)).toBeUndefined();
+    expect(await guard.delete(id, 11n)).toEqual({ accepted: true }); // gone already: still accepted
+  });
+
+  it('tells a missing row from a stale token, and compares exactly past 2^53', async () => {
+    const guard = postgresGuard(pool, { table: 'orders', idColumn: 'id', setColumns: ['body'], lock: 'exact' });
+    const id = fresh();
+    expect(await guard.write(id, 5n, ['ghost'])).toEqual({ accepted: false, reason: 'not-found' });
+    expect(await mark('exact')).toBe('5'); // an accepted token raises the mark even with no row
+    expect(await guard.upsert(id, '9007199254740993', ['a'])).toEqual({ accepted: true });
+    expect(await guard.write(id, '9007199254740992', ['b'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await guard.write(id, MAX_TOKEN, ['max'])).toEqual({ accepted: true });
+    expect(await body(id)).toBe('max');
+    expect(await mark('exact')).toBe(MAX_TOKEN.toString());
+    await expect(guard.write(id, '01', ['bad'])).rejects.toThrow(TokenError);
+    await expect(guard.write(id, 1n, [])).rejects.toThrow(RangeError);
+  });
+
+  it('advance fences out older tokens before the new holder writes anything', async () => {
+    const guard = postgresGuard(pool, { table: 'orders', idColumn: 'id', setColumns: ['body'], lock: 'adv' });
+    expect(await guard.advance(20n)).toEqual({ accepted: true });
+    expect(await guard.advance(19n)).toEqual({ accepted: false, reason: 'stale' });
+    const id = fresh();
+    expect(await guard.upsert(id, 19n, ['stale'])).toEqual({ accepted: false, reason: 'stale' });
+    expect(await body(id)).toBeUndefined();
+    expect(await mark('adv')).toBe('20');
+    await expect(guardOfRow().advance(1n)).rejects.toThrow(RangeError);
+  });
+
+  const guardOfRow = (): PostgresGuard =>
+    postgresGuard(pool, { table: 'orders', idColumn: 'id', fenceColumn: 'fence', setColumns: ['body'] });
+
+  it('with one mark per row (documented as weaker) a stale holder still inserts and resurrects rows', async () => {
+    const guard = guardOfRow();
+    const [b, a] = [fresh(), fresh()];
+    expect(await guard.upsert(b, 11n, ['B'])).toEqual({ accepted: true });
+    expect(await guard.upsert(a, 10n, ['A (stale)'])).toEqual({ accepted: true });
+    expect(await guard.delete(b, 11n)).toEqual({ accepted: true });
+    expect(await guard.upsert(b, 10n, ['A resurrects'])).toEqual({ accepted: true });
+  });
+
+  it('refuses a spec with both a lock and a fence column, or neither', () => {
+    const base = { table: 'orders', idColumn: 'id', setColumns: ['body'] };
+    expect(() => postgresGuard(pool, { ...base, lock: 'x', fenceColumn: 'fence' })).toThrow(RangeError);
+    expect(() => postgresGuard(pool, base as unknown as FencedSqlSpec)).toThrow(RangeError);
+    expect(() => postgresGuard(pool, { ...base, lock: '' })).toThrow(RangeError);
+  });
+
+  it('serialises racing writers of one lock on different rows: the highest token always lands, and the mark is it', async () => {
+    const WRITERS = 20;
+    const lock = `race-${++lockN}`;
+    const tokens = [...new Set(Array.from({ length: WRITERS }, () => randomBytes(8).readBigUInt64BE() & MAX_TOKEN))];
+    const maxTok = tokens.reduce((x, y) => (x > y ? x : y));
+    const conns = await Promise.all(tokens.map(() => pool.connect()));
+    try {
+      const results = await Promise.all(
+        tokens.map((t, i) => {
+          const conn = conns[i];
+          if (conn === undefined) throw new Error('no connection');
+          return postgresGuard(conn, { table: 'orders', idColumn: 'id', setColumns: ['body'], lock }).upsert(
+            `${lock}-${i}`,
+            t,
+            [`t${t}`],
+          );
+        }),
+      );
+      expect(results[tokens.indexOf(maxTok)]).toEqual({ accepted: true });
+    } finally {
+      for (const c of conns) c.release();
+    }
+    expect(await mark(lock)).toBe(maxTok.toString());
   });
 });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../support/prng.ts';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -6,11 +6,15 @@ import { redisGuard, type RedisGuard, type RedisWriteResult } from '../../../src
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
+// One mark per key (scope 'key'): where the guard keeps the mark and write id set of data key k.
+const markOf = (k: string): string => `fencepost:guard:key:${k}`;
+const writesOf = (k: string): string => `fencepost:guard:writes:key:${k}`;
+
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808'];
 
 // A real redis-server of this file's own: the guard is one Lua script, and what matters is what
 // Redis does with it (atomicity, string comparison past 2^53, the mark on rejection).
-describe('redisGuard against a real redis-server', () => {
+describe("redisGuard with one mark per key (scope 'key') against a real redis-server", () => {
   let redis: RedisServer;
   let client: Redis;
   let guard: RedisGuard;
@@ -20,7 +24,7 @@ describe('redisGuard against a real redis-server', () => {
   beforeAll(async () => {
     redis = await startRedis();
     client = redis.client();
-    guard = redisGuard(client);
+    guard = redisGuard(client, { scope: 'key' });
   });
   afterAll(async () => {
     client?.disconnect();
@@ -35,8 +39,8 @@ describe('redisGuard against a real redis-server', () => {
       expect(await client.get(k)).toBe(`v${t}`);
       expect(await guard.highWater(k)).toBe(t);
     }
-    expect(await client.get(`${k}:fence`)).toBe('100');
-    expect(await client.pttl(`${k}:fence`)).toBe(-1);
+    expect(await client.get(markOf(k))).toBe('100');
+    expect(await client.pttl(markOf(k))).toBe(-1);
   });
 
   it('rejects a lower token and leaves the data and the mark unchanged', async () => {
@@ -45,7 +49,7 @@ describe('redisGuard against a real redis-server', () => {
     expect(await guard.write(k, '6', 'six')).toEqual({ accepted: false, reason: 'stale', highWater: 7n });
     expect(await guard.write(k, 0n, 'zero')).toEqual({ accepted: false, reason: 'stale', highWater: 7n });
     expect(await client.get(k)).toBe('seven');
-    expect(await client.get(`${k}:fence`)).toBe('7');
+    expect(await client.get(markOf(k))).toBe('7');
   });
 
   it('accepts an equal token (the same holder writing again in its term)', async () => {
@@ -90,7 +94,7 @@ describe('redisGuard against a real redis-server', () => {
   it('refuses malformed tokens before anything reaches Redis, naming the value', async () => {
     // A client that can send nothing: any command would fail with a connection error, not a TokenError.
     const offline = new Redis(redis.url, { lazyConnect: true, enableOfflineQueue: false });
-    const blind = redisGuard(offline);
+    const blind = redisGuard(offline, { scope: 'key' });
     const k = fresh();
     await guard.write(k, '5', 'kept');
     try {
@@ -112,7 +116,7 @@ describe('redisGuard against a real redis-server', () => {
     } finally {
       offline.disconnect();
     }
-    expect(await client.get(`${k}:fence`)).toBe('5');
+    expect(await client.get(markOf(k))).toBe('5');
     expect(await client.get(k)).toBe('kept');
   });
 
@@ -121,15 +125,15 @@ describe('redisGuard against a real redis-server', () => {
     await guard.write(k, '5', 'kept');
     // Defence in depth: the script re-validates its token.
     const raw = client as unknown as { fencepostFencedWrite(...args: string[]): Promise<unknown> };
-    await expect(raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '007', 'forged', '', '1000')).rejects.toThrow(
-      /malformed fencing token/,
-    );
     await expect(
-      raw.fencepostFencedWrite(k, `${k}:fence`, `${k}:writes`, '9223372036854775808', 'forged', '', '1000'),
+      raw.fencepostFencedWrite(k, markOf(k), writesOf(k), '007', 'forged', '', '1000', 'set'),
+    ).rejects.toThrow(/malformed fencing token/);
+    await expect(
+      raw.fencepostFencedWrite(k, markOf(k), writesOf(k), '9223372036854775808', 'forged', '', '1000', 'set'),
     ).rejects.toThrow(/malformed fencing token/);
     expect(await client.get(k)).toBe('kept');
     // A corrupted mark is never compared.
-    await client.set(`${k}:fence`, '1e3');
+    await client.set(markOf(k), '1e3');
     await expect(guard.write(k, '6', 'after-corruption')).rejects.toThrow(/does not hold a fencing token/);
     expect(await client.get(k)).toBe('kept');
     await expect(guard.highWater(k)).rejects.toThrow(TokenError);
@@ -138,10 +142,10 @@ describe('redisGuard against a real redis-server', () => {
   it('removes a TTL someone put on the fence key, even on a rejected write', async () => {
     const k = fresh();
     await guard.write(k, '5', 'v');
-    await client.pexpire(`${k}:fence`, 60_000);
+    await client.pexpire(markOf(k), 60_000);
     expect((await guard.write(k, '4', 'stale')).accepted).toBe(false);
-    expect(await client.pttl(`${k}:fence`)).toBe(-1);
-    expect(await client.get(`${k}:fence`)).toBe('5');
+    expect(await client.pttl(markOf(k))).toBe(-1);
+    expect(await client.get(markOf(k))).toBe('5');
   });
 
   it('applies a write id once and reports retries as duplicates', async () => {
@@ -155,15 +159,15 @@ describe('redisGuard against a real redis-server', () => {
     expect(await guard.highWater(k)).toBe(6n);
     // A rejected write id is not remembered.
     expect((await guard.write(k, 3n, 'x', 'w3')).accepted).toBe(false);
-    expect(await client.zscore(`${k}:writes`, 'w3')).toBeNull();
+    expect(await client.zscore(writesOf(k), 'w3')).toBeNull();
     // The id set expires; the fence key never does.
-    expect(await client.pttl(`${k}:writes`)).toBeGreaterThan(0);
-    expect(await client.pttl(`${k}:fence`)).toBe(-1);
+    expect(await client.pttl(writesOf(k))).toBeGreaterThan(0);
+    expect(await client.pttl(markOf(k))).toBe(-1);
     await expect(guard.write(k, 7n, 'c', '')).rejects.toThrow(/writeId/);
   });
 
   it('forgets write ids after the window (the token still fences the retry)', async () => {
-    const short = redisGuard(client, { writeIdTtlMs: 50 });
+    const short = redisGuard(client, { scope: 'key', writeIdTtlMs: 50 });
     const k = fresh();
     expect(await short.write(k, 5n, 'a', 'w1')).toEqual({ accepted: true, duplicate: false });
     await sleep(120);
@@ -202,7 +206,7 @@ describe('redisGuard against a real redis-server', () => {
     const HOLDERS = 5;
     const TOTAL = 2000;
     const clients = Array.from({ length: HOLDERS }, () => redis.client());
-    const guards = clients.map((c) => redisGuard(c));
+    const guards = clients.map((c) => redisGuard(c, { scope: 'key' }));
     // Load the script once so that every later call is one EVALSHA (no NOSCRIPT + EVAL pair).
     await guards[0]?.write(`${key}:warmup`, 0n, 'x');
     const monitor = await redis.client().monitor();
@@ -326,6 +330,121 @@ describe('redisGuard against a real redis-server', () => {
     expect(rejected, `${why}: the workload must exercise rejections`).toBeGreaterThan(0);
     expect(duplicates, `${why}: the workload must exercise retries`).toBeGreaterThan(0);
     expect(await client.get(key), why).toBe(last);
-    expect(await client.get(`${key}:fence`), why).toBe(mark?.toString());
+    expect(await client.get(markOf(key)), why).toBe(mark?.toString());
+  });
+});
+
+// Issue 15, finding 9: what the guard does by default, with nothing but the client. A server of
+// its own, flushed before each test: the default mark is shared by everything the default guard
+// writes, which is the point.
+describe('redisGuard defaults (a real redis-server)', () => {
+  let redis: RedisServer;
+  let client: Redis;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = redis.client();
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+  beforeEach(async () => {
+    await client.flushall();
+  });
+
+  it('refuses a stale holder writing a key the newer holder never wrote (one mark per lock)', async () => {
+    const guard = redisGuard(client);
+    // Holder B (token 11) writes orders:1; holder A, paused with token 10, then writes orders:2.
+    expect(await guard.write('orders:1', 11n, 'B')).toEqual({ accepted: true, duplicate: false });
+    expect(await guard.write('orders:2', 10n, 'A (stale)')).toEqual({
+      accepted: false,
+      reason: 'stale',
+      highWater: 11n,
+    });
+    expect(await client.get('orders:2')).toBeNull();
+  });
+
+  it('refuses a stale holder re-creating a key the newer holder deleted', async () => {
+    const guard = redisGuard(client);
+    await guard.write('orders:1', 10n, 'A');
+    expect(await guard.write('orders:1', 11n, 'B')).toEqual({ accepted: true, duplicate: false });
+    await client.del('orders:1'); // B deletes it (the mark is what remembers B)
+    expect((await guard.write('orders:1', 10n, 'A resurrects')).accepted).toBe(false);
+    expect(await client.get('orders:1')).toBeNull();
+  });
+
+  it('never lets a data key be the mark of another key', async () => {
+    const guard = redisGuard(client);
+    expect((await guard.write('orders', 11n, 'B')).accepted).toBe(true);
+    // A data key named like the mark of `orders`: writing it must not move that mark.
+    await guard.write('orders:fence', 11n, '0').catch(() => undefined);
+    expect(await guard.highWater('orders')).toBe(11n);
+    expect((await guard.write('orders', 10n, 'A (stale)')).accepted).toBe(false);
+    expect(await client.get('orders')).toBe('B');
+    // Marks live under fencepost:guard:, which no data key may enter (per key or per lock).
+    expect(guard.markKey()).toBe('fencepost:guard:lock:default');
+    for (const g of [guard, redisGuard(client, { scope: 'key' })]) {
+      for (const key of ['fencepost:guard:lock:default', 'fencepost:guard:key:orders', 'fencepost:fence:x']) {
+        await expect(g.write(key, 12n, '0')).rejects.toThrow(/reserved fencepost: namespace/);
+        await expect(g.delete(key, 12n)).rejects.toThrow(RangeError);
+      }
+    }
+    expect(await guard.highWater()).toBe(11n);
+    // The old per-key naming, chosen explicitly, refuses data keys that end like a mark.
+    const legacy = redisGuard(client, { fenceKeySuffix: ':fence' });
+    await expect(legacy.write('orders:fence', 11n, '0')).rejects.toThrow(/ends like a mark/);
+    await expect(legacy.write('orders:writes', 11n, '0')).rejects.toThrow(/ends like a mark/);
+    expect((await legacy.write('orders', 5n, 'v')).accepted).toBe(true);
+    expect(await client.get('orders:fence')).toBe('5');
+  });
+
+  it('refuses a stale holder re-creating a key the newer holder deleted through the guard', async () => {
+    const guard = redisGuard(client, { lock: 'orders' });
+    await guard.write('orders:1', 10n, 'A');
+    expect(await guard.delete('orders:1', 11n, 'd1')).toEqual({ accepted: true, duplicate: false });
+    expect(await guard.delete('orders:1', 11n, 'd1')).toEqual({ accepted: true, duplicate: true });
+    expect(await client.exists('orders:1')).toBe(0);
+    expect(await guard.write('orders:1', 10n, 'A resurrects')).toEqual({
+      accepted: false,
+      reason: 'stale',
+      highWater: 11n,
+    });
+    expect(await guard.delete('orders:2', 10n)).toEqual({ accepted: false, reason: 'stale', highWater: 11n });
+    expect(await client.exists('orders:1')).toBe(0);
+    expect(await client.get('fencepost:guard:lock:orders')).toBe('11');
+  });
+
+  it('advance fences out older tokens before the new holder writes anything', async () => {
+    const guard = redisGuard(client, { lock: 'billing' });
+    expect(await guard.advance(20n)).toEqual({ accepted: true, duplicate: false });
+    expect(await guard.write('billing:a', 19n, 'stale')).toEqual({ accepted: false, reason: 'stale', highWater: 20n });
+    expect(await guard.advance(19n)).toEqual({ accepted: false, reason: 'stale', highWater: 20n });
+    expect(await client.exists('billing:a')).toBe(0);
+    expect(await guard.highWater()).toBe(20n);
+    await expect(redisGuard(client, { scope: 'key' }).advance(21n)).rejects.toThrow(RangeError);
+  });
+
+  it('keeps one mark per lock name: other locks are not refused by it', async () => {
+    const orders = redisGuard(client, { lock: 'orders' });
+    const billing = redisGuard(client, { lock: 'billing' });
+    expect((await orders.write('orders:1', 1000n, 'o')).accepted).toBe(true);
+    expect((await billing.write('billing:1', 3n, 'b')).accepted).toBe(true);
+    expect(await orders.highWater()).toBe(1000n);
+    expect(await billing.highWater()).toBe(3n);
+  });
+
+  it("with one mark per key (scope 'key', documented as weaker) a stale holder still writes another key", async () => {
+    const perKey = redisGuard(client, { scope: 'key' });
+    expect((await perKey.write('orders:1', 11n, 'B')).accepted).toBe(true);
+    expect((await perKey.write('orders:2', 10n, 'A (stale)')).accepted).toBe(true);
+  });
+
+  it('refuses contradictory options', () => {
+    expect(() => redisGuard(client, { fenceKeySuffix: ':f', lock: 'x' })).toThrow(RangeError);
+    expect(() => redisGuard(client, { fenceKey: () => 'm', scope: 'key' })).toThrow(RangeError);
+    expect(() => redisGuard(client, { scope: 'key', lock: 'x' })).toThrow(RangeError);
+    expect(() => redisGuard(client, { writesKey: (k) => `${k}:w` })).toThrow(RangeError);
+    expect(() => redisGuard(client, { lock: '' })).toThrow(RangeError);
   });
 });

@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { defaultResource, FenceBook, fencingTokenOf, httpGuard } from '../../../src/guards/http-guard.ts';
+import {
+  defaultResource,
+  FenceBook,
+  fencingSignalOf,
+  fencingTokenOf,
+  httpGuard,
+  normalizeResource,
+} from '../../../src/guards/http-guard.ts';
 import { MAX_TOKEN } from '../../../src/protocol/token.ts';
 
 const MALFORMED = ['', '-1', '01', '1e3', '0x10', '1.5', ' 1', 'NaN', '9223372036854775808', '5, 6'];
@@ -129,7 +136,10 @@ describe('defaultResource', () => {
   it('is the path without the query, normalised, and never a host', () => {
     expect(defaultResource(req('/orders/42?x=1'))).toBe('/orders/42');
     expect(defaultResource(req('/orders/x/../42'))).toBe('/orders/42');
-    expect(defaultResource(req('//evil/orders'))).toBe('//evil/orders');
+    expect(defaultResource(req('//evil/orders'))).toBe('/evil/orders');
+    expect(defaultResource(req('/orders/42#frag'))).toBe('/orders/42');
+    expect(defaultResource(req('*'))).toBe('*');
+    expect(defaultResource(req('/Orders/42/'), { caseInsensitive: true })).toBe('/orders/42');
     expect(defaultResource(req('http://host:8080/orders/42?y'))).toBe('/orders/42');
   });
 });
@@ -165,7 +175,8 @@ describe('httpGuard on a real node:http server', () => {
   };
 
   beforeAll(async () => {
-    const guard = httpGuard(book);
+    // One mark per path (the explicit, weaker scope): each test below uses paths of its own.
+    const guard = httpGuard(book, { scope: 'resource' });
     server = createServer((req, res) => guard(req, res, () => handler(req, res)));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -277,5 +288,192 @@ describe('httpGuard on a real node:http server', () => {
       s.closeAllConnections();
       await new Promise<void>((resolve) => s.close(() => resolve()));
     }
+  });
+});
+
+// Issue 15, finding 9: what `httpGuard(new FenceBook())` does by default, over loopback HTTP.
+describe('httpGuard defaults on a real node:http server', () => {
+  let server: Server;
+  let base: string;
+  let book: FenceBook;
+  let opts: Parameters<typeof httpGuard>[1] = {};
+  const writes: string[] = [];
+  const signals: (AbortSignal | undefined)[] = [];
+
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    signals.push(fencingSignalOf(req));
+    const hold = Number(req.headers['x-hold-ms'] ?? '0');
+    const write = (): void => {
+      writes.push(`${req.url} ${fencingTokenOf(req)}`);
+      res.end('ok');
+    };
+    if (hold > 0) setTimeout(write, hold);
+    else write();
+  };
+
+  beforeAll(async () => {
+    server = createServer((req, res) => httpGuard(book, opts)(req, res, () => handler(req, res)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const fresh = (o: Parameters<typeof httpGuard>[1] = {}): void => {
+    book = new FenceBook();
+    opts = o;
+    writes.length = 0;
+    signals.length = 0;
+  };
+  const put = async (path: string, token: string, hold = 0): Promise<number> =>
+    (await fetch(`${base}${path}`, { method: 'PUT', headers: { 'fencing-token': token, 'x-hold-ms': String(hold) } }))
+      .status;
+
+  it('refuses a stale holder writing a path the newer holder never wrote (one mark per lock)', async () => {
+    fresh();
+    expect(await put('/orders/1', '11')).toBe(200);
+    expect(await put('/orders/2', '10')).toBe(409);
+    expect(writes).toEqual(['/orders/1 11']);
+  });
+
+  it.each([['/orders/42/'], ['/orders/%34%32'], ['/orders//42'], ['/orders/./42'], ['/orders/x/%2E%2E/42']])(
+    "with scope 'resource', refuses a stale token on %s after the newer holder wrote /orders/42",
+    async (alias) => {
+      fresh({ scope: 'resource' });
+      expect(await put('/orders/42', '11')).toBe(200);
+      expect(await put(alias, '10')).toBe(409);
+      expect(writes).toEqual(['/orders/42 11']);
+    },
+  );
+
+  it('does not let the next request in while an abandoned handler may still be writing', async () => {
+    fresh();
+    const ac = new AbortController();
+    const abandoned = fetch(`${base}/orders/7`, {
+      method: 'PUT',
+      headers: { 'fencing-token': '8', 'x-hold-ms': '400' },
+      signal: ac.signal,
+    }).catch(() => 'aborted');
+    await sleep(30);
+    ac.abort();
+    expect(await abandoned).toBe('aborted');
+    await sleep(100); // past abandonAfterMs: the handler with token 8 is still writing
+    expect(await put('/orders/7', '9')).toBe(200);
+    await sleep(400);
+    // The newer holder's write must be the last one: nothing of token 8 may land after it.
+    expect(writes).toEqual(['/orders/7 8', '/orders/7 9']);
+  });
+
+  it("with scope 'resource' and caseInsensitive, refuses a stale token on /Orders/42", async () => {
+    fresh({ scope: 'resource', caseInsensitive: true });
+    expect(await put('/orders/42', '11')).toBe(200);
+    expect(await put('/Orders/42', '10')).toBe(409);
+    fresh({ scope: 'resource' }); // case-sensitive by default: another resource
+    expect(await put('/orders/42', '11')).toBe(200);
+    expect(await put('/Orders/42', '10')).toBe(200);
+  });
+
+  it('lets requests with the same token overlap, and makes another token wait for all of them', async () => {
+    fresh();
+    const t0 = performance.now();
+    const [a, b] = await Promise.all([put('/x', '5', 150), put('/y', '5', 150)]);
+    expect([a, b]).toEqual([200, 200]);
+    expect(performance.now() - t0).toBeLessThan(290); // together, not one after the other
+    const slow = put('/x', '6', 100);
+    await sleep(20);
+    expect(await put('/y', '5')).toBe(409); // waited for 6, then stale
+    expect(await slow).toBe(200);
+    expect(writes.at(-1)).toBe('/x 6');
+  });
+
+  it('with abandonAfterMs, gives up on the handler, aborts its signal and still commits a late success', async () => {
+    fresh({ abandonAfterMs: 50 });
+    const ac = new AbortController();
+    const abandoned = fetch(`${base}/orders/7`, {
+      method: 'PUT',
+      headers: { 'fencing-token': '8', 'x-hold-ms': '300' },
+      signal: ac.signal,
+    }).catch(() => 'aborted');
+    for (let i = 0; i < 100 && book.inFlight('fencepost:lock:default') === 0; i++) await sleep(5);
+    ac.abort();
+    expect(await abandoned).toBe('aborted');
+    await sleep(120);
+    expect(book.inFlight('fencepost:lock:default')).toBe(0); // given up: the race is back (documented)
+    expect(signals[0]?.aborted).toBe(true);
+    expect(book.highWater('fencepost:lock:default')).toBeUndefined();
+    await sleep(300);
+    expect(writes).toEqual(['/orders/7 8']);
+    expect(book.highWater('fencepost:lock:default')).toBe(8n); // its late success still counts
+    expect(await put('/orders/7', '7')).toBe(409);
+  });
+
+  it('refuses contradictory options and reserved resource names', async () => {
+    expect(() => httpGuard(new FenceBook(), { scope: 'lock', resource: () => 'x' })).toThrow(RangeError);
+    expect(() => httpGuard(new FenceBook(), { scope: 'resource', lock: 'a' })).toThrow(RangeError);
+    expect(() => httpGuard(new FenceBook(), { caseInsensitive: true })).toThrow(RangeError);
+    expect(() => httpGuard(new FenceBook(), { abandonAfterMs: -1 })).toThrow(RangeError);
+    fresh({ resource: () => 'fencepost:lock:default' });
+    expect(await put('/a', '1')).toBe(400);
+    expect(writes).toEqual([]);
+  });
+});
+
+describe('normalizeResource', () => {
+  it.each([
+    ['/orders/42', '/orders/42'],
+    ['/orders/42/', '/orders/42'],
+    ['/orders//42//', '/orders/42'],
+    ['/orders/%34%32', '/orders/42'],
+    ['/%6Frders/4%32', '/orders/42'],
+    ['/orders/./42', '/orders/42'],
+    ['/orders/x/../42', '/orders/42'],
+    ['/orders/x/%2e%2E/42', '/orders/42'],
+    ['/orders\\42', '/orders/42'],
+    ['/a%2fb', '/a%2Fb'],
+    ['/a%2Fb', '/a%2Fb'],
+    ['/a%3Fb', '/a%3Fb'],
+    ['/a%25b', '/a%25b'],
+    ['/caf%C3%A9', '/caf%C3%A9'],
+    ['/café', '/caf%C3%A9'],
+    ['/caf%c3%a9', '/caf%C3%A9'],
+    ['/bad%FF', '/bad%FF'],
+    ['/a%20b', '/a%20b'],
+    ['/a b', '/a%20b'],
+    ['/a%5Bb', '/a[b'],
+    ['/', '/'],
+    ['', '/'],
+    ['/..', '/'],
+  ])('%s → %s', (input, expected) => {
+    expect(normalizeResource(input)).toBe(expected);
+  });
+
+  it('folds case only when asked', () => {
+    expect(normalizeResource('/Orders/42')).toBe('/Orders/42');
+    expect(normalizeResource('/Orders/42', { caseInsensitive: true })).toBe('/orders/42');
+  });
+});
+
+describe('FenceBook.enter with tokens', () => {
+  it('admits equal tokens together, queues others FIFO, and admits a queued run of one token together', async () => {
+    const book = new FenceBook();
+    const order: string[] = [];
+    const a = await book.enter('/r', 5n);
+    const b = await book.enter('/r', 5n); // same token: in at once
+    expect(book.inFlight('/r')).toBe(2);
+    const c = book.enter('/r', 6n).then((l) => (order.push('6'), l));
+    const d = book.enter('/r', 5n).then((l) => (order.push('5 late'), l)); // behind 6: waits
+    const e = book.enter('/r').then((l) => (order.push('exclusive'), l));
+    await sleep(5);
+    expect(order).toEqual([]);
+    a();
+    await sleep(5);
+    expect(order).toEqual([]);
+    b();
+    (await c)();
+    (await d)();
+    (await e)();
+    expect(order).toEqual(['6', '5 late', 'exclusive']);
+    expect(book.inFlight('/r')).toBe(0);
   });
 });
