@@ -1,31 +1,34 @@
 /**
  * The SQL guard: make PostgreSQL refuse writes from a holder whose fencing token is stale.
  *
- * Once, as a migration: give the table a `fence bigint` column. Then every write of a lock holder
- * goes through the guard with the holder's token: `UPDATE ... SET ..., fence = $token WHERE id = $id
- * AND fence <= $token`. A holder that was paused, partitioned or replaced carries a smaller token
- * than the row has seen, so its write affects no row and is reported `stale`.
+ * Once, as a migration: create fencepost's fence table (one row per lock). Then every write of a
+ * lock holder goes through the guard with the holder's token, as one statement that first raises
+ * the lock's row in the fence table to the token (only if it is not above it) and touches the data
+ * only if that succeeded. A holder that was paused, partitioned or replaced carries a smaller token
+ * than the lock has seen, so its write — an update, an insert of a new day, bringing back a deleted
+ * one — changes nothing and is reported `stale`. (A fence column per row is the weaker mode: see
+ * docs/agent.md, "Guards".)
  *
  * In your application import from 'fencepost'; this file imports from the source tree so that
  * test/integration/examples runs it as it is.
  */
-import { fenceMigrationSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../src/index.ts';
+import { fenceTableSql, postgresGuard, type PostgresGuard, type PostgresQueryable } from '../src/index.ts';
 
-/** LEDGER is the protected table: one row per day, written only by the current lock holder. */
+/** LEDGER is the protected table: one row per day, written only by the holder of lock `billing`. */
 export const LEDGER = {
   table: 'daily_totals',
   idColumn: 'day',
-  fenceColumn: 'fence',
   setColumns: ['total', 'written_by'],
+  lock: 'billing',
 } as const;
 
-/** migrate creates the table (if needed) and adds the fence column (idempotent). */
+/** migrate creates the table and fencepost's fence table (both idempotent). */
 export async function migrate(db: PostgresQueryable): Promise<void> {
   await db.query(
     'CREATE TABLE IF NOT EXISTS daily_totals (day text PRIMARY KEY, total bigint NOT NULL, written_by text NOT NULL)',
     [],
   );
-  await db.query(fenceMigrationSql({ table: LEDGER.table, fenceColumn: LEDGER.fenceColumn }), []);
+  await db.query(fenceTableSql(), []);
 }
 
 /** ledger returns the guard for daily_totals: every write carries the holder's token. */
