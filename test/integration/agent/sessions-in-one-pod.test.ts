@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquire, NotAcquiredError } from '../../../src/index.ts';
+import { acquire, NotAcquiredError, SessionInUseError } from '../../../src/index.ts';
 import { EXIT_NOT_ACQUIRED } from '../../../src/cli/exec.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
@@ -139,7 +139,7 @@ describe('several sessions of one lock in one pod', () => {
     const refusedAfterMs = performance.now() - started;
     // The first session's request is still there: the pod is next in line when the holder releases.
     expect(await requestOf(), 'the first session’s request annotation').toBeDefined();
-    await expect(second).rejects.toMatchObject({ name: 'SessionInUseError' });
+    await expect(second).rejects.toBeInstanceOf(SessionInUseError);
     expect(refusedAfterMs).toBeLessThan(1500); // refused, not timed out
     await held.release();
     const lock = await firstSession;
