@@ -4,6 +4,15 @@
  * This entry loads @kubernetes/client-node; a service that only guards a resource imports
  * `fencepost/guards` (src/guards/index.ts), which does not.
  */
-export { acquire, AlreadyDoneError, NotAcquiredError, type AcquireOptions, type HeldLock } from './client/acquire.ts';
+export {
+  acquire,
+  AlreadyDoneError,
+  NotAcquiredError,
+  RequestTimeoutError,
+  SessionInUseError,
+  type AcquireOptions,
+  type HeldLock,
+  type RequestBounds,
+} from './client/acquire.ts';
 export type { LockEvent, LockSnapshot, LockState } from './agent/session.ts';
 export * from './guards/index.ts';

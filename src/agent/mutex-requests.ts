@@ -11,7 +11,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
-import { mergePatch } from '../kube/patch.ts';
+import { mergePatchWith } from '../kube/request-options.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import { podKeys } from '../protocol/names.ts';
 import type { Clock } from '../runtime/clock.ts';
@@ -43,6 +43,14 @@ export function hasCompletedRun(lock: DistributedLock, runId: string): boolean {
   return (lock.status?.completedRuns ?? []).some((r) => r.runId === runId);
 }
 
+/**
+ * RequestBound bounds one request: `signal` aborts it on the wire, and the call then rejects
+ * promptly. Without it, a request waits as long as the HTTP client does.
+ */
+export interface RequestBound {
+  readonly signal?: AbortSignal | undefined;
+}
+
 /** MutexRequestsOptions are what the annotation writes need; a LockSessionOptions is one. */
 export interface MutexRequestsOptions {
   readonly kc: KubeConfig;
@@ -71,14 +79,14 @@ export class MutexRequests {
     await this.#patchOwnPod(requestAnnotations(this.#o.lock, this.#o.clock.now(), runId));
   }
 
-  /** withdraw removes the request (Mutex mode), so that the pod is not granted again. */
-  async withdraw(): Promise<void> {
-    await this.#patchOwnPod(withdrawAnnotations(this.#o.lock));
+  /** withdraw removes the request (Mutex mode), so that the pod is not granted again; `bound` aborts it. */
+  async withdraw(bound?: RequestBound): Promise<void> {
+    await this.#patchOwnPod(withdrawAnnotations(this.#o.lock), bound?.signal);
   }
 
-  /** complete reports a run id done (the controller records it in status.completedRuns). */
-  async complete(runId: string): Promise<void> {
-    await this.#patchOwnPod(completeAnnotations(this.#o.lock, runId, this.#o.clock.now()));
+  /** complete reports a run id done (the controller records it in status.completedRuns); `bound` aborts it. */
+  async complete(runId: string, bound?: RequestBound): Promise<void> {
+    await this.#patchOwnPod(completeAnnotations(this.#o.lock, runId, this.#o.clock.now()), bound?.signal);
   }
 
   /**
@@ -103,7 +111,7 @@ export class MutexRequests {
     return hasCompletedRun(obj, runId);
   }
 
-  async #patchOwnPod(annotations: AnnotationPatch): Promise<void> {
+  async #patchOwnPod(annotations: AnnotationPatch, signal?: AbortSignal): Promise<void> {
     const core = this.#o.kc.makeApiClient(CoreV1Api);
     // The uid makes it a precondition: a new pod of the same name is never changed by an old incarnation.
     await core.patchNamespacedPod(
@@ -112,7 +120,7 @@ export class MutexRequests {
         name: this.#o.self.name,
         body: { metadata: { uid: this.#o.self.uid, annotations } },
       },
-      mergePatch,
+      mergePatchWith(signal),
     );
   }
 }

@@ -23,7 +23,7 @@ import type { TermTimings } from '../protocol/timings.ts';
 import type { Timer, TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
-import { MutexRequests } from './mutex-requests.ts';
+import { MutexRequests, type RequestBound } from './mutex-requests.ts';
 import {
   heldTerm,
   initialState,
@@ -38,6 +38,7 @@ import {
 } from './session-machine.ts';
 
 export type { LockState } from './session-machine.ts';
+export type { RequestBound } from './mutex-requests.ts';
 
 /** LockSnapshot is what the agent's HTTP API returns for a lock. Tokens are decimal strings. */
 export interface LockSnapshot {
@@ -152,14 +153,20 @@ export class LockSession {
     return this.#mutex.request(runId);
   }
 
-  /** withdraw removes the request (Mutex mode), so that the pod is not granted again. */
-  withdraw(): Promise<void> {
-    return this.#mutex.withdraw();
+  /**
+   * withdraw removes the request (Mutex mode), so that the pod is not granted again. `bound.signal`
+   * aborts the request on the wire (the call then rejects).
+   */
+  withdraw(bound?: RequestBound): Promise<void> {
+    return this.#mutex.withdraw(bound);
   }
 
-  /** complete reports a run id done (the controller records it in status.completedRuns). */
-  complete(runId: string): Promise<void> {
-    return this.#mutex.complete(runId);
+  /**
+   * complete reports a run id done (the controller records it in status.completedRuns).
+   * `bound.signal` aborts the request on the wire (the call then rejects).
+   */
+  complete(runId: string, bound?: RequestBound): Promise<void> {
+    return this.#mutex.complete(runId, bound);
   }
 
   /**
@@ -186,9 +193,12 @@ export class LockSession {
    * release gives the lock up: the session stops trusting the term first (so the application
    * stops writing), then compare-and-swaps the holder away if the Lease still names this pod and
    * token. Idempotent; a lock not held is a no-op.
+   *
+   * `bound.signal` aborts the Lease requests on the wire (the call then rejects): the term has
+   * ended here all the same, and a Lease not released expires on the server after its duration.
    */
-  async release(): Promise<void> {
-    await this.#stepAndWait({ type: 'ReleaseRequested' });
+  async release(bound?: RequestBound): Promise<void> {
+    await this.#stepAndWait({ type: 'ReleaseRequested' }, bound?.signal);
   }
 
   /** stop ends watching and renewing without releasing (the lease then expires on the server). */
@@ -277,7 +287,7 @@ export class LockSession {
         this.#abort.abort(new Error('session stopped'));
         return undefined;
       case 'Release':
-        return this.#releaseLease(a.token, 'Released Lease');
+        return this.#releaseLease(a.token, 'Released Lease', signal);
       case 'GiveBack':
         this.#giveBack(a.token, a.budgetMs);
         return undefined;

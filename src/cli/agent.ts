@@ -4,6 +4,10 @@
  * --metrics-bind-address, state files, a `LockLost` Event on its pod at every step-down, and on
  * SIGTERM a release of everything held (so the next candidate is granted at once) before exiting.
  *
+ * Each lock is claimed for the pod first (agent/session-claim.ts): a pod runs one session per lock,
+ * so an agent whose lock another session of the pod (`fencepost exec`, `acquire()`) holds exits
+ * with an error naming it, before it watches or writes anything.
+ *
  * Run it as a native sidecar (an init container with `restartPolicy: Always`, docs/agent.md): its
  * startupProbe on /readyz holds the application back until the Lease watches have synced, and the
  * kubelet stops it only after the application has exited.
@@ -13,6 +17,7 @@ import { stateFiles } from '../agent/state-file.ts';
 import { EventReason } from '../api/v1alpha1/conditions.ts';
 import { serveAgentApi } from '../agent/http-api.ts';
 import { LockSession } from '../agent/session.ts';
+import { claimSession, type SessionClaim } from '../agent/session-claim.ts';
 import { parseAgentConfig } from '../config/agent.ts';
 import { eventRecorder } from '../kube/events.ts';
 import { parseBindAddress, serveProbes } from '../observability/http.ts';
@@ -52,6 +57,22 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     clock: realClock,
   });
   const self = { apiVersion: 'v1', kind: 'Pod', namespace: cfg.podNamespace, name: cfg.podName, uid: cfg.podUid };
+  const claims: SessionClaim[] = [];
+  const releaseClaims = (): Promise<unknown> => Promise.all(claims.map((c) => c.release()));
+  try {
+    for (const lock of cfg.locks)
+      claims.push(
+        await claimSession({
+          namespace: cfg.podNamespace,
+          lock,
+          self: { name: cfg.podName, uid: cfg.podUid },
+          program: 'fencepost agent',
+        }),
+      );
+  } catch (err) {
+    await releaseClaims();
+    throw err;
+  }
   const sessions = new Map<string, LockSession>();
   for (const lock of cfg.locks) {
     const s = new LockSession({
@@ -91,6 +112,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
       return server;
     } catch (err) {
       await Promise.all(started.map((x) => x.stop()));
+      await releaseClaims();
       throw err;
     }
   };
@@ -123,6 +145,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     // a watch that never synced (2 minutes): exit, and the kubelet restarts the sidecar
     await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
     await Promise.all(started.map((x) => x.stop()));
+    await releaseClaims();
     throw err;
   }
   synced = true;
@@ -139,6 +162,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
           if (r.status === 'rejected') log.error({ err: r.reason as unknown }, 'Failed to release lock');
         await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
         for (const l of cfg.locks) files?.remove(l);
+        await releaseClaims();
         await Promise.all(started.map((x) => x.stop()));
         resolve(0);
       })();

@@ -6,8 +6,9 @@
  * the whole group: if the lock is lost, SIGTERM and, after the grace, SIGKILL reach the shell of
  * `sh -c` and the processes under it, including those still alive after CMD itself exited. The
  * grace is cut to end before the server could grant the lock again (lease duration − renew
- * deadline), and the requests exec makes after a loss (release, complete) are abandoned at the
- * end of that window: exec then exits instead of waiting on an API server it cannot reach.
+ * deadline), and the requests exec makes after a loss (release, complete) are aborted at the
+ * end of that window (HeldLock's request bounds): exec then exits instead of waiting on an API
+ * server it cannot reach.
  * SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to exec are forwarded to the group. Processes CMD
  * leaves behind when it exits normally are stopped the same way before the lock is released.
  *
@@ -56,6 +57,7 @@ export async function runExec(argv: readonly string[]): Promise<number> {
       ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}),
       ...(waitMs !== undefined ? { waitMs } : {}),
       ...(values['run-id'] !== undefined ? { runId: values['run-id'] } : {}),
+      program: 'fencepost exec',
       log,
     });
   } catch (err) {
@@ -77,7 +79,8 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   // The loss, from the session's events rather than lock.signal: release() aborts the signal
   // itself, and a loss during release (cut off while withdrawing) must still bound it.
   let lostAt: number | undefined;
-  const windowEnd = Promise.withResolvers<'abandoned'>();
+  // Aborted at the end of the post-loss window: every request still out is then cancelled.
+  const windowEnd = new AbortController();
   let running = true;
   let lostWhileRunning = false;
   let killAt = 0;
@@ -93,7 +96,7 @@ export async function runExec(argv: readonly string[]): Promise<number> {
     // Requests made after this are bounded by the window: once it has passed, a successor may
     // hold the lock and nothing exec still has to say matters to anyone.
     setTimeout(() => {
-      windowEnd.resolve('abandoned');
+      windowEnd.abort(new Error(`abandoned ${windowMs} ms after losing the lock`));
     }, windowMs).unref();
     if (!running) return;
     lostWhileRunning = true;
@@ -143,27 +146,28 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   for (const off of forwarded) off();
 
   const code = lostWhileRunning ? EXIT_LOST : status;
-  const afterLoss = async (request: Promise<void>): Promise<'done' | 'abandoned'> => {
-    request.catch(() => undefined); // an abandoned request may still fail; nobody waits for it
-    return await Promise.race([request.then(() => 'done' as const), windowEnd.promise]);
-  };
-  let outcome: 'done' | 'abandoned' = 'done';
-  if (status === 0 && !lostWhileRunning && values['run-id'] !== undefined) outcome = await afterLoss(lock.complete());
-  if (outcome === 'done') {
-    try {
-      outcome = await afterLoss(lock.release());
-    } catch (err) {
-      if (lostAt === undefined) throw err;
-      log.error({ err }, 'Failed to release lock after losing it');
-    }
+  // Before a loss these requests wait as long as the HTTP client does (a failure is exec's own);
+  // after one, each is bounded by the window and aborted on the wire at its end.
+  const bound = { signal: windowEnd.signal };
+  const abandoned = (): boolean => windowEnd.signal.aborted;
+  let failure: { err: unknown } | undefined;
+  try {
+    if (status === 0 && !lostWhileRunning && values['run-id'] !== undefined) await lock.complete(bound);
+  } catch (err) {
+    if (lostAt === undefined) failure = { err };
+    else if (!abandoned()) log.error({ err }, 'Failed to report the run completed after losing the lock');
+  }
+  // Released even when the report failed: the session stops renewing and the pod's claim is free.
+  // After an abandoned report the bound has ended already, and the release only stops the session.
+  try {
+    await lock.release(bound);
+  } catch (err) {
+    if (lostAt === undefined) failure ??= { err };
+    else if (!abandoned()) log.error({ err }, 'Failed to release lock after losing it');
   }
   offEvents();
-  if (outcome === 'abandoned') {
-    log.error({ windowMs }, 'Abandoned requests to the API server after losing the lock');
-    // Their sockets would keep the event loop, and so exec, alive until the HTTP client's own
-    // timeout; what is left to do (withdraw, stop watching) has no bearing on safety.
-    process.exit(code);
-  }
+  if (abandoned()) log.error({ windowMs }, 'Abandoned requests to the API server after losing the lock');
+  if (failure !== undefined) throw failure.err;
   return code;
 }
 

@@ -8,9 +8,19 @@
  * The pod identity comes from the downward API (POD_NAME, POD_NAMESPACE, POD_UID) unless given.
  * The controller decides who is granted (Election mode: the oldest Ready candidate); acquire
  * waits until this pod is, and its own first renew confirmed it.
+ *
+ * A pod is one candidate: one session per lock per pod at a time. acquire first claims the lock
+ * for its pod (agent/session-claim.ts) and throws SessionInUseError at once if another session in
+ * the pod — another acquire(), a `fencepost exec`, the `fencepost agent` sidecar — holds it.
+ *
+ * release() and complete() take an optional bound (a signal, a timeout) that reaches every request
+ * they make, so that a caller cut off from the API server can give up on them and have them
+ * aborted on the wire (`fencepost exec` bounds them by what is left of the lease after a loss).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { requestRun } from '../agent/run-once.ts';
+import { claimSession, SessionClaimedError, type ClaimHolder } from '../agent/session-claim.ts';
+import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
 import { LockSession, type LockEvent } from '../agent/session.ts';
 import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
@@ -35,17 +45,39 @@ export interface AcquireOptions {
    * throws AlreadyDoneError instead of granting (agent/run-once.ts, shared with the agent's API).
    */
   readonly runId?: string;
+  /**
+   * program names what runs this session, for the error a second session of the pod gets
+   * (SessionInUseError); default `acquire()`.
+   */
+  readonly program?: string;
   readonly log?: Logger;
   readonly clock?: TimerClock;
 }
 
 export { AlreadyDoneError } from '../agent/run-once.ts';
+export { RequestTimeoutError, type RequestBounds } from './bounds.ts';
 
 /** NotAcquiredError: the lock was not granted to this pod within waitMs (or the wait was aborted). */
 export class NotAcquiredError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'NotAcquiredError';
+  }
+}
+
+/**
+ * SessionInUseError: another session in this pod holds the lock (the pod is granted the lock, not
+ * the session, so a second session would share its term and token). Thrown at once, before
+ * anything is requested or withdrawn. A NotAcquiredError, so `fencepost exec` exits 3.
+ */
+export class SessionInUseError extends NotAcquiredError {
+  /** holder is what the other session said about itself (undefined if it did not answer, e.g. paused). */
+  readonly holder: ClaimHolder | undefined;
+  constructor(lock: string, cause: SessionClaimedError) {
+    super(`acquire(${lock}): ${cause.message}`);
+    this.name = 'SessionInUseError';
+    this.holder = cause.holder;
+    this.cause = cause;
   }
 }
 
@@ -62,10 +94,21 @@ export interface HeldLock extends AsyncDisposable {
   isHeld(): boolean;
   /** onEvent subscribes to renewed/lost/released events of this session. */
   onEvent(listener: (e: LockEvent) => void): () => void;
-  /** complete reports this acquire's run id completed (requires options.runId); call before release. */
-  complete(): Promise<void>;
-  /** release withdraws the request, gives the lock up (compare-and-swap) and stops the session. Idempotent. */
-  release(): Promise<void>;
+  /**
+   * complete reports this acquire's run id completed (requires options.runId); call before
+   * release. `bounds` abort the request (see RequestBounds).
+   */
+  complete(bounds?: RequestBounds): Promise<void>;
+  /**
+   * release withdraws the request, gives the lock up (compare-and-swap) and stops the session.
+   * Idempotent: the first call's bounds apply to the requests; a later call waits for the same
+   * release, and stops waiting (rejects) if its own bounds end first.
+   *
+   * `bounds` abort the withdrawal and the Lease requests (see RequestBounds). Whatever happens to
+   * them, the session stops trusting the term first (signal aborts) and is stopped at the end, so
+   * nothing renews the Lease any more: a Lease not released expires on the server after its duration.
+   */
+  release(bounds?: RequestBounds): Promise<void>;
 }
 
 function env(name: string): string {
@@ -83,9 +126,22 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   const namespace = opts.namespace ?? env('POD_NAMESPACE');
   const self = opts.pod ?? { name: env('POD_NAME'), uid: env('POD_UID') };
   const clock = opts.clock ?? realClock;
+  // One session per lock per pod: claimed before anything is requested, so a refused session
+  // writes nothing (its withdrawal would erase the other session's Mutex request).
+  const claim = await claimSession({ namespace, lock, self, program: opts.program ?? 'acquire()' }).catch(
+    (err: unknown) => {
+      throw err instanceof SessionClaimedError ? new SessionInUseError(lock, err) : err;
+    },
+  );
   const session = new LockSession({ kc, namespace, lock, self, clock, log: opts.log ?? silentLogger });
   const lost = new AbortController();
-  await session.start();
+  try {
+    await session.start();
+  } catch (err) {
+    await session.stop();
+    await claim.release();
+    throw err;
+  }
   try {
     await requestRun(
       session,
@@ -119,12 +175,14 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   } catch (err) {
     await session.withdraw().catch(() => undefined);
     await session.stop();
+    await claim.release();
     throw err;
   }
   const token = session.heldToken();
   const timings = session.termTimings();
   if (token === undefined || timings === undefined) {
     await session.stop();
+    await claim.release();
     throw new NotAcquiredError(`acquire(${lock}): lost before it could be used`);
   }
   session.onEvent((e) => {
@@ -132,13 +190,19 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
       lost.abort(new Error(`lock ${lock} ${e.type}: ${e.reason ?? ''}`));
   });
   let released: Promise<void> | undefined;
-  const release = (): Promise<void> => {
-    released ??= (async () => {
+  const release = (bounds?: RequestBounds): Promise<void> => {
+    if (released !== undefined) return waitBounded(released, bounds, clock, `release(${lock})`);
+    released = bounded(bounds, clock, `release(${lock})`, async (signal) => {
       lost.abort(new Error(`lock ${lock} released`));
-      await session.withdraw(); // first, so that a Mutex lock is not granted back to us
-      await session.release();
-      await session.stop();
-    })();
+      try {
+        await session.withdraw({ signal }); // first, so that a Mutex lock is not granted back to us
+        await session.release({ signal });
+      } finally {
+        // Whatever the requests did: nothing renews the Lease any more, and the pod's claim is free.
+        await session.stop();
+        await claim.release();
+      }
+    });
     return released;
   };
   return {
@@ -148,11 +212,12 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
     signal: lost.signal,
     isHeld: () => session.heldToken() === token,
     onEvent: (l) => session.onEvent(l),
-    complete: async () => {
-      if (opts.runId === undefined) throw new Error(`lock ${lock}: complete() needs options.runId`);
-      await session.complete(opts.runId);
+    complete: async (bounds?: RequestBounds) => {
+      const runId = opts.runId;
+      if (runId === undefined) throw new Error(`lock ${lock}: complete() needs options.runId`);
+      await bounded(bounds, clock, `complete(${lock})`, (signal) => session.complete(runId, { signal }));
     },
     release,
-    [Symbol.asyncDispose]: release,
+    [Symbol.asyncDispose]: () => release(),
   };
 }
