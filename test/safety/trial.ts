@@ -554,13 +554,21 @@ async function leaseDelete(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   h.w.apiProxy.blackhole();
   const startAt = performance.now();
   if (ctx.spec.calibrate === 'lost-marker') {
-    await deleteLease();
-    await t.leases
-      .createNamespacedLease({
-        namespace: t.namespace,
-        body: { metadata: { name: leaseName(ctx.spec.id), labels: { [LOCK_LABEL]: ctx.spec.id } }, spec: {} },
-      })
-      .catch(() => undefined);
+    // Delete the Lease and put a plain one in its place; when the controller's (marked Lost) wins
+    // the race, delete that one too and try again, so that the calibration always removes the marker.
+    for (let i = 0; i < 20; i++) {
+      await deleteLease();
+      const made = await t.leases
+        .createNamespacedLease({
+          namespace: t.namespace,
+          body: { metadata: { name: leaseName(ctx.spec.id), labels: { [LOCK_LABEL]: ctx.spec.id } }, spec: {} },
+        })
+        .then(
+          () => true,
+          () => false,
+        );
+      if (made) break;
+    }
   } else if (variant === 'delete-lease') {
     await deleteLease();
   } else if (variant === 'delete-lease-twice') {

@@ -17,13 +17,14 @@ const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 describe("the agent's probe and metrics listeners", () => {
   let t: TestKube;
   let dir = '';
-  let uid = '';
   const procs: ManagedProcess[] = [];
-  const agent = (name: string, flags: readonly string[]): ManagedProcess => {
+  /** agent runs an agent process as a pod of its own: one session per lock per pod (docs/agent.md). */
+  const agent = async (name: string, flags: readonly string[]): Promise<ManagedProcess> => {
+    const podUid = (await createPod(t, name, { app: 'probed' })).metadata?.uid ?? '';
     const p = spawnManaged(name, process.execPath, {
       args: [main, 'agent', '--lock', 'probed', '--kubeconfig', sharedKubeconfigPath(), ...flags],
       logFile: join(dir, `${name}.log`),
-      env: { ...process.env, POD_NAME: 'probed-0', POD_NAMESPACE: t.namespace, POD_UID: uid },
+      env: { ...process.env, POD_NAME: name, POD_NAMESPACE: t.namespace, POD_UID: podUid },
     });
     procs.push(p);
     return p;
@@ -31,7 +32,6 @@ describe("the agent's probe and metrics listeners", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-probes-'));
     t = testKube(sharedKubeConfig(), await freshNamespace(sharedKubeConfig(), 'probes-'));
-    uid = (await createPod(t, 'probed-0', { app: 'probed' })).metadata?.uid ?? '';
   });
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop()));
@@ -40,7 +40,7 @@ describe("the agent's probe and metrics listeners", () => {
 
   it('serves the probes and the metrics on their own ports, with process_* and nodejs_* unprefixed', async () => {
     const [api, probes, metrics] = [await freePort(), await freePort(), await freePort()];
-    agent('agent-ports', [
+    await agent('agent-ports', [
       `--listen=127.0.0.1:${api}`,
       `--health-probe-bind-address=:${probes}`,
       `--metrics-bind-address=:${metrics}`,
@@ -75,7 +75,7 @@ describe("the agent's probe and metrics listeners", () => {
 
   it('turns a listener off with 0', async () => {
     const api = await freePort();
-    const p = agent('agent-off', [
+    const p = await agent('agent-off', [
       `--listen=127.0.0.1:${api}`,
       '--health-probe-bind-address=0',
       '--metrics-bind-address=0',
@@ -98,7 +98,7 @@ describe("the agent's probe and metrics listeners", () => {
       });
     });
     try {
-      const p = agent('agent-clash', [
+      const p = await agent('agent-clash', [
         `--listen=127.0.0.1:${await freePort()}`,
         '--health-probe-bind-address=0',
         `--metrics-bind-address=127.0.0.1:${port}`,
@@ -111,7 +111,7 @@ describe("the agent's probe and metrics listeners", () => {
   });
 
   it('refuses an address that is not host:port with exit 2, naming the flag', async () => {
-    const p = agent('agent-bad', ['--health-probe-bind-address=8081']);
+    const p = await agent('agent-bad', ['--health-probe-bind-address=8081']);
     expect(await p.exited).toBe(2);
     expect(readFileSync(p.logFile, 'utf8')).toMatch(/--health-probe-bind-address: expected host:port/);
   });

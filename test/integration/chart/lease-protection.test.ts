@@ -169,7 +169,19 @@ describe('the chart keeps fencepost Leases from co-tenants (lease-protection pol
       leases(admin).readNamespacedLease({ namespace: t.namespace, name: leaseName('db') });
     const edit = async (f: (l: V1Lease) => V1Lease): Promise<V1Lease> => f(await read());
 
-    // The policy takes a moment to reach the API server's admission chain: wait for the first denial.
+    // The policy takes a moment to reach the API server's admission chain: wait until a harmless
+    // probe (an impostor Lease, removed again if it got through) is denied.
+    await eventually(async () => {
+      const r = await outcome(() =>
+        leases(cotenant).createNamespacedLease({
+          namespace: t.namespace,
+          body: { metadata: { name: leaseName('probe') }, spec: {} },
+        }),
+      );
+      if (r.code === 200)
+        await leases(admin).deleteNamespacedLease({ namespace: t.namespace, name: leaseName('probe') });
+      expect(r.code).toBe(403);
+    }, 20_000);
     const lowered = await eventually(async () => {
       const r = await outcome(async () =>
         leases(cotenant).replaceNamespacedLease({
