@@ -13,12 +13,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
 import {
   AdmissionregistrationV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  KubeConfig,
   RbacAuthorizationV1Api,
   loadAllYaml,
   type CoreV1Event,
@@ -34,7 +34,7 @@ import { redisGuard } from '../../src/guards/redis-guard.ts';
 import { mergePatch } from '../../src/kube/patch.ts';
 import { microTime, releasedLease, renewedLease } from '../../src/lease/record.ts';
 import { eventually, sharedRedisUrl } from '../support/env.ts';
-import { createLock, getLease, lockBody, setPodStatus } from '../support/fixtures.ts';
+import { createLock, getLease, lockBody, serviceAccountKubeConfig, setPodStatus } from '../support/fixtures.ts';
 import { useLockController } from '../support/lock-controller.ts';
 import { podKeys, leaseName } from '../../src/protocol/names.ts';
 
@@ -74,31 +74,8 @@ describe('bad input is refused, naming the field or the reason, and changes noth
   const bindingNames: string[] = [];
   const tally = { tried: 0, rejected: 0, controls: 0, allowed: 0 };
 
-  const tokenConfig = async (bound: { name: string; uid: string } | undefined): Promise<KubeConfig> => {
-    const tr = await fx.t.core.createNamespacedServiceAccountToken({
-      name: AGENT_SA,
-      namespace: ns,
-      body: {
-        spec: {
-          audiences: [],
-          expirationSeconds: 3600,
-          ...(bound !== undefined
-            ? { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: bound.name, uid: bound.uid } }
-            : {}),
-        },
-      },
-    });
-    const kc = new KubeConfig();
-    const cluster = admin.getCurrentCluster();
-    if (cluster === null || tr.status?.token === undefined) throw new Error('no cluster or token');
-    kc.loadFromOptions({
-      clusters: [cluster],
-      users: [{ name: 'agent', token: tr.status.token }],
-      contexts: [{ name: 'agent', cluster: cluster.name, user: 'agent', namespace: ns }],
-      currentContext: 'agent',
-    });
-    return kc;
-  };
+  const tokenConfig = (bound: { name: string; uid: string } | undefined): Promise<KubeConfig> =>
+    serviceAccountKubeConfig(admin, ns, AGENT_SA, bound);
 
   beforeAll(async () => {
     ns = fx.t.namespace;

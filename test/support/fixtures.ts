@@ -6,7 +6,7 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  type KubeConfig,
+  KubeConfig,
   type V1Lease,
   type V1Pod,
 } from '@kubernetes/client-node';
@@ -195,4 +195,41 @@ export function keepRenewing(t: TestKube, lockName: string, periodMs: number): (
     stopped = true;
     await loop;
   };
+}
+
+/**
+ * serviceAccountKubeConfig: a kubeconfig for the API server of `admin` that authenticates with a
+ * fresh TokenRequest token of ServiceAccount namespace/name — bound to `pod` when given (the API
+ * server then puts the pod's name and uid in the user's extra fields, as for a kubelet-projected
+ * token).
+ */
+export async function serviceAccountKubeConfig(
+  admin: KubeConfig,
+  namespace: string,
+  name: string,
+  pod?: { readonly name: string; readonly uid: string },
+): Promise<KubeConfig> {
+  const tr = await admin.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: {
+      spec: {
+        audiences: [],
+        expirationSeconds: 3600,
+        ...(pod !== undefined
+          ? { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.name, uid: pod.uid } }
+          : {}),
+      },
+    },
+  });
+  const cluster = admin.getCurrentCluster();
+  if (cluster === null || tr.status?.token === undefined) throw new Error('no cluster or token');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name, token: tr.status.token }],
+    contexts: [{ name, cluster: cluster.name, user: name, namespace }],
+    currentContext: name,
+  });
+  return kc;
 }

@@ -9,11 +9,11 @@
 import { execFile } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import type { KubeConfig } from '@kubernetes/client-node';
 import {
   AdmissionregistrationV1Api,
   CoordinationV1Api,
   CustomObjectsApi,
-  KubeConfig,
   RbacAuthorizationV1Api,
   loadAllYaml,
   type V1Lease,
@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName } from '../../../src/protocol/names.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
-import { createLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { createLock, lockBody, serviceAccountKubeConfig, testKube, type TestKube } from '../../support/fixtures.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
 
 const run = promisify(execFile);
@@ -59,21 +59,7 @@ describe('the chart keeps fencepost Leases from co-tenants (lease-protection pol
   /** asServiceAccount: a kubeconfig with a token of ServiceAccount `name` in `namespace`. */
   const asServiceAccount = async (namespace: string, name: string): Promise<KubeConfig> => {
     await t.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
-    const tr = await t.core.createNamespacedServiceAccountToken({
-      name,
-      namespace,
-      body: { spec: { audiences: [], expirationSeconds: 3600 } },
-    });
-    const cluster = admin.getCurrentCluster();
-    if (cluster === null || tr.status?.token === undefined) throw new Error('no cluster or token');
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [cluster],
-      users: [{ name, token: tr.status.token }],
-      contexts: [{ name, cluster: cluster.name, user: name }],
-      currentContext: name,
-    });
-    return kc;
+    return serviceAccountKubeConfig(admin, namespace, name);
   };
 
   /** grant gives ServiceAccount ns/name the usual leader-election Role on Leases (and lock status) in t's namespace. */
