@@ -3,6 +3,12 @@
  * lock is held, `<dir>/<lock>.json` holds the snapshot (written atomically: temp file + rename);
  * on loss or release it is removed. A file's presence is a hint, not a guarantee — pass the token
  * to the fenced resource, which has the last word.
+ *
+ * An agent that is SIGKILLed (or paused) cannot remove its file, so the file says itself until
+ * when it may be trusted: `validUntil`, the wall-clock time at which this agent's term ends unless
+ * it renews (written + expiresInMs; reader and agent share the pod's node, so one clock). Readers
+ * treat the lock as held only while now < validUntil. A restarting agent removes its locks' files
+ * before anything else (`clear`), so a file left by its previous process never outlives it.
  */
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +20,12 @@ export interface StateFiles {
   remove(lock: string): void;
 }
 
+/** StateFile is what `<dir>/<lock>.json` holds: the snapshot, when it was written, and until when it holds. */
+export interface StateFile extends LockSnapshot {
+  readonly writtenAt: string;
+  readonly validUntil: string | undefined;
+}
+
 /** stateFiles creates dir if needed. */
 export function stateFiles(dir: string): StateFiles {
   mkdirSync(dir, { recursive: true });
@@ -21,7 +33,13 @@ export function stateFiles(dir: string): StateFiles {
     write(s) {
       const file = join(dir, `${s.lock}.json`);
       const tmp = `${file}.${process.pid}.tmp`;
-      writeFileSync(tmp, `${JSON.stringify({ ...s, writtenAt: new Date().toISOString() })}\n`);
+      const now = Date.now();
+      const body: StateFile = {
+        ...s,
+        writtenAt: new Date(now).toISOString(),
+        validUntil: s.expiresInMs !== undefined ? new Date(now + s.expiresInMs).toISOString() : undefined,
+      };
+      writeFileSync(tmp, `${JSON.stringify(body)}\n`);
       renameSync(tmp, file);
     },
     remove(lock) {

@@ -48,6 +48,9 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     registers: [registry],
   });
   const files = cfg.stateDir !== undefined ? stateFiles(cfg.stateDir) : undefined;
+  // A file left by a previous process of this agent (killed while it held the lock) says nothing
+  // about this one: remove it before anything else.
+  for (const lock of cfg.locks) files?.remove(lock);
   // A step-down is usually caused by an unreachable API server, so its Event is retried (about
   // two minutes in all) until the API server takes it.
   const events = eventRecorder(kc, 'fencepost-agent', cfg.podName, log, {

@@ -30,6 +30,8 @@ export async function startAgent(o: {
   readonly namespace: string;
   readonly kubeconfig: string;
   readonly logDir: string;
+  /** args: more flags (e.g. --state-dir). */
+  readonly args?: readonly string[];
 }): Promise<AgentProcess> {
   const port = await freePort();
   const metricsPort = await freePort();
@@ -45,6 +47,7 @@ export async function startAgent(o: {
       o.kubeconfig,
       '--health-probe-bind-address=0',
       `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+      ...(o.args ?? []),
     ],
     logFile: join(o.logDir, `${o.pod}.log`),
     env: { ...process.env, POD_NAME: o.pod, POD_NAMESPACE: o.namespace, POD_UID: o.uid },
