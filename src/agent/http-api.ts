@@ -35,6 +35,8 @@ export interface AgentApi {
 export interface AgentApiRoutes {
   /** ready: the sessions have synced (the same check as the kubelet's /readyz). */
   readonly ready: () => boolean;
+  /** log receives handler failures (a pino Logger fits). */
+  readonly log?: { error(obj: object, msg: string): void };
 }
 
 const OPENAPI_TEXT = `${JSON.stringify(openapi)}\n`;
@@ -100,8 +102,26 @@ export async function serveAgentApi(
   }
   const streams = new Set<() => void>();
 
+  // Every container of the pod can reach this server: no request may take the agent down. A
+  // target that is not a path, or a name with malformed percent-encoding, is a 400; anything the
+  // handler throws is a 500, logged, and the server goes on.
   const server: Server = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://agent');
+    try {
+      handle(req, res);
+    } catch (err) {
+      routes.log?.error({ err, method: req.method, url: req.url?.slice(0, 200) }, 'HTTP handler failed');
+      if (!res.headersSent) sendProblem(res, problem('internal-error', 'the request failed; see the agent log'));
+      else res.destroy();
+    }
+  });
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://agent');
+    } catch {
+      sendProblem(res, problem('invalid-request', 'the request target is not a path'));
+      return;
+    }
     const path = url.pathname;
     const method = req.method ?? '';
     const only = (allowed: string): boolean => {
@@ -133,7 +153,13 @@ export async function serveAgentApi(
     }
     const action = m[2] ?? '';
     if (!only(ALLOWED[action] ?? 'GET')) return;
-    const name = decodeURIComponent(m[1] ?? '');
+    let name: string;
+    try {
+      name = decodeURIComponent(m[1] ?? '');
+    } catch {
+      sendProblem(res, problem('invalid-request', 'the lock name in the path is not valid percent-encoding'));
+      return;
+    }
     const session = sessions.get(name);
     const journal = journals.get(name);
     if (session === undefined || journal === undefined) {
@@ -278,7 +304,7 @@ export async function serveAgentApi(
             },
           );
     }
-  });
+  };
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);

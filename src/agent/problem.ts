@@ -21,6 +21,10 @@ export const PROBLEMS = {
   /** A complete call whose token is not the term this pod holds now (lost, released, or never held). */
   'not-held': { status: 409, title: 'Lock not held with this token' },
   'invalid-parameter': { status: 400, title: 'Invalid query parameter' },
+  /** The request target is not a path this server can read (malformed percent-encoding, not a URL). */
+  'invalid-request': { status: 400, title: 'Malformed request' },
+  /** The handler failed unexpectedly; the agent keeps serving (the error is logged). */
+  'internal-error': { status: 500, title: 'Internal error' },
   'unknown-lock': { status: 404, title: 'Lock not managed by this agent' },
   'no-route': { status: 404, title: 'No such endpoint' },
   'method-not-allowed': { status: 405, title: 'Method not allowed' },

@@ -132,7 +132,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const metrics = await listen(
     named('--metrics-bind-address', serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry })),
   );
-  const api = await listen(named('--listen', serveAgentApi(host, port, sessions, { ready })));
+  const api = await listen(named('--listen', serveAgentApi(host, port, sessions, { ready, log })));
   log.info(
     {
       listen: api.address,
