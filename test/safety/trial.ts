@@ -592,8 +592,17 @@ async function leaseDelete(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const l = await lost;
   await ctx.progress(h.token, 30_000);
   h.w.apiProxy.heal();
+  // Early: when the successor reported its grant, the cut-off holder still believed — its last
+  // report before that moment (from the recorded history, whatever the subscription above saw) was
+  // a grant or a renewal of the old term, not a loss or a release.
   const grant = ctx.events.find((e) => e.kind === 'granted' && e.token > h.token && e.at >= startAt);
-  const early = grant !== undefined && (l === undefined || grant.at < l.e.at) ? 1 : 0;
+  const holderBefore = (at: number): ClientEvent | undefined =>
+    ctx.events
+      .filter((e) => e.holder === h.id && e.at <= at && ['granted', 'renewed', 'lost', 'released'].includes(e.kind))
+      .sort((x, y) => x.at - y.at)
+      .at(-1);
+  const last = grant !== undefined ? holderBefore(grant.at) : undefined;
+  const early = last !== undefined && (last.kind === 'granted' || last.kind === 'renewed') ? 1 : 0;
   return {
     variant,
     faultMs: performance.now() - startAt,
