@@ -33,6 +33,19 @@ export function parseToken(text: unknown, what = 'fencing token'): bigint {
   return v;
 }
 
+/**
+ * tokenOrUndefined is {@link parseToken} for a value that may be absent or malformed (a status
+ * field, an annotation anyone could have written): the token, or undefined instead of an error.
+ */
+export function tokenOrUndefined(text: string | undefined): bigint | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return parseToken(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** describePrimitive names a non-string value in an error message (numbers, bigints, booleans); objects are not printed. */
 function describePrimitive(v: unknown): string {
   return typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' ? ` ${String(v).slice(0, 40)}` : '';

@@ -29,6 +29,7 @@ import { leaseDurationSecondsFor, tokenFloor, type LockRecord, type LostTerm } f
 import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
+import { tokenOrUndefined } from '../../protocol/token.ts';
 import { byAge, byRequest, isCandidate, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
@@ -341,8 +342,7 @@ export function unactionable(obs: Observation, dec: Decision): string | undefine
  * fencingToken), or undefined when status has none or it is not a token.
  */
 function lastIssued(obs: Observation): bigint | undefined {
-  const t = obs.lock.status?.fencingToken;
-  return t !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(t) ? BigInt(t) : undefined;
+  return tokenOrUndefined(obs.lock.status?.fencingToken);
 }
 
 /**
@@ -372,16 +372,13 @@ function lostTerm(obs: Observation): LostTerm | undefined {
 
 /** newestMarked: of the pods marked as the lock's holder, the one with the largest token (then the first by name). */
 function newestMarked(pods: readonly PodSummary[], keys: PodKeys): PodSummary | undefined {
-  const tokenOf = (p: PodSummary): string => {
-    const t = p.annotations[keys.token] ?? '';
-    return /^[0-9]{1,19}$/.test(t) ? t.padStart(19, '0') : '';
-  };
+  const tokenOf = (p: PodSummary): bigint => tokenOrUndefined(p.annotations[keys.token]) ?? -1n;
   return pods
     .filter((p) => p.labels[keys.holder] !== undefined)
-    .sort(
-      (x, y) =>
-        tokenOf(y).localeCompare(tokenOf(x)) || (x.ref.name < y.ref.name ? -1 : x.ref.name > y.ref.name ? 1 : 0),
-    )[0];
+    .sort((x, y) => {
+      const byToken = tokenOf(y) - tokenOf(x);
+      return byToken > 0n ? 1 : byToken < 0n ? -1 : x.ref.name < y.ref.name ? -1 : x.ref.name > y.ref.name ? 1 : 0;
+    })[0];
 }
 
 /** pickNext prefers a candidate other than the departing holder; the holder itself only as a last resort. */

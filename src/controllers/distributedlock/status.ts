@@ -8,6 +8,7 @@ import { ConditionType, Reason, setCondition } from '../../api/v1alpha1/conditio
 import type { CompletedRun, Condition, DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
 import { leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
+import { tokenOrUndefined } from '../../protocol/token.ts';
 import type { Decision, Observation, Waiting } from './decide.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
@@ -22,7 +23,7 @@ const WAITING_REASON: Record<Waiting, string> = {
 
 /** maxToken: the larger of a Lease token and a status token (a decimal string), as a decimal string. */
 function maxToken(lease: bigint | undefined, status: string | undefined): string | undefined {
-  const s = status !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(status) ? BigInt(status) : undefined;
+  const s = tokenOrUndefined(status);
   if (lease === undefined) return s?.toString();
   return (s !== undefined && s > lease ? s : lease).toString();
 }
