@@ -138,3 +138,85 @@ function abortReason(signal: AbortSignal | undefined): Error {
   const reason: unknown = signal?.reason;
   return reason instanceof Error ? reason : new Error('Aborted', { cause: reason });
 }
+
+/**
+ * CONSERVATIVE_TIMER_SLICE_MS bounds how long a {@link conservativeClock} timer waits on the wrapped
+ * clock before it re-reads the conservative time: after a VM resume, when the wrapped monotonic
+ * clock lost the pause, a timer whose time has passed by the wall clock fires within this slice.
+ */
+export const CONSERVATIVE_TIMER_SLICE_MS = 250;
+
+/**
+ * conservativeClock is `clock` with an elapsed-time reading that never runs slower than either of
+ * its clocks: between two readings, `monotonicMs()` advances by the larger of the wrapped clock's
+ * monotonic and wall-clock progress (never backwards). For code that must stop trusting something
+ * after a duration — a holder's term — where too little elapsed time is unsafe and too much only
+ * costs availability.
+ *
+ * Why: on Linux `performance.now()` is CLOCK_MONOTONIC, which does not advance while a VM is paused
+ * or suspended (and libuv timers, on the same clock, fire late by the pause), while the wall clock
+ * is set right after resume by NTP or the hypervisor's clock source. Measured by the monotonic
+ * clock alone, a holder would trust its term for the pause beyond its deadline while the
+ * controller, on another machine, has already expired it and granted the next term.
+ *
+ * Guarantees: readings never decrease; the time between two readings is at least the monotonic
+ * time between them and at least the wall time between them (the sum over readings of the larger
+ * progress, so reading more often can only make it larger). A wall step forward makes time jump
+ * forward (a term ends early: safe); a wall step back is ignored (the monotonic progress wins).
+ * `setTimeout` fires no earlier than `delayMs` of this clock's time, waiting on the wrapped clock
+ * in slices of at most {@link CONSERVATIVE_TIMER_SLICE_MS} and re-reading in between.
+ * `now()` is the wrapped wall clock, unchanged.
+ *
+ * Caveat: the readings are taken only when someone reads or a timer fires; a process whose
+ * monotonic clock stands still while it keeps running (no VM pause does that, the tests' clock shim
+ * does) runs no timers, so it notices the wall clock only when it reads (every API read does).
+ */
+export function conservativeClock(clock: TimerClock): TimerClock {
+  let lastMonotonic = clock.monotonicMs();
+  let lastWall = clock.now().getTime();
+  let elapsed = lastMonotonic;
+  const read = (): number => {
+    const monotonic = clock.monotonicMs();
+    const wall = clock.now().getTime();
+    const progress = Math.max(monotonic - lastMonotonic, wall - lastWall, 0);
+    // A NaN wall reading (an invalid Date) counts as no wall progress.
+    if (Number.isFinite(progress)) elapsed += progress;
+    else elapsed += Math.max(monotonic - lastMonotonic, 0);
+    lastMonotonic = monotonic;
+    if (Number.isFinite(wall)) lastWall = wall;
+    return elapsed;
+  };
+  const self: TimerClock = {
+    now: () => clock.now(),
+    monotonicMs: read,
+    setTimeout(callback: () => void, delayMs: number): Timer {
+      const deadline = read() + clampDelay(delayMs);
+      let inner: Timer | undefined;
+      let unrefd = false;
+      const arm = (): void => {
+        const remaining = deadline - read();
+        if (remaining <= 0) {
+          inner = undefined;
+          callback();
+          return;
+        }
+        inner = clock.setTimeout(arm, Math.min(remaining, CONSERVATIVE_TIMER_SLICE_MS));
+        if (unrefd) inner.unref();
+      };
+      inner = clock.setTimeout(arm, Math.min(clampDelay(delayMs), CONSERVATIVE_TIMER_SLICE_MS));
+      const timer: Timer = {
+        cancel() {
+          inner?.cancel();
+          inner = undefined;
+        },
+        unref() {
+          unrefd = true;
+          inner?.unref();
+          return timer;
+        },
+      };
+      return timer;
+    },
+  };
+  return Object.freeze(self);
+}

@@ -32,6 +32,8 @@ export async function startAgent(o: {
   readonly logDir: string;
   /** args: more flags (e.g. --state-dir). */
   readonly args?: readonly string[];
+  /** env: more environment variables (e.g. an LD_PRELOAD shim). */
+  readonly env?: Readonly<Record<string, string>>;
 }): Promise<AgentProcess> {
   const port = await freePort();
   const metricsPort = await freePort();
@@ -50,7 +52,7 @@ export async function startAgent(o: {
       ...(o.args ?? []),
     ],
     logFile: join(o.logDir, `${o.pod}.log`),
-    env: { ...process.env, POD_NAME: o.pod, POD_NAMESPACE: o.namespace, POD_UID: o.uid },
+    env: { ...process.env, ...o.env, POD_NAME: o.pod, POD_NAMESPACE: o.namespace, POD_UID: o.uid },
   });
   await eventually(async () => {
     expect((await getStatus(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
