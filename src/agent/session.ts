@@ -20,7 +20,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import { leaseName, lockLabelSelector } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
-import type { Timer, TimerClock } from '../runtime/clock.ts';
+import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
 import { MutexRequests, type RequestBound } from './mutex-requests.ts';
@@ -69,6 +69,11 @@ export interface LockSessionOptions {
   readonly lock: string;
   /** self is this pod incarnation (downward API POD_NAME and POD_UID). */
   readonly self: HolderRef;
+  /**
+   * clock: the session measures its terms on {@link conservativeClock} of it (the larger of
+   * monotonic and wall-clock progress), so a VM pause that the monotonic clock does not count
+   * still ends a term; the watch and Mutex requests use it as given.
+   */
   readonly clock: TimerClock;
   readonly log: Logger;
   /** leases overrides the Lease client (tests); defaults to one made from kc. */
@@ -88,6 +93,8 @@ export type LeaseInformer = Pick<SupervisedInformer<V1Lease>, 'start' | 'get' | 
 /** LockSession tracks and renews one lock for one pod incarnation. */
 export class LockSession {
   readonly #o: LockSessionOptions;
+  /** #clock measures terms: elapsed time is the larger of monotonic and wall progress. */
+  readonly #clock: TimerClock;
   readonly #leases: LeaseClient;
   readonly #informer: LeaseInformer;
   readonly #mutex: MutexRequests;
@@ -103,6 +110,7 @@ export class LockSession {
 
   constructor(o: LockSessionOptions) {
     this.#o = o;
+    this.#clock = conservativeClock(o.clock);
     this.#s = initialState(o.self);
     this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
@@ -139,7 +147,7 @@ export class LockSession {
       token: term?.token.toString(),
       holder: s.lease?.record?.holder?.name,
       expiresInMs:
-        term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - this.#o.clock.monotonicMs())) : undefined,
+        term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - this.#clock.monotonicMs())) : undefined,
       state: s.phase.name,
     };
   }
@@ -235,7 +243,7 @@ export class LockSession {
    * starts from the new state, as the machine's state is kept before any action is performed.
    */
   #feed(event: SessionEvent, signal: AbortSignal | undefined, pending: Promise<void>[] | undefined): void {
-    const { state, actions } = transition(this.#s, event, this.#o.clock.monotonicMs());
+    const { state, actions } = transition(this.#s, event, this.#clock.monotonicMs());
     this.#s = state;
     for (const a of actions) {
       const p = this.#perform(a, signal);
@@ -251,7 +259,8 @@ export class LockSession {
   }
 
   #perform(a: SessionAction, signal: AbortSignal | undefined): Promise<void> | undefined {
-    const { clock, log, lock } = this.#o;
+    const { log, lock } = this.#o;
+    const clock = this.#clock;
     switch (a.type) {
       case 'SendRenew':
         void this.#renew(a);
@@ -314,7 +323,7 @@ export class LockSession {
 
   /** #renew sends one renew, bounded by its budget and by stop, and feeds the answer back. */
   async #renew(a: Extract<SessionAction, { type: 'SendRenew' }>): Promise<void> {
-    const { clock } = this.#o;
+    const clock = this.#clock;
     const ac = new AbortController();
     const timeout = clock.setTimeout(() => {
       ac.abort(new Error('renew timed out'));
@@ -367,7 +376,7 @@ export class LockSession {
    */
   #giveBack(token: bigint, budgetMs: number): void {
     const ac = new AbortController();
-    const timeout = this.#o.clock
+    const timeout = this.#clock
       .setTimeout(() => {
         ac.abort(new Error('hand-back timed out'));
       }, budgetMs)
