@@ -41,6 +41,16 @@ const withRv = (l: V1Lease, rv: number): LeaseView =>
   viewOf({ ...l, metadata: { ...l.metadata, resourceVersion: String(rv) } }).view;
 /** ours: the Lease names this pod with `token`. */
 const ours = (rv: number, token: bigint): LeaseView => withRv(grantedLease(BASE, SELF, token, TIMINGS, WALL), rv);
+/** oursTimed: the Lease names this pod with `token` and says `timings` (a co-tenant may have written them). */
+const oursTimed = (rv: number, token: bigint, timings: TermTimings): LeaseView =>
+  withRv(grantedLease(BASE, SELF, token, timings, WALL), rv);
+/** oursLeaseSeconds: as ours, but the Lease's leaseDurationSeconds says `seconds` (the annotations unchanged). */
+const oursLeaseSeconds = (rv: number, token: bigint, seconds: number): LeaseView => {
+  const l = grantedLease(BASE, SELF, token, TIMINGS, WALL);
+  return withRv({ ...l, spec: { ...l.spec, leaseDurationSeconds: seconds } }, rv);
+};
+/** DEADLINE_PAST_LEASE: a renew deadline longer as the lease (5 s on a 3 s lease): the agent would outlive its term. */
+const DEADLINE_PAST_LEASE: TermTimings = { leaseDurationMs: 3000, renewDeadlineMs: 5000, renewPeriodMs: 1000 };
 /** others: the Lease names another pod with `token`. */
 const others = (rv: number, token: bigint): LeaseView => withRv(grantedLease(BASE, OTHER, token, TIMINGS, WALL), rv);
 /** vacant: nobody holds the Lease; `token` is the high-water mark of the last grant. */
@@ -194,6 +204,42 @@ const rows: readonly Row[] = [
     phase: 'held 7 until 2000',
     actions: [],
     leaseRv: 3,
+  },
+  {
+    name: 'L5 a held term takes a renew deadline shortened on the Lease: its deadline moves in',
+    state: state(held(7n)),
+    event: seen(oursTimed(3, 7n, { leaseDurationMs: 3000, renewDeadlineMs: 1500, renewPeriodMs: 500 })),
+    phase: 'held 7 until 1500',
+    actions: [],
+    leaseRv: 3,
+  },
+  {
+    name: 'L5 a held term whose shortened deadline has passed is lost at once, and handed back',
+    state: state(held(7n)),
+    event: seen(oursTimed(3, 7n, { leaseDurationMs: 3000, renewDeadlineMs: 1500, renewPeriodMs: 500 })),
+    now: 1600,
+    phase: 'lost',
+    actions: ['ClearTimers', 'Emit lost 7 (renew deadline passed)', 'GiveBack 7'],
+    endedToken: 7n,
+  },
+  {
+    name: 'L5 a held term never takes a lengthened renew deadline from the Lease',
+    state: state(held(7n)),
+    event: seen(oursTimed(3, 7n, { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, renewPeriodMs: 5000 })),
+    phase: 'held 7 until 2000',
+    actions: [],
+  },
+  {
+    name: 'C2 a held term is lost when the Lease shortens its lease duration to the renew deadline or below',
+    state: state(held(7n)),
+    event: seen(oursLeaseSeconds(3, 7n, 1)),
+    phase: 'lost',
+    actions: [
+      'ClearTimers',
+      'Emit lost 7 (term timings contradict each other: renew deadline 2000 ms is not below the lease duration 1000 ms)',
+      'GiveBack 7',
+    ],
+    endedToken: 7n,
   },
   {
     name: 'L6 a held term is superseded by a larger token to us, which is confirmed by a renew of its own',
@@ -473,6 +519,54 @@ const rows: readonly Row[] = [
     renew: 'idle',
   },
   {
+    name: 'C1 a first renew starts no term when the Lease says a renew deadline not below its lease duration; the grant is handed back',
+    state: state(confirming(7n), { renew: 'sending', lease: oursTimed(2, 7n, DEADLINE_PAST_LEASE) }),
+    event: {
+      type: 'RenewAnswered',
+      request: req(7n, 0, DEADLINE_PAST_LEASE),
+      stored: oursTimed(3, 7n, DEADLINE_PAST_LEASE),
+    },
+    phase: 'lost',
+    actions: ['ClearTimers', 'Report TimingsContradict', 'GiveBack 7'],
+    endedToken: 7n,
+    givingBack: true,
+    renew: 'idle',
+  },
+  {
+    name: 'C1 a first renew starts no term when the Lease says a renew period not below its renew deadline',
+    state: state(confirming(7n), { renew: 'sending' }),
+    event: {
+      type: 'RenewAnswered',
+      request: req(7n, 0, { leaseDurationMs: 3000, renewDeadlineMs: 2000, renewPeriodMs: 2000 }),
+      stored: oursTimed(3, 7n, { leaseDurationMs: 3000, renewDeadlineMs: 2000, renewPeriodMs: 2000 }),
+    },
+    phase: 'lost',
+    actions: ['ClearTimers', 'Report TimingsContradict', 'GiveBack 7'],
+    endedToken: 7n,
+  },
+  {
+    name: 'C1 a first renew starts no term when the Lease says a lease duration that is not positive',
+    state: state(confirming(7n), { renew: 'sending' }),
+    event: { type: 'RenewAnswered', request: req(7n, 0), stored: oursLeaseSeconds(3, 7n, 0) },
+    phase: 'lost',
+    actions: ['ClearTimers', 'Report TimingsContradict', 'GiveBack 7'],
+    endedToken: 7n,
+  },
+  {
+    name: "C2 a held term is lost when a renewal's Lease says a lease duration at or below the renew deadline",
+    state: state(held(7n), { renew: 'sending' }),
+    event: answered(7n, 1000, oursLeaseSeconds(3, 7n, 2)),
+    now: 1200,
+    phase: 'lost',
+    actions: [
+      'ClearTimers',
+      'Emit lost 7 (term timings contradict each other: renew deadline 2000 ms is not below the lease duration 2000 ms)',
+      'GiveBack 7',
+    ],
+    endedToken: 7n,
+    renew: 'idle',
+  },
+  {
     name: 'R5 a renew moves the deadline to its send time plus the renew deadline',
     state: state(held(7n), { renew: 'sending' }),
     event: answered(7n, 1000, ours(3, 7n)),
@@ -707,7 +801,7 @@ describe('session machine: the transition table', () => {
       expect(ids).toContain(id);
     for (const id of ['K1', 'K2', 'K3', 'K4', 'K5', 'R1', 'R2', 'R3', 'R4', 'R5', 'F1', 'F2', 'F3', 'F4', 'F5'])
       expect(ids).toContain(id);
-    for (const id of ['E1', 'E2', 'E3', 'B', 'Q1', 'Q2', 'W', 'H', 'S1', 'S2']) expect(ids).toContain(id);
+    for (const id of ['E1', 'E2', 'E3', 'B', 'Q1', 'Q2', 'W', 'H', 'S1', 'S2', 'C1', 'C2']) expect(ids).toContain(id);
   });
 });
 
@@ -812,6 +906,18 @@ describe('session machine: the safety rules', () => {
     expect(r.state.renew).toBe('idle');
     expect(r.actions.filter((a) => a.startsWith('GiveBack') || a.startsWith('Release'))).toEqual([]);
     expect(r.emitted()).toEqual(['Emit granted 7 expires 1990', 'Emit lost 7 (session stopped)']);
+  });
+
+  it('never takes a lengthened renew deadline from the Lease mid-term, not even through a renewal', () => {
+    const long: TermTimings = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, renewPeriodMs: 5000 };
+    const r = aHolder()
+      .at(500, seen(oursTimed(4, 7n, long)))
+      .at(1000, { type: 'RenewTimerFired' })
+      .at(1100, { type: 'RenewAnswered', request: req(7n, 1000, long), stored: oursTimed(5, 7n, long) });
+    expect(heldTerm(r.state)?.validUntilMs).toBe(3000); // 1000 + 2000, not 1000 + 10000
+    expect(r.actions.at(-1)).toBe('ArmTimers renew 1000 deadline 1900');
+    r.at(3000, { type: 'DeadlineCheck' });
+    expect(heldTerm(r.state)).toBeUndefined();
   });
 
   it('never renews or confirms again after a release', () => {
