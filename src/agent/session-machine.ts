@@ -23,6 +23,13 @@
  *   term the Lease still names is handed back (a released Lease), so the controller does not have
  *   to wait out the lease to grant the next term.
  * - Stopping never writes: the Lease is left to expire (no hand-back, no release).
+ * - A term's timings are the most conservative reading of everything said about them: field by
+ *   field the shortest of the confirming renew's Lease, every later renewal's and every Lease seen
+ *   during the term ("tightened"; a lengthened deadline is never taken, a shortened one moves the
+ *   deadline in). Timings that contradict each other (not all positive, or not renew period <
+ *   renew deadline < lease duration: the controller writes no such thing, a co-tenant with
+ *   `leases update` can) start no term (C1) and end a held one (C2); the token is handed back so
+ *   that the controller grants again with timings of its own.
  *
  * ## State
  *
@@ -43,7 +50,7 @@
  * | L2  | LeaseSeen           | unparsable                                          | unchanged             | Report (kept as the newest Lease)                          |
  * | L3  | LeaseSeen           | held, deadline passed                               | as D1                 | as D1                                                      |
  * | L4  | LeaseSeen           | held(t), not ours                                   | lost                  | ClearTimers, Emit lost "granted to X" / "revoked"          |
- * | L5  | LeaseSeen           | held(t), ours with t                                | held(t)               | —                                                          |
+ * | L5  | LeaseSeen           | held(t), ours with t                                | held(t), timings tightened | ArmTimers if the deadline moved in; as C2 / D1        |
  * | L6  | LeaseSeen           | held(t), ours with u ≠ t                            | lost, then as L7/L8   | ClearTimers, Emit lost "superseded by token u", then L7/L8 |
  * | L7  | LeaseSeen           | ours with u ≤ endedToken                            | confirming → waiting  | GiveBack(u) if lost/released and none under way            |
  * | L8  | LeaseSeen           | ours with u, not confirming u                       | confirming(u)         | kick (K1–K5)                                               |
@@ -55,11 +62,13 @@
  * | D2  | DeadlineCheck       | otherwise                                           | unchanged             | —                                                          |
  * | K   | RenewTimerFired     |                                                     | unchanged             | kick (K1–K5)                                               |
  * | R1  | RenewAnswered       | released or stopped                                 | unchanged             | flight ends                                                |
+ * | C1  | RenewAnswered       | confirming(token), tightened timings contradict     | lost (token ended)    | Report TimingsContradict, GiveBack(token), flight ends     |
+ * | C2  | RenewAnswered, L5   | held(token), tightened timings contradict           | lost                  | ClearTimers, Emit lost "term timings contradict each other: …", as L7 |
  * | R2  | RenewAnswered       | sentAt + renewDeadline ≤ now (answered too late)    | as D1/D2              | flight ends                                                |
  * | R3  | RenewAnswered       | not held, token ≤ endedToken                        | unchanged             | GiveBack (as L7), flight ends                              |
  * | R4  | RenewAnswered       | confirming(token)                                   | held(token)           | Emit granted, ArmTimers, flight ends                       |
  * | R4' | RenewAnswered       | not held, not confirming that token (G2, L10)       | unchanged             | flight ends                                                |
- * | R5  | RenewAnswered       | held                                                | held, validUntil moved| Emit renewed, ArmTimers, flight ends                       |
+ * | R5  | RenewAnswered       | held                                                | held, validUntil = sentAt + tightened deadline | Emit renewed, ArmTimers, flight ends |
  * | F1  | RenewFailed         | released or stopped                                 | unchanged             | flight ends                                                |
  * | F2  | RenewFailed         | conflict                                            | unchanged             | ReadLease (flight: reading)                                |
  * | F3  | RenewFailed         | not found                                           | as G1/G2              | flight ends                                                |
@@ -98,7 +107,7 @@
 import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, type LockRecord } from '../lease/record.ts';
 import { sameHolder, type HolderRef } from '../protocol/holder.ts';
-import { termTimingsOf, type TermTimings } from '../protocol/timings.ts';
+import { termTimingsOf, tighterTimings, timingsContradiction, type TermTimings } from '../protocol/timings.ts';
 
 /** LockState: waiting (not the holder), confirming (granted, first renew in flight), held, lost, released, stopped. */
 export type LockState = 'waiting' | 'confirming' | 'held' | 'lost' | 'released' | 'stopped';
@@ -222,7 +231,11 @@ export type SessionAction =
       readonly expiresInMs?: number;
     }
   /** Report logs a failure that the machine handles (a renew to retry, a Lease it cannot read). */
-  | { readonly type: 'Report'; readonly what: 'RenewFailed' | 'LeaseUnparsable'; readonly err: unknown };
+  | {
+      readonly type: 'Report';
+      readonly what: 'RenewFailed' | 'LeaseUnparsable' | 'TimingsContradict';
+      readonly err: unknown;
+    };
 
 /** Transition is the result of one {@link transition}. */
 export interface Transition {
@@ -411,7 +424,10 @@ class Step {
         this.#endTerm('lost', rec.holder !== undefined ? `granted to ${rec.holder.name}` : 'revoked');
         return;
       }
-      if (rec.token === term.token) return;
+      if (rec.token === term.token) {
+        this.#tighten(termTimingsOf(rec));
+        return;
+      }
       this.#endTerm('lost', `superseded by token ${String(rec.token)}`);
     }
     const confirming = d.phase.name === 'confirming' ? d.phase.token : undefined;
@@ -509,10 +525,69 @@ class Step {
     }
   }
 
-  /** #renewed: a renew succeeded; it confirms or extends the term unless it came too late (rows R2–R5). */
+  /**
+   * #tighten takes a new reading of the held term's timings (rows L5, C2): the term keeps, field by
+   * field, the shorter of what it had and what the Lease now says; timings that contradict each
+   * other end it; a shortened renew deadline moves its deadline in (and the timers with it).
+   */
+  #tighten(reading: TermTimings): void {
+    const d = this.#d;
+    const term = heldTerm(d);
+    if (term === undefined) return;
+    const timings = tighterTimings(term.timings, reading);
+    const why = timingsContradiction(timings);
+    if (why !== undefined) return this.#endTerm('lost', `term timings contradict each other: ${why}`);
+    const validUntilMs = term.validUntilMs - (term.timings.renewDeadlineMs - timings.renewDeadlineMs);
+    d.phase = { name: 'held', term: { ...term, timings, validUntilMs } };
+    d.lastTimings = timings;
+    if (validUntilMs === term.validUntilMs) return;
+    this.#checkDeadline();
+    if (d.phase.name !== 'held') return;
+    const leftMs = validUntilMs - this.#now;
+    this.actions.push({
+      type: 'ArmTimers',
+      renewInMs: Math.max(1, Math.min(timings.renewPeriodMs, Math.floor(leftMs / 2))),
+      deadlineInMs: Math.max(1, leftMs),
+    });
+  }
+
+  /**
+   * #refuse: a confirming renew succeeded, but the term's timings contradict each other (row C1).
+   * No term starts; the token counts as ended here (never taken up) and is handed back, so that
+   * the controller grants again with timings of its own.
+   */
+  #refuse(token: bigint, why: string): void {
+    const d = this.#d;
+    d.phase = { name: 'lost' };
+    d.endedToken = token;
+    this.actions.push({
+      type: 'Report',
+      what: 'TimingsContradict',
+      err: new Error(`Refused the term of token ${String(token)}: its timings contradict each other: ${why}`),
+    });
+    if (namesTerm(d.lease?.record, d.self, token)) this.#giveBack(token);
+  }
+
+  /**
+   * #renewed: a renew succeeded; it confirms or extends the term unless it came too late or the
+   * term's timings contradict each other (rows C1, C2, R2–R5). The timings are the most
+   * conservative reading: the term's own, the request's and the newest Lease's, field by field.
+   */
   #renewed(r: RenewRequest): void {
     const d = this.#d;
-    const validUntilMs = r.sentAtMs + r.timings.renewDeadlineMs;
+    const held = heldTerm(d);
+    const ofThisTerm =
+      held !== undefined ? held.token === r.token : d.phase.name === 'confirming' && d.phase.token === r.token;
+    let timings = held !== undefined ? tighterTimings(held.timings, r.timings) : r.timings;
+    if (d.lease?.record !== undefined && namesTerm(d.lease.record, d.self, r.token))
+      timings = tighterTimings(timings, termTimingsOf(d.lease.record));
+    const why = ofThisTerm ? timingsContradiction(timings) : undefined;
+    if (why !== undefined) {
+      if (held !== undefined) this.#endTerm('lost', `term timings contradict each other: ${why}`);
+      else this.#refuse(r.token, why);
+      return;
+    }
+    const validUntilMs = r.sentAtMs + timings.renewDeadlineMs;
     if (validUntilMs <= this.#now) {
       this.#checkDeadline(); // the reply came too late to trust
       return;
@@ -527,20 +602,20 @@ class Step {
     // on (G2, L10 ended the confirming): our write came before that, so it starts no term.
     if (term === undefined && !(d.phase.name === 'confirming' && d.phase.token === r.token)) return;
     const expiresInMs = validUntilMs - this.#now;
-    // A renewal moves only the deadline: the term keeps the token and timings it was confirmed with.
+    // A renewal moves the deadline; the term keeps its token, and its timings only ever get shorter.
     d.phase = {
       name: 'held',
-      term: term !== undefined ? { ...term, validUntilMs } : { token: r.token, validUntilMs, timings: r.timings },
+      term: term !== undefined ? { ...term, validUntilMs, timings } : { token: r.token, validUntilMs, timings },
     };
+    d.lastTimings = timings;
     if (term === undefined) {
-      d.lastTimings = r.timings;
       this.actions.push({ type: 'Emit', event: 'granted', token: r.token, expiresInMs });
     } else {
       this.actions.push({ type: 'Emit', event: 'renewed', token: r.token, expiresInMs });
     }
     this.actions.push({
       type: 'ArmTimers',
-      renewInMs: r.timings.renewPeriodMs,
+      renewInMs: timings.renewPeriodMs,
       deadlineInMs: Math.max(1, expiresInMs),
     });
   }

@@ -316,6 +316,8 @@ export class LockSession {
       }
       case 'Report':
         if (a.what === 'RenewFailed') log.info({ lock, err: a.err }, 'Failed to renew Lease; retrying');
+        else if (a.what === 'TimingsContradict')
+          log.error({ err: a.err, lock }, 'Refused a term whose timings contradict each other; handing it back');
         else log.error({ err: a.err, lock }, 'Failed to parse Lease');
         return undefined;
     }

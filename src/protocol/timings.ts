@@ -60,3 +60,39 @@ export function termTimingsOf(record: TermRecord | undefined, spec: TermSpec = {
       : Math.floor(Math.min(leaseDurationMs / 3, renewDeadlineMs / 2)));
   return { leaseDurationMs, renewDeadlineMs, renewPeriodMs };
 }
+
+/**
+ * timingsContradiction says why `t` cannot be one term's timings, or undefined when they can:
+ * every field finite and positive, and renewPeriod < renewDeadline < leaseDuration. The controller
+ * never writes other timings (it derives them so); anyone else who can update the Lease can. An
+ * agent that trusted a renew deadline at or above the lease duration would believe after the
+ * controller expired its term, so the agent trusts no term whose timings contradict each other.
+ */
+export function timingsContradiction(t: TermTimings): string | undefined {
+  const fields: [string, number][] = [
+    ['lease duration', t.leaseDurationMs],
+    ['renew deadline', t.renewDeadlineMs],
+    ['renew period', t.renewPeriodMs],
+  ];
+  for (const [name, ms] of fields)
+    if (!Number.isFinite(ms) || ms <= 0) return `the ${name} ${String(ms)} ms is not positive`;
+  if (t.renewDeadlineMs >= t.leaseDurationMs)
+    return `renew deadline ${t.renewDeadlineMs} ms is not below the lease duration ${t.leaseDurationMs} ms`;
+  if (t.renewPeriodMs >= t.renewDeadlineMs)
+    return `renew period ${t.renewPeriodMs} ms is not below the renew deadline ${t.renewDeadlineMs} ms`;
+  return undefined;
+}
+
+/**
+ * tighterTimings is the most conservative reading of two readings of one term's timings: each
+ * field the shorter (a NaN reading wins, so that it is reported by timingsContradiction). A term
+ * whose Lease changes its timings mid-term keeps the shortest each has said.
+ */
+export function tighterTimings(a: TermTimings, b: TermTimings): TermTimings {
+  const shorter = (x: number, y: number): number => (Number.isNaN(x) || Number.isNaN(y) ? NaN : Math.min(x, y));
+  return {
+    leaseDurationMs: shorter(a.leaseDurationMs, b.leaseDurationMs),
+    renewDeadlineMs: shorter(a.renewDeadlineMs, b.renewDeadlineMs),
+    renewPeriodMs: shorter(a.renewPeriodMs, b.renewPeriodMs),
+  };
+}

@@ -210,7 +210,7 @@ const rows: readonly Row[] = [
     state: state(held(7n)),
     event: seen(oursTimed(3, 7n, { leaseDurationMs: 3000, renewDeadlineMs: 1500, renewPeriodMs: 500 })),
     phase: 'held 7 until 1500',
-    actions: [],
+    actions: ['ArmTimers renew 500 deadline 1000'],
     leaseRv: 3,
   },
   {
@@ -527,7 +527,7 @@ const rows: readonly Row[] = [
       stored: oursTimed(3, 7n, DEADLINE_PAST_LEASE),
     },
     phase: 'lost',
-    actions: ['ClearTimers', 'Report TimingsContradict', 'GiveBack 7'],
+    actions: ['Report TimingsContradict', 'GiveBack 7'],
     endedToken: 7n,
     givingBack: true,
     renew: 'idle',
@@ -541,7 +541,7 @@ const rows: readonly Row[] = [
       stored: oursTimed(3, 7n, { leaseDurationMs: 3000, renewDeadlineMs: 2000, renewPeriodMs: 2000 }),
     },
     phase: 'lost',
-    actions: ['ClearTimers', 'Report TimingsContradict', 'GiveBack 7'],
+    actions: ['Report TimingsContradict', 'GiveBack 7'],
     endedToken: 7n,
   },
   {
@@ -549,7 +549,7 @@ const rows: readonly Row[] = [
     state: state(confirming(7n), { renew: 'sending' }),
     event: { type: 'RenewAnswered', request: req(7n, 0), stored: oursLeaseSeconds(3, 7n, 0) },
     phase: 'lost',
-    actions: ['ClearTimers', 'Report TimingsContradict', 'GiveBack 7'],
+    actions: ['Report TimingsContradict', 'GiveBack 7'],
     endedToken: 7n,
   },
   {

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { resolveTimings } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { termTimingsOf, type TermRecord, type TermSpec, type TermTimings } from '../../../src/protocol/timings.ts';
+import {
+  termTimingsOf,
+  tighterTimings,
+  timingsContradiction,
+  type TermRecord,
+  type TermSpec,
+  type TermTimings,
+} from '../../../src/protocol/timings.ts';
 
 const candidates = { selector: { matchLabels: { app: 'web' } } };
 const noRecord: TermRecord = { leaseDurationSeconds: undefined, renewDeadlineMs: undefined, renewPeriodMs: undefined };
@@ -103,5 +110,60 @@ describe('termTimingsOf', () => {
         renewPeriodMs: Math.floor(deadline / 2),
       });
     }
+  });
+});
+
+describe('timingsContradiction', () => {
+  const t = (leaseDurationMs: number, renewDeadlineMs: number, renewPeriodMs: number): TermTimings => ({
+    leaseDurationMs,
+    renewDeadlineMs,
+    renewPeriodMs,
+  });
+  it.each([
+    { name: 'the defaults of a 15 s lease', timings: t(15_000, 10_000, 5000), want: undefined },
+    { name: 'the defaults of a 1 s lease', timings: t(1000, 666, 333), want: undefined },
+    {
+      name: 'a renew deadline equal to the lease duration',
+      timings: t(3000, 3000, 1000),
+      want: 'renew deadline 3000 ms is not below the lease duration 3000 ms',
+    },
+    {
+      name: 'a renew deadline above the lease duration',
+      timings: t(1000, 2000, 500),
+      want: 'renew deadline 2000 ms is not below the lease duration 1000 ms',
+    },
+    {
+      name: 'a renew period equal to the renew deadline',
+      timings: t(3000, 2000, 2000),
+      want: 'renew period 2000 ms is not below the renew deadline 2000 ms',
+    },
+    { name: 'a zero lease duration', timings: t(0, 2000, 1000), want: 'the lease duration 0 ms is not positive' },
+    { name: 'a negative renew period', timings: t(3000, 2000, -1), want: 'the renew period -1 ms is not positive' },
+    { name: 'a NaN renew deadline', timings: t(3000, NaN, 1000), want: 'the renew deadline NaN ms is not positive' },
+    {
+      name: 'an infinite lease duration',
+      timings: t(Infinity, 2000, 1000),
+      want: 'the lease duration Infinity ms is not positive',
+    },
+  ])('$name', ({ timings, want }) => {
+    expect(timingsContradiction(timings)).toBe(want);
+  });
+});
+
+describe('tighterTimings', () => {
+  it('takes the shorter of each field', () => {
+    expect(
+      tighterTimings(
+        { leaseDurationMs: 15_000, renewDeadlineMs: 4000, renewPeriodMs: 5000 },
+        { leaseDurationMs: 3000, renewDeadlineMs: 10_000, renewPeriodMs: 1000 },
+      ),
+    ).toEqual({ leaseDurationMs: 3000, renewDeadlineMs: 4000, renewPeriodMs: 1000 });
+  });
+  it('keeps a NaN reading, so that it is reported', () => {
+    const r = tighterTimings(
+      { leaseDurationMs: NaN, renewDeadlineMs: 2000, renewPeriodMs: 1000 },
+      { leaseDurationMs: 3000, renewDeadlineMs: 2000, renewPeriodMs: 1000 },
+    );
+    expect(timingsContradiction(r)).toBe('the lease duration NaN ms is not positive');
   });
 });
