@@ -3,7 +3,8 @@
  * the OpenAPI 3.1 document src/agent/openapi.json, served at `GET /openapi.json`:
  *   GET  /v1/locks/NAME                  → LockSnapshot JSON
  *   GET  /v1/locks/NAME/events           → Server-Sent Events (sse.ts): `retry:`, then `state`, then
- *                                          granted/renewed/lost/released, each with an `id:`
+ *                                          granted/renewed/lost/released (and `stopping`, cli/agent.ts),
+ *                                          each with an `id:`
  *   POST /v1/locks/NAME/acquire?wait=D&runId=ID → asks for the lock (Mutex: joins the FIFO queue),
  *                                          then 200 when held (waits up to D, default 0), 423
  *                                          problem `not-granted` when not held in time, 409
@@ -21,13 +22,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { parseDuration } from '../config/duration.ts';
 import { problem, sendProblem } from './problem.ts';
 import { AlreadyDoneError, requestRun } from './run-once.ts';
-import { EventJournal, SSE_RETRY_MS, formatSse } from './sse.ts';
+import { EventJournal, SSE_RETRY_MS, formatSse, type SseFrame, type StoppingEvent } from './sse.ts';
 import type { LockSession } from './session.ts';
 import openapi from './openapi.json' with { type: 'json' };
 
 /** AgentApi is a listening API server. */
 export interface AgentApi {
   readonly address: string;
+  /** announce sends an event of the agent's own (not a session's) on the lock's event streams. */
+  announce(e: StoppingEvent): void;
   stop(): Promise<void>;
 }
 
@@ -93,12 +96,19 @@ export async function serveAgentApi(
 ): Promise<AgentApi> {
   const stream = Date.now().toString(36);
   const journals = new Map<string, EventJournal>();
+  // Every frame of a lock (its session's events and the agent's own) goes to its open streams.
+  const listeners = new Map<string, Set<(f: SseFrame) => void>>();
+  const publish = (name: string, journal: EventJournal, e: Parameters<EventJournal['record']>[0]): void => {
+    const frame = journal.record(e);
+    for (const l of listeners.get(name) ?? []) l(frame);
+  };
   for (const [name, session] of sessions) {
     const journal = new EventJournal(stream);
     session.onEvent((e) => {
-      journal.record(e);
+      publish(name, journal, e);
     });
     journals.set(name, journal);
+    listeners.set(name, new Set());
   }
   const streams = new Set<() => void>();
 
@@ -187,10 +197,13 @@ export async function serveAgentApi(
         res.write(
           `retry: ${SSE_RETRY_MS}\n\n${formatSse(journal.opening(session.snapshot(), typeof last === 'string' ? last : undefined))}`,
         );
-        // The listener is added after the journal's (at serve time), so a frame's id is already recorded.
-        const off = session.onEvent((e) => {
-          res.write(formatSse([{ id: journal.lastId(), event: e.type, data: e }]));
-        });
+        const send = (f: SseFrame): void => {
+          res.write(formatSse([f]));
+        };
+        listeners.get(name)?.add(send);
+        const off = (): void => {
+          listeners.get(name)?.delete(send);
+        };
         const ping = setInterval(() => {
           res.write(': ping\n\n');
         }, 15_000);
@@ -313,6 +326,10 @@ export async function serveAgentApi(
   const address = a !== null && typeof a === 'object' ? `${a.address}:${a.port}` : `${host}:${port}`;
   return {
     address,
+    announce: (e) => {
+      const journal = journals.get(e.lock);
+      if (journal !== undefined) publish(e.lock, journal, e);
+    },
     stop: () =>
       new Promise((r) => {
         for (const close of [...streams]) close();

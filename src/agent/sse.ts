@@ -17,6 +17,18 @@ export const SSE_RETRY_MS = 1000;
 /** JOURNAL_SIZE is how many events per lock a journal remembers for Last-Event-ID replay. */
 const JOURNAL_SIZE = 64;
 
+/**
+ * StoppingEvent tells the application that the agent got SIGTERM in the plain-sidecar form: it
+ * keeps the term (renewing) until the application releases the lock — once it has stopped
+ * writing — or until its --app-stop-timeout, when it stops without releasing.
+ */
+export interface StoppingEvent {
+  readonly type: 'stopping';
+  readonly lock: string;
+  readonly token: string;
+  readonly reason: string;
+}
+
 /** SseFrame is one event of the stream. */
 export interface SseFrame {
   readonly id: string;
@@ -43,7 +55,7 @@ export class EventJournal {
   }
 
   /** record numbers an event and returns its frame. */
-  record(e: LockEvent): SseFrame {
+  record(e: LockEvent | StoppingEvent): SseFrame {
     this.#seq++;
     const frame: SseFrame = { id: this.#id(this.#seq), event: e.type, data: e };
     this.#frames.push(frame);

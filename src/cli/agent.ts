@@ -2,7 +2,11 @@
  * `fencepost agent` — the sidecar: one LockSession per --lock, the local HTTP API (loopback only),
  * /healthz and /readyz for the kubelet on --health-probe-bind-address, /metrics for Prometheus on
  * --metrics-bind-address, state files, a `LockLost` Event on its pod at every step-down, and on
- * SIGTERM a release of everything held (so the next candidate is granted at once) before exiting.
+ * SIGTERM a release of everything held (so the next candidate is granted at once) before exiting —
+ * in the native-sidecar form (the default), where the kubelet sends SIGTERM only after the
+ * application's containers exited. With `--sidecar plain` (the agent is one of the pod's
+ * containers and gets SIGTERM together with the application) it releases nothing itself: it tells
+ * the application (`stopping`) and waits for its release, bounded by --app-stop-timeout.
  *
  * Each lock is claimed for the pod first (agent/session-claim.ts): a pod runs one session per lock,
  * so an agent whose lock another session of the pod (`fencepost exec`, `acquire()`) holds exits
@@ -15,7 +19,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { stateFiles } from '../agent/state-file.ts';
 import { EventReason } from '../api/v1alpha1/conditions.ts';
-import { serveAgentApi } from '../agent/http-api.ts';
+import { serveAgentApi, type AgentApi } from '../agent/http-api.ts';
 import { LockSession } from '../agent/session.ts';
 import { claimSession, type SessionClaim } from '../agent/session-claim.ts';
 import { parseAgentConfig } from '../config/agent.ts';
@@ -24,7 +28,50 @@ import { parseBindAddress, serveProbes } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
 import { restRequestCounter } from '../observability/metrics.ts';
 import { loadKubeConfig } from '../kube/kubeconfig.ts';
-import { realClock } from '../runtime/clock.ts';
+import { realClock, sleep } from '../runtime/clock.ts';
+import type { Logger } from '../observability/logger.ts';
+
+/**
+ * awaitAppRelease is SIGTERM in the plain-sidecar form, where the application got its SIGTERM at
+ * the same moment and may still be writing: the agent releases nothing itself. It sends
+ * `stopping` on each held lock's event stream and keeps renewing and serving until the
+ * application has released every lock (POST /v1/locks/NAME/release, once it stopped writing) or
+ * lost it, or until `timeoutMs` — then the caller stops the sessions without releasing, and the
+ * Leases expire on the server after their duration. Never an early handover.
+ */
+async function awaitAppRelease(
+  sessions: ReadonlyMap<string, LockSession>,
+  api: AgentApi,
+  timeoutMs: number,
+  signal: string,
+  log: Logger,
+): Promise<void> {
+  const heldLocks = (): string[] => [...sessions].filter(([, s]) => s.heldToken() !== undefined).map(([l]) => l);
+  const waiting = heldLocks();
+  log.info(
+    { signal, locks: waiting, timeoutMs },
+    'Stopping agent (plain sidecar): waiting for the application to release held locks',
+  );
+  for (const lock of waiting) {
+    const token = sessions.get(lock)?.heldToken();
+    if (token === undefined) continue;
+    api.announce({
+      type: 'stopping',
+      lock,
+      token: token.toString(),
+      reason: `the agent got ${signal}; release the lock once the application has stopped writing`,
+    });
+  }
+  const deadline = realClock.monotonicMs() + timeoutMs;
+  while (heldLocks().length > 0 && realClock.monotonicMs() < deadline)
+    await sleep(realClock, Math.min(100, deadline - realClock.monotonicMs()));
+  const left = heldLocks();
+  if (left.length > 0)
+    log.info(
+      { locks: left },
+      'The application did not release in time; stopping without releasing (the Leases expire on the server)',
+    );
+}
 
 /** runAgent runs until SIGTERM/SIGINT; returns the exit code. */
 export async function runAgent(argv: readonly string[]): Promise<number> {
@@ -158,11 +205,16 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     const shutdown = (signal: string): void => {
       if (stopping) return;
       stopping = true;
-      log.info({ signal }, 'Stopping agent; releasing held locks');
       void (async () => {
-        const results = await Promise.allSettled([...sessions.values()].map((s) => s.release()));
-        for (const r of results)
-          if (r.status === 'rejected') log.error({ err: r.reason as unknown }, 'Failed to release lock');
+        if (cfg.sidecar === 'native') {
+          // The kubelet stops a native sidecar only after the application's containers exited.
+          log.info({ signal }, 'Stopping agent; releasing held locks');
+          const results = await Promise.allSettled([...sessions.values()].map((s) => s.release()));
+          for (const r of results)
+            if (r.status === 'rejected') log.error({ err: r.reason as unknown }, 'Failed to release lock');
+        } else {
+          await awaitAppRelease(sessions, api, cfg.appStopTimeoutMs, signal, log);
+        }
         await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
         for (const l of cfg.locks) files?.remove(l);
         await releaseClaims();

@@ -6,6 +6,7 @@ import { parseFlags } from './flags.ts';
 import { parseLogLevel, type LogLevel } from './log-level.ts';
 import { UsageError } from './usage-error.ts';
 import { checkListenerFlag, parseBindAddress } from './bind-address.ts';
+import { parseDuration } from './duration.ts';
 
 /** AgentConfig: every knob of `fencepost agent`. */
 export interface AgentConfig {
@@ -25,6 +26,20 @@ export interface AgentConfig {
   readonly stateDir: string | undefined;
   /** logLevel: info (default) or debug, warn, error; silent turns logging off. */
   readonly logLevel: LogLevel;
+  /**
+   * sidecar: how the agent runs beside the application, which decides what SIGTERM means.
+   * `native` (default): an init container with restartPolicy Always; the kubelet sends it SIGTERM
+   * only after the application's containers exited, so it releases at once. `plain`: one of the
+   * pod's containers, SIGTERMed together with the application; it tells the application
+   * (`stopping` event) and releases nothing itself (see {@link AgentConfig.appStopTimeoutMs}).
+   */
+  readonly sidecar: 'native' | 'plain';
+  /**
+   * appStopTimeoutMs (plain): how long after SIGTERM the agent keeps renewing and serving, waiting
+   * for the application to release its locks; then it stops without releasing (the Lease expires).
+   * Default 25 s, below the kubelet's default grace period of 30 s.
+   */
+  readonly appStopTimeoutMs: number;
 }
 
 /** AGENT_USAGE is printed by --help and on bad flags. */
@@ -39,6 +54,12 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
   --state-dir DIR      write <DIR>/<lock>.json while the lock is held (atomic; removed on loss)
   --kubeconfig PATH    (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --log-level LEVEL    debug, info, warn or error (default info); silent turns logging off
+  --sidecar FORM       native (default): an init container with restartPolicy Always, stopped after
+                       the application, so SIGTERM releases at once; plain: one of the pod's
+                       containers, stopped together with the application, so SIGTERM releases
+                       nothing: the application is sent a 'stopping' event and releases itself
+  --app-stop-timeout D with --sidecar plain: how long to wait for that release after SIGTERM
+                       (default 25s); then the agent stops without releasing (the Lease expires)
 `;
 
 const LOCK_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -53,6 +74,8 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
     'state-dir': { type: 'string' },
     kubeconfig: { type: 'string' },
     'log-level': { type: 'string', default: 'info' },
+    sidecar: { type: 'string', default: 'native' },
+    'app-stop-timeout': { type: 'string', default: '25s' },
   });
   const need = (name: string): string => {
     const v = env[name];
@@ -78,6 +101,10 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
       `${JSON.stringify(values.listen)} is not a loopback address; the agent API is for the pod's own containers only`,
     );
   const level = parseLogLevel(values['log-level']);
+  const sidecar = values.sidecar;
+  if (sidecar !== 'native' && sidecar !== 'plain')
+    throw new UsageError('--sidecar', `${JSON.stringify(sidecar)} is neither native nor plain`);
+  const appStopTimeoutMs = parseDuration(values['app-stop-timeout'], '--app-stop-timeout');
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     podName: need('POD_NAME'),
@@ -89,5 +116,7 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
     metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'),
     stateDir: values['state-dir'],
     logLevel: level,
+    sidecar,
+    appStopTimeoutMs,
   });
 }

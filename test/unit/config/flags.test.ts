@@ -110,11 +110,23 @@ describe('parseAgentConfig usage errors', () => {
       message: '--listen: "0.0.0.0:7370" is not a loopback address',
     },
     { argv: ['--lock', 'db'], env: { POD_NAME: 'web-0', POD_NAMESPACE: 'ns' }, message: 'POD_UID: not set' },
+    { argv: ['--lock', 'db', '--sidecar', 'init'], env: pod, message: '--sidecar: "init" is neither native nor plain' },
+    { argv: ['--lock', 'db', '--app-stop-timeout', 'soon'], env: pod, message: '--app-stop-timeout' },
   ])('refuses $argv ($message)', ({ argv, env, message }) => {
     expect(usageError(() => parseAgentConfig(argv, env)).message).toContain(message);
   });
 
   it.each(['debug', 'info', 'warn', 'error'])('accepts --log-level %s', (level) => {
     expect(parseAgentConfig(['--lock', 'db', '--log-level', level], pod).logLevel).toBe(level);
+  });
+
+  it('defaults to the native-sidecar form and a 25 s wait for the application', () => {
+    const c = parseAgentConfig(['--lock', 'db'], pod);
+    expect([c.sidecar, c.appStopTimeoutMs]).toEqual(['native', 25_000]);
+  });
+
+  it('takes --sidecar plain and --app-stop-timeout', () => {
+    const c = parseAgentConfig(['--lock', 'db', '--sidecar=plain', '--app-stop-timeout=10s'], pod);
+    expect([c.sidecar, c.appStopTimeoutMs]).toEqual(['plain', 10_000]);
   });
 });
