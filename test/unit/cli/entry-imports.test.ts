@@ -68,7 +68,13 @@ describe('the modules each entry point loads', () => {
     {
       command: 'agent --help',
       args: ['agent', '--help'],
-      files: ['src/config/agent.ts', 'src/config/bind-address.ts', 'src/config/flags.ts', 'src/config/log-level.ts'],
+      files: [
+        'src/config/agent.ts',
+        'src/config/bind-address.ts',
+        'src/config/duration.ts', // --app-stop-timeout
+        'src/config/flags.ts',
+        'src/config/log-level.ts',
+      ],
     },
     { command: 'exec --help', args: ['exec', '--help'], files: ['src/cli/exec-usage.ts'] },
   ])(
