@@ -43,7 +43,6 @@ import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbe
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const POLICY_FILE = resolve(import.meta.dirname, '../../safety/agent-policy.yaml');
 const AGENT_SA = 'fencepost-agent';
-const LOCK = 'q';
 
 describe('the Mutex queue order is the controller’s, not the pod’s request time (issue 15, finding 5)', () => {
   const kc = sharedKubeConfig();
@@ -57,11 +56,14 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
     procs.map((p) => `--- ${p.name} (${p.isRunning() ? 'running' : 'exited'}):\n${tailLog(p.logFile, 30)}`).join('\n');
 
   /** agentPod creates a Ready candidate pod running as the agent ServiceAccount, and a kubeconfig with a token bound to it. */
-  const agentPod = async (name: string): Promise<{ name: string; uid: string; kc: KubeConfig; kubeconfig: string }> => {
+  const agentPod = async (
+    name: string,
+    app: string,
+  ): Promise<{ name: string; uid: string; kc: KubeConfig; kubeconfig: string }> => {
     await t.core.createNamespacedPod({
       namespace: t.namespace,
       body: {
-        metadata: { name, labels: { app: LOCK } },
+        metadata: { name, labels: { app } },
         spec: { serviceAccountName: AGENT_SA, containers: [{ name: 'app', image: 'example.invalid/app:1' }] },
       },
     });
@@ -72,14 +74,18 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
     return { name, uid, kc: agentKc, kubeconfig };
   };
 
-  /** exec starts `fencepost exec --lock q` as the pod's agent; its command appends the pod's name to `order`. */
-  const exec = (pod: { name: string; uid: string; kubeconfig: string }, script: string): ManagedProcess => {
+  /** exec starts `fencepost exec --lock <lock> -- node -e <script>` as the pod's agent. */
+  const exec = (
+    pod: { name: string; uid: string; kubeconfig: string },
+    lock: string,
+    script: string,
+  ): ManagedProcess => {
     const proc = spawnManaged(`exec-${pod.name}`, process.execPath, {
       args: [
         main,
         'exec',
         '--lock',
-        LOCK,
+        lock,
         '--wait',
         '60s',
         '--kubeconfig',
@@ -95,6 +101,38 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
     procs.push(proc);
     return proc;
   };
+
+  /** startController starts a `fencepost controller` process for the namespace (leader election on short timings). */
+  const startController = (identity: string): ManagedProcess => {
+    const proc = spawnManaged(identity, process.execPath, {
+      args: [
+        main,
+        'controller',
+        '--kubeconfig',
+        sharedKubeconfigPath(),
+        '--namespace',
+        t.namespace,
+        '--leader-election-namespace',
+        t.namespace,
+        '--leader-election-lease-duration',
+        '2s',
+        '--leader-election-renew-deadline',
+        '1500ms',
+        '--leader-election-retry-period',
+        '300ms',
+        '--metrics-bind-address',
+        '127.0.0.1:0',
+        '--health-probe-bind-address',
+        '127.0.0.1:0',
+        '--identity',
+        identity,
+      ],
+      logFile: join(dir, `${identity}.log`),
+    });
+    procs.push(proc);
+    return proc;
+  };
+  let controller: ManagedProcess;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-queue-'));
@@ -149,26 +187,7 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
         bindingNames.push(name);
       }
     }
-    const controller = spawnManaged('controller', process.execPath, {
-      args: [
-        main,
-        'controller',
-        '--kubeconfig',
-        sharedKubeconfigPath(),
-        '--namespace',
-        t.namespace,
-        '--leader-election-namespace',
-        t.namespace,
-        '--metrics-bind-address',
-        '127.0.0.1:0',
-        '--health-probe-bind-address',
-        '127.0.0.1:0',
-        '--identity',
-        'queue-controller',
-      ],
-      logFile: join(dir, 'controller.log'),
-    });
-    procs.push(controller);
+    controller = startController('queue-controller-0');
   }, 60_000);
 
   afterAll(async () => {
@@ -179,11 +198,17 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a later requester that dates its own request 1970-01-01 is granted after the earlier one', async () => {
-    const keys = podKeys(LOCK);
-    const holder = await agentPod('holder');
-    const early = await agentPod('early');
-    const late = await agentPod('late');
+  /**
+   * queueScenario: on a new Mutex lock `lock`, pod `<lock>-holder` holds it; `<lock>-early` asks,
+   * then (≥ 1 s later) `<lock>-late`, whose pod was created first (so neither the pod's age nor its
+   * request time favours the early one); the late pod's agent then dates its own request
+   * 1970-01-01. `beforeLetGo` runs next; then the holder lets go. Returns the grant order.
+   */
+  const queueScenario = async (lock: string, beforeLetGo: () => Promise<void>): Promise<string[]> => {
+    const keys = podKeys(lock);
+    const holder = await agentPod(`${lock}-holder`, lock);
+    const late = await agentPod(`${lock}-late`, lock);
+    const early = await agentPod(`${lock}-early`, lock);
     let probes = 0;
     // The policies take effect once the API server has loaded them: wait until the late pod's
     // agent is refused a new label on its own pod (the policy allows only fencepost's annotations).
@@ -206,38 +231,37 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
     );
     await createLock(
       t,
-      lockBody(LOCK, LOCK, { mode: 'Mutex', leaseDurationSeconds: 10, fencing: { backend: 'Lease' } }),
+      lockBody(lock, lock, { mode: 'Mutex', leaseDurationSeconds: 10, fencing: { backend: 'Lease' } }),
     );
 
-    const order = join(dir, 'order');
-    const letGo = join(dir, 'let-go');
+    const order = join(dir, `${lock}-order`);
+    const letGo = join(dir, `${lock}-let-go`);
     const record = `require('node:fs').appendFileSync(${JSON.stringify(order)}, process.env.POD_NAME + '\\n')`;
     // The holder runs until the test lets it go.
     exec(
       holder,
+      lock,
       `${record}; const f = ${JSON.stringify(letGo)}; const t = setInterval(() => { if (require('node:fs').existsSync(f)) clearInterval(t); }, 50)`,
     );
     await eventually(async () => {
-      expect(parseLease((await getLease(t, LOCK)) ?? {}).holder?.name).toBe('holder');
+      expect(parseLease((await getLease(t, lock)) ?? {}).holder?.name).toBe(holder.name);
     }, 30_000).catch((err: unknown) => {
       throw new Error(logs(), { cause: err });
     });
 
     // The early pod asks; then, clearly later, the late one.
-    exec(early, record);
+    exec(early, lock, record);
     await eventually(async () => {
-      expect((await getLock(t, LOCK)).status?.queueLength).toBe(1);
+      expect((await getLock(t, lock)).status?.queueLength).toBe(1);
     }, 20_000);
     await sleep(1000);
-    exec(late, record);
+    exec(late, lock, record);
     await eventually(async () => {
-      expect((await getLock(t, LOCK)).status?.queueLength).toBe(2);
+      expect((await getLock(t, lock)).status?.queueLength).toBe(2);
     }, 20_000);
     const asked = async (name: string): Promise<string | undefined> =>
       (await t.core.readNamespacedPod({ namespace: t.namespace, name })).metadata?.annotations?.[keys.request];
-    const earlyAsked = await asked('early');
-    const lateAsked = await asked('late');
-    expect(Date.parse(lateAsked ?? '')).toBeGreaterThan(Date.parse(earlyAsked ?? ''));
+    expect(Date.parse((await asked(late.name)) ?? '')).toBeGreaterThan(Date.parse((await asked(early.name)) ?? ''));
 
     // The late pod's agent dates its own request 1970: the agent policy allows it (its own pod,
     // fencepost's request annotation).
@@ -249,9 +273,10 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
       },
       mergePatch,
     );
-    expect(await asked('late')).toBe('1970-01-01T00:00:00.000Z');
+    expect(await asked(late.name)).toBe('1970-01-01T00:00:00.000Z');
     await sleep(1000); // the controller sees it
 
+    await beforeLetGo();
     writeFileSync(letGo, '');
     await eventually(
       () => {
@@ -262,6 +287,23 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
     ).catch((err: unknown) => {
       throw new Error(logs(), { cause: err });
     });
-    expect(readFileSync(order, 'utf8').trim().split('\n')).toEqual(['holder', 'early', 'late']);
+    return readFileSync(order, 'utf8').trim().split('\n');
+  };
+
+  it('a later requester that dates its own request 1970-01-01 is granted after the earlier one', async () => {
+    expect(await queueScenario('q', () => Promise.resolve())).toEqual(['q-holder', 'q-early', 'q-late']);
+  }, 120_000);
+
+  it('keeps the order across a controller restart (status.queue), though the late pod is the older one', async () => {
+    const order = await queueScenario('r', async () => {
+      // The controller's record: the early request first, the late one (dated 1970 since) behind it.
+      await eventually(async () => {
+        expect((await getLock(t, 'r')).status?.queue?.map((e) => e.pod)).toEqual(['r-early', 'r-late']);
+      }, 10_000);
+      controller.signal('SIGKILL');
+      expect(await controller.exited).toBe('SIGKILL');
+      controller = startController('queue-controller-1'); // no memory: only status.queue
+    });
+    expect(order).toEqual(['r-holder', 'r-early', 'r-late']);
   }, 120_000);
 });
