@@ -6,10 +6,11 @@
  * copy of the record lost; status kept), and a status write lost with the crash.
  *
  * Properties:
- * - FIFO: when the controller sees each request as it is written (a reconcile after every ask or
- *   forge), grants follow the order in which the requests were written, a rewritten request
- *   counting as a new one (it goes to the back) — across crashes, since the record is read back
- *   from status.
+ * - FIFO: when the controller sees each request as it is written (a reconcile after every ask,
+ *   forge or withdrawal; a request withdrawn and made again before the controller looks keeps
+ *   its place), grants follow the order in which the requests were made — a time rewritten while the
+ *   request stays (forged, or the agent asking again) changes nothing; a request withdrawn and
+ *   made again goes to the back — across crashes, since the record is read back from status.
  * - the pod's time never matters: the same sequence run twice, with every request time drawn
  *   anew (honest increasing times in one run, arbitrary ones, 1970 included, in the other),
  *   grants the same pods in the same order — also with lost status writes and with several
@@ -75,7 +76,7 @@ interface Sim {
   lastHolder: number | undefined;
   memory: readonly QueuedRequest[] | undefined;
   status: readonly QueuedRequest[];
-  /** written: the requests in the order they were written (a rewritten one moved to the back). */
+  /** written: the requests in the order they were made (a rewritten time keeps the place). */
   written: number[];
   grants: number[];
   /** fifoBroken: a grant that was not the first Ready request in `written`. */
@@ -93,7 +94,7 @@ const summary = (p: Pod): PodSummary =>
 
 /**
  * run interprets the commands. `times` gives the k-th request write its time (ms since 1970);
- * `reconcileEachWrite` reconciles right after every ask and forge; `noRecord` hides the record
+ * `reconcileEachWrite` reconciles right after every ask, forge and withdrawal; `noRecord` hides the record
  * from decide (the calibration).
  */
 function run(
@@ -144,27 +145,28 @@ function run(
     if (!loseStatusWrite) sim.status = queue;
     else sim.memory = undefined; // the write was lost with a crash
   };
-  const write = (i: number): void => {
+  const write = (i: number, isNew: boolean): void => {
     const p = sim.pods[i];
     if (p === undefined) return;
     p.request = new Date(times[k++ % times.length] ?? 0).toISOString();
-    sim.written = [...sim.written.filter((w) => w !== i), i];
+    if (isNew) sim.written = [...sim.written, i];
     if (o.reconcileEachWrite) reconcile(false);
   };
   for (const c of cmds) {
     switch (c.t) {
       case 'ask':
         // An agent asks once, and not while it holds the lock.
-        if (sim.pods[c.i]?.request === undefined && sim.holder !== c.i) write(c.i);
+        if (sim.pods[c.i]?.request === undefined && sim.holder !== c.i) write(c.i, true);
         break;
       case 'forge':
-        if (sim.pods[c.i]?.request !== undefined && sim.holder !== c.i) write(c.i);
+        if (sim.pods[c.i]?.request !== undefined && sim.holder !== c.i) write(c.i, false);
         break;
       case 'withdraw': {
         const p = sim.pods[c.i];
-        if (p !== undefined && sim.holder !== c.i) {
+        if (p !== undefined && sim.holder !== c.i && p.request !== undefined) {
           p.request = undefined;
           sim.written = sim.written.filter((w) => w !== c.i);
+          if (o.reconcileEachWrite) reconcile(false);
         }
         break;
       }
@@ -214,7 +216,7 @@ const forged = fc.uniqueArray(fc.oneof(fc.constant(0), fc.integer({ min: 0, max:
 });
 
 describe('the Mutex queue: the controller’s record orders the grants, never the pod’s time (a model test of the pure code)', () => {
-  it('FIFO: when the controller sees each request as it is written, grants follow the order of writing, across crashes', () => {
+  it('FIFO: when the controller sees each request as it is written, grants follow the order of asking, across crashes', () => {
     const tally = { sequences: 0, grants: 0, forges: 0, crashes: 0 };
     fc.assert(
       fc.property(commands, createdAts, forged, (cmds, created, times) => {

@@ -199,8 +199,8 @@ export interface QueuedRequest {
   /** since: when the controller first saw the request, by its own clock (RFC 3339). Informational: the order is the list's. */
   readonly since: string;
   /**
-   * requestTime: the pod's request annotation as first seen (RFC 3339, normalised). The pod wrote
-   * it, so it orders nothing; a different value later is a new request, which goes to the back.
+   * requestTime: the pod's request annotation as first seen (RFC 3339, normalised). Informational:
+   * the pod wrote it, so it orders nothing (it breaks ties only among requests with no record).
    */
   readonly requestTime: string;
 }

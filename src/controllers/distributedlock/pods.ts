@@ -130,21 +130,21 @@ export function requestedAt(p: PodSummary, keys: PodKeys): number | undefined {
   return Number.isFinite(t) ? t : undefined;
 }
 
-/** requestTimeOf: the pod's request annotation normalised to RFC 3339 (QueuedRequest.requestTime), or undefined. */
+/** requestTimeOf: the pod's request annotation normalised to RFC 3339 (QueuedRequest.requestTime, informational), or undefined. */
 export function requestTimeOf(p: PodSummary, keys: PodKeys): string | undefined {
   const t = requestedAt(p, keys);
   return t !== undefined ? new Date(t).toISOString() : undefined;
 }
 
 /**
- * recordIndex: where the pod's current request stands in the controller's record, or -1 when the
- * record does not hold it. An entry is this request only for the same pod incarnation (name and
- * uid) with the same request time: a request withdrawn and made again carries a new time, and so
- * is a new request even when the controller never saw the withdrawal.
+ * recordIndex: where the pod's request stands in the controller's record, or -1 when the record
+ * does not hold it. An entry is the request of one pod incarnation (name and uid) for as long as
+ * the controller sees the request: the time in the annotation may change meanwhile — an agent
+ * asking again while it waits (`POST …/acquire` again after a 423) keeps its place, and a forged
+ * time gains nothing.
  */
-function recordIndex(record: readonly QueuedRequest[], p: PodSummary, keys: PodKeys): number {
-  const time = requestTimeOf(p, keys);
-  return record.findIndex((e) => e.pod === p.ref.name && e.uid === p.ref.uid && e.requestTime === time);
+function recordIndex(record: readonly QueuedRequest[], p: PodSummary): number {
+  return record.findIndex((e) => e.pod === p.ref.name && e.uid === p.ref.uid);
 }
 
 /**
@@ -158,7 +158,7 @@ function recordIndex(record: readonly QueuedRequest[], p: PodSummary, keys: PodK
  */
 export function mutexOrder(record: readonly QueuedRequest[], keys: PodKeys): (a: PodSummary, b: PodSummary) => number {
   const rank = (p: PodSummary): number => {
-    const i = recordIndex(record, p, keys);
+    const i = recordIndex(record, p);
     return i < 0 ? Number.POSITIVE_INFINITY : i;
   };
   return (a, b) => {
@@ -177,8 +177,9 @@ export function mutexOrder(record: readonly QueuedRequest[], keys: PodKeys): (a:
  * nextQueue: the controller's record of the Mutex queue after this observation — every pod that
  * asked (a request annotation that is a time), is selected and not terminating, except the holder,
  * in mutexOrder; a request already recorded keeps its entry (and its `since`), a new one gets
- * `since: now`. A pod not Ready keeps its place. Requests that leave (withdrawn, made again,
- * granted, the pod gone or deselected) drop out, so a pod that asks again goes to the back. At
+ * `since: now`. A pod not Ready keeps its place, and so does one whose request time changed.
+ * Requests that leave (withdrawn, granted, the pod gone, terminating or deselected) drop out, so a
+ * pod that asks again after that goes to the back. At
  * most `max` entries: the first ones in order (recorded ones always fit, the record being bounded
  * too).
  *
@@ -207,7 +208,7 @@ export function nextQueue(
     .slice(0, o.max)
     .map(
       (p) =>
-        record[recordIndex(record, p, o.keys)] ?? {
+        record[recordIndex(record, p)] ?? {
           pod: p.ref.name,
           uid: p.ref.uid,
           since: o.now.toISOString(),

@@ -517,10 +517,10 @@ describe('mutexOrder and nextQueue (the Mutex queue)', () => {
       want: ['b', 'a', 'c'],
     },
     {
-      name: 'a request made again with another time is not the recorded one: it goes to the back',
+      name: 'a recorded request whose time changed keeps its place: asking again while waiting, or a forged time, changes nothing',
       record: [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')],
-      pods: [asks('a', '1970-01-01T00:00:00.000Z'), asks('b', '2026-12-04T05:00:01.000Z')],
-      want: ['b', 'a'],
+      pods: [asks('a', '2026-12-04T05:30:00.000Z'), asks('b', '1970-01-01T00:00:00.000Z')],
+      want: ['a', 'b'],
     },
     {
       name: 'an entry of another incarnation of the pod (same name, new uid) is not its record',
@@ -574,11 +574,22 @@ describe('mutexOrder and nextQueue (the Mutex queue)', () => {
     expect(next(whileHeld, [h, asks('w', at, createdAt(2_000))], undefined).map((e) => e.pod)).toEqual(['w', 'h']);
   });
 
-  it('a request made again with a new time gets a new entry at the back', () => {
+  it('a request whose time changed while it stayed keeps its entry as first seen (since and requestTime)', () => {
     const record = [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')];
-    expect(next(record, [asks('a', '2026-12-04T05:30:00.000Z'), asks('b', '2026-12-04T05:00:01.000Z')])).toEqual([
+    expect(next(record, [asks('a', '2026-12-04T05:30:00.000Z'), asks('b', '1970-01-01T00:00:00.000Z')])).toEqual(
+      record,
+    );
+  });
+
+  it('a request withdrawn and made again goes to the back, with a new entry', () => {
+    const record = [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')];
+    const withdrawn = next(record, [aPod('a'), asks('b', '2026-12-04T05:00:01.000Z')]);
+    expect(withdrawn).toEqual([entry('b', '2026-12-04T05:00:01.000Z')]);
+    expect(
+      next(withdrawn, [asks('a', '1970-01-01T00:00:00.000Z', createdAt(1)), asks('b', '2026-12-04T05:00:01.000Z')]),
+    ).toEqual([
       entry('b', '2026-12-04T05:00:01.000Z'),
-      { pod: 'a', uid: 'a-uid', since: NOW.toISOString(), requestTime: '2026-12-04T05:30:00.000Z' },
+      { pod: 'a', uid: 'a-uid', since: NOW.toISOString(), requestTime: '1970-01-01T00:00:00.000Z' },
     ]);
   });
 
