@@ -163,10 +163,10 @@ export function computeStatus(
     ...(expireTime !== undefined ? { expireTime } : {}),
     leaseTransitions: record?.transitions ?? 0,
     ...(obs.lease !== undefined ? { leaseName: leaseName(obs.lock.metadata.name ?? '') } : {}),
+    ...queueStatus(obs, now),
     candidates: dec.candidates.length,
     queueLength: dec.queue,
     ...(completedRuns(obs, prev).length > 0 ? { completedRuns: completedRuns(obs, prev) } : {}),
-    ...queueStatus(obs, now),
     ...(gen !== undefined ? { observedGeneration: gen } : {}),
     conditions,
   };
