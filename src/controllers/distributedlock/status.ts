@@ -51,6 +51,26 @@ const WAITING_MESSAGE: Record<Waiting, string> = {
 };
 
 /**
+ * queueStatus: status.queue, the controller's record of the Mutex queue (nextQueue in pods.ts):
+ * the requests in the order it first saw them, the holder excluded, `since` stamped with `now`
+ * for requests new to the record. Kept as observed while the pod cache is still filling (an
+ * absent pod is not yet a withdrawn request); none in Election mode.
+ */
+export function queueStatus(obs: Observation, now: Date): { queue?: QueuedRequest[] } {
+  if (obs.lock.spec.mode !== 'Mutex') return {};
+  const queue = obs.podsSynced
+    ? nextQueue(obs.requests ?? [], obs.pods, {
+        keys: podKeys(obs.lock.metadata.name ?? ''),
+        selector: obs.lock.spec.candidates.selector,
+        holder: obs.lease?.record.holder,
+        now,
+        max: MAX_QUEUED_REQUESTS,
+      })
+    : [...(obs.requests ?? [])];
+  return queue.length > 0 ? { queue } : {};
+}
+
+/**
  * computeStatus returns the status to write. renewTime and expireTime follow the Lease but are
  * refreshed only when they lag by more than a lease duration, so that status is not rewritten on
  * every renewal (the Lease is the truth; status is for people and alerts).
@@ -171,26 +191,6 @@ export function computeStatus(
     conditions,
   };
   return status;
-}
-
-/**
- * queueStatus: status.queue, the controller's record of the Mutex queue (nextQueue in pods.ts):
- * the requests in the order it first saw them, the holder excluded, `since` stamped with `now`
- * for requests new to the record. Kept as observed while the pod cache is still filling (an
- * absent pod is not yet a withdrawn request); none in Election mode.
- */
-export function queueStatus(obs: Observation, now: Date): { queue?: QueuedRequest[] } {
-  if (obs.lock.spec.mode !== 'Mutex') return {};
-  const queue = obs.podsSynced
-    ? nextQueue(obs.requests ?? [], obs.pods, {
-        keys: podKeys(obs.lock.metadata.name ?? ''),
-        selector: obs.lock.spec.candidates.selector,
-        holder: obs.lease?.record.holder,
-        now,
-        max: MAX_QUEUED_REQUESTS,
-      })
-    : [...(obs.requests ?? [])];
-  return queue.length > 0 ? { queue } : {};
 }
 
 /** MAX_COMPLETED_RUNS bounds status.completedRuns (the CRD's maxItems). */
