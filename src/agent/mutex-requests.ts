@@ -1,7 +1,8 @@
 /**
  * MutexRequests — the pod-annotation side of a lock, separate from the Lease side (LockSession):
- * a Mutex lock's request (first come, first served by its timestamp), its withdrawal, and the
- * completion report of a run (`fencepost exec --run-id`, acquire({ runId })), plus the read of the
+ * a Mutex lock's request (first come, first served in the order the controller first sees it:
+ * the timestamp is informational, never the queue order), its withdrawal, and the completion
+ * report of a run (`fencepost exec --run-id`, acquire({ runId })), plus the read of the
  * lock's status.completedRuns that says whether some holder's report was recorded.
  *
  * Every write is a JSON merge patch of this pod's own annotations only, with the pod's UID in the

@@ -34,7 +34,8 @@ export const CRD_NAME = `${PLURAL}.${GROUP}`;
 /**
  * LockMode is how a lock is shared. `Election`: one long-lived holder among the ready candidates,
  * replaced only when it releases, expires or terminates. `Mutex`: candidates ask for the lock,
- * hold it while they work and release it, granted in FIFO order of asking.
+ * hold it while they work and release it, granted in FIFO order of asking (the order in
+ * which the controller first saw the requests: status.queue).
  */
 export const LockMode = { Election: 'Election', Mutex: 'Mutex' } as const;
 /** LockMode is one of the values of the LockMode constant. */
@@ -184,6 +185,26 @@ export interface CompletedRun {
   readonly holder?: string;
 }
 
+/** MAX_QUEUED_REQUESTS bounds status.queue (the CRD's maxItems). */
+export const MAX_QUEUED_REQUESTS = 100;
+
+/**
+ * QueuedRequest is one Mutex request in the controller's record of the queue (status.queue). The
+ * record's order is the grant order: the order in which the controller first saw the requests.
+ */
+export interface QueuedRequest {
+  /** pod and uid name the requesting pod incarnation. */
+  readonly pod: string;
+  readonly uid: string;
+  /** since: when the controller first saw the request, by its own clock (RFC 3339). Informational: the order is the list's. */
+  readonly since: string;
+  /**
+   * requestTime: the pod's request annotation as first seen (RFC 3339, normalised). Informational:
+   * the pod wrote it, so it orders nothing (it breaks ties only among requests with no record).
+   */
+  readonly requestTime: string;
+}
+
 /**
  * Condition is a metav1.Condition. `lastTransitionTime` is an RFC 3339 string and changes only
  * when `status` does; use setCondition from conditions.ts to maintain a list of them.
@@ -217,6 +238,11 @@ export interface DistributedLockStatus {
   readonly queueLength?: number;
   /** completedRuns: run ids reported completed in Mutex mode, newest last, at most 32. */
   readonly completedRuns?: readonly CompletedRun[];
+  /**
+   * queue: Mutex mode, the pods that asked and wait (not the holder), in the order they will be
+   * granted — the order in which the controller first saw each request — at most 100.
+   */
+  readonly queue?: readonly QueuedRequest[];
   readonly observedGeneration?: number;
   readonly conditions?: readonly Condition[];
 }
@@ -326,6 +352,7 @@ export const STATUS_SHAPE = {
   'candidates?': 'integer',
   'queueLength?': 'integer',
   'completedRuns?': [{ runId: 'string', completedAt: 'string', 'holder?': 'string' }],
+  'queue?': [{ pod: 'string', uid: 'string', since: 'string', requestTime: 'string' }],
   'observedGeneration?': 'integer',
   'conditions?': [
     {

@@ -23,6 +23,7 @@ import { ConditionType, Reason } from '../../api/v1alpha1/conditions.ts';
 import {
   DEFAULT_HANDOFF_ON_POD_TERMINATED,
   type DistributedLock,
+  type QueuedRequest,
   type Timings,
 } from '../../api/v1alpha1/distributedlock.ts';
 import { leaseDurationSecondsFor, tokenFloor, type LockRecord, type LostTerm } from '../../lease/record.ts';
@@ -30,7 +31,7 @@ import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { tokenOrUndefined } from '../../protocol/token.ts';
-import { byAge, byRequest, isCandidate, requestedAt, type PodSummary } from './pods.ts';
+import { byAge, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
 export interface LeaseView {
@@ -63,6 +64,12 @@ export interface Observation {
   /** podsSynced: the pod cache has synced; until it has, nothing is done on the absence of a pod. */
   readonly podsSynced: boolean;
   readonly fencing: FencingState;
+  /**
+   * requests: Mutex mode, the controller's record of the queue — the requests in the order it
+   * first saw them (status.queue, or this process's own newer copy; see nextQueue in pods.ts).
+   * It, not the time a pod wrote in its request annotation, orders the grants. Absent: none.
+   */
+  readonly requests?: readonly QueuedRequest[];
 }
 
 /** GrantCause says why the lock is being (re)granted. */
@@ -107,7 +114,7 @@ export interface Decision {
   readonly waiting: Waiting | undefined;
   /**
    * candidates: the pods that may be granted next — Election: every eligible pod, oldest first;
-   * Mutex: the eligible pods that asked for the lock, first come first served.
+   * Mutex: the eligible pods that asked for the lock, first come first served (mutexOrder).
    */
   readonly candidates: readonly PodSummary[];
   /** queue: Mutex mode, requesters waiting behind the holder; 0 in Election mode. */
@@ -127,10 +134,11 @@ const NOT_SYNCED_RETRY_MS = 500;
 export function decide(obs: Observation, nowMs: number): Decision {
   const eligible = obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector));
   const keys = podKeys(obs.lock.metadata.name ?? '');
-  // Mutex: only pods that asked (their agent's request annotation), in order of asking.
+  // Mutex: only pods that asked (their agent's request annotation), in the order the controller
+  // first saw them ask (its record), never by the time a pod wrote.
   const candidates =
     obs.lock.spec.mode === 'Mutex'
-      ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(byRequest(keys))
+      ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(mutexOrder(obs.requests ?? [], keys))
       : eligible.sort(byAge);
   const holderNow = obs.lease?.record.holder;
   const queue = obs.lock.spec.mode === 'Mutex' ? candidates.filter((c) => !sameHolder(c.ref, holderNow)).length : 0;

@@ -1,10 +1,11 @@
 /**
- * Pure views of Pods for the lock controller: label-selector matching and candidate eligibility.
- * The per-lock label and annotation keys are the protocol's (src/protocol/names.ts).
+ * Pure views of Pods for the lock controller: label-selector matching, candidate eligibility, and
+ * the Mutex queue order (the controller's record of when it first saw each request, never the
+ * time a pod wrote). The per-lock label and annotation keys are the protocol's (src/protocol/names.ts).
  */
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
-import type { LabelSelector } from '../../api/v1alpha1/distributedlock.ts';
-import type { HolderRef } from '../../protocol/holder.ts';
+import type { LabelSelector, QueuedRequest } from '../../api/v1alpha1/distributedlock.ts';
+import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import type { PodKeys } from '../../protocol/names.ts';
 
 /** PodSummary is what the lock controller needs to know of a pod. */
@@ -117,8 +118,10 @@ export function byAge(a: PodSummary, b: PodSummary): number {
 }
 
 /**
- * requestedAt: in Mutex mode, when the pod asked for the lock (its agent's request annotation),
- * or undefined when it has not asked (or the value is not a time).
+ * requestedAt: in Mutex mode, the time the pod's agent wrote in its request annotation, or
+ * undefined when it has not asked (or the value is not a time). The pod wrote it — its agent, the
+ * app beside it with the same token, anyone with patch on it — so it says only *that* the pod
+ * asked; when it asked is the controller's own record (see mutexOrder).
  */
 export function requestedAt(p: PodSummary, keys: PodKeys): number | undefined {
   const v = p.annotations[keys.request];
@@ -127,9 +130,89 @@ export function requestedAt(p: PodSummary, keys: PodKeys): number | undefined {
   return Number.isFinite(t) ? t : undefined;
 }
 
-/** byRequest orders Mutex requesters first come, first served (then by name for equal times). */
-export function byRequest(keys: PodKeys): (a: PodSummary, b: PodSummary) => number {
-  return (a, b) =>
-    (requestedAt(a, keys) ?? 0) - (requestedAt(b, keys) ?? 0) ||
-    (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0);
+/** requestTimeOf: the pod's request annotation normalised to RFC 3339 (QueuedRequest.requestTime, informational), or undefined. */
+export function requestTimeOf(p: PodSummary, keys: PodKeys): string | undefined {
+  const t = requestedAt(p, keys);
+  return t !== undefined ? new Date(t).toISOString() : undefined;
+}
+
+/**
+ * recordIndex: where the pod's request stands in the controller's record, or -1 when the record
+ * does not hold it. An entry is the request of one pod incarnation (name and uid) for as long as
+ * the controller sees the request: the time in the annotation may change meanwhile — an agent
+ * asking again while it waits (`POST …/acquire` again after a 423) keeps its place, and a forged
+ * time gains nothing.
+ */
+function recordIndex(record: readonly QueuedRequest[], p: PodSummary): number {
+  return record.findIndex((e) => e.pod === p.ref.name && e.uid === p.ref.uid);
+}
+
+/**
+ * mutexOrder orders Mutex requesters first come, first served, by the controller's record
+ * (status.queue: the order in which it first saw each request), never by the pod's own time:
+ * - recorded requests first, in the record's order;
+ * - then requests with no record (first seen in this pass; or beyond the record's bound; or after
+ *   a cold start with no record), oldest pod first (metadata.creationTimestamp, which the API
+ *   server sets), then by the pod's own request time (a tie-breaker only: it cannot move a
+ *   request ahead of any recorded one, nor of an older pod), then by name.
+ */
+export function mutexOrder(record: readonly QueuedRequest[], keys: PodKeys): (a: PodSummary, b: PodSummary) => number {
+  const rank = (p: PodSummary): number => {
+    const i = recordIndex(record, p);
+    return i < 0 ? Number.POSITIVE_INFINITY : i;
+  };
+  return (a, b) => {
+    const ra = rank(a);
+    const rb = rank(b);
+    if (ra !== rb) return ra < rb ? -1 : 1;
+    return (
+      a.createdAt - b.createdAt ||
+      (requestedAt(a, keys) ?? 0) - (requestedAt(b, keys) ?? 0) ||
+      (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0)
+    );
+  };
+}
+
+/**
+ * nextQueue: the controller's record of the Mutex queue after this observation — every pod that
+ * asked (a request annotation that is a time), is selected and not terminating, except the holder,
+ * in mutexOrder; a request already recorded keeps its entry (and its `since`), a new one gets
+ * `since: now`. A pod not Ready keeps its place, and so does one whose request time changed.
+ * Requests that leave (withdrawn, granted, the pod gone, terminating or deselected) drop out, so a
+ * pod that asks again after that goes to the back. At
+ * most `max` entries: the first ones in order (recorded ones always fit, the record being bounded
+ * too).
+ *
+ * Pure; `now` is the controller's wall clock, shown in `since` only (the order is the list's).
+ */
+export function nextQueue(
+  record: readonly QueuedRequest[],
+  pods: readonly PodSummary[],
+  o: {
+    readonly keys: PodKeys;
+    readonly selector: LabelSelector;
+    readonly holder: HolderRef | undefined;
+    readonly now: Date;
+    readonly max: number;
+  },
+): QueuedRequest[] {
+  return pods
+    .filter(
+      (p) =>
+        !p.terminating &&
+        matchesSelector(o.selector, p.labels) &&
+        requestedAt(p, o.keys) !== undefined &&
+        !sameHolder(p.ref, o.holder),
+    )
+    .sort(mutexOrder(record, o.keys))
+    .slice(0, o.max)
+    .map(
+      (p) =>
+        record[recordIndex(record, p)] ?? {
+          pod: p.ref.name,
+          uid: p.ref.uid,
+          since: o.now.toISOString(),
+          requestTime: requestTimeOf(p, o.keys) ?? '',
+        },
+    );
 }

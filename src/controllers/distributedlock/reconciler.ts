@@ -22,6 +22,7 @@ import {
   resolveTimings,
   type DistributedLock,
   type DistributedLockStatus,
+  type QueuedRequest,
 } from '../../api/v1alpha1/distributedlock.ts';
 import type { FenceResult } from '../../fencing/redis-fence.ts';
 import type { EventTarget } from '../../kube/events.ts';
@@ -81,6 +82,13 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #degraded = new Set<ObjectKey>();
   /** #tampered: locks whose Lease token we last found below status.fencingToken, for transition-only Events. */
   readonly #tampered = new Set<ObjectKey>();
+  /**
+   * #queues: per Mutex lock, this process's record of the queue (the requests in the order it
+   * first saw them), the newest copy of status.queue: the lock cache may not show our last status
+   * write yet when the next request arrives. Seeded from status.queue (what an earlier process or
+   * leader recorded) when this process has none; dropped with #seen.
+   */
+  readonly #queues = new Map<ObjectKey, readonly QueuedRequest[]>();
 
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
@@ -89,6 +97,7 @@ export class DistributedLockReconciler implements Reconciler {
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
   forgetObserved(): void {
     this.#seen.clear();
+    this.#queues.clear(); // another leader may have recorded requests since: start from status again
   }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
@@ -100,6 +109,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#seen.delete(key);
       this.#degraded.delete(key);
       this.#tampered.delete(key);
+      this.#queues.delete(key);
       return {};
     }
     const lock = structuredClone(cached);
@@ -143,7 +153,9 @@ export class DistributedLockReconciler implements Reconciler {
     // ### 4: Status, written only when it changed; fencing and tampering transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
     this.#reportTampering(key, lock, obs, dec, log);
-    await this.#writeStatus(lock, computeStatus(obs, dec, lock.status, this.#d.clock.now()), signal);
+    const status = computeStatus(obs, dec, lock.status, this.#d.clock.now());
+    this.#queues.set(key, status.queue ?? []); // before the write: a failed write must not lose the order
+    await this.#writeStatus(lock, status, signal);
     // A spec no retry can fix (status says Ready=False, InvalidSpec): fail without requeue; the lock waits for an event.
     const stuck = unactionable(obs, dec);
     if (stuck !== undefined) throw new TerminalError(`Cannot act on DistributedLock: ${stuck}`);
@@ -187,6 +199,7 @@ export class DistributedLockReconciler implements Reconciler {
         ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}),
         ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
       },
+      requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
     };
     return { obs, lease };
   }
@@ -482,6 +495,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#seen.delete(key);
     this.#degraded.delete(key);
     this.#tampered.delete(key);
+    this.#queues.delete(key);
     return {};
   }
 

@@ -2,14 +2,23 @@
  * computeStatus — the lock's status, recomputed from the observation and the decision (pure).
  * The previous status is read only to throttle renewTime/expireTime, to keep fencingToken from
  * going down, and to keep condition
- * transition times; it never feeds a decision.
+ * transition times; it never feeds a decision. (status.queue is the exception that proves it: the
+ * Mutex queue order is state only the controller observes, so status is where it is kept; the
+ * reconciler reads it back into Observation.requests.)
  */
 import { ConditionType, Reason, setCondition } from '../../api/v1alpha1/conditions.ts';
-import type { CompletedRun, Condition, DistributedLockStatus } from '../../api/v1alpha1/distributedlock.ts';
+import {
+  MAX_QUEUED_REQUESTS,
+  type CompletedRun,
+  type Condition,
+  type DistributedLockStatus,
+  type QueuedRequest,
+} from '../../api/v1alpha1/distributedlock.ts';
 import { leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { tokenOrUndefined } from '../../protocol/token.ts';
 import type { Decision, Observation, Waiting } from './decide.ts';
+import { nextQueue } from './pods.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
   NoCandidates: Reason.Waiting,
@@ -40,6 +49,26 @@ const WAITING_MESSAGE: Record<Waiting, string> = {
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
   CacheNotSynced: 'The controller is still filling its pod cache',
 };
+
+/**
+ * queueStatus: status.queue, the controller's record of the Mutex queue (nextQueue in pods.ts):
+ * the requests in the order it first saw them, the holder excluded, `since` stamped with `now`
+ * for requests new to the record. Kept as observed while the pod cache is still filling (an
+ * absent pod is not yet a withdrawn request); none in Election mode.
+ */
+export function queueStatus(obs: Observation, now: Date): { queue?: QueuedRequest[] } {
+  if (obs.lock.spec.mode !== 'Mutex') return {};
+  const queue = obs.podsSynced
+    ? nextQueue(obs.requests ?? [], obs.pods, {
+        keys: podKeys(obs.lock.metadata.name ?? ''),
+        selector: obs.lock.spec.candidates.selector,
+        holder: obs.lease?.record.holder,
+        now,
+        max: MAX_QUEUED_REQUESTS,
+      })
+    : [...(obs.requests ?? [])];
+  return queue.length > 0 ? { queue } : {};
+}
 
 /**
  * computeStatus returns the status to write. renewTime and expireTime follow the Lease but are
@@ -154,6 +183,7 @@ export function computeStatus(
     ...(expireTime !== undefined ? { expireTime } : {}),
     leaseTransitions: record?.transitions ?? 0,
     ...(obs.lease !== undefined ? { leaseName: leaseName(obs.lock.metadata.name ?? '') } : {}),
+    ...queueStatus(obs, now),
     candidates: dec.candidates.length,
     queueLength: dec.queue,
     ...(completedRuns(obs, prev).length > 0 ? { completedRuns: completedRuns(obs, prev) } : {}),

@@ -5,6 +5,7 @@ import { RESYNC_MS, decide, unactionable } from '../../../src/controllers/distri
 import type { Action, Decision, Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import { isCandidate } from '../../../src/controllers/distributedlock/pods.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
+import type { QueuedRequest } from '../../../src/api/v1alpha1/distributedlock.ts';
 import {
   aLeaseView,
   aLock,
@@ -1143,10 +1144,56 @@ describe('decide in Mutex mode', () => {
     expect(d.queue).toBe(0);
   });
 
-  it('grants the first to ask, not the oldest pod, and counts the others as queued', () => {
-    const d = decide(mutexObs([requested('2026-01-01T00:00:02.000Z')(a), requested('2026-01-01T00:00:01.000Z')(b)]), 1);
+  const seen = (p: PodSummary, requestTime: string): QueuedRequest => ({
+    pod: p.ref.name,
+    uid: p.ref.uid,
+    since: '2026-01-01T00:00:00.000Z',
+    requestTime,
+  });
+  const withRecord = (o: Observation, requests: QueuedRequest[]): Observation => deepFreeze({ ...o, requests });
+
+  it('grants the first the controller saw ask (its record), not the oldest pod, and counts the others as queued', () => {
+    const d = decide(
+      withRecord(mutexObs([requested('2026-01-01T00:00:02.000Z')(a), requested('2026-01-01T00:00:01.000Z')(b)]), [
+        seen(b, '2026-01-01T00:00:01.000Z'),
+        seen(a, '2026-01-01T00:00:02.000Z'),
+      ]),
+      1,
+    );
     expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: b.ref }));
+    expect(d.candidates.map((p) => p.ref.name)).toEqual(['web-b', 'web-a']);
     expect(d.queue).toBe(2); // nobody holds yet: both wait
+  });
+
+  // Issue 15, finding 5: the pod writes its request time (its agent, the app beside it, anyone with
+  // patch on it); the controller's record of when it first saw each request orders the queue.
+  it('a later requester that dates its request 1970 is not granted before the one the controller saw first', () => {
+    const d = decide(
+      withRecord(mutexObs([requested('2026-01-01T00:00:01.000Z')(b), requested('1970-01-01T00:00:00.000Z')(c)]), [
+        seen(b, '2026-01-01T00:00:01.000Z'),
+        seen(c, '2026-01-01T00:00:02.000Z'),
+      ]),
+      1,
+    );
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: b.ref }));
+    expect(d.candidates.map((p) => p.ref.name)).toEqual(['web-b', 'web-c']);
+  });
+
+  it('hands a released lock to the first recorded waiter, not to a request dated 1970 that has no record', () => {
+    const releasedByA = aLeaseView(released('Released'), lastHolder(a), token(5n), observedAt(0));
+    const d = decide(
+      withRecord(
+        mutexObs([requested('2026-01-01T00:00:05.000Z')(c), requested('1970-01-01T00:00:00.000Z')(b)], releasedByA),
+        [seen(c, '2026-01-01T00:00:05.000Z')],
+      ),
+      1,
+    );
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: c.ref }));
+  });
+
+  it('with no record (a cold start), grants the oldest pod first, whatever the request times say', () => {
+    const d = decide(mutexObs([requested('2026-01-01T00:00:09.000Z')(a), requested('1970-01-01T00:00:00.000Z')(c)]), 1);
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: a.ref }));
   });
 
   it('keeps a renewing holder even when others asked earlier, and reports the queue behind it', () => {

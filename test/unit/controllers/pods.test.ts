@@ -1,9 +1,28 @@
 import { describe, expect, it } from 'vitest';
 import type { V1ContainerStatus, V1Pod, V1PodSpec, V1PodStatus } from '@kubernetes/client-node';
 import type { LabelSelector } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { byAge, isCandidate, matchesSelector, summarizePod } from '../../../src/controllers/distributedlock/pods.ts';
+import {
+  byAge,
+  isCandidate,
+  matchesSelector,
+  mutexOrder,
+  nextQueue,
+  summarizePod,
+} from '../../../src/controllers/distributedlock/pods.ts';
+import type { QueuedRequest } from '../../../src/api/v1alpha1/distributedlock.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
-import { aPod, createdAt, deepFreeze, terminated, terminating, unready, withLabels } from '../../support/builders.ts';
+import {
+  aPod,
+  createdAt,
+  deepFreeze,
+  terminated,
+  terminating,
+  unready,
+  withAnnotations,
+  withLabels,
+  withUid,
+  type PodOption,
+} from '../../support/builders.ts';
 import { lockKeyPrefix, podKeys } from '../../../src/protocol/names.ts';
 
 describe('matchesSelector', () => {
@@ -434,6 +453,160 @@ describe('byAge', () => {
     expect(byAge(aPod('a', createdAt(1)), aPod('a', createdAt(1)))).toBe(0);
     expect(Math.sign(byAge(aPod('a', createdAt(1)), aPod('b', createdAt(1))))).toBe(-1);
     expect(Math.sign(byAge(aPod('b', createdAt(1)), aPod('a', createdAt(1))))).toBe(1);
+  });
+});
+
+// Issue 15, finding 5: the Mutex queue order is the controller's record (the order in which it
+// first saw each request), never the time a pod wrote in its own request annotation.
+describe('mutexOrder and nextQueue (the Mutex queue)', () => {
+  const qKeys = podKeys('db');
+  const selector: LabelSelector = deepFreeze({ matchLabels: { app: 'web' } });
+  const NOW = new Date('2026-12-04T06:00:00.000Z');
+  const asks = (name: string, at: string, ...opts: PodOption[]): PodSummary =>
+    aPod(name, withAnnotations({ [qKeys.request]: at }), ...opts);
+  const entry = (pod: string, requestTime: string, since = '2026-12-04T05:00:00.000Z'): QueuedRequest => ({
+    pod,
+    uid: `${pod}-uid`,
+    since,
+    requestTime,
+  });
+  const order = (record: readonly QueuedRequest[], pods: readonly PodSummary[]): string[] =>
+    [...pods].sort(mutexOrder(record, qKeys)).map((p) => p.ref.name);
+  const next = (record: readonly QueuedRequest[], pods: readonly PodSummary[], holder?: PodSummary, max = 100) =>
+    nextQueue(deepFreeze(record), deepFreeze(pods), { keys: qKeys, selector, holder: holder?.ref, now: NOW, max });
+
+  it.each<{ name: string; record: QueuedRequest[]; pods: PodSummary[]; want: string[] }>([
+    {
+      name: 'a request dated 1970 does not jump a recorded one',
+      record: [entry('early', '2026-12-04T05:00:00.000Z'), entry('late', '2026-12-04T05:00:01.000Z')],
+      pods: [asks('early', '2026-12-04T05:00:00.000Z'), asks('late', '1970-01-01T00:00:00.000Z')],
+      want: ['early', 'late'],
+    },
+    {
+      name: 'recorded requests go in the record order, whatever their request times',
+      record: [entry('b', '2026-12-04T05:00:09.000Z'), entry('a', '2026-12-04T05:00:01.000Z')],
+      pods: [asks('a', '2026-12-04T05:00:01.000Z'), asks('b', '2026-12-04T05:00:09.000Z')],
+      want: ['b', 'a'],
+    },
+    {
+      name: 'a request with no record goes behind every recorded one, even dated 1970 and from an older pod',
+      record: [entry('b', '2026-12-04T05:00:00.000Z')],
+      pods: [
+        asks('b', '2026-12-04T05:00:00.000Z', createdAt(2_000)),
+        asks('a', '1970-01-01T00:00:00.000Z', createdAt(1)),
+      ],
+      want: ['b', 'a'],
+    },
+    {
+      name: 'requests with no record (a cold start): oldest pod first, whatever the request times',
+      record: [],
+      pods: [
+        asks('young', '1970-01-01T00:00:00.000Z', createdAt(3_000)),
+        asks('old', '2026-12-04T05:00:09.000Z', createdAt(1_000)),
+      ],
+      want: ['old', 'young'],
+    },
+    {
+      name: 'with no record and the same creation time, the pod’s request time breaks the tie, then the name',
+      record: [],
+      pods: [
+        asks('c', '2026-12-04T05:00:02.000Z', createdAt(1_000)),
+        asks('b', '2026-12-04T05:00:01.000Z', createdAt(1_000)),
+        asks('a', '2026-12-04T05:00:02.000Z', createdAt(1_000)),
+      ],
+      want: ['b', 'a', 'c'],
+    },
+    {
+      name: 'a recorded request whose time changed keeps its place: asking again while waiting, or a forged time, changes nothing',
+      record: [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')],
+      pods: [asks('a', '2026-12-04T05:30:00.000Z'), asks('b', '1970-01-01T00:00:00.000Z')],
+      want: ['a', 'b'],
+    },
+    {
+      name: 'an entry of another incarnation of the pod (same name, new uid) is not its record',
+      record: [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')],
+      pods: [asks('a', '2026-12-04T05:00:00.000Z', withUid('a-new')), asks('b', '2026-12-04T05:00:01.000Z')],
+      want: ['b', 'a'],
+    },
+    {
+      name: 'the same time written another way is the same request',
+      record: [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')],
+      pods: [asks('b', '2026-12-04T05:00:01Z'), asks('a', '2026-12-04T07:00:00+02:00')],
+      want: ['a', 'b'],
+    },
+  ])('$name', ({ record, pods, want }) => {
+    expect(order(deepFreeze(record), deepFreeze(pods))).toEqual(want);
+    expect(order(deepFreeze(record), deepFreeze([...pods].reverse()))).toEqual(want);
+  });
+
+  it('appends a new request at the back with since = now, and keeps recorded entries as they were', () => {
+    const record = [entry('b', '2026-12-04T05:00:01.000Z')];
+    expect(
+      next(record, [asks('a', '1970-01-01T00:00:00.000Z', createdAt(1)), asks('b', '2026-12-04T05:00:01.000Z')]),
+    ).toEqual([
+      entry('b', '2026-12-04T05:00:01.000Z'),
+      { pod: 'a', uid: 'a-uid', since: NOW.toISOString(), requestTime: '1970-01-01T00:00:00.000Z' },
+    ]);
+  });
+
+  it('drops the holder, withdrawn requests, terminating and deselected pods; keeps an unready one in place', () => {
+    const record = ['h', 'gone', 'withdrawn', 'leaving', 'moved', 'unready', 'stays'].map((n) =>
+      entry(n, '2026-12-04T05:00:00.000Z'),
+    );
+    const at = '2026-12-04T05:00:00.000Z';
+    const holder = asks('h', at);
+    const pods = [
+      holder,
+      aPod('withdrawn'),
+      asks('leaving', at, terminating()),
+      asks('moved', at, withLabels({ app: 'api' })),
+      asks('unready', at, unready()),
+      asks('stays', at),
+    ];
+    expect(next(record, pods, holder).map((e) => e.pod)).toEqual(['unready', 'stays']);
+  });
+
+  it('a holder that asks again after its term goes to the back', () => {
+    const at = '2026-12-04T05:00:00.000Z';
+    const h = asks('h', at, createdAt(1));
+    const whileHeld = next([entry('w', at)], [h, asks('w', at, createdAt(2_000))], h);
+    expect(whileHeld.map((e) => e.pod)).toEqual(['w']);
+    expect(next(whileHeld, [h, asks('w', at, createdAt(2_000))], undefined).map((e) => e.pod)).toEqual(['w', 'h']);
+  });
+
+  it('a request whose time changed while it stayed keeps its entry as first seen (since and requestTime)', () => {
+    const record = [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')];
+    expect(next(record, [asks('a', '2026-12-04T05:30:00.000Z'), asks('b', '1970-01-01T00:00:00.000Z')])).toEqual(
+      record,
+    );
+  });
+
+  it('a request withdrawn and made again goes to the back, with a new entry', () => {
+    const record = [entry('a', '2026-12-04T05:00:00.000Z'), entry('b', '2026-12-04T05:00:01.000Z')];
+    const withdrawn = next(record, [aPod('a'), asks('b', '2026-12-04T05:00:01.000Z')]);
+    expect(withdrawn).toEqual([entry('b', '2026-12-04T05:00:01.000Z')]);
+    expect(
+      next(withdrawn, [asks('a', '1970-01-01T00:00:00.000Z', createdAt(1)), asks('b', '2026-12-04T05:00:01.000Z')]),
+    ).toEqual([
+      entry('b', '2026-12-04T05:00:01.000Z'),
+      { pod: 'a', uid: 'a-uid', since: NOW.toISOString(), requestTime: '1970-01-01T00:00:00.000Z' },
+    ]);
+  });
+
+  it('records at most max requests, the first in order; the rest queue behind them unrecorded', () => {
+    const at = '2026-12-04T05:00:00.000Z';
+    const pods = [0, 1, 2, 3].map((i) => asks(`p${i}`, at, createdAt(10 - i)));
+    expect(next([entry('p0', at)], pods, undefined, 2).map((e) => e.pod)).toEqual(['p0', 'p3']);
+  });
+
+  it('ignores a request that is not a time', () => {
+    expect(next([], [asks('a', 'soon'), asks('b', '2026-12-04T05:00:00.000Z')]).map((e) => e.pod)).toEqual(['b']);
+  });
+
+  it('records a time outside years 0000-9999 as the signed-year form, within the CRD’s 32 characters', () => {
+    const q = next([], [asks('a', '+275760-09-13T00:00:00.000Z')]);
+    expect(q.map((e) => e.requestTime)).toEqual(['+275760-09-13T00:00:00.000Z']);
+    expect(q[0]?.requestTime.length).toBeLessThanOrEqual(32);
   });
 });
 

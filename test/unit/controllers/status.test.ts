@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConditionType, Reason, findCondition } from '../../../src/api/v1alpha1/conditions.ts';
-import type { Condition, DistributedLockStatus } from '../../../src/api/v1alpha1/distributedlock.ts';
+import type { Condition, DistributedLockStatus, QueuedRequest } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { decide, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import { computeStatus } from '../../../src/controllers/distributedlock/status.ts';
 import {
@@ -23,6 +23,7 @@ import {
   token,
   transitions,
   unready,
+  withAnnotations,
   withGeneration,
   withLease,
   withLock,
@@ -31,7 +32,7 @@ import {
   type LeaseOption,
   type ObservationOption,
 } from '../../support/builders.ts';
-import { leaseName } from '../../../src/protocol/names.ts';
+import { leaseName, podKeys } from '../../../src/protocol/names.ts';
 
 const LEASE_MS = 10_000;
 const NOW = new Date('2025-01-01T00:01:00.500Z');
@@ -312,6 +313,39 @@ describe('computeStatus', () => {
       );
       expect(newTerm.acquireTime).toBe(at(5_000).toISOString());
       expect(Date.parse(newTerm.renewTime ?? '')).toBeGreaterThanOrEqual(Date.parse(newTerm.acquireTime ?? ''));
+    });
+  });
+
+  describe('queue (Mutex mode: the controller’s record of the requests, status.queue)', () => {
+    const qKeys = podKeys('db');
+    const mutex = withLock(aLock('db', (d) => (d.spec = { ...d.spec, mode: 'Mutex' })));
+    const asking = (name: string, at: string, created: number) =>
+      aPod(name, createdAt(created), withAnnotations({ [qKeys.request]: at }));
+    const early = asking('early', '2025-01-01T00:00:10.000Z', 2_000);
+    const late = asking('late', '1970-01-01T00:00:00.000Z', 1_000);
+    const recorded: QueuedRequest = {
+      pod: 'early',
+      uid: 'early-uid',
+      since: '2025-01-01T00:00:10.100Z',
+      requestTime: '2025-01-01T00:00:10.000Z',
+    };
+
+    it('records a request it sees for the first time at the back, since now, keeping the recorded ones', () => {
+      const o = deepFreeze({ ...anObservation(mutex, heldByA(), withPods(a, early, late)), requests: [recorded] });
+      expect(statusOf(o).queue).toEqual([
+        recorded,
+        { pod: 'late', uid: 'late-uid', since: NOW.toISOString(), requestTime: '1970-01-01T00:00:00.000Z' },
+      ]);
+    });
+
+    it('keeps the record as it was while the pod cache is still filling', () => {
+      const o = deepFreeze({ ...anObservation(mutex, heldByA(), withPods(a), podsNotSynced()), requests: [recorded] });
+      expect(statusOf(o).queue).toEqual([recorded]);
+    });
+
+    it('has no queue when nobody waits, nor in Election mode', () => {
+      expect(statusOf(anObservation(mutex, heldByA(), withPods(a))).queue).toBeUndefined();
+      expect(statusOf(anObservation(heldByA(), withPods(a, early, late))).queue).toBeUndefined();
     });
   });
 });
