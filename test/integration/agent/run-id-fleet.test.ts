@@ -12,11 +12,22 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NotRunHolderError } from '../../../src/agent/run-completions.ts';
+import { LockSession } from '../../../src/agent/session.ts';
+import { acquire } from '../../../src/index.ts';
+import { completedLease, parseLease } from '../../../src/lease/record.ts';
+import { leaseName } from '../../../src/protocol/names.ts';
 import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
-import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
-import { createLock, createPod, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import {
+  eventually,
+  freshNamespace,
+  sharedKubeConfig,
+  sharedKubeconfigPath,
+  sharedRedisUrl,
+} from '../../support/env.ts';
+import { createLock, createPod, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 import type { RunIdWorkerArgs } from '../../support/run-id-worker.ts';
 import {
   kubeconfigVia,
@@ -95,7 +106,7 @@ describe('a run-id fleet under a delayed pod watch (issue 15, finding 4)', () =>
         pod: p,
         runIds,
         log,
-        runMs: [20, 120],
+        runMs: [10, 60],
         waitMs: 30_000,
         attempts: 3,
       };
@@ -126,4 +137,100 @@ describe('a run-id fleet under a delayed pod watch (issue 15, finding 4)', () =>
     ).toEqual([]);
     expect(never).toEqual([]);
   }, 300_000);
+
+  it("refuses a completion by anyone but the holder of the run's term", async () => {
+    const a = await createPod(t, 'only-a', { app: 'only' });
+    const b = await createPod(t, 'only-b', { app: 'only' });
+    const podA = { name: a.metadata?.name ?? '', uid: a.metadata?.uid ?? '' };
+    const podB = { name: b.metadata?.name ?? '', uid: b.metadata?.uid ?? '' };
+    await createLock(t, lockBody('only', 'only', { mode: 'Mutex', leaseDurationSeconds: 10 }));
+    const held = await acquire('only', {
+      kubeconfig: adminKc,
+      namespace: t.namespace,
+      pod: podA,
+      runId: 'r-1',
+      waitMs: 30_000,
+    });
+    // Another pod, with the holder's token: refused, nothing written.
+    const other = new LockSession({
+      kc: adminKc,
+      namespace: t.namespace,
+      lock: 'only',
+      self: podB,
+      clock: realClock,
+      log: silentLogger,
+    });
+    await expect(other.complete('r-1', undefined, held.token)).rejects.toThrow(NotRunHolderError);
+    await expect(other.complete('r-1', undefined, held.token)).rejects.toThrow(
+      "only the holder of the run's term may complete it",
+    );
+    expect(parseLease((await getLease(t, 'only')) ?? {}).completedRuns).toEqual([]);
+    // The holder itself, after its term ended: refused too.
+    await held.release();
+    await expect(held.complete()).rejects.toThrow("only the holder of the run's term may complete it");
+    expect(parseLease((await getLease(t, 'only')) ?? {}).completedRuns).toEqual([]);
+    const again = await acquire('only', {
+      kubeconfig: adminKc,
+      namespace: t.namespace,
+      pod: podB,
+      runId: 'r-1',
+      waitMs: 30_000,
+    });
+    await again.complete();
+    await again.release();
+    await eventually(async () => {
+      expect((await getLock(t, 'only')).status?.completedRuns).toEqual([
+        expect.objectContaining({ runId: 'r-1', holder: 'only-b', token: again.token.toString() }),
+      ]);
+    });
+  });
+
+  it('refuses a completed-at in the future: not in status, a CompletionRefused Event, and the run is not done', async () => {
+    const a = await createPod(t, 'future-a', { app: 'future' });
+    const b = await createPod(t, 'future-b', { app: 'future' });
+    const podA = { name: a.metadata?.name ?? '', uid: a.metadata?.uid ?? '' };
+    const podB = { name: b.metadata?.name ?? '', uid: b.metadata?.uid ?? '' };
+    await createLock(t, lockBody('future', 'future', { mode: 'Mutex', leaseDurationSeconds: 10 }));
+    const held = await acquire('future', {
+      kubeconfig: adminKc,
+      namespace: t.namespace,
+      pod: podA,
+      runId: 'f-1',
+      waitMs: 30_000,
+    });
+    // The entry the holder's agent would write, dated an hour ahead (written here as the admin).
+    const lease = (await getLease(t, 'future')) ?? {};
+    const ahead = new Date(Date.now() + 3_600_000);
+    await t.leases.replaceNamespacedLease({
+      namespace: t.namespace,
+      name: leaseName('future'),
+      body: completedLease(lease, { runId: 'f-1', token: held.token, holder: podA.name, completedAt: ahead }),
+    });
+    await held.release();
+    await eventually(async () => {
+      const events = await t.core.listNamespacedEvent({
+        namespace: t.namespace,
+        fieldSelector: 'involvedObject.name=future',
+      });
+      expect(events.items.map((e) => `${e.reason ?? ''}: ${e.message ?? ''}`)).toContainEqual(
+        expect.stringMatching(/^CompletionRefused: Run "f-1" .* in the future/),
+      );
+    });
+    expect((await getLock(t, 'future')).status?.completedRuns ?? []).toEqual([]);
+    // Not done: the next pod is granted the run and does it.
+    const next = await acquire('future', {
+      kubeconfig: adminKc,
+      namespace: t.namespace,
+      pod: podB,
+      runId: 'f-1',
+      waitMs: 30_000,
+    });
+    await next.complete();
+    await next.release();
+    await eventually(async () => {
+      expect((await getLock(t, 'future')).status?.completedRuns).toEqual([
+        expect.objectContaining({ runId: 'f-1', holder: 'future-b' }),
+      ]);
+    });
+  });
 });
