@@ -9,7 +9,8 @@
  *
  * - `pause`: SIGSTOP for U[0.5 L, 3 L], then SIGCONT (it finishes its run late; its completion is
  *   refused when its term ended meanwhile);
- * - `kill`: SIGKILL mid-run (the run is lost; another pod may run it again);
+ * - `kill`: SIGKILL mid-run, and the pod reported terminated as a kubelet would (the run is lost;
+ *   another pod may run it again);
  * - `partition`: its API traffic blackholed for U[0.5 L, 3 L] mid-run;
  * - `watch-delay`: the controller's pod watch events arrive U[0, 2 L] late for the whole trial (the
  *   trigger of finding 4: status copied from a lagging pod cache).
@@ -37,7 +38,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { mulberry32 } from '../../support/prng.ts';
-import { createLock, createPod, deleteLock, lockBody } from '../../support/fixtures.ts';
+import { createLock, createPod, deleteLock, lockBody, setPodStatus } from '../../support/fixtures.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import type { SafetyBed } from '../testbed.ts';
@@ -48,8 +49,8 @@ const WORKER = resolve(import.meta.dirname, 'run-id-fleet-worker.ts');
 
 /** FLEET: pods per trial; RUN_IDS: run ids per trial; RUN_MS: how long a run lasts. */
 export const FLEET = 3;
-export const RUN_IDS = 6;
-const RUN_MS: readonly [number, number] = [50, 300];
+export const RUN_IDS = 3;
+const RUN_MS: readonly [number, number] = [20, 150];
 /** FINISH_MS bounds the wait for the fleet to go through its run ids. */
 const FINISH_MS = 90_000;
 
@@ -277,18 +278,26 @@ export async function runIdFleet(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const offs: (() => void)[] = [];
   const finished = new Set<FleetWorker>();
   let errors = 0;
+  const errorDetails: string[] = [];
   let completeRefused = 0;
   let undelay: (() => void) | undefined;
   let startAt: number;
   let faultMs = 0;
+  const pods: { name: string; uid: string }[] = [];
+  const t0 = performance.now();
+  const marks: string[] = [];
+  const mark = (what: string): void => {
+    marks.push(`${what} ${Math.round(performance.now() - t0)}`);
+  };
   try {
-    const pods: { name: string; uid: string }[] = [];
     for (let i = 0; i < FLEET; i++) {
       const p = await createPod(ctx.bed.t, `${lock}-${i}`, { app: lock });
       pods.push({ name: p.metadata?.name ?? '', uid: p.metadata?.uid ?? '' });
     }
     await createLock(ctx.bed.t, lockBody(lock, lock, { mode: 'Mutex', leaseDurationSeconds: ctx.spec.leaseSeconds }));
+    mark('lock');
     for (let i = 0; i < FLEET; i++) workers.push(await pool.borrow());
+    mark('borrowed');
     // The fault's target: the first pod to start a run after the fault's moment.
     const started = Promise.withResolvers<FleetWorker>();
     let armed = false;
@@ -298,7 +307,10 @@ export async function runIdFleet(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
           if ((e.kind === 'ran' || e.kind === 'completed') && e.runId !== undefined && e.token !== undefined)
             reports.push({ kind: e.kind, runId: e.runId, pod: e.pod, token: BigInt(e.token) });
           if (e.kind === 'ran' && armed) started.resolve(w);
-          if (e.kind === 'error') errors++;
+          if (e.kind === 'error') {
+            errors++;
+            if (errorDetails.length < 3) errorDetails.push(`${e.pod} ${e.runId ?? ''}: ${e.detail ?? ''}`);
+          }
           if (e.kind === 'complete-failed') completeRefused++;
           if (e.kind === 'finished') finished.add(w);
         }),
@@ -329,8 +341,12 @@ export async function runIdFleet(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
       if (target !== undefined) {
         startAt = performance.now();
         const ms = ctx.uniform(0.5, 3) * ctx.leaseMs;
-        if (variant === 'kill') target.proc.signal('SIGKILL');
-        else if (variant === 'pause') {
+        if (variant === 'kill') {
+          target.proc.signal('SIGKILL');
+          // The kubelet's report: the pod's containers terminated (its Mutex request goes with it).
+          const pod = pods[workers.indexOf(target)];
+          if (pod !== undefined) await setPodStatus(ctx.bed.t, pod.name, 'terminated').catch(() => undefined);
+        } else if (variant === 'pause') {
           target.proc.signal('SIGSTOP');
           await sleep(ms);
           target.proc.signal('SIGCONT');
@@ -343,10 +359,12 @@ export async function runIdFleet(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
         }
       }
     }
+    mark('fault');
     // Every live pod goes through its run ids (bounded).
     const deadline = performance.now() + FINISH_MS;
     while (performance.now() < deadline && workers.some((w) => w.alive() && !finished.has(w))) await sleep(200);
     if (variant === 'watch-delay') faultMs = performance.now() - startAt;
+    mark('finished');
   } finally {
     undelay?.();
     for (const off of offs) off();
@@ -359,10 +377,16 @@ export async function runIdFleet(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     process.stderr.write(
       `run-id-fleet ${ctx.spec.id} seed ${ctx.spec.seed} (${variant}): ${check.violations.join('; ')}\n`,
     );
+  if (errorDetails.length > 0)
+    process.stderr.write(`run-id-fleet ${ctx.spec.id} (${variant}): ${errors} error(s): ${errorDetails.join(' | ')}\n`);
   // The trial's own lock: hand it over, so the trial's progress and S1–S5 are checked as always.
   const left = h.w.waitFor(ctx.spec.id, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
   h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
   await left;
+  if (process.env['RUN_ID_FLEET_TIMING'] === '1')
+    process.stderr.write(
+      `run-id-fleet ${ctx.spec.id} ${variant}: ${marks.join(', ')}, left ${Math.round(performance.now() - t0)}\n`,
+    );
   return {
     variant: `${variant}${recheck ? '' : ' (no recheck)'}`,
     faultMs,
