@@ -1,7 +1,7 @@
 /**
  * computeStatus — the lock's status, recomputed from the observation and the decision (pure).
  * The previous status is read only to throttle renewTime/expireTime, to keep fencingToken from
- * going down, and to keep condition
+ * going down, to keep the completed runs a re-created Lease no longer has, and to keep condition
  * transition times; it never feeds a decision.
  */
 import { ConditionType, Reason, setCondition } from '../../api/v1alpha1/conditions.ts';
