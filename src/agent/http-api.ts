@@ -21,6 +21,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { parseDuration } from '../config/duration.ts';
 import { problem, sendProblem } from './problem.ts';
+import { NotRunHolderError } from './run-completions.ts';
 import { AlreadyDoneError, requestRun } from './run-once.ts';
 import { EventJournal, SSE_RETRY_MS, formatSse, type SseFrame, type StoppingEvent } from './sse.ts';
 import type { LockSession } from './session.ts';
@@ -286,11 +287,15 @@ export async function serveAgentApi(
           );
           return;
         }
-        session.complete(runId).then(
+        session.complete(runId, undefined, held).then(
           () => {
             json(res, 200, session.snapshot());
           },
           (err: unknown) => {
+            if (err instanceof NotRunHolderError) {
+              sendProblem(res, problem('not-held', err.message, { lock: name, snapshot: session.snapshot() }));
+              return;
+            }
             sendProblem(
               res,
               problem('kubernetes-unavailable', `Failed to report the run completed: ${messageOf(err)}`, {

@@ -1,22 +1,19 @@
 /**
  * MutexRequests — the pod-annotation side of a lock, separate from the Lease side (LockSession):
  * a Mutex lock's request (first come, first served in the order the controller first sees it:
- * the timestamp is informational, never the queue order), its withdrawal, and the completion
- * report of a run (`fencepost exec --run-id`, acquire({ runId })), plus the read of the
- * lock's status.completedRuns that says whether some holder's report was recorded.
+ * the timestamp is informational, never the queue order) with its run id, and its withdrawal.
+ * Completed runs are recorded on the Lease, not here (run-completions.ts).
  *
  * Every write is a JSON merge patch of this pod's own annotations only, with the pod's UID in the
  * body as a precondition: a new pod of the same name is never changed by an old incarnation.
  * The annotation values are decided by the pure functions below; the class only sends them.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { mergePatchWith } from '../kube/request-options.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import { podKeys } from '../protocol/names.ts';
 import type { Clock } from '../runtime/clock.ts';
-import { isNotFound } from '../runtime/errors.ts';
 
 /** AnnotationPatch is a merge patch of annotations: a string sets a key, null removes it. */
 export type AnnotationPatch = Readonly<Record<string, string | null>>;
@@ -31,17 +28,6 @@ export function requestAnnotations(lock: string, now: Date, runId?: string): Ann
 export function withdrawAnnotations(lock: string): AnnotationPatch {
   const keys = podKeys(lock);
   return { [keys.request]: null, [keys.runId]: null };
-}
-
-/** completeAnnotations reports `runId` done at `now`; the controller copies it to status.completedRuns. */
-export function completeAnnotations(lock: string, runId: string, now: Date): AnnotationPatch {
-  const keys = podKeys(lock);
-  return { [keys.completedRun]: runId, [keys.completedAt]: now.toISOString() };
-}
-
-/** hasCompletedRun: the lock's status records `runId` as completed (a lock with no status has none). */
-export function hasCompletedRun(lock: DistributedLock, runId: string): boolean {
-  return (lock.status?.completedRuns ?? []).some((r) => r.runId === runId);
 }
 
 /**
@@ -59,11 +45,11 @@ export interface MutexRequestsOptions {
   readonly lock: string;
   /** self is this pod incarnation (downward API POD_NAME and POD_UID); its UID guards every patch. */
   readonly self: HolderRef;
-  /** clock stamps the request and completion times (wall clock). */
+  /** clock stamps the request times (wall clock). */
   readonly clock: Clock;
 }
 
-/** MutexRequests writes one pod's requests and completion reports for one lock. */
+/** MutexRequests writes one pod's requests for one lock. */
 export class MutexRequests {
   readonly #o: MutexRequestsOptions;
 
@@ -83,33 +69,6 @@ export class MutexRequests {
   /** withdraw removes the request (Mutex mode), so that the pod is not granted again; `bound` aborts it. */
   async withdraw(bound?: RequestBound): Promise<void> {
     await this.#patchOwnPod(withdrawAnnotations(this.#o.lock), bound?.signal);
-  }
-
-  /** complete reports a run id done (the controller records it in status.completedRuns); `bound` aborts it. */
-  async complete(runId: string, bound?: RequestBound): Promise<void> {
-    await this.#patchOwnPod(completeAnnotations(this.#o.lock, runId, this.#o.clock.now()), bound?.signal);
-  }
-
-  /**
-   * runCompleted: whether some holder's report of runId is recorded in the lock's
-   * status.completedRuns (the controller's record; a report still only on a pod annotation does
-   * not count yet). A lock without its DistributedLock has no completed runs.
-   */
-  async runCompleted(runId: string): Promise<boolean> {
-    let obj: DistributedLock;
-    try {
-      obj = (await this.#o.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: this.#o.namespace,
-        plural: PLURAL,
-        name: this.#o.lock,
-      })) as DistributedLock;
-    } catch (err) {
-      if (isNotFound(err)) return false;
-      throw err;
-    }
-    return hasCompletedRun(obj, runId);
   }
 
   async #patchOwnPod(annotations: AnnotationPatch, signal?: AbortSignal): Promise<void> {

@@ -3,15 +3,18 @@
  * --run-id`) and the agent's HTTP API (`POST /v1/locks/NAME/acquire?runId=ID`), so that both ask
  * the same questions in the same order:
  *
- *   1. a run id the lock's status already records as completed is refused at once (nothing is
- *      requested);
+ *   1. a run id already recorded completed (on the Lease or in status) is refused at once
+ *      (nothing is requested);
  *   2. otherwise the pod requests the lock with the run id and waits for the grant;
- *   3. once granted, the status is read again: a holder may have completed the run while this pod
- *      waited in the queue. Then the request is withdrawn and the term released, so the next pod
+ *   3. once granted, the Lease and the status are read again: a holder may have completed the
+ *      run while this pod waited in the queue. Then the request is withdrawn and the term released, so the next pod
  *      in the queue is granted at once, and the run is refused.
  *
- * A holder reports the run completed with LockSession.complete (a pod annotation the controller
- * records in status.completedRuns) before it releases.
+ * "Completed" is read from the lock's Lease with a direct GET, and from status.completedRuns (the
+ * controller's history). A holder records the run completed with LockSession.complete before it
+ * releases: a compare-and-swap on the Lease made while the Lease still names it with the run's
+ * token. Every later grant is a compare-and-swap on a later version of the Lease, so the check in
+ * step 3 of any holder granted after the completion sees it (run-completions.ts).
  */
 import type { LockSession } from './session.ts';
 

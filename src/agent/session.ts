@@ -9,8 +9,9 @@
  * on the injected clock, reads of the state (each preceded by a deadline check) — and performs the
  * actions it returns: Lease requests bounded by AbortSignal budgets, timers, LockEvents and logs.
  *
- * The pod-annotation side of a lock (Mutex requests, run completion) is MutexRequests
- * (mutex-requests.ts); the session delegates to it so that callers need one object.
+ * The pod-annotation side of a lock (Mutex requests) is MutexRequests (mutex-requests.ts), and
+ * the run-once record on the Lease is RunCompletions (run-completions.ts); the session delegates
+ * to them so that callers need one object.
  */
 import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import { CoordinationV1Api } from '@kubernetes/client-node';
@@ -24,6 +25,7 @@ import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
 import { MutexRequests, type RequestBound } from './mutex-requests.ts';
+import { NotRunHolderError, RunCompletions } from './run-completions.ts';
 import {
   heldTerm,
   initialState,
@@ -98,6 +100,7 @@ export class LockSession {
   readonly #leases: LeaseClient;
   readonly #informer: LeaseInformer;
   readonly #mutex: MutexRequests;
+  readonly #runs: RunCompletions;
   readonly #listeners = new Set<(e: LockEvent) => void>();
   /** #s is the machine's state; only #feed replaces it. */
   #s: SessionState;
@@ -115,6 +118,7 @@ export class LockSession {
     this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#mutex = new MutexRequests(o);
+    this.#runs = new RunCompletions({ ...o, leases: this.#leases });
     this.#informer.onChange((lease, kind) => {
       if (lease.metadata?.name !== leaseName(o.lock)) return;
       this.#step(kind === 'delete' ? { type: 'LeaseGone' } : seen(lease));
@@ -170,20 +174,26 @@ export class LockSession {
   }
 
   /**
-   * complete reports a run id done (the controller records it in status.completedRuns).
-   * `bound.signal` aborts the request on the wire (the call then rejects).
+   * complete records runId completed on the Lease by the term of `token` (default: the term this
+   * session holds now), in a compare-and-swap made only while the Lease names this pod with that
+   * token (RunCompletions.complete). Rejects with NotRunHolderError otherwise: only the holder of
+   * the run's term may complete it. `bound.signal` aborts the requests on the wire.
    */
-  complete(runId: string, bound?: RequestBound): Promise<void> {
-    return this.#mutex.complete(runId, bound);
+  async complete(runId: string, bound?: RequestBound, token?: bigint): Promise<void> {
+    const term = token ?? this.heldToken();
+    if (term === undefined)
+      throw new NotRunHolderError(
+        `lock ${this.#o.lock}: only the holder of the run's term may complete it; pod ${this.#o.self.name} holds no term`,
+      );
+    await this.#runs.complete(runId, term, bound);
   }
 
   /**
-   * runCompleted: whether some holder's report of runId is recorded in the lock's
-   * status.completedRuns (the controller's record; a report still only on a pod annotation does
-   * not count yet). A lock without its DistributedLock has no completed runs.
+   * runCompleted: whether runId is recorded completed, on the Lease (read directly) or in the
+   * lock's status.completedRuns (RunCompletions.runCompleted).
    */
   runCompleted(runId: string): Promise<boolean> {
-    return this.#mutex.runCompleted(runId);
+    return this.#runs.runCompleted(runId);
   }
 
   /** termTimings: the current or last term's timings (undefined before the first grant). */

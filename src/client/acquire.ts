@@ -215,7 +215,7 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
     complete: async (bounds?: RequestBounds) => {
       const runId = opts.runId;
       if (runId === undefined) throw new Error(`lock ${lock}: complete() needs options.runId`);
-      await bounded(bounds, clock, `complete(${lock})`, (signal) => session.complete(runId, { signal }));
+      await bounded(bounds, clock, `complete(${lock})`, (signal) => session.complete(runId, { signal }, token));
     },
     release,
     [Symbol.asyncDispose]: () => release(),

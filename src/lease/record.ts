@@ -20,10 +20,16 @@
  *   `Lost` on a Lease created again after the old one was deleted while held (or revoked because
  *   its lock is being deleted): nobody may be granted before a full lease duration has passed,
  *   since the old holder may not have seen the end of its term.
+ * - annotation fencepost.io/completed-runs: the run ids completed by holders of this Lease (Mutex
+ *   run-once), a JSON list of `{ runId, token, holder, completedAt }`, newest last, at most
+ *   {@link MAX_COMPLETED_RUNS}. A holder appends its run ({@link completedLease}) in a
+ *   compare-and-swap made while the Lease names it with the run's token; grants, renewals and
+ *   releases copy the annotation along, so a holder granted after that write always reads it.
  */
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol/holder.ts';
 import {
+  COMPLETED_RUNS_ANNOTATION,
   LAST_HOLDER_ANNOTATION,
   LOCK_LABEL,
   leaseName,
@@ -52,7 +58,113 @@ export interface LockRecord {
   readonly released: ReleaseKind | undefined;
   /** lastHolder is the holder that released or lost the Lease (undefined while held). */
   readonly lastHolder: HolderRef | undefined;
+  /** completedRuns: the runs recorded on the Lease, newest last (see {@link parseCompletedRuns}). */
+  readonly completedRuns: readonly CompletionEntry[];
   readonly resourceVersion: string;
+}
+
+/** CompletionEntry is one run recorded completed on a lock's Lease. */
+export interface CompletionEntry {
+  readonly runId: string;
+  /** token: the fencing token of the term that did the run (and wrote the entry). */
+  readonly token: bigint;
+  /** holder: the name of the pod that completed the run. */
+  readonly holder: string;
+  /** completedAt: the completing agent's wall clock when it wrote the entry. */
+  readonly completedAt: Date;
+}
+
+/** MAX_COMPLETED_RUNS bounds the Lease's completed-runs list and status.completedRuns (the CRD's maxItems). */
+export const MAX_COMPLETED_RUNS = 32;
+
+/**
+ * COMPLETED_AT_TOLERANCE_MS: how far in the future (on the reader's wall clock) an entry's
+ * completedAt may be and still count. Clocks of the cluster's nodes are assumed to agree within
+ * it; an entry further ahead is refused (see {@link completionVerdict}).
+ */
+export const COMPLETED_AT_TOLERANCE_MS = 30_000;
+
+/**
+ * parseCompletedRuns reads the completed-runs annotation. An unreadable annotation reads as no
+ * runs, and an unreadable entry (no run id, a malformed token, an unparsable time) is skipped:
+ * only holders write it, through their agent, so garbage there is not a completion.
+ */
+export function parseCompletedRuns(text: string | undefined): CompletionEntry[] {
+  if (text === undefined) return [];
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(raw)) return [];
+  const out: CompletionEntry[] = [];
+  for (const e of raw as unknown[]) {
+    if (e === null || typeof e !== 'object') continue;
+    const { runId, token, holder, completedAt } = e as Record<string, unknown>;
+    if (typeof runId !== 'string' || runId === '' || typeof token !== 'string' || typeof completedAt !== 'string')
+      continue;
+    let t: bigint;
+    try {
+      t = parseToken(token, 'completed-runs token');
+    } catch {
+      continue;
+    }
+    const at = Date.parse(completedAt);
+    if (!Number.isFinite(at)) continue;
+    out.push({ runId, token: t, holder: typeof holder === 'string' ? holder : '', completedAt: new Date(at) });
+  }
+  return out;
+}
+
+/** formatCompletedRuns is the annotation value of a list of entries (tokens as decimal strings). */
+export function formatCompletedRuns(entries: readonly CompletionEntry[]): string {
+  return JSON.stringify(
+    entries.map((e) => ({
+      runId: e.runId,
+      token: e.token.toString(),
+      holder: e.holder,
+      completedAt: e.completedAt.toISOString(),
+    })),
+  );
+}
+
+/**
+ * CompletionVerdict: whether an entry counts as a completed run — `ok`; `future`: its completedAt
+ * is more than the tolerance ahead of the reader's clock; `token`: its token is above every token
+ * the Lease has recorded (no term of this Lease can have written it).
+ */
+export type CompletionVerdict = 'ok' | 'future' | 'token';
+
+/**
+ * completionVerdict judges one entry of a Lease whose high-water token is `leaseToken`, at `now`
+ * (the reader's wall clock). The agent's run-once gate and the controller's copy into
+ * status.completedRuns use the same verdict, so a refused entry is refused everywhere.
+ */
+export function completionVerdict(e: CompletionEntry, leaseToken: bigint | undefined, now: Date): CompletionVerdict {
+  if (leaseToken === undefined || e.token > leaseToken) return 'token';
+  if (e.completedAt.getTime() > now.getTime() + COMPLETED_AT_TOLERANCE_MS) return 'future';
+  return 'ok';
+}
+
+/** acceptedCompletions: the entries of a record that count (see {@link completionVerdict}), newest last. */
+export function acceptedCompletions(r: LockRecord, now: Date): CompletionEntry[] {
+  return r.completedRuns.filter((e) => completionVerdict(e, r.token, now) === 'ok');
+}
+
+/**
+ * completedLease is the body that records `entry` on the Lease (one CAS write, sent by the holder
+ * of `entry.token`'s term while the Lease names it). An earlier entry of the same run id is
+ * replaced (it can only be one that does not count, or the run would not have been granted);
+ * the list keeps the newest {@link MAX_COMPLETED_RUNS}.
+ */
+export function completedLease(lease: V1Lease, entry: CompletionEntry): V1Lease {
+  const kept = parseCompletedRuns(lease.metadata?.annotations?.[COMPLETED_RUNS_ANNOTATION]).filter(
+    (e) => e.runId !== entry.runId,
+  );
+  return withAnnotations(lease, {
+    [COMPLETED_RUNS_ANNOTATION]: formatCompletedRuns([...kept, entry].slice(-MAX_COMPLETED_RUNS)),
+  });
 }
 
 function positiveInt(text: string | undefined): number | undefined {
@@ -83,6 +195,7 @@ export function parseLease(lease: V1Lease): LockRecord {
         ? released
         : undefined,
     lastHolder: spec.holderIdentity === undefined ? parseHolderIdentity(ann[LAST_HOLDER_ANNOTATION]) : undefined,
+    completedRuns: parseCompletedRuns(ann[COMPLETED_RUNS_ANNOTATION]),
     resourceVersion: lease.metadata?.resourceVersion ?? '',
   };
 }

@@ -8,8 +8,9 @@
  *   mark, the term's renew deadline and period, and how the last holder left (see lease/record.ts
  *   for the Lease bodies built from them).
  * - A pod carries per-lock keys under `<lock>.lock.fencepost.io/` ({@link podKeys}): the holder
- *   label and grant annotations the controller maintains, and the Mutex request and completed-run
- *   annotations the pod's agent writes.
+ *   label and grant annotations the controller maintains, and the Mutex request and run-id
+ *   annotations the pod's agent writes. Completed runs are recorded on the Lease
+ *   ({@link COMPLETED_RUNS_ANNOTATION}), not on pods.
  */
 
 /** leaseName is the deterministic name of a lock's Lease (lock names are DNS labels, at most 63 characters). */
@@ -39,6 +40,14 @@ export const RENEW_DEADLINE_ANNOTATION = 'fencepost.io/renew-deadline-ms';
 export const RENEW_PERIOD_ANNOTATION = 'fencepost.io/renew-period-ms';
 /** LAST_HOLDER_ANNOTATION names the holder that released or lost the Lease, so the next grant prefers someone else. */
 export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
+
+/**
+ * COMPLETED_RUNS_ANNOTATION holds the run ids completed on this Lease (Mutex run-once): a JSON
+ * list of `{ runId, token, holder, completedAt }`, newest last, at most 32 (lease/record.ts). A
+ * holder appends its run in a compare-and-swap while the Lease still names it with the run's
+ * token, so every later grant — a compare-and-swap after it — carries the entry.
+ */
+export const COMPLETED_RUNS_ANNOTATION = 'fencepost.io/completed-runs';
 
 /** ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, revoked after expiry or termination, or lost. */
 export type ReleaseKind = 'Released' | 'Expired' | 'Terminated' | 'Lost';
@@ -71,9 +80,6 @@ export interface PodKeys {
   readonly request: string;
   /** runId: annotation set with request: the run the pod wants to do (run-once-per-window). */
   readonly runId: string;
-  /** completedRun / completedAt: annotations set by a holder that finished a run id. */
-  readonly completedRun: string;
-  readonly completedAt: string;
 }
 
 /** podKeys returns the keys for a lock. */
@@ -87,8 +93,6 @@ export function podKeys(lockName: string): PodKeys {
     expireTime: `${p}/expire-time`,
     request: `${p}/request`,
     runId: `${p}/run-id`,
-    completedRun: `${p}/completed-run`,
-    completedAt: `${p}/completed-at`,
   };
 }
 

@@ -32,7 +32,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION } from '../../src/api/v1alpha1/distributedlock.ts';
 import { redisGuard } from '../../src/guards/redis-guard.ts';
 import { mergePatch } from '../../src/kube/patch.ts';
-import { microTime, releasedLease, renewedLease } from '../../src/lease/record.ts';
+import { completedLease, microTime, parseLease, releasedLease, renewedLease } from '../../src/lease/record.ts';
 import { eventually, sharedRedisUrl } from '../support/env.ts';
 import { createLock, getLease, lockBody, serviceAccountKubeConfig, setPodStatus } from '../support/fixtures.ts';
 import { useLockController } from '../support/lock-controller.ts';
@@ -304,6 +304,18 @@ describe('bad input is refused, naming the field or the reason, and changes noth
       says: ['pod-bound ServiceAccount token'],
       write: (api, l) =>
         api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }),
+    },
+    {
+      name: 'B records a completed run on the Lease A holds (issue 15, finding 4)',
+      who: 'B',
+      code: 403,
+      says: ['spec.holderIdentity', 'only the holder pod'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: completedLease(l, { runId: 'run-b', token: 1n, holder: 'pod-b', completedAt: new Date() }),
+        }),
     },
     {
       name: 'the holder hands the Lease to B',
@@ -595,6 +607,22 @@ describe('bad input is refused, naming the field or the reason, and changes noth
           ),
     },
     {
+      name: 'A reports a completed run on its own pod (the old, forgeable path; issue 15, finding 4)',
+      who: 'A',
+      pod: 'pod-a',
+      code: 403,
+      says: ['metadata.annotations', 'completed-run'],
+      call: (kc) =>
+        kc.makeApiClient(CoreV1Api).patchNamespacedPod(
+          {
+            namespace: ns,
+            name: 'pod-a',
+            body: { metadata: { annotations: { [`${lock}.lock.fencepost.io/completed-run`]: 'run-1' } } },
+          },
+          mergePatch,
+        ),
+    },
+    {
       name: "A sets an annotation that is not one of fencepost's requests on its own pod",
       who: 'A',
       pod: 'pod-a',
@@ -710,8 +738,8 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     tally.rejected++;
   });
 
-  it('positive controls: the holder renews its own Lease, annotates its own pod, records an Event on its own pod, and releases its own Lease', async () => {
-    tally.controls += 4;
+  it('positive controls: the holder renews its own Lease, annotates its own pod, records an Event on its own pod, records a completed run on its own Lease, and releases its own Lease', async () => {
+    tally.controls += 5;
     await asA
       .makeApiClient(CoreV1Api)
       .createNamespacedEvent({ namespace: ns, body: agentEvent('pod-a', 'fencepost-agent') });
@@ -727,10 +755,23 @@ describe('bad input is refused, naming the field or the reason, and changes noth
       {
         namespace: ns,
         name: 'pod-a',
-        body: { metadata: { uid: holder.uid, annotations: { [keys.completedRun]: 'run-1' } } },
+        body: { metadata: { uid: holder.uid, annotations: { [keys.runId]: 'run-1' } } },
       },
       mergePatch,
     );
+    tally.allowed++;
+    const l = await lease();
+    const completed = await leases(asA).replaceNamespacedLease({
+      namespace: ns,
+      name: lockLease,
+      body: completedLease(l, {
+        runId: 'run-1',
+        token: parseLease(l).token ?? 0n,
+        holder: holder.name,
+        completedAt: new Date(),
+      }),
+    });
+    expect(parseLease(completed).completedRuns.map((e) => e.runId)).toContain('run-1');
     tally.allowed++;
     const released = await leases(asA).replaceNamespacedLease({
       namespace: ns,

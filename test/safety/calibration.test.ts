@@ -3,7 +3,10 @@
  * - guard removed: the workers write with plain SETs (the store accepts any token);
  * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark;
  * - Lost marker removed: a deleted Lease is re-created at once without the `Lost` marker (what the
- *   controller did before issue 15's finding 7), so early grants must be counted.
+ *   controller did before issue 15's finding 7), so early grants must be counted;
+ * - the run-once gate's check after the grant removed (`no-recheck`): the fleet pods of the
+ *   run-id-fleet trials look only before asking, so run ids run again after their completion
+ *   (issue 15's finding 4) must be counted.
  * Same faults, same checker, same seeds as the real suite (SAFETY_SEED).
  */
 import { describe, expect, it } from 'vitest';
@@ -85,6 +88,29 @@ describe('calibration: the suite fails when a protection is removed', () => {
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
       expect(s?.counters['grantedBeforeStepDown'] ?? 0, 'grants before the holder stepped down').toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('counts run ids run again after their completion when the gate does not check after the grant', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['run-id-fleet'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'no-recheck',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: run-once check after the grant removed', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
+      expect(s?.counters['runIdViolations'] ?? 0, 'run ids run again after their completion').toBeGreaterThan(0);
     } finally {
       await bed.close();
     }

@@ -7,6 +7,7 @@ import { percentile } from '../../bench/lib.ts';
 import type { Invariant } from './checker.ts';
 import { summarizeOutages, type OutageRow } from './faults/apiserver.ts';
 import { withControllerSplit } from './faults/controller-split.ts';
+import { withRunIdFleet } from './faults/run-id-fleet.ts';
 import type { SafetyBed } from './testbed.ts';
 import { runTrial, type FaultType, type TrialResult } from './trial.ts';
 
@@ -21,7 +22,7 @@ export interface RunOptions {
   readonly leaseSeconds: number;
   readonly fenced: boolean;
   /** calibrate: how the run was weakened (for the replay command); undefined for the real suite. */
-  readonly calibrate?: 'guard' | 'floor' | 'lost-marker';
+  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck';
   readonly onResult?: (r: TrialResult) => void;
   /** phaseBudgetMs: per fault type; a phase stops starting new trials after this times its fault types (soak runs with a deadline). */
   readonly phaseBudgetMs?: number;
@@ -206,6 +207,7 @@ export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>([
   'apiserver',
   'watch-delay',
   'controller-split',
+  'run-id-fleet',
 ]);
 
 /** stepDownDetail: per-variant step-down latency and missed step-downs, for fault types that report them. */
@@ -256,7 +258,11 @@ export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
         )
       ).flat();
     // controller-split replaces the bed's controller with two replicas for its phase.
-    const results = faults.includes('controller-split') ? await withControllerSplit(o.bed, phase) : await phase();
+    const results = faults.includes('controller-split')
+      ? await withControllerSplit(o.bed, phase)
+      : faults.includes('run-id-fleet')
+        ? await withRunIdFleet(o.bed, phase)
+        : await phase();
     const wallMs = performance.now() - began;
     for (const fault of faults)
       out.push(

@@ -65,6 +65,12 @@ describe('the safety suite', () => {
           `${s.fault}: grants before the cut-off holder stepped down (issue 15 finding 7: the Lease deleted)`,
         )
         .toBe(0);
+      expect
+        .soft(
+          s.counters['runIdViolations'] ?? 0,
+          `${s.fault}: run ids run again after their completion (issue 15 finding 4)`,
+        )
+        .toBe(0);
     }
   }, 900_000);
 });

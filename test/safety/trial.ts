@@ -24,6 +24,7 @@ import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
 import { apiErrors } from './faults/api-errors.ts';
 import { watchDelay } from './faults/watch-delay.ts';
+import { runIdFleet } from './faults/run-id-fleet.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
 export const FAULT_TYPES = [
@@ -42,6 +43,7 @@ export const FAULT_TYPES = [
   'watch-delay',
   'controller-split',
   'lease-delete',
+  'run-id-fleet',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -58,7 +60,7 @@ export interface TrialSpec {
    * new Lease itself, at once and without the `Lost` marker, as the controller did before it
    * waited out a deleted Lease's term (the suite must then count early grants).
    */
-  readonly calibrate?: 'guard' | 'floor' | 'lost-marker';
+  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck';
 }
 
 /** TrialResult: the checker's report plus what the fault did and the liveness figures. */
@@ -464,6 +466,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     return { variant, faultMs: 0, startAt, above: h.token };
   },
   ['lease-delete']: leaseDelete,
+  ['run-id-fleet']: runIdFleet,
   ['api-errors']: apiErrors,
   ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {

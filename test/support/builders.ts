@@ -224,6 +224,7 @@ function leaseDraft(opts: readonly LeaseOption[]): LeaseDraft {
       transitions: 0,
       released: undefined,
       lastHolder: undefined,
+      completedRuns: [],
       resourceVersion: DEFAULT_RESOURCE_VERSION,
     },
     observedAtMs: 0,
@@ -306,6 +307,12 @@ export const rv =
   (resourceVersion: string): LeaseOption =>
   (d) => {
     d.record.resourceVersion = resourceVersion;
+  };
+/** completedRun appends a completed run to the Lease's completed-runs annotation. */
+export const completedRun =
+  (runId: string, tokenOf: bigint, completedAt: Date, holder = 'web-a'): LeaseOption =>
+  (d) => {
+    d.record.completedRuns = [...d.record.completedRuns, { runId, token: tokenOf, holder, completedAt }];
   };
 /** transitions sets spec.leaseTransitions. */
 export const transitions =

@@ -73,6 +73,8 @@ export const EventReason = {
   LeaseLost: 'LeaseLost',
   /** LeaseTampered (Warning, on the lock): the Lease's fencing token went below status.fencingToken (someone lowered it); no grant until it is restored. */
   LeaseTampered: 'LeaseTampered',
+  /** CompletionRefused (Warning, on the lock): a completed run on the Lease was not recorded: its completedAt is in the future, or its token is above every token of the Lease. */
+  CompletionRefused: 'CompletionRefused',
   /** FencingUnavailable (Warning, on the lock): the fencing backend cannot issue tokens; no new grants, holders keep renewing. */
   FencingUnavailable: 'FencingUnavailable',
   /** FencingAvailable (Normal, on the lock): the fencing backend issues tokens again. */

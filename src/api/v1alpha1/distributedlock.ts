@@ -178,11 +178,14 @@ export interface DistributedLockSpec {
   readonly handoff?: HandoffSpec;
 }
 
-/** CompletedRun is one run id that a holder reported completed (Mutex mode, run-once-per-window). */
+/** CompletedRun is one run id that a holder recorded completed on the lock's Lease (Mutex mode, run-once-per-window). */
 export interface CompletedRun {
   readonly runId: string;
+  /** completedAt: the completing agent's wall clock when it recorded the run (RFC 3339). */
   readonly completedAt: string;
   readonly holder?: string;
+  /** token: the fencing token of the term that did the run (decimal string). */
+  readonly token?: string;
 }
 
 /** MAX_QUEUED_REQUESTS bounds status.queue (the CRD's maxItems). */
@@ -236,7 +239,7 @@ export interface DistributedLockStatus {
   readonly candidates?: number;
   /** queueLength is the number of waiting candidates in Mutex mode; 0 in Election mode. */
   readonly queueLength?: number;
-  /** completedRuns: run ids reported completed in Mutex mode, newest last, at most 32. */
+  /** completedRuns: run ids recorded completed on the Lease in Mutex mode, in the order recorded (newest last), at most 32. */
   readonly completedRuns?: readonly CompletedRun[];
   /**
    * queue: Mutex mode, the pods that asked and wait (not the holder), in the order they will be
@@ -351,7 +354,7 @@ export const STATUS_SHAPE = {
   'leaseName?': 'string',
   'candidates?': 'integer',
   'queueLength?': 'integer',
-  'completedRuns?': [{ runId: 'string', completedAt: 'string', 'holder?': 'string' }],
+  'completedRuns?': [{ runId: 'string', completedAt: 'string', 'holder?': 'string', 'token?': 'string' }],
   'queue?': [{ pod: 'string', uid: 'string', since: 'string', requestTime: 'string' }],
   'observedGeneration?': 'integer',
   'conditions?': [

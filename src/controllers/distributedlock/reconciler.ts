@@ -51,7 +51,7 @@ import { withFinalizer, type CleanupResult } from '../../runtime/finalizer.ts';
 import { decide, unactionable, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
 import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
-import { computeStatus } from './status.ts';
+import { computeStatus, refusedCompletions } from './status.ts';
 
 /** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
 const FINALIZER = 'fencepost.io/lease-cleanup';
@@ -89,6 +89,8 @@ export class DistributedLockReconciler implements Reconciler {
    * leader recorded) when this process has none; dropped with #seen.
    */
   readonly #queues = new Map<ObjectKey, readonly QueuedRequest[]>();
+  /** #refused: per lock key, the refused completions already reported (`runId|token|verdict`), for once-only Events. */
+  readonly #refused = new Map<ObjectKey, Set<string>>();
 
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
@@ -110,6 +112,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#degraded.delete(key);
       this.#tampered.delete(key);
       this.#queues.delete(key);
+      this.#refused.delete(key);
       return {};
     }
     const lock = structuredClone(cached);
@@ -153,7 +156,9 @@ export class DistributedLockReconciler implements Reconciler {
     // ### 4: Status, written only when it changed; fencing and tampering transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
     this.#reportTampering(key, lock, obs, dec, log);
-    const status = computeStatus(obs, dec, lock.status, this.#d.clock.now());
+    const now = this.#d.clock.now();
+    this.#reportRefusedCompletions(key, lock, obs, now, log);
+    const status = computeStatus(obs, dec, lock.status, now);
     this.#queues.set(key, status.queue ?? []); // before the write: a failed write must not lose the order
     await this.#writeStatus(lock, status, signal);
     // A spec no retry can fix (status says Ready=False, InvalidSpec): fail without requeue; the lock waits for an event.
@@ -453,6 +458,31 @@ export class DistributedLockReconciler implements Reconciler {
     }
   }
 
+  /** #reportRefusedCompletions logs and records a Warning Event once for each refused completion on the Lease. */
+  #reportRefusedCompletions(key: ObjectKey, lock: DistributedLock, obs: Observation, now: Date, log: Logger): void {
+    const refused = refusedCompletions(obs, now);
+    const seen = this.#refused.get(key) ?? new Set<string>();
+    const current = new Set<string>();
+    for (const { entry, verdict } of refused) {
+      const id = `${entry.runId}|${entry.token}|${verdict}`;
+      current.add(id);
+      if (seen.has(id)) continue;
+      const why =
+        verdict === 'future'
+          ? `its completedAt ${entry.completedAt.toISOString()} is in the future`
+          : `its token ${entry.token} is above every token of the Lease (${obs.lease?.record.token ?? 'none'})`;
+      log.info({ runId: entry.runId, token: entry.token.toString(), verdict }, 'Refused a completed run on the Lease');
+      this.#event(
+        lock,
+        'Warning',
+        EventReason.CompletionRefused,
+        `Run ${JSON.stringify(entry.runId)} recorded completed by pod ${entry.holder || '?'} was not accepted: ${why}; it does not count as completed`,
+      );
+    }
+    if (current.size > 0) this.#refused.set(key, current);
+    else this.#refused.delete(key);
+  }
+
   async #writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
     if (stableJson(prev) === stableJson(next)) return;
@@ -496,6 +526,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#degraded.delete(key);
     this.#tampered.delete(key);
     this.#queues.delete(key);
+    this.#refused.delete(key);
     return {};
   }
 

@@ -1,7 +1,7 @@
 /**
  * computeStatus — the lock's status, recomputed from the observation and the decision (pure).
  * The previous status is read only to throttle renewTime/expireTime, to keep fencingToken from
- * going down, and to keep condition
+ * going down, to keep the completed runs a re-created Lease no longer has, and to keep condition
  * transition times; it never feeds a decision. (status.queue is the exception that proves it: the
  * Mutex queue order is state only the controller observes, so status is where it is kept; the
  * reconciler reads it back into Observation.requests.)
@@ -14,6 +14,12 @@ import {
   type DistributedLockStatus,
   type QueuedRequest,
 } from '../../api/v1alpha1/distributedlock.ts';
+import {
+  completionVerdict,
+  MAX_COMPLETED_RUNS,
+  type CompletionEntry,
+  type CompletionVerdict,
+} from '../../lease/record.ts';
 import { leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { tokenOrUndefined } from '../../protocol/token.ts';
@@ -175,6 +181,7 @@ export function computeStatus(
   // status.fencingToken never goes down: it is the record of the last token issued that decide
   // holds a Lease's token against (a Lease token lowered by someone must not lower it too).
   const fencingToken = maxToken(record?.token, prev?.fencingToken);
+  const runs = completedRuns(obs, prev, now);
   const status: DistributedLockStatus = {
     ...(held ? { holder: { name: dec.holder.name, uid: dec.holder.uid } } : {}),
     ...(fencingToken !== undefined ? { fencingToken } : {}),
@@ -186,32 +193,54 @@ export function computeStatus(
     ...queueStatus(obs, now),
     candidates: dec.candidates.length,
     queueLength: dec.queue,
-    ...(completedRuns(obs, prev).length > 0 ? { completedRuns: completedRuns(obs, prev) } : {}),
+    ...(runs.length > 0 ? { completedRuns: runs } : {}),
     ...(gen !== undefined ? { observedGeneration: gen } : {}),
     conditions,
   };
   return status;
 }
 
-/** MAX_COMPLETED_RUNS bounds status.completedRuns (the CRD's maxItems). */
-const MAX_COMPLETED_RUNS = 32;
+/**
+ * completedRuns is status.completedRuns: the runs already in status, then the runs on the Lease
+ * not yet there, in the Lease's order (the order they were recorded), one entry per run id,
+ * newest last, at most 32. Status keeps them when the Lease is re-created without them. Entries
+ * that do not count (refusedCompletions) are left out.
+ */
+export function completedRuns(obs: Observation, prev: DistributedLockStatus | undefined, now: Date): CompletedRun[] {
+  const out: CompletedRun[] = [...(prev?.completedRuns ?? [])];
+  const record = obs.lease?.record;
+  if (record === undefined) return out.slice(-MAX_COMPLETED_RUNS);
+  const have = new Set(out.map((r) => r.runId));
+  for (const e of record.completedRuns) {
+    if (have.has(e.runId) || completionVerdict(e, record.token, now) !== 'ok') continue;
+    have.add(e.runId);
+    out.push({
+      runId: e.runId,
+      completedAt: e.completedAt.toISOString(),
+      ...(e.holder !== '' ? { holder: e.holder } : {}),
+      token: e.token.toString(),
+    });
+  }
+  return out.slice(-MAX_COMPLETED_RUNS);
+}
+
+/** RefusedCompletion is an entry of the Lease's completed runs that does not count, and why. */
+export interface RefusedCompletion {
+  readonly entry: CompletionEntry;
+  readonly verdict: Exclude<CompletionVerdict, 'ok'>;
+}
 
 /**
- * completedRuns merges the runs already in status with those holder pods report (their
- * completed-run annotations), one entry per run id (the earliest report), newest last, at most 32.
+ * refusedCompletions: the Lease's entries that are not recorded in status — completedAt more
+ * than the tolerance ahead of `now`, or a token above the Lease's (lease/record.ts completionVerdict).
  */
-export function completedRuns(obs: Observation, prev: DistributedLockStatus | undefined): CompletedRun[] {
-  const keys = podKeys(obs.lock.metadata.name ?? '');
-  const byId = new Map<string, CompletedRun>();
-  for (const r of prev?.completedRuns ?? []) byId.set(r.runId, r);
-  for (const p of obs.pods) {
-    const runId = p.annotations[keys.completedRun];
-    const at = p.annotations[keys.completedAt];
-    if (runId === undefined || runId === '' || at === undefined || !Number.isFinite(Date.parse(at)) || byId.has(runId))
-      continue;
-    byId.set(runId, { runId, completedAt: new Date(Date.parse(at)).toISOString(), holder: p.ref.name });
+export function refusedCompletions(obs: Observation, now: Date): RefusedCompletion[] {
+  const record = obs.lease?.record;
+  if (record === undefined) return [];
+  const out: RefusedCompletion[] = [];
+  for (const entry of record.completedRuns) {
+    const verdict = completionVerdict(entry, record.token, now);
+    if (verdict !== 'ok') out.push({ entry, verdict });
   }
-  return [...byId.values()]
-    .sort((a, b) => Date.parse(a.completedAt) - Date.parse(b.completedAt))
-    .slice(-MAX_COMPLETED_RUNS);
+  return out;
 }

@@ -16,7 +16,8 @@ import {
   sharedKubeconfigPath,
   sharedRedisUrl,
 } from '../../support/env.ts';
-import { createLock, createPod, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { createLock, createPod, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { leaseName } from '../../../src/protocol/names.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const DOC_FILE = resolve(import.meta.dirname, '../../../src/agent/openapi.json');
@@ -413,9 +414,9 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     validateAs('LockSnapshot', replay[missed.length]?.data);
   });
 
-  it('answers complete 502 when the API server does not take the report (the pod object is gone while the Lease still names it)', async () => {
+  it("answers complete 502 when the API server does not take the report (the Lease's annotations are at their size limit)", async () => {
     // The lock is released by the events test: take it again, then stop the controller, so that
-    // nobody revokes the Lease when the pod object goes; the agent's term goes on.
+    // nothing else writes the Lease; the agent's term goes on.
     const held = check(
       '/v1/locks/{name}/acquire',
       'POST',
@@ -424,10 +425,23 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     expect(held.held).toBe(true);
     await controller.stop();
     controllerStopped = true;
-    await t.core.deleteNamespacedPod({ namespace: t.namespace, name: 'api-0', gracePeriodSeconds: 0 });
-    await eventually(async () => {
-      await expect(t.core.readNamespacedPod({ namespace: t.namespace, name: 'api-0' })).rejects.toThrow();
-    }, 10_000);
+    // Fill the Lease's annotations up to the API server's 256 KiB limit: renewals (same size) still
+    // pass, a completion (one more entry) is refused 422 by the API server.
+    const lease = (await getLease(t, 'api')) ?? {};
+    const annotations = lease.metadata?.annotations ?? {};
+    const used = Object.entries(annotations).reduce((n, [k, v]) => n + k.length + v.length, 0);
+    const filler = 'example.com/filler';
+    await t.leases.replaceNamespacedLease({
+      namespace: t.namespace,
+      name: leaseName('api'),
+      body: {
+        ...lease,
+        metadata: {
+          ...lease.metadata,
+          annotations: { ...annotations, [filler]: 'x'.repeat(262_144 - used - filler.length - 16) },
+        },
+      },
+    });
     expect(
       check(
         '/v1/locks/{name}/complete',

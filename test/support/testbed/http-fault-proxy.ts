@@ -63,7 +63,8 @@ export interface HttpFaultProxy {
   }): void;
   conflictWrites(o?: { readonly forMs?: number; readonly match?: RequestMatch }): void;
   hang(match?: RequestMatch): void;
-  watchDelay(delay: () => number): void;
+  /** watchDelay delays the events of watches that `match` (every watch by default). */
+  watchDelay(delay: () => number, match?: RequestMatch): void;
   /** heal ends every fault; hung requests still wanted are forwarded. Queued watch events keep their schedule. */
   heal(): void;
   /** openRequests: requests in flight through the proxy now (watches included). */
@@ -138,7 +139,7 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
   let errorFault: ErrorFault | undefined;
   let conflict: { until: number; match: RequestMatch } | undefined;
   let hangMatch: RequestMatch | undefined;
-  let watchDelay: (() => number) | undefined;
+  let watchDelay: { delay: () => number; match: RequestMatch } | undefined;
   const held = new Set<Held>();
   const open = new Set<ServerResponse>();
   let closed = false;
@@ -159,7 +160,7 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
    * late and never before the line before it: one FIFO queue and one timer per response, so
    * timers of different lengths cannot reorder it.
    */
-  const pipeWatch = (up: IncomingMessage, res: ServerResponse): void => {
+  const pipeWatch = (up: IncomingMessage, res: ServerResponse, info: RequestInfo): void => {
     let pending = '';
     let lastAt = 0; // when the previous line is (or was) due, on performance.now()
     const queue: { at: number; text: string }[] = [];
@@ -194,7 +195,7 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
     up.on('data', (chunk: string) => {
       pending += chunk;
       for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
-        push(pending.slice(0, nl + 1), watchDelay?.() ?? 0);
+        push(pending.slice(0, nl + 1), watchDelay?.match(info) === true ? watchDelay.delay() : 0);
         pending = pending.slice(nl + 1);
       }
     });
@@ -224,7 +225,7 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
         }
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
         res.flushHeaders();
-        if (info.watch && (upRes.statusCode ?? 0) < 300) pipeWatch(upRes, res);
+        if (info.watch && (upRes.statusCode ?? 0) < 300) pipeWatch(upRes, res, info);
         else upRes.pipe(res);
       },
     );
@@ -354,8 +355,8 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
     hang(match = all) {
       hangMatch = match;
     },
-    watchDelay(delay) {
-      watchDelay = delay;
+    watchDelay(delay, match = all) {
+      watchDelay = { delay, match };
     },
     heal() {
       latency = undefined;

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { MutexRequests } from '../../../src/agent/mutex-requests.ts';
+import { RunCompletions } from '../../../src/agent/run-completions.ts';
 import { LockSession, type LeaseInformer } from '../../../src/agent/session.ts';
 import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
 import { grantedLease } from '../../../src/lease/record.ts';
@@ -44,7 +45,12 @@ describe('MutexRequests with a bound, against an API server that never answers',
   });
 
   /** hang: an HTTP server that reads requests and never answers; `closed` resolves when the client hangs up. */
-  const hang = async (): Promise<{ m: MutexRequests; received: Promise<void>; closed: Promise<void> }> => {
+  const hang = async (): Promise<{
+    m: MutexRequests;
+    r: RunCompletions;
+    received: Promise<void>;
+    closed: Promise<void>;
+  }> => {
     const received = Promise.withResolvers<void>();
     const closed = Promise.withResolvers<void>();
     server = createServer((req: IncomingMessage) => {
@@ -58,17 +64,20 @@ describe('MutexRequests with a bound, against an API server that never answers',
       server?.listen(0, '127.0.0.1', r);
     });
     const kc = kubeConfigFor(`http://127.0.0.1:${(server?.address() as AddressInfo).port}`);
-    const m = new MutexRequests({ kc, namespace: 'ns', lock: 'db', self: SELF, clock: new FakeClock() });
-    return { m, received: received.promise, closed: closed.promise };
+    const o = { kc, namespace: 'ns', lock: 'db', self: SELF, clock: new FakeClock() };
+    return { m: new MutexRequests(o), r: new RunCompletions(o), received: received.promise, closed: closed.promise };
   };
 
   it.each([
-    { name: 'withdraw', call: (m: MutexRequests, signal: AbortSignal) => m.withdraw({ signal }) },
-    { name: 'complete', call: (m: MutexRequests, signal: AbortSignal) => m.complete('run-1', { signal }) },
+    { name: 'withdraw', call: (m: MutexRequests, _r: RunCompletions, signal: AbortSignal) => m.withdraw({ signal }) },
+    {
+      name: 'complete',
+      call: (_m: MutexRequests, r: RunCompletions, signal: AbortSignal) => r.complete('run-1', 5n, { signal }),
+    },
   ])('$name rejects when the signal aborts and closes the connection', async ({ call }) => {
-    const { m, received, closed } = await hang();
+    const { m, r, received, closed } = await hang();
     const ac = new AbortController();
-    const pending = call(m, ac.signal);
+    const pending = call(m, r, ac.signal);
     pending.catch(() => undefined);
     await received; // the request is on the wire
     const abortedAt = performance.now();

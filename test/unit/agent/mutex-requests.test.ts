@@ -1,21 +1,14 @@
 /**
  * MutexRequests (src/agent/mutex-requests.ts): the annotations a pod writes for a lock, and what
- * goes over the wire — a merge patch of the pod's own annotations guarded by its UID, and the
- * read of status.completedRuns. The API server is a local HTTP server that records requests.
+ * goes over the wire — a merge patch of the pod's own annotations guarded by its UID. The API
+ * server is a local HTTP server that records requests. (Completed runs: run-completions.test.ts.)
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
-import {
-  MutexRequests,
-  completeAnnotations,
-  hasCompletedRun,
-  requestAnnotations,
-  withdrawAnnotations,
-} from '../../../src/agent/mutex-requests.ts';
+import { MutexRequests, requestAnnotations, withdrawAnnotations } from '../../../src/agent/mutex-requests.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
-import { aLock } from '../../support/builders.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
 
 const keys = podKeys('db');
@@ -38,26 +31,8 @@ describe('MutexRequests annotations', () => {
       patch: withdrawAnnotations('db'),
       want: { [keys.request]: null, [keys.runId]: null },
     },
-    {
-      name: 'a completion reports the run id and when',
-      patch: completeAnnotations('db', 'run-1', NOW),
-      want: { [keys.completedRun]: 'run-1', [keys.completedAt]: '2025-01-01T00:00:00.123Z' },
-    },
   ])('$name', ({ patch, want }) => {
     expect(patch).toEqual(want);
-  });
-
-  it.each([
-    { name: 'a lock with no status has no completed runs', status: undefined, want: false },
-    { name: 'a run recorded in status.completedRuns is completed', status: ['run-0', 'run-1'], want: true },
-    { name: 'a run not recorded is not completed', status: ['run-0'], want: false },
-  ])('$name', ({ status, want }) => {
-    const lock = aLock('db');
-    const withRuns =
-      status === undefined
-        ? lock
-        : { ...lock, status: { completedRuns: status.map((runId) => ({ runId, completedAt: NOW.toISOString() })) } };
-    expect(hasCompletedRun(withRuns, 'run-1')).toBe(want);
   });
 });
 
@@ -125,18 +100,5 @@ describe('MutexRequests on the wire', () => {
         body: { metadata: { uid: 'uid-0', annotations: requestAnnotations('db', NOW, 'run-1') } },
       },
     ]);
-  });
-
-  it('reads completed runs from the lock, and a missing lock has none', async () => {
-    const { m: found } = await serve(200, { ...aLock('db'), status: { completedRuns: [{ runId: 'run-1' }] } });
-    expect(await found.runCompleted('run-1')).toBe(true);
-    await new Promise<void>((r) => {
-      server?.close(() => {
-        r();
-      });
-    });
-    const { m: missing, seen } = await serve(404, { kind: 'Status', apiVersion: 'v1', code: 404, reason: 'NotFound' });
-    expect(await missing.runCompleted('run-1')).toBe(false);
-    expect(seen.map((s) => s.line)).toEqual(['GET /apis/fencepost.io/v1alpha1/namespaces/ns/distributedlocks/db']);
   });
 });

@@ -142,6 +142,7 @@ describe('EventReason', () => {
   // renaming one is a breaking change, so the table is pinned here and in docs/controller.md.
   it('is the documented, stable set of Event reasons', () => {
     expect(Object.values(EventReason).sort()).toEqual([
+      'CompletionRefused',
       'FencingAvailable',
       'FencingRefloored',
       'FencingUnavailable',

@@ -621,8 +621,6 @@ describe('podKeys', () => {
       expireTime: 'db.lock.fencepost.io/expire-time',
       request: 'db.lock.fencepost.io/request',
       runId: 'db.lock.fencepost.io/run-id',
-      completedRun: 'db.lock.fencepost.io/completed-run',
-      completedAt: 'db.lock.fencepost.io/completed-at',
     });
   });
 

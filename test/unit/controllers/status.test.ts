@@ -2,13 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { ConditionType, Reason, findCondition } from '../../../src/api/v1alpha1/conditions.ts';
 import type { Condition, DistributedLockStatus, QueuedRequest } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { decide, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
-import { computeStatus } from '../../../src/controllers/distributedlock/status.ts';
+import { computeStatus, refusedCompletions } from '../../../src/controllers/distributedlock/status.ts';
 import {
   aLeaseView,
   aLock,
   aPod,
   acquiredAt,
   anObservation,
+  completedRun,
   createdAt,
   deepFreeze,
   fencingDown,
@@ -347,5 +348,57 @@ describe('computeStatus', () => {
       expect(statusOf(anObservation(mutex, heldByA(), withPods(a))).queue).toBeUndefined();
       expect(statusOf(anObservation(heldByA(), withPods(a, early, late))).queue).toBeUndefined();
     });
+  });
+});
+
+describe('status.completedRuns (issue 15, finding 4)', () => {
+  const runs = (s: DistributedLockStatus): string[] => (s.completedRuns ?? []).map((r) => r.runId);
+
+  it('copies the runs recorded on the Lease, in the order recorded, with holder and token', () => {
+    const s = statusOf(
+      anObservation(
+        heldByA(completedRun('run-2', 4n, at(2_000), 'web-b'), completedRun('run-1', 5n, at(1_000))),
+        withPods(a, b),
+      ),
+    );
+    expect(s.completedRuns).toEqual([
+      { runId: 'run-2', completedAt: at(2_000).toISOString(), holder: 'web-b', token: '4' },
+      { runId: 'run-1', completedAt: at(1_000).toISOString(), holder: 'web-a', token: '5' },
+    ]);
+  });
+
+  it('keeps the runs already in status when the Lease no longer has them (a re-created Lease), one entry per run id', () => {
+    const prev: DistributedLockStatus = { completedRuns: [{ runId: 'run-0', completedAt: T0.toISOString() }] };
+    const s = statusOf(
+      anObservation(
+        heldByA(completedRun('run-0', 5n, at(9_000)), completedRun('run-1', 5n, at(1_000))),
+        withPods(a, b),
+      ),
+      prev,
+    );
+    expect(runs(s)).toEqual(['run-0', 'run-1']);
+    expect(s.completedRuns?.[0]?.completedAt).toBe(T0.toISOString());
+  });
+
+  it('keeps the newest 32', () => {
+    const many = Array.from({ length: 40 }, (_, i) => completedRun(`run-${i}`, 5n, at(i)));
+    const s = statusOf(anObservation(heldByA(...many), withPods(a, b)));
+    expect(runs(s)).toEqual(Array.from({ length: 32 }, (_, i) => `run-${i + 8}`));
+  });
+
+  it.each([
+    {
+      name: 'a completedAt more than 30 s ahead of the controller clock',
+      entry: completedRun('run-x', 5n, new Date(NOW.getTime() + 31_000)),
+      verdict: 'future',
+    },
+    { name: 'a token above every token of the Lease', entry: completedRun('run-x', 6n, at(1_000)), verdict: 'token' },
+  ])('refuses $name', ({ entry, verdict }) => {
+    const o = anObservation(
+      heldByA(entry, completedRun('run-ok', 5n, new Date(NOW.getTime() + 29_000))),
+      withPods(a, b),
+    );
+    expect(runs(statusOf(o))).toEqual(['run-ok']);
+    expect(refusedCompletions(o, NOW).map((r) => [r.entry.runId, r.verdict])).toEqual([['run-x', verdict]]);
   });
 });

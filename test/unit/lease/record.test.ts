@@ -101,6 +101,7 @@ describe('parseLease', () => {
       transitions: 0,
       released: undefined,
       lastHolder: undefined,
+      completedRuns: [],
       resourceVersion: '100',
     });
   });
@@ -126,6 +127,7 @@ describe('parseLease', () => {
       transitions: 4,
       released: undefined,
       lastHolder: undefined,
+      completedRuns: [],
       resourceVersion: '812',
     });
   });
@@ -185,6 +187,7 @@ describe('grantedLease', () => {
       transitions: 1,
       released: undefined,
       lastHolder: undefined,
+      completedRuns: [],
       resourceVersion: '100',
     });
   });
