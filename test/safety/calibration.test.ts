@@ -3,7 +3,12 @@
  * - guard removed: the workers write with plain SETs (the store accepts any token);
  * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark;
  * - Lost marker removed: a deleted Lease is re-created at once without the `Lost` marker (what the
- *   controller did before issue 15's finding 7), so early grants must be counted.
+ *   controller did before issue 15's finding 7), so early grants must be counted;
+ * - lock mark removed: the multi-key workers' guard keeps one mark per data key (the old default),
+ *   so a stale holder writes a key its successor never wrote (S3, counted as staleOnOtherKey);
+ * - status floor removed: a co-tenant without the lease-protection policy lowers the Lease's token
+ *   and status.fencingToken together (the controller's floor is then the Lease alone, as before
+ *   issue 15's finding 2), so the next grant re-issues a token (S1).
  * Same faults, same checker, same seeds as the real suite (SAFETY_SEED).
  */
 import { describe, expect, it } from 'vitest';
@@ -85,6 +90,56 @@ describe('calibration: the suite fails when a protection is removed', () => {
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
       expect(s?.counters['grantedBeforeStepDown'] ?? 0, 'grants before the holder stepped down').toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('reports S3 violations on another key when the multi-key guard keeps one mark per key', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['multi-key'],
+        trialsPerFault: TRIALS * 3,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'key-scope',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: lock mark removed (one mark per key)', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
+      expect(s?.violations.S3, 'trials with an older token applied after a newer one').toBeGreaterThan(0);
+      expect(
+        s?.counters['staleOnOtherKey'] ?? 0,
+        'stale ops applied on a key the newer token never touched',
+      ).toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('reports S1 violations when a co-tenant lowers the Lease token and status.fencingToken together (no status floor)', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['co-tenant'],
+        trialsPerFault: TRIALS * 3,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'status-floor',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: status floor removed (co-tenant, no policy)', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
+      expect(s?.violations.S1, 'trials with a re-issued token').toBeGreaterThan(0);
     } finally {
       await bed.close();
     }

@@ -65,6 +65,12 @@ describe('the safety suite', () => {
           `${s.fault}: grants before the cut-off holder stepped down (issue 15 finding 7: the Lease deleted)`,
         )
         .toBe(0);
+      expect
+        .soft(
+          s.counters['policyBypassed'] ?? 0,
+          `${s.fault}: co-tenant Lease or status writes the lease-protection policy let through (issue 15 finding 2)`,
+        )
+        .toBe(0);
     }
   }, 900_000);
 });
