@@ -4,8 +4,9 @@
  * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark;
  * - Lost marker removed: a deleted Lease is re-created at once without the `Lost` marker (what the
  *   controller did before issue 15's finding 7), so early grants must be counted;
- * - lock mark removed: the multi-key workers' guard keeps one mark per data key (the old default),
- *   so a stale holder writes a key its successor never wrote (S3, counted as staleOnOtherKey);
+ * - lock mark removed: the multi-key workers' guard is the one before issue 15's finding 9 (one
+ *   mark per data key, deletes as plain DELs), so a stale holder writes a key its successor never
+ *   wrote or re-creates one it deleted (S3, counted as staleOnOtherKey / resurrected);
  * - status floor removed: a co-tenant without the lease-protection policy lowers the Lease's token
  *   and status.fencingToken together (the controller's floor is then the Lease alone, as before
  *   issue 15's finding 2), so the next grant re-issues a token (S1).

@@ -10,9 +10,10 @@
  * lock's write id set (a ZADD right after the DEL, inside the same script), which is how the
  * store recorder attributes a DEL — a DEL names only its key.
  *
- * `keyScope: 'key'` (calibration only) uses one mark per data key, the weaker old default, and no
- * `advance` (it has no lock mark to raise): a stale holder can then write a key the newer holder
- * never wrote.
+ * `keyScope: 'key'` (calibration only) is the guard before issue 15's finding 9: one mark per data
+ * key, no `advance` (there is no lock mark to raise), and deletes as plain DELs (that guard had no
+ * delete; a script here adds the same ZADD, so that the recorder still sees whose DEL it was). A
+ * stale holder can then write a key the newer holder never wrote, and re-create one it deleted.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -25,6 +26,9 @@ import type { JoinCommand, WorkerOutput } from './worker-protocol.ts';
 export const MULTI_KEY_COUNT = 8;
 /** DELETE_SHARE: the share of ops that are DELs. */
 export const DELETE_SHARE = 0.35;
+
+/** PLAIN_DEL: an unfenced DEL plus the write id's ZADD (calibration `key-scope` only). */
+const PLAIN_DEL = "redis.call('DEL', KEYS[1]); redis.call('ZADD', KEYS[2], 0, ARGV[1]); return 1";
 
 /** multiKeyKey is the store key of key i of a trial. */
 export function multiKeyKey(dataPrefix: string, i: number): string {
@@ -66,8 +70,13 @@ export async function multiKeyLoop(
     emit({ ...common, kind: 'attempt', afterValidUntil: performance.now() > validUntil });
     const id = storeValue(writeId, token, holder);
     try {
-      const r = op === 'set' ? await guard.write(key, token, id, id) : await guard.delete(key, token, id);
-      emit({ ...common, kind: 'outcome', result: r.accepted ? 'accepted' : 'stale' });
+      if (op === 'del' && !perLock) {
+        await store.eval(PLAIN_DEL, 2, key, `${c.dataPrefix}plain-dels`, id);
+        emit({ ...common, kind: 'outcome', result: 'accepted' });
+      } else {
+        const r = op === 'set' ? await guard.write(key, token, id, id) : await guard.delete(key, token, id);
+        emit({ ...common, kind: 'outcome', result: r.accepted ? 'accepted' : 'stale' });
+      }
     } catch (err) {
       emit({ ...common, kind: 'outcome', result: 'error', detail: err instanceof Error ? err.message : String(err) });
     }

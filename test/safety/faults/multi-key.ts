@@ -12,8 +12,9 @@
  * applied op below the lock's newest token, on a key that token never touched), `resurrected` (a
  * SET below the newest token on a key whose last op was a newer DEL), `deletesApplied`.
  *
- * Calibration `key-scope`: the workers' guard keeps one mark per data key (the weaker old
- * default), and the checker must then report S3 and count `staleOnOtherKey`.
+ * Calibration `key-scope`: the workers' guard is the one before finding 9 — one mark per data key,
+ * no `advance`, deletes as plain DELs — and the inner fault is `pause` or `store-delay`; the
+ * checker must then report S3 and count `staleOnOtherKey` (and `resurrected` when it happens).
  */
 import type { Redis } from 'ioredis';
 import { checkHistory, type TrialReport, type Violation } from '../checker.ts';
@@ -34,7 +35,9 @@ export async function multiKey(
   other: WorkerHandle,
   scripts: Readonly<Record<Inner, InnerScript>>,
 ): Promise<FaultOutcome> {
-  const inner = ctx.pick(INNER_FAULTS);
+  // Calibrating, only the faults after which a stale holder acts (a kill or a partition ends its
+  // writes by its own deadline), so that few trials show the weaker guard.
+  const inner = ctx.pick(ctx.spec.calibrate === 'key-scope' ? (['pause', 'store-delay'] as const) : INNER_FAULTS);
   const o = await scripts[inner](ctx, h, other);
   return { ...o, variant: `${inner}/${o.variant}` };
 }
