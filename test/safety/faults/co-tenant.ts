@@ -5,8 +5,7 @@
  * co-tenant app, a CI bot or a namespace admin has — attacks a held lock 1–3 times at random:
  *
  * - `lower-token`: the Lease's fencing-token annotation set to the holder's token − 1;
- * - `raise-token`: the annotation set to 2^63−1 (policy variant), or raised by U[1, 10^6] (no-policy
- *   variant: see the attack's comment);
+ * - `raise-token`: the annotation set to 2^63−1 (policy variant only: see NO_POLICY_ATTACKS);
  * - `shorten`: the Lease's leaseDurationSeconds set to 1;
  * - `delete-lease`: the Lease deleted;
  * - `impostor-lease`: the Lease deleted and re-created at once by the attacker as a `dlock-*`
@@ -32,10 +31,11 @@
  * backend a counter raised to 2^63−1 is deleted, to be refloored), and the first holder hands the
  * lock over (pod unready, release), so that every trial ends with a grant after the attacks.
  *
- * The attacker's lowered token values are not the controller's: the Lease history handed to the
- * checker has them replaced by the token they overwrote (only in versions after the attack that
- * still carry the value and name no other holder), so S1's "the annotation never decreases" and "each
- * term's token is above the last" check the controller's grants, not the attacker's writes.
+ * The attacker's token values are not the controller's: the Lease history handed to the checker
+ * has each lowered one, and each raised one no holder adopted, replaced by the token it overwrote
+ * (only in versions after the attack that still carry it and name no other holder), so S1's
+ * "the annotation never decreases" and "each term's token is above the last" check the
+ * controller's grants, not the attacker's writes.
  *
  * Calibration `status-floor`: no policy, the Lease backend, and each `lower-token` also lowers
  * status.fencingToken to the same value — the controller's floor is then the Lease alone, as
@@ -85,6 +85,15 @@ export const ATTACKS = [
   'pod-failed',
 ] as const;
 type Attack = (typeof ATTACKS)[number];
+/**
+ * NO_POLICY_ATTACKS: without the policy, no `raise-token`. A token annotation raised on a held
+ * Lease is a forged grant: the holder's agent adopts it (a Lease naming its pod with a larger token
+ * is what a grant looks like) and writes with it, and nothing the controller does can undo that —
+ * raised to 2^63−1 it becomes every guard's mark for good (smoke run, seed 26), and raised and
+ * then lowered by one before the controller recorded it, the next grant re-issues the forged token
+ * to another holder (soak seed 7171, trial 929, replay seed 8100: S1 and S2). Only the policy stops it.
+ */
+const NO_POLICY_ATTACKS: readonly Attack[] = ATTACKS.filter((a) => a !== 'raise-token');
 /** LEASE_OR_STATUS: the attacks the lease-protection policy must deny. */
 const LEASE_OR_STATUS: ReadonlySet<Attack> = new Set<Attack>([
   'lower-token',
@@ -110,7 +119,12 @@ interface Attempt {
   readonly code: number;
   readonly message: string;
   /** bogus: a token value this (allowed) write put on the Lease, and the resourceVersion it made. */
-  readonly bogus?: { readonly token: bigint; readonly rv: bigint; readonly replaced: bigint | undefined };
+  readonly bogus?: {
+    readonly token: bigint;
+    readonly rv: bigint;
+    readonly replaced: bigint | undefined;
+    readonly raised?: boolean;
+  };
 }
 interface TrialState {
   readonly backend: 'Lease' | 'Redis';
@@ -321,9 +335,9 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
       attack,
       code: r.code,
       message: r.message,
-      // A lowered value is not the controller's; a raised one is a forged grant, a Lease record like any other.
-      ...(r.code === 200 && rv !== undefined && next < cur
-        ? { bogus: { token: next, rv: BigInt(rv), replaced: cur } }
+      // Not the controller's value (checkCoTenant decides what the checker sees of it).
+      ...(r.code === 200 && rv !== undefined
+        ? { bogus: { token: next, rv: BigInt(rv), replaced: cur, raised: next > cur } }
         : {}),
     });
     if (calibrating && r.code === 200 && attack === 'lower-token') {
@@ -338,13 +352,8 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   };
   const attacks: Record<Attack, () => Promise<void>> = {
     'lower-token': () => setToken('lower-token', (cur) => (cur > 1n ? cur - 1n : 0n)),
-    // 2^63−1 where the policy must deny it. Without the policy a raised token on a held Lease is a
-    // forged grant the holder's agent adopts (a Lease naming its pod with a larger token is how a
-    // grant looks), and 2^63−1 then becomes every guard's mark for good: a wedge of the protected
-    // data, not a safety violation, and outside what the controller can defend; so the no-policy
-    // variant raises by U[1, 10^6] instead (tokens must still never repeat).
-    'raise-token': () =>
-      setToken('raise-token', (cur) => (state.policy ? MAX_TOKEN : cur + 1n + BigInt(Math.floor(ctx.rnd() * 1e6)))),
+    // Only where the policy must deny it (see NO_POLICY_ATTACKS).
+    'raise-token': () => setToken('raise-token', () => MAX_TOKEN),
     async shorten() {
       const l = await readLease();
       if (l === undefined) return void state.attempts.push({ attack: 'shorten', code: 0, message: 'no Lease' });
@@ -422,7 +431,9 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   };
 
   const n = calibrating ? 1 : 1 + Math.floor(ctx.rnd() * 3);
-  const plan: Attack[] = Array.from({ length: n }, () => (calibrating ? 'lower-token' : ctx.pick(ATTACKS)));
+  const plan: Attack[] = Array.from({ length: n }, () =>
+    calibrating ? 'lower-token' : ctx.pick(state.policy ? ATTACKS : NO_POLICY_ATTACKS),
+  );
   const startAt = performance.now();
   for (const a of plan) {
     await sleep(ctx.uniform(0, ctx.leaseMs));
@@ -482,7 +493,20 @@ async function repair(ctx: Ctx, state: TrialState, h: Holder): Promise<void> {
   const ns = t.namespace;
   const name = leaseName(ctx.spec.id);
   for (let round = 0; round < 6; round++) {
-    const issued = ctx.events.reduce((m, e) => (e.kind === 'granted' && e.token > m ? e.token : m), h.token);
+    // What the LeaseTampered Event says to restore (status.fencingToken), unless the attacker raised
+    // status itself; and never below a token a holder reported.
+    const lock0 = await readLock(t.custom, ns, ctx.spec.id);
+    const recorded = lock0?.status?.fencingToken;
+    const statusToken =
+      recorded !== undefined && recorded !== MAX_TOKEN_TEXT && /^[0-9]{1,19}$/.test(recorded) ? BigInt(recorded) : 0n;
+    const reported = ctx.events.reduce((m, e) => (e.kind === 'granted' && e.token > m ? e.token : m), h.token);
+    // ... and never below a token the controller put on the Lease (its history, without the attacker's values).
+    const forged = new Set(state.attempts.flatMap((a) => (a.bogus !== undefined ? [a.bogus.token] : [])));
+    const onLease = (await ctx.bed.leases.versions(ctx.spec.id)).reduce(
+      (m, v) => (v.token !== undefined && !forged.has(v.token) && v.token !== MAX_TOKEN && v.token > m ? v.token : m),
+      0n,
+    );
+    const issued = [statusToken, reported, onLease].reduce((m, x) => (x > m ? x : m), 0n);
     let fixed = false;
     const l = await t.leases.readNamespacedLease({ namespace: ns, name }).catch(() => undefined);
     const ann = l?.metadata?.annotations?.[TOKEN_ANNOTATION];
@@ -560,7 +584,13 @@ export function sanitize(
 export function checkCoTenant(ctx: Ctx, h: TrialHistory): { report: TrialReport; counters: Record<string, number> } {
   const state = trials.get(ctx);
   const attempts = state?.attempts ?? [];
-  const bogus = attempts.flatMap((a) => (a.bogus !== undefined ? [a.bogus] : []));
+  // A lowered value is never a grant. A raised one that a holder's agent adopted (reported
+  // `granted` with it) is a forged grant, a term like any other; one nobody adopted is noise (the
+  // operator's repair may set the annotation below it again).
+  const adopted = new Set(h.clients.flatMap((e) => (e.kind === 'granted' ? [e.token] : [])));
+  const bogus = attempts.flatMap((a) =>
+    a.bogus !== undefined && !(a.bogus.raised === true && adopted.has(a.bogus.token)) ? [a.bogus] : [],
+  );
   const report = checkHistory({ ...h, leases: sanitize(h.leases, bogus) });
   const leaseWrites = attempts.filter((a) => LEASE_OR_STATUS.has(a.attack) && a.code !== 0);
   const byPolicy = (a: Attempt): boolean => a.code === 403 && a.message.includes('fencepost Leases and lock status');
