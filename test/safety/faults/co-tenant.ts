@@ -43,6 +43,7 @@
  * checker must report (S1).
  */
 import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -592,6 +593,14 @@ export function checkCoTenant(ctx: Ctx, h: TrialHistory): { report: TrialReport;
     a.bogus !== undefined && !(a.bogus.raised === true && adopted.has(a.bogus.token)) ? [a.bogus] : [],
   );
   const report = checkHistory({ ...h, leases: sanitize(h.leases, bogus) });
+  const dump = process.env['SAFETY_COTENANT_DUMP'];
+  if (!report.ok && dump !== undefined)
+    writeFileSync(
+      join(dump, `${ctx.spec.id}-${ctx.spec.seed}.json`),
+      JSON.stringify({ attempts, leases: h.leases, clients: h.clients }, (_k, v: unknown) =>
+        typeof v === 'bigint' ? v.toString() : v,
+      ),
+    );
   const leaseWrites = attempts.filter((a) => LEASE_OR_STATUS.has(a.attack) && a.code !== 0);
   const byPolicy = (a: Attempt): boolean => a.code === 403 && a.message.includes('fencepost Leases and lock status');
   return {
