@@ -4,6 +4,12 @@
  * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark;
  * - Lost marker removed: a deleted Lease is re-created at once without the `Lost` marker (what the
  *   controller did before issue 15's finding 7), so early grants must be counted;
+ * - lock mark removed: the multi-key workers' guard is the one before issue 15's finding 9 (one
+ *   mark per data key, deletes as plain DELs), so a stale holder writes a key its successor never
+ *   wrote or re-creates one it deleted (S3, counted as staleOnOtherKey / resurrected);
+ * - status floor removed: a co-tenant without the lease-protection policy lowers the Lease's token
+ *   and status.fencingToken together (the controller's floor is then the Lease alone, as before
+ *   issue 15's finding 2), so the next grant re-issues a token (S1);
  * - the run-once gate's check after the grant removed (`no-recheck`): the fleet pods of the
  *   run-id-fleet trials look only before asking, so run ids run again after their completion
  *   (issue 15's finding 4) must be counted.
@@ -88,6 +94,56 @@ describe('calibration: the suite fails when a protection is removed', () => {
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
       expect(s?.counters['grantedBeforeStepDown'] ?? 0, 'grants before the holder stepped down').toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('reports S3 violations on another key when the multi-key guard keeps one mark per key', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['multi-key'],
+        trialsPerFault: TRIALS * 3,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'key-scope',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: lock mark removed (one mark per key)', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
+      expect(s?.violations.S3, 'trials with an older token applied after a newer one').toBeGreaterThan(0);
+      expect(
+        s?.counters['staleOnOtherKey'] ?? 0,
+        'stale ops applied on a key the newer token never touched',
+      ).toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('reports S1 violations when a co-tenant lowers the Lease token and status.fencingToken together (no status floor)', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['co-tenant'],
+        trialsPerFault: TRIALS * 3,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'status-floor',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: status floor removed (co-tenant, no policy)', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
+      expect(s?.violations.S1, 'trials with a re-issued token').toBeGreaterThan(0);
     } finally {
       await bed.close();
     }

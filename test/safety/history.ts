@@ -67,6 +67,9 @@ export interface StoreApply {
   readonly token: bigint;
   /** writer: the holder identity written into the value by the client. */
   readonly writer: string;
+  /** key, op: for the multi-key workload's shared keys, which key and whether it was SET or DELeted. */
+  readonly key?: string;
+  readonly op?: 'set' | 'del';
 }
 
 /** TrialHistory is everything the checker needs about one trial (one lock). */

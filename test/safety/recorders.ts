@@ -144,7 +144,10 @@ export class LeaseRecorder {
   }
 }
 
-/** StoreRecorder records, from the store's MONITOR stream, every SET of a trial's write key. */
+/**
+ * StoreRecorder records, from the store's MONITOR stream, every SET of a trial's write key, and
+ * every SET and DEL of a multi-key trial's shared keys (`safety:<trial>:k:<i>`).
+ */
 export class StoreRecorder {
   readonly #url: string;
   readonly #byTrial = new Map<string, StoreApply[]>();
@@ -164,30 +167,57 @@ export class StoreRecorder {
     client.on('error', () => undefined);
     const monitor = await client.monitor();
     monitor.on('error', () => undefined);
+    // A multi-key DEL names only its key: the guard's script then adds the op's write id (its
+    // storeValue) to the lock's write id set, and a script runs alone, so the next ZADD is its own.
+    let pendingDel: { trial: string; key: string } | undefined;
     monitor.on('monitor', (_time: string, args: string[]) => {
       const at = performance.now();
-      if (args.length < 3 || (args[0] ?? '').toUpperCase() !== 'SET') return;
+      const cmd = (args[0] ?? '').toUpperCase();
+      const multi = /^safety:([^:]+):k:(.+)$/.exec(args[1] ?? '');
+      if (cmd === 'DEL' && multi !== null) {
+        pendingDel = { trial: multi[1] ?? '', key: args[1] ?? '' };
+        return;
+      }
+      if (cmd === 'ZADD' && pendingDel !== undefined) {
+        const del = pendingDel;
+        pendingDel = undefined;
+        const v = parseStoreValue(args[3] ?? '');
+        if (v === undefined) this.malformed.push(`DEL ${del.key} with write id ${args[3] ?? ''}`);
+        else
+          this.#push(del.trial, { at, writeId: v.writeId, token: v.token, writer: v.writer, key: del.key, op: 'del' });
+        return;
+      }
+      if (args.length < 3 || cmd !== 'SET') return;
       const key = args[1] ?? '';
-      const m = /^safety:([^:]+):w:(.+)$/.exec(key);
+      const m = /^safety:([^:]+):w:(.+)$/.exec(key) ?? multi;
       if (m === null) return;
       const v = parseStoreValue(args[2] ?? '');
-      if (v === undefined || v.writeId !== m[2]) {
+      if (v === undefined || (multi === null && v.writeId !== m[2])) {
         this.malformed.push(`${key}=${args[2] ?? ''}`);
         return;
       }
-      const trial = m[1] ?? '';
-      let list = this.#byTrial.get(trial);
-      if (list === undefined) {
-        list = [];
-        this.#byTrial.set(trial, list);
-      }
-      list.push({ at, writeId: v.writeId, token: v.token, writer: v.writer });
+      this.#push(m[1] ?? '', {
+        at,
+        writeId: v.writeId,
+        token: v.token,
+        writer: v.writer,
+        ...(multi !== null ? { key, op: 'set' as const } : {}),
+      });
     });
     this.#monitor = monitor;
     client.disconnect();
     monitor.on('end', () => {
       if (!this.#stopped) this.broken = true;
     });
+  }
+
+  #push(trial: string, a: StoreApply): void {
+    let list = this.#byTrial.get(trial);
+    if (list === undefined) {
+      list = [];
+      this.#byTrial.set(trial, list);
+    }
+    list.push(a);
   }
 
   /** applies returns a trial's applied writes in the store's execution order. */

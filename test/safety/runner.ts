@@ -8,6 +8,7 @@ import type { Invariant } from './checker.ts';
 import { summarizeOutages, type OutageRow } from './faults/apiserver.ts';
 import { withControllerSplit } from './faults/controller-split.ts';
 import { withRunIdFleet } from './faults/run-id-fleet.ts';
+import { closeCoTenant } from './faults/co-tenant.ts';
 import type { SafetyBed } from './testbed.ts';
 import { runTrial, type FaultType, type TrialResult } from './trial.ts';
 
@@ -22,7 +23,7 @@ export interface RunOptions {
   readonly leaseSeconds: number;
   readonly fenced: boolean;
   /** calibrate: how the run was weakened (for the replay command); undefined for the real suite. */
-  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck';
+  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor';
   readonly onResult?: (r: TrialResult) => void;
   /** phaseBudgetMs: per fault type; a phase stops starting new trials after this times its fault types (soak runs with a deadline). */
   readonly phaseBudgetMs?: number;
@@ -227,6 +228,15 @@ export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
     ...(local.length > 0 ? [local] : []),
     ...o.faults.filter((f) => GLOBAL_FAULTS.has(f)).map((f) => [f]),
   ];
+  try {
+    await runPhases(o, phases, out);
+  } finally {
+    await closeCoTenant(o.bed); // the lease-protection policy co-tenant trials installed (cluster-scoped)
+  }
+  return out;
+}
+
+async function runPhases(o: RunOptions, phases: readonly FaultType[][], out: FaultSummary[]): Promise<void> {
   for (const faults of phases) {
     const began = performance.now();
     // Trial k of the phase: fault faults[k % n], its index i = floor(k / n) (seed baseSeed + i).
@@ -275,7 +285,6 @@ export async function runTrials(o: RunOptions): Promise<FaultSummary[]> {
       );
     o.onPhase?.(out);
   }
-  return out;
 }
 
 /** formatFailures prints failed trials with their seeds and replay commands. */

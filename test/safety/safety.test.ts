@@ -71,6 +71,12 @@ describe('the safety suite', () => {
           `${s.fault}: run ids run again after their completion (issue 15 finding 4)`,
         )
         .toBe(0);
+      expect
+        .soft(
+          s.counters['policyBypassed'] ?? 0,
+          `${s.fault}: co-tenant Lease or status writes the lease-protection policy let through (issue 15 finding 2)`,
+        )
+        .toBe(0);
     }
   }, 900_000);
 });

@@ -23,6 +23,8 @@ import { startLaggingReplica } from './faults/redis-failover.ts';
 import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
 import { apiErrors } from './faults/api-errors.ts';
+import { checkMultiKey, multiKey, readFinalKeys } from './faults/multi-key.ts';
+import { checkCoTenant, coTenant, coTenantLockSpec } from './faults/co-tenant.ts';
 import { watchDelay } from './faults/watch-delay.ts';
 import { runIdFleet } from './faults/run-id-fleet.ts';
 
@@ -44,6 +46,8 @@ export const FAULT_TYPES = [
   'controller-split',
   'lease-delete',
   'run-id-fleet',
+  'multi-key',
+  'co-tenant',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -60,7 +64,7 @@ export interface TrialSpec {
    * new Lease itself, at once and without the `Lost` marker, as the controller did before it
    * waited out a deleted Lease's term (the suite must then count early grants).
    */
-  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck';
+  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor';
 }
 
 /** TrialResult: the checker's report plus what the fault did and the liveness figures. */
@@ -187,6 +191,9 @@ export class Ctx {
       dataPrefix: trialPrefix(this.spec.id),
       thinkMs: THINK_MS,
       intervalMs: INTERVAL_MS,
+      ...(this.spec.fault === 'multi-key'
+        ? { workload: 'multi-key', keyScope: this.spec.calibrate === 'key-scope' ? 'key' : 'lock' }
+        : {}),
     });
     const e = await joined;
     if (e.kind === 'failed') throw new Error(`worker ${w.id} failed to join: ${e.detail ?? ''}`);
@@ -467,6 +474,8 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
   },
   ['lease-delete']: leaseDelete,
   ['run-id-fleet']: runIdFleet,
+  ['multi-key']: (ctx, h, other) => multiKey(ctx, h, other, scripts),
+  ['co-tenant']: coTenant,
   ['api-errors']: apiErrors,
   ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {
@@ -740,7 +749,13 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     if (spec.fault === 'pause-grant') {
       outcome = await pauseGrant(ctx, wa, aId);
     } else {
-      await createLock(bed.t, lockBody(spec.id, spec.id, { leaseDurationSeconds: spec.leaseSeconds }));
+      await createLock(
+        bed.t,
+        lockBody(spec.id, spec.id, {
+          leaseDurationSeconds: spec.leaseSeconds,
+          ...(spec.fault === 'co-tenant' ? coTenantLockSpec(ctx) : {}),
+        }),
+      );
       const first = await ctx.next(undefined, (e) => e.kind === 'granted', 60_000, 'first grant');
       const h: Holder = {
         w: first.w,
@@ -801,10 +816,19 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     store: bed.storeLog.applies(spec.id),
     finalStore: await readFinalStore(bed.storeClient, spec.id),
   };
-  const report = checkHistory(history);
+  // multi-key and co-tenant trials have checks of their own (faults/multi-key.ts, faults/co-tenant.ts).
+  const checked =
+    spec.fault === 'multi-key'
+      ? checkMultiKey(history, await readFinalKeys(bed.storeClient, spec.id))
+      : spec.fault === 'co-tenant'
+        ? checkCoTenant(ctx, history)
+        : undefined;
+  const report = checked?.report ?? checkHistory(history);
   const tallied = outcome?.tally?.(history.leases);
   const counters =
-    tallied !== undefined || outcome?.counters !== undefined ? { ...tallied, ...outcome?.counters } : undefined;
+    tallied !== undefined || outcome?.counters !== undefined || checked !== undefined
+      ? { ...tallied, ...outcome?.counters, ...checked?.counters }
+      : undefined;
   void deleteLock(bed.t, spec.id).catch(() => undefined);
   const startAt = outcome?.startAt ?? began;
   return {

@@ -14,6 +14,13 @@ export interface JoinCommand {
   readonly dataPrefix: string;
   readonly thinkMs: number;
   readonly intervalMs: number;
+  /**
+   * workload: 'multi-key' writes and deletes a shared set of keys through the lock-scoped guard
+   * (test/safety/multi-key-worker.ts); absent: one new key per write (the default workload).
+   */
+  readonly workload?: 'multi-key';
+  /** keyScope: the multi-key guard's marks, 'lock' (the default) or 'key' (calibration only). */
+  readonly keyScope?: 'lock' | 'key';
 }
 
 /** LeaveCommand stops a trial's session, releasing the lock first when `release`. */
@@ -47,6 +54,9 @@ export interface WorkerOutput {
   readonly result?: 'accepted' | 'stale' | 'error';
   readonly reason?: string;
   readonly detail?: string;
+  /** op, key: with check/attempt/outcome of the multi-key workload, what the write does to which key. */
+  readonly op?: 'set' | 'del';
+  readonly key?: string;
   /** expiresInMs: with granted/renewed, the validity left at that moment (the apiserver fault's deadline tracking). */
   readonly expiresInMs?: number;
 }

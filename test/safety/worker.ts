@@ -26,6 +26,7 @@ import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
 import type { JoinCommand, WorkerCommand, WorkerOutput } from './worker-protocol.ts';
 import { storeValue } from './history.ts';
+import { multiKeyLoop } from './multi-key-worker.ts';
 
 const { values } = parseArgs({ strict: true, options: { kubeconfig: { type: 'string' }, store: { type: 'string' } } });
 if (values.kubeconfig === undefined || values.store === undefined) {
@@ -126,7 +127,10 @@ async function join(c: JoinCommand): Promise<void> {
   trials.set(c.trial, r);
   await session.start();
   emit({ trial: c.trial, kind: 'joined', holder });
-  r.loop = writeLoop(c, session, () => !r.stopped);
+  r.loop =
+    c.workload === 'multi-key'
+      ? multiKeyLoop(c, session, () => !r.stopped, store, emit)
+      : writeLoop(c, session, () => !r.stopped);
 }
 
 async function leave(trial: string, release: boolean): Promise<void> {
