@@ -22,6 +22,9 @@
  *   token starts a new term (docs/safety.md T11: after a step-down, never the old token again). A lost
  *   term the Lease still names is handed back (a released Lease), so the controller does not have
  *   to wait out the lease to grant the next term.
+ * - A token below one already seen on the Lease is never taken up (L0): only the controller writes
+ *   the token, and it never lowers it; a co-tenant with `leases update` can, and the lowered value
+ *   may be an earlier holder's token (issue 15 finding 2, found by the co-tenant soak).
  * - Stopping never writes: the Lease is left to expire (no hand-back, no release).
  * - A term's timings are the most conservative reading of everything said about them: field by
  *   field the shortest of the confirming renew's Lease, every later renewal's and every Lease seen
@@ -52,6 +55,7 @@
  * | L4  | LeaseSeen           | held(t), not ours                                   | lost                  | ClearTimers, Emit lost "granted to X" / "revoked"          |
  * | L5  | LeaseSeen           | held(t), ours with t                                | held(t), timings tightened | ArmTimers if the deadline moved in; as C2 / D1        |
  * | L6  | LeaseSeen           | held(t), ours with u ≠ t                            | lost, then as L7/L8   | ClearTimers, Emit lost "superseded by token u", then L7/L8 |
+ * | L0  | LeaseSeen           | ours with u < the highest token seen on the Lease   | confirming → waiting  | Report TokenWentBack (after L3–L6 for a held term)         |
  * | L7  | LeaseSeen           | ours with u ≤ endedToken                            | confirming → waiting  | GiveBack(u) if lost/released and none under way            |
  * | L8  | LeaseSeen           | ours with u, not confirming u                       | confirming(u)         | kick (K1–K5)                                               |
  * | L9  | LeaseSeen           | ours with the confirming token                      | unchanged             | —                                                          |
@@ -147,6 +151,11 @@ export interface SessionState {
   readonly lease: LeaseView | undefined;
   /** endedToken is the largest token of a term that ended here; a new term needs a larger one. */
   readonly endedToken: bigint | undefined;
+  /**
+   * highestToken is the largest token seen on any Lease of this lock (any holder). The token only
+   * grows when the controller writes it, so a Lease below it was lowered by someone else (L0).
+   */
+  readonly highestToken: bigint | undefined;
   /** lastTimings are the current or last term's timings (undefined before the first grant). */
   readonly lastTimings: TermTimings | undefined;
   readonly renew: RenewFlight;
@@ -233,7 +242,7 @@ export type SessionAction =
   /** Report logs a failure that the machine handles (a renew to retry, a Lease it cannot read). */
   | {
       readonly type: 'Report';
-      readonly what: 'RenewFailed' | 'LeaseUnparsable' | 'TimingsContradict';
+      readonly what: 'RenewFailed' | 'LeaseUnparsable' | 'TimingsContradict' | 'TokenWentBack';
       readonly err: unknown;
     };
 
@@ -259,6 +268,7 @@ export function initialState(self: HolderRef): SessionState {
     phase: { name: 'waiting' },
     lease: undefined,
     endedToken: undefined,
+    highestToken: undefined,
     lastTimings: undefined,
     renew: 'idle',
     renewAgain: false,
@@ -416,6 +426,8 @@ class Step {
       return;
     }
     const ours = sameHolder(rec.holder, d.self) && rec.token !== undefined;
+    const lowered = rec.token !== undefined && d.highestToken !== undefined && rec.token < d.highestToken;
+    if (rec.token !== undefined && !lowered) d.highestToken = rec.token;
     if (d.phase.name === 'held') {
       const term = d.phase.term;
       this.#checkDeadline();
@@ -431,7 +443,18 @@ class Step {
       this.#endTerm('lost', `superseded by token ${String(rec.token)}`);
     }
     const confirming = d.phase.name === 'confirming' ? d.phase.token : undefined;
-    if (ours && rec.token !== undefined && this.#endedHere(rec.token)) {
+    if (ours && lowered) {
+      // L0: a token below one this session saw on the Lease was written by someone other than the
+      // controller (a co-tenant with `leases update`): it may be an earlier holder's. Never taken up.
+      if (d.phase.name === 'confirming') d.phase = { name: 'waiting' };
+      this.actions.push({
+        type: 'Report',
+        what: 'TokenWentBack',
+        err: new Error(
+          `the Lease names this pod with token ${String(rec.token)}, below token ${String(d.highestToken)} seen on it before: not taken up`,
+        ),
+      });
+    } else if (ours && rec.token !== undefined && this.#endedHere(rec.token)) {
       // A term that ended here: never confirmed again, whatever the Lease says (see the header).
       if (d.phase.name === 'confirming') d.phase = { name: 'waiting' };
       this.#giveBack(rec.token);

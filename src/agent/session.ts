@@ -326,6 +326,11 @@ export class LockSession {
       }
       case 'Report':
         if (a.what === 'RenewFailed') log.info({ lock, err: a.err }, 'Failed to renew Lease; retrying');
+        else if (a.what === 'TokenWentBack')
+          log.error(
+            { err: a.err, lock },
+            'Refused a token below one seen on the Lease before (the Lease was tampered with)',
+          );
         else if (a.what === 'TimingsContradict')
           log.error({ err: a.err, lock }, 'Refused a term whose timings contradict each other; handing it back');
         else log.error({ err: a.err, lock }, 'Failed to parse Lease');
