@@ -9,6 +9,8 @@
  *   node hack/soak.ts --calibrate guard --fault pause     the same faults with the guard removed
  *   node hack/soak.ts --calibrate floor --fault redis     ... with the etcd floor removed
  *   node hack/soak.ts --calibrate lost-marker --fault lease-delete   ... a deleted Lease re-created without the Lost marker
+ *   node hack/soak.ts --calibrate child-only --fault exec-tree       ... exec signalling only its direct child
+ *   node hack/soak.ts --calibrate phase-proof --fault node-loss      ... a controller taking phase Failed as proof
  *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (T24) instead of trials
  *
  * Exit code: 0 when every trial held S1–S5 and no holder took a term up again after reporting it
@@ -28,7 +30,7 @@ import { runNemesisSoak } from '../test/safety/nemesis-soak.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
-                          [--calibrate guard|floor|lost-marker] [--minutes-per-fault M] [--out FILE] [--keep-logs]
+                          [--calibrate guard|floor|lost-marker|child-only|phase-proof] [--minutes-per-fault M] [--out FILE] [--keep-logs]
                           [--nemesis-minutes M]
   --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
                           then reports the trials actually run); results are written after each fault type
@@ -43,7 +45,7 @@ let opts: {
   concurrency: number;
   seed: number;
   lease: number;
-  calibrate: 'guard' | 'floor' | 'lost-marker' | undefined;
+  calibrate: 'guard' | 'floor' | 'lost-marker' | 'child-only' | 'phase-proof' | undefined;
   out: string;
   keepLogs: boolean;
   phaseMinutes: number | undefined;
@@ -81,8 +83,17 @@ try {
     return f as FaultType;
   });
   const calibrate = values.calibrate;
-  if (calibrate !== undefined && calibrate !== 'guard' && calibrate !== 'floor' && calibrate !== 'lost-marker')
-    throw new Error(`--calibrate: expected guard, floor or lost-marker, got ${JSON.stringify(calibrate)}`);
+  if (
+    calibrate !== undefined &&
+    calibrate !== 'guard' &&
+    calibrate !== 'floor' &&
+    calibrate !== 'lost-marker' &&
+    calibrate !== 'child-only' &&
+    calibrate !== 'phase-proof'
+  )
+    throw new Error(
+      `--calibrate: expected guard, floor, lost-marker, child-only or phase-proof, got ${JSON.stringify(calibrate)}`,
+    );
   const seed = values.seed !== undefined ? int(values.seed, '--seed', 0) : Math.floor(Math.random() * 2 ** 31);
   opts = {
     trials: int(values.trials, '--trials', 1),
@@ -121,6 +132,7 @@ const plane = await startControlPlane();
 const bed = await startSafetyBed({
   kubeconfigPath: plane.kubeconfigPath,
   noFloor: opts.calibrate === 'floor',
+  phaseProof: opts.calibrate === 'phase-proof',
   ...(opts.faults.includes('apiserver') ? { plane } : {}),
 });
 let stopping = false;
@@ -261,10 +273,25 @@ if (resumed > 0)
 // A grant before a cut-off holder stepped down after its Lease was deleted (issue 15, finding 7).
 const early = summaries.reduce((a, s) => a + (s.counters['grantedBeforeStepDown'] ?? 0), 0);
 if (early > 0) process.stdout.write(`${early} grant(s) before the cut-off holder stepped down (lease-delete)\n`);
+// exec-tree (issue 15, finding 1) and node-loss (finding 3): counters that must be 0.
+const total15 = (names: readonly string[]): number =>
+  summaries.reduce((a, s) => a + names.reduce((b, k) => b + (s.counters[k] ?? 0), 0), 0);
+const TREE = ['treeWritesAfterGrant', 'treeAttemptsAfterGrant', 'treeWritesAfterResume', 'treeProcessesLeft'];
+const tree = total15(TREE);
+if (tree > 0) process.stdout.write(`${tree} tree write(s) after the grant or process(es) left (exec-tree)\n`);
+const beforeLeaseEnd = total15(['grantedBeforeLeaseEnd']);
+if (beforeLeaseEnd > 0)
+  process.stdout.write(
+    `${beforeLeaseEnd} grant(s) before the cut-off holder's lease (+ lock delay) ended (node-loss)\n`,
+  );
 const ok =
   opts.calibrate === 'lost-marker'
     ? early > 0
-    : opts.calibrate !== undefined
-      ? violations > 0
-      : violations === 0 && resumed === 0 && early === 0;
+    : opts.calibrate === 'child-only'
+      ? tree > 0
+      : opts.calibrate === 'phase-proof'
+        ? beforeLeaseEnd > 0
+        : opts.calibrate !== undefined
+          ? violations > 0
+          : violations === 0 && resumed === 0 && early === 0 && tree === 0 && beforeLeaseEnd === 0;
 await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

@@ -4,6 +4,10 @@
  * - floor removed: the controller's dispenser is a bare INCR that ignores the etcd high-water mark;
  * - Lost marker removed: a deleted Lease is re-created at once without the `Lost` marker (what the
  *   controller did before issue 15's finding 7), so early grants must be counted.
+ * - exec signalling its direct child only (before issue 15's finding 1): the exec-tree trials must
+ *   count tree writes after the successor's grant, or tree processes left alive;
+ * - a pod's phase taken as proof that its containers stopped (before finding 3): the node-loss
+ *   trials must count grants before the cut-off holder's lease (+ lock delay) ended.
  * Same faults, same checker, same seeds as the real suite (SAFETY_SEED).
  */
 import { describe, expect, it } from 'vitest';
@@ -85,6 +89,58 @@ describe('calibration: the suite fails when a protection is removed', () => {
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
       expect(s?.counters['grantedBeforeStepDown'] ?? 0, 'grants before the holder stepped down').toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('counts tree writes after the grant or processes left when exec signals only its direct child', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['exec-tree'],
+        // A tree of depth 1 is the direct child itself: take a few more trials than the others.
+        trialsPerFault: TRIALS * 3,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'child-only',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: exec signals its direct child only', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
+      expect(
+        (s?.counters['treeAttemptsAfterGrant'] ?? 0) + (s?.counters['treeProcessesLeft'] ?? 0),
+        'tree writes after the grant and tree processes left',
+      ).toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it("counts grants before the cut-off holder's lease ended when the controller takes phase Failed as proof", async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath(), phaseProof: true });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['node-loss'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'phase-proof',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: pod phase taken as proof', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
+      expect(s?.counters['grantedBeforeLeaseEnd'] ?? 0, 'grants before the lease (+ lock delay) ended').toBeGreaterThan(
+        0,
+      );
     } finally {
       await bed.close();
     }

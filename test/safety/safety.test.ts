@@ -65,6 +65,15 @@ describe('the safety suite', () => {
           `${s.fault}: grants before the cut-off holder stepped down (issue 15 finding 7: the Lease deleted)`,
         )
         .toBe(0);
+      // Issue 15 finding 1 (exec-tree) and finding 3 (node-loss): see faults/exec-tree.ts and faults/node-loss.ts.
+      for (const k of [
+        'treeWritesAfterGrant',
+        'treeAttemptsAfterGrant',
+        'treeWritesAfterResume',
+        'treeProcessesLeft',
+        'grantedBeforeLeaseEnd',
+      ])
+        expect.soft(s.counters[k] ?? 0, `${s.fault}: ${k}`).toBe(0);
     }
   }, 900_000);
 });

@@ -24,6 +24,8 @@ import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
 import { apiErrors } from './faults/api-errors.ts';
 import { watchDelay } from './faults/watch-delay.ts';
+import { execTree } from './faults/exec-tree.ts';
+import { nodeLoss } from './faults/node-loss.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
 export const FAULT_TYPES = [
@@ -42,6 +44,8 @@ export const FAULT_TYPES = [
   'watch-delay',
   'controller-split',
   'lease-delete',
+  'exec-tree',
+  'node-loss',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -56,9 +60,11 @@ export interface TrialSpec {
   /**
    * calibrate: how the run is weakened; `lost-marker`: the lease-delete fault also creates the
    * new Lease itself, at once and without the `Lost` marker, as the controller did before it
-   * waited out a deleted Lease's term (the suite must then count early grants).
+   * waited out a deleted Lease's term (the suite must then count early grants); `child-only`: the
+   * exec-tree trials run an exec that signals only its direct child (faults/child-only-exec.ts);
+   * `phase-proof`: the bed's controller takes a pod's phase Failed as proof (node-loss).
    */
-  readonly calibrate?: 'guard' | 'floor' | 'lost-marker';
+  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'child-only' | 'phase-proof';
 }
 
 /** TrialResult: the checker's report plus what the fault did and the liveness figures. */
@@ -464,6 +470,8 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     return { variant, faultMs: 0, startAt, above: h.token };
   },
   ['lease-delete']: leaseDelete,
+  ['exec-tree']: execTree,
+  ['node-loss']: nodeLoss,
   ['api-errors']: apiErrors,
   ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {

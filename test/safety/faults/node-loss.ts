@@ -1,0 +1,161 @@
+/**
+ * The `node-loss` fault (issue 15, finding 3): the holder's node is lost while its processes go on.
+ * The holder's worker is cut off from the API server (its TCP proxy blackholed: it keeps running
+ * and believing until its own renew deadline, as a holder on a partitioned node does), and at a
+ * random point of its term kube-controller-manager's pod garbage collector acts on its pod, as it
+ * does for the pods of a deleted Node or of one tainted `node.kubernetes.io/out-of-service`:
+ *
+ * - `mark-failed`: the pod's status is set to phase `Failed` with a `DisruptionTarget` condition
+ *   (reason `DeletionByPodGC`), its container statuses left running — nobody saw them stop — and
+ *   the pod stays (a finalizer keeps it, as Job pods' does);
+ * - `mark-failed-and-delete`: the same mark, then the force deletion (grace 0) the pod GC makes;
+ * - `delete`: the force deletion alone (the pod vanishes).
+ *
+ * The testbed has no nodes, kubelets or kube-controller-manager: the fault makes the pod GC's two
+ * API calls itself (`pods/status` and a delete), which is all the lock controller can see of it.
+ * The lock's `lockDelaySeconds` is 0 or 1 (set before the fault), so the trial also shows that the
+ * delay applies to this involuntary handover.
+ *
+ * Counters (each must be 0): `grantedBeforeLeaseEnd` — the successor's grant (its Lease version's
+ * renewTime, the controller's wall clock when it granted) came before the cut-off holder's last
+ * renewal (its renewTime) plus the lease duration and the lock delay; and `grantedBeforeStepDown`,
+ * as for `lease-delete`: a successor granted while the cut-off holder's last report was still a
+ * grant or renewal.
+ *
+ * Calibration `--calibrate phase-proof`: the bed runs phase-proof-controller.ts, the controller
+ * with the old reading of a pod (phase `Failed` or `Succeeded` means every container stopped), and
+ * every trial is `mark-failed` (the marked pod stays); the trials must then count early grants.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { jsonPatchWith } from '../../../src/kube/request-options.ts';
+import type { TestKube } from '../../support/fixtures.ts';
+import type { ClientEvent, LeaseVersion } from '../history.ts';
+import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
+
+export const NODE_LOSS_ACTIONS = ['mark-failed', 'mark-failed-and-delete', 'delete'] as const;
+export type NodeLossAction = (typeof NODE_LOSS_ACTIONS)[number];
+
+/** NODE_LOSS_LOCK_DELAYS: the lock's lockDelaySeconds in a node-loss trial. */
+export const NODE_LOSS_LOCK_DELAYS = [0, 1] as const;
+
+/** wallMs reads a Kubernetes MicroTime (RFC 3339 with up to 6 fractional digits) in milliseconds, sub-ms kept. */
+export function wallMs(iso: string): number {
+  const ms = Date.parse(iso);
+  const frac = /\.([0-9]+)/.exec(iso)?.[1] ?? '';
+  return frac.length > 3 ? ms + Number(`0.${frac.slice(3)}`) : ms;
+}
+
+/** markFailedByPodGC writes what the pod GC writes on a pod of a lost node: phase Failed, DisruptionTarget; containers untouched. */
+export async function markFailedByPodGC(t: TestKube, name: string): Promise<V1Pod> {
+  // The controller patches the holder pod's labels concurrently: retry the read-modify-write on 409.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const pod = await t.core.readNamespacedPod({ name, namespace: t.namespace });
+      const now = new Date();
+      pod.status = {
+        ...pod.status,
+        phase: 'Failed',
+        conditions: [
+          ...(pod.status?.conditions ?? []).filter((c) => c.type !== 'DisruptionTarget'),
+          {
+            type: 'DisruptionTarget',
+            status: 'True',
+            reason: 'DeletionByPodGC',
+            message: 'PodGC: node no longer exists',
+            lastTransitionTime: now,
+          },
+        ],
+      };
+      return await t.core.replaceNamespacedPodStatus({ name, namespace: t.namespace, body: pod });
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409 || attempt >= 10) throw err;
+    }
+  }
+}
+
+/** forceDelete deletes a pod with grace period 0, as the pod GC does. */
+async function forceDelete(t: TestKube, name: string): Promise<void> {
+  await t.core.deleteNamespacedPod({ name, namespace: t.namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+}
+
+/**
+ * earlyGrant: from the Lease history, whether the first grant of a later term to another holder
+ * came before `holder`'s last renewal of `token` plus leaseMs + delayMs (wall clocks of the writers:
+ * the agent's renewTime, the controller's at its grant; one machine).
+ */
+export function earlyGrant(
+  leases: readonly LeaseVersion[],
+  holder: string,
+  token: bigint,
+  windowMs: number,
+): { early: boolean; gapMs: number } | undefined {
+  const byRv = [...leases].sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : 1));
+  const renewals = byRv.filter((v) => v.holder === holder && v.token === token && v.renewTime !== undefined);
+  const successor = byRv.find(
+    (v) => v.holder !== undefined && v.holder !== holder && v.token !== undefined && v.token > token,
+  );
+  const last = renewals.at(-1)?.renewTime;
+  if (last === undefined || successor?.renewTime === undefined) return undefined;
+  const gapMs = wallMs(successor.renewTime) - wallMs(last);
+  return { early: gapMs < windowMs, gapMs };
+}
+
+/** stillBelieved: the holder's last report before `at` was a grant or renewal of its term (lease-delete's test). */
+export function stillBelieved(events: readonly ClientEvent[], holder: string, at: number): boolean {
+  const last = events
+    .filter((e) => e.holder === holder && e.at <= at && ['granted', 'renewed', 'lost', 'released'].includes(e.kind))
+    .sort((x, y) => x.at - y.at)
+    .at(-1);
+  return last !== undefined && (last.kind === 'granted' || last.kind === 'renewed');
+}
+
+/** nodeLoss runs one node-loss trial's fault on the holder. */
+export async function nodeLoss(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
+  // Calibrating, always the mark that stays (a finalizer keeps the pod): with the force deletion
+  // right after it, the pod may be gone before the controller has seen the mark.
+  const drawn = ctx.pick(NODE_LOSS_ACTIONS);
+  const action: NodeLossAction = ctx.spec.calibrate === 'phase-proof' ? 'mark-failed' : drawn;
+  const delaySeconds = ctx.pick(NODE_LOSS_LOCK_DELAYS);
+  const { t } = ctx.bed;
+  if (delaySeconds > 0)
+    await t.custom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: t.namespace,
+        plural: PLURAL,
+        name: ctx.spec.id,
+        body: [{ op: 'add', path: '/spec/lockDelaySeconds', value: delaySeconds }],
+      },
+      jsonPatchWith(undefined),
+    );
+  await sleep(ctx.uniform(0, ctx.leaseMs / 2));
+  const lost = ctx.next(h.w, (e) => e.kind === 'lost', 10 * ctx.leaseMs, 'lost').catch(() => undefined);
+  // The node is cut off: its processes run on, unable to reach the API server.
+  h.w.apiProxy.blackhole();
+  const startAt = performance.now();
+  // The pod GC acts at a random point of the holder's remaining term (the last renewal was at most
+  // a renew period, L/3, before the cut).
+  await sleep(ctx.uniform(0, 0.5) * ctx.leaseMs);
+  if (action !== 'delete') await markFailedByPodGC(t, h.pod).catch(() => undefined);
+  if (action !== 'mark-failed') await forceDelete(t, h.pod);
+  const l = await lost;
+  await ctx.progress(h.token, 30_000);
+  h.w.apiProxy.heal();
+  const windowMs = ctx.leaseMs + delaySeconds * 1000;
+  const grant = ctx.events.find((e) => e.kind === 'granted' && e.token > h.token && e.at >= startAt);
+  return {
+    variant: `${action}, lock delay ${delaySeconds} s`,
+    faultMs: performance.now() - startAt,
+    startAt,
+    above: h.token,
+    resumed: h.w,
+    ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}),
+    tally: (leases) => ({
+      grantedBeforeLeaseEnd: earlyGrant(leases, h.id, h.token, windowMs)?.early === true ? 1 : 0,
+      grantedBeforeStepDown: grant !== undefined && stillBelieved(ctx.events, h.id, grant.at) ? 1 : 0,
+    }),
+  };
+}
