@@ -21,6 +21,9 @@
  *   runs on, as under a starved supervisor — then resumed); a tree whose top shell exits early is
  *   `command-exits` instead (exec stops what it left behind before it releases).
  *
+ * The lock's lease is raised to at least EXEC_MIN_LEASE_SECONDS (2 s) before C is granted: exec's
+ * grace is half of lease − renew deadline (333 ms at 2 s, 167 ms at 1 s).
+ *
  * Counters (each must be 0):
  * - `treeWritesAfterGrant`: writes of the tree the store applied (its command log) that were sent
  *   (the writer's wall clock) after the successor's grant (its Lease version's renewTime, the
@@ -48,6 +51,8 @@ import type { LeaseVersion } from '../history.ts';
 import { trialPrefix } from '../recorders.ts';
 import { parseWorkerOutput } from '../worker-protocol.ts';
 import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
+import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { jsonPatchWith } from '../../../src/kube/request-options.ts';
 import { wallMs } from './node-loss.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
@@ -55,6 +60,13 @@ const CHILD_ONLY_EXEC = resolve(import.meta.dirname, 'child-only-exec.ts');
 const WRITER = resolve(import.meta.dirname, 'tree-writer.ts');
 /** MARKER: in every tree shell script (a comment line), so a reader of `ps` knows whose they are. */
 const MARKER = 'fencepost-safety-exec-tree';
+
+/**
+ * EXEC_MIN_LEASE_SECONDS: exec-tree trials' lease at least. A `fencepost exec` and its tree cost
+ * far more CPU to start than a worker's session; at 1 s under CI load exec lost its first renewals
+ * (renew deadline 666 ms) before its tree had written.
+ */
+export const EXEC_MIN_LEASE_SECONDS = 2;
 
 export const EXEC_TREE_FAULTS = ['partition', 'partition+store-delay', 'pause-exec'] as const;
 
@@ -168,6 +180,21 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const dir = join(ctx.bed.dir, `exec-tree-${id}`);
   mkdirSync(dir, { recursive: true });
   const argv = commandOf(tree, dir);
+  // exec's term lasts at least EXEC_MIN_LEASE_SECONDS (the lock's spec is raised before C's grant).
+  const leaseSeconds = Math.max(ctx.spec.leaseSeconds, EXEC_MIN_LEASE_SECONDS);
+  const leaseMs = leaseSeconds * 1000;
+  if (leaseSeconds > ctx.spec.leaseSeconds)
+    await t.custom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: t.namespace,
+        plural: PLURAL,
+        name: id,
+        body: [{ op: 'replace', path: '/spec/leaseDurationSeconds', value: leaseSeconds }],
+      },
+      jsonPatchWith(undefined),
+    );
 
   // The successor-to-be waits unready; C is created and its exec started.
   await setPodStatus(t, successorPod, 'unready');
@@ -319,16 +346,16 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
       await Promise.race([execExited, sleep(20_000)]);
       await setPodStatus(t, `${id}-c`, 'unready').catch(() => undefined);
     } else if (fault === 'pause-exec') {
-      await sleep(ctx.uniform(0, ctx.leaseMs / 2));
+      await sleep(ctx.uniform(0, leaseMs / 2));
       exec.kill('SIGSTOP');
       startAt = performance.now();
       ctx.note('paused', cId);
-      await sleep(ctx.uniform(1.5, 3) * ctx.leaseMs);
+      await sleep(ctx.uniform(1.5, 3) * leaseMs);
       resumedWall = performance.timeOrigin + performance.now();
       exec.kill('SIGCONT');
       ctx.note('resumed', cId);
     } else {
-      await sleep(ctx.uniform(0, ctx.leaseMs / 2));
+      await sleep(ctx.uniform(0, leaseMs / 2));
       apiProxy.blackhole();
       if (fault === 'partition+store-delay') storeProxy.blackhole();
       startAt = performance.now();
@@ -357,7 +384,7 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     await Promise.allSettled([apiProxy.close(), storeProxy.close()]);
   }
   const cToken = token ?? 0n;
-  const grace = Math.floor((ctx.leaseMs - Math.floor((ctx.leaseMs * 2) / 3)) / 2);
+  const grace = Math.floor((leaseMs - Math.floor((leaseMs * 2) / 3)) / 2);
   return {
     variant: `${fault} ${describeTree(tree)}`,
     faultMs: performance.now() - startAt,

@@ -82,14 +82,16 @@ async function forceDelete(t: TestKube, name: string): Promise<void> {
 
 /**
  * earlyGrant: from the Lease history, whether the first grant of a later term to another holder
- * came before `holder`'s last renewal of `token` plus leaseMs + delayMs (wall clocks of the writers:
- * the agent's renewTime, the controller's at its grant; one machine).
+ * came before `holder`'s last renewal of `token` plus windowMs (wall clocks of the writers: the
+ * agent's renewTime, the controller's at its grant; one machine). Undefined when there is no such
+ * grant, or it came before sinceWallMs (the fault).
  */
 export function earlyGrant(
   leases: readonly LeaseVersion[],
   holder: string,
   token: bigint,
   windowMs: number,
+  sinceWallMs: number,
 ): { early: boolean; gapMs: number } | undefined {
   const byRv = [...leases].sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : 1));
   const renewals = byRv.filter((v) => v.holder === holder && v.token === token && v.renewTime !== undefined);
@@ -97,7 +99,9 @@ export function earlyGrant(
     (v) => v.holder !== undefined && v.holder !== holder && v.token !== undefined && v.token > token,
   );
   const last = renewals.at(-1)?.renewTime;
-  if (last === undefined || successor?.renewTime === undefined) return undefined;
+  // A successor granted before the fault: the holder had lost the lock already (a busy machine).
+  if (last === undefined || successor?.renewTime === undefined || wallMs(successor.renewTime) < sinceWallMs)
+    return undefined;
   const gapMs = wallMs(successor.renewTime) - wallMs(last);
   return { early: gapMs < windowMs, gapMs };
 }
@@ -136,6 +140,7 @@ export async function nodeLoss(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   // The node is cut off: its processes run on, unable to reach the API server.
   h.w.apiProxy.blackhole();
   const startAt = performance.now();
+  const startWall = performance.timeOrigin + startAt;
   // The pod GC acts at a random point of the holder's remaining term (the last renewal was at most
   // a renew period, L/3, before the cut).
   await sleep(ctx.uniform(0, 0.5) * ctx.leaseMs);
@@ -146,15 +151,16 @@ export async function nodeLoss(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   h.w.apiProxy.heal();
   const windowMs = ctx.leaseMs + delaySeconds * 1000;
   const grant = ctx.events.find((e) => e.kind === 'granted' && e.token > h.token && e.at >= startAt);
+  const before = ctx.events.some((e) => e.kind === 'granted' && e.token > h.token && e.at < startAt);
   return {
-    variant: `${action}, lock delay ${delaySeconds} s`,
+    variant: `${action}, lock delay ${delaySeconds} s${before ? ' (not holding)' : ''}`,
     faultMs: performance.now() - startAt,
     startAt,
     above: h.token,
     resumed: h.w,
     ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}),
     tally: (leases) => ({
-      grantedBeforeLeaseEnd: earlyGrant(leases, h.id, h.token, windowMs)?.early === true ? 1 : 0,
+      grantedBeforeLeaseEnd: earlyGrant(leases, h.id, h.token, windowMs, startWall)?.early === true ? 1 : 0,
       grantedBeforeStepDown: grant !== undefined && stillBelieved(ctx.events, h.id, grant.at) ? 1 : 0,
     }),
   };
