@@ -51,9 +51,7 @@ import type { LeaseVersion } from '../history.ts';
 import { trialPrefix } from '../recorders.ts';
 import { parseWorkerOutput } from '../worker-protocol.ts';
 import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
-import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { jsonPatchWith } from '../../../src/kube/request-options.ts';
-import { wallMs } from './node-loss.ts';
+import { patchLockSpec, wallMs } from './node-loss.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const CHILD_ONLY_EXEC = resolve(import.meta.dirname, 'child-only-exec.ts');
@@ -183,18 +181,7 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   // exec's term lasts at least EXEC_MIN_LEASE_SECONDS (the lock's spec is raised before C's grant).
   const leaseSeconds = Math.max(ctx.spec.leaseSeconds, EXEC_MIN_LEASE_SECONDS);
   const leaseMs = leaseSeconds * 1000;
-  if (leaseSeconds > ctx.spec.leaseSeconds)
-    await t.custom.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: t.namespace,
-        plural: PLURAL,
-        name: id,
-        body: [{ op: 'replace', path: '/spec/leaseDurationSeconds', value: leaseSeconds }],
-      },
-      jsonPatchWith(undefined),
-    );
+  if (leaseSeconds > ctx.spec.leaseSeconds) await patchLockSpec(t, id, 'leaseDurationSeconds', leaseSeconds);
 
   // The successor-to-be waits unready; C is created and its exec started.
   await setPodStatus(t, successorPod, 'unready');

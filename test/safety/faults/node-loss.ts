@@ -28,9 +28,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
-import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { jsonPatchWith } from '../../../src/kube/request-options.ts';
-import type { TestKube } from '../../support/fixtures.ts';
+import { getLock, type TestKube } from '../../support/fixtures.ts';
 import type { ClientEvent, LeaseVersion } from '../history.ts';
 import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
 
@@ -72,6 +72,33 @@ export async function markFailedByPodGC(t: TestKube, name: string): Promise<V1Po
     } catch (err) {
       if ((err as { code?: number }).code !== 409 || attempt >= 10) throw err;
     }
+  }
+}
+
+/**
+ * patchLockSpec sets one field of a lock's spec and waits (up to 10 s) until the controller has
+ * reconciled that generation (status.observedGeneration), so that its next decision uses it.
+ */
+export async function patchLockSpec(t: TestKube, name: string, field: string, value: number): Promise<void> {
+  const patched = (await t.custom.patchNamespacedCustomObject(
+    {
+      group: GROUP,
+      version: VERSION,
+      namespace: t.namespace,
+      plural: PLURAL,
+      name,
+      body: [{ op: 'add', path: `/spec/${field}`, value }],
+    },
+    jsonPatchWith(undefined),
+  )) as DistributedLock;
+  const generation = patched.metadata?.generation ?? 0;
+  for (let i = 0; i < 200; i++) {
+    const seen = await getLock(t, name).then(
+      (l) => l.status?.observedGeneration ?? 0,
+      () => 0,
+    );
+    if (seen >= generation) return;
+    await sleep(50);
   }
 }
 
@@ -123,18 +150,7 @@ export async function nodeLoss(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const action: NodeLossAction = ctx.spec.calibrate === 'phase-proof' ? 'mark-failed' : drawn;
   const delaySeconds = ctx.pick(NODE_LOSS_LOCK_DELAYS);
   const { t } = ctx.bed;
-  if (delaySeconds > 0)
-    await t.custom.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: t.namespace,
-        plural: PLURAL,
-        name: ctx.spec.id,
-        body: [{ op: 'add', path: '/spec/lockDelaySeconds', value: delaySeconds }],
-      },
-      jsonPatchWith(undefined),
-    );
+  if (delaySeconds > 0) await patchLockSpec(t, ctx.spec.id, 'lockDelaySeconds', delaySeconds);
   await sleep(ctx.uniform(0, ctx.leaseMs / 2));
   const lost = ctx.next(h.w, (e) => e.kind === 'lost', 10 * ctx.leaseMs, 'lost').catch(() => undefined);
   // The node is cut off: its processes run on, unable to reach the API server.
