@@ -2,7 +2,7 @@
  * The `node-loss` fault (issue 15, finding 3): the holder's node is lost while its processes go on.
  * The holder's worker is cut off from the API server (its TCP proxy blackholed: it keeps running
  * and believing until its own renew deadline, as a holder on a partitioned node does), and at a
- * random point of its term kube-controller-manager's pod garbage collector acts on its pod, as it
+ * point early in its remaining term kube-controller-manager's pod garbage collector acts on its pod, as it
  * does for the pods of a deleted Node or of one tainted `node.kubernetes.io/out-of-service`:
  *
  * - `mark-failed`: the pod's status is set to phase `Failed` with a `DisruptionTarget` condition
@@ -157,9 +157,10 @@ export async function nodeLoss(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   h.w.apiProxy.blackhole();
   const startAt = performance.now();
   const startWall = performance.timeOrigin + startAt;
-  // The pod GC acts at a random point of the holder's remaining term (the last renewal was at most
-  // a renew period, L/3, before the cut).
-  await sleep(ctx.uniform(0, 0.5) * ctx.leaseMs);
+  // The pod GC acts early in what is left of the holder's term: its last renewal was at most a
+  // renew period (L/3) before the cut, so the mark comes at most 0.63 L after it, and a controller
+  // that took the mark as proof would grant with at least 0.37 L of the lease left.
+  await sleep(ctx.uniform(0, 0.3) * ctx.leaseMs);
   if (action !== 'delete') await markFailedByPodGC(t, h.pod).catch(() => undefined);
   if (action !== 'mark-failed') await forceDelete(t, h.pod);
   const l = await lost;
