@@ -20,7 +20,10 @@
  * renewTime, the controller's wall clock when it granted) came before the cut-off holder's last
  * renewal (its renewTime) plus the lease duration and the lock delay; and `grantedBeforeStepDown`,
  * as for `lease-delete`: a successor granted while the cut-off holder's last report was still a
- * grant or renewal.
+ * grant or renewal. A term its holder released itself before the grant is not counted (a holder
+ * whose renewals failed on a busy machine before the cut reports the loss and hands the term back;
+ * the next grant then rightly comes at once), nor a grant before the fault; such trials are
+ * labelled `(not holding)`. SAFETY_DEBUG=1 prints the history of every trial counted.
  *
  * Calibration `--calibrate phase-proof`: the bed runs phase-proof-controller.ts, the controller
  * with the old reading of a pod (phase `Failed` or `Succeeded` means every container stopped), and
@@ -125,9 +128,26 @@ export function earlyGrant(
   const successor = byRv.find(
     (v) => v.holder !== undefined && v.holder !== holder && v.token !== undefined && v.token > token,
   );
-  const last = renewals.at(-1)?.renewTime;
+  const lastRenewal = renewals.at(-1);
+  const last = lastRenewal?.renewTime;
   // A successor granted before the fault: the holder had lost the lock already (a busy machine).
-  if (last === undefined || successor?.renewTime === undefined || wallMs(successor.renewTime) < sinceWallMs)
+  if (
+    lastRenewal === undefined ||
+    last === undefined ||
+    successor?.renewTime === undefined ||
+    wallMs(successor.renewTime) < sinceWallMs
+  )
+    return undefined;
+  // A term its holder released itself (it stepped down on its own, e.g. its renewals failed on a
+  // busy machine before the cut) is handed over at once, rightly: no lease or lock delay to wait.
+  if (
+    byRv.some(
+      (v) =>
+        v.resourceVersion > lastRenewal.resourceVersion &&
+        v.resourceVersion < successor.resourceVersion &&
+        v.release === 'Released',
+    )
+  )
     return undefined;
   const gapMs = wallMs(successor.renewTime) - wallMs(last);
   return { early: gapMs < windowMs, gapMs };
@@ -168,7 +188,9 @@ export async function nodeLoss(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   h.w.apiProxy.heal();
   const windowMs = ctx.leaseMs + delaySeconds * 1000;
   const grant = ctx.events.find((e) => e.kind === 'granted' && e.token > h.token && e.at >= startAt);
-  const before = ctx.events.some((e) => e.kind === 'granted' && e.token > h.token && e.at < startAt);
+  const before = ctx.events.some(
+    (e) => e.at < startAt && ((e.kind === 'granted' && e.token > h.token) || (e.kind === 'lost' && e.holder === h.id)),
+  );
   return {
     variant: `${action}, lock delay ${delaySeconds} s${before ? ' (not holding)' : ''}`,
     faultMs: performance.now() - startAt,
@@ -176,9 +198,19 @@ export async function nodeLoss(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     above: h.token,
     resumed: h.w,
     ...(l !== undefined ? { stepDownMs: l.e.at - startAt } : {}),
-    tally: (leases) => ({
-      grantedBeforeLeaseEnd: earlyGrant(leases, h.id, h.token, windowMs, startWall)?.early === true ? 1 : 0,
-      grantedBeforeStepDown: grant !== undefined && stillBelieved(ctx.events, h.id, grant.at) ? 1 : 0,
-    }),
+    tally: (leases) => {
+      const e = earlyGrant(leases, h.id, h.token, windowMs, startWall);
+      if (e?.early === true && process.env['SAFETY_DEBUG'] !== undefined)
+        process.stderr.write(
+          `EARLY ${ctx.spec.id} seed ${ctx.spec.seed} ${action} D=${delaySeconds} gap=${e.gapMs} startWall=${new Date(startWall).toISOString()} h=${h.id}#${h.token}\n${leases.map((v) => `  rv ${v.resourceVersion} at ${Math.round(v.at)} ${String(v.holder)}#${String(v.token)} renew ${String(v.renewTime)} rel ${String(v.release)}`).join('\n')}\n${ctx.events
+            .filter((x) => x.kind !== 'attempt' && x.kind !== 'outcome')
+            .map((x) => `  ev ${x.kind} ${Math.round(x.at)} ${x.holder}`)
+            .join('\n')}\n`,
+        );
+      return {
+        grantedBeforeLeaseEnd: e?.early === true ? 1 : 0,
+        grantedBeforeStepDown: grant !== undefined && stillBelieved(ctx.events, h.id, grant.at) ? 1 : 0,
+      };
+    },
   };
 }
