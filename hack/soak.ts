@@ -12,6 +12,8 @@
  *   node hack/soak.ts --calibrate no-recheck --fault run-id-fleet    ... the run-once gate without its check after the grant
  *   node hack/soak.ts --calibrate key-scope --fault multi-key        ... the multi-key guard with one mark per key
  *   node hack/soak.ts --calibrate status-floor --fault co-tenant     ... a co-tenant lowering Lease and status (no status floor)
+ *   node hack/soak.ts --calibrate child-only --fault exec-tree       ... exec signalling only its direct child
+ *   node hack/soak.ts --calibrate phase-proof --fault node-loss      ... a controller taking phase Failed as proof
  *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (T24) instead of trials
  *
  * Exit code: 0 when every trial held S1–S5 and no holder took a term up again after reporting it
@@ -31,7 +33,7 @@ import { runNemesisSoak } from '../test/safety/nemesis-soak.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
-                          [--calibrate guard|floor|lost-marker|no-recheck|key-scope|status-floor] [--minutes-per-fault M] [--out FILE] [--keep-logs]
+                          [--calibrate guard|floor|lost-marker|no-recheck|key-scope|status-floor|child-only|phase-proof] [--minutes-per-fault M] [--out FILE] [--keep-logs]
                           [--nemesis-minutes M]
   --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
                           then reports the trials actually run); results are written after each fault type
@@ -46,7 +48,16 @@ let opts: {
   concurrency: number;
   seed: number;
   lease: number;
-  calibrate: 'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor' | undefined;
+  calibrate:
+    | 'guard'
+    | 'floor'
+    | 'lost-marker'
+    | 'no-recheck'
+    | 'key-scope'
+    | 'status-floor'
+    | 'child-only'
+    | 'phase-proof'
+    | undefined;
   out: string;
   keepLogs: boolean;
   phaseMinutes: number | undefined;
@@ -91,10 +102,12 @@ try {
     calibrate !== 'lost-marker' &&
     calibrate !== 'no-recheck' &&
     calibrate !== 'key-scope' &&
-    calibrate !== 'status-floor'
+    calibrate !== 'status-floor' &&
+    calibrate !== 'child-only' &&
+    calibrate !== 'phase-proof'
   )
     throw new Error(
-      `--calibrate: expected guard, floor, lost-marker, no-recheck, key-scope or status-floor, got ${JSON.stringify(calibrate)}`,
+      `--calibrate: expected guard, floor, lost-marker, no-recheck, key-scope, status-floor, child-only or phase-proof, got ${JSON.stringify(calibrate)}`,
     );
   const seed = values.seed !== undefined ? int(values.seed, '--seed', 0) : Math.floor(Math.random() * 2 ** 31);
   opts = {
@@ -134,6 +147,7 @@ const plane = await startControlPlane();
 const bed = await startSafetyBed({
   kubeconfigPath: plane.kubeconfigPath,
   noFloor: opts.calibrate === 'floor',
+  phaseProof: opts.calibrate === 'phase-proof',
   ...(opts.faults.includes('apiserver') ? { plane } : {}),
 });
 let stopping = false;
@@ -280,12 +294,33 @@ if (runTwice > 0) process.stdout.write(`${runTwice} run id(s) run again after th
 // A Lease or status write of a co-tenant that the lease-protection policy let through (co-tenant, policy variant).
 const bypassed = summaries.reduce((a, s) => a + (s.counters['policyBypassed'] ?? 0), 0);
 if (bypassed > 0) process.stdout.write(`${bypassed} co-tenant write(s) the lease-protection policy let through\n`);
+// exec-tree (issue 15, finding 1) and node-loss (finding 3): counters that must be 0.
+const total15 = (names: readonly string[]): number =>
+  summaries.reduce((a, s) => a + names.reduce((b, k) => b + (s.counters[k] ?? 0), 0), 0);
+const TREE = ['treeWritesAfterGrant', 'treeAttemptsAfterGrant', 'treeWritesAfterResume', 'treeProcessesLeft'];
+const tree = total15(TREE);
+if (tree > 0) process.stdout.write(`${tree} tree write(s) after the grant or process(es) left (exec-tree)\n`);
+const beforeLeaseEnd = total15(['grantedBeforeLeaseEnd']);
+if (beforeLeaseEnd > 0)
+  process.stdout.write(
+    `${beforeLeaseEnd} grant(s) before the cut-off holder's lease (+ lock delay) ended (node-loss)\n`,
+  );
 const ok =
   opts.calibrate === 'lost-marker'
     ? early > 0
     : opts.calibrate === 'no-recheck'
       ? runTwice > 0
-      : opts.calibrate !== undefined
-        ? violations > 0
-        : violations === 0 && resumed === 0 && early === 0 && runTwice === 0 && bypassed === 0;
+      : opts.calibrate === 'child-only'
+        ? tree > 0
+        : opts.calibrate === 'phase-proof'
+          ? beforeLeaseEnd > 0
+          : opts.calibrate !== undefined
+            ? violations > 0
+            : violations === 0 &&
+              resumed === 0 &&
+              early === 0 &&
+              runTwice === 0 &&
+              bypassed === 0 &&
+              tree === 0 &&
+              beforeLeaseEnd === 0;
 await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

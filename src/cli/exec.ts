@@ -31,8 +31,12 @@ import { spawnGroup } from './process-group.ts';
 
 export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';
 
-/** runExec runs the command under the lock and returns the exit status. */
-export async function runExec(argv: readonly string[]): Promise<number> {
+/**
+ * runExec runs the command under the lock and returns the exit status. `spawn` starts the command
+ * (spawnGroup); only the safety suite's calibration passes another (test/safety/faults/child-only-exec.ts,
+ * which signals the direct child alone, as exec did before issue 15's finding 1).
+ */
+export async function runExec(argv: readonly string[], spawn: typeof spawnGroup = spawnGroup): Promise<number> {
   const dash = argv.indexOf('--');
   if (dash < 0 || dash === argv.length - 1)
     throw new UsageError('--', 'missing, or no command after it; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
@@ -85,7 +89,7 @@ export async function runExec(argv: readonly string[]): Promise<number> {
   let lostWhileRunning = false;
   let killAt = 0;
   let killTimer: NodeJS.Timeout | undefined;
-  const group = spawnGroup(cmd ?? '', args, {
+  const group = spawn(cmd ?? '', args, {
     ...process.env,
     FENCEPOST_LOCK: lock.lock,
     FENCEPOST_TOKEN: lock.token.toString(),

@@ -12,7 +12,11 @@
  *   issue 15's finding 2), so the next grant re-issues a token (S1);
  * - the run-once gate's check after the grant removed (`no-recheck`): the fleet pods of the
  *   run-id-fleet trials look only before asking, so run ids run again after their completion
- *   (issue 15's finding 4) must be counted.
+ *   (issue 15's finding 4) must be counted;
+ * - exec signalling its direct child only (before issue 15's finding 1): the exec-tree trials must
+ *   count tree writes after the successor's grant, or tree processes left alive;
+ * - a pod's phase taken as proof that its containers stopped (before finding 3): the node-loss
+ *   trials must count grants before the cut-off holder's lease (+ lock delay) ended.
  * Same faults, same checker, same seeds as the real suite (SAFETY_SEED).
  */
 import { describe, expect, it } from 'vitest';
@@ -167,6 +171,58 @@ describe('calibration: the suite fails when a protection is removed', () => {
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
       expect(s?.counters['runIdViolations'] ?? 0, 'run ids run again after their completion').toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('counts tree writes after the grant or processes left when exec signals only its direct child', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['exec-tree'],
+        // A tree of depth 1 is the direct child itself: take a few more trials than the others.
+        trialsPerFault: TRIALS * 3,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'child-only',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: exec signals its direct child only', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
+      expect(
+        (s?.counters['treeAttemptsAfterGrant'] ?? 0) + (s?.counters['treeProcessesLeft'] ?? 0),
+        'tree writes after the grant and tree processes left',
+      ).toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it("counts grants before the cut-off holder's lease ended when the controller takes phase Failed as proof", async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath(), phaseProof: true });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['node-loss'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'phase-proof',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: pod phase taken as proof', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
+      expect(s?.counters['grantedBeforeLeaseEnd'] ?? 0, 'grants before the lease (+ lock delay) ended').toBeGreaterThan(
+        0,
+      );
     } finally {
       await bed.close();
     }

@@ -23,7 +23,8 @@ export interface RunOptions {
   readonly leaseSeconds: number;
   readonly fenced: boolean;
   /** calibrate: how the run was weakened (for the replay command); undefined for the real suite. */
-  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor';
+  readonly calibrate?:
+    'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor' | 'child-only' | 'phase-proof';
   readonly onResult?: (r: TrialResult) => void;
   /** phaseBudgetMs: per fault type; a phase stops starting new trials after this times its fault types (soak runs with a deadline). */
   readonly phaseBudgetMs?: number;

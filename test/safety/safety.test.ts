@@ -77,6 +77,15 @@ describe('the safety suite', () => {
           `${s.fault}: co-tenant Lease or status writes the lease-protection policy let through (issue 15 finding 2)`,
         )
         .toBe(0);
+      // Issue 15 finding 1 (exec-tree) and finding 3 (node-loss): see faults/exec-tree.ts and faults/node-loss.ts.
+      for (const k of [
+        'treeWritesAfterGrant',
+        'treeAttemptsAfterGrant',
+        'treeWritesAfterResume',
+        'treeProcessesLeft',
+        'grantedBeforeLeaseEnd',
+      ])
+        expect.soft(s.counters[k] ?? 0, `${s.fault}: ${k}`).toBe(0);
     }
   }, 900_000);
 });

@@ -31,6 +31,7 @@ import { WorkerPool } from './workers.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
 const UNSAFE_CONTROLLER = resolve(import.meta.dirname, 'unsafe-controller.ts');
+const PHASE_PROOF_CONTROLLER = resolve(import.meta.dirname, 'phase-proof-controller.ts');
 
 /** libfaketime's preload library on Debian (package faketime). */
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -64,6 +65,8 @@ export interface SafetyBedOptions {
   readonly kubeconfigPath: string;
   /** noFloor: run the calibration controller that ignores the etcd high-water mark. */
   readonly noFloor?: boolean;
+  /** phaseProof: run the calibration controller that takes a pod's phase Failed as proof its containers stopped. */
+  readonly phaseProof?: boolean;
   /** keepDir: keep the logs folder after close (the runner keeps it when a trial failed). */
   readonly keepDir?: boolean;
   /**
@@ -192,8 +195,16 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     logs.push(logFile);
     const redisUrl = `redis://127.0.0.1:${counterProxy.port}`;
     const args =
-      o.noFloor === true
-        ? [UNSAFE_CONTROLLER, '--kubeconfig', controllerKubeconfig, '--redis-url', redisUrl, '--namespace', t.namespace]
+      o.noFloor === true || o.phaseProof === true
+        ? [
+            o.noFloor === true ? UNSAFE_CONTROLLER : PHASE_PROOF_CONTROLLER,
+            '--kubeconfig',
+            controllerKubeconfig,
+            '--redis-url',
+            redisUrl,
+            '--namespace',
+            t.namespace,
+          ]
         : [
             MAIN,
             'controller',

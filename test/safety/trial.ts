@@ -27,6 +27,8 @@ import { checkMultiKey, multiKey, readFinalKeys } from './faults/multi-key.ts';
 import { checkCoTenant, coTenant, coTenantLockSpec } from './faults/co-tenant.ts';
 import { watchDelay } from './faults/watch-delay.ts';
 import { runIdFleet } from './faults/run-id-fleet.ts';
+import { execTree } from './faults/exec-tree.ts';
+import { nodeLoss } from './faults/node-loss.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
 export const FAULT_TYPES = [
@@ -48,6 +50,8 @@ export const FAULT_TYPES = [
   'run-id-fleet',
   'multi-key',
   'co-tenant',
+  'exec-tree',
+  'node-loss',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -62,9 +66,12 @@ export interface TrialSpec {
   /**
    * calibrate: how the run is weakened; `lost-marker`: the lease-delete fault also creates the
    * new Lease itself, at once and without the `Lost` marker, as the controller did before it
-   * waited out a deleted Lease's term (the suite must then count early grants).
+   * waited out a deleted Lease's term (the suite must then count early grants); `child-only`: the
+   * exec-tree trials run an exec that signals only its direct child (faults/child-only-exec.ts);
+   * `phase-proof`: the bed's controller takes a pod's phase Failed as proof (node-loss).
    */
-  readonly calibrate?: 'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor';
+  readonly calibrate?:
+    'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor' | 'child-only' | 'phase-proof';
 }
 
 /** TrialResult: the checker's report plus what the fault did and the liveness figures. */
@@ -476,6 +483,8 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
   ['run-id-fleet']: runIdFleet,
   ['multi-key']: (ctx, h, other) => multiKey(ctx, h, other, scripts),
   ['co-tenant']: coTenant,
+  ['exec-tree']: execTree,
+  ['node-loss']: nodeLoss,
   ['api-errors']: apiErrors,
   ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {

@@ -30,6 +30,7 @@ import { superviseInformer, type SupervisedInformer } from '../../runtime/inform
 import { defaultControllerRateLimiter } from '../../runtime/ratelimiter.ts';
 import { WorkQueue } from '../../runtime/workqueue.ts';
 import { leaseToLock, podToLocks } from './mappers.ts';
+import type { Cache } from './ports.ts';
 import { DistributedLockReconciler } from './reconciler.ts';
 
 /** LockControllerOptions configures startLockController. */
@@ -49,6 +50,12 @@ export interface LockControllerOptions {
    * only (a dispenser with a protection removed must make the suite fail); production passes none.
    */
   readonly fencing?: FencingBackends;
+  /**
+   * podView rewrites each cached pod before the reconciler reads it. For the safety suite's
+   * calibration only (test/safety/phase-proof-controller.ts makes a pod marked Failed look as if
+   * its containers had stopped, the reading before issue 15's finding 3); production passes none.
+   */
+  readonly podView?: (pod: V1Pod) => V1Pod;
 }
 
 /** LockController is a running controller. */
@@ -126,7 +133,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   const reconciler = new DistributedLockReconciler({
     locks,
     leases,
-    pods,
+    pods: o.podView === undefined ? pods : viewedCache(pods, o.podView),
     leaseStore: leaseStoreFrom(leaseApi),
     podPatcher: podPatcherFrom(core),
     statusWriter: {
@@ -251,5 +258,17 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       await controller.stop();
       await fencing.close();
     },
+  };
+}
+
+/** viewedCache is a pod cache whose reads pass through view (podView). */
+function viewedCache(c: Cache<V1Pod>, view: (pod: V1Pod) => V1Pod): Cache<V1Pod> {
+  return {
+    list: (namespace) => c.list(namespace).map(view),
+    get: (namespace, name) => {
+      const p = c.get(namespace, name);
+      return p !== undefined ? view(p) : undefined;
+    },
+    hasSynced: () => c.hasSynced(),
   };
 }
