@@ -1,26 +1,36 @@
 /**
- * agent-footprint.ts — `npm run bench:agent [-- --runs N]`: how fast the `fencepost agent`
- * sidecar becomes ready and holds its lock, and how much memory it uses while holding it.
+ * agent-footprint.ts — `npm run bench:agent [-- --runs N]`: how fast the in-pod agent becomes
+ * ready and holds its lock, and how much memory it uses while holding it — for the agent that
+ * ships (dist/bin/fencepost-agent, the agent compiled by Bun: hack/build-agent.ts), for the same
+ * agent code run by Node (`node src/cli/main.ts agent`), and for the client-go peer
+ * (bench/peers/client-go: client-go's leader elector holding a Lease), in the same run.
  *
  * Against the real testbed (etcd + kube-apiserver + redis-server on loopback, the controller
- * in-process), with one Ready pod and one DistributedLock, it spawns the agent N times as the pod
- * (POD_NAME/POD_NAMESPACE/POD_UID) and measures, from spawn with performance.now():
- *   - readyMs: the first 200 on GET /readyz (the Lease watch has synced);
- *   - heldMs:  the first `held: true` from GET /v1/locks/NAME (granted and the first renew done);
- *   - VmRSS and VmHWM from /proc/<pid>/status after the agent has held the lock for HOLD_MS;
- * then stops it with SIGTERM (it releases the Lease, so the next agent is granted at once) and
- * records how long the exit took. A baseline `node -e "setInterval(()=>{},1000)"` shows how much
- * of the RSS is Node itself. One more, unmeasured, agent run counts the modules the agent loads
- * (a `module.registerHooks` load hook given with --import).
+ * in-process), with one Ready pod and one DistributedLock, it spawns each subject N times, in turn
+ * (shipped, node, client-go, shipped, …, so that drift on the machine hits each alike), and
+ * measures from spawn with performance.now():
+ *   - readyMs: agents: the first 200 on GET /readyz (the Lease watch has synced); the peer: its
+ *     `ready` line (client built, about to campaign);
+ *   - heldMs: agents: the first `held: true` on GET /v1/locks/NAME (granted and the first renew
+ *     done); the peer: its `started` line (it acquired its Lease);
+ *   - memory after HOLD_MS of holding: VmRSS and VmHWM, RssAnon and RssFile from
+ *     /proc/<pid>/status, Pss from /proc/<pid>/smaps_rollup. RssFile is the executable's own pages
+ *     (shared by every process running the same file on a node); RssAnon is what each process adds;
+ * then SIGTERM (each releases its Lease) and the time to exit. Idle `node` and `bun` processes
+ * show what the runtimes take by themselves. One more, unmeasured, Node agent run counts the
+ * modules it loads (a `module.registerHooks` load hook given with --import); the shipped agent's
+ * modules are its bundle (Bun's metafile).
  *
  * Writes bench/results/agent-footprint.json and prints a table. Every process it starts is stopped
  * by PID at the end, also on failure or Ctrl-C.
  */
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { loadavg, tmpdir } from 'node:os';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { buildAgent, bunPath, packageOf } from '../hack/build-agent.ts';
 import type { LockSnapshot } from '../src/agent/session.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { silentLogger } from '../src/observability/logger.ts';
@@ -42,11 +52,14 @@ import {
   startServers,
   textTable,
 } from './lib.ts';
+import { clientGoVersion, ensureClientGoPeer } from './peers/client-go-peer.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
 const OUT = join(ROOT, 'bench/results/agent-footprint.json');
 const LOCK = 'bench';
+/** PEER_LEASE: the Lease the client-go peer campaigns for (its own, not the DistributedLock's). */
+const PEER_LEASE = 'bench-client-go';
 const POD = 'bench-0';
 /** LEASE_SECONDS: the lock's leaseDurationSeconds (the agent renews about every third of it). */
 const LEASE_SECONDS = 10;
@@ -65,6 +78,12 @@ const USAGE = `Usage: node bench/agent-footprint.ts [--runs N]
 interface Mem {
   readonly rssKiB: number;
   readonly hwmKiB: number;
+  /** anonKiB: RssAnon, the process's private memory (heap, stacks). */
+  readonly anonKiB: number;
+  /** fileKiB: RssFile, pages of files it maps (the executable): shared by every process of the same file. */
+  readonly fileKiB: number;
+  /** pssKiB: Pss, RSS with each shared page divided among the processes that map it. */
+  readonly pssKiB: number;
 }
 interface AgentSample extends Mem {
   readonly run: number;
@@ -95,16 +114,24 @@ function stats(xs: readonly number[]): Stats {
   return { p50: r(percentile(xs, 50)), p90: r(percentile(xs, 90)), max: r(Math.max(...xs)) };
 }
 
-/** readMem reads VmRSS and VmHWM (in KiB) from /proc/<pid>/status. */
+/** readMem reads the memory figures (in KiB) from /proc/<pid>/status and /proc/<pid>/smaps_rollup. */
 function readMem(pid: number): Mem {
-  const text = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const field = (name: string): number => {
+  const field = (file: string, name: string): number => {
+    const text = readFileSync(`/proc/${pid}/${file}`, 'utf8');
     const m = new RegExp(`^${name}:\\s+(\\d+) kB$`, 'm').exec(text);
-    if (m?.[1] === undefined) throw new Error(`/proc/${pid}/status has no ${name}`);
+    if (m?.[1] === undefined) throw new Error(`/proc/${pid}/${file} has no ${name}`);
     return Number(m[1]);
   };
-  return { rssKiB: field('VmRSS'), hwmKiB: field('VmHWM') };
+  return {
+    rssKiB: field('status', 'VmRSS'),
+    hwmKiB: field('status', 'VmHWM'),
+    anonKiB: field('status', 'RssAnon'),
+    fileKiB: field('status', 'RssFile'),
+    pssKiB: field('smaps_rollup', 'Pss'),
+  };
 }
+
+type Summary = Record<'readyMs' | 'heldMs' | 'stopMs' | keyof Mem, Stats>;
 
 /** until polls check every POLL_MS until it returns a value, the process dies, or the timeout passes. */
 async function until<T>(
@@ -175,10 +202,20 @@ function countModules(urls: readonly string[]): ModuleCount {
   };
 }
 
+/** Subject is one kind of process measured. */
+type SubjectKey = 'shipped' | 'node' | 'client-go';
+const SUBJECTS: readonly SubjectKey[] = ['shipped', 'node', 'client-go'];
+const SUBJECT_LABEL: Readonly<Record<SubjectKey, string>> = {
+  shipped: 'fencepost-agent (Bun-compiled, shipped)',
+  node: 'fencepost agent on Node',
+  'client-go': 'client-go leader elector (Go)',
+};
+
 async function main(): Promise<void> {
   const runs = parseRuns(10, USAGE);
   if (runs === undefined) return;
 
+  const load0 = loadavg();
   const interrupt = onInterrupt();
   const signal = interrupt.signal;
 
@@ -191,6 +228,10 @@ async function main(): Promise<void> {
     const log = (msg: string): void => {
       process.stderr.write(`${msg}\n`);
     };
+    const build = buildAgent();
+    log(`${relative(ROOT, build.path)}: ${build.built ? 'built' : 'up to date'}`);
+    const peer = ensureClientGoPeer(log);
+    const bun = bunPath();
     log('Starting control plane and redis…');
     ({ plane, redis } = await startServers());
     const kc = plane.kubeConfig();
@@ -208,100 +249,140 @@ async function main(): Promise<void> {
     await createLock(t, lockBody(LOCK, LOCK, { leaseDurationSeconds: LEASE_SECONDS }));
     const env = { ...process.env, POD_NAME: POD, POD_NAMESPACE: t.namespace, POD_UID: uid };
     const kubeconfig = plane.kubeconfigPath;
+    const agentArgs = (port: number): string[] => [
+      'agent',
+      '--lock',
+      LOCK,
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--health-probe-bind-address=0',
+      '--metrics-bind-address=0',
+      '--kubeconfig',
+      kubeconfig,
+    ];
 
-    const spawnAgent = async (
+    const spawnSubject = async (
+      key: SubjectKey,
       name: string,
-      extraNodeArgs: readonly string[],
+      extraNodeArgs: readonly string[] = [],
       extraEnv: NodeJS.ProcessEnv = {},
     ): Promise<{ proc: ManagedProcess; port: number; t0: number }> => {
       const port = await freePort();
+      const logFile = join(dir, `${name}.log`);
+      const [file, args]: [string, string[]] =
+        key === 'shipped'
+          ? [build.path, agentArgs(port)]
+          : key === 'node'
+            ? [process.execPath, [...extraNodeArgs, MAIN, ...agentArgs(port)]]
+            : [
+                peer,
+                [
+                  `--kubeconfig=${kubeconfig}`,
+                  `--namespace=${t.namespace}`,
+                  `--lease=${PEER_LEASE}`,
+                  `--identity=${name}`,
+                  `--lease-duration=${LEASE_SECONDS}s`,
+                  `--renew-deadline=${(LEASE_SECONDS * 2) / 3}s`,
+                  '--retry-period=2s',
+                ],
+              ];
       const t0 = performance.now();
-      const proc = spawnManaged(name, process.execPath, {
-        args: [
-          ...extraNodeArgs,
-          MAIN,
-          'agent',
-          '--lock',
-          LOCK,
-          '--listen',
-          `127.0.0.1:${port}`,
-          '--health-probe-bind-address=0',
-          '--metrics-bind-address=0',
-          '--kubeconfig',
-          kubeconfig,
-        ],
-        logFile: join(dir, `${name}.log`),
-        env: { ...env, ...extraEnv },
-      });
+      const proc = spawnManaged(name, file, { args, logFile, env: { ...env, ...extraEnv } });
       procs.push(proc);
       return { proc, port, t0 };
     };
-    const waitHeld = (proc: ManagedProcess, port: number): Promise<LockSnapshot> =>
-      until('held: true', proc, signal, async () => {
+    const peerSaid = (proc: ManagedProcess, line: string): Promise<true> =>
+      until(`"${line}" from the peer`, proc, signal, () =>
+        Promise.resolve(readFileSync(proc.logFile, 'utf8').includes(`"${line}"`) ? true : undefined),
+      );
+    const waitReady = (key: SubjectKey, proc: ManagedProcess, port: number): Promise<unknown> =>
+      key === 'client-go'
+        ? peerSaid(proc, 'ready')
+        : until('200 on /readyz', proc, signal, async () =>
+            (await getStatus(`http://127.0.0.1:${port}/readyz`, undefined, 1000)).status === 200 ? true : undefined,
+          );
+    const waitHeld = async (key: SubjectKey, proc: ManagedProcess, port: number): Promise<string | undefined> => {
+      if (key === 'client-go') {
+        await peerSaid(proc, 'started');
+        return undefined;
+      }
+      const snap = await until('held: true', proc, signal, async () => {
         const r = await getStatus(`http://127.0.0.1:${port}/v1/locks/${LOCK}`, undefined, 1000);
         const s = r.status === 200 ? (JSON.parse(r.body) as LockSnapshot) : undefined;
         return s?.held === true ? s : undefined;
       });
+      return snap.token;
+    };
+    const stillHeld = async (key: SubjectKey, proc: ManagedProcess, port: number): Promise<boolean> => {
+      if (key === 'client-go') return !readFileSync(proc.logFile, 'utf8').includes('"stopped"');
+      const after = await getStatus(`http://127.0.0.1:${port}/v1/locks/${LOCK}`, undefined, 1000);
+      return (JSON.parse(after.body) as LockSnapshot).held === true;
+    };
     const stopTimed = async (proc: ManagedProcess): Promise<{ stopMs: number; exitCode: number | string }> => {
       const t1 = performance.now();
       await proc.stop(15_000);
       return { stopMs: performance.now() - t1, exitCode: await proc.exited };
     };
 
-    const samples: AgentSample[] = [];
+    const samples: Record<SubjectKey, AgentSample[]> = { shipped: [], node: [], 'client-go': [] };
     for (let run = 1; run <= runs; run++) {
-      const { proc, port, t0 } = await spawnAgent(`agent-${run}`, []);
-      await until('200 on /readyz', proc, signal, async () =>
-        (await getStatus(`http://127.0.0.1:${port}/readyz`, undefined, 1000)).status === 200 ? true : undefined,
-      );
-      const readyMs = performance.now() - t0;
-      const snap = await waitHeld(proc, port);
-      const heldMs = performance.now() - t0;
-      await sleep(HOLD_MS, undefined, { signal });
-      const mem = readMem(proc.pid);
-      const after = await getStatus(`http://127.0.0.1:${port}/v1/locks/${LOCK}`, undefined, 1000);
-      if ((JSON.parse(after.body) as LockSnapshot).held !== true)
-        throw new Error(`run ${run}: the agent lost the lock while holding it:\n${tailLog(proc.logFile)}`);
-      const { stopMs, exitCode } = await stopTimed(proc);
-      if (exitCode !== 0)
-        throw new Error(`run ${run}: agent exited with ${exitCode} on SIGTERM:\n${tailLog(proc.logFile)}`);
-      samples.push({
-        run,
-        readyMs: Math.round(readyMs * 10) / 10,
-        heldMs: Math.round(heldMs * 10) / 10,
-        ...mem,
-        token: snap.token,
-        stopMs: Math.round(stopMs * 10) / 10,
-        exitCode,
-      });
-      log(
-        `run ${run}/${runs}: ready ${readyMs.toFixed(0)} ms, held ${heldMs.toFixed(0)} ms (token ${snap.token ?? '?'}), RSS ${(mem.rssKiB / 1024).toFixed(1)} MiB`,
-      );
+      for (const key of SUBJECTS) {
+        const { proc, port, t0 } = await spawnSubject(key, `${key}-${run}`);
+        await waitReady(key, proc, port);
+        const readyMs = performance.now() - t0;
+        const token = await waitHeld(key, proc, port);
+        const heldMs = performance.now() - t0;
+        await sleep(HOLD_MS, undefined, { signal });
+        const mem = readMem(proc.pid);
+        if (!(await stillHeld(key, proc, port)))
+          throw new Error(`${proc.name}: lost the lock while holding it:\n${tailLog(proc.logFile)}`);
+        const { stopMs, exitCode } = await stopTimed(proc);
+        if (exitCode !== 0)
+          throw new Error(`${proc.name}: exited with ${exitCode} on SIGTERM:\n${tailLog(proc.logFile)}`);
+        samples[key].push({
+          run,
+          readyMs: round1(readyMs),
+          heldMs: round1(heldMs),
+          ...mem,
+          token,
+          stopMs: round1(stopMs),
+          exitCode,
+        });
+        log(
+          `run ${run}/${runs} ${key}: ready ${readyMs.toFixed(0)} ms, held ${heldMs.toFixed(0)} ms, ` +
+            `RSS ${(mem.rssKiB / 1024).toFixed(1)} MiB (anon ${(mem.anonKiB / 1024).toFixed(1)}, file ${(mem.fileKiB / 1024).toFixed(1)})`,
+        );
+      }
     }
 
-    const baseline: Mem[] = [];
+    const idle: Record<'node' | 'bun', Mem[]> = { node: [], bun: [] };
     for (let i = 1; i <= runs; i++) {
-      const proc = spawnManaged(`baseline-${i}`, process.execPath, {
-        args: ['-e', 'setInterval(()=>{},1000)'],
-        logFile: join(dir, 'baseline.log'),
-      });
-      procs.push(proc);
-      await sleep(BASELINE_MS, undefined, { signal });
-      if (!proc.isRunning()) throw new Error(`baseline node exited:\n${tailLog(proc.logFile)}`);
-      baseline.push(readMem(proc.pid));
-      await proc.stop();
+      for (const [runtime, file] of [
+        ['node', process.execPath],
+        ['bun', bun],
+      ] as const) {
+        const proc = spawnManaged(`idle-${runtime}-${i}`, file, {
+          args: ['-e', 'setInterval(()=>{},1000)'],
+          logFile: join(dir, 'idle.log'),
+        });
+        procs.push(proc);
+        await sleep(BASELINE_MS, undefined, { signal });
+        if (!proc.isRunning()) throw new Error(`idle ${runtime} exited:\n${tailLog(proc.logFile)}`);
+        idle[runtime].push(readMem(proc.pid));
+        await proc.stop();
+      }
     }
 
-    // One more agent, not timed: count the modules it loads up to holding the lock and exiting.
+    // One more Node agent, not timed: count the modules it loads up to holding the lock and exiting.
     let modules: ModuleCount | { skipped: string };
     try {
       const hook = join(dir, 'count-modules.mjs');
       const list = join(dir, 'modules.json');
       writeFileSync(hook, HOOK);
-      const { proc, port } = await spawnAgent('agent-modules', ['--import', pathToFileURL(hook).href], {
+      const { proc, port } = await spawnSubject('node', 'agent-modules', ['--import', pathToFileURL(hook).href], {
         FENCEPOST_BENCH_MODULES: list,
       });
-      await waitHeld(proc, port);
+      await waitHeld('node', proc, port);
       const { exitCode } = await stopTimed(proc);
       if (exitCode !== 0) throw new Error(`agent exited with ${exitCode}`);
       modules = countModules(JSON.parse(readFileSync(list, 'utf8')) as string[]);
@@ -309,39 +390,62 @@ async function main(): Promise<void> {
       signal.throwIfAborted();
       modules = { skipped: `module count failed: ${err instanceof Error ? err.message : String(err)}` };
     }
+    const bundled = {
+      modules: build.inputs.length,
+      packages: [...new Set(build.inputs.filter((p) => p.includes('node_modules/')).map(packageOf))].toSorted(),
+      executableBytes: statSync(build.path).size,
+    };
 
+    const summaryOf = (xs: readonly AgentSample[]): Summary => ({
+      readyMs: stats(xs.map((s) => s.readyMs)),
+      heldMs: stats(xs.map((s) => s.heldMs)),
+      stopMs: stats(xs.map((s) => s.stopMs)),
+      rssKiB: stats(xs.map((s) => s.rssKiB)),
+      hwmKiB: stats(xs.map((s) => s.hwmKiB)),
+      anonKiB: stats(xs.map((s) => s.anonKiB)),
+      fileKiB: stats(xs.map((s) => s.fileKiB)),
+      pssKiB: stats(xs.map((s) => s.pssKiB)),
+    });
+    const memOf = (xs: readonly Mem[]): Record<keyof Mem, Stats> => ({
+      rssKiB: stats(xs.map((m) => m.rssKiB)),
+      hwmKiB: stats(xs.map((m) => m.hwmKiB)),
+      anonKiB: stats(xs.map((m) => m.anonKiB)),
+      fileKiB: stats(xs.map((m) => m.fileKiB)),
+      pssKiB: stats(xs.map((m) => m.pssKiB)),
+    });
     const result = {
       benchmark: 'agent-footprint',
       date: new Date().toISOString(),
       command: `node bench/agent-footprint.ts --runs ${runs}`,
       runs,
+      loadAverageAtStart: load0,
       setup: {
         leaseDurationSeconds: LEASE_SECONDS,
         holdMs: HOLD_MS,
         baselineMs: BASELINE_MS,
         pollMs: POLL_MS,
         note:
-          'times are from spawn (performance.now()) to the first 200 on /readyz and to the first held: true on /v1/locks/NAME; ' +
-          'the controller runs in the benchmark process; p50/p90 are nearest-rank; memory is VmRSS/VmHWM from /proc/<pid>/status',
+          'agents: times from spawn (performance.now()) to the first 200 on /readyz and to the first held: true on /v1/locks/NAME; ' +
+          'client-go peer: to its "ready" and "started" lines; subjects alternate run by run; the controller runs in the benchmark process; ' +
+          'p50/p90 are nearest-rank; memory from /proc/<pid>/status (VmRSS, VmHWM, RssAnon, RssFile) and smaps_rollup (Pss)',
       },
       machine: describeMachine(),
-      versions: { node: process.version, kube: KUBE_VERSION, etcd: ETCD_VERSION },
-      summary: {
-        readyMs: stats(samples.map((s) => s.readyMs)),
-        heldMs: stats(samples.map((s) => s.heldMs)),
-        stopMs: stats(samples.map((s) => s.stopMs)),
-        rssKiB: stats(samples.map((s) => s.rssKiB)),
-        hwmKiB: stats(samples.map((s) => s.hwmKiB)),
-        baselineRssKiB: stats(baseline.map((b) => b.rssKiB)),
-        baselineHwmKiB: stats(baseline.map((b) => b.hwmKiB)),
+      versions: {
+        node: process.version,
+        bun: execFileSync(bun, ['--version'], { encoding: 'utf8' }).trim(),
+        clientGo: clientGoVersion(),
+        kube: KUBE_VERSION,
+        etcd: ETCD_VERSION,
       },
-      modules,
-      samples,
-      baseline,
+      subjects: Object.fromEntries(
+        SUBJECTS.map((k) => [k, { label: SUBJECT_LABEL[k], summary: summaryOf(samples[k]), samples: samples[k] }]),
+      ) as Record<SubjectKey, { label: string; summary: Summary; samples: AgentSample[] }>,
+      idle: { node: memOf(idle.node), bun: memOf(idle.bun) },
+      modules: { node: modules, shipped: bundled },
     };
     mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
     writeFileSync(OUT, `${JSON.stringify(result, null, 2)}\n`);
-    process.stdout.write(table(result.summary, modules, runs, result.machine, result.versions));
+    process.stdout.write(table(result));
     process.stdout.write(`\nWrote ${relative(process.cwd(), OUT) || OUT}\n`);
   } finally {
     await Promise.allSettled(procs.map((p) => p.stop()));
@@ -352,44 +456,73 @@ async function main(): Promise<void> {
   }
 }
 
-function table(
-  s: Record<'readyMs' | 'heldMs' | 'stopMs' | 'rssKiB' | 'hwmKiB' | 'baselineRssKiB' | 'baselineHwmKiB', Stats>,
-  modules: ModuleCount | { skipped: string },
-  runs: number,
-  machine: { cpu: string; cores: number; totalMemoryBytes: number },
-  versions: { node: string; kube: string },
-): string {
-  const ms = (x: Stats): string[] => [x.p50, x.p90, x.max].map((v) => `${v.toFixed(0)} ms`);
-  const mib = (x: Stats): string[] => [x.p50, x.p90, x.max].map((v) => `${(v / 1024).toFixed(1)} MiB`);
+const round1 = (x: number): number => Math.round(x * 10) / 10;
+
+function table(r: {
+  runs: number;
+  machine: { cpu: string; cores: number; totalMemoryBytes: number };
+  versions: { node: string; bun: string; clientGo: string; kube: string };
+  loadAverageAtStart: readonly number[];
+  subjects: Record<SubjectKey, { label: string; summary: Summary }>;
+  idle: Record<'node' | 'bun', Record<keyof Mem, Stats>>;
+  modules: { node: ModuleCount | { skipped: string }; shipped: { modules: number; packages: readonly string[] } };
+}): string {
+  const ms = (x: Stats): string => `${x.p50.toFixed(0)} / ${x.p90.toFixed(0)} ms`;
+  const mib = (x: Stats): string => `${(x.p50 / 1024).toFixed(1)} MiB`;
   const rows: string[][] = [
-    ['metric', 'p50', 'p90', 'max'],
-    ['spawn → /readyz 200', ...ms(s.readyMs)],
-    ['spawn → held: true', ...ms(s.heldMs)],
-    ['SIGTERM → exit (release)', ...ms(s.stopMs)],
-    [`agent RSS (held ${HOLD_MS / 1000} s)`, ...mib(s.rssKiB)],
-    ['agent peak RSS (HWM)', ...mib(s.hwmKiB)],
-    ['baseline node RSS', ...mib(s.baselineRssKiB)],
-    ['baseline node HWM', ...mib(s.baselineHwmKiB)],
+    ['p50 (p90 for times)', 'spawn→ready', 'spawn→held', 'SIGTERM→exit', 'RSS', 'peak RSS', 'anon', 'file', 'PSS'],
+    ...SUBJECTS.map((k) => {
+      const s = r.subjects[k].summary;
+      return [
+        r.subjects[k].label,
+        ms(s.readyMs),
+        ms(s.heldMs),
+        ms(s.stopMs),
+        mib(s.rssKiB),
+        mib(s.hwmKiB),
+        mib(s.anonKiB),
+        mib(s.fileKiB),
+        mib(s.pssKiB),
+      ];
+    }),
+    ...(['node', 'bun'] as const).map((k) => {
+      const m = r.idle[k];
+      return [
+        `idle ${k} (-e setInterval)`,
+        '',
+        '',
+        '',
+        mib(m.rssKiB),
+        mib(m.hwmKiB),
+        mib(m.anonKiB),
+        mib(m.fileKiB),
+        mib(m.pssKiB),
+      ];
+    }),
   ];
   const out = [
-    `fencepost agent footprint: ${runs} runs, node ${versions.node}, kube ${versions.kube}`,
-    machineLine(machine),
+    `agent footprint: ${r.runs} runs each; node ${r.versions.node}, bun ${r.versions.bun}, client-go ${r.versions.clientGo}, kube ${r.versions.kube}`,
+    `${machineLine(r.machine)}; load average at start ${r.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}`,
     '',
     ...textTable(rows, 1),
     '',
   ];
-  if ('skipped' in modules) out.push(`modules loaded: skipped (${modules.skipped})`);
+  const m = r.modules.node;
+  if ('skipped' in m) out.push(`node agent, modules loaded: skipped (${m.skipped})`);
   else {
-    const top = Object.entries(modules.packages)
+    const top = Object.entries(m.packages)
       .slice(0, 6)
       .map(([p, n]) => `${p} ${n}`)
       .join(', ');
     out.push(
-      `modules loaded: ${modules.total} (${modules.builtin} builtin, ${modules.project} project, ${modules.nodeModules} from node_modules, ` +
-        `${(modules.nodeModulesBytes / 1024).toFixed(0)} KiB of node_modules source)`,
-      `  by package: ${top}`,
+      `node agent, modules loaded: ${m.total} (${m.builtin} builtin, ${m.project} project, ${m.nodeModules} from node_modules, ` +
+        `${(m.nodeModulesBytes / 1024).toFixed(0)} KiB of node_modules source)`,
+      `  by package: ${top || 'none'}`,
     );
   }
+  out.push(
+    `shipped agent, modules bundled: ${r.modules.shipped.modules}; packages: ${r.modules.shipped.packages.join(', ') || 'none'}`,
+  );
   return `${out.join('\n')}\n`;
 }
 
