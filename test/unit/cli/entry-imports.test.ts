@@ -83,7 +83,9 @@ describe('the modules each entry point loads', () => {
       const t = await cli(...args);
       expect(t.code, t.stderr).toBe(0);
       expect(t.packages).toEqual([]);
-      expect(t.files.toSorted()).toEqual([main, 'src/cli/dispatch.ts', 'src/config/usage-error.ts', ...files].toSorted());
+      expect(t.files.toSorted()).toEqual(
+        [main, 'src/cli/dispatch.ts', 'src/config/usage-error.ts', ...files].toSorted(),
+      );
     },
     HANG_BOUND_MS,
   );
