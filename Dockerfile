@@ -1,4 +1,6 @@
-# fencepost: one image, both entrypoints (`controller`, `agent`; also `exec` and `version`).
+# fencepost: one image, both entrypoints: `controller` (Node, the ENTRYPOINT) and the agent sidecar
+# (/app/bin/fencepost-agent, one executable compiled by Bun: `agent`, `exec`, `version`; the chart's
+# sidecar sets it as the container's command). `fencepost agent` and `exec` on Node work too.
 #
 # Three stages: production dependencies, the TypeScript build, and the runtime with only those two.
 # The RUN steps of the first two stages are the ones `node hack/build-image-tree.ts` runs locally
@@ -7,6 +9,7 @@
 #
 #   docker build -t fencepost:0.1.0 .
 #   docker run --rm fencepost:0.1.0 version
+#   docker run --rm --entrypoint /app/bin/fencepost-agent fencepost:0.1.0 version
 #
 # Runs as 65532:65532 and writes nothing to its filesystem: readOnlyRootFilesystem: true works
 # (the chart sets it). The base image is pinned by version; pin it by digest in your registry.
@@ -24,7 +27,10 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src/ src/
-RUN npm run build
+COPY hack/build-agent.ts hack/
+# The controller runs on Node from dist/src; the agent sidecar (and `fencepost-agent exec`) is the
+# same TypeScript compiled by Bun (the devDependency `bun`) into one executable, dist/bin/fencepost-agent.
+RUN npm run build && node hack/build-agent.ts
 
 FROM node:24.21.0-bookworm-slim
 # npm, npx, corepack and yarn are not needed at run time: less to scan, less to exploit.
@@ -36,6 +42,7 @@ WORKDIR /app
 COPY --from=deps /deps/package.json ./package.json
 COPY --from=deps /deps/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
+COPY --from=build /src/dist/bin/fencepost-agent ./bin/fencepost-agent
 COPY crds/ ./crds/
 USER 65532:65532
 ENTRYPOINT ["node", "/app/dist/src/cli/main.js"]

@@ -4,15 +4,14 @@
  * SSE event of a type.
  */
 import { request } from 'node:http';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { LockSnapshot } from '../../src/agent/session.ts';
+import { agentBinary } from './agent-binary.ts';
 import { eventually } from './env.ts';
 import { getStatus } from './testbed/http-probe.ts';
 import { freePort } from './testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from './testbed/processes.ts';
-
-const main = resolve(import.meta.dirname, '../../src/cli/main.ts');
 
 /** AgentProcess is one running `fencepost agent`. */
 export interface AgentProcess {
@@ -37,9 +36,8 @@ export async function startAgent(o: {
 }): Promise<AgentProcess> {
   const port = await freePort();
   const metricsPort = await freePort();
-  const proc = spawnManaged(`agent-${o.pod}`, process.execPath, {
+  const proc = spawnManaged(`agent-${o.pod}`, agentBinary(), {
     args: [
-      main,
       'agent',
       '--lock',
       o.lock,

@@ -12,7 +12,8 @@ Use it from a chart that has fencepost as a dependency:
 
 Parameters (a dict):
   locks       list of lock names (required): one --lock each
-  image       the fencepost image; default ghcr.io/fencepost/fencepost:0.1.0
+  image       the fencepost image; default ghcr.io/fencepost/fencepost:0.1.0 (the sidecar runs its
+              /app/bin/fencepost-agent: the agent compiled into one executable)
   listen      the loopback lock API; default 127.0.0.1:7370
   probePort   the kubelet's /healthz and /readyz port; default 8081
   metricsPort the Prometheus /metrics port; default 8080
@@ -28,6 +29,8 @@ The pod needs serviceAccountName fencepost-agent (agentRbac.namespaces).
 - name: fencepost-agent
   image: {{ .image | default "ghcr.io/fencepost/fencepost:0.1.0" }}
   restartPolicy: Always
+  command:
+    - /app/bin/fencepost-agent
   args:
     - agent
     {{- range $locks }}

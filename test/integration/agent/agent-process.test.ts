@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockSnapshot } from '../../../src/agent/session.ts';
 import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
@@ -19,8 +19,7 @@ import {
   sharedRedisUrl,
 } from '../../support/env.ts';
 import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
-
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+import { agentBinary } from '../../support/agent-binary.ts';
 
 interface Agent {
   readonly pod: string;
@@ -66,9 +65,8 @@ describe('fencepost agent processes', () => {
   const startAgent = async (pod: string, uid: string, lock: string): Promise<Agent> => {
     const port = await freePort();
     const stateDir = join(dir, pod);
-    const proc = spawnManaged(`agent-${pod}`, process.execPath, {
+    const proc = spawnManaged(`agent-${pod}`, agentBinary(), {
       args: [
-        main,
         'agent',
         '--lock',
         lock,

@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { acquire, NotAcquiredError } from '../../../src/index.ts';
 import { EXIT_LOST, EXIT_NOT_ACQUIRED, graceFor } from '../../../src/cli/exec.ts';
@@ -7,8 +6,7 @@ import { parseLease } from '../../../src/lease/record.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, deleteLock, getLease, lockBody, type TestKube } from '../../support/fixtures.ts';
-
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+import { agentBinary } from '../../support/agent-binary.ts';
 
 interface Run {
   code: number | null;
@@ -27,8 +25,8 @@ describe('the acquire() library and fencepost exec', () => {
   const execAs = (pod: { name: string; uid: string }, args: string[]): Promise<Run> =>
     new Promise((res) => {
       execFile(
-        process.execPath,
-        [main, 'exec', '--kubeconfig', sharedKubeconfigPath(), ...args],
+        agentBinary(),
+        ['exec', '--kubeconfig', sharedKubeconfigPath(), ...args],
         {
           env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid },
           timeout: 60_000,

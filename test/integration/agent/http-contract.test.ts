@@ -18,8 +18,8 @@ import {
 } from '../../support/env.ts';
 import { createLock, createPod, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 import { leaseName } from '../../../src/protocol/names.ts';
+import { agentBinary } from '../../support/agent-binary.ts';
 
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const DOC_FILE = resolve(import.meta.dirname, '../../../src/agent/openapi.json');
 
 interface Doc {
@@ -177,10 +177,9 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     const start = async (name: string, kubeconfig: string, uid: string): Promise<number> => {
       const port = await freePort();
       procs.push(
-        spawnManaged(name, process.execPath, {
+        spawnManaged(name, agentBinary(), {
           // `busy` has no DistributedLock: nobody ever grants it.
           args: [
-            main,
             'agent',
             '--lock',
             'api',

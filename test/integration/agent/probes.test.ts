@@ -1,15 +1,14 @@
 import { createServer, type Server } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getStatus } from '../../support/testbed/http-probe.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import { createPod, testKube, type TestKube } from '../../support/fixtures.ts';
-
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+import { agentBinary } from '../../support/agent-binary.ts';
 
 // The agent as a sidecar the kubelet and Prometheus can reach: /healthz and /readyz on
 // --health-probe-bind-address, /metrics on --metrics-bind-address (all interfaces, as a `:PORT`
@@ -21,8 +20,8 @@ describe("the agent's probe and metrics listeners", () => {
   /** agent runs an agent process as a pod of its own: one session per lock per pod (docs/agent.md). */
   const agent = async (name: string, flags: readonly string[]): Promise<ManagedProcess> => {
     const podUid = (await createPod(t, name, { app: 'probed' })).metadata?.uid ?? '';
-    const p = spawnManaged(name, process.execPath, {
-      args: [main, 'agent', '--lock', 'probed', '--kubeconfig', sharedKubeconfigPath(), ...flags],
+    const p = spawnManaged(name, agentBinary(), {
+      args: ['agent', '--lock', 'probed', '--kubeconfig', sharedKubeconfigPath(), ...flags],
       logFile: join(dir, `${name}.log`),
       env: { ...process.env, POD_NAME: name, POD_NAMESPACE: t.namespace, POD_UID: podUid },
     });

@@ -11,7 +11,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire, NotAcquiredError, SessionInUseError } from '../../../src/index.ts';
 import { EXIT_NOT_ACQUIRED } from '../../../src/cli/exec.ts';
@@ -21,8 +21,7 @@ import { startAgent } from '../../support/agent-processes.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, getLease, lockBody, type TestKube } from '../../support/fixtures.ts';
-
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+import { agentBinary } from '../../support/agent-binary.ts';
 
 interface Run {
   code: number | null;
@@ -70,8 +69,8 @@ describe('several sessions of one lock in one pod', () => {
   const execAs = (pod: { name: string; uid: string }, args: string[]): Promise<Run> =>
     new Promise((res) => {
       execFile(
-        process.execPath,
-        [main, 'exec', '--kubeconfig', sharedKubeconfigPath(), ...args],
+        agentBinary(),
+        ['exec', '--kubeconfig', sharedKubeconfigPath(), ...args],
         {
           env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid },
           timeout: 60_000,

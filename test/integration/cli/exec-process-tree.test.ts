@@ -16,7 +16,7 @@
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
 import { acquire } from '../../../src/index.ts';
@@ -27,8 +27,8 @@ import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts
 import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, getLease, lockBody, type TestKube } from '../../support/fixtures.ts';
+import { agentBinary } from '../../support/agent-binary.ts';
 
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const LEASE_MS = 3000; // renew deadline 2000 ms, renew period 1000 ms
 const WINDOW_MS = 1000; // lease − renew deadline: how long the command may outlive exec's loss
 const MARKER = 'fencepost-exec-tree-test'; // in every shell's command line, so cleanup signals only ours
@@ -119,10 +119,13 @@ describe('fencepost exec and the process tree of its command', () => {
     const a = await createPod(t, `${lock}-a`, { app: lock });
     await createLock(t, lockBody(lock, lock, { leaseDurationSeconds: o.leaseMs / 1000 }));
     const logFile = join(dir, `${lock}-exec.log`);
-    const exec = spawnManaged(`exec-${lock}`, process.execPath, {
-      args: [main, 'exec', '--kubeconfig', o.kubeconfig, '--log-level', 'info', '--lock', lock, '--wait', '20s'].concat(
-        ['--', 'sh', '-c', outer],
-      ),
+    const exec = spawnManaged(`exec-${lock}`, agentBinary(), {
+      args: ['exec', '--kubeconfig', o.kubeconfig, '--log-level', 'info', '--lock', lock, '--wait', '20s'].concat([
+        '--',
+        'sh',
+        '-c',
+        outer,
+      ]),
       logFile,
       env: { ...process.env, POD_NAME: `${lock}-a`, POD_NAMESPACE: t.namespace, POD_UID: a.metadata?.uid ?? '' },
     });

@@ -1,5 +1,6 @@
 /**
- * Usage errors of the real `fencepost` command, run as a child process: every one exits 2 and
+ * Usage errors of the real commands, run as child processes (`controller` on Node as
+ * `fencepost`, `agent` and `exec` as the shipped `fencepost-agent` executable): every one exits 2 and
  * prints one line naming the flag, for each subcommand — unknown flags, missing and ambiguous
  * values, bad values, stray arguments. And the forms kubebuilder manifests pass are accepted:
  * `--leader-elect` alone, `--leader-elect=false`, `--log-level=warn`.
@@ -12,14 +13,19 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { agentBinary } from '../../support/agent-binary.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const POD = { POD_NAME: 'web-0', POD_NAMESPACE: 'ns', POD_UID: 'uid-0' };
 
+/** agentCommand: `agent` and `exec` run as the shipped executable, `fencepost-agent`; the rest on Node. */
+const agentCommand = (args: readonly string[]): boolean => args[0] === 'agent' || args[0] === 'exec';
+
 function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stderr: string }> {
   return new Promise((res) => {
     const { KUBECONFIG: _k, POD_NAME: _n, POD_NAMESPACE: _ns, POD_UID: _u, ...base } = process.env;
-    execFile(process.execPath, [main, ...args], { timeout: 30_000, env: { ...base, ...env } }, (err, _out, stderr) => {
+    const [file, argv] = agentCommand(args) ? [agentBinary(), args] : [process.execPath, [main, ...args]];
+    execFile(file, argv, { timeout: 30_000, env: { ...base, ...env } }, (err, _out, stderr) => {
       res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stderr });
     });
   });
@@ -96,7 +102,8 @@ describe('fencepost usage errors', () => {
   ])('$argv exits 2: $line', async ({ argv, env, line }) => {
     const r = await run(argv, env);
     expect(r.code, r.stderr).toBe(2);
-    expect(r.stderr.trimEnd().split('\n')).toEqual([`fencepost: ${line}`]);
+    const program = agentCommand(argv) ? 'fencepost-agent' : 'fencepost';
+    expect(r.stderr.trimEnd().split('\n')).toEqual([`${program}: ${line}`]);
   });
 
   describe('accepts the forms kubebuilder manifests pass', () => {

@@ -39,6 +39,7 @@ import {
   type TestKube,
 } from '../../support/fixtures.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
+import { agentBinary } from '../../support/agent-binary.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const POLICY_FILE = resolve(import.meta.dirname, '../../safety/agent-policy.yaml');
@@ -80,9 +81,8 @@ describe('the Mutex queue order is the controller’s, not the pod’s request t
     lock: string,
     script: string,
   ): ManagedProcess => {
-    const proc = spawnManaged(`exec-${pod.name}`, process.execPath, {
+    const proc = spawnManaged(`exec-${pod.name}`, agentBinary(), {
       args: [
-        main,
         'exec',
         '--lock',
         lock,

@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { acquire, type HeldLock } from '../../../src/index.ts';
 import { EXIT_ALREADY_DONE } from '../../../src/cli/exec.ts';
@@ -7,8 +6,7 @@ import { parseLease } from '../../../src/lease/record.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, getLease, getLock, lockBody, type TestKube } from '../../support/fixtures.ts';
-
-const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+import { agentBinary } from '../../support/agent-binary.ts';
 
 // Mutex mode: nobody holds the lock until a candidate asks (its request annotation); requests are
 // granted first come, first served; a release hands over to the next in line at once.
@@ -62,9 +60,8 @@ describe('the lock controller in Mutex mode', () => {
     const run = (p: { name: string; uid: string }) =>
       new Promise<{ code: number; stdout: string }>((res) => {
         execFile(
-          process.execPath,
+          agentBinary(),
           [
-            main,
             'exec',
             '--lock',
             'cron',
@@ -106,9 +103,8 @@ describe('the lock controller in Mutex mode', () => {
     const run = (p: { name: string; uid: string }) =>
       new Promise<{ code: number; stdout: string }>((res) => {
         execFile(
-          process.execPath,
+          agentBinary(),
           [
-            main,
             'exec',
             '--lock',
             'race',

@@ -15,6 +15,7 @@ import {
   sharedRedisUrl,
 } from '../../support/env.ts';
 import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { agentBinary } from '../../support/agent-binary.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
@@ -266,9 +267,8 @@ describe("fencepost controller speaks controller-runtime's metrics and logs", ()
     await createLock(t, lockBody('job', 'job', { leaseDurationSeconds: 30 }));
     const r = await new Promise<{ code: number | null; stderr: string }>((res) => {
       execFile(
-        process.execPath,
+        agentBinary(),
         [
-          main,
           'exec',
           '--kubeconfig',
           sharedKubeconfigPath(),

@@ -6,7 +6,7 @@
  * be granted, and leave no process behind.
  *
  * Set-up: the trial's first holder hands the lock over (its pod unready, its session released)
- * to a third pod C whose "containers" are one real `fencepost exec` process (src/cli/main.ts),
+ * to a third pod C whose "containers" are one real `fencepost-agent exec` process (the shipped executable),
  * which reaches the API server through a TCP proxy of its own and whose tree reaches the store
  * through another; the other worker's pod is unready meanwhile and becomes a candidate again once
  * the tree has written, so that it is the successor. Tree shape and fault are drawn from the seed:
@@ -45,6 +45,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
+import { agentBinary } from '../../support/agent-binary.ts';
 import { createPod, setPodStatus } from '../../support/fixtures.ts';
 import { startTcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import type { LeaseVersion } from '../history.ts';
@@ -53,7 +54,6 @@ import { parseWorkerOutput } from '../worker-protocol.ts';
 import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
 import { patchLockSpec, wallMs } from './node-loss.ts';
 
-const MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const CHILD_ONLY_EXEC = resolve(import.meta.dirname, 'child-only-exec.ts');
 const WRITER = resolve(import.meta.dirname, 'tree-writer.ts');
 /** MARKER: in every tree shell script (a comment line), so a reader of `ps` knows whose they are. */
@@ -199,9 +199,9 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const childOnly = ctx.spec.calibrate === 'child-only';
   const out = openSync(join(dir, 'exec.out'), 'a');
   const exec: ChildProcess = spawn(
-    process.execPath,
+    childOnly ? process.execPath : agentBinary(),
     [
-      ...(childOnly ? [CHILD_ONLY_EXEC] : [MAIN, 'exec']),
+      ...(childOnly ? [CHILD_ONLY_EXEC] : ['exec']),
       '--kubeconfig',
       kubeconfig,
       '--log-level',

@@ -55,6 +55,7 @@ import {
   type V1Pod,
   type V1Probe,
 } from '@kubernetes/client-node';
+import { agentBinary } from '../agent-binary.ts';
 import { getStatus } from '../testbed/http-probe.ts';
 import { freePort } from '../testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../testbed/processes.ts';
@@ -62,6 +63,8 @@ import { writeServiceAccountKubeconfig } from './identity.ts';
 
 /** FENCEPOST_MAIN is the command-line entry point run for fencepost containers (the image's ENTRYPOINT). */
 export const FENCEPOST_MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+/** IMAGE_AGENT is the agent executable's path in the image (the chart's sidecar command). */
+export const IMAGE_AGENT = '/app/bin/fencepost-agent';
 
 /** DEFAULT_PORTS are the listen flags a fencepost command has by default, with the port each stands for. */
 const DEFAULT_PORTS: Readonly<Record<string, readonly (readonly [flag: string, port: number])[]>> = {
@@ -348,13 +351,16 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     const env = await resolveEnv(pod, c.env ?? []);
     for (const [k, v] of Object.entries(env)) env[k] = rewriteLoopbackPorts(v, state.ports);
     const expanded = [...(c.command ?? []).slice(1), ...(c.args ?? [])].map((a) => expandVars(a, env));
+    // A fencepost container runs the image's ENTRYPOINT (Node, src/cli/main.ts) unless its command
+    // is the agent executable, which runs the locally built one (test/support/agent-binary.ts).
+    const agentExecutable = isFencepostImage(c.image) && c.command?.[0] === IMAGE_AGENT;
     let args: string[];
     let ports = new Map<number, number>();
     if (isFencepostImage(c.image)) {
       // A restarted container listens on the same local ports as before (they are what tests know).
       const previous = restartOf !== undefined ? [...restartOf.ports.values()] : [];
       ({ args, ports } = await rewriteAddresses(expanded, async () => previous.shift() ?? (await freePort())));
-      args = [FENCEPOST_MAIN, ...args];
+      if (!agentExecutable) args = [FENCEPOST_MAIN, ...args];
     } else {
       args = expanded.map((a) => rewriteLoopbackPorts(a, state.ports));
     }
@@ -363,7 +369,11 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     const logFile = join(o.dir, `${ns}.${name}.${c.name}.log`);
     const proc = spawnManaged(
       `${name}/${c.name}`,
-      isFencepostImage(c.image) ? process.execPath : (scriptInterpreter(c) ?? process.execPath),
+      agentExecutable
+        ? agentBinary()
+        : isFencepostImage(c.image)
+          ? process.execPath
+          : (scriptInterpreter(c) ?? process.execPath),
       {
         args,
         logFile,
