@@ -2,8 +2,10 @@
  * The `fencepost-agent` executable: the in-pod sidecar (`agent`) and `exec`, compiled by Bun into
  * one file by hack/build-agent.ts. It is what the chart runs beside the app, what you copy into an
  * app image for `fencepost-agent exec`, and what the integration tests and benchmarks start. It
- * offers no `controller`: that runs on Node (`fencepost controller`).
+ * offers no `controller` (that runs on Node: `fencepost controller`), and names no controller
+ * module, so none is bundled.
  */
+import { AGENT, EXEC } from './agent-commands.ts';
 import { run } from './dispatch.ts';
 
-run('fencepost-agent', ['agent', 'exec', 'version']);
+run('fencepost-agent', { agent: AGENT, exec: EXEC });

@@ -4,65 +4,62 @@
  * by Bun into one file; see hack/build-agent.ts). Exit codes: 0 success, 1 runtime failure, 2 bad
  * usage.
  *
- * Each command's code is imported only when that command runs, and its --help text from a module
- * that imports nothing heavy: `fencepost agent` never loads the controller or ioredis,
- * `fencepost exec --help` no Kubernetes client (test/unit/cli/entry-imports.test.ts measures it).
- * In the compiled agent the controller is not even bundled (hack/build-agent.ts checks the bundle).
+ * Each entry point hands in the commands it offers as loaders: a command's code is imported only
+ * when that command runs, and its --help text from a module that imports nothing heavy
+ * (test/unit/cli/entry-imports.test.ts measures it). This module imports no command itself, so a
+ * bundler that follows every `import()` (Bun's does) bundles only the commands an entry names:
+ * the agent executable holds no controller (test/unit/cli/agent-bundle.test.ts).
  */
 import { UsageError } from '../config/usage-error.ts';
 
-/** Command is a subcommand name. */
-export type Command = 'controller' | 'agent' | 'exec' | 'version';
-
-const SUMMARY: Readonly<Record<Command, string>> = {
-  controller: 'run the DistributedLock controller (see: PROGRAM controller --help)',
-  agent: "run the in-pod sidecar that renews this pod's locks (see: PROGRAM agent --help)",
-  exec: 'run a command only while this pod holds a lock (see: PROGRAM exec --help)',
-  version: 'print the version',
-};
+/** Command is what an entry point offers for one subcommand. */
+export interface Command {
+  /** summary: one line for the top-level help; PROGRAM stands for the executable's name. */
+  readonly summary: string;
+  /** usage loads the subcommand's --help text. */
+  readonly usage: () => Promise<string>;
+  /** run loads and runs the subcommand; resolves with its exit code. */
+  readonly run: (argv: readonly string[]) => Promise<number>;
+  /**
+   * helpOnlyFirst: only a leading --help is the command's own (exec: after its flags come the
+   * user's command and that command's flags). Defaults to false: --help anywhere.
+   */
+  readonly helpOnlyFirst?: boolean;
+}
 
 /** VERSION is the release both executables print. */
 export const VERSION = '0.1.0';
 
 /** usageOf is the top-level help of an executable with these commands. */
-export function usageOf(program: string, commands: readonly Command[]): string {
-  const lines = commands.map((c) => `  ${c.padEnd(12)} ${SUMMARY[c].replace('PROGRAM', program)}`);
+export function usageOf(program: string, commands: Readonly<Record<string, Command>>): string {
+  const lines = Object.entries(commands).map(
+    ([name, c]) => `  ${name.padEnd(12)} ${c.summary.replace('PROGRAM', program)}`,
+  );
+  lines.push(`  ${'version'.padEnd(12)} print the version`);
   return `Usage: ${program} <command> [flags]\n\nCommands:\n${lines.join('\n')}\n`;
 }
 
-/** dispatch runs one command line of `program`, which offers `commands`; resolves with the exit code. */
+/** dispatch runs one command line of `program`; resolves with the exit code. */
 export async function dispatch(
   program: string,
-  commands: readonly Command[],
+  commands: Readonly<Record<string, Command>>,
   argv: readonly string[],
 ): Promise<number> {
-  const [cmd, ...rest] = argv;
+  const [name, ...rest] = argv;
   const usage = usageOf(program, commands);
-  const help = rest.includes('--help') || rest.includes('-h');
-  const offered = (c: Command): boolean => commands.includes(c);
-  switch (cmd) {
-    case 'controller':
-      if (!offered(cmd)) break;
-      if (help) {
-        process.stdout.write((await import('../config/controller.ts')).CONTROLLER_USAGE);
-        return 0;
-      }
-      return await (await import('./controller.ts')).runController(rest);
-    case 'agent':
-      if (!offered(cmd)) break;
-      if (help) {
-        process.stdout.write((await import('../config/agent.ts')).AGENT_USAGE);
-        return 0;
-      }
-      return await (await import('./agent.ts')).runAgent(rest);
-    case 'exec':
-      if (!offered(cmd)) break;
-      // Only a leading --help is exec's own: after the flags comes the user's command and its flags.
-      if (rest[0] === '--help' || rest[0] === '-h') {
-        process.stdout.write((await import('./exec-usage.ts')).EXEC_USAGE);
-        return 0;
-      }
-      return await (await import('./exec.ts')).runExec(rest);
+  const command = name !== undefined && Object.hasOwn(commands, name) ? commands[name] : undefined;
+  if (command !== undefined) {
+    const help =
+      command.helpOnlyFirst === true
+        ? rest[0] === '--help' || rest[0] === '-h'
+        : rest.includes('--help') || rest.includes('-h');
+    if (help) {
+      process.stdout.write(await command.usage());
+      return 0;
+    }
+    return await command.run(rest);
+  }
+  switch (name) {
     case 'version':
       process.stdout.write(`${program} ${VERSION}\n`);
       return 0;
@@ -71,14 +68,14 @@ export async function dispatch(
     case '-h':
     case 'help':
       process.stdout.write(usage);
-      return cmd === undefined ? 2 : 0;
+      return name === undefined ? 2 : 0;
   }
-  process.stderr.write(`${program}: unknown command ${JSON.stringify(cmd)}\n\n${usage}`);
+  process.stderr.write(`${program}: unknown command ${JSON.stringify(name)}\n\n${usage}`);
   return 2;
 }
 
 /** run dispatches process.argv and sets the process's exit code; an escaping error is one line on stderr. */
-export function run(program: string, commands: readonly Command[]): void {
+export function run(program: string, commands: Readonly<Record<string, Command>>): void {
   dispatch(program, commands, process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

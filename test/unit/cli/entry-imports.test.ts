@@ -84,7 +84,7 @@ describe('the modules each entry point loads', () => {
       expect(t.code, t.stderr).toBe(0);
       expect(t.packages).toEqual([]);
       expect(t.files.toSorted()).toEqual(
-        [main, 'src/cli/dispatch.ts', 'src/config/usage-error.ts', ...files].toSorted(),
+        [main, 'src/cli/agent-commands.ts', 'src/cli/dispatch.ts', 'src/config/usage-error.ts', ...files].toSorted(),
       );
     },
     HANG_BOUND_MS,
