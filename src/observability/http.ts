@@ -48,10 +48,7 @@ export async function serveProbes(addr: string, flag: string, routes: ProbeRoute
     else if (path === '/readyz') check(routes.readyz?.());
     else check(undefined);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
+  await listenOn(server, port, host);
   const a = server.address();
   const address =
     a !== null && typeof a === 'object' ? `${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}` : addr;
@@ -63,4 +60,20 @@ export async function serveProbes(addr: string, flag: string, routes: ProbeRoute
         server.closeAllConnections();
       }),
   };
+}
+
+/**
+ * listenOn starts `server` on host:port. A failure is one message the same on Node and on Bun:
+ * `listen <code>: <host>:<port>` (`listen EADDRINUSE: 127.0.0.1:8080`) when the error has a
+ * system code — Bun's own text for a taken port does not name the code — else the runtime's
+ * message; the original error is the cause.
+ */
+export async function listenOn(server: Server, port: number, host: string | undefined): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      const where = `${host?.includes(':') === true ? `[${host}]` : (host ?? '')}:${port}`;
+      reject(typeof err.code === 'string' ? new Error(`listen ${err.code}: ${where}`, { cause: err }) : err);
+    });
+    server.listen(port, host, resolve);
+  });
 }

@@ -79,13 +79,16 @@ function toOutput(obj: Record<string, unknown>): Record<string, unknown> {
 
 /**
  * createLogger returns the root logger writing JSON lines to stderr (stdout stays free for CLI
- * output), or to `destination` (for tests). `level` is one of {@link LOG_LEVELS} (default `info`);
+ * output), or to `destination` (for tests). Writes are synchronous: a line is out before the call
+ * returns, so nothing is lost when the process is killed, and the agent compiled by Bun (whose
+ * asynchronous writes to a file on fd 2 came out seconds late) logs as promptly as on Node; the
+ * agent and the controller log a few lines per lock transition, not per request. `level` is one of {@link LOG_LEVELS} (default `info`);
  * `base` fields go on every line (e.g. `component`).
  */
 export function createLogger(
   level: LevelWithSilent = 'info',
   base: Record<string, string> = {},
-  destination: DestinationStream = pino.destination(2),
+  destination: DestinationStream = pino.destination({ dest: 2, sync: true }),
 ): Logger {
   return pino(
     {
