@@ -16,6 +16,7 @@ import { spawnManaged } from '../support/testbed/processes.ts';
 import { startTcpProxy, type TcpProxy } from '../support/testbed/tcp-proxy.ts';
 import { proxyTargetOf, startHttpFaultProxy, type HttpFaultProxy } from '../support/testbed/http-fault-proxy.ts';
 import { parseWorkerOutput, type WorkerCommand, type WorkerOutput } from './worker-protocol.ts';
+import { workerExecutable } from './worker-runtime.ts';
 
 const WORKER = resolve(import.meta.dirname, 'worker.ts');
 
@@ -74,7 +75,7 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
     { mode: 0o600 },
   );
   // A managed process: stopped with this process even after a failed test, like every testbed child.
-  const proc = spawnManaged(`worker ${id}`, process.execPath, {
+  const proc = spawnManaged(`worker ${id}`, workerExecutable(), {
     args: [WORKER, '--kubeconfig', kubeconfig, '--store', `redis://127.0.0.1:${storeProxy.port}`],
     logFile: join(o.dir, `${id}.log`),
     env: { ...process.env, ...o.env?.(id) },

@@ -44,6 +44,7 @@ import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts
 import type { SafetyBed } from '../testbed.ts';
 import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
 import type { FleetCommand, FleetEvent } from './run-id-fleet-worker.ts';
+import { workerExecutable } from '../worker-runtime.ts';
 
 const WORKER = resolve(import.meta.dirname, 'run-id-fleet-worker.ts');
 
@@ -122,7 +123,7 @@ async function startFleetWorker(bed: SafetyBed, id: string): Promise<FleetWorker
   writeFileSync(kubeconfig, admin.exportConfig().replace(server.origin, `https://127.0.0.1:${apiProxy.port}`), {
     mode: 0o600,
   });
-  const proc = spawnManaged(id, process.execPath, {
+  const proc = spawnManaged(id, workerExecutable(), {
     args: [WORKER, '--kubeconfig', kubeconfig],
     logFile: join(bed.dir, `${id}.log`),
     pipeStdio: true,
