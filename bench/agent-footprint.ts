@@ -291,9 +291,10 @@ async function main(): Promise<void> {
       procs.push(proc);
       return { proc, port, t0 };
     };
-    const peerSaid = (proc: ManagedProcess, line: string): Promise<true> =>
-      until(`"${line}" from the peer`, proc, signal, () =>
-        Promise.resolve(readFileSync(proc.logFile, 'utf8').includes(`"${line}"`) ? true : undefined),
+    // The peer prints one event a line: `ready <unix ns>`, `started <unix ns>`, `stopped <unix ns>`.
+    const peerSaid = (proc: ManagedProcess, event: string): Promise<true> =>
+      until(`"${event}" from the peer`, proc, signal, () =>
+        Promise.resolve(new RegExp(`^${event} `, 'm').test(readFileSync(proc.logFile, 'utf8')) ? true : undefined),
       );
     const waitReady = (key: SubjectKey, proc: ManagedProcess, port: number): Promise<unknown> =>
       key === 'client-go'
@@ -314,7 +315,7 @@ async function main(): Promise<void> {
       return snap.token;
     };
     const stillHeld = async (key: SubjectKey, proc: ManagedProcess, port: number): Promise<boolean> => {
-      if (key === 'client-go') return !readFileSync(proc.logFile, 'utf8').includes('"stopped"');
+      if (key === 'client-go') return !/^stopped /m.test(readFileSync(proc.logFile, 'utf8'));
       const after = await getStatus(`http://127.0.0.1:${port}/v1/locks/${LOCK}`, undefined, 1000);
       return (JSON.parse(after.body) as LockSnapshot).held === true;
     };
