@@ -155,8 +155,10 @@ describe('the chart keeps fencepost Leases from co-tenants (lease-protection pol
       leases(admin).readNamespacedLease({ namespace: t.namespace, name: leaseName('db') });
     const edit = async (f: (l: V1Lease) => V1Lease): Promise<V1Lease> => f(await read());
 
-    // The policy takes a moment to reach the API server's admission chain: wait until a harmless
-    // probe (an impostor Lease, removed again if it got through) is denied.
+    // The policy takes a moment to reach the API server's admission chain, and the co-tenant's
+    // RoleBinding a moment to reach its authorizer: wait until a harmless probe (an impostor Lease,
+    // removed again if it got through) is denied by the policy — an RBAC 403 ("cannot create")
+    // means the Role is not in force yet, and the writes below would be refused for that reason.
     await eventually(async () => {
       const r = await outcome(() =>
         leases(cotenant).createNamespacedLease({
@@ -167,6 +169,7 @@ describe('the chart keeps fencepost Leases from co-tenants (lease-protection pol
       if (r.code === 200)
         await leases(admin).deleteNamespacedLease({ namespace: t.namespace, name: leaseName('probe') });
       expect(r.code).toBe(403);
+      expect(r.message).toMatch(/ValidatingAdmissionPolicy/);
     }, 20_000);
     const lowered = await eventually(async () => {
       const r = await outcome(async () =>
