@@ -13,6 +13,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import {
   AdmissionregistrationV1Api,
   CoordinationV1Api,
+  AuthenticationV1Api,
   CustomObjectsApi,
   RbacAuthorizationV1Api,
   loadAllYaml,
@@ -92,6 +93,12 @@ describe('the chart keeps fencepost Leases from co-tenants (lease-protection pol
   beforeAll(async () => {
     t = testKube(admin, await freshNamespace(admin, 'leaseprot-'));
     releaseNs = await freshNamespace(admin, 'leaseprot-rel-');
+    // The test's admin sets up the held Lease and the lock and reads them back: as an operator
+    // would, it is listed in leaseProtection.extraWriters (else its set-up writes race the policy's
+    // arrival in the admission chain and are refused once it is there).
+    const adminName = (await admin.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} })).status
+      ?.userInfo?.username;
+    if (adminName === undefined) throw new Error('no username for the admin kubeconfig');
     // The chart as release "r" in releaseNs, its controller ServiceAccount r-fencepost; the policy bound here only.
     const { stdout } = await run(
       findBinary('helm'),
@@ -105,6 +112,8 @@ describe('the chart keeps fencepost Leases from co-tenants (lease-protection pol
         '1.36.3',
         '--set',
         `leaseProtection.namespaces={${t.namespace}}`,
+        '--set-json',
+        `leaseProtection.extraWriters=${JSON.stringify([adminName])}`,
         '--show-only',
         'templates/lease-protection-policy.yaml',
       ],
