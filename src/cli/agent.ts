@@ -23,11 +23,12 @@ import { serveAgentApi, type AgentApi } from '../agent/http-api.ts';
 import { LockSession } from '../agent/session.ts';
 import { claimSession, type SessionClaim } from '../agent/session-claim.ts';
 import { parseAgentConfig } from '../config/agent.ts';
-import { eventRecorder } from '../kube/events.ts';
+import { recordEvents } from '../kube/event-recorder.ts';
 import { parseBindAddress, serveProbes } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
 import { restRequestCounter } from '../observability/metrics.ts';
-import { loadKubeConfig } from '../kube/kubeconfig.ts';
+import { connect } from '../transport/connect.ts';
+import { eventRequests } from '../transport/resources.ts';
 import { realClock, sleep } from '../runtime/clock.ts';
 import type { Logger } from '../observability/logger.ts';
 
@@ -81,7 +82,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry }); // process_* and nodejs_*, as every Node exporter names them
   // client-go's name, as the controller exports it: an agent whose renewals fail shows it here first.
-  const kc = loadKubeConfig(cfg.kubeconfig, { onRequest: restRequestCounter(registry) });
+  const kube = connect(cfg.kubeconfig, { onRequest: restRequestCounter(registry) });
   const held = new Gauge({
     name: 'fencepost_agent_lock_held',
     help: '1 while this agent validly holds the lock.',
@@ -100,7 +101,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   for (const lock of cfg.locks) files?.remove(lock);
   // A step-down is usually caused by an unreachable API server, so its Event is retried (about
   // two minutes in all) until the API server takes it.
-  const events = eventRecorder(kc, 'fencepost-agent', cfg.podName, log, {
+  const events = recordEvents(eventRequests(kube), 'fencepost-agent', cfg.podName, log, {
     attempts: 12,
     firstDelayMs: 500,
     maxDelayMs: 15_000,
@@ -126,7 +127,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const sessions = new Map<string, LockSession>();
   for (const lock of cfg.locks) {
     const s = new LockSession({
-      kc,
+      api: kube,
       namespace: cfg.podNamespace,
       lock,
       self: { name: cfg.podName, uid: cfg.podUid },
@@ -219,6 +220,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
         for (const l of cfg.locks) files?.remove(l);
         await releaseClaims();
         await Promise.all(started.map((x) => x.stop()));
+        kube.close();
         resolve(0);
       })();
     };
