@@ -117,7 +117,6 @@ export class ApiClient {
   readonly #base: string;
   #agent: Agent | undefined;
   #generation = -1;
-  #closed = false;
 
   constructor(config: ClusterConfig, o: ApiClientOptions = {}) {
     this.config = config;
@@ -194,9 +193,12 @@ export class ApiClient {
     });
   }
 
-  /** close ends the connection pool; requests in flight fail. Idempotent. */
+  /**
+   * close ends the pool's connections (requests in flight fail), so that nothing of this client
+   * keeps a process alive. Idempotent; a later request opens a new connection (acquire() closes
+   * its client at release, and a released lock may still be asked about its run).
+   */
   close(): void {
-    this.#closed = true;
     this.#agent?.destroy();
     this.#agent = undefined;
   }
@@ -231,7 +233,6 @@ export class ApiClient {
     timeoutMs: number | undefined,
     idleMs: number | undefined,
   ): Promise<{ res: IncomingMessage; finish: (err: unknown) => Error; idle: (() => void) | undefined }> {
-    if (this.#closed) throw new Error('ApiClient is closed');
     spec.signal?.throwIfAborted();
     const agent = this.#agentFor();
     const auth = await this.#creds.authorization();
