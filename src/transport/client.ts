@@ -137,6 +137,8 @@ export class ApiClient {
   /** request sends one request and resolves to the parsed JSON answer (undefined for an empty body). */
   async request<T>(spec: RequestSpec): Promise<T> {
     const res = await this.#send(spec, spec.timeoutMs ?? this.#timeoutMs, undefined);
+    // A 401 may be a token rotated under us: the next request reads (or asks for) it again.
+    if (res.res.statusCode === 401) this.#creds.invalidate();
     return (await readJson(res.res, res.finish, spec)) as T;
   }
 
@@ -152,6 +154,7 @@ export class ApiClient {
       this.#watchIdleMs,
     );
     if (res.statusCode !== 200) {
+      if (res.statusCode === 401) this.#creds.invalidate();
       await readJson(res, finish, { method: 'GET', path: spec.path });
       return;
     }
