@@ -90,12 +90,13 @@ describe('the modules each entry point loads', () => {
   );
 
   it(
-    'fencepost agent loads the agent and its own transport, and no @kubernetes/client-node, no ioredis and nothing of the controller or of exec',
+    'fencepost agent loads the agent and its own transport, and no @kubernetes/client-node, no ioredis, no prom-client and nothing of the controller or of exec',
     async () => {
       const t = await cli('agent', '--lock', 'billing'); // no POD_NAME: fails after loading
       expect(t.code).not.toBe(0);
       expect(t.packages).not.toContain('@kubernetes/client-node');
       expect(t.packages).not.toContain('ioredis');
+      expect(t.packages).not.toContain('prom-client'); // observability/exposition.ts instead (about 11 MiB less)
       expect(t.files).toContain('src/cli/agent.ts');
       expect(t.files).toContain('src/agent/session.ts');
       expect(t.files).toContain('src/transport/informer.ts');
