@@ -127,14 +127,15 @@ function env(name: string): string {
 
 /** acquire waits until the lock is granted to this pod and confirmed, then returns it. */
 export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<HeldLock> {
+  const namespace = opts.namespace ?? env('POD_NAMESPACE');
+  const self = opts.pod ?? { name: env('POD_NAME'), uid: env('POD_UID') };
+  const clock = opts.clock ?? realClock;
+  // After the identity (a missing POD_* is named first), before the claim (nothing to undo).
   const api = connect(opts.kubeconfig);
   // A client made here is closed with the session (its kept-alive connections with it).
   const closeOwn = (): void => {
     if (api !== opts.kubeconfig) api.close();
   };
-  const namespace = opts.namespace ?? env('POD_NAMESPACE');
-  const self = opts.pod ?? { name: env('POD_NAME'), uid: env('POD_UID') };
-  const clock = opts.clock ?? realClock;
   // One session per lock per pod: claimed before anything is requested, so a refused session
   // writes nothing (its withdrawal would erase the other session's Mutex request).
   const claim = await claimSession({ namespace, lock, self, program: opts.program ?? 'acquire()' }).catch(
