@@ -1,8 +1,9 @@
 /**
  * fencepost — the library entry point (`import { acquire } from 'fencepost'`): acquire a
  * DistributedLock in-process, and the fencing guards that make a resource refuse stale tokens.
- * This entry loads @kubernetes/client-node; a service that only guards a resource imports
- * `fencepost/guards` (src/guards/index.ts), which does not.
+ * This entry loads no Kubernetes client package (acquire() speaks to the API server through
+ * src/transport/) but does load pino; a service that only guards a resource imports
+ * `fencepost/guards` (src/guards/index.ts), which loads no package at all.
  */
 export {
   acquire,

@@ -51,6 +51,12 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   observability: { holds: 'logger, metrics, health and metrics endpoints', imports: ['config'] },
   lease: { holds: 'the Lease as a lock record: parse it, build grant/renew/release bodies', imports: ['protocol'] },
+  transport: {
+    holds:
+      "the agent's own API client (no @kubernetes/client-node): kubeconfig and in-cluster settings, kept-alive HTTPS, the typed Lease, pod, Event and custom-object requests, a list+watch informer",
+    imports: ['runtime'],
+    forbiddenPackages: KUBERNETES_CLIENT,
+  },
   kube: {
     holds:
       'adapters to the API server: kubeconfig loading, the Lease client and store, the pod patcher, the custom-resource writer, request options, events',
@@ -68,11 +74,11 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   agent: {
     holds: 'the holder side: the lock session, the local HTTP API, state files',
-    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube'],
+    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport'],
   },
   client: {
     holds: 'the library: acquire() over the agent session',
-    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'agent', 'guards'],
+    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport', 'agent', 'guards'],
   },
   cli: {
     holds: 'the command-line entry points: controller, agent, exec',
@@ -84,6 +90,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
       'observability',
       'lease',
       'kube',
+      'transport',
       'fencing',
       'guards',
       'controllers',

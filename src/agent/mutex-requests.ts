@@ -8,12 +8,11 @@
  * body as a precondition: a new pod of the same name is never changed by an old incarnation.
  * The annotation values are decided by the pure functions below; the class only sends them.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
-import { CoreV1Api } from '@kubernetes/client-node';
-import { mergePatchWith } from '../kube/request-options.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import { podKeys } from '../protocol/names.ts';
 import type { Clock } from '../runtime/clock.ts';
+import type { ApiClient } from '../transport/client.ts';
+import { patchPodMetadata } from '../transport/resources.ts';
 
 /** AnnotationPatch is a merge patch of annotations: a string sets a key, null removes it. */
 export type AnnotationPatch = Readonly<Record<string, string | null>>;
@@ -40,7 +39,7 @@ export interface RequestBound {
 
 /** MutexRequestsOptions are what the annotation writes need; a LockSessionOptions is one. */
 export interface MutexRequestsOptions {
-  readonly kc: KubeConfig;
+  readonly api: ApiClient;
   readonly namespace: string;
   readonly lock: string;
   /** self is this pod incarnation (downward API POD_NAME and POD_UID); its UID guards every patch. */
@@ -72,15 +71,7 @@ export class MutexRequests {
   }
 
   async #patchOwnPod(annotations: AnnotationPatch, signal?: AbortSignal): Promise<void> {
-    const core = this.#o.kc.makeApiClient(CoreV1Api);
     // The uid makes it a precondition: a new pod of the same name is never changed by an old incarnation.
-    await core.patchNamespacedPod(
-      {
-        namespace: this.#o.namespace,
-        name: this.#o.self.name,
-        body: { metadata: { uid: this.#o.self.uid, annotations } },
-      },
-      mergePatchWith(signal),
-    );
+    await patchPodMetadata(this.#o.api, this.#o.namespace, this.#o.self, { annotations }, { signal });
   }
 }

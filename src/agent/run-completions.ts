@@ -16,15 +16,16 @@
  * Lease is re-created); entries whose completedAt is in the future or whose token the Lease never
  * reached are refused by both sides (lease/record.ts completionVerdict).
  */
-import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
-import { CoordinationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
-import { leaseClientFrom, type LeaseClient } from '../kube/leases.ts';
 import { acceptedCompletions, completedLease, parseLease } from '../lease/record.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import { leaseName } from '../protocol/names.ts';
 import type { Clock } from '../runtime/clock.ts';
-import { isConflict, isNotFound } from '../runtime/errors.ts';
+import { isConflict } from '../runtime/errors.ts';
+import type { LeaseClient } from '../runtime/leaderelection.ts';
+import type { ApiClient } from '../transport/client.ts';
+import { getCustomObject, leaseRequests } from '../transport/resources.ts';
 import type { RequestBound } from './mutex-requests.ts';
 import { namesTerm } from './session-machine.ts';
 
@@ -51,14 +52,14 @@ export function leaseHasCompletedRun(lease: V1Lease, runId: string, now: Date): 
 
 /** RunCompletionsOptions are what the reads and the write need; a LockSessionOptions is one. */
 export interface RunCompletionsOptions {
-  readonly kc: KubeConfig;
+  readonly api: ApiClient;
   readonly namespace: string;
   readonly lock: string;
   /** self is this pod incarnation; only its term can complete a run. */
   readonly self: HolderRef;
   /** clock stamps completedAt and judges entries (wall clock). */
   readonly clock: Clock;
-  /** leases overrides the Lease client (tests); defaults to one made from kc. */
+  /** leases overrides the Lease client (tests); defaults to one made from api. */
   readonly leases?: LeaseClient;
 }
 
@@ -72,7 +73,7 @@ export class RunCompletions {
 
   constructor(o: RunCompletionsOptions) {
     this.#o = o;
-    this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
+    this.#leases = o.leases ?? leaseRequests<V1Lease>(o.api);
   }
 
   /**
@@ -128,19 +129,13 @@ export class RunCompletions {
       bound?.signal !== undefined ? { signal: bound.signal } : undefined,
     );
     if (lease !== undefined && leaseHasCompletedRun(lease, runId, clock.now())) return true;
-    let obj: DistributedLock;
-    try {
-      obj = (await this.#o.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace,
-        plural: PLURAL,
-        name: lock,
-      })) as DistributedLock;
-    } catch (err) {
-      if (isNotFound(err)) return false;
-      throw err;
-    }
-    return hasCompletedRun(obj, runId);
+    const obj = await getCustomObject<DistributedLock>(
+      this.#o.api,
+      { group: GROUP, version: VERSION, plural: PLURAL },
+      namespace,
+      lock,
+      bound?.signal !== undefined ? { signal: bound.signal } : undefined,
+    );
+    return obj !== undefined && hasCompletedRun(obj, runId);
   }
 }

@@ -13,9 +13,7 @@
  * the run-once record on the Lease is RunCompletions (run-completions.ts); the session delegates
  * to them so that callers need one object.
  */
-import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
-import { CoordinationV1Api } from '@kubernetes/client-node';
-import { leaseClientFrom, type LeaseClient } from '../kube/leases.ts';
+import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { HolderRef } from '../protocol/holder.ts';
@@ -23,7 +21,11 @@ import { leaseName, lockLabelSelector } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
-import { superviseInformer, type SupervisedInformer } from '../runtime/informer.ts';
+import type { SupervisedInformer } from '../runtime/informer.ts';
+import type { LeaseClient } from '../runtime/leaderelection.ts';
+import type { ApiClient } from '../transport/client.ts';
+import { ListWatchInformer } from '../transport/informer.ts';
+import { leaseRequests, leasesPath } from '../transport/resources.ts';
 import { MutexRequests, type RequestBound } from './mutex-requests.ts';
 import { NotRunHolderError, RunCompletions } from './run-completions.ts';
 import {
@@ -66,7 +68,8 @@ export interface LockEvent {
 
 /** LockSessionOptions configures a session. */
 export interface LockSessionOptions {
-  readonly kc: KubeConfig;
+  /** api is the API server client (transport/connect.ts connect). */
+  readonly api: ApiClient;
   readonly namespace: string;
   readonly lock: string;
   /** self is this pod incarnation (downward API POD_NAME and POD_UID). */
@@ -78,13 +81,13 @@ export interface LockSessionOptions {
    */
   readonly clock: TimerClock;
   readonly log: Logger;
-  /** leases overrides the Lease client (tests); defaults to one made from kc. */
+  /** leases overrides the Lease client (tests); defaults to one made from api. */
   readonly leases?: LeaseClient;
   /** random for renew jitter; defaults to Math.random. */
   readonly random?: () => number;
   /**
    * leaseInformer overrides the watch of the lock's Lease (tests: the model-based race test feeds
-   * Lease changes itself); defaults to a supervised informer made from kc.
+   * Lease changes itself); defaults to a list+watch informer made from api.
    */
   readonly leaseInformer?: LeaseInformer;
 }
@@ -115,7 +118,7 @@ export class LockSession {
     this.#o = o;
     this.#clock = conservativeClock(o.clock);
     this.#s = initialState(o.self);
-    this.#leases = o.leases ?? leaseClientFrom(o.kc.makeApiClient(CoordinationV1Api));
+    this.#leases = o.leases ?? leaseRequests<V1Lease>(o.api);
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#mutex = new MutexRequests(o);
     this.#runs = new RunCompletions({ ...o, leases: this.#leases });
@@ -470,15 +473,12 @@ function failureOf(err: unknown): RenewFailure {
 
 /** leaseInformerOf watches the Leases labelled with the lock (the session picks its own by name). */
 function leaseInformerOf(o: LockSessionOptions): LeaseInformer {
-  const api = o.kc.makeApiClient(CoordinationV1Api);
-  const labelSelector = lockLabelSelector(o.lock);
-  return superviseInformer<V1Lease>({
+  return new ListWatchInformer<V1Lease>({
     name: `lease:${o.lock}`,
-    kc: o.kc,
+    api: o.api,
     clock: o.clock,
     log: o.log,
-    labelSelector,
-    path: `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`,
-    list: () => api.listNamespacedLease({ namespace: o.namespace, labelSelector }),
+    labelSelector: lockLabelSelector(o.lock),
+    path: leasesPath(o.namespace),
   });
 }

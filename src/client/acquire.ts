@@ -17,20 +17,25 @@
  * they make, so that a caller cut off from the API server can give up on them and have them
  * aborted on the wire (`fencepost exec` bounds them by what is left of the lease after a loss).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import { requestRun } from '../agent/run-once.ts';
 import { claimSession, SessionClaimedError, type ClaimHolder } from '../agent/session-claim.ts';
 import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
 import { LockSession, type LockEvent } from '../agent/session.ts';
-import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { realClock, type TimerClock } from '../runtime/clock.ts';
+import { connect, type KubeconfigSource } from '../transport/connect.ts';
 
 /** AcquireOptions; every field is optional. */
 export interface AcquireOptions {
-  /** kubeconfig: a KubeConfig or a file path; default client-node's order (in-cluster, $KUBECONFIG, ~/.kube/config). */
-  readonly kubeconfig?: KubeConfig | string;
+  /**
+   * kubeconfig: a kubeconfig file path, or a @kubernetes/client-node `KubeConfig` (anything with
+   * `exportConfig()`: it is read once, through its exported document), or the transport's
+   * ApiClient. Default: $KUBECONFIG, else ~/.kube/config, else the pod's ServiceAccount
+   * (transport/load-config.ts). Exec credential plugins give tokens only; auth-provider entries
+   * and proxies are refused.
+   */
+  readonly kubeconfig?: KubeconfigSource;
   /** namespace of the lock; default $POD_NAMESPACE. */
   readonly namespace?: string;
   /** pod: this pod incarnation; default $POD_NAME and $POD_UID. */
@@ -122,10 +127,15 @@ function env(name: string): string {
 
 /** acquire waits until the lock is granted to this pod and confirmed, then returns it. */
 export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<HeldLock> {
-  const kc = typeof opts.kubeconfig === 'object' ? opts.kubeconfig : loadKubeConfig(opts.kubeconfig);
   const namespace = opts.namespace ?? env('POD_NAMESPACE');
   const self = opts.pod ?? { name: env('POD_NAME'), uid: env('POD_UID') };
   const clock = opts.clock ?? realClock;
+  // After the identity (a missing POD_* is named first), before the claim (nothing to undo).
+  const api = connect(opts.kubeconfig);
+  // A client made here is closed with the session (its kept-alive connections with it).
+  const closeOwn = (): void => {
+    if (api !== opts.kubeconfig) api.close();
+  };
   // One session per lock per pod: claimed before anything is requested, so a refused session
   // writes nothing (its withdrawal would erase the other session's Mutex request).
   const claim = await claimSession({ namespace, lock, self, program: opts.program ?? 'acquire()' }).catch(
@@ -133,13 +143,14 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
       throw err instanceof SessionClaimedError ? new SessionInUseError(lock, err) : err;
     },
   );
-  const session = new LockSession({ kc, namespace, lock, self, clock, log: opts.log ?? silentLogger });
+  const session = new LockSession({ api, namespace, lock, self, clock, log: opts.log ?? silentLogger });
   const lost = new AbortController();
   try {
     await session.start();
   } catch (err) {
     await session.stop();
     await claim.release();
+    closeOwn();
     throw err;
   }
   try {
@@ -176,6 +187,7 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
     await session.withdraw().catch(() => undefined);
     await session.stop();
     await claim.release();
+    closeOwn();
     throw err;
   }
   const token = session.heldToken();
@@ -183,6 +195,7 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
   if (token === undefined || timings === undefined) {
     await session.stop();
     await claim.release();
+    closeOwn();
     throw new NotAcquiredError(`acquire(${lock}): lost before it could be used`);
   }
   session.onEvent((e) => {
@@ -201,6 +214,7 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
         // Whatever the requests did: nothing renews the Lease any more, and the pod's claim is free.
         await session.stop();
         await claim.release();
+        closeOwn();
       }
     });
     return released;

@@ -26,7 +26,7 @@
  *   compare-and-swap made while the Lease names it with the run's token; grants, renewals and
  *   releases copy the annotation along, so a holder granted after that write always reads it.
  */
-import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
+import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol/holder.ts';
 import {
   COMPLETED_RUNS_ANNOTATION,
@@ -241,9 +241,20 @@ function withAnnotations(lease: V1Lease, set: Record<string, string | undefined>
   return { ...lease, metadata: { ...lease.metadata, annotations } };
 }
 
+/**
+ * MicroTime is a Date that serialises as metav1.MicroTime: six fractional digits (the API server
+ * parses Lease times only so). The same class as client-node's V1MicroTime, without loading
+ * client-node: JSON.stringify and client-node's serializer both call toISOString.
+ */
+export class MicroTime extends Date {
+  override toISOString(): string {
+    return `${super.toISOString().slice(0, -1)}000Z`;
+  }
+}
+
 /** microTime: Lease times are metav1.MicroTime, which the API server parses only with six fractional digits. */
 export function microTime(d: Date): V1MicroTime {
-  return new V1MicroTime(d.getTime());
+  return new MicroTime(d.getTime());
 }
 
 /** grantedLease is the body that hands the Lease to holder with token (one CAS write). */

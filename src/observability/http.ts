@@ -3,7 +3,6 @@
  * the listener, and port 0 picks a free one (tests read it back from `address`).
  */
 import { createServer, type Server } from 'node:http';
-import type { Registry } from 'prom-client';
 import { parseBindAddress } from '../config/bind-address.ts';
 
 /** parseBindAddress: see src/config/bind-address.ts (re-exported for the listeners' callers). */
@@ -15,9 +14,18 @@ export interface ProbeServer {
   stop(): Promise<void>;
 }
 
+/**
+ * MetricsSource renders the /metrics page: prom-client's Registry (the controller) and
+ * exposition.ts's TextRegistry (the agent) are both one.
+ */
+export interface MetricsSource {
+  metrics(): Promise<string>;
+  readonly contentType: string;
+}
+
 /** ProbeRoutes are the checks and the registry a server exposes (each optional). */
 export interface ProbeRoutes {
-  readonly registry?: Registry;
+  readonly registry?: MetricsSource;
   readonly healthz?: () => boolean;
   readonly readyz?: () => boolean;
 }

@@ -4,10 +4,15 @@
  * Every predicate here looks through `cause` chains, because the convention at I/O boundaries is to
  * wrap (`new Error('Failed to replace Lease', { cause })`) and the caller that decides "409 → requeue
  * quietly" sits above that boundary. Status codes come from the `ApiException` that
- * @kubernetes/client-node's generated APIs throw, and from the plain `Error` with a numeric
- * `statusCode` that its `Watch` throws when the watch request itself is refused.
+ * @kubernetes/client-node's generated APIs throw (the controller), from the `ApiError` of our own
+ * transport (src/transport/, the agent), and from the plain `Error` with a numeric `statusCode`
+ * that client-node's `Watch` throws when the watch request itself is refused.
+ *
+ * The classification is structural, so that this module loads no Kubernetes client: an `Error`
+ * with a numeric `statusCode`, or with a numeric `code` and a `body` (client-node's
+ * `ApiException`), carries an HTTP status; its `body` (a metav1.Status, as an object or as JSON
+ * text) carries the reason. Both clients' errors therefore classify identically.
  */
-import { ApiException } from '@kubernetes/client-node';
 
 /**
  * TerminalError marks a failure that retrying cannot fix (a spec that passed admission but cannot be
@@ -110,17 +115,20 @@ export function isTooManyRequests(err: unknown): boolean {
 /**
  * httpStatus returns the HTTP status an error carries itself (not its causes), or `undefined`.
  *
- * Recognises client-node's `ApiException` (`code`) and any `Error` with a numeric `statusCode` in
- * 100–599 (client-node's `Watch`). Caveat: `instanceof ApiException` fails if two copies of
- * @kubernetes/client-node are loaded; keep one version in the lockfile.
+ * Recognises any `Error` with a numeric `statusCode` in 100–599 (the transport's `ApiError`,
+ * client-node's `Watch`) and any `Error` with a numeric `code` in that range and a `body`
+ * property (client-node's `ApiException`; Node's system errors have string codes). Structural,
+ * so it also holds when two copies of client-node are loaded.
  */
 export function httpStatus(err: unknown): number | undefined {
-  if (err instanceof ApiException) return err.code;
-  if (err instanceof Error && 'statusCode' in err) {
-    const code = err.statusCode;
-    if (typeof code === 'number' && code >= 100 && code <= 599) return code;
-  }
+  if (!(err instanceof Error)) return undefined;
+  if ('statusCode' in err && isHttpStatus(err.statusCode)) return err.statusCode;
+  if ('body' in err && 'code' in err && isHttpStatus(err.code)) return err.code;
   return undefined;
+}
+
+function isHttpStatus(code: unknown): code is number {
+  return typeof code === 'number' && Number.isInteger(code) && code >= 100 && code <= 599;
 }
 
 /**
@@ -263,11 +271,12 @@ function matchesStatus(err: unknown, reason: string, code: number): boolean {
 }
 
 /**
- * statusReason extracts `reason` from the metav1.Status body of an ApiException. client-node stores
- * the raw response text there, so it may be a JSON string, an object, or undefined (401s).
+ * statusReason extracts `reason` from the metav1.Status body of an error that carries an HTTP
+ * status ({@link httpStatus}). client-node stores the raw response text there and the transport
+ * the parsed Status, so it may be a JSON string, an object, or undefined (401s).
  */
 function statusReason(e: unknown): string | undefined {
-  if (!(e instanceof ApiException)) return undefined;
+  if (!(e instanceof Error) || !('body' in e) || httpStatus(e) === undefined) return undefined;
   let body: unknown = e.body;
   if (typeof body === 'string') {
     try {

@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { LockSession } from '../../src/agent/session.ts';
-import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
+import { connect } from '../../src/transport/connect.ts';
 import { redisGuard } from '../../src/guards/redis-guard.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
@@ -33,7 +33,8 @@ if (values.kubeconfig === undefined || values.store === undefined) {
   process.stderr.write('Usage: worker.ts --kubeconfig PATH --store redis://127.0.0.1:PORT\n');
   process.exit(2);
 }
-const kc = loadKubeConfig(values.kubeconfig);
+// The agent's own transport, as the sidecar and acquire() make it: one client for every session.
+const api = connect(values.kubeconfig);
 const store = new Redis(values.store, { maxRetriesPerRequest: 1 });
 store.on('error', () => undefined); // a failed command rejects; the loop reports it
 
@@ -106,7 +107,7 @@ async function writeLoop(c: JoinCommand, session: LockSession, running: () => bo
 async function join(c: JoinCommand): Promise<void> {
   const holder = `${c.pod}/${c.uid}`;
   const session = new LockSession({
-    kc,
+    api,
     namespace: c.namespace,
     lock: c.lock,
     self: { name: c.pod, uid: c.uid },

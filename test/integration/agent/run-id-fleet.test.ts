@@ -14,6 +14,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NotRunHolderError } from '../../../src/agent/run-completions.ts';
 import { LockSession } from '../../../src/agent/session.ts';
+import { connect } from '../../../src/transport/connect.ts';
 import { acquire } from '../../../src/index.ts';
 import { completedLease, parseLease } from '../../../src/lease/record.ts';
 import { leaseName } from '../../../src/protocol/names.ts';
@@ -153,7 +154,7 @@ describe('a run-id fleet under a delayed pod watch (issue 15, finding 4)', () =>
     });
     // Another pod, with the holder's token: refused, nothing written.
     const other = new LockSession({
-      kc: adminKc,
+      api: connect(adminKc),
       namespace: t.namespace,
       lock: 'only',
       self: podB,

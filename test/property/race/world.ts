@@ -37,7 +37,7 @@
  * token (and so selected by a holder Service) holds a grant the Lease committed to that very pod.
  */
 
-import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import type fc from 'fast-check';
 import { LockSession, type LeaseInformer } from '../../../src/agent/session.ts';
 import type { DistributedLock } from '../../../src/api/v1alpha1/distributedlock.ts';
@@ -49,6 +49,7 @@ import { leaseName, podKeys } from '../../../src/protocol/names.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
 import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
 import { aLock, neverRecorded, withLeaseSeconds } from '../../support/builders.ts';
+import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
 import { MemoryCluster, type Operation, type Step } from '../../support/memory-cluster.ts';
 
@@ -139,15 +140,8 @@ class Agent {
       replace: (_ns, _name, lease, opts) => call('replace', () => cluster.replaceLease(LEASE, lease), opts),
       create: () => Promise.reject(new Error('agents do not create Leases')),
     };
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'model', server: 'http://127.0.0.1:9' }],
-      users: [{ name: 'model' }],
-      contexts: [{ name: 'model', cluster: 'model', user: 'model' }],
-      currentContext: 'model',
-    });
     this.session = new LockSession({
-      kc,
+      api: apiClientFor('http://127.0.0.1:9'),
       namespace: NAMESPACE,
       lock: LOCK,
       self: this.ref,

@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { RunCompletions } from '../../../src/agent/run-completions.ts';
 import { acquire, AlreadyDoneError, type HeldLock } from '../../../src/index.ts';
-import { loadKubeConfig } from '../../../src/kube/kubeconfig.ts';
+import { connect } from '../../../src/transport/connect.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 
 /** FleetCommand: one trial's run ids for one pod. */
@@ -46,7 +46,7 @@ export interface FleetEvent {
 }
 
 const { values } = parseArgs({ options: { kubeconfig: { type: 'string' } } });
-const kc = loadKubeConfig(values.kubeconfig);
+const api = connect(values.kubeconfig);
 const emit = (e: FleetEvent): void => {
   process.stdout.write(`${JSON.stringify(e)}\n`);
 };
@@ -54,9 +54,9 @@ const oneLine = (err: unknown): string => (err instanceof Error ? err.message : 
 
 /** acquireFor is the gate (recheck) or the calibration's gate without its post-grant check. */
 async function acquireFor(c: FleetCommand, runId: string): Promise<HeldLock> {
-  const opts = { kubeconfig: kc, namespace: c.namespace, pod: c.pod, waitMs: c.waitMs };
+  const opts = { kubeconfig: api, namespace: c.namespace, pod: c.pod, waitMs: c.waitMs };
   if (c.recheck) return acquire(c.lock, { ...opts, runId });
-  const runs = new RunCompletions({ kc, namespace: c.namespace, lock: c.lock, self: c.pod, clock: realClock });
+  const runs = new RunCompletions({ api, namespace: c.namespace, lock: c.lock, self: c.pod, clock: realClock });
   if (await runs.runCompleted(runId)) throw new AlreadyDoneError(`run ${runId} was already completed`);
   return acquire(c.lock, opts);
 }
@@ -66,7 +66,7 @@ async function complete(c: FleetCommand, runId: string, lock: HeldLock): Promise
     await lock.complete({ timeoutMs: 10_000 });
     return;
   }
-  const runs = new RunCompletions({ kc, namespace: c.namespace, lock: c.lock, self: c.pod, clock: realClock });
+  const runs = new RunCompletions({ api, namespace: c.namespace, lock: c.lock, self: c.pod, clock: realClock });
   await runs.complete(runId, lock.token, { signal: AbortSignal.timeout(10_000) });
 }
 

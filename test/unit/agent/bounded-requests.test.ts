@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import { MutexRequests } from '../../../src/agent/mutex-requests.ts';
 import { RunCompletions } from '../../../src/agent/run-completions.ts';
 import { LockSession, type LeaseInformer } from '../../../src/agent/session.ts';
@@ -16,21 +16,11 @@ import { grantedLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { leaseName, LOCK_LABEL } from '../../../src/protocol/names.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
+import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
 
 const SELF = { name: 'web-0', uid: 'uid-0' };
 const TIMINGS = { leaseDurationMs: 3000, renewDeadlineMs: 2000, renewPeriodMs: 1000 };
-
-function kubeConfigFor(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: true }],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-    currentContext: 'c',
-  });
-  return kc;
-}
 
 describe('MutexRequests with a bound, against an API server that never answers', () => {
   let server: Server | undefined;
@@ -63,8 +53,8 @@ describe('MutexRequests with a bound, against an API server that never answers',
     await new Promise<void>((r) => {
       server?.listen(0, '127.0.0.1', r);
     });
-    const kc = kubeConfigFor(`http://127.0.0.1:${(server?.address() as AddressInfo).port}`);
-    const o = { kc, namespace: 'ns', lock: 'db', self: SELF, clock: new FakeClock() };
+    const api = apiClientFor(`http://127.0.0.1:${(server?.address() as AddressInfo).port}`);
+    const o = { api, namespace: 'ns', lock: 'db', self: SELF, clock: new FakeClock() };
     return { m: new MutexRequests(o), r: new RunCompletions(o), received: received.promise, closed: closed.promise };
   };
 
@@ -130,7 +120,7 @@ class World {
       create: () => Promise.reject(new Error('agents do not create Leases')),
     };
     this.session = new LockSession({
-      kc: kubeConfigFor('http://127.0.0.1:9'),
+      api: apiClientFor('http://127.0.0.1:9'),
       namespace: 'ns',
       lock: 'db',
       self: SELF,

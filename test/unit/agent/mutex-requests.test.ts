@@ -6,9 +6,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KubeConfig } from '@kubernetes/client-node';
 import { MutexRequests, requestAnnotations, withdrawAnnotations } from '../../../src/agent/mutex-requests.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
+import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
 
 const keys = podKeys('db');
@@ -72,17 +72,8 @@ describe('MutexRequests on the wire', () => {
     await new Promise<void>((r) => {
       server?.listen(0, '127.0.0.1', r);
     });
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [
-        { name: 'c', server: `http://127.0.0.1:${(server?.address() as AddressInfo).port}`, skipTLSVerify: true },
-      ],
-      users: [{ name: 'u' }],
-      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-      currentContext: 'c',
-    });
     const m = new MutexRequests({
-      kc,
+      api: apiClientFor(`http://127.0.0.1:${(server?.address() as AddressInfo).port}`),
       namespace: 'ns',
       lock: 'db',
       self: { name: 'web-0', uid: 'uid-0' },

@@ -4,7 +4,7 @@
  * store that checks resourceVersions like the API server — only the holder of the run's term may
  * complete it, a future completedAt does not count, a conflict reads again.
  */
-import { ApiException, KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { ApiException, type V1Lease } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { hasCompletedRun, NotRunHolderError, RunCompletions } from '../../../src/agent/run-completions.ts';
 import type { LeaseClient } from '../../../src/kube/leases.ts';
@@ -19,6 +19,7 @@ import {
 } from '../../../src/lease/record.ts';
 import { COMPLETED_RUNS_ANNOTATION, leaseName, TOKEN_ANNOTATION } from '../../../src/protocol/names.ts';
 import { aLock } from '../../support/builders.ts';
+import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
 
 const NOW = new Date('2025-01-01T00:00:00.123Z');
@@ -127,7 +128,14 @@ class Store implements LeaseClient {
 }
 
 const completions = (store: Store, clock = new FakeClock({ wall: NOW })): RunCompletions =>
-  new RunCompletions({ kc: new KubeConfig(), namespace: 'ns', lock: 'db', self: SELF, clock, leases: store });
+  new RunCompletions({
+    api: apiClientFor('http://127.0.0.1:9'),
+    namespace: 'ns',
+    lock: 'db',
+    self: SELF,
+    clock,
+    leases: store,
+  });
 
 describe('RunCompletions', () => {
   it('records the run on the Lease while the Lease names this pod with the run token', async () => {

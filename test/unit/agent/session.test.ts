@@ -4,12 +4,13 @@
  * compare-and-swap writes that can be made to fail, the watch is fed by hand, time is a fake clock.
  */
 import { describe, expect, it } from 'vitest';
-import { KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import { LockSession, type LeaseInformer, type LockEvent } from '../../../src/agent/session.ts';
 import { grantedLease, parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import type { LeaseClient } from '../../../src/kube/leases.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
+import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
 import type { HolderRef } from '../../../src/protocol/holder.ts';
 import { leaseName, LOCK_LABEL } from '../../../src/protocol/names.ts';
@@ -67,15 +68,8 @@ class World {
       },
       create: () => Promise.reject(new Error('agents do not create Leases')),
     };
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'c', server: 'http://127.0.0.1:9' }],
-      users: [{ name: 'u' }],
-      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-      currentContext: 'c',
-    });
     this.session = new LockSession({
-      kc,
+      api: apiClientFor('http://127.0.0.1:9'),
       namespace: 'default',
       lock: LOCK,
       self: SELF,

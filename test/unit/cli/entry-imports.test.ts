@@ -34,18 +34,19 @@ describe('the modules each entry point loads', () => {
   );
 
   it(
-    'the library (fencepost): the Kubernetes client and pino, but no Redis client, metrics, controller or CLI code',
+    'the library (fencepost): its own transport and pino, but no Kubernetes client package, Redis client, metrics, controller or CLI code',
     async () => {
       const t = await library('src/index.ts');
       expect(t.code, t.stderr).toBe(0);
-      expect(t.packages).toContain('@kubernetes/client-node');
+      expect(t.packages).not.toContain('@kubernetes/client-node');
       expect(t.packages).toContain('pino');
       expect(t.packages).not.toContain('ioredis');
       expect(t.packages).not.toContain('prom-client');
       expect(t.files).toContain('src/client/acquire.ts');
+      expect(t.files).toContain('src/transport/client.ts');
       expect(t.files.filter((f) => f.startsWith('src/controllers/') || f.startsWith('src/config/'))).toEqual([]);
       expect(t.files.filter((f) => f.startsWith('src/cli/'))).toEqual([]);
-      expect(t.files).toContain('src/kube/kubeconfig.ts');
+      expect(t.files.filter((f) => f.startsWith('src/kube/'))).toEqual([]);
     },
     HANG_BOUND_MS,
   );
@@ -91,13 +92,22 @@ describe('the modules each entry point loads', () => {
   );
 
   it(
-    'fencepost agent loads the agent, and no ioredis and nothing of the controller or of exec',
+    'fencepost agent loads the agent and its own transport, and no @kubernetes/client-node, no ioredis, no prom-client and nothing of the controller or of exec',
     async () => {
       const t = await cli('agent', '--lock', 'billing'); // no POD_NAME: fails after loading
       expect(t.code).not.toBe(0);
+      expect(t.packages).not.toContain('@kubernetes/client-node');
+      expect(t.packages).not.toContain('ioredis');
+      expect(t.packages).not.toContain('prom-client'); // observability/exposition.ts instead (about 11 MiB less)
       expect(t.files).toContain('src/cli/agent.ts');
       expect(t.files).toContain('src/agent/session.ts');
-      expect(t.packages).not.toContain('ioredis');
+      expect(t.files).toContain('src/transport/informer.ts');
+      expect(
+        t.files.filter(
+          (f) =>
+            f.startsWith('src/kube/') && f !== 'src/kube/event-recorder.ts' && f !== 'src/kube/event-correlator.ts',
+        ),
+      ).toEqual([]);
       expect(t.files.filter((f) => f.startsWith('src/controllers/') || f.startsWith('src/fencing/redis'))).toEqual([]);
       expect(t.files).not.toContain('src/cli/controller.ts');
       expect(t.files).not.toContain('src/cli/exec.ts');
@@ -106,12 +116,13 @@ describe('the modules each entry point loads', () => {
   );
 
   it(
-    'fencepost exec loads the library, and no ioredis, no metrics and nothing of the controller or the agent command',
+    'fencepost exec loads the library, and no @kubernetes/client-node, no ioredis, no metrics and nothing of the controller or the agent command',
     async () => {
       const t = await cli('exec', '--lock', 'billing', '--', 'true'); // no POD_NAME: fails after loading
       expect(t.code).not.toBe(0);
       expect(t.files).toContain('src/cli/exec.ts');
       expect(t.files).toContain('src/client/acquire.ts');
+      expect(t.packages).not.toContain('@kubernetes/client-node');
       expect(t.packages).not.toContain('ioredis');
       expect(t.packages).not.toContain('prom-client');
       expect(t.files.filter((f) => f.startsWith('src/controllers/'))).toEqual([]);

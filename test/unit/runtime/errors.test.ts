@@ -13,6 +13,7 @@ import {
   isTooManyRequests,
 } from '../../../src/runtime/errors.ts';
 import type { ErrorKind } from '../../../src/runtime/errors.ts';
+import { ApiError } from '../../../src/transport/client.ts';
 
 /** apiError builds what client-node's generated APIs throw: the Status body as raw response text. */
 function apiError(code: number, reason?: string): ApiException<string | undefined> {
@@ -181,5 +182,52 @@ describe('errorKind', () => {
 
   it('only ever returns a declared kind', () => {
     for (const { err } of cases) expect(ERROR_KINDS).toContain(errorKind(err));
+  });
+});
+
+describe("the transport's ApiError and client-node's ApiException classify identically", () => {
+  /** transportError builds what src/transport/client.ts throws: the parsed Status, or the text when it is not JSON. */
+  const transportError = (code: number, reason?: string): ApiError =>
+    new ApiError('PUT', '/apis/coordination.k8s.io/v1/namespaces/ns/leases/x', code, {
+      kind: 'Status',
+      status: 'Failure',
+      ...(reason !== undefined ? { reason } : {}),
+      code,
+    });
+  const classify = (err: unknown) => ({
+    status: httpStatus(err),
+    kind: errorKind(err),
+    notFound: isNotFound(err),
+    conflict: isConflict(err),
+    alreadyExists: isAlreadyExists(err),
+    gone: isGone(err),
+    tooMany: isTooManyRequests(err),
+  });
+  it.each([
+    [404, 'NotFound'],
+    [404, undefined],
+    [409, 'Conflict'],
+    [409, 'AlreadyExists'],
+    [409, undefined],
+    [410, 'Expired'],
+    [410, 'Gone'],
+    [422, 'Invalid'],
+    [429, 'TooManyRequests'],
+    [403, 'Forbidden'],
+    [500, 'InternalError'],
+    [504, 'Timeout'],
+  ] as [number, string | undefined][])('HTTP %i %s', (code, reason) => {
+    expect(classify(transportError(code, reason))).toEqual(classify(apiError(code, reason)));
+    expect(classify(wrap(transportError(code, reason)))).toEqual(classify(wrap(apiError(code, reason))));
+  });
+
+  it('a non-JSON body (a proxy page) falls back to the code, as for ApiException', () => {
+    const proxyPage = new ApiError('PUT', '/x', 409, '<html>proxy error</html>');
+    expect(isConflict(proxyPage)).toBe(true);
+    expect(errorKind(proxyPage)).toBe('conflict');
+  });
+
+  it('an Error with a numeric code but no body is not an HTTP error', () => {
+    expect(httpStatus(Object.assign(new Error('x'), { code: 404 }))).toBeUndefined();
   });
 });

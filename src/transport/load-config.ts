@@ -1,0 +1,75 @@
+/**
+ * Finding the API server's settings, in the order `loadKubeConfig` (client-node's loadFromDefault)
+ * has always used: the --kubeconfig file when given; else the files of $KUBECONFIG (merged as
+ * kubectl merges them); else ~/.kube/config if it exists; else the pod's in-cluster
+ * ServiceAccount (when its token file exists). Unlike client-node, nothing found is an error
+ * rather than a silent http://localhost:8080.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { load as loadYaml } from 'js-yaml';
+import {
+  ConfigError,
+  SERVICE_ACCOUNT_DIR,
+  inClusterConfig,
+  mergeKubeconfigs,
+  parseKubeconfig,
+  type ClusterConfig,
+} from './config.ts';
+
+/** LoadConfigOptions are the seams of {@link loadClusterConfig}; every field defaults to the process's own. */
+export interface LoadConfigOptions {
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly home?: string;
+  /** serviceAccountDir: where the ServiceAccount is mounted; default {@link SERVICE_ACCOUNT_DIR}. */
+  readonly serviceAccountDir?: string;
+}
+
+/**
+ * loadClusterConfig finds and parses the settings (module comment). `path` is --kubeconfig.
+ *
+ * @throws ConfigError when a file cannot be read or parsed (naming it), or nothing is found.
+ */
+export function loadClusterConfig(path: string | undefined, o: LoadConfigOptions = {}): ClusterConfig {
+  if (path !== undefined) return parseKubeconfig(readKubeconfig(path), path);
+  const env = o.env ?? process.env;
+  const list = (env.KUBECONFIG ?? '').split(delimiter).filter((f) => f !== '');
+  if (list.length === 1) return parseKubeconfig(readKubeconfig(list[0] ?? ''), list[0] ?? '');
+  if (list.length > 1) return parseKubeconfig(mergeKubeconfigs(list.map(readKubeconfig)), list[0] ?? '');
+  const home = o.home ?? homedir();
+  const own = join(home, '.kube', 'config');
+  if (home !== '' && existsSync(own)) return parseKubeconfig(readKubeconfig(own), own);
+  const saDir = o.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
+  if (existsSync(join(saDir, 'token'))) {
+    let namespace: string | undefined;
+    try {
+      namespace = readFileSync(join(saDir, 'namespace'), 'utf8');
+    } catch {
+      namespace = undefined;
+    }
+    return inClusterConfig(env, saDir, namespace);
+  }
+  throw new ConfigError(
+    `no API server configured: no --kubeconfig, no $KUBECONFIG, no ${own}, and no ServiceAccount token at ${join(saDir, 'token')}`,
+  );
+}
+
+/** parseKubeconfigText parses a kubeconfig's YAML (or JSON, a subset) text; `source` names it in errors. */
+export function parseKubeconfigText(text: string, source: string): unknown {
+  try {
+    return loadYaml(text, { filename: source });
+  } catch (err) {
+    throw new ConfigError(`${source}: not a YAML kubeconfig: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function readKubeconfig(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`kubeconfig ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return parseKubeconfigText(text, file);
+}
