@@ -355,7 +355,7 @@ function lastIssued(obs: Observation): bigint | undefined {
 
 /**
  * lostTerm: what is known of a held term when the lock's Lease is missing — from the lock's status
- * (its holder, and the term's length from acquireTime to expireTime), from a pod still marked as
+ * (its holder, and the term's length, status.leaseDurationSeconds), from a pod still marked as
  * the lock's holder when status lags, or from the Held condition saying an earlier lost term is
  * still being waited out (the Lease deleted again during the wait: the holder is no longer named
  * anywhere, but may still believe). And whenever status records a Lease (status.leaseName): the
@@ -371,9 +371,7 @@ function lostTerm(obs: Observation): LostTerm | undefined {
     (c) => c.type === ConditionType.Held && c.reason === Reason.LeaseLost,
   );
   if (holder === undefined && !stillWaiting && status?.leaseName === undefined) return undefined;
-  const acquired = Date.parse(status?.acquireTime ?? '');
-  const expires = Date.parse(status?.expireTime ?? '');
-  const termMs = Number.isFinite(acquired) && Number.isFinite(expires) ? expires - acquired : 0;
+  const termMs = (status?.leaseDurationSeconds ?? 0) * 1000;
   const specMs = termTimingsOf(undefined, obs.lock.spec).leaseDurationMs;
   return { holder, leaseDurationSeconds: leaseDurationSecondsFor(Math.max(termMs, specMs)) };
 }

@@ -30,6 +30,17 @@ import { superviseInformer, type SupervisedInformer } from '../../runtime/inform
 import { defaultControllerRateLimiter } from '../../runtime/ratelimiter.ts';
 import { WorkQueue } from '../../runtime/workqueue.ts';
 import { leaseToLock, podToLocks } from './mappers.ts';
+import {
+  LOCK_SELECTOR_INDEX,
+  POD_LABEL_INDEX,
+  POD_MARK_INDEX,
+  lockSelectorValues,
+  podLabelValues,
+  podLookup,
+  podMarkValues,
+  type Indexed,
+} from './pod-index.ts';
+import { slimPod, withoutManagedFields } from './pods.ts';
 import type { Cache } from './ports.ts';
 import { DistributedLockReconciler } from './reconciler.ts';
 
@@ -101,6 +112,8 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
             version: VERSION,
             plural: PLURAL,
           })) as KubernetesListObject<DistributedLock>,
+    transform: withoutManagedFields,
+    indexers: { [LOCK_SELECTOR_INDEX]: lockSelectorValues },
   });
   const leases = superviseInformer<V1Lease>({
     ...common,
@@ -113,6 +126,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       ns !== undefined
         ? leaseApi.listNamespacedLease({ namespace: ns, labelSelector: LOCK_LABEL })
         : leaseApi.listLeaseForAllNamespaces({ labelSelector: LOCK_LABEL }),
+    transform: withoutManagedFields,
   });
   const pods = superviseInformer<V1Pod>({
     ...common,
@@ -120,6 +134,8 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     onStateChange: gauge('pods'),
     path: ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
     list: () => (ns !== undefined ? core.listNamespacedPod({ namespace: ns }) : core.listPodForAllNamespaces()),
+    transform: slimPod,
+    indexers: { [POD_LABEL_INDEX]: podLabelValues, [POD_MARK_INDEX]: podMarkValues },
   });
 
   // Every lock's Degraded condition follows the Redis connection: re-check them all when it changes.
@@ -134,6 +150,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     locks,
     leases,
     pods: o.podView === undefined ? pods : viewedCache(pods, o.podView),
+    podLookup: podLookup(o.podView === undefined ? pods : viewedCache(pods, o.podView)),
     leaseStore: leaseStoreFrom(leaseApi),
     podPatcher: podPatcherFrom(core),
     statusWriter: {
@@ -262,13 +279,14 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
 }
 
 /** viewedCache is a pod cache whose reads pass through view (podView). */
-function viewedCache(c: Cache<V1Pod>, view: (pod: V1Pod) => V1Pod): Cache<V1Pod> {
+function viewedCache(c: Cache<V1Pod> & Indexed<V1Pod>, view: (pod: V1Pod) => V1Pod): Cache<V1Pod> & Indexed<V1Pod> {
   return {
     list: (namespace) => c.list(namespace).map(view),
     get: (namespace, name) => {
       const p = c.get(namespace, name);
       return p !== undefined ? view(p) : undefined;
     },
+    byIndex: (index, value) => c.byIndex(index, value).map(view),
     hasSynced: () => c.hasSynced(),
   };
 }

@@ -137,7 +137,7 @@ const rows: readonly Row[] = [
       withPods(a, b),
       withLock({
         ...aLock('db'),
-        status: { holder: a.ref, acquireTime: '2025-01-01T00:00:00.000Z', expireTime: '2025-01-01T00:00:30.000Z' },
+        status: { holder: a.ref, acquireTime: '2025-01-01T00:00:00.000Z', leaseDurationSeconds: 30 },
       }),
     ),
     nowMs: 0,
