@@ -28,13 +28,16 @@ export interface CustomResourceWriter {
     status: Record<string, unknown>,
     options?: RequestOptions,
   ): Promise<void>;
-  /** jsonPatch sends `ops` as a JSON Patch to the object; a failed `test` is a 422 from the server. */
+  /**
+   * jsonPatch sends `ops` as a JSON Patch to the object and resolves with the object as patched; a
+   * failed `test` is a 422 from the server.
+   */
   jsonPatch(
     namespace: string,
     name: string,
     ops: readonly JsonPatchOperation[],
     options?: RequestOptions,
-  ): Promise<void>;
+  ): Promise<unknown>;
 }
 
 /** customResourceWriter adapts CustomObjectsApi to a {@link CustomResourceWriter} for `type`. */
@@ -48,10 +51,11 @@ export function customResourceWriter(api: CustomObjectsApi, type: ResourceType):
       );
     },
     async jsonPatch(namespace, name, ops, options) {
-      await api.patchNamespacedCustomObject(
+      const patched: unknown = await api.patchNamespacedCustomObject(
         { group, version, namespace, plural, name, body: ops },
         jsonPatchWith(options?.signal),
       );
+      return patched;
     },
   };
 }
