@@ -112,6 +112,59 @@ describe('superviseInformer on the shared API server', () => {
     expect(rec.logs.find((l) => l.msg === 'Synced informer cache')).toBeDefined();
   });
 
+  it('keeps objects as its transform made them, and its indexes current through add, update and delete', async () => {
+    await create('idx-pre', { big: 'x'.repeat(1000) }, { team: 'a' });
+    const rec = recorder();
+    const inf = track(
+      configMapInformer(kc, namespace, rec, {
+        // Keep the metadata the cache needs and drop the data, as the controller drops pods' specs.
+        transform: (cm) => ({
+          metadata: {
+            name: cm.metadata?.name ?? '',
+            namespace: cm.metadata?.namespace ?? '',
+            resourceVersion: cm.metadata?.resourceVersion ?? '',
+            ...(cm.metadata?.labels !== undefined ? { labels: cm.metadata.labels } : {}),
+          },
+        }),
+        indexers: { team: (cm) => (cm.metadata?.labels?.['team'] !== undefined ? [cm.metadata.labels['team']] : []) },
+      }),
+    );
+    await inf.start();
+    const team = (t: string): string[] =>
+      inf
+        .byIndex('team', t)
+        .map((o) => o.metadata?.name ?? '')
+        .sort();
+    expect(inf.get(namespace, 'idx-pre')).toEqual({
+      metadata: expect.objectContaining({ name: 'idx-pre', labels: { team: 'a' } }) as object,
+    }); // listed: no data
+    expect(team('a')).toEqual(['idx-pre']);
+
+    await create('idx-live', { big: 'y' }, { team: 'a' });
+    await eventually(() => {
+      expect(team('a')).toEqual(['idx-live', 'idx-pre']);
+    });
+    expect(inf.get(namespace, 'idx-live')?.data).toBeUndefined(); // watched: no data either
+
+    await core.replaceNamespacedConfigMap({
+      name: 'idx-live',
+      namespace,
+      body: { metadata: { name: 'idx-live', labels: { team: 'b' } }, data: {} },
+    });
+    await eventually(() => {
+      expect(team('a')).toEqual(['idx-pre']);
+      expect(team('b')).toEqual(['idx-live']);
+    });
+
+    await core.deleteNamespacedConfigMap({ name: 'idx-live', namespace });
+    await core.deleteNamespacedConfigMap({ name: 'idx-pre', namespace });
+    await eventually(() => {
+      expect(team('a')).toEqual([]);
+      expect(team('b')).toEqual([]);
+    });
+    expect(inf.byIndex('no-such-index', 'a')).toEqual([]);
+  });
+
   it('reports add, update and delete of ConfigMaps and keeps list and get current', async () => {
     const rec = recorder();
     const inf = track(configMapInformer(kc, namespace, rec));
