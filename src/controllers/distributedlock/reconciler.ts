@@ -70,6 +70,9 @@ interface CallContext {
 /** EXPIRY_WAIT_MARGIN_MS: look again just after a wait ends, not just before it. */
 const EXPIRY_WAIT_MARGIN_MS = 10;
 
+/** EXPECTATION_TTL_MS bounds how long a reconcile prefers its own last Lease write over the cache. */
+const EXPECTATION_TTL_MS = 5000;
+
 /**
  * MAX_PASSES bounds the observe→act loop of one reconcile: create the Lease, record it in status,
  * grant, one re-read after a conflict, and the final look.
@@ -94,6 +97,16 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #queues = new Map<ObjectKey, readonly QueuedRequest[]>();
   /** #refused: per lock key, the refused completions already reported (`runId|token|verdict`), for once-only Events. */
   readonly #refused = new Map<ObjectKey, Set<string>>();
+  /**
+   * #expected: per lock key, the Lease as our last write left it, until the Lease informer has
+   * delivered that version (client-go's "expectations"): a reconcile that runs before then decides
+   * from it rather than from the cache, which would still show the version before our write — a
+   * grant decided from that would burn a token and a write on a sure 409. Bounded by
+   * EXPECTATION_TTL_MS in case the watch skips the version (a relist).
+   */
+  readonly #expected = new Map<ObjectKey, { readonly lease: V1Lease; readonly untilMs: number }>();
+  /** #delivered: per lock key, the resourceVersion of the Lease the informer delivered last. */
+  readonly #delivered = new Map<ObjectKey, string>();
 
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
@@ -102,7 +115,44 @@ export class DistributedLockReconciler implements Reconciler {
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
   forgetObserved(): void {
     this.#seen.clear();
+    this.#expected.clear();
     this.#queues.clear(); // another leader may have recorded requests since: start from status again
+  }
+
+  /**
+   * leaseDelivered tells the reconciler that the Lease informer delivered `lease` (every add,
+   * update and delete, in order, before the key is enqueued), so that it stops preferring its own
+   * last write once the cache has caught up with it. Synchronous and cheap.
+   */
+  leaseDelivered(key: ObjectKey, lease: V1Lease, deleted: boolean): void {
+    const rv = lease.metadata?.resourceVersion ?? '';
+    if (deleted) {
+      this.#delivered.delete(key);
+      this.#expected.delete(key);
+      return;
+    }
+    this.#delivered.set(key, rv);
+    if (this.#expected.get(key)?.lease.metadata?.resourceVersion === rv) this.#expected.delete(key);
+  }
+
+  /** #expect records our write of the lock's Lease, unless the informer has already delivered it. */
+  #expect(key: ObjectKey, lease: V1Lease | undefined): void {
+    const rv = lease?.metadata?.resourceVersion;
+    if (lease === undefined || rv === undefined || this.#delivered.get(key) === rv) {
+      this.#expected.delete(key);
+      return;
+    }
+    this.#expected.set(key, { lease, untilMs: this.#d.clock.monotonicMs() + EXPECTATION_TTL_MS });
+  }
+
+  /** #cachedLease: the lock's Lease from the cache, or our own last write while the cache has not shown it yet. */
+  #cachedLease(key: ObjectKey, namespace: string, name: string): V1Lease | undefined {
+    const expected = this.#expected.get(key);
+    if (expected !== undefined) {
+      if (this.#d.clock.monotonicMs() < expected.untilMs) return expected.lease;
+      this.#expected.delete(key);
+    }
+    return this.#d.leases.get(namespace, name);
   }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
@@ -116,6 +166,8 @@ export class DistributedLockReconciler implements Reconciler {
       this.#tampered.delete(key);
       this.#queues.delete(key);
       this.#refused.delete(key);
+      this.#expected.delete(key);
+      this.#delivered.delete(key);
       return {};
     }
     const lock = structuredClone(cached);
@@ -148,7 +200,7 @@ export class DistributedLockReconciler implements Reconciler {
     let obs: Observation | undefined;
     let dec: Decision | undefined;
     for (let pass = 0; pass < MAX_PASSES; pass++) {
-      const lease = known !== undefined ? known.lease : this.#d.leases.get(namespace, lName);
+      const lease = known !== undefined ? known.lease : this.#cachedLease(key, namespace, lName);
       obs = this.#observe(key, current, lease);
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find(
@@ -158,10 +210,12 @@ export class DistributedLockReconciler implements Reconciler {
         try {
           known = { lease: await this.#actOnLease(key, current, obs, lease, leaseAction, io) };
         } catch (err) {
+          this.#expected.delete(key);
           if (!isConflict(err) || pass === MAX_PASSES - 1) throw err;
           log.debug({ lease: lName }, 'Lease changed since it was read; reading it again');
           known = { lease: await this.#d.leaseStore.get(namespace, lName, { signal }) };
         }
+        this.#expect(key, known.lease);
         continue;
       }
       if (dec.waiting === 'LeaseNotRecorded' && !recorded) {

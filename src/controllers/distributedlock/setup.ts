@@ -220,8 +220,11 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   locks.onChange((l) => {
     controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
   });
-  leases.onChange((l) => {
-    for (const k of leaseToLock(l)) controller.enqueue(k);
+  leases.onChange((l, kind) => {
+    for (const k of leaseToLock(l)) {
+      reconciler.leaseDelivered(k, l, kind === 'delete');
+      controller.enqueue(k);
+    }
   });
   pods.onChange((p) => {
     for (const k of podToLocks(locks, p)) controller.enqueue(k);
