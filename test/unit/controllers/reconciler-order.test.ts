@@ -209,6 +209,42 @@ describe('DistributedLockReconciler grant order (real reconciler, in-memory API 
     expect(leftBehind(cluster)).toEqual({ lease: 'web-0 103', pod: 'marked 103', status: 'web-0 103' });
   });
 
+  it('a reconcile that runs before the cache shows its own grant decides from that grant: no second token, no write', async () => {
+    const cluster = world();
+    const steps: Operation[] = [];
+    const gate = (step: Step): Promise<void> => {
+      steps.push(step.op);
+      return Promise.resolve();
+    };
+    const deps = cluster.reconcilerDeps({ gate, clock: new FakeClock(), log: silentLogger });
+    // The Lease cache lags: it keeps showing the Lease as it was before the grant until told.
+    let cached = cluster.lease(leaseName(LOCK));
+    const reconciler = new DistributedLockReconciler({
+      ...deps,
+      leases: { ...deps.leases, get: () => cached, list: () => (cached !== undefined ? [cached] : []) },
+    });
+    const logFields = {
+      controller: 'distributedlock',
+      controllerGroup: 'fencepost.io',
+      controllerKind: 'DistributedLock',
+      namespace: 'default',
+      name: LOCK,
+      reconcileID: 'r',
+    };
+    const run = () => reconciler.reconcile(KEY, { reconcileId: 'r', logFields, signal: new AbortController().signal });
+    await run();
+    expect(steps.splice(0)).toEqual(['fencing.next', 'lease.replace', 'pod.patch', 'status.patch']);
+    await run(); // the cache still shows the vacant Lease
+    expect(steps.splice(0)).toEqual([]);
+    const granted = cluster.lease(leaseName(LOCK));
+    if (granted === undefined) throw new Error('no Lease');
+    cached = granted;
+    reconciler.leaseDelivered(KEY, granted, false); // the informer caught up
+    await run();
+    expect(steps).toEqual([]);
+    expect(leftBehind(cluster)).toEqual({ lease: 'web-0 102', pod: 'marked 102', status: 'web-0 102' });
+  });
+
   it('a shutdown after the token is taken does not make the grant', async () => {
     const cluster = world();
     const c = controller(cluster, undefined, 'fencing.next');
