@@ -5,6 +5,7 @@
  */
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { JsonPatchOperation } from '../runtime/finalizer.ts';
+import type { JsonClient } from './json-client.ts';
 import { jsonPatchWith, mergePatchWith } from './request-options.ts';
 
 /** ResourceType names a custom resource's REST path. */
@@ -57,5 +58,31 @@ export function customResourceWriter(api: CustomObjectsApi, type: ResourceType):
       );
       return patched;
     },
+  };
+}
+
+/** customResourceWriterOver is {@link customResourceWriter} over a {@link JsonClient}. */
+export function customResourceWriterOver(json: JsonClient, type: ResourceType): CustomResourceWriter {
+  const { group, version, plural } = type;
+  const path = (namespace: string, name: string): string =>
+    `/apis/${group}/${version}/namespaces/${encodeURIComponent(namespace)}/${plural}/${encodeURIComponent(name)}`;
+  return {
+    async mergePatchStatus(namespace, name, status, options) {
+      await json.request<unknown>({
+        method: 'PATCH',
+        path: `${path(namespace, name)}/status`,
+        body: { status },
+        contentType: 'application/merge-patch+json',
+        signal: options?.signal,
+      });
+    },
+    jsonPatch: (namespace, name, ops, options) =>
+      json.request<unknown>({
+        method: 'PATCH',
+        path: path(namespace, name),
+        body: ops,
+        contentType: 'application/json-patch+json',
+        signal: options?.signal,
+      }),
   };
 }

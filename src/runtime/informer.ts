@@ -21,7 +21,7 @@
  * disconnected leaves the cache and produces one `delete`.
  */
 import { ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesObject, ListPromise } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
 import type { Timer, TimerClock } from './clock.ts';
 
 /**
@@ -61,6 +61,9 @@ export interface InformerBackoff {
  */
 const DEFAULT_INFORMER_BACKOFF = Object.freeze({ baseMs: 200, maxMs: 30_000 } as const);
 
+/** DEFAULT_PAGE_SIZE: 500 objects per page, client-go's reflector page size. */
+const DEFAULT_PAGE_SIZE = 500;
+
 /**
  * DEFAULT_SYNC_TIMEOUT_MS is how long `start()` waits for the first list: 2 minutes, as
  * controller-runtime's `CacheSyncTimeout`: a controller whose caches never sync should exit and be restarted.
@@ -81,6 +84,18 @@ export interface SuperviseInformerOptions<T extends KubernetesObject> {
    * to the watch, so a list without it fills the cache with objects no watch will ever update.
    */
   readonly list: ListPromise<T>;
+  /**
+   * listPage, when given, replaces `list` for the informer's lists: it is called with a page size
+   * and the `continue` token of the previous page (undefined for the first) and must pass both to
+   * the API server (`limit`, `continue`) along with the same label selector. Each page is
+   * transformed before the next is fetched, so a large collection is never held whole in its full
+   * form: at 10,000 pods that whole first list was the controller's peak of memory.
+   */
+  readonly listPage?: (page: { readonly limit: number; readonly continue: string | undefined }) => Promise<
+    KubernetesListObject<T>
+  >;
+  /** pageSize is the `limit` of each `listPage` call. Defaults to {@link DEFAULT_PAGE_SIZE}. */
+  readonly pageSize?: number;
   /** labelSelector restricts the watch (and, by the caller's list, the cache). Defaults to none. */
   readonly labelSelector?: string;
   /**
@@ -247,6 +262,13 @@ class GuardedWatch<T> extends Watch {
   }
 }
 
+/** continueToken: a list page's `continue` token (`_continue` in client-node's models, `continue` in raw JSON), or undefined on the last page. */
+function continueToken(list: KubernetesListObject<KubernetesObject>): string | undefined {
+  const md = list.metadata as { _continue?: unknown; continue?: unknown } | undefined;
+  const token = md?._continue ?? md?.continue;
+  return typeof token === 'string' && token !== '' ? token : undefined;
+}
+
 function abortedController(): AbortController {
   const c = new AbortController();
   c.abort();
@@ -311,14 +333,30 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     for (const [name] of this.#indexers) this.#index.set(name, new Map());
     const transform = opts.transform;
     const watch = new GuardedWatch(opts.kc, () => this.#stopped, transform);
+    const listPage = opts.listPage;
+    const pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
     const list: ListPromise<T> =
-      transform === undefined
-        ? opts.list
-        : async () => {
-            const l = await opts.list();
-            l.items = l.items.map(transform);
-            return l;
-          };
+      listPage !== undefined
+        ? async () => {
+            const items: T[] = [];
+            let cont: string | undefined;
+            let last: KubernetesListObject<T>;
+            do {
+              last = await listPage({ limit: pageSize, continue: cont });
+              for (const item of last.items) items.push(transform !== undefined ? transform(item) : item);
+              last.items = [];
+              cont = continueToken(last);
+            } while (cont !== undefined && !this.#stopped);
+            last.items = items;
+            return last;
+          }
+        : transform === undefined
+          ? opts.list
+          : async () => {
+              const l = await opts.list();
+              l.items = l.items.map(transform);
+              return l;
+            };
     this.#informer = new ListWatch<T>(opts.path, watch, list, false, opts.labelSelector, undefined, {
       delayFn: (ms) => this.#delay(ms),
     });

@@ -165,6 +165,38 @@ describe('superviseInformer on the shared API server', () => {
     expect(inf.byIndex('no-such-index', 'a')).toEqual([]);
   });
 
+  it('lists in pages with listPage (limit and continue), transforming each page, then watches from the list', async () => {
+    for (const n of ['pg-1', 'pg-2', 'pg-3', 'pg-4', 'pg-5']) await create(n, { big: 'z' }, { paged: 'yes' });
+    const pages: (string | undefined)[] = [];
+    const rec = recorder();
+    const inf = track(
+      configMapInformer(kc, namespace, rec, {
+        labelSelector: 'paged=yes',
+        list: () => Promise.reject(new Error('listPage is used instead')),
+        listPage: ({ limit, continue: token }) => {
+          pages.push(token);
+          return core.listNamespacedConfigMap({
+            namespace,
+            labelSelector: 'paged=yes',
+            limit,
+            ...(token !== undefined ? { _continue: token } : {}),
+          });
+        },
+        pageSize: 2,
+        transform: (cm) => ({ metadata: cm.metadata ?? {} }),
+      }),
+    );
+    await inf.start();
+    expect(pages).toHaveLength(3); // 2 + 2 + 1
+    expect(pages[0]).toBeUndefined();
+    expect(cmNames(inf, namespace)).toEqual(['pg-1', 'pg-2', 'pg-3', 'pg-4', 'pg-5']);
+    expect(inf.list(namespace).every((cm) => cm.data === undefined)).toBe(true);
+    await create('pg-6', {}, { paged: 'yes' }); // the watch continues from the paged list
+    await eventually(() => {
+      expect(cmNames(inf, namespace)).toContain('pg-6');
+    });
+  });
+
   it('reports add, update and delete of ConfigMaps and keeps list and get current', async () => {
     const rec = recorder();
     const inf = track(configMapInformer(kc, namespace, rec));
