@@ -72,7 +72,12 @@ export function jsonClient(kc: KubeConfig): JsonClient {
           ? await viaDispatcher(dispatcher, url, r.method, headers, payload, r.signal)
           : await viaFetch(url, r.method, headers, payload, r.signal);
       if (status >= 400) {
-        throw new ApiException<string>(status, `HTTP-Code: ${status}\nMessage: ${r.method} ${r.path}\nBody: ${text}`, text, {});
+        throw new ApiException<string>(
+          status,
+          `HTTP-Code: ${status}\nMessage: ${r.method} ${r.path}\nBody: ${text}`,
+          text,
+          {},
+        );
       }
       return (text === '' ? undefined : JSON.parse(text)) as T;
     },

@@ -68,7 +68,11 @@ export function leaseStoreOver(json: JsonClient): LeaseClient & LeaseDeleter {
   return {
     async get(namespace, name, options) {
       try {
-        return await json.request<V1Lease>({ method: 'GET', path: leasePath(namespace, name), signal: options?.signal });
+        return await json.request<V1Lease>({
+          method: 'GET',
+          path: leasePath(namespace, name),
+          signal: options?.signal,
+        });
       } catch (err) {
         if (isNotFound(err)) return undefined;
         throw err;

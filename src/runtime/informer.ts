@@ -91,9 +91,10 @@ export interface SuperviseInformerOptions<T extends KubernetesObject> {
    * transformed before the next is fetched, so a large collection is never held whole in its full
    * form: at 10,000 pods that whole first list was the controller's peak of memory.
    */
-  readonly listPage?: (page: { readonly limit: number; readonly continue: string | undefined }) => Promise<
-    KubernetesListObject<T>
-  >;
+  readonly listPage?: (page: {
+    readonly limit: number;
+    readonly continue: string | undefined;
+  }) => Promise<KubernetesListObject<T>>;
   /** pageSize is the `limit` of each `listPage` call. Defaults to {@link DEFAULT_PAGE_SIZE}. */
   readonly pageSize?: number;
   /** labelSelector restricts the watch (and, by the caller's list, the cache). Defaults to none. */
