@@ -39,6 +39,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { HolderRef } from '../../protocol/holder.ts';
 import { TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
+import { MAX_TOKEN } from '../../protocol/token.ts';
 import {
   type ObjectKey,
   type ReconcileContext,
@@ -366,6 +367,8 @@ export class DistributedLockReconciler implements Reconciler {
           );
           throw new Error(`Failed to issue fencing token from ${fencing.backend}`, { cause: err });
         }
+        if (issued.token > MAX_TOKEN)
+          throw new Error(`Fencing token ${issued.token} above the largest token; not granted`);
         const firstToken = current.metadata?.annotations?.[TOKEN_ANNOTATION] === undefined;
         const loss = fenceLoss(issued, firstToken);
         if (loss !== undefined) {

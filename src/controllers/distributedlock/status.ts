@@ -49,7 +49,7 @@ const WAITING_MESSAGE: Record<Waiting, string> = {
     'The last holder expired or its containers terminated; waiting spec.lockDelaySeconds before the next grant',
   LeaseNotRecorded: 'Recording the new Lease in status before the first grant',
   TokenRegressed:
-    "The Lease's fencing token is below status.fencingToken, the last one issued: someone lowered it. No grant until the annotation is restored (or the Lease deleted)",
+    "The Lease's fencing token is below status.fencingToken, the last one issued (someone lowered it), or one of them is at the largest token, 2^63-1 (someone raised it). No grant until it is restored",
   LeaseLost:
     "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
