@@ -32,6 +32,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { parseLease, renewedLease, type LockRecord } from '../src/lease/record.ts';
+import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import {
@@ -114,6 +115,13 @@ interface HandoffSample {
    */
   readonly releaseSeenToGrantSentMs: number;
   readonly grantSentToSeenMs: number;
+  /**
+   * confirmCasMs: the successor's confirmation, the last hop — a renew CAS of the granted Lease
+   * as seen on the watch (what the successor's agent does before it says it holds), call to return.
+   */
+  readonly confirmCasMs: number;
+  /** releaseToConfirmMs: t0 to that confirmation returning: the whole handoff, five hops. */
+  readonly releaseToConfirmMs: number;
 }
 /** FloorPart is one floor sample taken with one HTTP client. */
 interface FloorPart {
@@ -147,6 +155,8 @@ interface Summary {
   readonly releaseSeenToGrantMs: Stats;
   readonly releaseSeenToGrantSentMs: Stats;
   readonly grantSentToSeenMs: Stats;
+  readonly confirmCasMs: Stats;
+  readonly releaseToConfirmMs: Stats;
   readonly floorClientNode: FloorStats;
   readonly floorKeepAlive: FloorStats;
 }
@@ -159,20 +169,25 @@ interface SeriesResult {
    * models, from the floor p50s (a negative watch delivery counts as 0):
    * - watchRoundTrip*: one watch round trip, 2 × watch delivery + 1 × CAS (the release reaches the
    *   controller by watch, it writes the grant, the grant reaches the watcher by watch);
-   * - controllerPathClientNodeMs: that plus the one direct GET the reconciler makes before its
-   *   grant write (the fresh observe the decision is made from), all with client-node; the Redis
-   *   INCR is not in it.
+   * - controllerPathClientNodeMs: the controller's calls on the path with client-node: since
+   *   issue 16 it decides from its cache, so this is the watch round trip again (it was 2 × watch +
+   *   1 × GET + 1 × CAS while it read the Lease directly before each grant); no Redis INCR;
+   * - protocolFloorKeepAliveMs: the whole handoff on the bare floor, release CAS + watch + grant
+   *   CAS + watch + confirm CAS (3 × CAS + 2 × watch, kept-alive).
    */
   readonly models: {
     readonly watchRoundTripKeepAliveMs: number;
     readonly watchRoundTripClientNodeMs: number;
     readonly controllerPathClientNodeMs: number;
+    readonly protocolFloorKeepAliveMs: number;
   };
   /** ratios: commit → grant observed p50 over each model. */
   readonly ratios: {
     readonly commitToGrantOverWatchRoundTripKeepAlive: number;
     readonly commitToGrantOverWatchRoundTripClientNode: number;
     readonly commitToGrantOverControllerPathClientNode: number;
+    /** releaseToConfirmOverProtocolFloor: release → confirmed p50 over protocolFloorKeepAliveMs. */
+    readonly releaseToConfirmOverProtocolFloor: number;
   };
   readonly redisCounter: string | null;
   readonly samples: { readonly handoff: HandoffSample[]; readonly floor: FloorSample[] };
@@ -354,6 +369,9 @@ async function runSeries(
   log: (msg: string) => void,
 ): Promise<SeriesResult> {
   const kc = plane.kubeConfig();
+  // The controller and the agents' side (release, confirm) call the API server as the CLI does:
+  // through loadKubeConfig's pooled connections. The client-node floor keeps the plain KubeConfig.
+  const pooled = loadKubeConfig(plane.kubeconfigPath);
   const namespace = await plane.createNamespace(`bench-handoff-${backend.toLowerCase()}-`);
   const t = testKube(kc, namespace);
   const redisUrl = backend === 'Redis' ? redis.url : undefined;
@@ -361,7 +379,7 @@ async function runSeries(
   const closers: (() => void)[] = [];
   try {
     controller = await startLockController({
-      kc,
+      kc: pooled,
       redisUrl,
       namespace,
       identity: `bench-controller-${backend.toLowerCase()}`,
@@ -392,7 +410,8 @@ async function runSeries(
     closers.push(() => {
       scratchWatch.stop();
     });
-    const timed = kc.makeApiClient(TimedLeases);
+    const timed = pooled.makeApiClient(TimedLeases);
+    const confirmer = pooled.makeApiClient(CoordinationV1Api);
     const releaser: TestKube = { ...t, leases: timed };
     const raw = keepAliveClient(kc);
     closers.push(() => {
@@ -463,7 +482,15 @@ async function runSeries(
         return r.holder !== undefined && r.token !== undefined && r.token > tokenBefore;
       });
       const after = parseLease(granted.lease);
-      current = after;
+      // The successor confirms with its first renew, from the Lease as its watch delivered it.
+      const k0 = performance.now();
+      const confirmed = await confirmer.replaceNamespacedLease({
+        namespace,
+        name: LEASE,
+        body: renewedLease(granted.lease, new Date()),
+      });
+      const k1 = performance.now();
+      current = parseLease(confirmed);
       const sentAt = (after.acquireTime?.getTime() ?? Number.NaN) - performance.timeOrigin;
       return {
         run,
@@ -479,6 +506,8 @@ async function runSeries(
         releaseSeenToGrantMs: r2(granted.at - released.at),
         releaseSeenToGrantSentMs: r2(sentAt - released.at),
         grantSentToSeenMs: r2(granted.at - sentAt),
+        confirmCasMs: r2(k1 - k0),
+        releaseToConfirmMs: r2(k1 - t0),
       };
     };
 
@@ -523,6 +552,8 @@ async function runSeries(
       releaseSeenToGrantMs: stats(h.map((s) => s.releaseSeenToGrantMs)),
       releaseSeenToGrantSentMs: stats(h.map((s) => s.releaseSeenToGrantSentMs)),
       grantSentToSeenMs: stats(h.map((s) => s.grantSentToSeenMs)),
+      confirmCasMs: stats(h.map((s) => s.confirmCasMs)),
+      releaseToConfirmMs: stats(h.map((s) => s.releaseToConfirmMs)),
       floorClientNode: floorStats(f.map((s) => s.clientNode)),
       floorKeepAlive: floorStats(f.map((s) => s.keepAlive)),
     };
@@ -531,7 +562,8 @@ async function runSeries(
     const models = {
       watchRoundTripKeepAliveMs: r2(2 * Math.max(0, ka.watchMs.p50) + ka.casMs.p50),
       watchRoundTripClientNodeMs: r2(2 * Math.max(0, cn.watchMs.p50) + cn.casMs.p50),
-      controllerPathClientNodeMs: r2(2 * Math.max(0, cn.watchMs.p50) + cn.getMs.p50 + cn.casMs.p50),
+      controllerPathClientNodeMs: r2(2 * Math.max(0, cn.watchMs.p50) + cn.casMs.p50),
+      protocolFloorKeepAliveMs: r2(2 * Math.max(0, ka.watchMs.p50) + 3 * ka.casMs.p50),
     };
     const c2g = summary.commitToGrantMs.p50;
     return {
@@ -547,6 +579,7 @@ async function runSeries(
         commitToGrantOverWatchRoundTripKeepAlive: r2(c2g / models.watchRoundTripKeepAliveMs),
         commitToGrantOverWatchRoundTripClientNode: r2(c2g / models.watchRoundTripClientNodeMs),
         commitToGrantOverControllerPathClientNode: r2(c2g / models.controllerPathClientNodeMs),
+        releaseToConfirmOverProtocolFloor: r2(summary.releaseToConfirmMs.p50 / models.protocolFloorKeepAliveMs),
       },
       redisCounter,
       samples,
@@ -610,11 +643,13 @@ async function main(): Promise<void> {
           't0 = performance.now() right before that replace call, t1 when it returned; t2 = arrival of the watch event ' +
           '(client-node Watch, fieldSelector metadata.name=dlock-NAME, opened before the first release) with a new holder and a larger token. ' +
           "releaseSeenToGrantSentMs / grantSentToSeenMs split at the grant's spec.acquireTime (wall clock, whole ms, stamped by the in-process controller just before its replace). " +
+          "confirmCasMs: the successor's first renew (replace of the Lease as the watch delivered the grant), as its agent confirms; releaseToConfirmMs = t0 to its return. " +
+          "The controller, the release and the confirmation use loadKubeConfig (pooled connections, as the CLI); the floor's clientNode part a plain KubeConfig. " +
           'Floor, one sample before each handoff, on a scratch Lease the controller does not watch: getMs = one GET; casMs = one replace with the read resourceVersion; ' +
           'watchMs = from that replace returning to its event on a second Watch (watchFromSendMs: from the call). ' +
           'Each twice: clientNode (client-node 2.0, a new undici Agent and TLS connection per call, as the controller and fixtures make them; renewedLease body) ' +
           'and keepAlive (node:https, one kept-alive connection; one annotation changed). ' +
-          'models: watchRoundTrip* = 2 × watch p50 + 1 × CAS p50; controllerPathClientNodeMs = 2 × watch + 1 × GET + 1 × CAS (client-node p50s; the reconciler reads the Lease once, directly, before its grant write; Redis INCR not included). ' +
+          'models: watchRoundTrip* = 2 × watch p50 + 1 × CAS p50; controllerPathClientNodeMs = 2 × watch + 1 × CAS (client-node p50s; the reconciler decides from its cache, no GET; Redis INCR not included); protocolFloorKeepAliveMs = 3 × CAS + 2 × watch (kept-alive p50s). ' +
           'Between samples the benchmark waits until the lock status shows the new holder, then settleMs. ' +
           'The controller, both watches and the clients share one Node process. Percentiles are nearest-rank ' +
           '(with 30 runs p99 is the maximum); warm-up samples are kept apart under warmup.',
@@ -669,6 +704,8 @@ function table(
       row('  release observed → grant observed', m.releaseSeenToGrantMs),
       row('    release observed → grant sent', m.releaseSeenToGrantSentMs),
       row('    grant sent → grant observed', m.grantSentToSeenMs),
+      row('  confirm CAS (successor renews)', m.confirmCasMs),
+      row('release → confirmed (5 hops)', m.releaseToConfirmMs),
       row('floor, keep-alive: Lease GET', ka.getMs),
       row('floor, keep-alive: Lease CAS', ka.casMs),
       row('floor, keep-alive: watch (after return)', ka.watchMs),
@@ -686,7 +723,8 @@ function table(
       `commit → grant p50 ${m.commitToGrantMs.p50.toFixed(1)} ms is:`,
       `  ${ra.commitToGrantOverWatchRoundTripKeepAlive.toFixed(1)}× one watch round trip on kept-alive connections (2 × watch + 1 × CAS = ${md.watchRoundTripKeepAliveMs.toFixed(1)} ms)`,
       `  ${ra.commitToGrantOverWatchRoundTripClientNode.toFixed(1)}× one watch round trip with client-node (2 × watch + 1 × CAS = ${md.watchRoundTripClientNodeMs.toFixed(1)} ms)`,
-      `  ${ra.commitToGrantOverControllerPathClientNode.toFixed(1)}× the controller's calls with client-node (2 × watch + 1 × GET + 1 × CAS = ${md.controllerPathClientNodeMs.toFixed(1)} ms)`,
+      `  ${ra.commitToGrantOverControllerPathClientNode.toFixed(1)}× the controller's calls with client-node (2 × watch + 1 × CAS = ${md.controllerPathClientNodeMs.toFixed(1)} ms)`,
+      `release → confirmed p50 ${m.releaseToConfirmMs.p50.toFixed(1)} ms is ${ra.releaseToConfirmOverProtocolFloor.toFixed(1)}× the protocol on the bare floor (3 × CAS + 2 × watch = ${md.protocolFloorKeepAliveMs.toFixed(1)} ms)`,
     );
   }
   out.push(

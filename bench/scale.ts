@@ -88,6 +88,8 @@ interface Sample {
   readonly apiWritesPerS: number;
   readonly apiRequestsPerS: number;
   readonly renewsPerS: number;
+  /** controllerWrites: the controller's own POST/PUT/PATCH/DELETE so far (its rest_client_requests_total). */
+  readonly controllerWrites: number;
 }
 
 interface SizeResult {
@@ -109,6 +111,10 @@ interface SizeResult {
   readonly steadyApiWritesPerS: number | undefined;
   readonly steadyRenewsPerS: number | undefined;
   readonly renewErrors: number;
+  /** writesPerGrant: the controller's own writes from its start until all were granted, per lock. */
+  readonly writesPerGrant: number | undefined;
+  /** steadyControllerWritesPerLockPerMin: the controller's own writes in the steady phase, per held lock per minute. */
+  readonly steadyControllerWritesPerLockPerMin: number | undefined;
   /** controllerAtEnd: the controller's own counters when the size ended (reconciles by result, errors, retries, mean reconcile time). */
   readonly controllerAtEnd: Record<string, number>;
   readonly loadAverage: { readonly start: LoadAverage; readonly end: LoadAverage };
@@ -398,6 +404,7 @@ async function runSize(
       heapUsed: number;
       heapTotal: number;
       external: number;
+      writes: number;
     }> => {
       try {
         const text = await (
@@ -411,6 +418,10 @@ async function runSize(
           heapUsed: mib('nodejs_heap_size_used_bytes'),
           heapTotal: mib('nodejs_heap_size_total_bytes'),
           external: mib('nodejs_external_memory_bytes'),
+          writes: ['POST', 'PUT', 'PATCH', 'DELETE'].reduce(
+            (sum, method) => sum + sumMetric(m, 'rest_client_requests_total', { method }),
+            0,
+          ),
         };
       } catch {
         return {
@@ -419,6 +430,7 @@ async function runSize(
           heapUsed: Number.NaN,
           heapTotal: Number.NaN,
           external: Number.NaN,
+          writes: Number.NaN,
         };
       }
     };
@@ -448,6 +460,7 @@ async function runSize(
         apiWritesPerS: r2((now.writes - last.writes) / dt),
         apiRequestsPerS: r2((now.requests - last.requests) / dt),
         renewsPerS: r2((now.renews - last.renews) / dt),
+        controllerWrites: cm.writes,
       };
       last = now;
       return s;
@@ -496,6 +509,10 @@ async function runSize(
       controllerAtEnd['workqueue_adds_total'] = sumMetric(m, 'workqueue_adds_total');
       controllerAtEnd['workqueue_retries_total'] = sumMetric(m, 'workqueue_retries_total');
       controllerAtEnd['grants_total'] = sumMetric(m, 'fencepost_grants_total');
+      for (const method of ['GET', 'LIST', 'WATCH', 'POST', 'PUT', 'PATCH', 'DELETE'])
+        controllerAtEnd[`rest_client_requests_total{method=${method}}`] = sumMetric(m, 'rest_client_requests_total', {
+          method,
+        });
       const count = sumMetric(m, 'controller_runtime_reconcile_time_seconds_count');
       controllerAtEnd['reconcile_time_mean_ms'] =
         count > 0 ? r2((sumMetric(m, 'controller_runtime_reconcile_time_seconds_sum') / count) * 1000) : Number.NaN;
@@ -508,6 +525,8 @@ async function runSize(
     const cold = samples.filter((s) => s.phase === 'cold');
     const steady = samples.filter((s) => s.phase === 'steady').slice(1); // the first steady interval still holds the last grants
     const lastGranted = samples.at(-1)?.granted ?? 0;
+    const allGrantedAt = cold.at(-1);
+    const steadyMinutes = steady.length > 0 ? ((steady.at(-1)?.t ?? 0) - (steady[0]?.t ?? 0)) / 60 : 0;
     return {
       locks: n,
       completed,
@@ -537,6 +556,11 @@ async function runSize(
       steadyApiWritesPerS: steady.length > 0 ? r2(mean(steady.map((s) => s.apiWritesPerS))) : undefined,
       steadyRenewsPerS: steady.length > 0 ? r2(mean(steady.map((s) => s.renewsPerS))) : undefined,
       renewErrors: renewer.errors,
+      writesPerGrant: completed && allGrantedAt !== undefined ? r2(allGrantedAt.controllerWrites / n) : undefined,
+      steadyControllerWritesPerLockPerMin:
+        steady.length > 1 && steadyMinutes > 0
+          ? r2(((steady.at(-1)?.controllerWrites ?? 0) - (steady[0]?.controllerWrites ?? 0)) / n / steadyMinutes)
+          : undefined,
       controllerAtEnd,
       loadAverage: { start: loadStart, end: loadAverage() },
       samples,
@@ -636,6 +660,8 @@ function table(rs: readonly SizeResult[], machine: { cpu: string; cores: number;
       'steady CPU ctl/api/etcd',
       'writes/s cold',
       'writes/s steady',
+      'ctl writes/grant',
+      'ctl writes/lock/min steady',
     ],
   ];
   for (const r of rs) {
@@ -652,6 +678,8 @@ function table(rs: readonly SizeResult[], machine: { cpu: string; cores: number;
         : '—',
       f(r.coldApiWritesPerS),
       f(r.steadyApiWritesPerS),
+      f(r.writesPerGrant, 2),
+      f(r.steadyControllerWritesPerLockPerMin, 3),
     ]);
   }
   return `${['fencepost scale: one controller replica, holders renewing', machineLine(machine), '', ...textTable(rows, 0, false)].join('\n')}\n`;

@@ -5,6 +5,7 @@
  */
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { JsonPatchOperation } from '../runtime/finalizer.ts';
+import type { JsonClient } from './json-client.ts';
 import { jsonPatchWith, mergePatchWith } from './request-options.ts';
 
 /** ResourceType names a custom resource's REST path. */
@@ -28,13 +29,16 @@ export interface CustomResourceWriter {
     status: Record<string, unknown>,
     options?: RequestOptions,
   ): Promise<void>;
-  /** jsonPatch sends `ops` as a JSON Patch to the object; a failed `test` is a 422 from the server. */
+  /**
+   * jsonPatch sends `ops` as a JSON Patch to the object and resolves with the object as patched; a
+   * failed `test` is a 422 from the server.
+   */
   jsonPatch(
     namespace: string,
     name: string,
     ops: readonly JsonPatchOperation[],
     options?: RequestOptions,
-  ): Promise<void>;
+  ): Promise<unknown>;
 }
 
 /** customResourceWriter adapts CustomObjectsApi to a {@link CustomResourceWriter} for `type`. */
@@ -48,10 +52,37 @@ export function customResourceWriter(api: CustomObjectsApi, type: ResourceType):
       );
     },
     async jsonPatch(namespace, name, ops, options) {
-      await api.patchNamespacedCustomObject(
+      const patched: unknown = await api.patchNamespacedCustomObject(
         { group, version, namespace, plural, name, body: ops },
         jsonPatchWith(options?.signal),
       );
+      return patched;
     },
+  };
+}
+
+/** customResourceWriterOver is {@link customResourceWriter} over a {@link JsonClient}. */
+export function customResourceWriterOver(json: JsonClient, type: ResourceType): CustomResourceWriter {
+  const { group, version, plural } = type;
+  const path = (namespace: string, name: string): string =>
+    `/apis/${group}/${version}/namespaces/${encodeURIComponent(namespace)}/${plural}/${encodeURIComponent(name)}`;
+  return {
+    async mergePatchStatus(namespace, name, status, options) {
+      await json.request<unknown>({
+        method: 'PATCH',
+        path: `${path(namespace, name)}/status`,
+        body: { status },
+        contentType: 'application/merge-patch+json',
+        signal: options?.signal,
+      });
+    },
+    jsonPatch: (namespace, name, ops, options) =>
+      json.request<unknown>({
+        method: 'PATCH',
+        path: path(namespace, name),
+        body: ops,
+        contentType: 'application/json-patch+json',
+        signal: options?.signal,
+      }),
   };
 }

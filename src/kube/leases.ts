@@ -2,7 +2,8 @@
  * The Lease client: client-node's CoordinationV1Api adapted to the {@link LeaseClient} port that
  * the leader elector (runtime/leaderelection.ts) and the agent's session use.
  */
-import type { CoordinationV1Api } from '@kubernetes/client-node';
+import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import type { JsonClient } from './json-client.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { LeaseClient, LeaseRequestOptions } from '../runtime/leaderelection.ts';
 import { withSignal } from './request-options.ts';
@@ -44,6 +45,46 @@ export function leaseStoreFrom(api: CoordinationV1Api): LeaseClient & LeaseDelet
     async delete(namespace, name, options) {
       try {
         await api.deleteNamespacedLease({ namespace, name }, withSignal(options?.signal));
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    },
+  };
+}
+
+/** leasePath is the REST path of a namespace's Leases, or of one Lease. */
+function leasePath(namespace: string, name?: string): string {
+  const base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases`;
+  return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+}
+
+/**
+ * leaseStoreOver is the lock controller's Lease store over a {@link JsonClient}: the same
+ * contract as {@link leaseStoreFrom} (get → undefined when absent, replace is a CAS on the body's
+ * resourceVersion, delete of an absent Lease is fine), without client-node's per-call pipeline.
+ * Leases come back as plain JSON (string timestamps), as the informer's watch delivers them.
+ */
+export function leaseStoreOver(json: JsonClient): LeaseClient & LeaseDeleter {
+  return {
+    async get(namespace, name, options) {
+      try {
+        return await json.request<V1Lease>({
+          method: 'GET',
+          path: leasePath(namespace, name),
+          signal: options?.signal,
+        });
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
+    create: (namespace, lease, options) =>
+      json.request<V1Lease>({ method: 'POST', path: leasePath(namespace), body: lease, signal: options?.signal }),
+    replace: (namespace, name, lease, options) =>
+      json.request<V1Lease>({ method: 'PUT', path: leasePath(namespace, name), body: lease, signal: options?.signal }),
+    async delete(namespace, name, options) {
+      try {
+        await json.request<unknown>({ method: 'DELETE', path: leasePath(namespace, name), signal: options?.signal });
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }

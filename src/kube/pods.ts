@@ -3,6 +3,7 @@
  * a JSON merge patch of labels and annotations on one pod incarnation.
  */
 import type { CoreV1Api } from '@kubernetes/client-node';
+import type { JsonClient } from './json-client.ts';
 import { mergePatchWith } from './request-options.ts';
 
 /** PodMetadataPatch is the part of a pod the lock controller writes; null deletes a key. */
@@ -36,6 +37,21 @@ export function podPatcherFrom(core: CoreV1Api): PodPatcher {
         { namespace, name: pod.name, body: { metadata: { ...patch, uid: pod.uid } } },
         mergePatchWith(options?.signal),
       );
+    },
+  };
+}
+
+/** podPatcherOver is {@link podPatcherFrom} over a {@link JsonClient}: the same merge patch with the uid precondition. */
+export function podPatcherOver(json: JsonClient): PodPatcher {
+  return {
+    async patchMetadata(namespace, pod, patch, options) {
+      await json.request<unknown>({
+        method: 'PATCH',
+        path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod.name)}`,
+        body: { metadata: { ...patch, uid: pod.uid } },
+        contentType: 'application/merge-patch+json',
+        signal: options?.signal,
+      });
     },
   };
 }

@@ -21,7 +21,7 @@
  * disconnected leaves the cache and produces one `delete`.
  */
 import { ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesObject, ListPromise } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
 import type { Timer, TimerClock } from './clock.ts';
 
 /**
@@ -61,6 +61,9 @@ export interface InformerBackoff {
  */
 const DEFAULT_INFORMER_BACKOFF = Object.freeze({ baseMs: 200, maxMs: 30_000 } as const);
 
+/** DEFAULT_PAGE_SIZE: 500 objects per page, client-go's reflector page size. */
+const DEFAULT_PAGE_SIZE = 500;
+
 /**
  * DEFAULT_SYNC_TIMEOUT_MS is how long `start()` waits for the first list: 2 minutes, as
  * controller-runtime's `CacheSyncTimeout`: a controller whose caches never sync should exit and be restarted.
@@ -81,8 +84,34 @@ export interface SuperviseInformerOptions<T extends KubernetesObject> {
    * to the watch, so a list without it fills the cache with objects no watch will ever update.
    */
   readonly list: ListPromise<T>;
+  /**
+   * listPage, when given, replaces `list` for the informer's lists: it is called with a page size
+   * and the `continue` token of the previous page (undefined for the first) and must pass both to
+   * the API server (`limit`, `continue`) along with the same label selector. Each page is
+   * transformed before the next is fetched, so a large collection is never held whole in its full
+   * form: at 10,000 pods that whole first list was the controller's peak of memory.
+   */
+  readonly listPage?: (page: {
+    readonly limit: number;
+    readonly continue: string | undefined;
+  }) => Promise<KubernetesListObject<T>>;
+  /** pageSize is the `limit` of each `listPage` call. Defaults to {@link DEFAULT_PAGE_SIZE}. */
+  readonly pageSize?: number;
   /** labelSelector restricts the watch (and, by the caller's list, the cache). Defaults to none. */
   readonly labelSelector?: string;
+  /**
+   * transform rewrites each object before the cache keeps it (listed or watched): keep only the
+   * fields the readers need, so that a large cache costs less memory (client-go's
+   * `SetTransform`). It must keep `metadata.name`, `namespace` and `resourceVersion`, which the
+   * cache is keyed and updated by, must be pure and must not throw. Defaults to none.
+   */
+  readonly transform?: (obj: T) => T;
+  /**
+   * indexers name functions from an object to its index values (client-go's `Indexers`); the
+   * cache keeps, per index and value, the objects that have it, for {@link SupervisedInformer.byIndex}.
+   * Each must be pure and cheap. Defaults to none.
+   */
+  readonly indexers?: Readonly<Record<string, (obj: T) => readonly string[]>>;
   /** clock schedules restarts and the sync timeout. */
   readonly clock: TimerClock;
   /** log receives restarts, failures and handler errors. Defaults to discarding them. */
@@ -142,6 +171,11 @@ export interface SupervisedInformer<T extends KubernetesObject> {
    */
   get(namespace: string | undefined, name: string): T | undefined;
   /**
+   * byIndex returns the cached objects whose index `index` (one of the `indexers`) has `value`,
+   * in no particular order; empty for an unknown index or value. The objects are the cache's.
+   */
+  byIndex(index: string, value: string): T[];
+  /**
    * onChange registers `handler` for every later change to the cache, including the adds of the
    * first list; register handlers before `start()` so none are missed. Each call is wrapped in
    * try/catch: a throwing handler is logged and cannot break the informer or other handlers.
@@ -189,12 +223,14 @@ const NOOP_LOGGER: InformerLogger = Object.freeze({ info() {}, debug() {}, error
  * GuardedWatch is client-node's Watch that will not open a watch once `stopped()` is true, and that
  * reports a failure to start a request through `done` rather than by rejecting.
  */
-class GuardedWatch extends Watch {
+class GuardedWatch<T> extends Watch {
   readonly #stopped: () => boolean;
+  readonly #transform: ((obj: T) => T) | undefined;
 
-  constructor(kc: KubeConfig, stopped: () => boolean) {
+  constructor(kc: KubeConfig, stopped: () => boolean, transform: ((obj: T) => T) | undefined) {
     super(kc);
     this.#stopped = stopped;
+    this.#transform = transform;
   }
 
   override async watch(
@@ -205,8 +241,18 @@ class GuardedWatch extends Watch {
   ): Promise<AbortController> {
     if (this.#stopped()) return abortedController();
     let controller: AbortController;
+    const transform = this.#transform;
+    // ERROR and BOOKMARK events carry a Status or a bare object: only the object events are transformed.
+    const cb =
+      transform === undefined
+        ? callback
+        : (phase: string, apiObj: unknown, watchObj?: unknown): void => {
+            const obj =
+              phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? transform(apiObj as T) : apiObj;
+            callback(phase, obj, watchObj);
+          };
     try {
-      controller = await super.watch(path, queryParams, callback, done);
+      controller = await super.watch(path, queryParams, cb, done);
     } catch (err) {
       done(err);
       return abortedController();
@@ -215,6 +261,13 @@ class GuardedWatch extends Watch {
     if (this.#stopped()) controller.abort();
     return controller;
   }
+}
+
+/** continueToken: a list page's `continue` token (`_continue` in client-node's models, `continue` in raw JSON), or undefined on the last page. */
+function continueToken(list: KubernetesListObject<KubernetesObject>): string | undefined {
+  const md = list.metadata as { _continue?: unknown; continue?: unknown } | undefined;
+  const token = md?._continue ?? md?.continue;
+  return typeof token === 'string' && token !== '' ? token : undefined;
 }
 
 function abortedController(): AbortController {
@@ -235,6 +288,11 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   readonly #onStateChange: ((watching: boolean) => void) | undefined;
   readonly #informer: ListWatch<T>;
   readonly #handlers: ChangeHandler<T>[] = [];
+  readonly #indexers: readonly (readonly [string, (obj: T) => readonly string[]])[];
+  /** #index: per index, per value, the keys (namespace/name) of the objects that have it. */
+  readonly #index = new Map<string, Map<string, Set<string>>>();
+  /** #indexed: per object key, its values in each index as last indexed. */
+  readonly #indexed = new Map<string, readonly (readonly string[])[]>();
   /** #delays are client-node's pending re-watch delays, ended early by stop(). */
   readonly #delays = new Set<() => void>();
 
@@ -272,8 +330,35 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     this.#random = opts.random ?? Math.random;
     this.#onStateChange = opts.onStateChange?.bind(opts);
 
-    const watch = new GuardedWatch(opts.kc, () => this.#stopped);
-    this.#informer = new ListWatch<T>(opts.path, watch, opts.list, false, opts.labelSelector, undefined, {
+    this.#indexers = Object.entries(opts.indexers ?? {});
+    for (const [name] of this.#indexers) this.#index.set(name, new Map());
+    const transform = opts.transform;
+    const watch = new GuardedWatch(opts.kc, () => this.#stopped, transform);
+    const listPage = opts.listPage;
+    const pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
+    const list: ListPromise<T> =
+      listPage !== undefined
+        ? async () => {
+            const items: T[] = [];
+            let cont: string | undefined;
+            let last: KubernetesListObject<T>;
+            do {
+              last = await listPage({ limit: pageSize, continue: cont });
+              for (const item of last.items) items.push(transform !== undefined ? transform(item) : item);
+              last.items = [];
+              cont = continueToken(last);
+            } while (cont !== undefined && !this.#stopped);
+            last.items = items;
+            return last;
+          }
+        : transform === undefined
+          ? opts.list
+          : async () => {
+              const l = await opts.list();
+              l.items = l.items.map(transform);
+              return l;
+            };
+    this.#informer = new ListWatch<T>(opts.path, watch, list, false, opts.labelSelector, undefined, {
       delayFn: (ms) => this.#delay(ms),
     });
     this.#informer.on('add', (obj) => this.#dispatch(obj, 'add'));
@@ -314,6 +399,18 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
 
   get(namespace: string | undefined, name: string): T | undefined {
     return this.#informer.get(name, namespace);
+  }
+
+  byIndex(index: string, value: string): T[] {
+    const keys = this.#index.get(index)?.get(value);
+    if (keys === undefined) return [];
+    const out: T[] = [];
+    for (const k of keys) {
+      const i = k.indexOf('/');
+      const obj = this.#informer.get(k.slice(i + 1), i > 0 ? k.slice(0, i) : undefined);
+      if (obj !== undefined) out.push(obj);
+    }
+    return out;
   }
 
   onChange(handler: ChangeHandler<T>): void {
@@ -406,7 +503,36 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     this.#restartTimer = this.#clock.setTimeout(() => this.#attempt(), delayMs);
   }
 
+  /** #reindex moves the object's key to its current index values (none once deleted). */
+  #reindex(obj: T, kind: ChangeKind): void {
+    if (this.#indexers.length === 0) return;
+    const key = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+    const old = this.#indexed.get(key);
+    const now = kind === 'delete' ? undefined : this.#indexers.map(([, fn]) => fn(obj));
+    this.#indexers.forEach(([name], i) => {
+      const byValue = this.#index.get(name);
+      if (byValue === undefined) return;
+      for (const v of old?.[i] ?? []) {
+        const keys = byValue.get(v);
+        keys?.delete(key);
+        if (keys?.size === 0) byValue.delete(v);
+      }
+      for (const v of now?.[i] ?? []) {
+        let keys = byValue.get(v);
+        if (keys === undefined) byValue.set(v, (keys = new Set()));
+        keys.add(key);
+      }
+    });
+    if (now === undefined) this.#indexed.delete(key);
+    else this.#indexed.set(key, now);
+  }
+
   #dispatch(obj: T, kind: ChangeKind): void {
+    try {
+      this.#reindex(obj, kind);
+    } catch (err) {
+      this.#log.error({ ...this.#fields(), err, kind }, 'Failed to index informer object');
+    }
     if (this.#stopped) return;
     for (const handler of this.#handlers) {
       try {

@@ -223,16 +223,17 @@ export interface Condition {
 
 /**
  * DistributedLockStatus is the controller-owned observed state of a lock, recomputed from the
- * Lease and the candidate pods. Times are RFC 3339 strings; `expireTime` is informational (expiry
- * is judged on the controller's monotonic clock). `fencingToken` is a decimal string matching
- * FENCING_TOKEN_PATTERN: convert with `BigInt`, never `Number`.
+ * Lease and the candidate pods. It records transitions, not renewals: nothing in it changes while
+ * the holder renews (the live renewTime and expiry are on the Lease; expiry is judged on the
+ * controller's monotonic clock anyway). Times are RFC 3339 strings. `fencingToken` is a decimal
+ * string matching FENCING_TOKEN_PATTERN: convert with `BigInt`, never `Number`.
  */
 export interface DistributedLockStatus {
   readonly holder?: HolderRef;
   readonly fencingToken?: string;
   readonly acquireTime?: string;
-  readonly renewTime?: string;
-  readonly expireTime?: string;
+  /** leaseDurationSeconds: the lease duration of the current grant (the Lease's), while held. */
+  readonly leaseDurationSeconds?: number;
   readonly leaseTransitions?: number;
   readonly leaseName?: string;
   /** candidates is the number of eligible candidate pods. */
@@ -348,8 +349,7 @@ export const STATUS_SHAPE = {
   'holder?': { name: 'string', uid: 'string' },
   'fencingToken?': 'string',
   'acquireTime?': 'string',
-  'renewTime?': 'string',
-  'expireTime?': 'string',
+  'leaseDurationSeconds?': 'integer',
   'leaseTransitions?': 'integer',
   'leaseName?': 'string',
   'candidates?': 'integer',

@@ -30,7 +30,7 @@ import { leaseDurationSecondsFor, tokenFloor, type LockRecord, type LostTerm } f
 import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
-import { tokenOrUndefined } from '../../protocol/token.ts';
+import { MAX_TOKEN, tokenOrUndefined } from '../../protocol/token.ts';
 import { byAge, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
@@ -183,8 +183,10 @@ export function decide(obs: Observation, nowMs: number): Decision {
   // A Lease token below status's was lowered by someone (the chart's lease-protection policy stops
   // that; without it, a grant from the lowered floor could reissue a token): no grant until fixed.
   const issued = lastIssued(obs);
-  const regressed = record.token !== undefined && issued !== undefined && record.token < issued;
   const floor = issued !== undefined && issued > tokenFloor(record) ? issued : tokenFloor(record);
+  // A floor at the largest token (status or annotation raised to 2^63−1 by someone) leaves no
+  // token to issue: no grant until it is repaired, as for a lowered one — never a token above it.
+  const regressed = (record.token !== undefined && issued !== undefined && record.token < issued) || floor >= MAX_TOKEN;
   const refuse = (revoke: readonly Action[]): Decision => ({
     ...base,
     actions: [...marks(undefined, undefined), ...revoke],
@@ -355,7 +357,7 @@ function lastIssued(obs: Observation): bigint | undefined {
 
 /**
  * lostTerm: what is known of a held term when the lock's Lease is missing — from the lock's status
- * (its holder, and the term's length from acquireTime to expireTime), from a pod still marked as
+ * (its holder, and the term's length, status.leaseDurationSeconds), from a pod still marked as
  * the lock's holder when status lags, or from the Held condition saying an earlier lost term is
  * still being waited out (the Lease deleted again during the wait: the holder is no longer named
  * anywhere, but may still believe). And whenever status records a Lease (status.leaseName): the
@@ -371,9 +373,7 @@ function lostTerm(obs: Observation): LostTerm | undefined {
     (c) => c.type === ConditionType.Held && c.reason === Reason.LeaseLost,
   );
   if (holder === undefined && !stillWaiting && status?.leaseName === undefined) return undefined;
-  const acquired = Date.parse(status?.acquireTime ?? '');
-  const expires = Date.parse(status?.expireTime ?? '');
-  const termMs = Number.isFinite(acquired) && Number.isFinite(expires) ? expires - acquired : 0;
+  const termMs = (status?.leaseDurationSeconds ?? 0) * 1000;
   const specMs = termTimingsOf(undefined, obs.lock.spec).leaseDurationMs;
   return { holder, leaseDurationSeconds: leaseDurationSecondsFor(Math.max(termMs, specMs)) };
 }

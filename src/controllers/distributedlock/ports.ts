@@ -16,6 +16,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { FinalizerIO } from '../../runtime/finalizer.ts';
+import type { PodLookup } from './pod-index.ts';
 
 /** Cache is the read side of an informer. Objects are shared: never mutate them. */
 export interface Cache<T> {
@@ -38,10 +39,15 @@ export interface StatusWriter {
 
 /** ReconcilerDeps are the reconciler's collaborators, injected by the composition root. */
 export interface ReconcilerDeps {
-  /** locks, leases, pods: the informers' caches (reads never go to the API server, except the grant's GET). */
+  /** locks, leases, pods: the informers' caches (reads go to the API server only after a 409, or a 409-like AlreadyExists, and at deletion). */
   readonly locks: Cache<DistributedLock>;
   readonly leases: Cache<V1Lease>;
   readonly pods: Cache<V1Pod>;
+  /**
+   * podLookup finds a lock's pods through the pod cache's indexes (pod-index.ts). Without it the
+   * reconciler scans `pods.list(namespace)`: fine for tests, quadratic for a controller.
+   */
+  readonly podLookup?: PodLookup;
   /** leaseStore: direct Lease reads (before a grant) and every Lease write. */
   readonly leaseStore: LeaseStore;
   /** podPatcher: marks the holder pod and unmarks former holders. */

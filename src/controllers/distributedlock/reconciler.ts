@@ -14,7 +14,7 @@
  * Everything it reads and writes comes through its ports (ports.ts), and every call carries the
  * reconcile's abort signal.
  */
-import type { V1Lease } from '@kubernetes/client-node';
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import { EventReason } from '../../api/v1alpha1/conditions.ts';
 import {
   API_VERSION,
@@ -39,6 +39,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { HolderRef } from '../../protocol/holder.ts';
 import { TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
+import { MAX_TOKEN } from '../../protocol/token.ts';
 import {
   type ObjectKey,
   type ReconcileContext,
@@ -49,7 +50,7 @@ import {
 import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
 import { withFinalizer, type CleanupResult } from '../../runtime/finalizer.ts';
 import { decide, unactionable, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
-import { summarizePod, matchesSelector, type PodSummary } from './pods.ts';
+import { summarizePod, matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
 import { computeStatus, refusedCompletions } from './status.ts';
 
@@ -70,8 +71,14 @@ interface CallContext {
 /** EXPIRY_WAIT_MARGIN_MS: look again just after a wait ends, not just before it. */
 const EXPIRY_WAIT_MARGIN_MS = 10;
 
-/** MAX_PASSES bounds the observe→act loop of one reconcile (create, grant, then mark). */
-const MAX_PASSES = 4;
+/** EXPECTATION_TTL_MS bounds how long a reconcile prefers its own last Lease write over the cache. */
+const EXPECTATION_TTL_MS = 5000;
+
+/**
+ * MAX_PASSES bounds the observe→act loop of one reconcile: create the Lease, record it in status,
+ * grant, one re-read after a conflict, and the final look.
+ */
+const MAX_PASSES = 6;
 
 /** DistributedLockReconciler implements the lock protocol's controller side (DESIGN "The protocol"). */
 export class DistributedLockReconciler implements Reconciler {
@@ -91,6 +98,16 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #queues = new Map<ObjectKey, readonly QueuedRequest[]>();
   /** #refused: per lock key, the refused completions already reported (`runId|token|verdict`), for once-only Events. */
   readonly #refused = new Map<ObjectKey, Set<string>>();
+  /**
+   * #expected: per lock key, the Lease as our last write left it, until the Lease informer has
+   * delivered that version (client-go's "expectations"): a reconcile that runs before then decides
+   * from it rather than from the cache, which would still show the version before our write — a
+   * grant decided from that would burn a token and a write on a sure 409. Bounded by
+   * EXPECTATION_TTL_MS in case the watch skips the version (a relist).
+   */
+  readonly #expected = new Map<ObjectKey, { readonly lease: V1Lease; readonly untilMs: number }>();
+  /** #delivered: per lock key, the resourceVersion of the Lease the informer delivered last. */
+  readonly #delivered = new Map<ObjectKey, string>();
 
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
@@ -99,7 +116,44 @@ export class DistributedLockReconciler implements Reconciler {
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
   forgetObserved(): void {
     this.#seen.clear();
+    this.#expected.clear();
     this.#queues.clear(); // another leader may have recorded requests since: start from status again
+  }
+
+  /**
+   * leaseDelivered tells the reconciler that the Lease informer delivered `lease` (every add,
+   * update and delete, in order, before the key is enqueued), so that it stops preferring its own
+   * last write once the cache has caught up with it. Synchronous and cheap.
+   */
+  leaseDelivered(key: ObjectKey, lease: V1Lease, deleted: boolean): void {
+    const rv = lease.metadata?.resourceVersion ?? '';
+    if (deleted) {
+      this.#delivered.delete(key);
+      this.#expected.delete(key);
+      return;
+    }
+    this.#delivered.set(key, rv);
+    if (this.#expected.get(key)?.lease.metadata?.resourceVersion === rv) this.#expected.delete(key);
+  }
+
+  /** #expect records our write of the lock's Lease, unless the informer has already delivered it. */
+  #expect(key: ObjectKey, lease: V1Lease | undefined): void {
+    const rv = lease?.metadata?.resourceVersion;
+    if (lease === undefined || rv === undefined || this.#delivered.get(key) === rv) {
+      this.#expected.delete(key);
+      return;
+    }
+    this.#expected.set(key, { lease, untilMs: this.#d.clock.monotonicMs() + EXPECTATION_TTL_MS });
+  }
+
+  /** #cachedLease: the lock's Lease from the cache, or our own last write while the cache has not shown it yet. */
+  #cachedLease(key: ObjectKey, namespace: string, name: string): V1Lease | undefined {
+    const expected = this.#expected.get(key);
+    if (expected !== undefined) {
+      if (this.#d.clock.monotonicMs() < expected.untilMs) return expected.lease;
+      this.#expected.delete(key);
+    }
+    return this.#d.leases.get(namespace, name);
   }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
@@ -113,6 +167,8 @@ export class DistributedLockReconciler implements Reconciler {
       this.#tampered.delete(key);
       this.#queues.delete(key);
       this.#refused.delete(key);
+      this.#expected.delete(key);
+      this.#delivered.delete(key);
       return {};
     }
     const lock = structuredClone(cached);
@@ -127,27 +183,56 @@ export class DistributedLockReconciler implements Reconciler {
   }
 
   // ### 2: Observe → decide → act, until no Lease action remains.
+  //
+  // Reads come from the informers' caches, never a GET on the way to a grant: every Lease write is
+  // a compare-and-swap on the resourceVersion of the Lease it was decided from, so a cache that is
+  // behind costs a 409, never a wrong grant. After a write of ours the loop goes on from the
+  // server's answer (the cache has not seen it yet); after a 409 it reads the Lease once and
+  // decides again (DESIGN: "On conflict: re-read and decide again"), without a trip through the
+  // rate-limited queue.
   async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
     const { log, signal } = io;
-    let fresh = false;
+    const namespace = lock.metadata.namespace ?? '';
+    const lName = leaseName(lock.metadata.name ?? '');
+    let current = lock;
+    /** known: the Lease as our last write (or re-read) left it, which the cache may not show yet. */
+    let known: { readonly lease: V1Lease | undefined } | undefined;
+    let recorded = false;
     let obs: Observation | undefined;
     let dec: Decision | undefined;
     for (let pass = 0; pass < MAX_PASSES; pass++) {
-      const observed = await this.#observe(key, lock, fresh, signal);
-      obs = observed.obs;
+      const lease = known !== undefined ? known.lease : this.#cachedLease(key, namespace, lName);
+      obs = this.#observe(key, current, lease);
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find(
         (a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke',
       );
-      if (leaseAction === undefined) break;
-      if (!fresh) {
-        fresh = true;
+      if (leaseAction !== undefined) {
+        try {
+          known = { lease: await this.#actOnLease(key, current, obs, lease, leaseAction, io) };
+        } catch (err) {
+          this.#expected.delete(key);
+          if (!isConflict(err) || pass === MAX_PASSES - 1) throw err;
+          log.debug({ lease: lName }, 'Lease changed since it was read; reading it again');
+          known = { lease: await this.#d.leaseStore.get(namespace, lName, { signal }) };
+        }
+        this.#expect(key, known.lease);
         continue;
-      } // decide grants from a direct GET, never the cache alone, which may be stale
-      // The write is a CAS on the resourceVersion of the very Lease this decision was made from.
-      await this.#actOnLease(key, lock, obs, observed.lease, leaseAction, io);
+      }
+      if (dec.waiting === 'LeaseNotRecorded' && !recorded) {
+        // The first grant waits until status records the Lease: write that now and go on to the
+        // grant in this same reconcile, rather than after another trip through the queue.
+        const status = computeStatus(obs, dec, current.status, this.#d.clock.now());
+        this.#queues.set(key, status.queue ?? []);
+        await this.#writeStatus(current, status, signal);
+        current = { ...current, status };
+        recorded = true;
+        continue;
+      }
+      break;
     }
     if (obs === undefined || dec === undefined) return {};
+    lock = current;
     // ### 3: Pod labels and annotations.
     for (const a of dec.actions) {
       if (a.type === 'MarkHolderPod') await this.#markPod(lock, obs, a.pod, a.token, io);
@@ -167,36 +252,20 @@ export class DistributedLockReconciler implements Reconciler {
     return { requeueAfterMs: dec.requeueAfterMs };
   }
 
-  /** #observe gathers the Observation; `lease` is the Lease it was made from (a direct GET when fresh). */
-  async #observe(
-    key: ObjectKey,
-    lock: DistributedLock,
-    fresh: boolean,
-    signal: AbortSignal,
-  ): Promise<{ obs: Observation; lease: V1Lease | undefined }> {
+  /** #observe gathers the Observation of the lock with `lease` (from the cache, or our last write). */
+  #observe(key: ObjectKey, lock: DistributedLock, lease: V1Lease | undefined): Observation {
     const namespace = lock.metadata.namespace ?? '';
-    const lName = leaseName(lock.metadata.name ?? '');
-    const lease = fresh
-      ? await this.#d.leaseStore.get(namespace, lName, { signal })
-      : this.#d.leases.get(namespace, lName);
     let leaseView: Observation['lease'];
     if (lease !== undefined) {
       const record = parseLease(lease);
       leaseView = { record, observedAtMs: this.#observedAt(key, record) };
     }
     const fencing = this.#d.fencing.forLock(lock);
-    const keys = podKeys(lock.metadata.name ?? '');
-    const pods: PodSummary[] = [];
-    for (const p of this.#d.pods.list(namespace)) {
-      const labels = p.metadata?.labels ?? {};
-      const mine = labels[keys.holder] !== undefined || p.metadata?.annotations?.[keys.token] !== undefined;
-      if (mine || matchesSelector(lock.spec.candidates.selector, labels)) pods.push(summarizePod(p));
-    }
     const obs: Observation = {
       lock,
       timings: resolveTimings(lock.spec),
       lease: leaseView,
-      pods,
+      pods: this.#podsOf(namespace, lock).map(summarizePod),
       podsSynced: this.#d.pods.hasSynced(),
       fencing: {
         backend: fencing.backend,
@@ -206,7 +275,26 @@ export class DistributedLockReconciler implements Reconciler {
       },
       requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
     };
-    return { obs, lease };
+    return obs;
+  }
+
+  /** #podsOf: the pods of the namespace that the lock selects or that carry its marks. */
+  #podsOf(namespace: string, lock: DistributedLock): V1Pod[] {
+    const lockName = lock.metadata.name ?? '';
+    const selector = lock.spec.candidates.selector;
+    const lookup = this.#d.podLookup;
+    if (lookup === undefined) {
+      const keys = podKeys(lockName);
+      return this.#d.pods.list(namespace).filter((p) => {
+        const labels = p.metadata?.labels ?? {};
+        const mine = labels[keys.holder] !== undefined || p.metadata?.annotations?.[keys.token] !== undefined;
+        return mine || matchesSelector(selector, labels);
+      });
+    }
+    const byName = new Map<string, V1Pod>();
+    for (const p of lookup.marked(namespace, lockName)) byName.set(p.metadata?.name ?? '', p);
+    for (const p of lookup.selected(namespace, selector)) byName.set(p.metadata?.name ?? '', p);
+    return [...byName.values()];
   }
 
   /** #observedAt restarts the expiry clock whenever the Lease's renew fingerprint changes (client-go observedTime). */
@@ -226,7 +314,7 @@ export class DistributedLockReconciler implements Reconciler {
     read: V1Lease | undefined,
     action: Action,
     io: CallContext,
-  ): Promise<void> {
+  ): Promise<V1Lease | undefined> {
     const { log, signal } = io;
     const namespace = lock.metadata.namespace ?? '';
     const name = leaseName(lock.metadata.name ?? '');
@@ -238,8 +326,9 @@ export class DistributedLockReconciler implements Reconciler {
           apiVersion: API_VERSION,
           kind: KIND,
         };
+        let created: V1Lease;
         try {
-          await this.#d.leaseStore.create(namespace, newLease(lockRef, action.lost), { signal });
+          created = await this.#d.leaseStore.create(namespace, newLease(lockRef, action.lost), { signal });
           if (action.lost !== undefined) {
             log.info(
               { lease: name, lastHolder: action.lost.holder?.name },
@@ -256,8 +345,9 @@ export class DistributedLockReconciler implements Reconciler {
           }
         } catch (err) {
           if (!isAlreadyExists(err)) throw err; // deterministic name: someone (us, earlier) made it
+          return await this.#d.leaseStore.get(namespace, name, { signal });
         }
-        return;
+        return created;
       }
       case 'Grant': {
         if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the grant`);
@@ -277,6 +367,8 @@ export class DistributedLockReconciler implements Reconciler {
           );
           throw new Error(`Failed to issue fencing token from ${fencing.backend}`, { cause: err });
         }
+        if (issued.token > MAX_TOKEN)
+          throw new Error(`Fencing token ${issued.token} above the largest token; not granted`);
         const firstToken = current.metadata?.annotations?.[TOKEN_ANNOTATION] === undefined;
         const loss = fenceLoss(issued, firstToken);
         if (loss !== undefined) {
@@ -295,7 +387,7 @@ export class DistributedLockReconciler implements Reconciler {
         const timings = obs.timings;
         const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now());
         signal.throwIfAborted(); // a token burnt by a shutdown is a harmless gap; a grant after it is not ours to make
-        await this.#d.leaseStore.replace(namespace, name, body, { signal }); // CAS on resourceVersion; 409 → retry
+        const granted = await this.#d.leaseStore.replace(namespace, name, body, { signal }); // CAS on resourceVersion; 409 → re-read
         this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
         if (obs.lease !== undefined && action.cause !== 'Vacant') {
           this.#d.metrics?.handoffDuration.observe(
@@ -333,12 +425,12 @@ export class DistributedLockReconciler implements Reconciler {
           EventReason.LeaseGranted,
           `Granted to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`,
         );
-        return;
+        return granted;
       }
       case 'Revoke': {
         if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the revoke`);
         const current = read;
-        await this.#d.leaseStore.replace(
+        const revoked = await this.#d.leaseStore.replace(
           namespace,
           name,
           releasedLease(current, action.cause === 'Expired' ? 'Expired' : 'Terminated'),
@@ -348,10 +440,10 @@ export class DistributedLockReconciler implements Reconciler {
         this.#observeHold(obs, action.cause);
         log.info({ holder: action.holder.name, cause: action.cause }, 'Revoked Lease');
         this.#event(lock, 'Warning', END_REASON[action.cause], endMessage(action.cause, action.holder, 'lock revoked'));
-        return;
+        return revoked;
       }
       default:
-        return;
+        return read;
     }
   }
 
@@ -499,7 +591,8 @@ export class DistributedLockReconciler implements Reconciler {
     const { log, signal } = io;
     const namespace = lock.metadata.namespace ?? '';
     const keys = podKeys(lock.metadata.name ?? '');
-    for (const p of this.#d.pods.list(namespace)) {
+    const marked = this.#d.podLookup?.marked(namespace, lock.metadata.name ?? '') ?? this.#d.pods.list(namespace);
+    for (const p of marked) {
       const s = summarizePod(p);
       if (s.labels[keys.holder] !== undefined || s.annotations[keys.token] !== undefined)
         await this.#unmarkPod(lock, s.ref, io);

@@ -15,10 +15,11 @@ import {
 } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
-import { customResourceWriter } from '../../kube/custom-resources.ts';
+import { customResourceWriterOver } from '../../kube/custom-resources.ts';
 import { eventRecorder } from '../../kube/events.ts';
-import { leaseStoreFrom } from '../../kube/leases.ts';
-import { podPatcherFrom } from '../../kube/pods.ts';
+import { jsonClient } from '../../kube/json-client.ts';
+import { leaseStoreOver } from '../../kube/leases.ts';
+import { podPatcherOver } from '../../kube/pods.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
@@ -30,6 +31,17 @@ import { superviseInformer, type SupervisedInformer } from '../../runtime/inform
 import { defaultControllerRateLimiter } from '../../runtime/ratelimiter.ts';
 import { WorkQueue } from '../../runtime/workqueue.ts';
 import { leaseToLock, podToLocks } from './mappers.ts';
+import {
+  LOCK_SELECTOR_INDEX,
+  POD_LABEL_INDEX,
+  POD_MARK_INDEX,
+  lockSelectorValues,
+  podLabelValues,
+  podLookup,
+  podMarkValues,
+  type Indexed,
+} from './pod-index.ts';
+import { slimPod, withoutManagedFields } from './pods.ts';
 import type { Cache } from './ports.ts';
 import { DistributedLockReconciler } from './reconciler.ts';
 
@@ -101,6 +113,25 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
             version: VERSION,
             plural: PLURAL,
           })) as KubernetesListObject<DistributedLock>,
+    listPage: async ({ limit, continue: _continue }) =>
+      (ns !== undefined
+        ? await custom.listNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural: PLURAL,
+            limit,
+            ...(_continue !== undefined ? { _continue } : {}),
+          })
+        : await custom.listClusterCustomObject({
+            group: GROUP,
+            version: VERSION,
+            plural: PLURAL,
+            limit,
+            ...(_continue !== undefined ? { _continue } : {}),
+          })) as KubernetesListObject<DistributedLock>,
+    transform: withoutManagedFields,
+    indexers: { [LOCK_SELECTOR_INDEX]: lockSelectorValues },
   });
   const leases = superviseInformer<V1Lease>({
     ...common,
@@ -113,6 +144,13 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       ns !== undefined
         ? leaseApi.listNamespacedLease({ namespace: ns, labelSelector: LOCK_LABEL })
         : leaseApi.listLeaseForAllNamespaces({ labelSelector: LOCK_LABEL }),
+    listPage: ({ limit, continue: _continue }) => {
+      const page = { labelSelector: LOCK_LABEL, limit, ...(_continue !== undefined ? { _continue } : {}) };
+      return ns !== undefined
+        ? leaseApi.listNamespacedLease({ namespace: ns, ...page })
+        : leaseApi.listLeaseForAllNamespaces(page);
+    },
+    transform: withoutManagedFields,
   });
   const pods = superviseInformer<V1Pod>({
     ...common,
@@ -120,6 +158,12 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     onStateChange: gauge('pods'),
     path: ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
     list: () => (ns !== undefined ? core.listNamespacedPod({ namespace: ns }) : core.listPodForAllNamespaces()),
+    listPage: ({ limit, continue: _continue }) => {
+      const page = { limit, ...(_continue !== undefined ? { _continue } : {}) };
+      return ns !== undefined ? core.listNamespacedPod({ namespace: ns, ...page }) : core.listPodForAllNamespaces(page);
+    },
+    transform: slimPod,
+    indexers: { [POD_LABEL_INDEX]: podLabelValues, [POD_MARK_INDEX]: podMarkValues },
   });
 
   // Every lock's Degraded condition follows the Redis connection: re-check them all when it changes.
@@ -129,13 +173,16 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     fencingBackends(o.redisUrl, () => {
       enqueueAll();
     });
-  const lockWriter = customResourceWriter(custom, { group: GROUP, version: VERSION, plural: PLURAL });
+  // Writes go through the lean JSON client (kube/json-client.ts); lists and watches stay with client-node.
+  const json = jsonClient(kc);
+  const lockWriter = customResourceWriterOver(json, { group: GROUP, version: VERSION, plural: PLURAL });
   const reconciler = new DistributedLockReconciler({
     locks,
     leases,
     pods: o.podView === undefined ? pods : viewedCache(pods, o.podView),
-    leaseStore: leaseStoreFrom(leaseApi),
-    podPatcher: podPatcherFrom(core),
+    podLookup: podLookup(o.podView === undefined ? pods : viewedCache(pods, o.podView)),
+    leaseStore: leaseStoreOver(json),
+    podPatcher: podPatcherOver(json),
     statusWriter: {
       patchStatus: (lock, status, signal) =>
         lockWriter.mergePatchStatus(lock.metadata.namespace ?? '', lock.metadata.name ?? '', status, { signal }),
@@ -203,8 +250,11 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   locks.onChange((l) => {
     controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
   });
-  leases.onChange((l) => {
-    for (const k of leaseToLock(l)) controller.enqueue(k);
+  leases.onChange((l, kind) => {
+    for (const k of leaseToLock(l)) {
+      reconciler.leaseDelivered(k, l, kind === 'delete');
+      controller.enqueue(k);
+    }
   });
   pods.onChange((p) => {
     for (const k of podToLocks(locks, p)) controller.enqueue(k);
@@ -262,13 +312,14 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
 }
 
 /** viewedCache is a pod cache whose reads pass through view (podView). */
-function viewedCache(c: Cache<V1Pod>, view: (pod: V1Pod) => V1Pod): Cache<V1Pod> {
+function viewedCache(c: Cache<V1Pod> & Indexed<V1Pod>, view: (pod: V1Pod) => V1Pod): Cache<V1Pod> & Indexed<V1Pod> {
   return {
     list: (namespace) => c.list(namespace).map(view),
     get: (namespace, name) => {
       const p = c.get(namespace, name);
       return p !== undefined ? view(p) : undefined;
     },
+    byIndex: (index, value) => c.byIndex(index, value).map(view),
     hasSynced: () => c.hasSynced(),
   };
 }

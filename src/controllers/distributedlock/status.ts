@@ -1,7 +1,6 @@
 /**
  * computeStatus — the lock's status, recomputed from the observation and the decision (pure).
- * The previous status is read only to throttle renewTime/expireTime, to keep fencingToken from
- * going down, to keep the completed runs a re-created Lease no longer has, and to keep condition
+ * The previous status is read only to keep fencingToken from going down, to keep the completed runs a re-created Lease no longer has, and to keep condition
  * transition times; it never feeds a decision. (status.queue is the exception that proves it: the
  * Mutex queue order is state only the controller observes, so status is where it is kept; the
  * reconciler reads it back into Observation.requests.)
@@ -16,6 +15,7 @@ import {
 } from '../../api/v1alpha1/distributedlock.ts';
 import {
   completionVerdict,
+  leaseDurationSecondsFor,
   MAX_COMPLETED_RUNS,
   type CompletionEntry,
   type CompletionVerdict,
@@ -49,7 +49,7 @@ const WAITING_MESSAGE: Record<Waiting, string> = {
     'The last holder expired or its containers terminated; waiting spec.lockDelaySeconds before the next grant',
   LeaseNotRecorded: 'Recording the new Lease in status before the first grant',
   TokenRegressed:
-    "The Lease's fencing token is below status.fencingToken, the last one issued: someone lowered it. No grant until the annotation is restored (or the Lease deleted)",
+    "The Lease's fencing token is below status.fencingToken, the last one issued (someone lowered it), or one of them is at the largest token, 2^63-1 (someone raised it). No grant until it is restored",
   LeaseLost:
     "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
@@ -77,9 +77,9 @@ export function queueStatus(obs: Observation, now: Date): { queue?: QueuedReques
 }
 
 /**
- * computeStatus returns the status to write. renewTime and expireTime follow the Lease but are
- * refreshed only when they lag by more than a lease duration, so that status is not rewritten on
- * every renewal (the Lease is the truth; status is for people and alerts).
+ * computeStatus returns the status to write. Status records transitions, not renewals: nothing in
+ * it changes while a holder renews normally (the Lease's renewTime, and the expiry it implies,
+ * are for tools that read the Lease), so a held lock costs no status write at steady state.
  */
 export function computeStatus(
   obs: Observation,
@@ -91,18 +91,6 @@ export function computeStatus(
   const record = obs.lease?.record;
   const held = dec.holder !== undefined && record !== undefined;
   const leaseMs = termTimingsOf(record, obs.lock.spec).leaseDurationMs;
-
-  let renewTime: string | undefined;
-  let expireTime: string | undefined;
-  if (held && record.renewTime !== undefined) {
-    const fresh = record.renewTime.getTime();
-    // Keep the shown renewTime only within the same term (same holder and acquireTime).
-    const sameTerm = prev?.holder?.uid === dec.holder.uid && prev?.acquireTime === record.acquireTime?.toISOString();
-    const shown = prev?.renewTime !== undefined && sameTerm ? Date.parse(prev.renewTime) : Number.NaN;
-    const keep = Number.isFinite(shown) && fresh - shown < leaseMs && fresh >= shown;
-    renewTime = keep ? prev?.renewTime : record.renewTime.toISOString();
-    expireTime = new Date(Date.parse(renewTime ?? '') + leaseMs).toISOString();
-  }
 
   const og = gen !== undefined ? { observedGeneration: gen } : {};
   let conditions: Condition[] = [...(prev?.conditions ?? [])];
@@ -186,8 +174,7 @@ export function computeStatus(
     ...(held ? { holder: { name: dec.holder.name, uid: dec.holder.uid } } : {}),
     ...(fencingToken !== undefined ? { fencingToken } : {}),
     ...(held && record.acquireTime !== undefined ? { acquireTime: record.acquireTime.toISOString() } : {}),
-    ...(renewTime !== undefined ? { renewTime } : {}),
-    ...(expireTime !== undefined ? { expireTime } : {}),
+    ...(held ? { leaseDurationSeconds: leaseDurationSecondsFor(leaseMs) } : {}),
     leaseTransitions: record?.transitions ?? 0,
     ...(obs.lease !== undefined ? { leaseName: leaseName(obs.lock.metadata.name ?? '') } : {}),
     ...queueStatus(obs, now),

@@ -59,14 +59,14 @@ describe('kubectl get dlock against the controller', () => {
 
   it('prints a READY column with the status of the Ready condition, beside the holder and its token', async () => {
     const table = await kubectl('get', 'dlock');
-    expect(table.split('\n')[0]?.split(/\s+/)).toEqual(['NAME', 'READY', 'HOLDER', 'TOKEN', 'EXPIRES', 'AGE']);
+    expect(table.split('\n')[0]?.split(/\s+/)).toEqual(['NAME', 'READY', 'HOLDER', 'TOKEN', 'HELD-FOR', 'AGE']);
     const rows = new Map(parseTable(table).map((r) => [r['NAME'] ?? '', r]));
     const primary = await getLock(t, 'primary');
     expect(rows.get('primary')).toMatchObject({
       READY: 'True',
       HOLDER: 'web-0',
       TOKEN: primary.status?.fencingToken,
-      EXPIRES: primary.status?.expireTime,
+      'HELD-FOR': expect.stringMatching(/^\d+[smhd]/) as string, // since status.acquireTime
     });
     expect(rows.get('nightly')).toMatchObject({ READY: 'True', HOLDER: 'batch-0' });
     expect(rows.get('vacant')).toMatchObject({ READY: 'True', HOLDER: '' });

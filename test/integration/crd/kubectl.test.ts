@@ -22,7 +22,7 @@ describe('kubectl and the DistributedLock CRD', () => {
     namespace = await freshNamespace(kc, 'kubectl-');
   });
 
-  it('applies the example lock and prints READY, HOLDER, TOKEN, EXPIRES and AGE (MODE and TRANSITIONS with -o wide)', async () => {
+  it('applies the example lock and prints READY, HOLDER, TOKEN, HELD-FOR and AGE (MODE and TRANSITIONS with -o wide)', async () => {
     expect(await kubectl('apply', '-f', example)).toContain('distributedlock.fencepost.io/billing created');
     await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObjectStatus(
       {
@@ -35,7 +35,7 @@ describe('kubectl and the DistributedLock CRD', () => {
           status: {
             holder: { name: 'billing-7d9f-abcde', uid: 'u-1' },
             fencingToken: '9007199254740993',
-            expireTime: '2026-12-02T12:00:10Z',
+            acquireTime: new Date(Date.now() - 10 * 60_000).toISOString(), // held for ten minutes
             leaseTransitions: 3,
             conditions: [
               {
@@ -54,8 +54,8 @@ describe('kubectl and the DistributedLock CRD', () => {
 
     const table = await kubectl('get', 'dlock');
     const [header, row] = table.trim().split('\n');
-    expect(header?.split(/\s+/)).toEqual(['NAME', 'READY', 'HOLDER', 'TOKEN', 'EXPIRES', 'AGE']);
-    expect(row).toMatch(/^billing\s+True\s+billing-7d9f-abcde\s+9007199254740993\s+2026-12-02T12:00:10Z\s+\d+s/);
+    expect(header?.split(/\s+/)).toEqual(['NAME', 'READY', 'HOLDER', 'TOKEN', 'HELD-FOR', 'AGE']);
+    expect(row).toMatch(/^billing\s+True\s+billing-7d9f-abcde\s+9007199254740993\s+1\dm\s+\d+s/);
 
     const wide = await kubectl('get', 'distributedlocks.fencepost.io', '-o', 'wide');
     expect(wide.split('\n')[0]?.split(/\s+/)).toEqual([
@@ -63,7 +63,7 @@ describe('kubectl and the DistributedLock CRD', () => {
       'READY',
       'HOLDER',
       'TOKEN',
-      'EXPIRES',
+      'HELD-FOR',
       'MODE',
       'TRANSITIONS',
       'AGE',

@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../../../src/kube/kubeconfig.ts';
+import { CoreV1Api, KubeConfig, bufferFromFileOrString } from '@kubernetes/client-node';
+import { PooledKubeConfig, loadKubeConfig } from '../../../src/kube/kubeconfig.ts';
 import type { RestRequest } from '../../../src/observability/metrics.ts';
 import { sharedKubeconfigPath } from '../../support/env.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
@@ -79,6 +79,55 @@ describe('loadKubeConfig', () => {
         .readNamespace({ name: 'default' }),
     ).rejects.toThrow();
     expect(failing).toEqual([{ code: '<error>', method: 'GET', host: '127.0.0.1:2' }]);
+  });
+
+  it('reads credential files once, and starts a new pool when one of them changes (seen within credentialsCheckMs)', async () => {
+    // The same credentials, copied to files of our own: a CA file whose contents change (one more newline: still
+    // the same CA, so the new connections still verify) must start a new pool; a file rewritten
+    // with the same bytes (a new mtime) must not; and nothing is noticed between checks.
+    const src = new KubeConfig();
+    src.loadFromFile(kubeconfig);
+    const cluster = src.getCurrentCluster();
+    const user = src.getCurrentUser();
+    const ca = join(dir, 'ca.crt');
+    const cert = join(dir, 'client.crt');
+    const key = join(dir, 'client.key');
+    const read = (f: string | undefined, d: string | undefined): Buffer =>
+      bufferFromFileOrString(f, d) ?? Buffer.alloc(0);
+    const caBytes = read(cluster?.caFile, cluster?.caData);
+    writeFileSync(ca, caBytes);
+    writeFileSync(cert, read(user?.certFile, user?.certData));
+    writeFileSync(key, read(user?.keyFile, user?.keyData));
+    const withFiles = join(dir, 'kubeconfig-files');
+    writeFileSync(
+      withFiles,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'c', cluster: { server: cluster?.server, 'certificate-authority': ca } }],
+        users: [{ name: 'u', user: { 'client-certificate': cert, 'client-key': key } }],
+        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+        'current-context': 'x',
+      }),
+    );
+    let now = 0;
+    const kc = new PooledKubeConfig({ credentialsCheckMs: 2000, now: () => now });
+    kc.loadFromFile(withFiles);
+    expect(await callsOpen(kc, 3)).toBe(1);
+
+    writeFileSync(ca, caBytes); // same bytes, new mtime
+    now += 2000;
+    expect(await callsOpen(kc, 3)).toBe(1);
+
+    writeFileSync(ca, Buffer.concat([caBytes, Buffer.from('\n')])); // rotated
+    now += 1000; // within the interval: not looked at yet
+    connections.clear();
+    const core = kc.makeApiClient(CoreV1Api);
+    await core.readNamespace({ name: 'default' });
+    now += 1000; // the interval has passed: the change is seen, a new pool starts
+    await core.readNamespace({ name: 'default' });
+    await core.readNamespace({ name: 'default' });
+    expect(connections.size).toBe(2);
   });
 
   it('is needed: a plain client-node KubeConfig opens a connection per call', async () => {

@@ -112,6 +112,91 @@ describe('superviseInformer on the shared API server', () => {
     expect(rec.logs.find((l) => l.msg === 'Synced informer cache')).toBeDefined();
   });
 
+  it('keeps objects as its transform made them, and its indexes current through add, update and delete', async () => {
+    await create('idx-pre', { big: 'x'.repeat(1000) }, { team: 'a' });
+    const rec = recorder();
+    const inf = track(
+      configMapInformer(kc, namespace, rec, {
+        // Keep the metadata the cache needs and drop the data, as the controller drops pods' specs.
+        transform: (cm) => ({
+          metadata: {
+            name: cm.metadata?.name ?? '',
+            namespace: cm.metadata?.namespace ?? '',
+            resourceVersion: cm.metadata?.resourceVersion ?? '',
+            ...(cm.metadata?.labels !== undefined ? { labels: cm.metadata.labels } : {}),
+          },
+        }),
+        indexers: { team: (cm) => (cm.metadata?.labels?.['team'] !== undefined ? [cm.metadata.labels['team']] : []) },
+      }),
+    );
+    await inf.start();
+    const team = (t: string): string[] =>
+      inf
+        .byIndex('team', t)
+        .map((o) => o.metadata?.name ?? '')
+        .sort();
+    expect(inf.get(namespace, 'idx-pre')).toEqual({
+      metadata: expect.objectContaining({ name: 'idx-pre', labels: { team: 'a' } }) as object,
+    }); // listed: no data
+    expect(team('a')).toEqual(['idx-pre']);
+
+    await create('idx-live', { big: 'y' }, { team: 'a' });
+    await eventually(() => {
+      expect(team('a')).toEqual(['idx-live', 'idx-pre']);
+    });
+    expect(inf.get(namespace, 'idx-live')?.data).toBeUndefined(); // watched: no data either
+
+    await core.replaceNamespacedConfigMap({
+      name: 'idx-live',
+      namespace,
+      body: { metadata: { name: 'idx-live', labels: { team: 'b' } }, data: {} },
+    });
+    await eventually(() => {
+      expect(team('a')).toEqual(['idx-pre']);
+      expect(team('b')).toEqual(['idx-live']);
+    });
+
+    await core.deleteNamespacedConfigMap({ name: 'idx-live', namespace });
+    await core.deleteNamespacedConfigMap({ name: 'idx-pre', namespace });
+    await eventually(() => {
+      expect(team('a')).toEqual([]);
+      expect(team('b')).toEqual([]);
+    });
+    expect(inf.byIndex('no-such-index', 'a')).toEqual([]);
+  });
+
+  it('lists in pages with listPage (limit and continue), transforming each page, then watches from the list', async () => {
+    for (const n of ['pg-1', 'pg-2', 'pg-3', 'pg-4', 'pg-5']) await create(n, { big: 'z' }, { paged: 'yes' });
+    const pages: (string | undefined)[] = [];
+    const rec = recorder();
+    const inf = track(
+      configMapInformer(kc, namespace, rec, {
+        labelSelector: 'paged=yes',
+        list: () => Promise.reject(new Error('listPage is used instead')),
+        listPage: ({ limit, continue: token }) => {
+          pages.push(token);
+          return core.listNamespacedConfigMap({
+            namespace,
+            labelSelector: 'paged=yes',
+            limit,
+            ...(token !== undefined ? { _continue: token } : {}),
+          });
+        },
+        pageSize: 2,
+        transform: (cm) => ({ metadata: cm.metadata ?? {} }),
+      }),
+    );
+    await inf.start();
+    expect(pages).toHaveLength(3); // 2 + 2 + 1
+    expect(pages[0]).toBeUndefined();
+    expect(cmNames(inf, namespace)).toEqual(['pg-1', 'pg-2', 'pg-3', 'pg-4', 'pg-5']);
+    expect(inf.list(namespace).every((cm) => cm.data === undefined)).toBe(true);
+    await create('pg-6', {}, { paged: 'yes' }); // the watch continues from the paged list
+    await eventually(() => {
+      expect(cmNames(inf, namespace)).toContain('pg-6');
+    });
+  });
+
   it('reports add, update and delete of ConfigMaps and keeps list and get current', async () => {
     const rec = recorder();
     const inf = track(configMapInformer(kc, namespace, rec));

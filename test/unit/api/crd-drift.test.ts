@@ -208,8 +208,7 @@ const aFullLock: DistributedLock = {
     holder: { name: 'billing-7d9f-abcde', uid: '0f8e1c2a-4b3d-4e5f-8a9b-0c1d2e3f4a5b' },
     fencingToken: '9007199254740993',
     acquireTime: '2024-05-01T12:00:00Z',
-    renewTime: '2024-05-01T12:00:05.123456Z',
-    expireTime: '2024-05-01T12:00:20.123456Z',
+    leaseDurationSeconds: 15,
     leaseTransitions: 3,
     leaseName: leaseName('billing'),
     candidates: 2,
@@ -383,13 +382,13 @@ describe('the DistributedLock CRD', () => {
       }
     });
 
-    it('prints columns that exist in the schema, with expiry as a timestamp rather than an age', () => {
+    it('prints columns that exist in the schema, with how long the holder has held it (from acquireTime, which renewals do not change) rather than its expiry', () => {
       const columns = must(version.additionalPrinterColumns, 'printer columns');
       expect(columns.map((c) => [c.name, c.jsonPath, c.type, c.priority ?? 0])).toEqual([
         ['Ready', '.status.conditions[?(@.type=="Ready")].status', 'string', 0],
         ['Holder', '.status.holder.name', 'string', 0],
         ['Token', '.status.fencingToken', 'string', 0],
-        ['Expires', '.status.expireTime', 'string', 0],
+        ['Held-For', '.status.acquireTime', 'date', 0],
         ['Mode', '.spec.mode', 'string', 1],
         ['Transitions', '.status.leaseTransitions', 'integer', 1],
         ['Age', '.metadata.creationTimestamp', 'date', 0],

@@ -137,7 +137,7 @@ const rows: readonly Row[] = [
       withPods(a, b),
       withLock({
         ...aLock('db'),
-        status: { holder: a.ref, acquireTime: '2025-01-01T00:00:00.000Z', expireTime: '2025-01-01T00:00:30.000Z' },
+        status: { holder: a.ref, acquireTime: '2025-01-01T00:00:00.000Z', leaseDurationSeconds: 30 },
       }),
     ),
     nowMs: 0,
@@ -367,6 +367,21 @@ const rows: readonly Row[] = [
       }),
     ),
     nowMs: 0,
+    want: { actions: [], holder: undefined, waiting: 'TokenRegressed' },
+  },
+  {
+    // Found by the safety suite's co-tenant fault (seed 1392478744: delete-lease, patch-status,
+    // lower-token): the Lease re-created as Lost has no token, status.fencingToken was raised to
+    // 2^63−1, and the grant after the Lost wait went out with token 2^63, above every guard's range.
+    name: 'a vacant Lease whose floor is the largest token (status raised to 2^63−1) is not granted: no token above it',
+    obs: obs(
+      withLease(aLeaseView(released('Lost'), observedAt(0))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = { ...d.status, leaseName: 'dlock-db', fencingToken: '9223372036854775807' };
+      }),
+    ),
+    nowMs: 10 * LEASE_MS,
     want: { actions: [], holder: undefined, waiting: 'TokenRegressed' },
   },
   {

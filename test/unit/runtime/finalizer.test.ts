@@ -90,16 +90,16 @@ function fakeWorld(fail: Partial<Record<Call, Error>> = {}): {
 describe('withFinalizer', () => {
   const cells: { name: string; obj: Obj; calls: Call[]; result: ReconcileResult }[] = [
     {
-      name: 'a live object without the finalizer gets it added, and nothing else happens',
+      name: 'a live object without the finalizer gets it added, then apply runs in the same call',
       obj: anObject(),
-      calls: ['add'],
-      result: {},
+      calls: ['add', 'apply'],
+      result: { requeueAfterMs: 1000 },
     },
     {
-      name: 'a live object with only someone else’s finalizer gets ours added',
+      name: 'a live object with only someone else’s finalizer gets ours added, then apply runs',
       obj: anObject(withFinalizers(OTHER)),
-      calls: ['add'],
-      result: {},
+      calls: ['add', 'apply'],
+      result: { requeueAfterMs: 1000 },
     },
     {
       name: 'a deleting object without the finalizer is left alone',
@@ -284,7 +284,7 @@ describe('jsonPatchFinalizerIO', () => {
     expect(applyJsonPatch(obj, patch).metadata?.finalizers).toEqual(left);
   });
 
-  const noops: { name: string; call: (io: FinalizerIO) => Promise<void> }[] = [
+  const noops: { name: string; call: (io: FinalizerIO) => Promise<unknown> }[] = [
     {
       name: 'adding a finalizer the object already has sends nothing',
       call: (io) => io.addFinalizer(anObject(withFinalizers(FINALIZER)), FINALIZER),
