@@ -8,8 +8,9 @@ import { buildAgent, packageOf } from '../../../hack/build-agent.ts';
 const HANG_BOUND_MS = 120_000;
 
 describe('the compiled agent (dist/bin/fencepost-agent)', () => {
-  // Fails until the agent's path has its own transport (issue 16): today it bundles both.
-  it.fails(
+  // Before the agent's own transport (issue 16) it bundled both: 1,154 modules with
+  // @kubernetes/client-node and ioredis among 44 packages.
+  it(
     'bundles no Kubernetes client library, no Redis client and no controller code',
     () => {
       const { inputs } = buildAgent();
