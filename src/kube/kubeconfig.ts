@@ -231,8 +231,8 @@ function countingInterceptor(onRequest: (r: RestRequest) => void): Interceptor {
 }
 
 /**
- * loadKubeConfig: --kubeconfig when given, else client-node's default order ($KUBECONFIG,
- * in-cluster, ~/.kube/config). Its API calls share a connection pool (see {@link PooledKubeConfig}).
+ * loadKubeConfig: --kubeconfig when given, else client-node's default order ($KUBECONFIG, else
+ * ~/.kube/config, else in-cluster). Its API calls share a connection pool (see {@link PooledKubeConfig}).
  */
 export function loadKubeConfig(path: string | undefined, options: KubeConfigOptions = {}): KubeConfig {
   const kc = new PooledKubeConfig(options);
