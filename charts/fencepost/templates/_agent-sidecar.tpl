@@ -18,14 +18,14 @@ Parameters (a dict):
   probePort   the kubelet's /healthz and /readyz port; default 8081
   metricsPort the Prometheus /metrics port; default 8080
   extraArgs   more agent flags (e.g. "--state-dir=/var/run/fencepost"); default none
-  resources   default requests cpu 10m, memory 160Mi; limits memory 256Mi
+  resources   default requests cpu 10m, memory 64Mi; limits memory 128Mi (the agent holds about 56 MiB)
 The pod needs serviceAccountName fencepost-agent (agentRbac.namespaces).
 */}}
 {{- define "fencepost.agentSidecar" -}}
 {{- $locks := required "fencepost.agentSidecar: locks (a list of lock names) is required" .locks -}}
 {{- $probePort := .probePort | default 8081 -}}
 {{- $metricsPort := .metricsPort | default 8080 -}}
-{{- $resources := .resources | default (dict "requests" (dict "cpu" "10m" "memory" "160Mi") "limits" (dict "memory" "256Mi")) -}}
+{{- $resources := .resources | default (dict "requests" (dict "cpu" "10m" "memory" "64Mi") "limits" (dict "memory" "128Mi")) -}}
 - name: fencepost-agent
   image: {{ .image | default "ghcr.io/fencepost/fencepost:0.1.0" }}
   restartPolicy: Always
