@@ -168,7 +168,10 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     const report = await watch.stop();
     expect(after.token).toBeGreaterThan(before.token);
     expect(report.maxBelievers).toBeLessThanOrEqual(1);
-    expect(report.rounds).toBeGreaterThan(10);
+    // The watch saw the old holder's term first and the new one's last (below), so it covered the
+    // handover; with the agent executable ready in ~0.1 s a rollout of 3 pods can take under 1 s
+    // (6 polls at 100 ms), so only ask that it polled more than once.
+    expect(report.rounds).toBeGreaterThan(1);
     expect(report.terms.at(0)?.holder).toBe(before.pod);
     expect(report.terms.at(-1)?.holder).toBe(after.pod);
     expectIncreasing(report.terms);
