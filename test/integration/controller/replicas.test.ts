@@ -115,6 +115,11 @@ describe('fencepost controller as replicated processes', () => {
     const metrics = await eventually(async () => {
       const m = await getStatus(`http://127.0.0.1:${lead.metricsPort}/metrics`);
       expect(m.body).toMatch(/fencepost_grants_total\{cause="Vacant",backend="Redis"\} 1/);
+      // The grant is counted inside the reconcile, its result only when the reconcile returns: poll
+      // until both are in (a scrape between the two saw every reconcile_total series at 0).
+      expect(m.body).toMatch(
+        /controller_runtime_reconcile_total\{controller="distributedlock",result="(success|requeue_after)"\} [1-9]/,
+      );
       return m.body;
     });
     expect(metrics).toMatch(/^leader_election_master_status\{name="fencepost-controller"\} 1$/m);
