@@ -32,13 +32,22 @@ const ENTRY = 'src/cli/agent-main.ts';
  * scripts did not run (`npm ci --ignore-scripts`), the platform package still holds it.
  */
 export function bunPath(): string {
+  return pinnedBun().path;
+}
+
+/** The Bun found (path and `--version`), looked for once per process: each probe spawns it. */
+let found: { readonly path: string; readonly version: string } | undefined;
+
+function pinnedBun(): { readonly path: string; readonly version: string } {
+  if (found !== undefined) return found;
   const linked = join(ROOT, 'node_modules/.bin/bun');
   const oven = join(ROOT, 'node_modules/@oven');
   const platform = existsSync(oven) ? readdirSync(oven).map((d) => join(oven, d, 'bin/bun')) : [];
   for (const bun of [linked, ...platform]) {
     try {
-      execFileSync(bun, ['--version'], { stdio: 'ignore' });
-      return bun;
+      const version = execFileSync(bun, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+      found = { path: bun, version };
+      return found;
     } catch {
       /* a placeholder or another platform's binary: try the next */
     }
@@ -60,8 +69,8 @@ export interface AgentBuild {
 
 /** buildAgent compiles dist/bin/fencepost-agent unless it is up to date (or `force`). */
 export function buildAgent(options: { readonly force?: boolean } = {}): AgentBuild {
-  const bun = bunPath();
-  const stamp = inputsHash(bun);
+  const bun = pinnedBun();
+  const stamp = inputsHash(bun.version);
   const fresh =
     options.force !== true &&
     existsSync(AGENT_BINARY) &&
@@ -73,7 +82,7 @@ export function buildAgent(options: { readonly force?: boolean } = {}): AgentBui
     // Built beside the target and renamed over it, so a test run never starts a half-written file.
     const tmp = `${AGENT_BINARY}.${process.pid}.tmp`;
     execFileSync(
-      bun,
+      bun.path,
       [
         'build',
         '--compile',
@@ -98,9 +107,9 @@ export function bundledModules(metafile = AGENT_METAFILE): string[] {
   return Object.keys(meta.inputs ?? {}).map((p) => (p.startsWith('/') ? relative(ROOT, p) : p));
 }
 
-function inputsHash(bun: string): string {
+function inputsHash(bunVersion: string): string {
   const h = createHash('sha256');
-  h.update(execFileSync(bun, ['--version'], { encoding: 'utf8' }));
+  h.update(bunVersion);
   for (const file of [...filesUnder(join(ROOT, 'src')), join(ROOT, 'package-lock.json')]) {
     h.update(relative(ROOT, file));
     h.update('\0');

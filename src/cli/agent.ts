@@ -26,6 +26,7 @@ import { recordEvents } from '../kube/event-recorder.ts';
 import { parseBindAddress, serveProbes } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
 import { TextRegistry, processMetrics } from '../observability/exposition.ts';
+import { REST_REQUESTS_METRIC } from '../observability/rest-requests-metric.ts';
 import { connect } from '../transport/connect.ts';
 import { eventRequests } from '../transport/resources.ts';
 import { realClock, sleep } from '../runtime/clock.ts';
@@ -81,13 +82,9 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   // The agent's metrics without prom-client (about 11 MiB of RSS): exposition.ts, same names.
   const registry = new TextRegistry();
   processMetrics(registry); // process_* and nodejs_*, as every Node exporter names them
-  // client-go's name, as the controller exports it (metrics.ts restRequestCounter, same help): an
-  // agent whose renewals fail shows it here first.
-  const requests = registry.counter({
-    name: 'rest_client_requests_total',
-    help: 'HTTP requests to the API server by status code (<error> when none came), method and host.',
-    labelNames: ['code', 'method', 'host'],
-  });
+  // client-go's name, as the controller exports it (the same definition): an agent whose renewals
+  // fail shows it here first.
+  const requests = registry.counter(REST_REQUESTS_METRIC);
   const kube = connect(cfg.kubeconfig, {
     onRequest: (r) => {
       requests.inc({ code: r.code, method: r.method, host: r.host });

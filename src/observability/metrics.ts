@@ -7,6 +7,7 @@
  * methods, the API server's host) — never lock or pod names.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { REST_REQUESTS_METRIC } from './rest-requests-metric.ts';
 
 /**
  * RECONCILE_RESULTS are controller-runtime's values of `controller_runtime_reconcile_total{result}`:
@@ -46,9 +47,8 @@ export interface RestRequest {
  */
 export function restRequestCounter(registry: Registry): (r: RestRequest) => void {
   const counter = new Counter({
-    name: 'rest_client_requests_total',
-    help: 'HTTP requests to the API server by status code (<error> when none came), method and host.',
-    labelNames: ['code', 'method', 'host'],
+    ...REST_REQUESTS_METRIC,
+    labelNames: [...REST_REQUESTS_METRIC.labelNames],
     registers: [registry],
   });
   return (r) => {
