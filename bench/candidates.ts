@@ -173,9 +173,12 @@ export interface Candidate {
 
 const STEP_TIMEOUT_MS = 60_000;
 
-/** fencepostAgent starts `fencepost agent --lock LOCK` as pod (name, uid) in namespace. */
+/**
+ * fencepostAgent starts `fencepost-agent agent --lock LOCK` as pod (name, uid) in namespace: `agent`
+ * is the shipped executable (test/support/agent-binary.ts), the bytes a pod's sidecar runs.
+ */
 export async function fencepostAgent(o: {
-  main: string;
+  agent: string;
   kubeconfig: string;
   namespace: string;
   lock: string;
@@ -187,9 +190,8 @@ export async function fencepostAgent(o: {
   const port = await freePort();
   const proc = new LineProcess(
     `agent-${o.pod}-${o.tag}`,
-    process.execPath,
+    o.agent,
     [
-      o.main,
       'agent',
       '--lock',
       o.lock,

@@ -4,7 +4,8 @@
  *
  * Systems, each with its own namespace, two candidate pods and the lock's Lease:
  *   - fencepost: `fencepost controller` (one process, Redis fencing, --leader-elect=false) and one
- *     `fencepost agent` process per pod; the lock has the EQUAL timings;
+ *     `fencepost-agent agent` process per pod (the shipped executable, test/support/agent-binary.ts);
+ *     the lock has the EQUAL timings;
  *   - client-go (equal): the peer (bench/peers/client-go) with the same lease, renew deadline and
  *     retry period as fencepost's lease, renew deadline and renew period;
  *   - client-go (defaults): the peer at 15 s / 10 s / 2 s.
@@ -55,6 +56,7 @@ import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import { freePort } from '../test/support/testbed/ports.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
+import { agentBinary } from '../test/support/agent-binary.ts';
 import { clientGoPeer, fencepostAgent, holdsNow, LineProcess, type Candidate, type Timings } from './candidates.ts';
 import { keepAliveClient, parseMetrics, sumMetric, type KeepAliveClient, type MetricSample } from './kube-http.ts';
 import {
@@ -327,7 +329,7 @@ async function main(): Promise<void> {
         const c =
           id === 'fencepost'
             ? await fencepostAgent({
-                main: MAIN,
+                agent: agentBinary(),
                 kubeconfig,
                 namespace: t.namespace,
                 lock: LOCK,
@@ -648,7 +650,7 @@ async function main(): Promise<void> {
         controller: 'fencepost controller process, --leader-elect=false, Redis fencing, 4 workers',
         note:
           "Times: performance.now() in the benchmark just before kill(2) to the arrival of the successor's line on its stdout/stderr pipe " +
-          '(fencepost agent: the "Acquired lock" log line, written when its first renew of the grant succeeded; client-go: OnStartedLeading). ' +
+          '(fencepost-agent, the shipped executable: the "Acquired lock" log line, written when its first renew of the grant succeeded; client-go: OnStartedLeading). ' +
           'Before each signal a random wait of 0..retryPeriod. Alternating order A,B,C then C,B,A. crash-terminated writes the pod status ' +
           '(containers terminated, phase Failed) right after the SIGKILL; client-go (defaults) is left out of it (client-go does not read pods; ' +
           'client-go (equal) shows it). Floor: kept-alive node:https GET+PUT of a scratch Lease (PUT timed), watch delivery = PUT returned → ' +
