@@ -7,7 +7,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, statSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { readDockerIgnore } from './dockerignore.ts';
 
 /** Instruction is one Dockerfile instruction, continuation lines joined. */
 export interface Instruction {
@@ -155,6 +156,9 @@ export interface BuildOptions {
 /** buildLocally runs the Dockerfile's steps as described above and returns the final stage's root folder. */
 export function buildLocally(dockerfile: string, o: BuildOptions): string {
   const stages = parseDockerfile(readFileSync(dockerfile, 'utf8'));
+  // The context as a builder sends it: what .dockerignore excludes is not there to COPY.
+  const ignore = readDockerIgnore(o.context);
+  const inContext = (src: string): boolean => ignore.included(relative(o.context, src));
   const roots = new Map<string, string>();
   let finalRoot = '';
   for (const [index, s] of stages.entries()) {
@@ -181,9 +185,13 @@ export function buildLocally(dockerfile: string, o: BuildOptions): string {
           // ends with a slash or several sources are given, else it becomes dest.
           for (const p of paths) {
             const src = fromRoot !== undefined ? join(fromRoot, p) : join(o.context, p);
+            if (fromRoot === undefined && !inContext(src))
+              throw new Error(
+                `Dockerfile:${ins.line}: COPY ${p}: excluded by .dockerignore (not in the build context)`,
+              );
             const destPath = inRoot(dest, cwd);
             if (statSync(src).isDirectory()) {
-              cpSync(src, destPath, { recursive: true });
+              cpSync(src, destPath, { recursive: true, filter: (f) => fromRoot !== undefined || inContext(f) });
               continue;
             }
             const target = dest.endsWith('/') || paths.length > 1 ? join(destPath, basename(p)) : destPath;
