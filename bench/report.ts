@@ -55,7 +55,14 @@ interface ScaleSize {
   readonly steadyControllerWritesPerLockPerMin?: number;
   readonly controllerAtEnd?: Record<string, number>;
   readonly loadAverage: { start: { one: number } };
-  readonly samples: readonly { phase: string; heapUsedMiB?: number; heapTotalMiB?: number; controllerRssMiB: number }[];
+  readonly samples: readonly {
+    phase: string;
+    t: number;
+    heapUsedMiB?: number;
+    heapTotalMiB?: number;
+    controllerRssMiB: number;
+    controllerWrites?: number;
+  }[];
 }
 interface Scale {
   readonly command: string;
@@ -397,15 +404,19 @@ for (const [file, title] of [
       scale.sizes.find((s) => s.locks === 10_000),
       120,
     );
-    const steadyWrites = scale.sizes
-      .map((s) => s.steadyControllerWritesPerLockPerMin)
-      .filter((w): w is number => w !== undefined);
+    // The steady window opens the moment the last grant is counted, while the controller still
+    // writes the last grants' status and Events; its second half shows the renewals alone.
+    const steadyWrites = scale.sizes.flatMap((s) => {
+      const whole = s.steadyControllerWritesPerLockPerMin;
+      const late = secondHalfWritesPerLockPerMin(s);
+      return whole === undefined || late === undefined ? [] : [{ locks: s.locks, whole, late }];
+    });
     if (steadyWrites.length > 0) {
-      const worst = Math.max(...steadyWrites);
+      const worstLate = Math.max(...steadyWrites.map((w) => w.late));
       targets.push([
-        "(16) steady state: the controller's API writes per held lock per minute = 0",
-        `${worst.toFixed(3)} (worst of ${steadyWrites.length} sizes)`,
-        worst === 0 ? 'met' : `missed: ${worst.toFixed(3)}`,
+        "(16) steady state: the controller's API writes per held lock per minute = 0 (second half of the steady window)",
+        steadyWrites.map((w) => `${w.locks}: ${w.late.toFixed(3)} (whole window ${w.whole.toFixed(3)})`).join('; '),
+        worstLate === 0 ? 'met' : `missed: ${worstLate.toFixed(3)}`,
       ]);
     }
     const big = scale.sizes.find((s) => s.locks === 10_000);
@@ -416,6 +427,18 @@ for (const [file, title] of [
         big.peakRssMiB <= 300 ? 'met' : `missed by ${(big.peakRssMiB - 300).toFixed(0)} MiB`,
       ]);
   }
+}
+
+/** secondHalfWritesPerLockPerMin: the controller's writes per lock per minute over the steady window's second half. */
+function secondHalfWritesPerLockPerMin(s: ScaleSize): number | undefined {
+  const steady = s.samples.filter((p) => p.phase === 'steady' && p.controllerWrites !== undefined);
+  const first = steady[0];
+  const last = steady.at(-1);
+  if (first === undefined || last === undefined || last.t <= first.t) return undefined;
+  const mid = steady.find((p) => p.t >= (first.t + last.t) / 2) ?? first;
+  const minutes = (last.t - mid.t) / 60;
+  if (minutes <= 0) return undefined;
+  return ((last.controllerWrites ?? 0) - (mid.controllerWrites ?? 0)) / s.locks / minutes;
 }
 
 interface Redis {
