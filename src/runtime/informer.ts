@@ -23,6 +23,7 @@
 import { ListWatch, Watch } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
 import type { Timer, TimerClock } from './clock.ts';
+import { restartDelays, syncTimeout, type InformerBackoff } from './informer-backoff.ts';
 
 /**
  * InformerLogger is the logging an informer needs: pino-style calls with the structured fields
@@ -44,31 +45,10 @@ export type ChangeKind = 'add' | 'update' | 'delete';
  */
 export type ChangeHandler<T> = (obj: T, kind: ChangeKind) => void;
 
-/** InformerBackoff shapes the restart delays of a {@link SupervisedInformer}. */
-export interface InformerBackoff {
-  /** baseMs is the upper bound of the first restart delay. Defaults to 200 ms. */
-  readonly baseMs?: number;
-  /** maxMs caps every restart delay. Defaults to 30 s. */
-  readonly maxMs?: number;
-}
-
-/**
- * DEFAULT_INFORMER_BACKOFF: restart delays start at ≤ 200 ms and double per consecutive failure up
- * to 30 s. 200 ms lets a blip (one API server replica restarting behind a load balancer) heal
- * almost unnoticed; the 30 s cap is client-go's reflector cap and client-node's own re-watch cap,
- * and keeps a long outage to two attempts a minute per informer. The cap is reached after 8
- * consecutive failures.
- */
-const DEFAULT_INFORMER_BACKOFF = Object.freeze({ baseMs: 200, maxMs: 30_000 } as const);
+export type { InformerBackoff } from './informer-backoff.ts';
 
 /** DEFAULT_PAGE_SIZE: 500 objects per page, client-go's reflector page size. */
 const DEFAULT_PAGE_SIZE = 500;
-
-/**
- * DEFAULT_SYNC_TIMEOUT_MS is how long `start()` waits for the first list: 2 minutes, as
- * controller-runtime's `CacheSyncTimeout`: a controller whose caches never sync should exit and be restarted.
- */
-const DEFAULT_SYNC_TIMEOUT_MS = 120_000;
 
 /** SuperviseInformerOptions configures {@link superviseInformer}. */
 export interface SuperviseInformerOptions<T extends KubernetesObject> {
@@ -116,9 +96,9 @@ export interface SuperviseInformerOptions<T extends KubernetesObject> {
   readonly clock: TimerClock;
   /** log receives restarts, failures and handler errors. Defaults to discarding them. */
   readonly log?: InformerLogger;
-  /** backoff shapes restart delays; see {@link DEFAULT_INFORMER_BACKOFF}. */
+  /** backoff shapes restart delays (informer-backoff.ts: ≤ 200 ms first, doubling to 30 s). */
   readonly backoff?: InformerBackoff;
-  /** syncTimeoutMs bounds `start()`; see {@link DEFAULT_SYNC_TIMEOUT_MS}. */
+  /** syncTimeoutMs bounds `start()` (informer-backoff.ts: 2 minutes by default). */
   readonly syncTimeoutMs?: number;
   /** random returns a number in [0, 1) for jitter. Defaults to `Math.random`; inject it in tests. */
   readonly random?: () => number;
@@ -281,10 +261,9 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   readonly #path: string;
   readonly #clock: TimerClock;
   readonly #log: InformerLogger;
-  readonly #baseMs: number;
-  readonly #maxMs: number;
+  /** #delayFor is the restart delay after the n-th consecutive failure (informer-backoff.ts). */
+  readonly #delayFor: (failures: number) => number;
   readonly #syncTimeoutMs: number;
-  readonly #random: () => number;
   readonly #onStateChange: ((watching: boolean) => void) | undefined;
   readonly #informer: ListWatch<T>;
   readonly #handlers: ChangeHandler<T>[] = [];
@@ -313,21 +292,12 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   #lastError: unknown;
 
   constructor(opts: SuperviseInformerOptions<T>) {
-    const baseMs = opts.backoff?.baseMs ?? DEFAULT_INFORMER_BACKOFF.baseMs;
-    const maxMs = opts.backoff?.maxMs ?? DEFAULT_INFORMER_BACKOFF.maxMs;
-    if (!(Number.isFinite(baseMs) && Number.isFinite(maxMs) && baseMs > 0 && baseMs <= maxMs)) {
-      throw new RangeError(`superviseInformer needs 0 < backoff.baseMs ≤ backoff.maxMs, got ${baseMs} and ${maxMs}`);
-    }
-    const syncTimeoutMs = opts.syncTimeoutMs ?? DEFAULT_SYNC_TIMEOUT_MS;
-    if (!(syncTimeoutMs > 0)) throw new RangeError(`superviseInformer needs syncTimeoutMs > 0, got ${syncTimeoutMs}`);
+    this.#delayFor = restartDelays('superviseInformer', opts.backoff, opts.random ?? Math.random);
+    this.#syncTimeoutMs = syncTimeout('superviseInformer', opts.syncTimeoutMs);
     this.#name = opts.name;
     this.#path = opts.path;
     this.#clock = opts.clock;
     this.#log = opts.log ?? NOOP_LOGGER;
-    this.#baseMs = baseMs;
-    this.#maxMs = maxMs;
-    this.#syncTimeoutMs = syncTimeoutMs;
-    this.#random = opts.random ?? Math.random;
     this.#onStateChange = opts.onStateChange?.bind(opts);
 
     this.#indexers = Object.entries(opts.indexers ?? {});
@@ -493,8 +463,7 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
 
   #scheduleRestart(): void {
     if (this.#stopped || this.#restartTimer !== undefined) return;
-    const ceiling = Math.min(this.#maxMs, this.#baseMs * 2 ** this.#failures);
-    const delayMs = ceiling * (0.5 + 0.5 * this.#random());
+    const delayMs = this.#delayFor(this.#failures);
     this.#failures++;
     this.#log.error(
       { ...this.#fields(), err: this.#lastError, failures: this.#failures, retryInMs: Math.round(delayMs) },

@@ -21,6 +21,7 @@
  */
 import type { TimerClock, Timer } from '../runtime/clock.ts';
 import { isGone } from '../runtime/errors.ts';
+import { restartDelays, syncTimeout, type InformerBackoff } from '../runtime/informer-backoff.ts';
 import type { ApiClient } from './client.ts';
 
 /** KubeObject is what the cache needs of an object. */
@@ -49,8 +50,8 @@ export interface ListWatchOptions {
   readonly labelSelector?: string;
   readonly clock: TimerClock;
   readonly log?: InformerLogger;
-  /** backoff: first restart delay ≤ baseMs (200 ms), doubling to maxMs (30 s), as runtime/informer.ts. */
-  readonly backoff?: { readonly baseMs?: number; readonly maxMs?: number };
+  /** backoff: first restart delay ≤ baseMs (200 ms), doubling to maxMs (30 s): runtime/informer-backoff.ts. */
+  readonly backoff?: InformerBackoff;
   /** syncTimeoutMs bounds start(); 2 minutes. */
   readonly syncTimeoutMs?: number;
   /** random in [0, 1) for jitter; Math.random. */
@@ -65,10 +66,9 @@ const NOOP_LOGGER: InformerLogger = Object.freeze({ info() {}, debug() {}, error
 export class ListWatchInformer<T extends KubeObject> {
   readonly #o: ListWatchOptions;
   readonly #log: InformerLogger;
-  readonly #baseMs: number;
-  readonly #maxMs: number;
+  /** #delayFor is the restart delay after the n-th consecutive failure (informer-backoff.ts). */
+  readonly #delayFor: (failures: number) => number;
   readonly #syncTimeoutMs: number;
-  readonly #random: () => number;
   readonly #cache = new Map<string, T>();
   readonly #handlers: ((obj: T, kind: ChangeKind) => void)[] = [];
   readonly #abort = new AbortController();
@@ -87,21 +87,8 @@ export class ListWatchInformer<T extends KubeObject> {
   constructor(o: ListWatchOptions) {
     this.#o = o;
     this.#log = o.log ?? NOOP_LOGGER;
-    this.#baseMs = o.backoff?.baseMs ?? 200;
-    this.#maxMs = o.backoff?.maxMs ?? 30_000;
-    this.#syncTimeoutMs = o.syncTimeoutMs ?? 120_000;
-    this.#random = o.random ?? Math.random;
-    if (!(
-      Number.isFinite(this.#baseMs) &&
-      Number.isFinite(this.#maxMs) &&
-      this.#baseMs > 0 &&
-      this.#baseMs <= this.#maxMs
-    ))
-      throw new RangeError(
-        `ListWatchInformer needs 0 < backoff.baseMs ≤ backoff.maxMs, got ${this.#baseMs} and ${this.#maxMs}`,
-      );
-    if (!(this.#syncTimeoutMs > 0))
-      throw new RangeError(`ListWatchInformer needs syncTimeoutMs > 0, got ${this.#syncTimeoutMs}`);
+    this.#delayFor = restartDelays('ListWatchInformer', o.backoff, o.random ?? Math.random);
+    this.#syncTimeoutMs = syncTimeout('ListWatchInformer', o.syncTimeoutMs);
   }
 
   /** start begins listing and watching; resolves once synced (module comment). Calling it again returns the same promise. */
@@ -320,11 +307,6 @@ export class ListWatchInformer<T extends KubeObject> {
     } catch (err) {
       this.#log.error({ informer: this.#o.name, err, watching }, 'Failed to report informer state');
     }
-  }
-
-  #delayFor(failures: number): number {
-    const ceiling = Math.min(this.#maxMs, this.#baseMs * 2 ** failures);
-    return ceiling * (0.5 + 0.5 * this.#random());
   }
 
   #pause(failures: number): Promise<void> {

@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { errorKind, isConflict } from '../../../src/runtime/errors.ts';
 import { ApiClient, ApiError, type RequestRecord } from '../../../src/transport/client.ts';
 import type { ClusterConfig } from '../../../src/transport/config.ts';
+import { plainClusterConfig } from '../../support/api-client.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -40,23 +41,7 @@ describe('ApiClient', () => {
   });
 
   const client = (cfg: Partial<ClusterConfig>, o: ConstructorParameters<typeof ApiClient>[1] = {}): ApiClient => {
-    const c = new ApiClient(
-      {
-        server: new URL(base),
-        source: 'test',
-        ca: undefined,
-        insecureSkipTlsVerify: false,
-        tlsServerName: undefined,
-        clientCert: undefined,
-        clientKey: undefined,
-        token: undefined,
-        tokenFile: undefined,
-        exec: undefined,
-        namespace: undefined,
-        ...cfg,
-      },
-      o,
-    );
+    const c = new ApiClient(plainClusterConfig(base, cfg), o);
     clients.push(c);
     return c;
   };
