@@ -133,6 +133,8 @@ describe("fencepost controller speaks controller-runtime's metrics and logs", ()
     // Nothing is PATCHed before there is a lock: leader election creates and PUTs its Lease.
     const patchesBefore = sum(series(before, 'rest_client_requests_total', { method: 'PATCH' }));
 
+    const c = { controller: 'distributedlock' };
+    const q = { name: 'distributedlock', controller: 'distributedlock' };
     await createPod(t, 'obs-0', { app: 'obs' });
     await createLock(t, lockBody('obs', 'obs', { leaseDurationSeconds: 30 }));
     await eventually(async () => {
@@ -141,11 +143,13 @@ describe("fencepost controller speaks controller-runtime's metrics and logs", ()
     const m = await eventually(async () => {
       const s = await scrape();
       expect(series(s, 'fencepost_grants_total', { cause: 'Vacant' })[0]?.value).toBe(1);
+      // The grant is counted when its Lease write lands, the reconcile only when it returns (after
+      // the pod patches): wait for the reconcile that granted to finish, or this scrape races it.
+      expect(sum(series(s, 'controller_runtime_reconcile_total', c))).toBeGreaterThanOrEqual(1);
+      expect(series(s, 'workqueue_work_duration_seconds_count', q)[0]?.value).toBeGreaterThanOrEqual(1);
       return s;
     });
 
-    const c = { controller: 'distributedlock' };
-    const q = { name: 'distributedlock', controller: 'distributedlock' };
     for (const result of ['success', 'error', 'requeue', 'requeue_after']) {
       expect(series(m, 'controller_runtime_reconcile_total', { ...c, result }), result).toHaveLength(1);
     }
