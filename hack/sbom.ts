@@ -45,7 +45,9 @@ const USAGE =
   '--version X.Y.Z [--revision GITSHA] [--created RFC3339] [--distro debian-N] --out FILE';
 
 const SEMVER = /^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$/;
-const GIT_SHA = /^[0-9a-f]{7,64}$/;
+// A commit, `-dirty` when built from uncommitted changes (hack/build-image.sh), or the Dockerfile's
+// default `unknown` (a plain `docker build` without --build-arg REVISION).
+const GIT_SHA = /^(?:[0-9a-f]{7,64}(?:-dirty)?|unknown)$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/;
 const DISTRO = /^debian-\d+$/;
 
@@ -99,7 +101,9 @@ export function parseSbomFlags(argv: readonly string[]): SbomFlags {
     nodeVersion: matching('node-version', required('node-version'), SEMVER, 'a version like 24.21.0'),
     agentMeta: required('agent-meta'),
     version: matching('version', required('version'), SEMVER, 'a version like 0.1.0'),
-    ...(revision === undefined ? {} : { revision: matching('revision', revision, GIT_SHA, 'a lower-case git SHA') }),
+    ...(revision === undefined
+      ? {}
+      : { revision: matching('revision', revision, GIT_SHA, 'a lower-case git SHA (optionally -dirty) or unknown') }),
     ...(created === undefined ? {} : { created }),
     ...(distro === undefined ? {} : { distro: matching('distro', distro, DISTRO, 'like debian-12') }),
     out: required('out'),
