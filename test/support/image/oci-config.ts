@@ -124,8 +124,8 @@ export interface ContainerOverrides {
   /**
    * userns gives the container a new user namespace with these mappings (rootless: the runtime
    * runs inside the sandbox's user namespace, and the container's ids map onto the sandbox's).
-   * Absent: no user namespace. /sys and /dev/mqueue are then bind mounts, since a nested user
-   * namespace may not mount sysfs or mqueue for a network namespace it does not own.
+   * Absent: no user namespace. /sys is then a bind mount, since a nested user namespace may not
+   * mount sysfs for a network namespace it does not own.
    */
   readonly userns?: { readonly uidMappings: readonly OciIdMapping[]; readonly gidMappings: readonly OciIdMapping[] };
   /** uid is runAsUser (default 65532); gid runAsGroup (default 65532); fsGroup a supplementary group (default 65532). */
@@ -166,8 +166,8 @@ const READONLY_PATHS = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/pro
 
 /**
  * standardMounts are /proc, /dev (tmpfs), /dev/pts, /dev/shm, /dev/mqueue and a read-only /sys —
- * what every container gets. Rootless (a nested user namespace): /sys and /dev/mqueue are bind
- * mounts of the host's, and /dev/pts has no gid= option (group 5 is not mapped).
+ * what every container gets. Rootless (a nested user namespace): /sys is a read-only bind mount
+ * of the host's, and /dev/pts has no gid= option (group 5 is not mapped).
  */
 export function standardMounts(rootless: boolean): OciMount[] {
   return [
@@ -190,14 +190,7 @@ export function standardMounts(rootless: boolean): OciMount[] {
       source: 'shm',
       options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'],
     },
-    rootless
-      ? {
-          destination: '/dev/mqueue',
-          type: 'none',
-          source: '/dev/mqueue',
-          options: ['rbind', 'nosuid', 'noexec', 'nodev'],
-        }
-      : { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+    { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
     rootless
       ? { destination: '/sys', type: 'none', source: '/sys', options: ['rbind', 'nosuid', 'noexec', 'nodev', 'ro'] }
       : { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
