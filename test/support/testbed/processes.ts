@@ -2,9 +2,10 @@
  * Child processes started by the testbed: spawned with their output in a log file, stopped by
  * PID (SIGTERM, then SIGKILL), and recorded in a pid file so that a crashed run's leftovers can be
  * reaped by the next one (`reapStale`) — only processes whose command line still matches what we
- * started are ever signalled.
+ * started are ever signalled. The pid file also names crun state roots (crun-container.ts), whose
+ * containers reapStale force-deletes.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { appendFileSync, existsSync, openSync, readFileSync, closeSync, writeFileSync } from 'node:fs';
 
@@ -68,7 +69,7 @@ export function spawnManaged(name: string, binary: string, opts: SpawnOptions): 
   if (child.pid === undefined) throw new Error(`Failed to start ${name} (${binary})`);
   const pid = child.pid;
   live.add(child);
-  if (opts.pidFile !== undefined) appendFileSync(opts.pidFile, `${pid}\t${binary}\n`);
+  if (opts.pidFile !== undefined) recordPid(opts.pidFile, pid, binary);
   let running = true;
   const exited = new Promise<number | string>((resolve) => {
     child.on('exit', (code, sig) => {
@@ -111,14 +112,34 @@ export function spawnManaged(name: string, binary: string, opts: SpawnOptions): 
 }
 
 /**
- * reapStale kills processes recorded in pidFile by an earlier run that did not clean up, but only
- * those whose /proc command line still starts with the recorded binary (a reused PID is left
- * alone), then empties the file.
+ * recordPid appends "pid<TAB>program" to pidFile: reapStale will kill pid if its command line
+ * still starts with program (what the process runs now, e.g. `sleep` for a process that exec'd it).
+ */
+export function recordPid(pidFile: string, pid: number, program: string): void {
+  appendFileSync(pidFile, `${pid}\t${program}\n`);
+}
+
+/** recordCrunRoot appends "crun-root<TAB>dir" to pidFile: reapStale will delete every container in that crun state root. */
+export function recordCrunRoot(pidFile: string, root: string): void {
+  appendFileSync(pidFile, `crun-root\t${root}\n`);
+}
+
+/**
+ * reapStale cleans up after an earlier run that did not: it force-deletes the containers of every
+ * crun state root recorded (`crun --root R delete -f`, which kills them), then kills the processes
+ * recorded in pidFile, but only those whose /proc command line still starts with the recorded
+ * program (a reused PID is left alone), and empties the file. Returns how many it reaped.
  */
 export function reapStale(pidFile: string): number {
   if (!existsSync(pidFile)) return 0;
   let reaped = 0;
-  for (const line of readFileSync(pidFile, 'utf8').split('\n')) {
+  const lines = readFileSync(pidFile, 'utf8').split('\n');
+  for (const line of lines) {
+    const [kind, root] = line.split('\t');
+    if (kind !== 'crun-root' || root === undefined || !existsSync(root)) continue;
+    reaped += reapCrunRoot(root);
+  }
+  for (const line of lines) {
     const [pidText, binary] = line.split('\t');
     const pid = Number(pidText);
     if (!Number.isInteger(pid) || pid <= 0 || binary === undefined) continue;
@@ -134,6 +155,31 @@ export function reapStale(pidFile: string): number {
   }
   writeFileSync(pidFile, '');
   return reaped;
+}
+
+/** reapCrunRoot force-deletes every container crun lists in the state root; returns how many. */
+export function reapCrunRoot(root: string): number {
+  let ids: string[];
+  try {
+    ids = execFileSync('crun', ['--root', root, 'list', '-q'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .split('\n')
+      .filter((l) => l.trim() !== '');
+  } catch {
+    return 0; // no crun, or not a state root
+  }
+  let n = 0;
+  for (const id of ids) {
+    try {
+      execFileSync('crun', ['--root', root, 'delete', '-f', id.trim()], { stdio: 'ignore' });
+      n++;
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return n;
 }
 
 /** tailLog returns the last lines of a log file, for error messages when a process fails to start. */
