@@ -45,14 +45,15 @@ RUN npm run build && node hack/build-agent.ts
 # The runtime's root filesystem, distroless-style: the files of the five Debian packages that node
 # and the agent link against (ldd: libc, libm, libdl, libpthread, libgcc_s, libstdc++), their dpkg
 # records in var/lib/dpkg/status.d/ (the layout scanners such as trivy, grype and syft read), the
-# base's node binary, and passwd/group with nonroot (65532). No shell, no dpkg, no apt, no npm:
+# base's node binary, passwd/group with nonroot (65532), and the empty mount points a runtime
+# mounts over (proc, sys, dev, run: a rootless runtime cannot create them in a root-owned image). No shell, no dpkg, no apt, no npm:
 # nothing in the image can install or run what we did not put there. Carved from the Node base
 # rather than taken from a second base image: one digest to pin, and the libraries are the ones
 # this node was built against. (Paths are absolute by nature: the local replay skips -root stages.)
 FROM ${NODE_IMAGE} AS runtime-root
 WORKDIR /rootfs
 RUN set -eu; pkgs="base-files libc6 libgcc-s1 libstdc++6 gcc-12-base"; \
-    mkdir -p var/lib/dpkg/status.d etc tmp home/nonroot usr/local/bin; \
+    mkdir -p var/lib/dpkg/status.d etc tmp home/nonroot usr/local/bin proc sys dev run; \
     for p in $pkgs; do \
       dpkg-query -L "$p" | while read -r f; do \
         case "$f" in /usr/share/doc/*/copyright) ;; /usr/share/doc/*|/usr/share/man/*|/usr/share/lintian/*|/usr/share/locale/*|/usr/share/info/*) continue;; esac; \

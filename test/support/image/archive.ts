@@ -10,17 +10,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, w
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-const ROOT = resolve(import.meta.dirname, '../../..');
+import type { ImageConfig } from './oci-config.ts';
 
-/** ImageConfig is the part of an OCI image config a runtime needs (its `config` object). */
-export interface ImageConfig {
-  readonly Entrypoint?: string[];
-  readonly Cmd?: string[];
-  readonly Env?: string[];
-  readonly WorkingDir?: string;
-  readonly User?: string;
-  readonly Labels?: Record<string, string>;
-}
+const ROOT = resolve(import.meta.dirname, '../../..');
 
 /** ImageRootfs is an unpacked image: its files, its config and the digest they came from. */
 export interface ImageRootfs {
