@@ -9,7 +9,8 @@
 # Stages: production dependencies (deps), the TypeScript build and the agent executable (build),
 # a distroless-style root carved out of the Node base (runtime-root: glibc, libstdc++, node, no
 # shell, no package manager), the SBOM (sbom), and the runtime: FROM scratch with only those.
-# The RUN steps of deps and build are the ones `node hack/build-image-tree.ts` replays locally;
+# The RUN steps of deps and build are the ones `node hack/build-image-tree.ts` replays locally
+# (without a container engine or root, for development);
 # keep them relative to WORKDIR so that it can. test/unit/image lints this file.
 #
 # Runs as 65532:65532 and writes nothing to its filesystem: readOnlyRootFilesystem: true works

@@ -36,6 +36,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseDockerfile } from '../../test/support/image/dockerfile.ts';
+import { keepNewest, touch } from './cache.ts';
 import { inputKey } from './inputs.ts';
 import { dockerArchiveManifest, imageName, namedIndex, type OciIndex, type OciManifest } from './oci-layout.ts';
 
@@ -298,6 +299,7 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
   mkdirSync(o.out, { recursive: true });
   if (!o.rebuild && existsSync(resultFile) && existsSync(join(dir, file))) {
     const cached = JSON.parse(readFileSync(resultFile, 'utf8')) as BuildResult;
+    touch(dir);
     copyFileSync(join(dir, file), join(o.out, file));
     copyFileSync(join(dir, `fencepost-${version}.cdx.json`), join(o.out, `fencepost-${version}.cdx.json`));
     writeFileSync(join(o.out, `${file}.digest`), `${cached.digest}\n`);
@@ -397,6 +399,7 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
       seconds: (Date.now() - t0) / 1000,
     };
     writeFileSync(resultFile, JSON.stringify(result, null, 2));
+    keepNewest(join(cache, 'builds'), 3);
     copyFileSync(join(dir, file), join(o.out, file));
     copyFileSync(result.sbom, join(o.out, `fencepost-${version}.cdx.json`));
     writeFileSync(join(o.out, `${file}.digest`), `${manifestDigest}\n`);

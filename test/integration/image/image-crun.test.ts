@@ -1,4 +1,14 @@
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +26,9 @@ import { createLock, createPod, getLease, lockBody, testKube } from '../../suppo
 // built here, cached), unpacked, and run by crun in a rootless pod sandbox with the chart's
 // securityContext (uid 65532, read-only root, no capabilities, RuntimeDefault seccomp) and its own
 // network namespace, where the host's loopback (the test API server) is 10.0.2.2.
+const MiB = 1024 * 1024;
+const mib = (n: number): string => (n / MiB).toFixed(1);
+
 describe('the image archive, run by crun as the chart runs it', () => {
   let image: ImageRootfs | undefined;
   let dir = '';
@@ -98,7 +111,7 @@ describe('the image archive, run by crun as the chart runs it', () => {
     }
   });
 
-  it('is the image the archive names: one digest, labels, no shell or package manager, nothing of ours writable', () => {
+  it('is the image the archive names: one digest, labels, production dependencies only, no shell or package manager, and small', () => {
     if (image === undefined) throw new Error('no image');
     expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     expect(image.config.User).toBe('65532:65532');
@@ -118,7 +131,22 @@ describe('the image archive, run by crun as the chart runs it', () => {
       'usr/local/bin/npm',
     ])
       expect(files.has(f), f).toBe(false);
-    process.stderr.write(`[image] ${image.archive}: ${image.digest}, ${image.files.length} files\n`);
+    // Production dependencies only (what `npm ci --omit=dev` installs), and small.
+    for (const dev of ['typescript', 'eslint', 'vitest', 'pg', '@types/pg', 'bun'])
+      expect(files.has(`app/node_modules/${dev}`), dev).toBe(false);
+    expect(files.has('app/node_modules/@kubernetes/client-node/package.json')).toBe(true);
+    const bytes = (path: string): number =>
+      Number(execFileSync('du', ['-sb', path], { encoding: 'utf8' }).split('\t')[0]);
+    const agent = bytes(join(image.rootfs, 'app/bin/fencepost-agent'));
+    const app = bytes(join(image.rootfs, 'app')) - agent;
+    const total = bytes(image.rootfs);
+    const archive = statSync(image.archive).size;
+    process.stderr.write(
+      `[image] ${image.archive}: ${image.digest}, archive ${mib(archive)} MiB, unpacked ${mib(total)} MiB in ${image.files.length} files (/app without the agent ${mib(app)} MiB, agent ${mib(agent)} MiB)\n`,
+    );
+    expect(app).toBeLessThan(64 * MiB);
+    expect(agent).toBeLessThan(160 * MiB);
+    expect(archive).toBeLessThan(160 * MiB);
   });
 
   it('runs both entrypoints as the chart does: the controller (ENTRYPOINT) and the agent executable (the sidecar command)', async () => {
@@ -167,13 +195,20 @@ describe('the image archive, run by crun as the chart runs it', () => {
       const withLog = (err: unknown): never => {
         throw new Error(`${String(err)}\n${logOf(proc).slice(-4000)}`);
       };
-      await eventually(
-        async () => {
-          expect((await getStatus(`http://127.0.0.1:${probes}/readyz`)).status).toBe(200);
-        },
-        60_000,
-        200,
-      ).catch(withLog);
+      // A controller that cannot start (a file missing from the image) exits: say so at once.
+      const exitedEarly = proc.exited.then((code) => {
+        throw new Error(`the controller container exited (${String(code)}) before it was ready`);
+      });
+      await Promise.race([
+        eventually(
+          async () => {
+            expect((await getStatus(`http://127.0.0.1:${probes}/readyz`)).status).toBe(200);
+          },
+          60_000,
+          200,
+        ),
+        exitedEarly,
+      ]).catch(withLog);
       const t = testKube(kc, ns);
       await createPod(t, 'img-0', { app: 'img' });
       await createLock(t, lockBody('img', 'img'));

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-
+import { keepNewest, touch } from '../../../hack/image/cache.ts';
 import type { ImageConfig } from './oci-config.ts';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
@@ -96,6 +96,8 @@ export function ensureImageRootfs(): Promise<ImageRootfs> {
       rmSync(tmp, { recursive: true, force: true });
     }
   }
+  touch(dir);
+  keepNewest(join(cacheDir(), 'rootfs'), 2);
   const config =
     (JSON.parse(readFileSync(join(dir, 'image-config.json'), 'utf8')) as { config?: ImageConfig }).config ?? {};
   const files = run('find', [join(dir, 'rootfs'), '-mindepth', '1', '-printf', '%P\n'])
