@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
+import { imageFromEnv } from '../support/cluster/crun-container.ts';
 import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
 import { findBinary } from '../support/testbed/assets.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
@@ -22,6 +23,13 @@ export const ROOT = resolve(import.meta.dirname, '../..');
 /** RELEASE and SYSTEM_NAMESPACE are where the chart is installed. */
 export const RELEASE = 'fencepost';
 export const SYSTEM_NAMESPACE = 'fencepost-system';
+
+/**
+ * RUNTIME is how the pod runner runs fencepost's containers: FENCEPOST_E2E_RUNTIME=crun runs them
+ * as crun containers of the image named by FENCEPOST_IMAGE_ROOTFS (and FENCEPOST_IMAGE_CONFIG),
+ * each pod in its own rootless sandbox; anything else, as local processes (the fast default).
+ */
+export const RUNTIME = process.env['FENCEPOST_E2E_RUNTIME'] === 'crun' ? 'crun' : 'process';
 
 /** E2e gives a file its cluster once beforeAll has run. */
 export interface E2e {
@@ -46,7 +54,18 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
   let e: E2e | undefined;
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
-    const [cluster, redis] = await Promise.all([startCluster({ installCrds: false, nodes: 2 }), startRedis()]);
+    const image = RUNTIME === 'crun' ? imageFromEnv() : undefined;
+    if (RUNTIME === 'crun' && image === undefined)
+      throw new Error('FENCEPOST_E2E_RUNTIME=crun needs FENCEPOST_IMAGE_ROOTFS (an unpacked fencepost image)');
+    const [cluster, redis] = await Promise.all([
+      startCluster({
+        installCrds: false,
+        nodes: 2,
+        runtime: RUNTIME,
+        ...(image !== undefined ? { image } : {}),
+      }),
+      startRedis(),
+    ]);
     stopAll = async () => {
       await cluster.stop();
       await redis.stop();
