@@ -15,8 +15,17 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, join, relative, resolve } from 'node:path';
 
 const ROOT = resolve(import.meta.dirname, '..');
 /** AGENT_BINARY is where the compiled agent is written. */
@@ -80,22 +89,29 @@ export function buildAgent(options: { readonly force?: boolean } = {}): AgentBui
   if (!fresh) {
     mkdirSync(join(ROOT, 'dist/bin'), { recursive: true });
     // Built beside the target and renamed over it, so a test run never starts a half-written file.
-    const tmp = `${AGENT_BINARY}.${process.pid}.tmp`;
-    execFileSync(
-      bun.path,
-      [
-        'build',
-        '--compile',
-        '--no-compile-autoload-dotenv',
-        '--no-compile-autoload-bunfig',
-        `--metafile=${AGENT_METAFILE}`,
-        ENTRY,
-        '--outfile',
-        tmp,
-      ],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    renameSync(tmp, AGENT_BINARY);
+    // In a folder of its own under the final name: Bun embeds the output's file name in the
+    // executable, and a per-process name would make every build's bytes (and the image) differ.
+    const tmpDir = mkdtempSync(join(ROOT, 'dist/bin/.build-'));
+    const tmp = join(tmpDir, basename(AGENT_BINARY));
+    try {
+      execFileSync(
+        bun.path,
+        [
+          'build',
+          '--compile',
+          '--no-compile-autoload-dotenv',
+          '--no-compile-autoload-bunfig',
+          `--metafile=${AGENT_METAFILE}`,
+          ENTRY,
+          '--outfile',
+          tmp,
+        ],
+        { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      renameSync(tmp, AGENT_BINARY);
+    } finally {
+      rmSync(tmpDir, { recursive: true, force: true });
+    }
     writeFileSync(STAMP, stamp);
   }
   return { path: AGENT_BINARY, metafile: AGENT_METAFILE, built: !fresh, inputs: bundledModules() };

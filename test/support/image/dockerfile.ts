@@ -2,8 +2,10 @@
  * The Dockerfile without Docker: a parser for the instructions we use, a hadolint-style rule
  * checker, and a local builder that runs the Dockerfile's own COPY and RUN steps in a folder per
  * stage (absolute paths of a stage map into its folder), so that the image's build steps are
- * exercised on machines that have no Docker engine. The final stage's RUN steps modify the base
- * image (they delete npm) and are not run; its COPY steps assemble the application tree.
+ * exercised on machines that have no Docker engine. Stages named `*-root` build the base's own
+ * root filesystem (absolute paths by nature, the host is no stand-in for the base) and are skipped,
+ * with every stage and COPY that takes from a skipped stage; the final stage's COPY steps assemble
+ * the application tree. (hack/build-image.sh builds the real image with buildah.)
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, statSync } from 'node:fs';
@@ -25,8 +27,12 @@ export interface Stage {
   readonly instructions: readonly Instruction[];
 }
 
-/** parseDockerfile splits text into stages of instructions (comments and blank lines dropped). */
-export function parseDockerfile(text: string): Stage[] {
+/**
+ * parseDockerfile splits text into stages of instructions (comments and blank lines dropped). ARGs
+ * before the first FROM are the global build arguments: a FROM's `${NAME}` or `$NAME` is replaced
+ * by the ARG's default (or by `buildArgs`, as `--build-arg` would), so that rules see the base image.
+ */
+export function parseDockerfile(text: string, buildArgs: Readonly<Record<string, string>> = {}): Stage[] {
   const instructions: Instruction[] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -42,10 +48,27 @@ export function parseDockerfile(text: string): Stage[] {
     instructions.push({ line: start + 1, keyword: (m[1] ?? '').toUpperCase(), args: (m[2] ?? '').trim() });
   }
   const stages: { image: string; name: string | undefined; line: number; instructions: Instruction[] }[] = [];
+  const globalArgs = new Map<string, string>();
+  const expand = (value: string, line: number): string =>
+    value.replaceAll(
+      /\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+      (_m, braced?: string, bare?: string) => {
+        const name = braced ?? bare ?? '';
+        const v = buildArgs[name] ?? globalArgs.get(name);
+        if (v === undefined)
+          throw new Error(`Dockerfile:${line}: FROM uses $${name}, which no ARG before the first FROM declares`);
+        return v;
+      },
+    );
   for (const ins of instructions) {
     if (ins.keyword === 'FROM') {
       const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(ins.args);
-      stages.push({ image: m?.[1] ?? ins.args, name: m?.[2], line: ins.line, instructions: [] });
+      const image = expand(m?.[1] ?? ins.args, ins.line);
+      stages.push({ image, name: m?.[2], line: ins.line, instructions: [] });
+    } else if (ins.keyword === 'ARG' && stages.length === 0) {
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$/.exec(ins.args);
+      if (m === null) throw new Error(`Dockerfile:${ins.line}: cannot parse ARG ${ins.args}`);
+      globalArgs.set(m[1] ?? '', (m[2] ?? '').replace(/^"(.*)"$/, '$1'));
     } else {
       const current = stages.at(-1);
       if (current === undefined) throw new Error(`Dockerfile:${ins.line}: ${ins.keyword} before FROM`);
@@ -53,6 +76,23 @@ export function parseDockerfile(text: string): Stage[] {
     }
   }
   return stages;
+}
+
+/**
+ * locallySkipped names the stages the local replay cannot run: `*-root` stages (they carve the
+ * base image's own files) and every stage that copies from a skipped one.
+ */
+export function locallySkipped(stages: readonly Stage[]): Set<string> {
+  const skipped = new Set<string>();
+  for (const s of stages) {
+    const key = s.name ?? `@${s.line}`;
+    if (s.name?.endsWith('-root') === true) skipped.add(key);
+    const takesFromSkipped = s.instructions.some(
+      (i) => i.keyword === 'COPY' && skipped.has(/^--from=(\S+)/.exec(i.args)?.[1] ?? ''),
+    );
+    if (takesFromSkipped && s.name !== undefined) skipped.add(key);
+  }
+  return skipped;
 }
 
 /** Finding is one rule violation. */
@@ -80,14 +120,21 @@ export function lintDockerfile(text: string): Finding[] {
   };
   const named = new Set(stages.map((s) => s.name).filter((n): n is string => n !== undefined));
   if (stages.length < 2) add('multi-stage', 1, 'build in one stage and copy the result into a clean runtime stage');
+  const skipped = locallySkipped(stages);
   for (const s of stages) {
-    if (named.has(s.image)) continue;
-    const tag = /^[^@]+:([^/:@]+)$/.exec(s.image)?.[1];
-    if (!s.image.includes('@sha256:') && tag === undefined)
-      add('DL3006', s.line, `base image ${s.image} has no tag: pin it`);
+    if (named.has(s.image) || s.image === 'scratch') continue;
+    const [ref = '', digest] = s.image.split('@');
+    const tag = /^[^:]+(?::\d+)?(?:\/[^:]+)*:([^/:]+)$/.exec(ref)?.[1];
+    if (digest === undefined && tag === undefined) add('DL3006', s.line, `base image ${s.image} has no tag: pin it`);
     if (tag === 'latest') add('DL3007', s.line, `base image ${s.image} uses latest: pin a version`);
-    if (tag !== undefined && !/^\d+\.\d+\.\d+/.test(tag) && !s.image.includes('@sha256:'))
+    if (tag !== undefined && !/^\d+\.\d+\.\d+/.test(tag))
       add('pinned-version', s.line, `base image ${s.image}: pin a full version (x.y.z), not a moving tag`);
+    if (!/^sha256:[0-9a-f]{64}$/.test(digest ?? ''))
+      add(
+        'pinned-digest',
+        s.line,
+        `base image ${s.image}: pin it by digest (name:x.y.z@sha256:…): a tag can be pushed again with other bytes`,
+      );
   }
   for (const [index, s] of stages.entries()) {
     const final = index === stages.length - 1;
@@ -116,7 +163,7 @@ export function lintDockerfile(text: string): Finding[] {
         if (/\bsudo\b/.test(ins.args)) add('DL3004', ins.line, 'do not use sudo');
         if (/\bnpm\s+(install|i)\b/.test(ins.args))
           add('npm-ci', ins.line, 'use npm ci (the lockfile, exactly), not npm install');
-        if (!final && /(^|\s)\/[A-Za-z]/.test(ins.args))
+        if (!final && !skipped.has(s.name ?? '') && /(^|\s)\/[A-Za-z]/.test(ins.args))
           add(
             'relative-run',
             ins.line,
@@ -160,9 +207,14 @@ export function buildLocally(dockerfile: string, o: BuildOptions): string {
   const ignore = readDockerIgnore(o.context);
   const inContext = (src: string): boolean => ignore.included(relative(o.context, src));
   const roots = new Map<string, string>();
+  const skipped = locallySkipped(stages);
   let finalRoot = '';
   for (const [index, s] of stages.entries()) {
     const final = index === stages.length - 1;
+    if (!final && skipped.has(s.name ?? '')) {
+      o.log?.(`skip stage ${s.name ?? index} (the base image's own files, or built from them)`);
+      continue;
+    }
     const root = join(o.dir, s.name ?? `stage${index}`);
     mkdirSync(root, { recursive: true });
     if (s.name !== undefined) roots.set(s.name, root);
@@ -179,6 +231,10 @@ export function buildLocally(dockerfile: string, o: BuildOptions): string {
           const from = /^--from=(\S+)$/.exec(parts[0] ?? '')?.[1];
           const paths = from !== undefined ? parts.slice(1) : parts;
           const dest = paths.pop() ?? '.';
+          if (from !== undefined && skipped.has(from)) {
+            o.log?.(`skip (from skipped stage ${from}): COPY ${ins.args}`);
+            break;
+          }
           const fromRoot = from !== undefined ? roots.get(from) : undefined;
           if (from !== undefined && fromRoot === undefined) throw new Error(`Dockerfile:${ins.line}: no stage ${from}`);
           // Docker's rules: a directory's contents go into dest; a file goes into dest/ when dest
