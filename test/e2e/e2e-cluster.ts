@@ -13,6 +13,7 @@ import { CoreV1Api, CustomObjectsApi, CoordinationV1Api, type KubeConfig } from 
 import { afterAll, beforeAll } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
 import { imageFromEnv } from '../support/cluster/crun-container.ts';
+import { ensureImageRootfs } from '../support/image/archive.ts';
 import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
 import { findBinary } from '../support/testbed/assets.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
@@ -26,8 +27,10 @@ export const SYSTEM_NAMESPACE = 'fencepost-system';
 
 /**
  * RUNTIME is how the pod runner runs fencepost's containers: FENCEPOST_E2E_RUNTIME=crun runs them
- * as crun containers of the image named by FENCEPOST_IMAGE_ROOTFS (and FENCEPOST_IMAGE_CONFIG),
- * each pod in its own rootless sandbox; anything else, as local processes (the fast default).
+ * as crun containers of the image, each pod in its own rootless sandbox — the unpacked root named
+ * by FENCEPOST_IMAGE_ROOTFS (and FENCEPOST_IMAGE_CONFIG), else the archive's (ensureImageRootfs:
+ * FENCEPOST_IMAGE_ARCHIVE, or hack/build-image.sh, cached); anything else, as local processes
+ * (the fast default).
  */
 export const RUNTIME = process.env['FENCEPOST_E2E_RUNTIME'] === 'crun' ? 'crun' : 'process';
 
@@ -54,9 +57,7 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
   let e: E2e | undefined;
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
-    const image = RUNTIME === 'crun' ? imageFromEnv() : undefined;
-    if (RUNTIME === 'crun' && image === undefined)
-      throw new Error('FENCEPOST_E2E_RUNTIME=crun needs FENCEPOST_IMAGE_ROOTFS (an unpacked fencepost image)');
+    const image = RUNTIME === 'crun' ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
     const [cluster, redis] = await Promise.all([
       startCluster({
         installCrds: false,

@@ -38,6 +38,16 @@
  *   SIGKILL. Once all have exited the pod object is deleted with grace 0 (kwok's pod-delete stage
  *   does it for pods the runner runs nothing of).
  *
+ * With `runtime: 'crun'` (the e2e suite's FENCEPOST_E2E_RUNTIME=crun) fencepost's containers are
+ * containers of the image instead of local processes: each pod gets a rootless sandbox
+ * (sandbox.ts: its own network namespace behind slirp4netns, an overlay of the image root), its
+ * fencepost containers run with crun (crun-container.ts) with the pod's securityContext and
+ * in-cluster config (the ServiceAccount directory mounted read-only, KUBERNETES_SERVICE_HOST
+ * 10.0.2.2), and script containers run with this machine's interpreter inside the pod's network
+ * namespace. The pod has its own loopback, so nothing is moved; `127.0.0.1:P`/`localhost:P` naming
+ * a host service (P not a port of the pod) becomes `10.0.2.2:P`; each container port is forwarded
+ * from a host port, so `ports` and probes work as in process mode.
+ *
  * Probes other than the startupProbe are left out: kwok reports the pod and its containers Ready.
  * Containers the runner cannot run (application images of examples) count as started at once, and
  * a regular init container of such an image as done. `history()` records every start, probe
