@@ -2,7 +2,8 @@
  * useE2eCluster: what every end-to-end file starts — a cluster with fake nodes (test/support/cluster),
  * a redis-server, the chart installed with `helm install` into fencepost-system (CRD from the chart,
  * Redis fencing backend, two controller replicas with leader election), and a pod runner that runs
- * every fencepost container of every scheduled pod as a local process with that pod's identity.
+ * every fencepost container of every scheduled pod as a local process with that pod's identity
+ * (or, with FENCEPOST_E2E_RUNTIME=crun, as a crun container of the image in a sandbox per pod).
  * On failure the controller logs and Events are what to read: dumpDiagnostics prints them.
  */
 import { execFile } from 'node:child_process';

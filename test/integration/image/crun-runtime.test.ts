@@ -84,7 +84,7 @@ describe.skipIf(why !== undefined)(`a container of the image under crun${why !==
     await sandbox?.stop();
     if (dir !== '') {
       reapStale(pidFile());
-      if (process.env['KEEP'] === undefined) rmSync(dir, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
