@@ -2,7 +2,8 @@
  * useE2eCluster: what every end-to-end file starts — a cluster with fake nodes (test/support/cluster),
  * a redis-server, the chart installed with `helm install` into fencepost-system (CRD from the chart,
  * Redis fencing backend, two controller replicas with leader election), and a pod runner that runs
- * every fencepost container of every scheduled pod as a local process with that pod's identity.
+ * every fencepost container of every scheduled pod as a local process with that pod's identity
+ * (or, with FENCEPOST_E2E_RUNTIME=crun, as a crun container of the image in a sandbox per pod).
  * On failure the controller logs and Events are what to read: dumpDiagnostics prints them.
  */
 import { execFile } from 'node:child_process';
@@ -12,6 +13,8 @@ import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
+import { imageFromEnv } from '../support/cluster/crun-container.ts';
+import { ensureImageRootfs } from '../support/image/archive.ts';
 import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
 import { findBinary } from '../support/testbed/assets.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
@@ -22,6 +25,15 @@ export const ROOT = resolve(import.meta.dirname, '../..');
 /** RELEASE and SYSTEM_NAMESPACE are where the chart is installed. */
 export const RELEASE = 'fencepost';
 export const SYSTEM_NAMESPACE = 'fencepost-system';
+
+/**
+ * RUNTIME is how the pod runner runs fencepost's containers: FENCEPOST_E2E_RUNTIME=crun runs them
+ * as crun containers of the image, each pod in its own rootless sandbox — the unpacked root named
+ * by FENCEPOST_IMAGE_ROOTFS (and FENCEPOST_IMAGE_CONFIG), else the archive's (ensureImageRootfs:
+ * FENCEPOST_IMAGE_ARCHIVE, or hack/build-image.sh, cached); anything else, as local processes
+ * (the fast default).
+ */
+export const RUNTIME = process.env['FENCEPOST_E2E_RUNTIME'] === 'crun' ? 'crun' : 'process';
 
 /** E2e gives a file its cluster once beforeAll has run. */
 export interface E2e {
@@ -46,7 +58,16 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
   let e: E2e | undefined;
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
-    const [cluster, redis] = await Promise.all([startCluster({ installCrds: false, nodes: 2 }), startRedis()]);
+    const image = RUNTIME === 'crun' ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
+    const [cluster, redis] = await Promise.all([
+      startCluster({
+        installCrds: false,
+        nodes: 2,
+        runtime: RUNTIME,
+        ...(image !== undefined ? { image } : {}),
+      }),
+      startRedis(),
+    ]);
     stopAll = async () => {
       await cluster.stop();
       await redis.stop();

@@ -84,7 +84,7 @@ describe.skipIf(why !== undefined)(`a container of the image under crun${why !==
     await sandbox?.stop();
     if (dir !== '') {
       reapStale(pidFile());
-      if (process.env['KEEP'] === undefined) rmSync(dir, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
@@ -203,5 +203,35 @@ describe.skipIf(why !== undefined)(`a container of the image under crun${why !==
       .map((l) => Number(l.split('\t')[0]))
       .filter((pid) => Number.isInteger(pid) && pid > 0);
     expect(recorded.filter((pid) => existsSync(`/proc/${pid}`))).toEqual([]);
+  });
+
+  it("lets reapStale clean up after a run that died: the recorded state root's containers and every recorded process", async () => {
+    sandbox = await startSandbox({ name: 'crun-runtime-crashed', dir: join(dir, 'crashed'), pidFile: pidFile() });
+    if (process.getuid?.() === 0) await sandbox.bind(image?.rootfs ?? '', rootfs);
+    const p = node(`console.log('up');setInterval(()=>{},1000)`);
+    for (let i = 0; i < 100 && !output(p).includes('up'); i++) await new Promise((r) => setTimeout(r, 50));
+    const container = JSON.parse(
+      execFileSync('crun', ['--root', stateRoot(), 'state', `crun-runtime-${process.pid}-${n}`], { encoding: 'utf8' }),
+    ) as { pid: number };
+    const recorded = readFileSync(pidFile(), 'utf8')
+      .split('\n')
+      .map((l) => Number(l.split('\t')[0]))
+      .filter((pid) => Number.isInteger(pid) && pid > 0 && existsSync(`/proc/${pid}`));
+    expect(recorded.length).toBeGreaterThanOrEqual(4); // sandbox, slirp4netns, relay, crun
+    // What the next run does with the pid file of a run that was SIGKILLed:
+    expect(reapStale(pidFile())).toBeGreaterThanOrEqual(5);
+    expect(await p.exited).not.toBe(0);
+    await sandbox.stop(); // nothing left to stop
+    sandbox = undefined;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(execFileSync('crun', ['--root', stateRoot(), 'list', '-q'], { encoding: 'utf8' }).trim()).toBe('');
+    const alive = (pid: number): boolean => {
+      try {
+        return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+      } catch {
+        return false;
+      }
+    };
+    expect([container.pid, ...recorded].filter(alive)).toEqual([]);
   });
 });

@@ -9,7 +9,8 @@ import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '
 import type { ManagedProcess } from '../testbed/processes.ts';
 import { startControllerManager, startKwok, startScheduler } from './components.ts';
 import { createNodes, waitNodesReady } from './nodes.ts';
-import { startPodRunner, type PodRunner } from './pod-runner.ts';
+import type { ImageUnderTest } from './crun-container.ts';
+import { startPodRunner, type PodRunner, type PodRuntime } from './pod-runner.ts';
 
 /** ClusterOptions configures startCluster. */
 export interface ClusterOptions extends ControlPlaneOptions {
@@ -17,6 +18,10 @@ export interface ClusterOptions extends ControlPlaneOptions {
   readonly nodes?: number;
   /** runNamespaces are the namespaces whose fencepost containers a pod runner runs from the start ('all', a list; default none: see runPods). */
   readonly runNamespaces?: readonly string[] | 'all';
+  /** runtime is how pod runners run fencepost's containers (default 'process'; 'crun' needs image). */
+  readonly runtime?: PodRuntime;
+  /** image is the unpacked fencepost image for crun mode. */
+  readonly image?: ImageUnderTest;
 }
 
 /** Cluster is a running control plane with nodes. */
@@ -51,7 +56,14 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       nodes,
       components,
       runPods(namespaces) {
-        const r = startPodRunner({ admin: plane.kubeConfig(), namespaces, dir: join(plane.dir, 'pods') });
+        const r = startPodRunner({
+          admin: plane.kubeConfig(),
+          namespaces,
+          dir: join(plane.dir, 'pods'),
+          pidFile,
+          ...(opts.runtime !== undefined ? { runtime: opts.runtime } : {}),
+          ...(opts.image !== undefined ? { image: opts.image } : {}),
+        });
         runners.push(r);
         return r;
       },

@@ -168,7 +168,8 @@ export interface ImageUnderTest {
 /**
  * imageFromEnv is the image named by FENCEPOST_IMAGE_ROOTFS (an unpacked root) and its config:
  * FENCEPOST_IMAGE_CONFIG (a JSON file, an ImageConfig or an OCI config blob with `config`), else
- * the config.json umoci wrote beside the root; undefined when FENCEPOST_IMAGE_ROOTFS is unset.
+ * the image-config.json (the config blob, as ensureImageRootfs keeps it) or the config.json umoci
+ * wrote beside the root; undefined when FENCEPOST_IMAGE_ROOTFS is unset.
  */
 export function imageFromEnv(env: NodeJS.ProcessEnv = process.env): ImageUnderTest | undefined {
   const rootfs = env['FENCEPOST_IMAGE_ROOTFS'];
@@ -177,6 +178,11 @@ export function imageFromEnv(env: NodeJS.ProcessEnv = process.env): ImageUnderTe
   if (configFile !== undefined && configFile !== '') {
     const raw = JSON.parse(readFileSync(configFile, 'utf8')) as ImageConfig & { config?: ImageConfig };
     return { rootfs, config: raw.config ?? raw };
+  }
+  const blob = join(dirname(rootfs), 'image-config.json'); // ensureImageRootfs's layout
+  if (existsSync(blob)) {
+    const raw = JSON.parse(readFileSync(blob, 'utf8')) as { config?: ImageConfig };
+    return { rootfs, config: raw.config ?? {} };
   }
   const umoci = join(dirname(rootfs), 'config.json');
   if (existsSync(umoci))

@@ -38,13 +38,24 @@
  *   SIGKILL. Once all have exited the pod object is deleted with grace 0 (kwok's pod-delete stage
  *   does it for pods the runner runs nothing of).
  *
+ * With `runtime: 'crun'` (the e2e suite's FENCEPOST_E2E_RUNTIME=crun) fencepost's containers are
+ * containers of the image instead of local processes: each pod gets a rootless sandbox
+ * (sandbox.ts: its own network namespace behind slirp4netns, an overlay of the image root), its
+ * fencepost containers run with crun (crun-container.ts) with the pod's securityContext and
+ * in-cluster config (the ServiceAccount directory mounted read-only, KUBERNETES_SERVICE_HOST
+ * 10.0.2.2), and script containers run with this machine's interpreter inside the pod's network
+ * namespace. The pod has its own loopback, so nothing is moved; `127.0.0.1:P`/`localhost:P` naming
+ * a host service (P not a port of the pod) becomes `10.0.2.2:P`; each container port is forwarded
+ * from a host port, so `ports` and probes work as in process mode.
+ *
  * Probes other than the startupProbe are left out: kwok reports the pod and its containers Ready.
  * Containers the runner cannot run (application images of examples) count as started at once, and
  * a regular init container of such an image as done. `history()` records every start, probe
  * success, SIGTERM and exit in the order they happened, for tests that check the order.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -56,10 +67,13 @@ import {
   type V1Probe,
 } from '@kubernetes/client-node';
 import { agentBinary } from '../agent-binary.ts';
+import { ociConfig, type OciSeccomp } from '../image/oci-config.ts';
 import { getStatus } from '../testbed/http-probe.ts';
 import { freePort } from '../testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../testbed/processes.ts';
-import { writeServiceAccountKubeconfig } from './identity.ts';
+import { runtimeDefaultSeccomp, spawnCrunContainer, type ImageUnderTest } from './crun-container.ts';
+import { writeServiceAccountDir, writeServiceAccountKubeconfig } from './identity.ts';
+import { HOST_LOOPBACK, startSandbox, type Sandbox } from './sandbox.ts';
 
 /** FENCEPOST_MAIN is the command-line entry point run for fencepost containers (the image's ENTRYPOINT). */
 export const FENCEPOST_MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
@@ -135,6 +149,55 @@ export async function rewriteAddresses(
     if (!seen.has(flag)) out.push(`${flag}=${await move(`0.0.0.0:${port}`)}`);
   }
   return { args: out, ports };
+}
+
+/**
+ * listenPorts lists the ports a fencepost command listens on: those of its listen flags
+ * (`--listen`, `--*-bind-address`; "0" disables one) and the defaults of the flags it does not set.
+ */
+export function listenPorts(args: readonly string[]): number[] {
+  const out: number[] = [];
+  const seen = new Set<string>();
+  const add = (address: string | undefined): void => {
+    const port = Number(/:(\d+)$/.exec(address ?? '')?.[1] ?? NaN);
+    if (Number.isInteger(port) && port > 0) out.push(port);
+  };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] ?? '';
+    const eq = a.indexOf('=');
+    const flag = eq > 0 ? a.slice(0, eq) : a;
+    if (!ADDRESS_FLAG.test(flag)) continue;
+    seen.add(flag);
+    if (eq > 0) add(a.slice(eq + 1));
+    else add(args[++i]);
+  }
+  for (const [flag, port] of DEFAULT_PORTS[args[0] ?? ''] ?? []) if (!seen.has(flag)) out.push(port);
+  return out;
+}
+
+/**
+ * rewriteHostLoopback replaces `127.0.0.1:P` and `localhost:P` for each port P that is not one of
+ * the pod's with host:P — in crun mode a pod has its own loopback, and the host's services (redis,
+ * the API server) are at the slirp4netns gateway, 10.0.2.2.
+ */
+export function rewriteHostLoopback(text: string, podPorts: ReadonlySet<number>, host = HOST_LOOPBACK): string {
+  return text.replace(/\b(127\.0\.0\.1|localhost):(\d{1,5})\b/g, (m, _h: string, port: string) =>
+    podPorts.has(Number(port)) ? m : `${host}:${port}`,
+  );
+}
+
+/**
+ * podPortsOf lists the ports a pod's own containers listen on (crun mode): every declared
+ * containerPort, and the listen ports of its fencepost containers' commands.
+ */
+export function podPortsOf(pod: V1Pod): Set<number> {
+  const out = new Set<number>();
+  for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
+    for (const p of c.ports ?? []) out.add(p.containerPort);
+    if (isFencepostImage(c.image))
+      for (const p of listenPorts([...(c.command ?? []).slice(1), ...(c.args ?? [])])) out.add(p);
+  }
+  return out;
 }
 
 /** isScriptImage: the image's repository is `node` or ends in `/node` (a test application run with this Node). */
@@ -220,6 +283,18 @@ export interface LifecycleEvent {
   readonly exitCode?: number | string;
 }
 
+/**
+ * PodRuntime is how fencepost's containers run: as local processes ('process', the fast default:
+ * listen ports moved to free loopback ports, KUBECONFIG with the pod's token), or as containers of
+ * the image ('crun': test/support/cluster/sandbox.ts and crun-container.ts; one rootless sandbox
+ * per pod whose containers share its loopback, in-cluster config with the ServiceAccount
+ * directory mounted, the host's services at 10.0.2.2).
+ */
+export type PodRuntime = 'process' | 'crun';
+
+/** SERVICE_ACCOUNT_MOUNT is where the kubelet mounts a pod's ServiceAccount token, CA and namespace. */
+const SERVICE_ACCOUNT_MOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+
 /** PodRunnerOptions configures startPodRunner. */
 export interface PodRunnerOptions {
   /** admin is an admin KubeConfig (pod reads, TokenRequests, Secret reads, pod status writes). */
@@ -229,10 +304,19 @@ export interface PodRunnerOptions {
   /** dir keeps the kubeconfigs and the containers' logs. */
   readonly dir: string;
   readonly pollMs?: number;
+  /** runtime (default 'process'); 'crun' needs image. */
+  readonly runtime?: PodRuntime;
+  /** image is the unpacked fencepost image that crun mode runs. */
+  readonly image?: ImageUnderTest;
+  /** pidFile records sandboxes, relays, slirp4netns, crun and the crun state root for reapStale (crun mode). */
+  readonly pidFile?: string;
 }
 
 /** PodRunner is running. */
 export interface PodRunner {
+  readonly runtime: PodRuntime;
+  /** hostAddress is where a pod's containers reach this machine's loopback services (127.0.0.1, or 10.0.2.2 under crun). */
+  readonly hostAddress: string;
   /** containers lists every container the runner has started (all namespaces), the newest last. */
   containers(): readonly RunningContainer[];
   /** running lists the containers whose process runs now. */
@@ -243,8 +327,18 @@ export interface PodRunner {
   stop(): Promise<void>;
 }
 
+/** CrunPod is a pod's sandbox in crun mode, with its image root (an overlay) and its directory. */
+interface CrunPod {
+  readonly sandbox: Sandbox;
+  readonly rootfs: string;
+  readonly dir: string;
+  readonly podPorts: ReadonlySet<number>;
+}
+
 interface PodState {
   readonly containers: RunningContainer[];
+  /** crun is the pod's sandbox being made or made (crun mode). */
+  crun?: Promise<CrunPod>;
   /** ports: every container port of the pod mapped so far, to its local port (the pod's loopback). */
   readonly ports: Map<number, number>;
   /** mainsStarted: the init sequence is over and the main containers have been started. */
@@ -272,6 +366,60 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   const history: LifecycleEvent[] = [];
   let stopped = false;
   mkdirSync(o.dir, { recursive: true });
+  const runtime = o.runtime ?? 'process';
+  if (runtime === 'crun' && o.image === undefined) throw new Error('pod runner: crun mode needs the image');
+  const pidFile = o.pidFile ?? join(o.dir, 'pids');
+  /** crunDir holds the sandboxes, bundles and crun's state root: traversable by the sandboxes' uid. */
+  let crunDir: string | undefined;
+  const crunRoot = (): string => {
+    if (crunDir === undefined) {
+      crunDir = mkdtempSync(join(tmpdir(), 'fencepost-crun-'));
+      chmodSync(crunDir, 0o711);
+    }
+    return crunDir;
+  };
+  let containerSeq = 0;
+  const apiPort = new URL(o.admin.getCurrentCluster()?.server ?? 'https://127.0.0.1').port || '443';
+  let defaultSeccomp: OciSeccomp | undefined;
+  const seccompFor = (pod: V1Pod, c: V1Container): OciSeccomp | 'unconfined' => {
+    const type = c.securityContext?.seccompProfile?.type ?? pod.spec?.securityContext?.seccompProfile?.type;
+    if (type !== 'RuntimeDefault') return 'unconfined';
+    defaultSeccomp ??= runtimeDefaultSeccomp();
+    return defaultSeccomp;
+  };
+  const crunPods = new Set<Promise<CrunPod>>();
+  /** startCrunPod makes a pod's sandbox and its image root (an overlay of the image, root only). */
+  const startCrunPod = async (pod: V1Pod): Promise<CrunPod> => {
+    const image = o.image;
+    if (image === undefined) throw new Error('pod runner: crun mode without an image');
+    const dir = join(crunRoot(), pod.metadata?.uid ?? '');
+    mkdirSync(dir, { recursive: true, mode: 0o711 });
+    const sandbox = await startSandbox({
+      name: `${pod.metadata?.namespace ?? ''}.${pod.metadata?.name ?? ''}`,
+      dir: join(dir, 'sandbox'),
+      pidFile,
+    });
+    try {
+      const rootfs =
+        process.getuid?.() === 0
+          ? await sandbox.overlay(image.rootfs, join(dir, 'root'), [SERVICE_ACCOUNT_MOUNT])
+          : image.rootfs;
+      return { sandbox, rootfs, dir, podPorts: podPortsOf(pod) };
+    } catch (err) {
+      await sandbox.stop();
+      throw err;
+    }
+  };
+  /** releaseCrunPod stops a pod's sandbox once its containers are gone and removes its directory. */
+  const releaseCrunPod = async (state: PodState): Promise<void> => {
+    const p = state.crun;
+    if (p === undefined) return;
+    crunPods.delete(p);
+    const cp = await p.catch(() => undefined);
+    if (cp === undefined) return;
+    await cp.sandbox.stop();
+    rmSync(cp.dir, { recursive: true, force: true });
+  };
 
   const note = (rc: RunningContainer, what: LifecycleEvent['what'], exitCode?: number | string): void => {
     history.push({
@@ -339,16 +487,16 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     return env;
   };
 
-  const startContainer = async (
+  /** startProcess starts a container as a local process (process mode): its listen ports moved to free ones. */
+  const startProcess = async (
     pod: V1Pod,
     c: V1Container,
     state: PodState,
+    env: Record<string, string>,
     kubeconfig: string,
+    logFile: string,
     restartOf?: RunningContainer,
-  ): Promise<RunningContainer> => {
-    const ns = pod.metadata?.namespace ?? '';
-    const name = pod.metadata?.name ?? '';
-    const env = await resolveEnv(pod, c.env ?? []);
+  ): Promise<{ proc: ManagedProcess; ports: Map<number, number> }> => {
     for (const [k, v] of Object.entries(env)) env[k] = rewriteLoopbackPorts(v, state.ports);
     const expanded = [...(c.command ?? []).slice(1), ...(c.args ?? [])].map((a) => expandVars(a, env));
     // A fencepost container runs the image's ENTRYPOINT (Node, src/cli/main.ts) unless its command
@@ -366,7 +514,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     }
     for (const [port, local] of ports) state.ports.set(port, local);
     if (state.terminating || stopped) throw new Terminating();
-    const logFile = join(o.dir, `${ns}.${name}.${c.name}.log`);
+    const name = pod.metadata?.name ?? '';
     const proc = spawnManaged(
       `${name}/${c.name}`,
       agentExecutable
@@ -385,6 +533,131 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
         },
       },
     );
+    return { proc, ports };
+  };
+
+  /**
+   * startInSandbox starts a container in the pod's sandbox (crun mode): a fencepost container as a
+   * crun container of the image (in-cluster config, the ServiceAccount directory mounted
+   * read-only, the pod's securityContext), a script with this machine's interpreter in the pod's
+   * network namespace. Nothing is moved: the pod has its own loopback; the host's services named
+   * by 127.0.0.1/localhost are at 10.0.2.2; each container port is forwarded to a host port.
+   */
+  const startInSandbox = async (
+    pod: V1Pod,
+    c: V1Container,
+    state: PodState,
+    cp: CrunPod,
+    env: Record<string, string>,
+    kubeconfig: string,
+    logFile: string,
+  ): Promise<{ proc: ManagedProcess; ports: Map<number, number> }> => {
+    const ns = pod.metadata?.namespace ?? '';
+    const name = pod.metadata?.name ?? '';
+    const uid = pod.metadata?.uid ?? '';
+    for (const [k, v] of Object.entries(env)) env[k] = rewriteHostLoopback(v, cp.podPorts);
+    const expand = (a: string): string => rewriteHostLoopback(expandVars(a, env), cp.podPorts);
+    const ports = new Map<number, number>();
+    const declared = (c.ports ?? []).map((p) => p.containerPort);
+    const fencepost = isFencepostImage(c.image);
+    const listening = fencepost ? listenPorts([...(c.command ?? []).slice(1), ...(c.args ?? [])].map(expand)) : [];
+    for (const port of [...listening, ...declared]) ports.set(port, await cp.sandbox.forward(port));
+    for (const [port, local] of ports) state.ports.set(port, local);
+    if (!fencepost) {
+      if (state.terminating || stopped) throw new Terminating();
+      // The kubeconfig names the API server at 127.0.0.1: from the pod it is 10.0.2.2 (in its certificate).
+      const podKubeconfig = `${kubeconfig}.pod`;
+      writeFileSync(podKubeconfig, rewriteHostLoopback(readFileSync(kubeconfig, 'utf8'), cp.podPorts), { mode: 0o600 });
+      const [enter, ...enterArgs] = cp.sandbox.enter();
+      const proc = spawnManaged(`${name}/${c.name}`, enter ?? 'nsenter', {
+        args: [
+          ...enterArgs,
+          scriptInterpreter(c) ?? process.execPath,
+          ...[...(c.command ?? []).slice(1), ...(c.args ?? [])].map(expand),
+        ],
+        logFile,
+        env: {
+          PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+          HOME: process.env['HOME'] ?? '/tmp',
+          ...env,
+          KUBECONFIG: podKubeconfig,
+        },
+      });
+      return { proc, ports };
+    }
+    const sc = c.securityContext;
+    const psc = pod.spec?.securityContext;
+    const image = o.image;
+    if (image === undefined) throw new Error('pod runner: crun mode without an image');
+    const user = Number(/^(\d+)/.exec(image.config.User ?? '')?.[1] ?? 65532);
+    const runAs = sc?.runAsUser ?? psc?.runAsUser ?? user;
+    const group = sc?.runAsGroup ?? psc?.runAsGroup ?? runAs;
+    const saDir = await writeServiceAccountDir(
+      o.admin,
+      ns,
+      pod.spec?.serviceAccountName ?? 'default',
+      join(cp.dir, 'serviceaccount'),
+      { name, uid },
+      cp.sandbox.hostUid,
+    );
+    if (state.terminating || stopped) throw new Terminating();
+    const id = `${uid.slice(0, 8)}-${c.name}-${++containerSeq}`;
+    const proc = spawnCrunContainer(`${name}/${c.name}`, {
+      id,
+      sandbox: cp.sandbox,
+      stateRoot: join(crunRoot(), 'state'),
+      bundle: join(cp.dir, 'bundles', c.name),
+      logFile,
+      pidFile,
+      config: ociConfig(image.config, {
+        rootfs: cp.rootfs,
+        ...(c.command !== undefined ? { command: c.command.map(expand) } : {}),
+        ...(c.args !== undefined ? { args: c.args.map(expand) } : {}),
+        env: {
+          ...env,
+          HOSTNAME: name,
+          KUBERNETES_SERVICE_HOST: HOST_LOOPBACK,
+          KUBERNETES_SERVICE_PORT: apiPort,
+        },
+        ...(c.workingDir !== undefined ? { workingDir: c.workingDir } : {}),
+        mounts: [
+          {
+            destination: SERVICE_ACCOUNT_MOUNT,
+            type: 'none',
+            source: saDir,
+            options: ['rbind', 'ro', 'nosuid', 'nodev', 'noexec'],
+          },
+        ],
+        netns: cp.sandbox.netns,
+        userns: cp.sandbox.userns(runAs, group),
+        uid: runAs,
+        gid: group,
+        fsGroup: group, // one gid is mapped into the container's user namespace
+        runAsNonRoot: sc?.runAsNonRoot ?? psc?.runAsNonRoot ?? false,
+        readonlyRoot: sc?.readOnlyRootFilesystem ?? false,
+        allowPrivilegeEscalation: sc?.allowPrivilegeEscalation ?? true,
+        seccomp: seccompFor(pod, c),
+        hostname: name,
+      }),
+    });
+    return { proc, ports };
+  };
+
+  const startContainer = async (
+    pod: V1Pod,
+    c: V1Container,
+    state: PodState,
+    kubeconfig: string,
+    restartOf?: RunningContainer,
+  ): Promise<RunningContainer> => {
+    const ns = pod.metadata?.namespace ?? '';
+    const name = pod.metadata?.name ?? '';
+    const env = await resolveEnv(pod, c.env ?? []);
+    const logFile = join(o.dir, `${ns}.${name}.${c.name}.log`);
+    const { proc, ports } =
+      state.crun !== undefined
+        ? await startInSandbox(pod, c, state, await state.crun, env, kubeconfig, logFile)
+        : await startProcess(pod, c, state, env, kubeconfig, logFile, restartOf);
     const rc: RunningContainer = restartOf ?? {
       namespace: ns,
       pod: name,
@@ -580,6 +853,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     const graceMs =
       Math.min(30, pod?.metadata?.deletionGracePeriodSeconds ?? pod?.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
     void stopInOrder(pod, state, graceMs).then(async () => {
+      await releaseCrunPod(state);
       if (pod === undefined || stopped) return;
       await core
         .deleteNamespacedPod({
@@ -614,6 +888,10 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
         reported: false,
       };
       pods.set(uid, fresh);
+      if (runtime === 'crun') {
+        fresh.crun = startCrunPod(pod);
+        crunPods.add(fresh.crun);
+      }
       void runInit(pod, fresh, kubeconfig).catch((err: unknown) => {
         if (!(err instanceof Terminating))
           process.stderr.write(`pod runner: ${pod.metadata?.name ?? ''}: ${String(err)}\n`);
@@ -645,6 +923,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       // Every main container has exited for good: stop the sidecars (last first) and report.
       state.terminating = true;
       await stopInOrder(pod, state, 30_000);
+      await releaseCrunPod(state);
       state.finished = true;
       state.reported = await reportExit(pod, state).then(
         () => true,
@@ -700,6 +979,8 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   })();
 
   return {
+    runtime,
+    hostAddress: runtime === 'crun' ? HOST_LOOPBACK : '127.0.0.1',
     containers: () => all,
     running: () => all.filter((c) => c.proc.isRunning()),
     history: () => history,
@@ -707,6 +988,8 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
       stopped = true;
       await loop;
       await Promise.all(all.map((c) => c.proc.stop(5000)));
+      for (const p of crunPods) await (await p.catch(() => undefined))?.sandbox.stop();
+      if (crunDir !== undefined) rmSync(crunDir, { recursive: true, force: true });
     },
   };
 }

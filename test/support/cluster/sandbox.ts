@@ -20,7 +20,7 @@
  * by PID; each is recorded in pidFile for reapStale after a crash.
  */
 import { execFile } from 'node:child_process';
-import { chownSync, mkdirSync, readFileSync } from 'node:fs';
+import { chownSync, lstatSync, mkdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -70,6 +70,15 @@ export interface Sandbox {
    * running as the sandbox's unprivileged uid, can reach files it has no permission to traverse to.
    */
   bind(source: string, target: string): Promise<void>;
+  /**
+   * overlay mounts lower (an image root) with a writable upper layer in dir at dir/merged, in the
+   * sandbox's mount namespace only (root only), and returns dir/merged: what a runtime's
+   * snapshotter gives a pod — crun can create mount points (/var/run/secrets/...) in it without
+   * touching the shared image root; the container still sees its root read-only when asked.
+   * mountPoints are directories made in the upper layer first, following the image's symlinks
+   * (crun 1.8 does not create /var/run/secrets/... when /var/run links to a missing /run).
+   */
+  overlay(lower: string, dir: string, mountPoints?: readonly string[]): Promise<string>;
   /** forward makes host 127.0.0.1:L reach 127.0.0.1:podPort in the pod; the same L for the same port. */
   forward(podPort: number): Promise<number>;
   /** stop closes the forwards and kills the relay, slirp4netns and the holder. */
@@ -79,6 +88,38 @@ export interface Sandbox {
 /** hybridCgroups: a cgroup2 hierarchy is mounted at /sys/fs/cgroup/unified beside v1 controllers. */
 export function hybridCgroups(mountinfo = readFileSync('/proc/self/mountinfo', 'utf8')): boolean {
   return mountinfo.split('\n').some((l) => l.split(' ')[4] === UNIFIED);
+}
+
+/**
+ * resolveIn resolves path inside the root directory rootfs as the container will see it: each
+ * component that is a symlink there is followed (absolute targets from rootfs, at most 40 links).
+ */
+export function resolveIn(rootfs: string, path: string): string {
+  let todo = path.split('/').filter((p) => p !== '' && p !== '.');
+  const done: string[] = [];
+  for (let links = 0; todo.length > 0;) {
+    const [head, ...rest] = todo;
+    todo = rest;
+    if (head === '..') {
+      done.pop();
+      continue;
+    }
+    const at = join(rootfs, ...done, head ?? '');
+    let target: string | undefined;
+    try {
+      if (lstatSync(at).isSymbolicLink()) target = readlinkSync(at);
+    } catch {
+      /* missing: made as a directory */
+    }
+    if (target === undefined) {
+      done.push(head ?? '');
+      continue;
+    }
+    if (++links > 40) throw new Error(`resolveIn: too many links in ${path}`);
+    if (target.startsWith('/')) done.length = 0;
+    todo = [...target.split('/').filter((p) => p !== '' && p !== '.'), ...todo];
+  }
+  return `/${done.join('/')}`;
 }
 
 /** waitLine resolves once the process prints `want` on stdout, or rejects when it exits or time runs out. */
@@ -203,6 +244,28 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
         if (!root) throw new Error('sandbox.bind needs root');
         mkdirSync(target, { recursive: true });
         await run('nsenter', ['-t', String(pid), '-m', '--', 'mount', '--bind', source, target]);
+      },
+      async overlay(lower, dir, mountPoints = []) {
+        if (!root) throw new Error('sandbox.overlay needs root');
+        const upper = join(dir, 'upper');
+        const work = join(dir, 'work');
+        const merged = join(dir, 'merged');
+        for (const d of [upper, work, merged]) mkdirSync(d, { recursive: true, mode: 0o755 });
+        for (const m of mountPoints) mkdirSync(join(upper, resolveIn(lower, m)), { recursive: true, mode: 0o755 });
+        await run('nsenter', [
+          '-t',
+          String(pid),
+          '-m',
+          '--',
+          'mount',
+          '-t',
+          'overlay',
+          'overlay',
+          '-o',
+          `lowerdir=${lower},upperdir=${upper},workdir=${work}`,
+          merged,
+        ]);
+        return merged;
       },
       forward(podPort) {
         let p = forwards.get(podPort);

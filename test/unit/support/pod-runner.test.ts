@@ -4,7 +4,10 @@ import {
   expandVars,
   isFencepostImage,
   isScriptImage,
+  listenPorts,
+  podPortsOf,
   rewriteAddresses,
+  rewriteHostLoopback,
   scriptInterpreter,
   rewriteLoopbackPorts,
   terminationPrereqs,
@@ -124,5 +127,40 @@ describe('the pod runner', () => {
       'fencepost-agent': ['app', 'worker'],
       mesh: ['app', 'worker', 'fencepost-agent'],
     });
+  });
+
+  // crun mode: the pod has its own loopback; nothing moves, host services are at 10.0.2.2.
+  it("lists a fencepost command's listen ports, its defaults included and disabled ones left out", () => {
+    expect(listenPorts(['agent', '--listen=127.0.0.1:7370', '--health-probe-bind-address', ':9091'])).toEqual([
+      7370, 9091, 8080,
+    ]);
+    expect(listenPorts(['controller', '--metrics-bind-address=0'])).toEqual([8081]);
+    expect(listenPorts(['version'])).toEqual([]);
+  });
+
+  it("points loopback addresses at the host's gateway unless the port is one of the pod's", () => {
+    const pod = new Set([7370, 8080]);
+    expect(rewriteHostLoopback('redis://127.0.0.1:6379/0', pod)).toBe('redis://10.0.2.2:6379/0');
+    expect(rewriteHostLoopback('http://localhost:7370 and 127.0.0.1:8080', pod)).toBe(
+      'http://localhost:7370 and 127.0.0.1:8080',
+    );
+    expect(rewriteHostLoopback('"server":"https://127.0.0.1:6443"', pod)).toBe('"server":"https://10.0.2.2:6443"');
+  });
+
+  it("takes a pod's ports from its declared containerPorts and its fencepost containers' listen flags", () => {
+    const pod: V1Pod = {
+      spec: {
+        initContainers: [
+          {
+            name: 'fencepost-agent',
+            image: 'ghcr.io/fencepost/fencepost:0.1.0',
+            command: ['/app/bin/fencepost-agent'],
+            args: ['agent', '--listen=127.0.0.1:7370', '--health-probe-bind-address=:8081'],
+          },
+        ],
+        containers: [{ name: 'app', image: 'example/app:1', ports: [{ containerPort: 9000 }] }],
+      },
+    };
+    expect([...podPortsOf(pod)].sort((a, b) => a - b)).toEqual([7370, 8080, 8081, 9000]);
   });
 });
