@@ -36,22 +36,6 @@ export function runtimeDefaultSeccomp(file = DEFAULT_SECCOMP_PROFILE): OciSeccom
   return seccompFromDocker(JSON.parse(readFileSync(file, 'utf8')) as DockerSeccompProfile, dockerArch(process.arch));
 }
 
-/** crunAvailable says whether crun, slirp4netns, nsenter and unshare can be run here. */
-export function crunAvailable(): boolean {
-  try {
-    for (const [bin, arg] of [
-      ['crun', '--version'],
-      ['slirp4netns', '--version'],
-      ['nsenter', '--version'],
-      ['unshare', '--version'],
-    ] as const)
-      execFileSync(bin, [arg], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** CrunContainerOptions configures spawnCrunContainer. */
 export interface CrunContainerOptions {
   /** id is crun's container id: unique within stateRoot. */
