@@ -59,6 +59,10 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
     const image = RUNTIME === 'crun' ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
+    // Say in every run's output what ran fencepost's containers: the closing notes quote it.
+    process.stderr.write(
+      `[e2e] fencepost's containers: ${image === undefined ? 'local processes (FENCEPOST_E2E_RUNTIME unset)' : `crun, image root ${image.rootfs}${'digest' in image ? ` (${String(image.digest)})` : ''}`}\n`,
+    );
     const [cluster, redis] = await Promise.all([
       startCluster({
         installCrds: false,
