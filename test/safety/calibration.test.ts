@@ -85,11 +85,13 @@ describe('calibration: the suite fails when a protection is removed', () => {
         bed,
         faults: ['lease-delete'],
         // An early grant needs the successor confirmed inside the cut-off holder's remaining renew
-        // deadline (a few hundred ms): most trials show one, so take a few more than the others.
+        // deadline: with the suite's 1 s lease that is a few hundred ms, about what the re-grant
+        // takes on a busy machine, so a 9-trial run caught none in about half the runs (2026-12-04,
+        // under load). A 3 s lease widens the window threefold; the fault and checker are the same.
         trialsPerFault: TRIALS * 3,
         concurrency: CONCURRENCY,
         baseSeed: SEED,
-        leaseSeconds: LEASE_SECONDS,
+        leaseSeconds: Math.max(LEASE_SECONDS, 3),
         fenced: true,
         calibrate: 'lost-marker',
         setupRetries: SETUP_RETRIES,
