@@ -1,0 +1,232 @@
+/**
+ * `kubectl fencepost` against the real API server, with the real lock controller granting real
+ * locks: status shows the holder, its token and the expiry countdown; explain names the reason
+ * (no candidates, candidates not Ready, a Mutex nobody asked for, the fencing backend down, a
+ * held lock, a given pod's place); history shows a grant and a handoff with both tokens; and the
+ * real kubectl binary finds the plugin on PATH.
+ *
+ * The controller is given a Redis URL where nothing listens, so that a lock on the default
+ * (Redis) backend cannot be granted (Degraded); every other lock here asks for the Lease backend.
+ */
+import { execFile } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Explanation } from '../../../src/cli/plugin/explain.ts';
+import type { HistoryView } from '../../../src/cli/plugin/history-view.ts';
+import type { LockStatusView } from '../../../src/cli/plugin/status-view.ts';
+import { parseLease } from '../../../src/lease/record.ts';
+import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
+import { createLock, createPod, getLease, lockBody, releaseLease, type TestKube } from '../../support/fixtures.ts';
+import { useLockController } from '../../support/lock-controller.ts';
+import { findBinary } from '../../support/testbed/assets.ts';
+
+const entry = resolve(import.meta.dirname, '../../../src/cli/kubectl-fencepost.ts');
+const LEASE = { fencing: { backend: 'Lease' as const } };
+
+interface Run {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function exec(file: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<Run> {
+  return new Promise((res) => {
+    execFile(file, [...args], { env, timeout: 30_000 }, (err, stdout, stderr) => {
+      res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
+    });
+  });
+}
+
+describe('kubectl fencepost', () => {
+  const fx = useLockController('plugin-', () => 'redis://127.0.0.1:2');
+  let t: TestKube;
+  beforeAll(() => {
+    t = fx.t;
+  });
+  /** plugin runs the plugin as node runs it, with the test's kubeconfig and namespace. */
+  const plugin = (...args: string[]): Promise<Run> =>
+    exec(process.execPath, [entry, ...args, '--kubeconfig', sharedKubeconfigPath(), '-n', t.namespace]);
+  const json = async <T>(...args: string[]): Promise<T> => {
+    const r = await plugin(...args, '-o', 'json');
+    expect(r.code, r.stderr).toBe(0);
+    return JSON.parse(r.stdout) as T;
+  };
+  const held = async (lock: string) =>
+    await eventually(async () => {
+      const l = await getLease(t, lock);
+      const r = l !== undefined ? parseLease(l) : undefined;
+      expect(r?.holder).toBeDefined();
+      return r;
+    });
+  /** explained waits until explain's first reason is `code` (the controller writes status asynchronously). */
+  const explained = async (code: string, ...args: string[]): Promise<Explanation> =>
+    await eventually(async () => {
+      const e = await json<Explanation>('explain', ...args);
+      expect(e.reasons.map((r) => r.code)).toEqual([code]);
+      return e;
+    });
+
+  it('status shows the holder, its token and the expiry countdown, in JSON and as a table', async () => {
+    await createPod(t, 's-0', { app: 's' });
+    await createPod(t, 's-1', { app: 's' });
+    await createLock(t, lockBody('s', 's', { leaseDurationSeconds: 30, ...LEASE }));
+    const record = await held('s');
+    const v = await json<LockStatusView>('status', 's');
+    expect(v.holder?.name).toBe(record?.holder?.name);
+    expect(v.token).toBe(record?.token?.toString());
+    expect(v.leaseDurationSeconds).toBe(30);
+    expect(v.expiresInSeconds).toBeGreaterThan(0);
+    expect(v.expiresInSeconds).toBeLessThanOrEqual(30);
+    expect(v.expireTime).toBe(new Date((record?.renewTime?.getTime() ?? 0) + 30_000).toISOString());
+
+    const table = await plugin('status');
+    expect(table.code, table.stderr).toBe(0);
+    const [header, ...rows] = table.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^NAME\s+MODE\s+HOLDER\s+TOKEN\s+EXPIRES\s+QUEUE\s+STATE\s+LAST TRANSITION$/);
+    const row = rows.find((r) => r.startsWith('s '));
+    expect(row).toMatch(
+      new RegExp(
+        `^s\\s+Election\\s+${record?.holder?.name ?? ''}\\s+${record?.token?.toString() ?? ''}\\s+in \\d+s\\s+0\\s+Granted\\s+LeaseGranted`,
+      ),
+    );
+
+    const detail = await plugin('status', 's');
+    expect(detail.stdout).toContain(`Holder:`);
+    expect(detail.stdout).toMatch(/Expires:\s+in \d+s/);
+    expect(detail.stdout).toMatch(/LeaseGranted\s+Granted to pod s-\d with fencing token \d+/);
+
+    const all = await exec(process.execPath, [entry, 'status', '-A', '--kubeconfig', sharedKubeconfigPath()]);
+    expect(all.stdout.split('\n')[0]).toMatch(/^NAMESPACE\s+NAME\s+MODE/);
+    expect(all.stdout).toMatch(new RegExp(`^${t.namespace}\\s+s\\s+Election`, 'm'));
+  });
+
+  it('explain says who holds a held lock, and where another pod stands', async () => {
+    const record = await held('s');
+    const holder = record?.holder?.name ?? '';
+    const other = holder === 's-0' ? 's-1' : 's-0';
+    const e = await json<Explanation>('explain', 's', '--pod', other);
+    expect(e.holder).toBe(holder);
+    expect(e.reasons.map((r) => r.code)).toEqual(['Held']);
+    expect(e.reasons[0]?.message).toContain(`Pod ${holder} holds the lock with fencing token ${record?.token ?? ''}`);
+    expect(e.pod?.reasons.map((r) => r.code)).toEqual(['PodWaiting']);
+    expect((await json<Explanation>('explain', 's', '--pod', holder)).pod?.reasons.map((r) => r.code)).toEqual([
+      'PodIsHolder',
+    ]);
+    // Tests run the controller without leader election: there is no leader Lease to find.
+    expect(e.controller.code).toBe('ControllerLeaseAbsent');
+    const text = await plugin('explain', 's', '--pod', other);
+    expect(text.stdout).toMatch(/^Holder:\s+s-\d$/m);
+    expect(text.stdout).toContain(
+      `  PodWaiting: Pod ${other} is an eligible candidate, but pod ${holder} holds the lock`,
+    );
+  });
+
+  it('explain names the reason nobody holds a lock: no pod matches the selector', async () => {
+    await createLock(t, lockBody('nobody', 'nobody', LEASE));
+    const e = await explained('NoCandidatesSelected', 'nobody');
+    expect(e.reasons[0]?.message).toBe(
+      `No pod in namespace ${t.namespace} matches spec.candidates.selector (app=nobody).`,
+    );
+    expect(e.holder).toBeNull();
+  });
+
+  it('explain names the reason nobody holds a lock: its candidates are not Ready', async () => {
+    await createPod(t, 'u-0', { app: 'u' }, false);
+    await createLock(t, lockBody('unready', 'u', LEASE));
+    const e = await explained('CandidatesNotReady', 'unready', '--pod', 'u-0');
+    expect(e.reasons[0]?.message).toContain('u-0 (not Ready)');
+    expect(e.pod?.reasons.map((r) => r.code)).toEqual(['PodNotReady']);
+  });
+
+  it('explain names the reason nobody holds a Mutex lock: nobody asked', async () => {
+    await createPod(t, 'm-0', { app: 'm' });
+    await createLock(t, lockBody('mx', 'm', { mode: 'Mutex', ...LEASE }));
+    const e = await explained('NoRequests', 'mx', '--pod', 'm-0');
+    expect(e.reasons[0]?.message).toContain('annotation mx.lock.fencepost.io/request');
+    expect(e.pod?.reasons.map((r) => r.code)).toEqual(['PodNotRequested']);
+  });
+
+  it('explain names the reason nobody holds a lock: its fencing backend cannot issue tokens', async () => {
+    await createPod(t, 'r-0', { app: 'r' });
+    await createLock(t, lockBody('redis', 'r')); // the default backend: the controller's dead Redis
+    const e = await explained('FencingUnavailable', 'redis');
+    expect(e.reasons[0]?.message).toContain('Fencing backend Redis unavailable');
+    const s = await plugin('status');
+    expect(s.stdout).toMatch(/^redis\s+Election\s+<none>\s+<none>\s+<none>\s+0\s+RedisUnavailable/m);
+  });
+
+  it('history shows a grant and then the handoff, each with its holder and token', async () => {
+    await createPod(t, 'h-0', { app: 'h' });
+    await createPod(t, 'h-1', { app: 'h' });
+    await createLock(t, lockBody('h', 'h', { leaseDurationSeconds: 30, ...LEASE }));
+    const first = await held('h');
+    await releaseLease(t, 'h');
+    const second = await eventually(async () => {
+      const r = parseLease((await getLease(t, 'h')) ?? {});
+      expect(r.holder).toBeDefined();
+      expect(r.token).not.toBe(first?.token);
+      return r;
+    });
+    expect(second.holder?.name).not.toBe(first?.holder?.name);
+    const v = await eventually(async () => {
+      const h = await json<HistoryView>('history', 'h');
+      expect(h.entries.filter((e) => e.reason === 'LeaseGranted')).toHaveLength(2);
+      return h;
+    });
+    const grants = v.entries.filter((e) => e.reason === 'LeaseGranted');
+    expect(grants.map((g) => [g.holder, g.token])).toEqual([
+      [first?.holder?.name, first?.token?.toString()],
+      [second.holder?.name, second.token?.toString()],
+    ]);
+    expect(BigInt(grants[1]?.token ?? '0')).toBeGreaterThan(BigInt(grants[0]?.token ?? '0'));
+    expect(grants[1]?.message).toContain('the previous holder released it');
+    expect(v.grants).toBe(2);
+    expect(v.retained.join(' ')).toContain('--event-ttl');
+
+    const text = await plugin('history', 'h');
+    expect(text.stdout).toMatch(/^TIME\s+AGE\s+REASON\s+HOLDER\s+TOKEN\s+SOURCE\s+MESSAGE$/m);
+    expect(text.stdout).toMatch(
+      new RegExp(`LeaseGranted\\s+${second.holder?.name ?? ''}\\s+${second.token ?? ''}\\s+Event`),
+    );
+    expect(text.stdout).toContain('What the cluster keeps:');
+  });
+
+  it('fails with exit status 1 naming a lock that does not exist', async () => {
+    const r = await plugin('explain', 'no-such-lock');
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe(
+      `kubectl fencepost: distributedlock "no-such-lock" not found in namespace "${t.namespace}"`,
+    );
+  });
+
+  describe('through the real kubectl', () => {
+    const bin = mkdtempSync(join(tmpdir(), 'fencepost-plugin-'));
+    afterAll(() => {
+      rmSync(bin, { recursive: true, force: true });
+    });
+    // What npm's bin link does for an installed package: an executable named kubectl-fencepost on PATH.
+    const shim = join(bin, 'kubectl-fencepost');
+    writeFileSync(shim, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(entry)} "$@"\n`);
+    chmodSync(shim, 0o755);
+    const env = (): NodeJS.ProcessEnv => ({
+      ...process.env,
+      PATH: `${bin}${delimiter}${process.env['PATH'] ?? ''}`,
+      KUBECONFIG: sharedKubeconfigPath(), // the plugin finds the cluster as kubectl does
+    });
+
+    it('kubectl plugin list finds it, and kubectl fencepost status runs it', async () => {
+      const kubectl = findBinary('kubectl');
+      const list = await exec(kubectl, ['plugin', 'list'], env());
+      expect(list.stdout).toContain(shim);
+      const record = await held('s');
+      const r = await exec(kubectl, ['fencepost', 'status', 's', '-n', t.namespace, '-o', 'json'], env());
+      expect(r.code, r.stderr).toBe(0);
+      const v = JSON.parse(r.stdout) as LockStatusView;
+      expect([v.holder?.name, v.token]).toEqual([record?.holder?.name, record?.token?.toString()]);
+      const help = await exec(kubectl, ['fencepost', '--help'], env());
+      expect(help.stdout).toContain('Usage: kubectl fencepost <command>');
+    });
+  });
+});
