@@ -10,7 +10,7 @@ import { DEFAULT_MODE } from '../../api/v1alpha1/distributedlock.ts';
 import { ageOf, table } from './format.ts';
 import type { LockSnapshot } from './snapshot.ts';
 import { readRecord } from './status-view.ts';
-import { transitions } from './transitions.ts';
+import { byTokenOrder, transitions } from './transitions.ts';
 
 /** HistoryEntry is one thing that happened to the lock, with where it was read. */
 export interface HistoryEntry {
@@ -94,7 +94,8 @@ export function historyView(s: LockSnapshot): HistoryView {
       count: 1,
     });
   }
-  entries.sort((a, b) => (a.time ?? '').localeCompare(b.time ?? ''));
+  // Stable: entries of one time keep the Events' order (transitions), except that grants go by token.
+  entries.sort((a, b) => (a.time ?? '').localeCompare(b.time ?? '') || byTokenOrder(a.token, b.token));
   return {
     namespace: lock.metadata.namespace ?? '',
     name: lock.metadata.name ?? '',

@@ -57,6 +57,39 @@ interface List<T> {
   readonly items: T[];
 }
 
+/**
+ * get GETs `path`. A failure becomes one line naming the API server, the path, and what it said
+ * (the Status message for an HTTP error, the cause for a connection that failed); the error keeps
+ * its original as `cause`, so callers still classify it (isNotFound).
+ */
+async function get<T>(c: Cluster, path: string): Promise<T> {
+  try {
+    return await c.json.request<T>({ method: 'GET', path });
+  } catch (err) {
+    throw new Error(`GET ${path} on ${c.server}: ${failureOf(err)}`, { cause: err });
+  }
+}
+
+/** failureOf says in one line why a request failed. */
+export function failureOf(err: unknown): string {
+  const code = httpStatus(err);
+  if (code !== undefined) {
+    const body = (err as { body?: unknown }).body;
+    let message: string | undefined;
+    try {
+      const status: unknown = typeof body === 'string' ? JSON.parse(body) : body;
+      if (typeof status === 'object' && status !== null && 'message' in status && typeof status.message === 'string')
+        message = status.message;
+    } catch {
+      // not a metav1.Status (a proxy's HTML page): the code alone
+    }
+    return `HTTP ${code}${message !== undefined ? `: ${message}` : ''}`;
+  }
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return text.split('\n')[0] ?? text;
+}
+
 const locksPath = (namespace: string | undefined): string =>
   namespace !== undefined
     ? `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${PLURAL}`
@@ -73,10 +106,7 @@ export class NotFoundError extends Error {
 /** readLock reads one lock, or throws a NotFoundError naming it and its namespace. */
 export async function readLock(c: Cluster, namespace: string, name: string): Promise<DistributedLock> {
   try {
-    return await c.json.request<DistributedLock>({
-      method: 'GET',
-      path: `${locksPath(namespace)}/${encodeURIComponent(name)}`,
-    });
+    return await get<DistributedLock>(c, `${locksPath(namespace)}/${encodeURIComponent(name)}`);
   } catch (err) {
     if (isNotFound(err))
       throw new NotFoundError(
@@ -88,7 +118,17 @@ export async function readLock(c: Cluster, namespace: string, name: string): Pro
 
 /** listLocks lists the locks of a namespace, or of all namespaces (undefined), sorted by namespace and name. */
 export async function listLocks(c: Cluster, namespace: string | undefined): Promise<DistributedLock[]> {
-  const list = await c.json.request<List<DistributedLock>>({ method: 'GET', path: locksPath(namespace) });
+  let list: List<DistributedLock>;
+  try {
+    list = await get<List<DistributedLock>>(c, locksPath(namespace));
+  } catch (err) {
+    // The resource itself is unknown: the CRD is not installed on this cluster.
+    if (isNotFound(err))
+      throw new Error(`no DistributedLocks on ${c.server}: the CRD ${GROUP}/${VERSION} ${PLURAL} is not installed`, {
+        cause: err,
+      });
+    throw err;
+  }
   return list.items.toSorted(
     (a, b) =>
       (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') ||
@@ -146,15 +186,15 @@ export async function snapshots(c: Cluster, locks: readonly DistributedLock[]): 
 }
 
 async function listOf<T>(c: Cluster, path: string): Promise<T[]> {
-  return (await c.json.request<List<T>>({ method: 'GET', path })).items;
+  return (await get<List<T>>(c, path)).items;
 }
 
 async function readLease(c: Cluster, namespace: string, name: string): Promise<V1Lease | undefined> {
   try {
-    return await c.json.request<V1Lease>({
-      method: 'GET',
-      path: `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases/${encodeURIComponent(name)}`,
-    });
+    return await get<V1Lease>(
+      c,
+      `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases/${encodeURIComponent(name)}`,
+    );
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;
@@ -193,10 +233,7 @@ async function lockEvents(c: Cluster, namespace: string, name: string): Promise<
  */
 export async function readPod(c: Cluster, namespace: string, name: string): Promise<V1Pod | undefined> {
   try {
-    return await c.json.request<V1Pod>({
-      method: 'GET',
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`,
-    });
+    return await get<V1Pod>(c, `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`);
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;
@@ -223,7 +260,7 @@ export async function controllerLease(c: Cluster, ref: ControllerLeaseRef): Prom
     );
     return lease !== undefined ? { state: 'found', lease } : { state: 'absent', where: 'any namespace' };
   } catch (err) {
-    const code = httpStatus(err);
+    const code = httpStatus(err) ?? httpStatus(err instanceof Error ? err.cause : undefined);
     if (code === 401 || code === 403)
       return {
         state: 'unknown',

@@ -164,7 +164,7 @@ export function statusDetail(v: LockStatusView, nowMs: number): string {
     ['Renewed', when(v.renewTime)],
     ['Expires', expires],
     ['Candidates', v.candidates !== null ? String(v.candidates) : undefined],
-    ['Grants (leaseTransitions)', v.leaseTransitions !== null ? String(v.leaseTransitions) : undefined],
+    ['Grants', v.leaseTransitions !== null ? String(v.leaseTransitions) : undefined],
     ['State', v.held !== null ? `${v.held.reason}: ${v.held.message}` : 'Unknown (no Held condition yet)'],
     ...(v.problem !== null ? ([['Problem', v.problem]] as const) : []),
   ]);

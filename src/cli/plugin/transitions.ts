@@ -59,17 +59,42 @@ export function transitionOf(e: CoreV1Event): Transition {
 }
 
 /**
- * transitions reads the controller's Events about a lock, oldest first (by the time each last
- * happened; ties by first time, then reason). Events of other reasons (another tool's) are left out.
+ * byTokenOrder orders two entries that name tokens by their tokens (decimal strings; the larger
+ * was granted later), and leaves any other pair as it is (0).
+ */
+export function byTokenOrder(a: string | null | undefined, b: string | null | undefined): number {
+  const ok = (t: string | null | undefined): t is string => t !== undefined && t !== null && /^[0-9]{1,19}$/.test(t);
+  if (!ok(a) || !ok(b)) return 0;
+  const d = BigInt(a) - BigInt(b);
+  return d < 0n ? -1 : d > 0n ? 1 : 0;
+}
+
+/**
+ * byWriteOrder orders two Events by the API server's write order, their resourceVersions — etcd
+ * revisions, comparable as integers since Kubernetes 1.35 — and leaves them as they are (0) when
+ * either is not an integer.
+ */
+function byWriteOrder(a: CoreV1Event, b: CoreV1Event): number {
+  return byTokenOrder(a.metadata.resourceVersion, b.metadata.resourceVersion);
+}
+
+/**
+ * transitions reads the controller's Events about a lock, oldest first. Event times have whole
+ * seconds only, and a handoff writes its Events within one, so ties are broken by the tokens two
+ * grants name, then by write order (resourceVersion), then by first time and reason. Events of
+ * other reasons (another tool's) are left out.
  */
 export function transitions(events: readonly CoreV1Event[]): Transition[] {
   return events
     .filter((e) => LOCK_REASONS.has(e.reason ?? ''))
-    .map(transitionOf)
+    .map((e) => ({ e, t: transitionOf(e) }))
     .sort(
-      (a, b) =>
-        (a.time ?? '').localeCompare(b.time ?? '') ||
-        (a.firstTime ?? '').localeCompare(b.firstTime ?? '') ||
-        a.reason.localeCompare(b.reason),
-    );
+      (x, y) =>
+        (x.t.time ?? '').localeCompare(y.t.time ?? '') ||
+        byTokenOrder(x.t.token, y.t.token) ||
+        byWriteOrder(x.e, y.e) ||
+        (x.t.firstTime ?? '').localeCompare(y.t.firstTime ?? '') ||
+        x.t.reason.localeCompare(y.t.reason),
+    )
+    .map(({ t }) => t);
 }

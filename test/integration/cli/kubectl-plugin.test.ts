@@ -13,12 +13,21 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Explanation } from '../../../src/cli/plugin/explain.ts';
 import type { HistoryView } from '../../../src/cli/plugin/history-view.ts';
 import type { LockStatusView } from '../../../src/cli/plugin/status-view.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
-import { createLock, createPod, getLease, lockBody, releaseLease, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  getLease,
+  lockBody,
+  releaseLease,
+  serviceAccountKubeConfig,
+  type TestKube,
+} from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
 
@@ -199,6 +208,94 @@ describe('kubectl fencepost', () => {
     expect(r.stderr.trim()).toBe(
       `kubectl fencepost: distributedlock "no-such-lock" not found in namespace "${t.namespace}"`,
     );
+  });
+
+  describe('connecting', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fencepost-plugin-kc-'));
+    afterAll(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("uses --context and that context's namespace, and names a context that does not exist", async () => {
+      // Two contexts: the current one points nowhere; "good" is the test's API server and namespace.
+      const admin = new KubeConfig();
+      admin.loadFromFile(sharedKubeconfigPath());
+      const cluster = admin.getCurrentCluster();
+      const user = admin.getCurrentUser();
+      if (cluster === null || user === null) throw new Error('no cluster or user');
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [cluster, { name: 'nowhere', server: 'https://127.0.0.1:2', skipTLSVerify: true }],
+        users: [user],
+        contexts: [
+          { name: 'bad', cluster: 'nowhere', user: user.name },
+          { name: 'good', cluster: cluster.name, user: user.name, namespace: t.namespace },
+        ],
+        currentContext: 'bad',
+      });
+      const file = join(dir, 'kubeconfig');
+      writeFileSync(file, kc.exportConfig());
+      const record = await held('s');
+      const good = await exec(process.execPath, [
+        entry,
+        'status',
+        's',
+        '--kubeconfig',
+        file,
+        '--context',
+        'good',
+        '-o',
+        'json',
+      ]);
+      expect(good.code, good.stderr).toBe(0);
+      expect((JSON.parse(good.stdout) as LockStatusView).holder?.name).toBe(record?.holder?.name);
+
+      const bad = await exec(process.execPath, [entry, 'status', '--kubeconfig', file]);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr.trim()).toBe(
+        'kubectl fencepost: GET /apis/fencepost.io/v1alpha1/namespaces/default/distributedlocks on https://127.0.0.1:2: connect ECONNREFUSED 127.0.0.1:2',
+      );
+      const missing = await exec(process.execPath, [entry, 'status', '--kubeconfig', file, '--context', 'nope']);
+      expect(missing.code).toBe(2);
+      expect(missing.stderr.trim()).toBe(
+        'kubectl fencepost: --context: no context "nope" in the kubeconfig (it has: bad, good)',
+      );
+    });
+
+    it('works with only the namespaced read rights the docs list, reporting the controller as unknown', async () => {
+      const rbac = fx.t.kc.makeApiClient(RbacAuthorizationV1Api);
+      await t.core.createNamespacedServiceAccount({ namespace: t.namespace, body: { metadata: { name: 'viewer' } } });
+      await rbac.createNamespacedRole({
+        namespace: t.namespace,
+        body: {
+          metadata: { name: 'fencepost-viewer' },
+          rules: [
+            { apiGroups: ['fencepost.io'], resources: ['distributedlocks'], verbs: ['get', 'list'] },
+            { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list'] },
+            { apiGroups: [''], resources: ['pods', 'events'], verbs: ['get', 'list'] },
+          ],
+        },
+      });
+      await rbac.createNamespacedRoleBinding({
+        namespace: t.namespace,
+        body: {
+          metadata: { name: 'fencepost-viewer' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'fencepost-viewer' },
+          subjects: [{ kind: 'ServiceAccount', name: 'viewer', namespace: t.namespace }],
+        },
+      });
+      const viewer = await serviceAccountKubeConfig(fx.t.kc, t.namespace, 'viewer');
+      const file = join(dir, 'viewer');
+      writeFileSync(file, viewer.exportConfig());
+      const e = await eventually(async () => {
+        const r = await exec(process.execPath, [entry, 'explain', 's', '--kubeconfig', file, '-o', 'json']); // the context's namespace
+        expect(r.code, r.stderr).toBe(0);
+        return JSON.parse(r.stdout) as Explanation;
+      });
+      expect(e.reasons.map((r) => r.code)).toEqual(['Held']);
+      expect(e.controller.code).toBe('ControllerUnknown');
+      expect(e.controller.message).toContain('not allowed to read Leases (all namespaces)');
+    });
   });
 
   describe('through the real kubectl', () => {

@@ -280,6 +280,23 @@ describe('history', () => {
     ]);
   });
 
+  it('orders Events of the same second (a handoff) by the tokens they name, else by write order', () => {
+    const at = (e: CoreV1Event, rv: string): CoreV1Event => ({
+      ...e,
+      metadata: { ...e.metadata, resourceVersion: rv },
+    });
+    const t = transitions([
+      at(anEvent('LeaseGranted', 'Granted to pod b with fencing token 10 (pod a stopped renewing)', 5), '901'),
+      at(anEvent('LeaseGranted', 'Granted to pod a with fencing token 9 (it was vacant)', 5), '950'),
+      at(anEvent('HolderExpired', 'Pod a stopped renewing for a full lease duration; lock handed over', 5), '900'),
+    ]);
+    expect(t.map((x) => `${x.reason}:${x.token ?? '-'}`)).toEqual([
+      'HolderExpired:-',
+      'LeaseGranted:9',
+      'LeaseGranted:10',
+    ]);
+  });
+
   it('merges Events, the Lease grant no Event tells of any more, and completed runs, oldest first', () => {
     const lock = aLock('x', { mode: 'Mutex' });
     const withRuns = {
