@@ -49,6 +49,8 @@ import { readRecord } from './status-view.ts';
 export type FindingCode =
   // The lock as a whole.
   | 'Held'
+  | 'HolderPodGone'
+  | 'HolderNotReady'
   | 'HolderOverdue'
   | 'HolderTerminated'
   | 'GrantPending'
@@ -62,6 +64,7 @@ export type FindingCode =
   | 'TokenRegressed'
   | 'LeaseNotRecorded'
   | 'LeaseUnreadable'
+  | 'LeaseMissing'
   | 'NotReconciled'
   | 'SpecNotObserved'
   // One pod (--pod).
@@ -250,6 +253,19 @@ function lockReasons(
       code: 'Held',
       message: `Pod ${dec.holder.name} holds the lock with fencing token ${token}; unless it renews, its lease runs out in about ${humanDuration(left)} (by this machine's clock).`,
     });
+    // A departed holder keeps its term until the lease runs out: a pod that vanished (force
+    // deletion, node loss) is no proof that its process stopped (decide.ts, "Safety rule").
+    const pod = obs.pods.find((p) => sameHolder(p.ref, dec.holder));
+    if (pod === undefined)
+      out.push({
+        code: 'HolderPodGone',
+        message: `Pod ${dec.holder.name} (uid ${dec.holder.uid}) no longer exists, but a vanished pod is no proof that it stopped: the controller waits for its lease to run out (about ${humanDuration(left)}) before granting anyone else.`,
+      });
+    else if (pod.terminating || !pod.ready)
+      out.push({
+        code: 'HolderNotReady',
+        message: `Pod ${pod.ref.name} is ${pod.terminating ? 'terminating' : 'not Ready'}, but it keeps the lock while it renews: a holder's term ends when it releases, stops renewing, or the kubelet reports all its containers terminated.`,
+      });
     return out;
   }
   // 2: A holder decide would end: overdue by our clock, or its containers terminated.
@@ -278,6 +294,11 @@ function lockReasons(
     });
   } else if (dec.waiting !== undefined) {
     out.push(...waitingReasons(s, obs, dec, record, nowMs));
+  } else if (dec.actions.some((a) => a.type === 'CreateLease')) {
+    out.push({
+      code: 'LeaseMissing',
+      message: `The lock's Lease ${leaseName(lock.metadata.name ?? '')} does not exist; the controller creates it (if it was deleted while held, the first grant then waits a full lease duration for the old holder to step down).`,
+    });
   } else if (grant !== undefined) {
     out.push({
       code: 'GrantPending',

@@ -166,6 +166,35 @@ describe('kubectl fencepost', () => {
     expect(s.stdout).toMatch(/^redis\s+Election\s+<none>\s+<none>\s+<none>\s+0\s+RedisUnavailable/m);
   });
 
+  it('explain says a holder whose pod vanished keeps the lock until its lease runs out', async () => {
+    await createPod(t, 'g-0', { app: 'g' });
+    await createPod(t, 'g-1', { app: 'g' });
+    await createLock(t, lockBody('gone', 'g', { leaseDurationSeconds: 60, ...LEASE }));
+    const record = await held('gone');
+    await t.core.deleteNamespacedPod({
+      namespace: t.namespace,
+      name: record?.holder?.name ?? '',
+      gracePeriodSeconds: 0,
+    });
+    const e = await eventually(async () => {
+      const now = await json<Explanation>('explain', 'gone');
+      expect(now.reasons.map((r) => r.code)).toEqual(['Held', 'HolderPodGone']);
+      return now;
+    });
+    expect(e.holder).toBe(record?.holder?.name);
+    expect(e.reasons[1]?.message).toContain('a vanished pod is no proof that it stopped');
+  });
+
+  it('explain names the lock delay after a holder stopped renewing', async () => {
+    await createPod(t, 'd-0', { app: 'd' });
+    await createPod(t, 'd-1', { app: 'd' });
+    await createLock(t, lockBody('delay', 'd', { leaseDurationSeconds: 1, lockDelaySeconds: 600, ...LEASE })); // nobody renews
+    const e = await explained('LockDelay', 'delay');
+    expect(e.reasons[0]?.message).toMatch(
+      /spec\.lockDelaySeconds \(600s\) holds the next grant back, about \d+m(\d+s)? more/,
+    );
+  });
+
   it('history shows a grant and then the handoff, each with its holder and token', async () => {
     await createPod(t, 'h-0', { app: 'h' });
     await createPod(t, 'h-1', { app: 'h' });

@@ -432,6 +432,32 @@ describe('explain', () => {
     if (says !== undefined) expect(e.reasons[0]?.message).toContain(says);
   });
 
+  it('says that a holder whose pod vanished keeps the lock until its lease runs out', () => {
+    expect(codes(snap(aLock('db'), heldLease('db', 'web-0', 42n, 1), [aPod('web-1')]))).toEqual([
+      'Held',
+      'HolderPodGone',
+    ]);
+    expect(codes(snap(aLock('db'), heldLease('db', 'web-0', 42n, 1), [aPod('web-0', { ready: false })]))).toEqual([
+      'Held',
+      'HolderNotReady',
+    ]);
+  });
+
+  it('names a lowered Lease token, a Lease deleted while held, and a missing Lease', () => {
+    const lowered = { ...aLock('db'), status: { ...aLock('db').status, fencingToken: '9' } };
+    const low = JSON.parse(JSON.stringify(releasedLease(heldLease('db', 'web-0', 5n, 30), 'Released'))) as V1Lease;
+    expect(codes(snap(lowered, low, [aPod('web-1')]))).toEqual(['TokenRegressed']);
+    const lost = unheld('db');
+    lost.metadata = {
+      ...lost.metadata,
+      annotations: { 'fencepost.io/release': 'Lost' },
+      managedFields: [{ manager: 'fencepost', operation: 'Update', time: new Date(NOW - 1000) }],
+    };
+    lost.spec = { leaseDurationSeconds: 15 };
+    expect(codes(snap(aLock('db'), lost, [aPod('web-1')]))).toEqual(['LeaseLost']);
+    expect(codes(snap(aLock('db'), undefined, [aPod('web-1')]))).toEqual(['LeaseMissing']);
+  });
+
   it('says when the holder is overdue by this clock, before the controller has ended its term', () => {
     expect(codes(snap(aLock('db'), heldLease('db', 'web-0', 42n, 20), [aPod('web-0'), aPod('web-1')]))).toEqual([
       'HolderOverdue',
