@@ -364,7 +364,7 @@ function waitingReasons(
       return [
         {
           code: 'FencingUnavailable',
-          message: `The fencing backend cannot issue tokens, so nothing is granted (holders keep renewing): ${obs.fencing.detail ?? 'not ready'}.`,
+          message: `The fencing backend cannot issue tokens, so nothing new is granted: ${obs.fencing.detail ?? 'not ready'}.`,
         },
       ];
     case 'LeaseLost':
