@@ -17,7 +17,9 @@ import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Explanation } from '../../../src/cli/plugin/explain.ts';
 import type { HistoryView } from '../../../src/cli/plugin/history-view.ts';
 import type { LockStatusView } from '../../../src/cli/plugin/status-view.ts';
+import { mergePatch } from '../../../src/kube/patch.ts';
 import { parseLease } from '../../../src/lease/record.ts';
+import { podKeys } from '../../../src/protocol/names.ts';
 import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import {
   createLock,
@@ -109,6 +111,39 @@ describe('kubectl fencepost', () => {
     const all = await exec(process.execPath, [entry, 'status', '-A', '--kubeconfig', sharedKubeconfigPath()]);
     expect(all.stdout.split('\n')[0]).toMatch(/^NAMESPACE\s+NAME\s+MODE/);
     expect(all.stdout).toMatch(new RegExp(`^${t.namespace}\\s+s\\s+Election`, 'm'));
+  });
+
+  it('status lists the Mutex queue in grant order, and explain gives a waiting pod its place', async () => {
+    for (const name of ['q-0', 'q-1', 'q-2']) await createPod(t, name, { app: 'q' });
+    await createLock(t, lockBody('mq', 'q', { mode: 'Mutex', leaseDurationSeconds: 30, ...LEASE }));
+    const keys = podKeys('mq');
+    // What each pod's agent does when its app asks: the request annotation on its own pod.
+    const ask = async (name: string, queued: number): Promise<void> => {
+      await t.core.patchNamespacedPod(
+        {
+          namespace: t.namespace,
+          name,
+          body: { metadata: { annotations: { [keys.request]: new Date().toISOString() } } },
+        },
+        mergePatch,
+      );
+      await eventually(async () => {
+        const v = await json<LockStatusView>('status', 'mq');
+        expect(v.holder).not.toBeNull();
+        expect(v.queue).toHaveLength(queued);
+      });
+    };
+    await ask('q-1', 0);
+    await ask('q-0', 1);
+    await ask('q-2', 2);
+    const v = await json<LockStatusView>('status', 'mq');
+    expect([v.holder?.name, v.queue.map((q) => q.pod)]).toEqual(['q-1', ['q-0', 'q-2']]);
+    const detail = await plugin('status', 'mq');
+    expect(detail.stdout).toMatch(/Queue:\n\s+#\s+POD\s+WAITING\n\s+1\s+q-0\s+\d+s\n\s+2\s+q-2\s+\d+s\n/);
+    const e = await json<Explanation>('explain', 'mq', '--pod', 'q-2');
+    expect(e.pod?.reasons.map((r) => r.message)).toEqual([
+      'Pod q-2 is an eligible candidate, but pod q-1 holds the lock: it is #2 in the queue, behind q-0 (granted in the order the controller first saw each request).',
+    ]);
   });
 
   it('explain says who holds a held lock, and where another pod stands', async () => {
