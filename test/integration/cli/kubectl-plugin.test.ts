@@ -17,9 +17,12 @@ import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Explanation } from '../../../src/cli/plugin/explain.ts';
 import type { HistoryView } from '../../../src/cli/plugin/history-view.ts';
 import type { LockStatusView } from '../../../src/cli/plugin/status-view.ts';
+import { leaseClientFrom } from '../../../src/kube/leases.ts';
 import { mergePatch } from '../../../src/kube/patch.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
+import { realClock } from '../../../src/runtime/clock.ts';
+import { LeaderElector } from '../../../src/runtime/leaderelection.ts';
 import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import {
   createLock,
@@ -82,15 +85,16 @@ describe('kubectl fencepost', () => {
   it('status shows the holder, its token and the expiry countdown, in JSON and as a table', async () => {
     await createPod(t, 's-0', { app: 's' });
     await createPod(t, 's-1', { app: 's' });
-    await createLock(t, lockBody('s', 's', { leaseDurationSeconds: 30, ...LEASE }));
+    // Nobody renews here, and later tests read 's' again: a lease long enough to outlast the file.
+    await createLock(t, lockBody('s', 's', { leaseDurationSeconds: 600, ...LEASE }));
     const record = await held('s');
     const v = await json<LockStatusView>('status', 's');
     expect(v.holder?.name).toBe(record?.holder?.name);
     expect(v.token).toBe(record?.token?.toString());
-    expect(v.leaseDurationSeconds).toBe(30);
+    expect(v.leaseDurationSeconds).toBe(600);
     expect(v.expiresInSeconds).toBeGreaterThan(0);
-    expect(v.expiresInSeconds).toBeLessThanOrEqual(30);
-    expect(v.expireTime).toBe(new Date((record?.renewTime?.getTime() ?? 0) + 30_000).toISOString());
+    expect(v.expiresInSeconds).toBeLessThanOrEqual(600);
+    expect(v.expireTime).toBe(new Date((record?.renewTime?.getTime() ?? 0) + 600_000).toISOString());
 
     const table = await plugin('status');
     expect(table.code, table.stderr).toBe(0);
@@ -99,13 +103,13 @@ describe('kubectl fencepost', () => {
     const row = rows.find((r) => r.startsWith('s '));
     expect(row).toMatch(
       new RegExp(
-        `^s\\s+Election\\s+${record?.holder?.name ?? ''}\\s+${record?.token?.toString() ?? ''}\\s+in \\d+s\\s+0\\s+Granted\\s+LeaseGranted`,
+        `^s\\s+Election\\s+${record?.holder?.name ?? ''}\\s+${record?.token?.toString() ?? ''}\\s+in \\d+m(\\d+s)?\\s+0\\s+Granted\\s+LeaseGranted`,
       ),
     );
 
     const detail = await plugin('status', 's');
     expect(detail.stdout).toContain(`Holder:`);
-    expect(detail.stdout).toMatch(/Expires:\s+in \d+s/);
+    expect(detail.stdout).toMatch(/Expires:\s+in \d+m(\d+s)? \(renewTime \+ 600s by this machine's clock/);
     expect(detail.stdout).toMatch(/LeaseGranted\s+Granted to pod s-\d with fencing token \d+/);
 
     const all = await exec(process.execPath, [entry, 'status', '-A', '--kubeconfig', sharedKubeconfigPath()]);
@@ -115,7 +119,7 @@ describe('kubectl fencepost', () => {
 
   it('status lists the Mutex queue in grant order, and explain gives a waiting pod its place', async () => {
     for (const name of ['q-0', 'q-1', 'q-2']) await createPod(t, name, { app: 'q' });
-    await createLock(t, lockBody('mq', 'q', { mode: 'Mutex', leaseDurationSeconds: 30, ...LEASE }));
+    await createLock(t, lockBody('mq', 'q', { mode: 'Mutex', leaseDurationSeconds: 600, ...LEASE }));
     const keys = podKeys('mq');
     // What each pod's agent does when its app asks: the request annotation on its own pod.
     const ask = async (name: string, queued: number): Promise<void> => {
@@ -150,7 +154,16 @@ describe('kubectl fencepost', () => {
     const record = await held('s');
     const holder = record?.holder?.name ?? '';
     const other = holder === 's-0' ? 's-1' : 's-0';
-    const e = await json<Explanation>('explain', 's', '--pod', other);
+    // The controller here runs without leader election, so its namespace has no leader Lease. (Not
+    // "any namespace": other test files run controllers with leader election on this API server.)
+    const e = await json<Explanation>(
+      'explain',
+      's',
+      '--pod',
+      other,
+      '--controller-lease',
+      `${t.namespace}/fencepost-controller`,
+    );
     expect(e.holder).toBe(holder);
     expect(e.reasons.map((r) => r.code)).toEqual(['Held']);
     expect(e.reasons[0]?.message).toContain(`Pod ${holder} holds the lock with fencing token ${record?.token ?? ''}`);
@@ -158,13 +171,52 @@ describe('kubectl fencepost', () => {
     expect((await json<Explanation>('explain', 's', '--pod', holder)).pod?.reasons.map((r) => r.code)).toEqual([
       'PodIsHolder',
     ]);
-    // Tests run the controller without leader election: there is no leader Lease to find.
-    expect(e.controller.code).toBe('ControllerLeaseAbsent');
+    expect(e.controller).toEqual({
+      code: 'ControllerLeaseAbsent',
+      message: `No leader-election Lease of the controller found in namespace ${t.namespace}: the controller is not running, or runs with --leader-elect=false or another --leader-election-id (pass --controller-lease NAMESPACE/NAME).`,
+    });
     const text = await plugin('explain', 's', '--pod', other);
     expect(text.stdout).toMatch(/^Holder:\s+s-\d$/m);
     expect(text.stdout).toContain(
       `  PodWaiting: Pod ${other} is an eligible candidate, but pod ${holder} holds the lock`,
     );
+  });
+
+  it("explain reports the controller's own leader election: leading, then released (no replica leading)", async () => {
+    // The controller's elector, on a Lease of the test's namespace (the chart's would be in its own).
+    const cancel = new AbortController();
+    const elector = new LeaderElector({
+      leases: leaseClientFrom(t.leases),
+      namespace: t.namespace,
+      name: 'fencepost-controller',
+      identity: 'controller-0_abc',
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 2_000,
+      clock: realClock,
+      releaseOnCancel: true,
+      callbacks: { onStartedLeading: () => undefined, onStoppedLeading: () => undefined },
+    });
+    const running = elector.run(cancel.signal);
+    try {
+      await eventually(() => expect(elector.isLeader()).toBe(true));
+      const lease = `${t.namespace}/fencepost-controller`;
+      const leading = await json<Explanation>('explain', 's', '--controller-lease', lease);
+      expect(leading.controller.code).toBe('ControllerLeading');
+      expect(leading.controller.message).toMatch(
+        new RegExp(`^The controller's leader is controller-0_abc \\(Lease ${lease}, renewed \\d+s ago\\)\\.$`),
+      );
+      // Found by name in any namespace too, without --controller-lease (the newest renewed, should
+      // another test file's controller lead on this API server at the same time).
+      expect((await json<Explanation>('explain', 's')).controller.code).toBe('ControllerLeading');
+      cancel.abort();
+      await running;
+      const released = await json<Explanation>('explain', 's', '--controller-lease', lease);
+      expect(released.controller.code).toBe('ControllerNotLeading');
+    } finally {
+      cancel.abort();
+      await running;
+    }
   });
 
   it('explain names the reason nobody holds a lock: no pod matches the selector', async () => {
@@ -233,7 +285,7 @@ describe('kubectl fencepost', () => {
   it('history shows a grant and then the handoff, each with its holder and token', async () => {
     await createPod(t, 'h-0', { app: 'h' });
     await createPod(t, 'h-1', { app: 'h' });
-    await createLock(t, lockBody('h', 'h', { leaseDurationSeconds: 30, ...LEASE }));
+    await createLock(t, lockBody('h', 'h', { leaseDurationSeconds: 600, ...LEASE }));
     const first = await held('h');
     await releaseLease(t, 'h');
     const second = await eventually(async () => {
