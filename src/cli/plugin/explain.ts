@@ -41,7 +41,7 @@ import type { LockRecord } from '../../lease/record.ts';
 import { sameHolder } from '../../protocol/holder.ts';
 import { leaseName, podKeys, TOKEN_ANNOTATION } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
-import { humanDuration } from './format.ts';
+import { humanDuration, timeMs } from './format.ts';
 import type { ControllerLeaseView, LockSnapshot } from './snapshot.ts';
 import { readRecord } from './status-view.ts';
 
@@ -185,11 +185,7 @@ function observedAt(lease: V1Lease | undefined, record: LockRecord, nowMs: numbe
 
 /** lastWrite: when the API server last recorded a write of the Lease (its managedFields times), in ms. */
 export function lastWrite(lease: V1Lease | undefined): number | undefined {
-  const times = (lease?.metadata?.managedFields ?? [])
-    .map((f) =>
-      f.time !== undefined ? Date.parse(String(f.time instanceof Date ? f.time.toISOString() : f.time)) : NaN,
-    )
-    .filter((t) => Number.isFinite(t));
+  const times = (lease?.metadata?.managedFields ?? []).map((f) => timeMs(f.time)).filter((t) => t !== undefined);
   return times.length > 0 ? Math.max(...times) : undefined;
 }
 
@@ -482,20 +478,17 @@ export function controllerFinding(c: ControllerLeaseView, nowMs: number): Findin
       const l = c.lease;
       const where = `${l.metadata?.namespace ?? '?'}/${l.metadata?.name ?? '?'}`;
       const who = l.spec?.holderIdentity;
-      const renew =
-        l.spec?.renewTime !== undefined
-          ? Date.parse(String(l.spec.renewTime instanceof Date ? l.spec.renewTime.toISOString() : l.spec.renewTime))
-          : NaN;
+      const renew = timeMs(l.spec?.renewTime);
       const durationMs = (l.spec?.leaseDurationSeconds ?? 15) * 1000;
       if (who === undefined || who === '')
         return {
           code: 'ControllerNotLeading',
           message: `The controller's Lease ${where} names no leader: no replica is granting locks.`,
         };
-      if (!Number.isFinite(renew) || nowMs - renew > durationMs)
+      if (renew === undefined || nowMs - renew > durationMs)
         return {
           code: 'ControllerNotLeading',
-          message: `The controller's Lease ${where} names ${who}, but it was last renewed ${Number.isFinite(renew) ? `${humanDuration(nowMs - renew)} ago` : 'never'} (lease ${humanDuration(durationMs)}): no replica is leading, so nothing is granted (holders keep renewing).`,
+          message: `The controller's Lease ${where} names ${who}, but it was last renewed ${renew !== undefined ? `${humanDuration(nowMs - renew)} ago` : 'never'} (lease ${humanDuration(durationMs)}): no replica is leading, so nothing is granted (holders keep renewing).`,
         };
       return {
         code: 'ControllerLeading',

@@ -73,9 +73,17 @@ export function fields(pairs: readonly (readonly [string, string | undefined])[]
   return pairs.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${cell(v)}\n`).join('');
 }
 
+/**
+ * timeMs reads a time of an API object as milliseconds since the epoch, or undefined. Objects read
+ * with the JSON client carry RFC 3339 strings where client-node's types say Date, so both are read.
+ */
+export function timeMs(time: unknown): number | undefined {
+  const t = time instanceof Date ? time.getTime() : typeof time === 'string' ? Date.parse(time) : NaN;
+  return Number.isFinite(t) ? t : undefined;
+}
+
 /** ageOf renders how long ago an RFC 3339 time was (`45s`), or undefined when there is no such time. */
 export function ageOf(time: string | Date | undefined, nowMs: number): string | undefined {
-  if (time === undefined) return undefined;
-  const t = typeof time === 'string' ? Date.parse(time) : time.getTime();
-  return Number.isFinite(t) ? humanDuration(nowMs - t) : undefined;
+  const t = timeMs(time);
+  return t !== undefined ? humanDuration(nowMs - t) : undefined;
 }

@@ -14,6 +14,7 @@ import { loadKubeConfig } from '../../kube/kubeconfig.ts';
 import { LOCK_LABEL, leaseName, podKeys } from '../../protocol/names.ts';
 import { httpStatus, isNotFound } from '../../runtime/errors.ts';
 import { matchesSelector } from '../../controllers/distributedlock/pods.ts';
+import { timeMs } from './format.ts';
 import type { ControllerLeaseView, LockSnapshot } from './snapshot.ts';
 
 /** Cluster is a connection to one API server, in one default namespace. */
@@ -255,9 +256,7 @@ export async function controllerLease(c: Cluster, ref: ControllerLeaseRef): Prom
       c,
       `/apis/coordination.k8s.io/v1/leases?fieldSelector=${encodeURIComponent(`metadata.name=${ref.name}`)}`,
     );
-    const [lease] = found.toSorted(
-      (a, b) => Date.parse(b.spec?.renewTime?.toString() ?? '') - Date.parse(a.spec?.renewTime?.toString() ?? ''),
-    );
+    const [lease] = found.toSorted((a, b) => (timeMs(b.spec?.renewTime) ?? 0) - (timeMs(a.spec?.renewTime) ?? 0));
     return lease !== undefined ? { state: 'found', lease } : { state: 'absent', where: 'any namespace' };
   } catch (err) {
     const code = httpStatus(err) ?? httpStatus(err instanceof Error ? err.cause : undefined);

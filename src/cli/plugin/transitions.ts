@@ -6,6 +6,7 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { EventReason } from '../../api/v1alpha1/conditions.ts';
 import { COMBINED_PREFIX } from '../../kube/event-correlator.ts';
+import { timeMs } from './format.ts';
 
 /** Transition is one Event about a lock. */
 export interface Transition {
@@ -33,10 +34,10 @@ const GRANTED = /^Granted to pod (\S+) with fencing token (\d+) \((.*)\)$/;
 /** LOCK_REASONS: the Event reasons the controller records on a lock (LockLost goes on the agent's pod). */
 const LOCK_REASONS: ReadonlySet<string> = new Set(Object.values(EventReason).filter((r) => r !== EventReason.LockLost));
 
+/** timeOf: an Event time as RFC 3339 (UTC, milliseconds), or undefined. */
 function timeOf(t: unknown): string | undefined {
-  if (t === undefined || t === null) return undefined;
-  const ms = t instanceof Date ? t.getTime() : typeof t === 'string' ? Date.parse(t) : NaN;
-  return Number.isFinite(ms) ? new Date(ms).toISOString() : undefined;
+  const ms = timeMs(t);
+  return ms !== undefined ? new Date(ms).toISOString() : undefined;
 }
 
 /** transitionOf reads one Event. */
