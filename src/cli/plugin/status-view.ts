@@ -13,6 +13,7 @@ import { DEFAULT_MODE, type DistributedLock } from '../../api/v1alpha1/distribut
 import { parseLease, type LockRecord } from '../../lease/record.ts';
 import { TOKEN_ANNOTATION } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
+import { tokenOrUndefined } from '../../protocol/token.ts';
 import { ageOf, countdown, fields, humanDuration, NONE, table } from './format.ts';
 import type { LockSnapshot } from './snapshot.ts';
 import { transitions, type Transition } from './transitions.ts';
@@ -96,12 +97,12 @@ export function statusView(s: LockSnapshot, nowMs: number): LockStatusView {
   };
 }
 
-/** larger: the larger of two decimal token strings (either may be absent or malformed). */
+/** larger: the larger of two decimal token strings (either may be absent or malformed: then the other). */
 function larger(a: string | undefined, b: string | undefined): string | undefined {
-  const ok = (t: string | undefined): t is string => t !== undefined && /^(0|[1-9][0-9]*)$/.test(t);
-  if (!ok(a)) return ok(b) ? b : undefined;
-  if (!ok(b)) return a;
-  return BigInt(a) >= BigInt(b) ? a : b;
+  const x = tokenOrUndefined(a);
+  const y = tokenOrUndefined(b);
+  if (x === undefined) return y?.toString();
+  return (y !== undefined && y > x ? y : x).toString();
 }
 
 /** expiresCell: `in 12s`, `3s ago` (overdue), or empty when nobody holds the lock. */

@@ -6,6 +6,7 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { EventReason } from '../../api/v1alpha1/conditions.ts';
 import { COMBINED_PREFIX } from '../../kube/event-correlator.ts';
+import { tokenOrUndefined } from '../../protocol/token.ts';
 import { timeMs } from './format.ts';
 
 /** Transition is one Event about a lock. */
@@ -64,10 +65,10 @@ export function transitionOf(e: CoreV1Event): Transition {
  * was granted later), and leaves any other pair as it is (0).
  */
 export function byTokenOrder(a: string | null | undefined, b: string | null | undefined): number {
-  const ok = (t: string | null | undefined): t is string => t !== undefined && t !== null && /^[0-9]{1,19}$/.test(t);
-  if (!ok(a) || !ok(b)) return 0;
-  const d = BigInt(a) - BigInt(b);
-  return d < 0n ? -1 : d > 0n ? 1 : 0;
+  const x = tokenOrUndefined(a ?? undefined);
+  const y = tokenOrUndefined(b ?? undefined);
+  if (x === undefined || y === undefined) return 0;
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 /**

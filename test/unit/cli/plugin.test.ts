@@ -2,12 +2,13 @@
  * The pure parts of `kubectl fencepost`: its flags, kubectl-style formatting, and the status,
  * history and explain views computed from a snapshot (lock, Lease, pods, Events) and a clock.
  */
-import type { CoreV1Event, V1Lease, V1Pod } from '@kubernetes/client-node';
+import { ApiException, type CoreV1Event, type V1Lease, type V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { Condition, DistributedLock, DistributedLockSpec } from '../../../src/api/v1alpha1/distributedlock.ts';
 import { explainLock, explainText, type ExplainInput } from '../../../src/cli/plugin/explain.ts';
 import { countdown, humanDuration, table } from '../../../src/cli/plugin/format.ts';
 import { historyTable, historyView } from '../../../src/cli/plugin/history-view.ts';
+import { failureOf } from '../../../src/cli/plugin/read.ts';
 import type { ControllerLeaseView, LockSnapshot } from '../../../src/cli/plugin/snapshot.ts';
 import { statusTable, statusView } from '../../../src/cli/plugin/status-view.ts';
 import { transitions } from '../../../src/cli/plugin/transitions.ts';
@@ -557,5 +558,39 @@ describe('explain', () => {
     const e = explain(snap(aLock('db'), lease, []), { controller: view });
     expect(e.controller.code).toBe(code);
     expect(explainText(e)).toContain(`Controller:\n  ${code}: `);
+  });
+});
+
+// ----- errors -----
+
+describe('a failed request, in one line', () => {
+  it.each([
+    {
+      name: 'an HTTP error with a Status body',
+      err: new ApiException(
+        403,
+        'HTTP-Code: 403\nMessage: ...\nBody: ...',
+        JSON.stringify({
+          kind: 'Status',
+          reason: 'Forbidden',
+          message: 'leases is forbidden: User "x" cannot list resource "leases"',
+        }),
+        {},
+      ),
+      line: 'HTTP 403: leases is forbidden: User "x" cannot list resource "leases"',
+    },
+    {
+      name: "a proxy's HTML page",
+      err: new ApiException(502, 'HTTP-Code: 502', '<html>bad gateway</html>', {}),
+      line: 'HTTP 502',
+    },
+    {
+      name: 'a refused connection',
+      err: new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED 127.0.0.1:2') }),
+      line: 'connect ECONNREFUSED 127.0.0.1:2',
+    },
+    { name: 'a message over several lines', err: new Error('first\nsecond'), line: 'first' },
+  ])('says $name as "$line"', ({ err, line }) => {
+    expect(failureOf(err)).toBe(line);
   });
 });
