@@ -23,7 +23,7 @@ import { parseLease } from '../../../src/lease/record.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { LeaderElector } from '../../../src/runtime/leaderelection.ts';
-import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
+import { eventually, freshNamespace, sharedKubeconfigPath } from '../../support/env.ts';
 import {
   createLock,
   createPod,
@@ -324,6 +324,15 @@ describe('kubectl fencepost', () => {
     expect(r.stderr.trim()).toBe(
       `kubectl fencepost: distributedlock "no-such-lock" not found in namespace "${t.namespace}"`,
     );
+  });
+
+  it("prints kubectl's words for a namespace without locks, and an empty list as JSON", async () => {
+    const empty = await freshNamespace(t.kc, 'plugin-empty-');
+    const args = ['status', '--kubeconfig', sharedKubeconfigPath(), '-n', empty];
+    const table = await exec(process.execPath, [entry, ...args]);
+    expect([table.code, table.stdout, table.stderr]).toEqual([0, '', `No resources found in ${empty} namespace.\n`]);
+    const asJson = await exec(process.execPath, [entry, ...args, '-o', 'json']);
+    expect(JSON.parse(asJson.stdout)).toEqual({ items: [] });
   });
 
   describe('connecting', () => {
