@@ -27,15 +27,22 @@ export interface Cluster {
 }
 
 /**
- * connect loads the kubeconfig and selects --context. Throws a UsageError naming --context when
- * the kubeconfig has no such context.
+ * connect loads the kubeconfig and selects --context. Throws a UsageError naming --kubeconfig when
+ * that file cannot be loaded, or --context when the kubeconfig has no such context.
  */
 export function connect(o: {
   readonly kubeconfig: string | undefined;
   readonly context: string | undefined;
   readonly namespace: string | undefined;
 }): Cluster {
-  const kc: KubeConfig = loadKubeConfig(o.kubeconfig);
+  let kc: KubeConfig;
+  try {
+    kc = loadKubeConfig(o.kubeconfig);
+  } catch (err) {
+    // A file named on the command line that cannot be read or parsed is bad usage, named as such.
+    if (o.kubeconfig === undefined) throw err;
+    throw new UsageError('--kubeconfig', `cannot load ${JSON.stringify(o.kubeconfig)}: ${failureOf(err)}`);
+  }
   if (o.context !== undefined) {
     if (kc.getContextObject(o.context) === null) {
       const known = kc.getContexts().map((c) => c.name);

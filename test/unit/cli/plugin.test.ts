@@ -8,7 +8,7 @@ import type { Condition, DistributedLock, DistributedLockSpec } from '../../../s
 import { explainLock, explainText, type ExplainInput } from '../../../src/cli/plugin/explain.ts';
 import { countdown, humanDuration, table } from '../../../src/cli/plugin/format.ts';
 import { historyTable, historyView } from '../../../src/cli/plugin/history-view.ts';
-import { failureOf } from '../../../src/cli/plugin/read.ts';
+import { connect, failureOf } from '../../../src/cli/plugin/read.ts';
 import type { ControllerLeaseView, LockSnapshot } from '../../../src/cli/plugin/snapshot.ts';
 import { statusTable, statusView } from '../../../src/cli/plugin/status-view.ts';
 import { transitions } from '../../../src/cli/plugin/transitions.ts';
@@ -167,7 +167,7 @@ describe('the plugin flags', () => {
       message: '--controller-lease: must be NAME or NAMESPACE/NAME, got "a/b/c"',
     },
   ])('refuses $argv with "$message"', ({ spec, argv, message }) => {
-    expect(() => parsePluginArgs(spec, argv)).toThrow(new UsageError('x', 'y').constructor);
+    expect(() => parsePluginArgs(spec, argv)).toThrow(UsageError);
     expect(() => parsePluginArgs(spec, argv)).toThrow(message);
   });
 });
@@ -592,5 +592,13 @@ describe('a failed request, in one line', () => {
     { name: 'a message over several lines', err: new Error('first\nsecond'), line: 'first' },
   ])('says $name as "$line"', ({ err, line }) => {
     expect(failureOf(err)).toBe(line);
+  });
+});
+
+describe('connecting', () => {
+  it('names a --kubeconfig that cannot be loaded as bad usage', () => {
+    const load = () => connect({ kubeconfig: '/nonexistent/kubeconfig', context: undefined, namespace: undefined });
+    expect(load).toThrow(UsageError);
+    expect(load).toThrow('--kubeconfig: cannot load "/nonexistent/kubeconfig": ENOENT: no such file or directory');
   });
 });
