@@ -81,7 +81,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
     imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport', 'agent', 'guards'],
   },
   cli: {
-    holds: 'the command-line entry points: controller, agent, exec',
+    holds: 'the command-line entry points: controller, agent, exec, the kubectl plugin',
     imports: [
       'protocol',
       'runtime',

@@ -177,6 +177,17 @@ describe('the fencepost npm package', () => {
     ).toEqual([]);
   });
 
+  it('ships the kubectl plugin as the bin kubectl-fencepost, whose --help loads no Kubernetes client', async () => {
+    const plugin = installed(pkg.bin['kubectl-fencepost'] ?? '');
+    const help = await traceModules([plugin, '--help'], { cwd: consumer });
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stdout).toContain('Usage: kubectl fencepost <command>');
+    expect(help.packages).toEqual(['fencepost']);
+    const status = await traceModules([plugin, 'status', '--help'], { cwd: consumer });
+    expect(status.stdout).toContain('Usage: kubectl fencepost status [LOCK] [-n NS | -A]');
+    expect(status.packages).toEqual(['fencepost']);
+  });
+
   it('type-checks a consumer of fencepost/guards against the shipped declarations alone (no Kubernetes types)', async () => {
     writeFileSync(
       join(consumer, 'guards-user.ts'),
