@@ -115,6 +115,25 @@ describe('fencepost exec --if-held and several --lock', () => {
     expect((await getLock(t, 'skip')).status?.queue ?? []).toEqual([]);
   });
 
+  it(`--if-held skip in Election mode: the elected pod holds the lock, another exits ${EXIT_SKIPPED}`, async () => {
+    const elected = await podRef(t, 'elect-a', 'elect');
+    const other = await podRef(t, 'elect-b', 'elect');
+    await createLock(t, lockBody('elect', 'elect', { leaseDurationSeconds: 30 }));
+    // The oldest Ready candidate is elected; its session confirms and renews the grant.
+    await using _held = await acquire('elect', {
+      kubeconfig: kc,
+      namespace: t.namespace,
+      pod: elected,
+      waitMs: 20_000,
+    });
+    const marker = join(dir, 'elect-ran');
+    const r = await execAs(t, other, ['--lock', 'elect', '--if-held', 'skip', '--', 'touch', marker]);
+    expect(r.code, r.stderr).toBe(EXIT_SKIPPED);
+    expect(r.stderr).toContain('skipped: acquire(elect): held by pod elect-a');
+    expect(() => readFileSync(marker)).toThrow();
+    expect(await requestOf(t, 'elect-b', 'elect')).toBeUndefined();
+  });
+
   it(`--if-held fail exits ${EXIT_NOT_ACQUIRED} at once without running the command`, async () => {
     const holder = await podRef(t, 'fail-a', 'fail');
     const other = await podRef(t, 'fail-b', 'fail');
@@ -219,6 +238,36 @@ describe('fencepost exec --if-held and several --lock', () => {
     expect(after.holder).toBeUndefined();
     expect(after.released).toBe('Released');
     expect(await requestOf(t, 'two-0', 'two-a')).toBeUndefined();
+  }, 90_000);
+
+  it('calibration: one lock at a time in opposite orders deadlocks; the same sets through acquire([...]) do not', async () => {
+    const p = await podRef(t, 'cal-p', 'cal');
+    const q = await podRef(t, 'cal-q', 'cal');
+    await createLock(t, lockBody('cal-a', 'cal', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    await createLock(t, lockBody('cal-b', 'cal', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    const base = { kubeconfig: kc, namespace: t.namespace };
+    // Without an order: P takes a, Q takes b, then each waits for the other's: neither is granted.
+    const pa = await acquire('cal-a', { ...base, pod: p, waitMs: 20_000 });
+    const qb = await acquire('cal-b', { ...base, pod: q, waitMs: 20_000 });
+    const [pb, qa] = await Promise.allSettled([
+      acquire('cal-b', { ...base, pod: p, waitMs: 3000 }),
+      acquire('cal-a', { ...base, pod: q, waitMs: 3000 }),
+    ]);
+    expect(pb.status === 'rejected' && pb.reason instanceof NotAcquiredError).toBe(true);
+    expect(qa.status === 'rejected' && qa.reason instanceof NotAcquiredError).toBe(true);
+    await pa.release();
+    await qb.release();
+    // The same two sets, named in opposite orders, through the set: both are granted, in turn.
+    const take = async (pod: Pod, locks: string[]): Promise<bigint[]> => {
+      const set = await acquire(locks, { ...base, pod, waitMs: 30_000 });
+      const tokens = set.locks.map((l) => l.token);
+      await new Promise((r) => setTimeout(r, 300));
+      await set.release();
+      return tokens;
+    };
+    const [pt, qt] = await Promise.all([take(p, ['cal-a', 'cal-b']), take(q, ['cal-b', 'cal-a'])]);
+    expect(pt).toHaveLength(2);
+    expect(qt).toHaveLength(2);
   }, 90_000);
 
   it("acquire(['b', 'a']) takes both in order with their Lease tokens, and release gives both up", async () => {
