@@ -16,7 +16,7 @@
 import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { HolderRef } from '../protocol/holder.ts';
+import { heldByAnother, type HolderRef } from '../protocol/holder.ts';
 import { leaseName, lockLabelSelector } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
@@ -154,6 +154,15 @@ export class LockSession {
    */
   holder(): HolderRef | undefined {
     return this.#s.lease?.record?.holder;
+  }
+
+  /**
+   * otherHolder is {@link holder} when that is another pod incarnation than this session's (the
+   * lock is held elsewhere: `ifHeld`), else undefined.
+   */
+  otherHolder(): HolderRef | undefined {
+    const holder = this.holder();
+    return heldByAnother(holder, this.#o.self) ? holder : undefined;
   }
 
   /**

@@ -22,11 +22,10 @@ import { claimSession, SessionClaimedError } from '../agent/session-claim.ts';
 import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
 import { LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
 import { podIdentity } from './identity.ts';
-import { heldByAnother, type IfHeld } from './if-held.ts';
+import type { IfHeld } from './if-held.ts';
 import { acquireSet, type HeldLockSet } from './lock-set.ts';
 import { LockSession, type LockEvent } from '../agent/session.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
-import type { HolderRef } from '../protocol/holder.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { realClock, type TimerClock } from '../runtime/clock.ts';
 import { connect, type KubeconfigSource } from '../transport/connect.ts';
@@ -152,8 +151,8 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
   }
   const ifHeld = opts.ifHeld ?? 'wait';
   // Held when asked: give up before requesting anything, so there is nothing to withdraw.
-  const holderNow = session.holder();
-  if (ifHeld === 'fail' && holderNow !== undefined && heldByAnother(holderNow, self)) {
+  const holderNow = session.otherHolder();
+  if (ifHeld === 'fail' && holderNow !== undefined) {
     await session.stop();
     await claim.release();
     closeOwn();
@@ -179,9 +178,9 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
           });
           // Granted to another pod while this one waited (it was free when asked, or another
           // requester was ahead in the queue): under `fail`, that is the same as held when asked.
-          const checkHolder = (holder: HolderRef | undefined): void => {
-            if (ifHeld === 'fail' && holder !== undefined && heldByAnother(holder, self))
-              finish(new LockHeldError(lock, holder));
+          const checkHolder = (): void => {
+            const other = session.otherHolder();
+            if (ifHeld === 'fail' && other !== undefined) finish(new LockHeldError(lock, other));
           };
           const offHolder = session.onHolderChange(checkHolder);
           const onAbort = (): void => {
@@ -195,7 +194,7 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
                 }, opts.waitMs)
               : undefined;
           if (session.heldToken() !== undefined) finish();
-          else checkHolder(session.holder());
+          else checkHolder();
         }),
     );
   } catch (err) {
