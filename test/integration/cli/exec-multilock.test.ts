@@ -284,6 +284,23 @@ describe('fencepost exec --if-held and several --lock', () => {
     for (const l of ['lib2-a', 'lib2-b']) expect((await leaseOf(t, l)).released).toBe('Released');
   });
 
+  it("acquire(['a', 'b']): losing b aborts the set's signal; a stays held until the set is released", async () => {
+    const pod = await podRef(t, 'lose2-0', 'lose2');
+    await createLock(t, lockBody('lose2-a', 'lose2', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    await createLock(t, lockBody('lose2-b', 'lose2', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    const set = await acquire(['lose2-a', 'lose2-b'], { kubeconfig: kc, namespace: t.namespace, pod, waitMs: 30_000 });
+    const aborted = new Promise<unknown>((r) => {
+      set.signal.addEventListener('abort', () => r(set.signal.reason), { once: true });
+    });
+    await deleteLock(t, 'lose2-b'); // the controller deletes its Lease: the set has lost lose2-b
+    expect(String(await aborted)).toContain('lock lose2-b lost');
+    expect(set.isHeld()).toBe(false);
+    expect(set.locks[0]?.isHeld()).toBe(true);
+    expect((await leaseOf(t, 'lose2-a')).holder?.name).toBe('lose2-0');
+    await set.release();
+    expect((await leaseOf(t, 'lose2-a')).released).toBe('Released');
+  });
+
   it("acquire(['a', 'b']) releases a when b is not granted within waitMs, and leaves no request", async () => {
     const holder = await podRef(t, 'part-h', 'part');
     const pod = await podRef(t, 'part-0', 'part');
