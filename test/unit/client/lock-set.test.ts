@@ -22,10 +22,12 @@ class World {
   readonly asked: { lock: string; waitMs: number | undefined; ns: string | undefined }[] = [];
   readonly lost = new Map<string, AbortController>();
   readonly listeners = new Map<string, (e: LockEvent) => void>();
-  constructor(
-    readonly refuse: ReadonlyMap<string, Error> = new Map(),
-    readonly takesMs = 0,
-  ) {}
+  readonly refuse: ReadonlyMap<string, Error>;
+  readonly takesMs: number;
+  constructor(refuse: ReadonlyMap<string, Error> = new Map(), takesMs = 0) {
+    this.refuse = refuse;
+    this.takesMs = takesMs;
+  }
 
   opts(o: Partial<AcquireOptions> = {}): AcquireOptions {
     return { kubeconfig: this.api, namespace: 'ns', pod: { name: 'p', uid: 'u' }, clock: this.clock, ...o };
