@@ -14,7 +14,7 @@
  *   granted within waitMs, releases the first and leaves no request.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,6 +44,7 @@ import {
   type TestKube,
 } from '../../support/fixtures.ts';
 import { agentBinary } from '../../support/agent-binary.ts';
+import { kubeconfigVia, proxyTargetOf, startHttpFaultProxy } from '../../support/testbed/http-fault-proxy.ts';
 
 interface Run {
   code: number | null;
@@ -57,11 +58,11 @@ interface Pod {
 }
 
 /** execAs runs `fencepost-agent exec` as `pod` in `t`'s namespace; the timeout only catches hangs. */
-const execAs = (t: TestKube, pod: Pod, args: string[]): Promise<Run> =>
+const execAs = (t: TestKube, pod: Pod, args: string[], o: { kubeconfig?: string } = {}): Promise<Run> =>
   new Promise((res) => {
     execFile(
       agentBinary(),
-      ['exec', '--kubeconfig', sharedKubeconfigPath(), ...args],
+      ['exec', '--kubeconfig', o.kubeconfig ?? sharedKubeconfigPath(), ...args],
       {
         env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid },
         timeout: 90_000,
@@ -340,6 +341,7 @@ describe('fencepost exec --if-held and several --lock', () => {
 });
 
 describe('fencepost exec --if-held skip when the lock is granted to another pod while exec waits', () => {
+  // Each test starts the controller only once both requests wait (and stops the previous test's).
   const kc = sharedKubeConfig();
   let t: TestKube;
   let controller: LockController | undefined;
@@ -385,5 +387,52 @@ describe('fencepost exec --if-held skip when the lock is granted to another pod 
     });
     const lease = await leaseOf(t, 'race');
     expect(lease.holder).toBeUndefined();
+  }, 120_000);
+
+  it('does not claim a skip when it cannot withdraw its request: exits 1, and says the request may be left', async () => {
+    // The same race as above, with exec's pod PATCHes failing once it has asked (a fault proxy
+    // between exec and the API server answers them 500): the withdrawal fails, and exec must not
+    // report "skipped, nothing left behind".
+    const first = await podRef(t, 'nowd-a', 'nowd');
+    const second = await podRef(t, 'nowd-b', 'nowd');
+    await controller?.stop();
+    controller = undefined;
+    await createLock(t, lockBody('nowd', 'nowd', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    const proxy = await startHttpFaultProxy(proxyTargetOf(sharedKubeconfigPath()));
+    const dir = mkdtempSync(join(tmpdir(), 'fencepost-exec-nowd-'));
+    try {
+      const viaProxy = join(dir, 'kubeconfig');
+      writeFileSync(viaProxy, kubeconfigVia(sharedKubeconfigPath(), proxy.url));
+      const firstHeld = acquire('nowd', { kubeconfig: kc, namespace: t.namespace, pod: first, waitMs: 60_000 });
+      await eventually(async () => {
+        expect(await requestOf(t, 'nowd-a', 'nowd')).toBeDefined();
+      });
+      const running = execAs(t, second, ['--lock', 'nowd', '--if-held', 'skip', '--wait', '60s', '--', 'true'], {
+        kubeconfig: viaProxy,
+      });
+      await eventually(async () => {
+        expect(await requestOf(t, 'nowd-b', 'nowd')).toBeDefined();
+      }, 30_000);
+      proxy.errors({ status: 500, match: (r) => r.method === 'PATCH' && r.path.endsWith('/pods/nowd-b') });
+      controller = await startLockController({
+        kc,
+        redisUrl: sharedRedisUrl(),
+        namespace: t.namespace,
+        identity: 'skip-race-controller',
+        clock: realClock,
+        log: silentLogger,
+      });
+      const r = await running;
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain("acquire(nowd): held by pod nowd-a, but withdrawing this pod's request failed");
+      expect(r.stderr).not.toContain('skipped');
+      expect(proxy.counts.errors).toBeGreaterThan(0);
+      // What exec said: its request is still there.
+      expect(await requestOf(t, 'nowd-b', 'nowd')).toBeDefined();
+      await (await firstHeld).release();
+    } finally {
+      await proxy.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 120_000);
 });
