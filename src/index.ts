@@ -8,11 +8,14 @@
 export {
   acquire,
   AlreadyDoneError,
+  LockHeldError,
   NotAcquiredError,
   RequestTimeoutError,
   SessionInUseError,
   type AcquireOptions,
   type HeldLock,
+  type HeldLockSet,
+  type IfHeld,
   type RequestBounds,
 } from './client/acquire.ts';
 export type { LockEvent, LockSnapshot, LockState } from './agent/session.ts';

@@ -5,11 +5,14 @@
  *   GET  /v1/locks/NAME/events           → Server-Sent Events (sse.ts): `retry:`, then `state`, then
  *                                          granted/renewed/lost/released (and `stopping`, cli/agent.ts),
  *                                          each with an `id:`
- *   POST /v1/locks/NAME/acquire?wait=D&runId=ID → asks for the lock (Mutex: joins the FIFO queue),
- *                                          then 200 when held (waits up to D, default 0), 423
+ *   POST /v1/locks/NAME/acquire?wait=D&runId=ID&ifHeld=P → asks for the lock (Mutex: joins the FIFO
+ *                                          queue), then 200 when held (waits up to D, default 0), 423
  *                                          problem `not-granted` when not held in time, 409
  *                                          problem `already-done` when the run id was completed
- *                                          (before or while waiting; run-once.ts, as acquire())
+ *                                          (before or while waiting; run-once.ts, as acquire());
+ *                                          ifHeld=fail: 423 problem `held` when another pod holds
+ *                                          it, and no request of this call is left queued (as
+ *                                          `fencepost exec --if-held`)
  *   POST /v1/locks/NAME/complete?runId=ID&token=T → reports the run completed, only while this
  *                                          pod holds the term with token T (else 409 `not-held`);
  *                                          call it before release, as `fencepost exec` does
@@ -25,6 +28,7 @@ import { NotRunHolderError } from './run-completions.ts';
 import { AlreadyDoneError, requestRun } from './run-once.ts';
 import { EventJournal, SSE_RETRY_MS, formatSse, type SseFrame, type StoppingEvent } from './sse.ts';
 import type { LockSession } from './session.ts';
+import type { HolderRef } from '../protocol/holder.ts';
 import openapi from './openapi.json' with { type: 'json' };
 
 /** AgentApi is a listening API server. */
@@ -55,19 +59,40 @@ function text(res: ServerResponse, status: number, body: string): void {
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-/** waitHeld resolves true once the session holds the lock, false after waitMs or if the client went away. */
-function waitHeld(session: LockSession, waitMs: number, req: IncomingMessage): Promise<boolean> {
+/** HeldElsewhere: under ifHeld=fail, the lock was granted to another pod while this one waited. */
+class HeldElsewhere extends Error {
+  readonly holder: HolderRef;
+  constructor(holder: HolderRef) {
+    super(`held by pod ${holder.name}`);
+    this.name = 'HeldElsewhere';
+    this.holder = holder;
+  }
+}
+
+/**
+ * waitHeld resolves true once the session holds the lock, false after waitMs or if the client went
+ * away. With `failIfHeld`, it rejects with HeldElsewhere as soon as the Lease names another holder.
+ */
+function waitHeld(session: LockSession, waitMs: number, req: IncomingMessage, failIfHeld: boolean): Promise<boolean> {
   if (session.heldToken() !== undefined) return Promise.resolve(true);
+  const other = failIfHeld ? session.otherHolder() : undefined;
+  if (other !== undefined) return Promise.reject(new HeldElsewhere(other));
   if (waitMs <= 0) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const done = (v: boolean): void => {
+  return new Promise((resolve, reject) => {
+    const done = (v: boolean | HeldElsewhere): void => {
       clearTimeout(timer);
       off();
+      offHolder();
       req.off('close', gone);
-      resolve(v);
+      if (v instanceof HeldElsewhere) reject(v);
+      else resolve(v);
     };
     const off = session.onEvent((e) => {
       if (e.type === 'granted') done(true);
+    });
+    const offHolder = session.onHolderChange(() => {
+      const holder = failIfHeld ? session.otherHolder() : undefined;
+      if (holder !== undefined) done(new HeldElsewhere(holder));
     });
     const gone = (): void => {
       done(false);
@@ -225,24 +250,75 @@ export async function serveAgentApi(
           sendProblem(res, problem('invalid-parameter', messageOf(err), { parameter: 'wait' }));
           return;
         }
+        const ifHeld = url.searchParams.get('ifHeld') ?? 'wait';
+        if (ifHeld !== 'wait' && ifHeld !== 'fail') {
+          sendProblem(
+            res,
+            problem('invalid-parameter', `ifHeld: must be wait or fail, got ${JSON.stringify(ifHeld)}`, {
+              parameter: 'ifHeld',
+            }),
+          );
+          return;
+        }
+        const failIfHeld = ifHeld === 'fail';
         const runId = url.searchParams.get('runId') ?? undefined;
-        requestRun(session, name, runId, () => waitHeld(session, waitMs, req)).then(
-          (held) => {
-            if (res.writableEnded || res.destroyed) return;
+        const sendHeld = (holder: HolderRef): void => {
+          sendProblem(
+            res,
+            problem('held', `lock ${name} is held by pod ${holder.name}; no request of this call is left queued`, {
+              lock: name,
+              holder: holder.name,
+              snapshot: session.snapshot(),
+            }),
+          );
+        };
+        // Withdraws this call's request, and hands back a grant that came in between. A failure is
+        // answered 502 instead (the request may still be queued), never `held` or `not-granted`.
+        const withdrawRequest = async (): Promise<boolean> => {
+          try {
+            await session.withdraw();
+            if (session.heldToken() !== undefined) await session.release();
+            return true;
+          } catch (err) {
+            if (!res.writableEnded && !res.destroyed)
+              sendProblem(
+                res,
+                problem('kubernetes-unavailable', `Failed to withdraw the request: ${messageOf(err)}`, { lock: name }),
+              );
+            return false;
+          }
+        };
+        // Held when asked: answer before requesting anything, so there is nothing to withdraw.
+        const heldNow = failIfHeld ? session.otherHolder() : undefined;
+        if (heldNow !== undefined) {
+          sendHeld(heldNow);
+          return;
+        }
+        requestRun(session, name, runId, () => waitHeld(session, waitMs, req, failIfHeld)).then(
+          async (held) => {
             if (held) {
-              json(res, 200, session.snapshot());
+              if (!res.writableEnded && !res.destroyed) json(res, 200, session.snapshot());
               return;
             }
+            // ifHeld=fail does not stay queued: not granted in time, the request is withdrawn.
+            if (failIfHeld && !(await withdrawRequest())) return;
+            if (res.writableEnded || res.destroyed) return;
             sendProblem(
               res,
               problem(
                 'not-granted',
-                `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`,
+                failIfHeld
+                  ? `lock ${name} was not granted to this pod within ${waitMs} ms; the request was withdrawn (ifHeld=fail)`
+                  : `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`,
                 { lock: name, snapshot: session.snapshot() },
               ),
             );
           },
-          (err: unknown) => {
+          async (err: unknown) => {
+            if (err instanceof HeldElsewhere) {
+              if ((await withdrawRequest()) && !res.writableEnded && !res.destroyed) sendHeld(err.holder);
+              return;
+            }
             if (res.writableEnded || res.destroyed) return;
             if (err instanceof AlreadyDoneError) {
               sendProblem(res, problem('already-done', `${err.message}; do not run it`, { lock: name, runId }));

@@ -14,6 +14,11 @@ export const PROBLEMS = {
   /** The lock was not granted to this pod within `wait`; the request stays queued (Mutex). */
   'not-granted': { status: 423, title: 'Lock not granted within the wait' },
   /**
+   * acquire with `ifHeld=fail`: another pod holds the lock (when asked, or was granted it while
+   * this pod waited). Nothing of the request is left queued.
+   */
+  held: { status: 423, title: 'Lock held by another pod' },
+  /**
    * The run id of an acquire was already reported completed (before the request, or while this
    * pod waited: then the term was released again). Permanent for that run id: do not run it.
    */

@@ -16,7 +16,7 @@
 import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { HolderRef } from '../protocol/holder.ts';
+import { heldByAnother, type HolderRef } from '../protocol/holder.ts';
 import { leaseName, lockLabelSelector } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
@@ -105,6 +105,7 @@ export class LockSession {
   readonly #mutex: MutexRequests;
   readonly #runs: RunCompletions;
   readonly #listeners = new Set<(e: LockEvent) => void>();
+  readonly #holderListeners = new Set<(holder: HolderRef | undefined) => void>();
   /** #s is the machine's state; only #feed replaces it. */
   #s: SessionState;
   #renewTimer: Timer | undefined;
@@ -125,6 +126,8 @@ export class LockSession {
     this.#informer.onChange((lease, kind) => {
       if (lease.metadata?.name !== leaseName(o.lock)) return;
       this.#step(kind === 'delete' ? { type: 'LeaseGone' } : seen(lease));
+      const holder = this.holder();
+      for (const l of this.#holderListeners) l(holder);
     });
   }
 
@@ -140,6 +143,37 @@ export class LockSession {
     this.#listeners.add(listener);
     return () => {
       this.#listeners.delete(listener);
+    };
+  }
+
+  /**
+   * holder is the holder the newest Lease seen names (any pod incarnation, this one included), or
+   * undefined when nobody holds it (never granted, released, revoked, deleted). It says who the
+   * server has granted the lock to, not whether that holder is still renewing: a holder that died
+   * stays named until the controller expires it.
+   */
+  holder(): HolderRef | undefined {
+    return this.#s.lease?.record?.holder;
+  }
+
+  /**
+   * otherHolder is {@link holder} when that is another pod incarnation than this session's (the
+   * lock is held elsewhere: `ifHeld`), else undefined.
+   */
+  otherHolder(): HolderRef | undefined {
+    const holder = this.holder();
+    return heldByAnother(holder, this.#o.self) ? holder : undefined;
+  }
+
+  /**
+   * onHolderChange subscribes to the Lease watch: `listener` gets {@link holder} after every
+   * change the watch delivers (also when the holder stayed the same). Returns the unsubscribe
+   * function. Listeners must not throw.
+   */
+  onHolderChange(listener: (holder: HolderRef | undefined) => void): () => void {
+    this.#holderListeners.add(listener);
+    return () => {
+      this.#holderListeners.delete(listener);
     };
   }
 

@@ -3,29 +3,45 @@
  * own so that `fencepost exec --help` and src/cli/main.ts load no Kubernetes client.
  */
 
-/** EXIT_NOT_ACQUIRED: the lock was not granted within --wait. */
+/** EXIT_NOT_ACQUIRED: the lock was not granted within --wait (or held, with --if-held fail). */
 export const EXIT_NOT_ACQUIRED = 3;
 /** EXIT_LOST: the lock was lost while the command ran; the command was stopped. */
 export const EXIT_LOST = 4;
 /** EXIT_ALREADY_DONE: --run-id was already reported completed; the command did not run. */
 export const EXIT_ALREADY_DONE = 5;
 
+/** EXIT_SKIPPED: --if-held skip, and another pod held a lock; the command did not run, nothing was left queued. */
+export const EXIT_SKIPPED = 6;
+
 /** EXEC_USAGE is printed by --help. */
-export const EXEC_USAGE = `Usage: fencepost exec --lock NAME [--wait D] [--run-id ID] [--grace D] [--kubeconfig PATH] -- CMD [ARGS...]
+export const EXEC_USAGE = `Usage: fencepost exec --lock NAME [--lock NAME...] [--wait D] [--if-held wait|skip|fail] [--run-id ID]
+                      [--grace D] [--kubeconfig PATH] -- CMD [ARGS...]
 
 Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
 
-  --lock NAME        the DistributedLock to hold while CMD runs
-  --wait D           give up if not granted within D (default: wait forever); exit ${EXIT_NOT_ACQUIRED}
-  --run-id ID        run once per ID (Mutex locks): if a holder already completed ID, exit ${EXIT_ALREADY_DONE}
-                     without running; when CMD exits 0, report ID completed
+  --lock NAME        the DistributedLock to hold while CMD runs; repeat it to hold several at once: all
+                     of them or none, taken in one global order (namespace, then name) so that execs
+                     asking for overlapping sets cannot deadlock, released in reverse order
+  --wait D           give up if not granted within D (default: wait forever); with several --lock, D
+                     bounds the whole set; exit ${EXIT_NOT_ACQUIRED}
+  --if-held P        when another pod holds a lock (its Lease names another holder, or grants it to
+                     another pod while exec waits): wait (default) asks and waits, bounded by --wait;
+                     skip exits ${EXIT_SKIPPED} at once, fail exits ${EXIT_NOT_ACQUIRED} at once — CMD does not run, and a
+                     request exec made is withdrawn first (locks already taken are released)
+  --run-id ID        run once per ID (Mutex locks, one --lock only): if a holder already completed ID,
+                     exit ${EXIT_ALREADY_DONE} without running; when CMD exits 0, report ID completed
   --grace D          on loss, SIGKILL CMD's process group this long after SIGTERM (default: half of
-                     lease − renew deadline, and never longer than lease − renew deadline)
+                     lease − renew deadline, and never longer than lease − renew deadline; with several
+                     locks, of the shortest)
   --kubeconfig PATH  (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --log-level LEVEL  debug, info, warn or error (default error); silent turns logging off
 
-CMD runs with FENCEPOST_LOCK and FENCEPOST_TOKEN set, in a process group of its own. exec signals the whole
-group: on loss, when exec gets SIGTERM, SIGINT, SIGHUP or SIGQUIT, and when CMD exits leaving processes
-behind. A process that leaves the group (setsid) is not reached. Exit status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired,
-${EXIT_LOST} when the lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was already completed.
+CMD runs in a process group of its own with FENCEPOST_LOCKS (the locks, space-separated, in the order
+taken) and FENCEPOST_TOKEN_<LOCK> for each lock (the name upper-cased, other characters than A-Z and 0-9
+as _: db-migrate -> FENCEPOST_TOKEN_DB_MIGRATE; two --lock that map to one variable are refused); with
+one lock also FENCEPOST_LOCK and FENCEPOST_TOKEN (with several these are unset). Losing any lock stops
+CMD. exec signals the whole group: on loss, when exec gets SIGTERM, SIGINT, SIGHUP or SIGQUIT, and when
+CMD exits leaving processes behind. A process that leaves the group (setsid) is not reached. Exit
+status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired, ${EXIT_LOST} when a lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was
+already completed, ${EXIT_SKIPPED} when skipped (--if-held skip).
 `;

@@ -1,35 +1,35 @@
 /**
- * `fencepost exec --lock NAME [--wait D] [--grace D] -- CMD [ARGS...]` — run CMD only while this
- * pod holds the lock: acquire (in-process, with the pod identity from the downward API), run CMD
- * with FENCEPOST_LOCK and FENCEPOST_TOKEN in its environment, renew while it runs, release when
- * it exits. CMD runs in a process group of its own (process-group.ts), and every signal goes to
- * the whole group: if the lock is lost, SIGTERM and, after the grace, SIGKILL reach the shell of
- * `sh -c` and the processes under it, including those still alive after CMD itself exited. The
- * grace is cut to end before the server could grant the lock again (lease duration − renew
- * deadline), and the requests exec makes after a loss (release, complete) are aborted at the
- * end of that window (HeldLock's request bounds): exec then exits instead of waiting on an API
- * server it cannot reach.
+ * `fencepost exec --lock NAME [--lock NAME...] [--wait D] [--if-held P] [--grace D] -- CMD [ARGS...]`
+ * — run CMD only while this pod holds the lock(s): acquire (in-process, with the pod identity
+ * from the downward API; several locks all or none, in one global order: client/lock-set.ts), run
+ * CMD with FENCEPOST_LOCKS and FENCEPOST_TOKEN_<LOCK> (one lock: also FENCEPOST_LOCK and
+ * FENCEPOST_TOKEN) in its environment (exec-flags.ts), renew while it runs, release when it exits
+ * (in reverse order). CMD runs in a process group of its own (process-group.ts), and every signal
+ * goes to the whole group: if any lock is lost, SIGTERM and, after the grace, SIGKILL reach the
+ * shell of `sh -c` and the processes under it, including those still alive after CMD itself
+ * exited. The grace is cut to end before the server could grant the lock again (lease duration −
+ * renew deadline, of the shortest lock), and the requests exec makes after a loss (release,
+ * complete) are aborted at the end of that window (HeldLock's request bounds): exec then exits
+ * instead of waiting on an API server it cannot reach.
  * SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to exec are forwarded to the group. Processes CMD
  * leaves behind when it exits normally are stopped the same way before the lock is released.
  *
  * Exit codes: CMD's own (128 + signal number when it was killed by a signal), or
- *   EXIT_NOT_ACQUIRED (3): not granted within --wait;
- *   EXIT_LOST (4): the lock was lost while CMD ran (CMD was stopped);
+ *   EXIT_NOT_ACQUIRED (3): not granted within --wait (or held, with --if-held fail);
+ *   EXIT_LOST (4): a lock was lost while CMD ran (CMD was stopped);
  *   EXIT_ALREADY_DONE (5): --run-id was already reported completed (CMD did not run);
+ *   EXIT_SKIPPED (6): --if-held skip, and another pod held a lock (CMD did not run);
  *   2: bad usage.
  */
 import { constants } from 'node:os';
-import { acquire, AlreadyDoneError, NotAcquiredError } from '../client/acquire.ts';
-import { parseDuration } from '../config/duration.ts';
-import { parseFlags } from '../config/flags.ts';
-import { parseLogLevel } from '../config/log-level.ts';
-import { UsageError } from '../config/usage-error.ts';
+import { acquire, AlreadyDoneError, LockHeldError, NotAcquiredError, type HeldLockSet } from '../client/acquire.ts';
 import { createLogger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
-import { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';
+import { commandEnv, parseExecArgs } from './exec-flags.ts';
+import { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED, EXIT_SKIPPED } from './exec-usage.ts';
 import { spawnGroup } from './process-group.ts';
 
-export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts';
+export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED, EXIT_SKIPPED } from './exec-usage.ts';
 
 /**
  * runExec runs the command under the lock and returns the exit status. `spawn` starts the command
@@ -37,30 +37,17 @@ export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED } from './exec-usage.ts
  * which signals the direct child alone, as exec did before issue 15's finding 1).
  */
 export async function runExec(argv: readonly string[], spawn: typeof spawnGroup = spawnGroup): Promise<number> {
-  const dash = argv.indexOf('--');
-  if (dash < 0 || dash === argv.length - 1)
-    throw new UsageError('--', 'missing, or no command after it; usage: fencepost exec --lock NAME -- CMD [ARGS...]');
-  const command = argv.slice(dash + 1);
-  const values = parseFlags(argv.slice(0, dash), {
-    lock: { type: 'string' },
-    wait: { type: 'string' },
-    'run-id': { type: 'string' },
-    grace: { type: 'string' },
-    kubeconfig: { type: 'string' },
-    'log-level': { type: 'string', default: 'error' },
-  });
-  if (values.lock === undefined) throw new UsageError('--lock', 'required');
-  const waitMs = values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined;
-  const graceFlagMs = values.grace !== undefined ? parseDuration(values.grace, '--grace') : undefined;
-  const level = parseLogLevel(values['log-level']);
-  const log = createLogger(level, { component: 'exec', lock: values.lock });
+  const o = parseExecArgs(argv);
+  const log = createLogger(o.logLevel, { component: 'exec', lock: o.locks.join(' ') });
 
-  let lock;
+  let set: HeldLockSet;
   try {
-    lock = await acquire(values.lock, {
-      ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}),
-      ...(waitMs !== undefined ? { waitMs } : {}),
-      ...(values['run-id'] !== undefined ? { runId: values['run-id'] } : {}),
+    set = await acquire(o.locks, {
+      ...(o.kubeconfig !== undefined ? { kubeconfig: o.kubeconfig } : {}),
+      ...(o.waitMs !== undefined ? { waitMs: o.waitMs } : {}),
+      ...(o.runId !== undefined ? { runId: o.runId } : {}),
+      // skip and fail make the same decision; only the exit status tells them apart.
+      ifHeld: o.ifHeld === 'wait' ? 'wait' : 'fail',
       program: 'fencepost exec',
       log,
     });
@@ -69,19 +56,27 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
       process.stderr.write(`fencepost exec: ${err.message}\n`);
       return EXIT_ALREADY_DONE;
     }
+    if (err instanceof LockHeldError && o.ifHeld === 'skip') {
+      process.stderr.write(`fencepost exec: skipped: ${err.message}\n`);
+      return EXIT_SKIPPED;
+    }
     if (err instanceof NotAcquiredError) {
       process.stderr.write(`fencepost exec: ${err.message}\n`);
       return EXIT_NOT_ACQUIRED;
     }
     throw err;
   }
-  const [cmd, ...args] = command;
-  const grace = graceFor(lock.timings, graceFlagMs);
-  const windowMs = Math.max(0, lock.timings.leaseDurationMs - lock.timings.renewDeadlineMs);
+  const [cmd, ...args] = o.command;
+  // With several locks, the shortest term bounds both: the first lock that could be granted again elsewhere.
+  const grace = Math.min(...set.locks.map((l) => graceFor(l.timings, o.graceMs)));
+  const windowMs = Math.min(
+    ...set.locks.map((l) => Math.max(0, l.timings.leaseDurationMs - l.timings.renewDeadlineMs)),
+  );
   if (process.pid === 1) log.warn('Running as PID 1; orphans of the command will not be reaped (see README, Jobs)');
 
-  // The loss, from the session's events rather than lock.signal: release() aborts the signal
-  // itself, and a loss during release (cut off while withdrawing) must still bound it.
+  // The loss, from the sessions' events rather than set.signal: release() aborts the signal
+  // itself, and a loss during release (cut off while withdrawing) must still bound it. Any lock
+  // of the set lost is the set lost.
   let lostAt: number | undefined;
   // Aborted at the end of the post-loss window: every request still out is then cancelled.
   const windowEnd = new AbortController();
@@ -89,11 +84,7 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
   let lostWhileRunning = false;
   let killAt = 0;
   let killTimer: NodeJS.Timeout | undefined;
-  const group = spawn(cmd ?? '', args, {
-    ...process.env,
-    FENCEPOST_LOCK: lock.lock,
-    FENCEPOST_TOKEN: lock.token.toString(),
-  });
+  const group = spawn(cmd, args, commandEnv(process.env, set.locks));
   const onLost = (): void => {
     if (lostAt !== undefined) return;
     lostAt = performance.now();
@@ -111,10 +102,10 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
       group.signal('SIGKILL');
     }, grace);
   };
-  const offEvents = lock.onEvent((e) => {
-    if (e.type === 'lost' && e.token === lock.token.toString()) onLost();
+  const offEvents = set.onEvent((e) => {
+    if (e.type === 'lost' && set.locks.some((l) => l.lock === e.lock && l.token.toString() === e.token)) onLost();
   });
-  if (lock.signal.aborted) onLost();
+  if (set.signal.aborted) onLost();
   const forward = (sig: NodeJS.Signals) => (): void => {
     group.signal(sig);
   };
@@ -156,7 +147,8 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
   const abandoned = (): boolean => windowEnd.signal.aborted;
   let failure: { err: unknown } | undefined;
   try {
-    if (status === 0 && !lostWhileRunning && values['run-id'] !== undefined) await lock.complete(bound);
+    // --run-id takes one lock (exec-flags.ts): the set is that lock.
+    if (status === 0 && !lostWhileRunning && o.runId !== undefined) await set.locks[0]?.complete(bound);
   } catch (err) {
     if (lostAt === undefined) failure = { err };
     else if (!abandoned()) log.error({ err }, 'Failed to report the run completed after losing the lock');
@@ -164,7 +156,7 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
   // Released even when the report failed: the session stops renewing and the pod's claim is free.
   // After an abandoned report the bound has ended already, and the release only stops the session.
   try {
-    await lock.release(bound);
+    await set.release(bound);
   } catch (err) {
     if (lostAt === undefined) failure ??= { err };
     else if (!abandoned()) log.error({ err }, 'Failed to release lock after losing it');

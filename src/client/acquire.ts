@@ -18,8 +18,12 @@
  * aborted on the wire (`fencepost exec` bounds them by what is left of the lease after a loss).
  */
 import { requestRun } from '../agent/run-once.ts';
-import { claimSession, SessionClaimedError, type ClaimHolder } from '../agent/session-claim.ts';
+import { claimSession, SessionClaimedError } from '../agent/session-claim.ts';
 import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
+import { LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
+import { podIdentity } from './identity.ts';
+import type { IfHeld } from './if-held.ts';
+import { acquireSet, type HeldLockSet } from './lock-set.ts';
 import { LockSession, type LockEvent } from '../agent/session.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
@@ -51,6 +55,14 @@ export interface AcquireOptions {
    */
   readonly runId?: string;
   /**
+   * ifHeld: what to do when another pod holds the lock (see client/if-held.ts for what "holds"
+   * means). `wait` (the default): ask and wait, bounded by waitMs (Mutex: join the queue). `fail`:
+   * throw LockHeldError at once if the Lease names another holder when acquire looks, having
+   * requested nothing; and if another pod is granted the lock while this one waits for its own
+   * grant, withdraw the request and throw LockHeldError. For a set of locks it applies to each.
+   */
+  readonly ifHeld?: IfHeld;
+  /**
    * program names what runs this session, for the error a second session of the pod gets
    * (SessionInUseError); default `acquire()`.
    */
@@ -61,30 +73,9 @@ export interface AcquireOptions {
 
 export { AlreadyDoneError } from '../agent/run-once.ts';
 export { RequestTimeoutError, type RequestBounds } from './bounds.ts';
-
-/** NotAcquiredError: the lock was not granted to this pod within waitMs (or the wait was aborted). */
-export class NotAcquiredError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'NotAcquiredError';
-  }
-}
-
-/**
- * SessionInUseError: another session in this pod holds the lock (the pod is granted the lock, not
- * the session, so a second session would share its term and token). Thrown at once, before
- * anything is requested or withdrawn. A NotAcquiredError, so `fencepost exec` exits 3.
- */
-export class SessionInUseError extends NotAcquiredError {
-  /** holder is what the other session said about itself (undefined if it did not answer, e.g. paused). */
-  readonly holder: ClaimHolder | undefined;
-  constructor(lock: string, cause: SessionClaimedError) {
-    super(`acquire(${lock}): ${cause.message}`);
-    this.name = 'SessionInUseError';
-    this.holder = cause.holder;
-    this.cause = cause;
-  }
-}
+export { LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
+export type { IfHeld } from './if-held.ts';
+export type { HeldLockSet } from './lock-set.ts';
 
 /** HeldLock is a granted lock. Dispose it (or call release) when done. */
 export interface HeldLock extends AsyncDisposable {
@@ -116,19 +107,24 @@ export interface HeldLock extends AsyncDisposable {
   release(bounds?: RequestBounds): Promise<void>;
 }
 
-function env(name: string): string {
-  const v = process.env[name];
-  if (v === undefined || v === '')
-    throw new Error(
-      `acquire: ${name} is not set; pass options.${name === 'POD_NAMESPACE' ? 'namespace' : 'pod'} or set it from the downward API`,
-    );
-  return v;
+/**
+ * acquire waits until the lock is granted to this pod and confirmed, then returns it.
+ *
+ * Given several locks (`acquire(['a', 'b'])`), it takes all of them or none (client/lock-set.ts):
+ * one after another in a global order (by namespace/name, whatever order they were given in), so
+ * that two pods asking for overlapping sets cannot deadlock; waitMs bounds the whole set; when one
+ * is not granted, those already held are released, in reverse order, before acquire throws.
+ * The set's signal aborts when any of its locks is lost. options.runId takes one lock only.
+ */
+export function acquire(lock: string, opts?: AcquireOptions): Promise<HeldLock>;
+export function acquire(locks: readonly string[], opts?: AcquireOptions): Promise<HeldLockSet>;
+export function acquire(lock: string | readonly string[], opts: AcquireOptions = {}): Promise<HeldLock | HeldLockSet> {
+  return typeof lock === 'string' ? acquireOne(lock, opts) : acquireSet(lock, opts, acquireOne);
 }
 
-/** acquire waits until the lock is granted to this pod and confirmed, then returns it. */
-export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<HeldLock> {
-  const namespace = opts.namespace ?? env('POD_NAMESPACE');
-  const self = opts.pod ?? { name: env('POD_NAME'), uid: env('POD_UID') };
+/** acquireOne is acquire() of one lock. */
+async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock> {
+  const { namespace, self } = podIdentity(opts);
   const clock = opts.clock ?? realClock;
   // After the identity (a missing POD_* is named first), before the claim (nothing to undo).
   const api = connect(opts.kubeconfig);
@@ -153,6 +149,15 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
     closeOwn();
     throw err;
   }
+  const ifHeld = opts.ifHeld ?? 'wait';
+  // Held when asked: give up before requesting anything, so there is nothing to withdraw.
+  const holderNow = session.otherHolder();
+  if (ifHeld === 'fail' && holderNow !== undefined) {
+    await session.stop();
+    await claim.release();
+    closeOwn();
+    throw new LockHeldError(lock, holderNow);
+  }
   try {
     await requestRun(
       session,
@@ -162,6 +167,7 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
         new Promise<boolean>((resolve, reject) => {
           const finish = (err?: Error): void => {
             off();
+            offHolder();
             timer?.cancel();
             opts.signal?.removeEventListener('abort', onAbort);
             if (err !== undefined) reject(err);
@@ -170,6 +176,13 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
           const off = session.onEvent((e) => {
             if (e.type === 'granted') finish();
           });
+          // Granted to another pod while this one waited (it was free when asked, or another
+          // requester was ahead in the queue): under `fail`, that is the same as held when asked.
+          const checkHolder = (): void => {
+            const other = session.otherHolder();
+            if (ifHeld === 'fail' && other !== undefined) finish(new LockHeldError(lock, other));
+          };
+          const offHolder = session.onHolderChange(checkHolder);
           const onAbort = (): void => {
             finish(new NotAcquiredError(`acquire(${lock}): aborted before the lock was granted`));
           };
@@ -181,13 +194,25 @@ export async function acquire(lock: string, opts: AcquireOptions = {}): Promise<
                 }, opts.waitMs)
               : undefined;
           if (session.heldToken() !== undefined) finish();
+          else checkHolder();
         }),
     );
   } catch (err) {
-    await session.withdraw().catch(() => undefined);
+    const withdrawal = await session.withdraw().then(
+      () => undefined,
+      (e: unknown) => ({ err: e }),
+    );
+    // Granted after all, between the decision and the withdrawal (the other holder released at
+    // once): hand the term back now rather than leave it to expire.
+    if (session.heldToken() !== undefined) await session.release().catch(() => undefined);
     await session.stop();
     await claim.release();
     closeOwn();
+    // A LockHeldError promises that nothing was left behind; a request still on the pod is not that.
+    if (err instanceof LockHeldError && withdrawal !== undefined) {
+      const why = withdrawal.err instanceof Error ? withdrawal.err.message : String(withdrawal.err);
+      throw new Error(`${err.message}, but withdrawing this pod's request failed: ${why}`, { cause: err });
+    }
     throw err;
   }
   const token = session.heldToken();

@@ -29,3 +29,11 @@ export function parseHolderIdentity(id: string | undefined): HolderRef | undefin
 export function sameHolder(a: HolderRef | undefined, b: HolderRef | undefined): boolean {
   return a !== undefined && b !== undefined && a.name === b.name && a.uid === b.uid;
 }
+
+/**
+ * heldByAnother: the Lease names a holder, and it is not `self`. An earlier incarnation of the
+ * same pod (same name, another UID) is another holder. What `--if-held` and `ifHeld` call held.
+ */
+export function heldByAnother(holder: HolderRef | undefined, self: HolderRef): holder is HolderRef {
+  return holder !== undefined && !sameHolder(holder, self);
+}

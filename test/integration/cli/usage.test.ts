@@ -97,7 +97,22 @@ describe('fencepost usage errors', () => {
     {
       argv: ['exec', '--lock', 'db', 'true'],
       env: POD,
-      line: '--: missing, or no command after it; usage: fencepost exec --lock NAME -- CMD [ARGS...]',
+      line: '--: missing, or no command after it; usage: fencepost exec --lock NAME [--lock NAME...] -- CMD [ARGS...]',
+    },
+    {
+      argv: ['exec', '--lock', 'db', '--if-held', 'never', '--', 'true'],
+      env: POD,
+      line: '--if-held: must be wait, skip or fail, got "never"',
+    },
+    {
+      argv: ['exec', '--lock', 'db', '--lock', 'db', '--', 'true'],
+      env: POD,
+      line: '--lock: "db" is given twice',
+    },
+    {
+      argv: ['exec', '--lock', 'db.main', '--lock', 'db-main', '--', 'true'],
+      env: POD,
+      line: '--lock: "db.main" and "db-main" would both set FENCEPOST_TOKEN_DB_MAIN; give locks whose names differ in more than case and punctuation',
     },
   ])('$argv exits 2: $line', async ({ argv, env, line }) => {
     const r = await run(argv, env);

@@ -1,0 +1,130 @@
+/**
+ * The command line of `fencepost exec` (src/cli/exec.ts), read into typed options, and the
+ * command's environment: pure, so that every refusal is a unit test. Each problem is a UsageError
+ * naming the flag and the value (exit 2).
+ */
+import { parseDuration } from '../config/duration.ts';
+import { parseFlags } from '../config/flags.ts';
+import { parseLogLevel, type LogLevel } from '../config/log-level.ts';
+import { UsageError } from '../config/usage-error.ts';
+
+/**
+ * ExecIfHeld: what exec does when another pod holds a lock. `wait` (default, what exec always
+ * did): ask and wait, bounded by --wait. `skip`: exit EXIT_SKIPPED without running the command.
+ * `fail`: exit EXIT_NOT_ACQUIRED without running it.
+ */
+export type ExecIfHeld = 'wait' | 'skip' | 'fail';
+
+const IF_HELD: readonly ExecIfHeld[] = ['wait', 'skip', 'fail'];
+
+/** ExecOptions: the command line, checked. */
+export interface ExecOptions {
+  /** locks: as given (exec acquires them in the global order of client/lock-order.ts). */
+  readonly locks: readonly string[];
+  readonly waitMs: number | undefined;
+  readonly ifHeld: ExecIfHeld;
+  readonly runId: string | undefined;
+  readonly graceMs: number | undefined;
+  readonly kubeconfig: string | undefined;
+  readonly logLevel: LogLevel;
+  /** command: CMD and its arguments (at least CMD). */
+  readonly command: readonly [string, ...string[]];
+}
+
+/** EXEC_SYNOPSIS is the usage line named in errors about the command line's shape. */
+const EXEC_SYNOPSIS = 'usage: fencepost exec --lock NAME [--lock NAME...] -- CMD [ARGS...]';
+
+/** parseExecArgs reads exec's argv (the words after `exec`); throws UsageError naming the flag. */
+export function parseExecArgs(argv: readonly string[]): ExecOptions {
+  const dash = argv.indexOf('--');
+  const [cmd, ...args] = dash < 0 ? [] : argv.slice(dash + 1);
+  if (cmd === undefined) throw new UsageError('--', `missing, or no command after it; ${EXEC_SYNOPSIS}`);
+  const values = parseFlags(argv.slice(0, dash), {
+    lock: { type: 'string', multiple: true },
+    wait: { type: 'string' },
+    'if-held': { type: 'string', default: 'wait' },
+    'run-id': { type: 'string' },
+    grace: { type: 'string' },
+    kubeconfig: { type: 'string' },
+    'log-level': { type: 'string', default: 'error' },
+  });
+  const locks = values.lock ?? [];
+  if (locks.length === 0) throw new UsageError('--lock', 'required');
+  for (const l of locks) if (l === '') throw new UsageError('--lock', 'must not be empty');
+  const seen = new Set<string>();
+  for (const l of locks) {
+    if (seen.has(l)) throw new UsageError('--lock', `${JSON.stringify(l)} is given twice`);
+    seen.add(l);
+  }
+  const clash = tokenEnvClash(locks);
+  if (clash !== undefined)
+    throw new UsageError(
+      '--lock',
+      `${JSON.stringify(clash[0])} and ${JSON.stringify(clash[1])} would both set ${tokenEnvName(clash[0])}; give locks whose names differ in more than case and punctuation`,
+    );
+  const ifHeld = values['if-held'];
+  if (!(IF_HELD as readonly string[]).includes(ifHeld))
+    throw new UsageError('--if-held', `must be wait, skip or fail, got ${JSON.stringify(ifHeld)}`);
+  const runId = values['run-id'];
+  if (runId !== undefined && locks.length > 1)
+    throw new UsageError('--run-id', `takes one --lock (a run is recorded on one lock's Lease), got ${locks.length}`);
+  return {
+    locks,
+    waitMs: values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined,
+    ifHeld: ifHeld as ExecIfHeld,
+    runId,
+    graceMs: values.grace !== undefined ? parseDuration(values.grace, '--grace') : undefined,
+    kubeconfig: values.kubeconfig,
+    logLevel: parseLogLevel(values['log-level']),
+    command: [cmd, ...args],
+  };
+}
+
+/**
+ * tokenEnvName is the variable that carries a lock's token to the command: FENCEPOST_TOKEN_ and
+ * the lock name upper-cased, every character but A–Z and 0–9 turned into `_` (`db-migrate` →
+ * FENCEPOST_TOKEN_DB_MIGRATE), so that it is a name every shell can read.
+ */
+export function tokenEnvName(lock: string): string {
+  return `FENCEPOST_TOKEN_${lock.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+}
+
+/**
+ * tokenEnvClash: the first two locks that map to the same variable, or undefined. Lock names are
+ * DNS labels (lower-case letters, digits, `-`), which map one to one; only names that are no
+ * lock's (upper case, `.` or `_`) can clash, and exec refuses them rather than pass one token under
+ * two locks' names.
+ */
+export function tokenEnvClash(locks: readonly string[]): readonly [string, string] | undefined {
+  const byName = new Map<string, string>();
+  for (const l of locks) {
+    const other = byName.get(tokenEnvName(l));
+    if (other !== undefined) return [other, l];
+    byName.set(tokenEnvName(l), l);
+  }
+  return undefined;
+}
+
+/**
+ * commandEnv is the command's environment: `base` with FENCEPOST_LOCKS (the locks, space-separated,
+ * in acquisition order) and FENCEPOST_TOKEN_<LOCK> for each; with one lock also FENCEPOST_LOCK and
+ * FENCEPOST_TOKEN, as exec always set. With several, FENCEPOST_LOCK and FENCEPOST_TOKEN are
+ * removed (from `base` too: an outer exec's would be the wrong token): a single token cannot stand
+ * for a set, and a script that reads it must be told so by its absence.
+ */
+export function commandEnv(
+  base: Readonly<Record<string, string | undefined>>,
+  held: readonly { readonly lock: string; readonly token: bigint }[],
+): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = { ...base };
+  delete env.FENCEPOST_LOCK;
+  delete env.FENCEPOST_TOKEN;
+  env.FENCEPOST_LOCKS = held.map((h) => h.lock).join(' ');
+  for (const h of held) env[tokenEnvName(h.lock)] = h.token.toString();
+  const [only] = held;
+  if (held.length === 1 && only !== undefined) {
+    env.FENCEPOST_LOCK = only.lock;
+    env.FENCEPOST_TOKEN = only.token.toString();
+  }
+  return env;
+}

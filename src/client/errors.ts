@@ -1,0 +1,50 @@
+/**
+ * The errors acquire() throws when it does not hand a lock over (acquire.ts, lock-set.ts), in a
+ * module of their own so that the single-lock and the lock-set code share them without importing
+ * each other. Every one is a NotAcquiredError, so `fencepost exec` knows them by type.
+ */
+import type { ClaimHolder, SessionClaimedError } from '../agent/session-claim.ts';
+import type { HolderRef } from '../protocol/holder.ts';
+
+/** NotAcquiredError: the lock was not granted to this pod within waitMs (or the wait was aborted). */
+export class NotAcquiredError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotAcquiredError';
+  }
+}
+
+/**
+ * SessionInUseError: another session in this pod holds the lock (the pod is granted the lock, not
+ * the session, so a second session would share its term and token). Thrown at once, before
+ * anything is requested or withdrawn. A NotAcquiredError, so `fencepost exec` exits 3.
+ */
+export class SessionInUseError extends NotAcquiredError {
+  /** holder is what the other session said about itself (undefined if it did not answer, e.g. paused). */
+  readonly holder: ClaimHolder | undefined;
+  constructor(lock: string, cause: SessionClaimedError) {
+    super(`acquire(${lock}): ${cause.message}`);
+    this.name = 'SessionInUseError';
+    this.holder = cause.holder;
+    this.cause = cause;
+  }
+}
+
+/**
+ * LockHeldError (options.ifHeld `fail`): another pod held the lock when this one asked, or was
+ * granted it while this one waited. Nothing of this acquire is left behind: a request it had made
+ * was withdrawn before the error was thrown (if withdrawing fails, acquire throws that failure
+ * instead). A NotAcquiredError; `fencepost exec --if-held skip` exits 6 on it, `fail` exits 3.
+ */
+export class LockHeldError extends NotAcquiredError {
+  /** lock is the lock that was held. */
+  readonly lock: string;
+  /** holder is the pod incarnation the lock's Lease named. */
+  readonly holder: HolderRef;
+  constructor(lock: string, holder: HolderRef) {
+    super(`acquire(${lock}): held by pod ${holder.name}`);
+    this.name = 'LockHeldError';
+    this.lock = lock;
+    this.holder = holder;
+  }
+}
