@@ -244,8 +244,12 @@ describe('fencepost exec --if-held and several --lock', () => {
   it('calibration: one lock at a time in opposite orders deadlocks; the same sets through acquire([...]) do not', async () => {
     const p = await podRef(t, 'cal-p', 'cal');
     const q = await podRef(t, 'cal-q', 'cal');
-    await createLock(t, lockBody('cal-a', 'cal', { mode: 'Mutex', leaseDurationSeconds: 30 }));
-    await createLock(t, lockBody('cal-b', 'cal', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    // A 5 s lease: a freed Mutex lock has been seen to wait out a whole lease before its next
+    // grant (a CI run here timed out the set's 30 s bound with 30 s leases; suspected: decide.ts
+    // pickNext granting it back to the pod whose withdrawn request is still in the cache). This
+    // test is about deadlock, not latency: keep such a stall well inside the set's bound.
+    await createLock(t, lockBody('cal-a', 'cal', { mode: 'Mutex', leaseDurationSeconds: 5 }));
+    await createLock(t, lockBody('cal-b', 'cal', { mode: 'Mutex', leaseDurationSeconds: 5 }));
     const base = { kubeconfig: kc, namespace: t.namespace };
     // Without an order: P takes a, Q takes b, then each waits for the other's: neither is granted.
     const pa = await acquire('cal-a', { ...base, pod: p, waitMs: 20_000 });

@@ -214,8 +214,10 @@ describe('a container of the image under crun', () => {
       .map((l) => Number(l.split('\t')[0]))
       .filter((pid) => Number.isInteger(pid) && pid > 0 && existsSync(`/proc/${pid}`));
     expect(recorded.length).toBeGreaterThanOrEqual(4); // sandbox, slirp4netns, relay, crun
-    // What the next run does with the pid file of a run that was SIGKILLed:
-    expect(reapStale(pidFile())).toBeGreaterThanOrEqual(5);
+    // What the next run does with the pid file of a run that was SIGKILLed: the container (crun
+    // delete -f) and the recorded processes — crun itself may already have exited on its own once
+    // its container was deleted, so 4 or 5; the check that matters is that nothing is left, below.
+    expect(reapStale(pidFile())).toBeGreaterThanOrEqual(4);
     expect(await p.exited).not.toBe(0);
     await sandbox.stop(); // nothing left to stop
     sandbox = undefined;
