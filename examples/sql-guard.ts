@@ -22,13 +22,30 @@ export const LEDGER = {
   lock: 'billing',
 } as const;
 
-/** migrate creates the table and fencepost's fence table (both idempotent). */
+/** migrate creates the table and fencepost's fence table (both idempotent, and safe to run at once from every replica). */
 export async function migrate(db: PostgresQueryable): Promise<void> {
-  await db.query(
+  await createOnce(
+    db,
     'CREATE TABLE IF NOT EXISTS daily_totals (day text PRIMARY KEY, total bigint NOT NULL, written_by text NOT NULL)',
-    [],
   );
-  await db.query(fenceTableSql(), []);
+  await createOnce(db, fenceTableSql());
+}
+
+/**
+ * createOnce runs a CREATE … IF NOT EXISTS that another replica may be running at the same moment.
+ * PostgreSQL checks IF NOT EXISTS before it inserts the catalog rows, so of two concurrent creators
+ * one can fail with unique_violation (23505, on pg_type) or duplicate_table (42P07) — seen when two
+ * replicas of library-app.ts started together. The other has created it: run it again, and it is
+ * then a no-op.
+ */
+async function createOnce(db: PostgresQueryable, sql: string): Promise<void> {
+  try {
+    await db.query(sql, []);
+  } catch (err) {
+    const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : '';
+    if (code !== '23505' && code !== '42P07') throw err;
+    await db.query(sql, []);
+  }
 }
 
 /** ledger returns the guard for daily_totals: every write carries the holder's token. */
