@@ -36,9 +36,16 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseDockerfile } from '../../test/support/image/dockerfile.ts';
-import { keepNewest, touch } from './cache.ts';
+import { imageCacheDir, keepNewest, touch } from './cache.ts';
 import { inputKey } from './inputs.ts';
-import { dockerArchiveManifest, imageName, namedIndex, type OciIndex, type OciManifest } from './oci-layout.ts';
+import {
+  blobPath,
+  dockerArchiveManifest,
+  imageName,
+  namedIndex,
+  type OciIndex,
+  type OciManifest,
+} from './oci-layout.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 // The npm that the official node image of this Node version bundles (Node's CHANGELOG).
@@ -129,11 +136,12 @@ class Buildah {
     });
     if (r.status !== 0) throw new Error(`buildah ${args[0] ?? ''} exited ${String(r.status ?? r.signal)}`);
   }
+  /** succeeds runs buildah quietly against our storage and says whether it exited 0 (for probes and clean-up). */
+  succeeds(args: readonly string[]): boolean {
+    return spawnSync('buildah', [...this.#flags, ...args], { env: this.env, stdio: 'ignore' }).status === 0;
+  }
   has(image: string): boolean {
-    return (
-      spawnSync('buildah', [...this.#flags, 'inspect', '--type', 'image', image], { env: this.env, stdio: 'ignore' })
-        .status === 0
-    );
+    return this.succeeds(['inspect', '--type', 'image', image]);
   }
 }
 
@@ -223,7 +231,7 @@ function localBase(b: Buildah, cache: string, tagRef: string, nodeVersion: strin
       ]);
       b.run(['commit', '--rm', '--format', 'oci', '--timestamp', '0', '--identity-label=false', ctr, tagRef]);
     } catch (err) {
-      spawnSync('buildah', ['rm', ctr], { env: b.env, stdio: 'ignore' });
+      b.succeeds(['rm', ctr]);
       throw err;
     }
     const digest = b.run(['inspect', '--type', 'image', '--format', '{{.FromImageDigest}}', tagRef]).trim();
@@ -253,10 +261,7 @@ function lastChange(): { revision: string; epoch: number } {
 
 export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
   const t0 = Date.now();
-  const cache = join(
-    process.env.FENCEPOST_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'fencepost'),
-    'image',
-  );
+  const cache = imageCacheDir();
   const b = new Buildah(cache);
   const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
   const name = imageName(`fencepost:${version}`);
@@ -361,7 +366,7 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
     const index = JSON.parse(readFileSync(join(layout, 'index.json'), 'utf8')) as OciIndex;
     const named = namedIndex(index, name);
     const manifestDigest = named.manifests[0]?.digest ?? '';
-    const manifest = JSON.parse(readFileSync(join(layout, ...blobPathParts(manifestDigest)), 'utf8')) as OciManifest;
+    const manifest = JSON.parse(readFileSync(join(layout, blobPath(manifestDigest)), 'utf8')) as OciManifest;
     writeFileSync(join(layout, 'index.json'), JSON.stringify(named));
     writeFileSync(join(layout, 'manifest.json'), JSON.stringify(dockerArchiveManifest(manifest, name)));
     rmSync(dir, { recursive: true, force: true });
@@ -383,7 +388,7 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
     // The SBOM the image carries at /app/sbom.cdx.json, beside the archive too.
     const layer = manifest.layers.at(-1);
     if (layer === undefined) throw new Error('the image has no layers');
-    const sbom = execFileSync('tar', ['-xzOf', join(layout, ...blobPathParts(layer.digest)), 'app/sbom.cdx.json'], {
+    const sbom = execFileSync('tar', ['-xzOf', join(layout, blobPath(layer.digest)), 'app/sbom.cdx.json'], {
       maxBuffer: 64 * 1024 * 1024,
     });
     writeFileSync(join(dir, `fencepost-${version}.cdx.json`), sbom);
@@ -404,20 +409,11 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
     copyFileSync(result.sbom, join(o.out, `fencepost-${version}.cdx.json`));
     writeFileSync(join(o.out, `${file}.digest`), `${manifestDigest}\n`);
     // vfs keeps full copies of every image: drop the build's, keep the base (and the store small).
-    spawnSync(
-      'buildah',
-      ['--root', join(cache, 'storage'), '--runroot', join(cache, 'run'), '--storage-driver', 'vfs', 'rmi', name.full],
-      { env: b.env, stdio: 'ignore' },
-    );
+    b.succeeds(['rmi', name.full]);
     return { ...result, archive: resolve(o.out, file), sbom: resolve(o.out, `fencepost-${version}.cdx.json`) };
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-}
-
-function blobPathParts(digest: string): string[] {
-  const [alg = '', hex = ''] = digest.split(':');
-  return ['blobs', alg, hex];
 }
 
 if (import.meta.main) {

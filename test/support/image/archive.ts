@@ -7,9 +7,8 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { keepNewest, touch } from '../../../hack/image/cache.ts';
+import { imageCacheDir, keepNewest, touch } from '../../../hack/image/cache.ts';
 import type { ImageConfig } from './oci-config.ts';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
@@ -23,13 +22,6 @@ export interface ImageRootfs {
   readonly archive: string;
   /** files lists every path in the image (relative, no leading slash), sorted. */
   readonly files: readonly string[];
-}
-
-function cacheDir(): string {
-  return join(
-    process.env.FENCEPOST_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'fencepost'),
-    'image',
-  );
 }
 
 function run(cmd: string, args: readonly string[]): string {
@@ -68,10 +60,10 @@ export function ensureImageRootfs(): Promise<ImageRootfs> {
   if (top === undefined) throw new Error(`${archive}: index.json lists no image`);
   const digest = top.digest;
   const hex = digest.replace(/^sha256:/, '');
-  const dir = join(cacheDir(), 'rootfs', hex.slice(0, 24));
+  const dir = join(imageCacheDir(), 'rootfs', hex.slice(0, 24));
   if (!existsSync(join(dir, 'rootfs'))) {
-    mkdirSync(join(cacheDir(), 'rootfs'), { recursive: true });
-    const tmp = mkdtempSync(join(cacheDir(), 'rootfs', '.unpack-'));
+    mkdirSync(join(imageCacheDir(), 'rootfs'), { recursive: true });
+    const tmp = mkdtempSync(join(imageCacheDir(), 'rootfs', '.unpack-'));
     try {
       mkdirSync(join(tmp, 'layout'));
       run('tar', ['-xf', archive, '-C', join(tmp, 'layout')]);
@@ -97,7 +89,7 @@ export function ensureImageRootfs(): Promise<ImageRootfs> {
     }
   }
   touch(dir);
-  keepNewest(join(cacheDir(), 'rootfs'), 2);
+  keepNewest(join(imageCacheDir(), 'rootfs'), 2);
   const config =
     (JSON.parse(readFileSync(join(dir, 'image-config.json'), 'utf8')) as { config?: ImageConfig }).config ?? {};
   const files = run('find', [join(dir, 'rootfs'), '-mindepth', '1', '-printf', '%P\n'])
