@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import {
+  AdmissionregistrationV1Api,
   AuthorizationV1Api,
   CoordinationV1Api,
   CoreV1Api,
@@ -107,6 +108,12 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       'crds.enabled=false',
       '--set',
       `agentRbac.namespaces={${t.namespace}}`,
+      // The chart's default protects fencepost Leases in every namespace; the API server is shared
+      // with the other test files, whose admin and controllers write their own Leases, so this
+      // release protects its own namespace only (a CI run saw kubectl-plugin.test.ts's admin
+      // refused while this release was installed).
+      '--set',
+      `leaseProtection.namespaces={${t.namespace}}`,
       '--set',
       'leaderElection.leaseDuration=4s',
       '--set',
@@ -157,6 +164,16 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       return l;
     }, 30_000);
     expect(lease.metadata?.namespace).toBe(t.namespace);
+    // Every admission binding the release made is scoped to its own namespace (see beforeAll).
+    const bindings = (
+      await admin.makeApiClient(AdmissionregistrationV1Api).listValidatingAdmissionPolicyBinding()
+    ).items.filter((b) => b.metadata?.name?.startsWith(`${release}-`));
+    expect(bindings.map((b) => b.metadata?.name).sort()).toContain(`${release}-fencepost-leases`);
+    for (const b of bindings) {
+      expect(b.spec?.matchResources?.namespaceSelector?.matchExpressions?.[0]?.values, b.metadata?.name).toEqual([
+        t.namespace,
+      ]);
+    }
     await eventually(async () => {
       const m = await getStatus(`http://127.0.0.1:${metricsPort}/metrics`);
       expect(m.body).toMatch(/^leader_election_master_status\{name="fencepost-controller"\} 1$/m);
