@@ -1,6 +1,7 @@
 /**
  * run-tests.ts — `npm test`: runs vitest (all projects, or the arguments given), then prints the
- * totals as one plain line, "N passed, N failed, N skipped", and exits with vitest's code.
+ * totals as one plain line, "N passed, N failed, N skipped", and the slowest test files (CI's
+ * time budget is spent there), and exits with vitest's code.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -12,7 +13,11 @@ interface JsonReport {
   numFailedTests: number;
   numPendingTests: number;
   numTodoTests: number;
+  testResults: readonly { name: string; startTime: number; endTime: number }[];
 }
+
+/** SLOWEST: how many of the slowest files the summary names. */
+const SLOWEST = 8;
 
 const root = resolve(import.meta.dirname, '..');
 const dir = mkdtempSync(join(tmpdir(), 'fencepost-vitest-'));
@@ -32,6 +37,15 @@ try {
   process.stdout.write(
     `\n${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped\n`,
   );
+  const slow = [...r.testResults]
+    .map((f) => ({
+      file: f.name.startsWith(root) ? f.name.slice(root.length + 1) : f.name,
+      ms: f.endTime - f.startTime,
+    }))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, SLOWEST);
+  if (slow.length > 1)
+    process.stdout.write(`slowest files: ${slow.map((f) => `${f.file} ${(f.ms / 1000).toFixed(0)} s`).join(', ')}\n`);
   if (r.numPassedTests === 0) code = code === 0 ? 1 : code;
 } catch {
   process.stdout.write('\nvitest wrote no report\n');
