@@ -192,6 +192,14 @@ export class DistributedLockReconciler implements Reconciler {
   // rate-limited queue.
   async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
     const { log, signal } = io;
+    // Semaphore locks are accepted by the CRD but not granted yet (issue 18, branch semaphore: the
+    // permit Leases come with the controller's Semaphore path). Never run one with the one-holder
+    // logic below: it would ignore permit holders. Fail without requeue; a spec change or a
+    // controller that knows Semaphore picks it up.
+    if (lock.spec.mode === 'Semaphore')
+      throw new TerminalError(
+        'Cannot act on DistributedLock: spec.mode Semaphore is not implemented by this controller yet',
+      );
     const namespace = lock.metadata.namespace ?? '';
     const lName = leaseName(lock.metadata.name ?? '');
     let current = lock;

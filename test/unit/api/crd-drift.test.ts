@@ -23,6 +23,7 @@ import {
   KIND,
   LabelSelectorOperator,
   LockMode,
+  MAX_PERMITS,
   PLURAL,
   SHORT_NAME,
   SINGULAR,
@@ -297,6 +298,10 @@ describe('the DistributedLock CRD', () => {
       ]);
     });
 
+    it('in the bounds of spec.permits', () => {
+      expect(at('spec.permits')).toMatchObject({ type: 'integer', minimum: 1, maximum: MAX_PERMITS });
+    });
+
     it('in the pattern of a fencing token', () => {
       expect(at('status.fencingToken').pattern).toBe(FENCING_TOKEN_PATTERN.source);
     });
@@ -346,6 +351,7 @@ describe('the DistributedLock CRD', () => {
       expect(at('spec.fencing.key').maxLength).toBe(512);
       expect(at('spec.fencing.backend').maxLength).toBe(5);
       expect(at('spec.candidates.selector.matchExpressions[].operator').maxLength).toBe(12);
+      expect(at('spec.mode').maxLength).toBe(9);
     });
 
     it('allows every enumerated value within the maximum length of its field', () => {
@@ -417,6 +423,10 @@ describe('the DistributedLock CRD', () => {
       expect(lockErrors(example)).toEqual([]);
     });
 
+    it('accepts a Semaphore lock with its permits', () => {
+      expect(lockErrors({ spec: { ...aFullLock.spec, mode: LockMode.Semaphore, permits: MAX_PERMITS } })).toEqual([]);
+    });
+
     const withSpec = (spec: Record<string, unknown>): unknown => ({ spec: { ...aFullLock.spec, ...spec } });
     it.each([
       {
@@ -447,7 +457,17 @@ describe('the DistributedLock CRD', () => {
       {
         name: 'an unknown mode',
         lock: withSpec({ mode: 'Leader' }),
-        error: 'spec.mode: "Leader" is not one of Election, Mutex',
+        error: 'spec.mode: "Leader" is not one of Election, Mutex, Semaphore',
+      },
+      {
+        name: 'zero permits',
+        lock: withSpec({ mode: 'Semaphore', permits: 0 }),
+        error: 'spec.permits: less than 1',
+      },
+      {
+        name: 'more permits than MAX_PERMITS',
+        lock: withSpec({ mode: 'Semaphore', permits: MAX_PERMITS + 1 }),
+        error: `spec.permits: greater than ${MAX_PERMITS}`,
       },
       {
         name: 'an unknown fencing backend',
