@@ -23,8 +23,9 @@ import {
 import { leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { tokenOrUndefined } from '../../protocol/token.ts';
+import type { SemaphoreDecision, SemaphoreObservation } from './decide-semaphore.ts';
 import type { Decision, Observation, Waiting } from './decide.ts';
-import { nextQueue } from './pods.ts';
+import { isCandidate, nextQueue } from './pods.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
   NoCandidates: Reason.Waiting,
@@ -230,4 +231,45 @@ export function refusedCompletions(obs: Observation, now: Date): RefusedCompleti
     if (verdict !== 'ok') out.push({ entry, verdict });
   }
   return out;
+}
+
+/**
+ * computeSemaphoreStatus: the status of a Semaphore lock (decide-semaphore.ts), minimal until the
+ * Semaphore status fields land (notes step 5): the anchor's name (the first grant waits for it,
+ * as for decide.ts), the lock-wide high-water mark (never lowered), the candidates and the queue
+ * record (the controller's FIFO order, kept across restarts and leader changes), and
+ * observedGeneration. Conditions are kept as they were. Pure.
+ */
+export function computeSemaphoreStatus(
+  obs: SemaphoreObservation,
+  dec: SemaphoreDecision,
+  prev: DistributedLockStatus | undefined,
+  now: Date,
+): DistributedLockStatus {
+  const gen = obs.lock.metadata.generation;
+  const anchorToken = obs.anchor?.record.token;
+  const prevToken = tokenOrUndefined(prev?.fencingToken);
+  const token =
+    anchorToken !== undefined && (prevToken === undefined || anchorToken > prevToken) ? anchorToken : prevToken;
+  const holders = obs.permits.flatMap((p) => (p.lease.record.holder !== undefined ? [p.lease.record.holder] : []));
+  const queue = obs.podsSynced
+    ? nextQueue(obs.requests ?? [], obs.pods, {
+        keys: podKeys(obs.lock.metadata.name ?? ''),
+        selector: obs.lock.spec.candidates.selector,
+        holder: undefined,
+        now,
+        max: MAX_QUEUED_REQUESTS,
+      }).filter((q) => !holders.some((h) => h.name === q.pod && h.uid === q.uid))
+    : [...(obs.requests ?? [])];
+  return {
+    ...(obs.anchor !== undefined || prev?.leaseName !== undefined
+      ? { leaseName: leaseName(obs.lock.metadata.name ?? '') }
+      : {}),
+    ...(token !== undefined ? { fencingToken: token.toString() } : {}),
+    candidates: obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector)).length,
+    queueLength: dec.queue,
+    ...(queue.length > 0 ? { queue } : {}),
+    ...(gen !== undefined ? { observedGeneration: gen } : {}),
+    ...(prev?.conditions !== undefined ? { conditions: [...prev.conditions] } : {}),
+  };
 }
