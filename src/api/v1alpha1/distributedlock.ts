@@ -206,6 +206,17 @@ export interface CompletedRun {
   readonly token?: string;
 }
 
+/** PermitHolderStatus is one entry of status.holders: a Semaphore permit and the pod that holds it. */
+export interface PermitHolderStatus {
+  readonly permit: number;
+  readonly name: string;
+  readonly uid: string;
+  /** token: the fencing token of this permit's grant (decimal string). */
+  readonly token: string;
+  readonly acquireTime?: string;
+  readonly leaseDurationSeconds?: number;
+}
+
 /** MAX_QUEUED_REQUESTS bounds status.queue (the CRD's maxItems). */
 export const MAX_QUEUED_REQUESTS = 100;
 
@@ -258,6 +269,10 @@ export interface DistributedLockStatus {
   readonly candidates?: number;
   /** queueLength is the number of waiting candidates in Mutex mode; 0 in Election mode. */
   readonly queueLength?: number;
+  /** heldPermits: Semaphore mode, how many pods hold a permit now (may exceed spec.permits after a shrink). */
+  readonly heldPermits?: number;
+  /** holders: Semaphore mode, the pods that hold a permit, by permit (from the permit Leases). */
+  readonly holders?: readonly PermitHolderStatus[];
   /** completedRuns: run ids recorded completed on the Lease in Mutex mode, in the order recorded (newest last), at most 32. */
   readonly completedRuns?: readonly CompletedRun[];
   /**
@@ -373,6 +388,17 @@ export const STATUS_SHAPE = {
   'leaseName?': 'string',
   'candidates?': 'integer',
   'queueLength?': 'integer',
+  'heldPermits?': 'integer',
+  'holders?': [
+    {
+      permit: 'integer',
+      name: 'string',
+      uid: 'string',
+      token: 'string',
+      'acquireTime?': 'string',
+      'leaseDurationSeconds?': 'integer',
+    },
+  ],
   'completedRuns?': [{ runId: 'string', completedAt: 'string', 'holder?': 'string', 'token?': 'string' }],
   'queue?': [{ pod: 'string', uid: 'string', since: 'string', requestTime: 'string' }],
   'observedGeneration?': 'integer',

@@ -29,6 +29,7 @@ import type { EventTarget } from '../../kube/events.ts';
 import type { PodMetadataPatch } from '../../kube/pods.ts';
 import {
   grantedLease,
+  leaseDurationSecondsFor,
   newLease,
   parseLease,
   raisedAnchor,
@@ -59,6 +60,7 @@ import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } fro
 import { withFinalizer, type CleanupResult } from '../../runtime/finalizer.ts';
 import {
   decideSemaphore,
+  type LostPermit,
   type PermitView,
   type SemaphoreAction,
   type SemaphoreDecision,
@@ -374,12 +376,25 @@ export class DistributedLockReconciler implements Reconciler {
       const permit = permitOfLease(lockName, n);
       if (permit !== undefined) permits.push({ permit, lease: view(l) });
     }
+    // A permit Lease missing while status records a holder on it was deleted while held: that
+    // holder may still believe (it cannot see a deletion while cut off), so the permit counts as
+    // taken and is created again as Lost (decideSemaphore). Only once the pod cache has synced,
+    // as the single-Lease lostTerm.
+    const specMs = termTimingsOf(undefined, lock.spec).leaseDurationMs;
+    const lost: LostPermit[] = (lock.status?.holders ?? [])
+      .filter((h) => !permits.some((p) => p.permit === h.permit))
+      .map((h) => ({
+        permit: h.permit,
+        holder: { name: h.name, uid: h.uid },
+        leaseDurationSeconds: leaseDurationSecondsFor(Math.max((h.leaseDurationSeconds ?? 0) * 1000, specMs)),
+      }));
     const fencing = this.#d.fencing.forLock(lock);
     return {
       lock,
       timings: resolveTimings(lock.spec),
       anchor: anchor !== undefined ? view(anchor) : undefined,
       permits,
+      ...(lost.length > 0 ? { lost } : {}),
       pods: this.#podsOf(namespace, lock).map(summarizePod),
       podsSynced: this.#d.pods.hasSynced(),
       fencing: {

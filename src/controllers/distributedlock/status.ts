@@ -11,6 +11,7 @@ import {
   type CompletedRun,
   type Condition,
   type DistributedLockStatus,
+  type PermitHolderStatus,
   type QueuedRequest,
 } from '../../api/v1alpha1/distributedlock.ts';
 import {
@@ -261,10 +262,32 @@ export function computeSemaphoreStatus(
         max: MAX_QUEUED_REQUESTS,
       }).filter((q) => !holders.some((h) => h.name === q.pod && h.uid === q.uid))
     : [...(obs.requests ?? [])];
+  // Holders from the permit Leases; a permit whose Lease is missing keeps its entry while decide
+  // still counts it as lost (its holder may believe), so that the entry survives until then.
+  const fromLeases: PermitHolderStatus[] = obs.permits.flatMap((p) => {
+    const r = p.lease.record;
+    if (r.holder === undefined || r.token === undefined) return [];
+    return [
+      {
+        permit: p.permit,
+        name: r.holder.name,
+        uid: r.holder.uid,
+        token: r.token.toString(),
+        ...(r.acquireTime !== undefined ? { acquireTime: r.acquireTime.toISOString() } : {}),
+        ...(r.leaseDurationSeconds !== undefined ? { leaseDurationSeconds: r.leaseDurationSeconds } : {}),
+      },
+    ];
+  });
+  const stillLost = (prev?.holders ?? []).filter(
+    (h) => !obs.permits.some((p) => p.permit === h.permit) && (obs.lost ?? []).some((l) => l.permit === h.permit),
+  );
+  const statusHolders = [...fromLeases, ...stillLost].sort((x, y) => x.permit - y.permit);
   return {
     ...(obs.anchor !== undefined || prev?.leaseName !== undefined
       ? { leaseName: leaseName(obs.lock.metadata.name ?? '') }
       : {}),
+    heldPermits: dec.holders.length,
+    ...(statusHolders.length > 0 ? { holders: statusHolders } : {}),
     ...(token !== undefined ? { fencingToken: token.toString() } : {}),
     candidates: obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector)).length,
     queueLength: dec.queue,

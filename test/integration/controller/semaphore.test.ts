@@ -53,7 +53,10 @@ describe('the lock controller in Semaphore mode', () => {
       return l;
     });
     await eventually(async () => {
-      expect((await getLock(t, 'pool')).status?.queueLength).toBe(1);
+      const status = (await getLock(t, 'pool')).status;
+      expect(status?.queueLength).toBe(1);
+      expect(status?.heldPermits).toBe(2);
+      expect(status?.holders?.map((h) => h.name).sort()).toEqual(['s-0', 's-1']);
     });
     await new Promise((r) => setTimeout(r, 1_000));
     expect(thirdHeld).toBe(false);

@@ -214,6 +214,17 @@ const aFullLock: DistributedLock = {
     leaseName: leaseName('billing'),
     candidates: 2,
     queueLength: 1,
+    heldPermits: 1,
+    holders: [
+      {
+        permit: 0,
+        name: 'billing-7d9f-abcde',
+        uid: '0f8e1c2a-4b3d-4e5f-8a9b-0c1d2e3f4a5b',
+        token: '9007199254740993',
+        acquireTime: '2024-05-01T12:00:00Z',
+        leaseDurationSeconds: 15,
+      },
+    ],
     observedGeneration: 4,
     conditions: [
       {
@@ -397,6 +408,8 @@ describe('the DistributedLock CRD', () => {
         ['Held-For', '.status.acquireTime', 'date', 0],
         ['Mode', '.spec.mode', 'string', 1],
         ['Transitions', '.status.leaseTransitions', 'integer', 1],
+        ['Held', '.status.heldPermits', 'integer', 1],
+        ['Permits', '.spec.permits', 'integer', 1],
         ['Age', '.metadata.creationTimestamp', 'date', 0],
       ]);
       const known = new Set([...SPEC_FIELD_PATHS, ...STATUS_FIELD_PATHS]);

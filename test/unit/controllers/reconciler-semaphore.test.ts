@@ -104,6 +104,31 @@ describe('DistributedLockReconciler, Semaphore (real reconciler, in-memory API s
     const status = cluster.lock(LOCK)?.status;
     expect(status).toMatchObject({ leaseName: 'dlock-pool', fencingToken: '103', queueLength: 1 });
     expect(status?.queue?.map((q) => q.pod)).toEqual(['web-2']);
+    expect(status?.heldPermits).toBe(2);
+    expect(status?.holders?.map((h) => [h.permit, h.name, h.token])).toEqual([
+      [0, 'web-0', '102'],
+      [1, 'web-1', '103'],
+    ]);
+  });
+
+  it('a permit Lease deleted while held is created again as Lost, and granted only a lease duration later', async () => {
+    const cluster = world(1, ['web-0', 'web-1']);
+    const clock = new FakeClock();
+    const c = controller(cluster, clock);
+    await c.reconcile();
+    expect(held(cluster, 1).permits).toEqual(['web-0 102']);
+    cluster.deleteLease(permitLeaseName(LOCK, 0)); // web-0 may still believe: it cannot see this while cut off
+    cluster.patchPodMetadata({ name: 'web-0', uid: 'web-0-uid' }, { annotations: { [keys.request]: null } });
+    await c.reconcile();
+    const recreated = cluster.lease(permitLeaseName(LOCK, 0));
+    expect(recreated !== undefined ? parseLease(recreated).released : 'missing').toBe('Lost');
+    expect(held(cluster, 1).permits).toEqual(['vacant']);
+    clock.advance(5_000);
+    await c.reconcile();
+    expect(held(cluster, 1).permits).toEqual(['vacant']);
+    clock.advance(5_100);
+    await c.reconcile();
+    expect(held(cluster, 1)).toEqual({ permits: ['web-1 103'], anchor: '103' });
   });
 
   it('grants a released permit to the third waiter with a token above every earlier one', async () => {
