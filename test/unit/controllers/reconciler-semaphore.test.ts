@@ -105,6 +105,14 @@ describe('DistributedLockReconciler, Semaphore (real reconciler, in-memory API s
     expect(status).toMatchObject({ leaseName: 'dlock-pool', fencingToken: '103', queueLength: 1 });
     expect(status?.queue?.map((q) => q.pod)).toEqual(['web-2']);
     expect(status?.heldPermits).toBe(2);
+    expect(status?.conditions?.map((x) => [x.type, x.status, x.reason])).toEqual([
+      ['Degraded', 'False', 'AsExpected'],
+      ['Held', 'True', 'Granted'],
+      ['Ready', 'True', 'AsExpected'],
+    ]);
+    expect(status?.conditions?.find((x) => x.type === 'Held')?.message).toBe(
+      '2 of 2 permits held, by pods web-0, web-1',
+    );
     expect(status?.holders?.map((h) => [h.permit, h.name, h.token])).toEqual([
       [0, 'web-0', '102'],
       [1, 'web-1', '103'],
