@@ -307,11 +307,7 @@ export class DistributedLockReconciler implements Reconciler {
     for (; pass < SEMAPHORE_MAX_PASSES; pass++) {
       obs = this.#observeSemaphore(key, current, written);
       dec = decideSemaphore(obs, this.#d.clock.monotonicMs());
-      // DeletePermit waits for a delete with a resourceVersion precondition (the Lease store has
-      // none yet): a vacant permit at or above N is harmless, and is never granted.
-      const act = dec.actions.find(
-        (a) => a.type !== 'MarkPermitHolderPod' && a.type !== 'UnmarkPod' && a.type !== 'DeletePermit',
-      );
+      const act = dec.actions.find((a) => a.type !== 'MarkPermitHolderPod' && a.type !== 'UnmarkPod');
       if (act !== undefined) {
         try {
           await this.#actOnSemaphore(current, obs, act, written, io);
@@ -381,8 +377,11 @@ export class DistributedLockReconciler implements Reconciler {
     // taken and is created again as Lost (decideSemaphore). Only once the pod cache has synced,
     // as the single-Lease lostTerm.
     const specMs = termTimingsOf(undefined, lock.spec).leaseDurationMs;
+    // A permit Lease this reconcile deleted itself was vacant then: status, written after, lags.
+    const deleted = (h: { readonly permit: number }): boolean =>
+      written.get(permitLeaseName(lockName, h.permit)) === null;
     const lost: LostPermit[] = (lock.status?.holders ?? [])
-      .filter((h) => !permits.some((p) => p.permit === h.permit))
+      .filter((h) => !permits.some((p) => p.permit === h.permit) && !deleted(h))
       .map((h) => ({
         permit: h.permit,
         holder: { name: h.name, uid: h.uid },
@@ -502,6 +501,22 @@ export class DistributedLockReconciler implements Reconciler {
           END_REASON[action.cause],
           endMessage(action.cause, action.holder, `permit ${action.permit} revoked`),
         );
+        return;
+      }
+      case 'DeletePermit': {
+        // Only the version decided from: a grant of it since (another leader) makes this a 409.
+        const name = permitLeaseName(lockName, action.permit);
+        const vacant = objectOf(name);
+        if (vacant === undefined) return;
+        const opts = {
+          signal,
+          ...(vacant.metadata?.resourceVersion !== undefined
+            ? { resourceVersion: vacant.metadata.resourceVersion }
+            : {}),
+        };
+        await this.#d.leaseStore.delete(namespace, name, opts);
+        written.set(name, null);
+        log.info({ lease: name, permit: action.permit }, 'Deleted permit Lease above spec.permits');
         return;
       }
       default:

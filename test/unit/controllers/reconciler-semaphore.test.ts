@@ -173,8 +173,8 @@ describe('DistributedLockReconciler, Semaphore (real reconciler, in-memory API s
     if (p2 === undefined) throw new Error('permit 2 missing');
     cluster.replaceLease(permitLeaseName(LOCK, 2), releasedLease(p2, 'Released'));
     await c.reconcile();
-    // One holds: web-3 gets permit 1 (below permits), never permit 2.
-    expect(held(cluster, 3).permits).toEqual(['web-0 102', 'web-3 105', 'vacant']);
+    // One holds: web-3 gets permit 1 (below permits), never permit 2, whose vacant Lease is deleted.
+    expect(held(cluster, 3).permits).toEqual(['web-0 102', 'web-3 105', 'none']);
   });
 
   it('on deletion ends every held permit term, waits a lease duration for the holders, then deletes the Leases', async () => {
