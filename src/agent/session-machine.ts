@@ -62,6 +62,8 @@
  * | L10 | LeaseSeen           | not ours                                            | confirming → waiting  | —                                                          |
  * | G1  | LeaseGone           | held(t)                                             | lost                  | ClearTimers, Emit lost "Lease deleted"                     |
  * | G2  | LeaseGone           | otherwise                                           | confirming → waiting  | — (the Lease is forgotten in every phase)                  |
+ * | F1  | Follow              | waiting or lost, no renew or hand-back under way    | unchanged             | — (the Lease and highestToken are forgotten; endedToken kept) |
+ * | F2  | Follow              | otherwise                                           | unchanged             | —                                                          |
  * | D1  | DeadlineCheck       | held(t), now ≥ validUntil                           | lost, then as L7–L9   | ClearTimers, Emit lost "renew deadline passed"             |
  * | D2  | DeadlineCheck       | otherwise                                           | unchanged             | —                                                          |
  * | K   | RenewTimerFired     |                                                     | unchanged             | kick (K1–K5)                                               |
@@ -202,7 +204,24 @@ export type SessionEvent =
   | { readonly type: 'ReleaseAnswered'; readonly lease: LeaseView }
   /** GiveBackDone: a hand-back finished, whatever its outcome. */
   | { readonly type: 'GiveBackDone' }
-  | { readonly type: 'Stop' };
+  | { readonly type: 'Stop' }
+  /**
+   * Follow: the shell turns to another Lease of the lock, one that names this pod (a Semaphore's
+   * permit Lease). Only when {@link mayFollow}: no term held or being confirmed, no renew or
+   * hand-back under way. Forgets the Lease seen and the highest token seen on it — each permit
+   * Lease has its own sequence of tokens, so a lowered token is judged per Lease — and keeps
+   * endedToken: tokens grow across all Leases of a lock, so a term that ended here is never taken
+   * up again under another Lease.
+   */
+  | { readonly type: 'Follow' };
+
+/**
+ * mayFollow: whether the shell may turn to another Lease of the lock now (the Follow event): the
+ * session is waiting or has lost its term, and no renew, re-read or hand-back is under way.
+ */
+export function mayFollow(state: SessionState): boolean {
+  return (state.phase.name === 'waiting' || state.phase.name === 'lost') && state.renew === 'idle' && !state.givingBack;
+}
 
 /** LockEventType is the kind of a LockEvent. */
 export type LockEventType = 'granted' | 'renewed' | 'lost' | 'released';
@@ -330,6 +349,11 @@ class Step {
         return;
       case 'LeaseGone':
         this.#leaseGone();
+        return;
+      case 'Follow':
+        if (!mayFollow(d)) return;
+        d.lease = undefined;
+        d.highestToken = undefined;
         return;
       case 'DeadlineCheck':
         this.#checkDeadline();

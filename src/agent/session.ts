@@ -16,8 +16,8 @@
 import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
-import { heldByAnother, type HolderRef } from '../protocol/holder.ts';
-import { leaseName, lockLabelSelector } from '../protocol/names.ts';
+import { heldByAnother, sameHolder, type HolderRef } from '../protocol/holder.ts';
+import { leaseName, lockLabelSelector, permitOfLease } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
@@ -31,6 +31,7 @@ import { NotRunHolderError, RunCompletions } from './run-completions.ts';
 import {
   heldTerm,
   initialState,
+  mayFollow,
   namesTerm,
   transition,
   viewOf,
@@ -54,6 +55,11 @@ export interface LockSnapshot {
   /** expiresInMs: for a held lock, the time left before this agent stops trusting it. */
   readonly expiresInMs: number | undefined;
   readonly state: LockState;
+  /**
+   * permit: for a Semaphore, the permit this pod holds (its permit Lease is dlock.<lock>.<permit>);
+   * absent otherwise. A guard fences a Semaphore per permit: key `<lock>/<permit>`.
+   */
+  readonly permit?: number;
 }
 
 /** LockEvent is one change of a session, in order. */
@@ -112,6 +118,13 @@ export class LockSession {
   #deadlineTimer: Timer | undefined;
   /** #abort aborts every request out when the session stops (AbortRequests). */
   readonly #abort = new AbortController();
+  /**
+   * #followed is the Lease whose events feed the machine: the lock's Lease (leaseName), or for a
+   * Semaphore the permit Lease that named this pod last. The controller never grants one pod two
+   * permits, so at most one Lease of the lock names it (a stale one aside, which the machine
+   * handles as it handles one Lease).
+   */
+  #followed: string;
   /** #idleWaiters: stop() waits here until the renew flight is over. */
   readonly #idleWaiters: (() => void)[] = [];
 
@@ -123,8 +136,16 @@ export class LockSession {
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#mutex = new MutexRequests(o);
     this.#runs = new RunCompletions({ ...o, leases: this.#leases });
+    this.#followed = leaseName(o.lock);
     this.#informer.onChange((lease, kind) => {
-      if (lease.metadata?.name !== leaseName(o.lock)) return;
+      const name = lease.metadata?.name ?? '';
+      if (name !== this.#followed) {
+        // Another Lease of the lock that names this pod (a Semaphore granted it a permit): turn
+        // to it, but only between terms (mayFollow), never away from a term held or in flight.
+        if (kind === 'delete' || !this.#isLockLease(name) || !namesSelf(lease, o.self) || !mayFollow(this.#s)) return;
+        this.#step({ type: 'Follow' });
+        this.#followed = name;
+      }
       this.#step(kind === 'delete' ? { type: 'LeaseGone' } : seen(lease));
       const holder = this.holder();
       for (const l of this.#holderListeners) l(holder);
@@ -134,7 +155,7 @@ export class LockSession {
   /** start begins watching the lock's Lease; resolves once the watch has synced. */
   async start(): Promise<void> {
     await this.#informer.start();
-    const current = this.#informer.get(this.#o.namespace, leaseName(this.#o.lock));
+    const current = this.#informer.get(this.#o.namespace, this.#followed);
     if (current !== undefined) this.#step(seen(current));
   }
 
@@ -182,6 +203,7 @@ export class LockSession {
     this.#step({ type: 'DeadlineCheck' });
     const s = this.#s;
     const term = heldTerm(s);
+    const permit = permitOfLease(this.#o.lock, this.#followed);
     return {
       lock: this.#o.lock,
       held: term !== undefined,
@@ -190,7 +212,13 @@ export class LockSession {
       expiresInMs:
         term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - this.#clock.monotonicMs())) : undefined,
       state: s.phase.name,
+      ...(term !== undefined && permit !== undefined ? { permit } : {}),
     };
+  }
+
+  /** #isLockLease: the lock's own Lease, or one of its permit Leases. */
+  #isLockLease(name: string): boolean {
+    return name === leaseName(this.#o.lock) || permitOfLease(this.#o.lock, name) !== undefined;
   }
 
   /**
@@ -391,7 +419,7 @@ export class LockSession {
       try {
         const stored = await this.#leases.replace(
           this.#o.namespace,
-          leaseName(this.#o.lock),
+          a.lease.metadata?.name ?? this.#followed,
           renewedLease(a.lease, clock.now()),
           { signal: ac.signal },
         );
@@ -411,7 +439,7 @@ export class LockSession {
   async #readLease(signal: AbortSignal): Promise<void> {
     let answer: SessionEvent;
     try {
-      const fresh = await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), { signal });
+      const fresh = await this.#leases.get(this.#o.namespace, this.#followed, { signal });
       if (fresh === undefined) answer = { type: 'LeaseRead', lease: undefined };
       else {
         const { view, parseError } = viewOf(fresh);
@@ -451,26 +479,20 @@ export class LockSession {
   /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
   async #releaseLease(token: bigint, logMessage: string, signal?: AbortSignal): Promise<void> {
     const opts = signal !== undefined ? { signal } : undefined;
+    // The Lease of the term: the machine's newest (its name), else the one followed now.
+    const name = this.#s.lease?.object.metadata?.name ?? this.#followed;
     for (let attempt = 0; attempt < 5; attempt++) {
-      const lease =
-        attempt === 0
-          ? this.#s.lease?.object
-          : await this.#leases.get(this.#o.namespace, leaseName(this.#o.lock), opts);
+      const lease = attempt === 0 ? this.#s.lease?.object : await this.#leases.get(this.#o.namespace, name, opts);
       if (lease === undefined) return;
       if (!namesTerm(parseLease(lease), this.#o.self, token)) return; // no longer ours: nothing to release
       try {
-        const stored = await this.#leases.replace(
-          this.#o.namespace,
-          leaseName(this.#o.lock),
-          releasedLease(lease, 'Released'),
-          opts,
-        );
+        const stored = await this.#leases.replace(this.#o.namespace, name, releasedLease(lease, 'Released'), opts);
         this.#step({ type: 'ReleaseAnswered', lease: viewOf(stored).view });
         this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
         return;
       } catch (err) {
         if (isNotFound(err)) return;
-        if (!isConflict(err)) throw new Error(`Failed to release Lease ${leaseName(this.#o.lock)}`, { cause: err });
+        if (!isConflict(err)) throw new Error(`Failed to release Lease ${name}`, { cause: err });
       }
     }
   }
@@ -491,6 +513,11 @@ export class LockSession {
       }
     }
   }
+}
+
+/** namesSelf: the Lease's holder is this pod incarnation. */
+function namesSelf(lease: V1Lease, self: HolderRef): boolean {
+  return sameHolder(viewOf(lease).view.record?.holder, self);
 }
 
 /** seen is the LeaseSeen event of a Lease from the watch. */

@@ -33,9 +33,21 @@ export function leaseClientFrom(api: CoordinationV1Api): LeaseClient {
   };
 }
 
-/** LeaseDeleter deletes a Lease; a Lease already gone is not an error. */
+/**
+ * LeaseDeleter deletes a Lease; a Lease already gone is not an error. With `resourceVersion`, only
+ * that version of it (a DELETE precondition: the API server answers 409 when it changed since).
+ */
 export interface LeaseDeleter {
-  delete(namespace: string, name: string, options?: LeaseRequestOptions): Promise<void>;
+  delete(
+    namespace: string,
+    name: string,
+    options?: LeaseRequestOptions & { readonly resourceVersion?: string },
+  ): Promise<void>;
+}
+
+/** deleteBody is the DeleteOptions of a delete with a resourceVersion precondition, or none. */
+function deleteBody(resourceVersion: string | undefined): { preconditions: { resourceVersion: string } } | undefined {
+  return resourceVersion !== undefined ? { preconditions: { resourceVersion } } : undefined;
 }
 
 /** leaseStoreFrom is {@link leaseClientFrom} plus delete: the lock controller's Lease store. */
@@ -44,7 +56,11 @@ export function leaseStoreFrom(api: CoordinationV1Api): LeaseClient & LeaseDelet
     ...leaseClientFrom(api),
     async delete(namespace, name, options) {
       try {
-        await api.deleteNamespacedLease({ namespace, name }, withSignal(options?.signal));
+        const body = deleteBody(options?.resourceVersion);
+        await api.deleteNamespacedLease(
+          { namespace, name, ...(body !== undefined ? { body } : {}) },
+          withSignal(options?.signal),
+        );
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
@@ -84,7 +100,13 @@ export function leaseStoreOver(json: JsonClient): LeaseClient & LeaseDeleter {
       json.request<V1Lease>({ method: 'PUT', path: leasePath(namespace, name), body: lease, signal: options?.signal }),
     async delete(namespace, name, options) {
       try {
-        await json.request<unknown>({ method: 'DELETE', path: leasePath(namespace, name), signal: options?.signal });
+        const body = deleteBody(options?.resourceVersion);
+        await json.request<unknown>({
+          method: 'DELETE',
+          path: leasePath(namespace, name),
+          signal: options?.signal,
+          ...(body !== undefined ? { body } : {}),
+        });
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }

@@ -33,6 +33,8 @@ import {
   LAST_HOLDER_ANNOTATION,
   LOCK_LABEL,
   leaseName,
+  PERMIT_LABEL,
+  permitLeaseName,
   RELEASE_ANNOTATION,
   RENEW_DEADLINE_ANNOTATION,
   RENEW_PERIOD_ANNOTATION,
@@ -302,15 +304,20 @@ export interface LostTerm {
  * term's lease length, so that the first grant waits a full lease duration for the old holder to
  * step down (`lost.holder`, when known, is recorded as the last holder). Tokens need nothing carried over: before the first grant the floor is the new
  * Lease's resourceVersion, an etcd revision above every token issued on the old one.
+ *
+ * With `permit`, the body of a Semaphore's permit Lease instead: `dlock.<lock>.<permit>`, labelled
+ * with the lock and the permit (permitLeaseName, PERMIT_LABEL). Its token floor comes from the
+ * lock's anchor Lease, never from its own resourceVersion (decide-semaphore.ts).
  */
 export function newLease(
   lock: { readonly name: string; readonly uid: string; readonly apiVersion: string; readonly kind: string },
   lost: LostTerm | undefined,
+  permit?: number,
 ): V1Lease {
   return {
     metadata: {
-      name: leaseName(lock.name),
-      labels: { [LOCK_LABEL]: lock.name },
+      name: permit === undefined ? leaseName(lock.name) : permitLeaseName(lock.name, permit),
+      labels: { [LOCK_LABEL]: lock.name, ...(permit === undefined ? {} : { [PERMIT_LABEL]: String(permit) }) },
       ...(lost !== undefined
         ? {
             annotations: {
@@ -325,6 +332,20 @@ export function newLease(
     },
     spec: lost !== undefined ? { leaseDurationSeconds: lost.leaseDurationSeconds } : {},
   };
+}
+
+/**
+ * raisedAnchor is the body that raises a Semaphore's anchor Lease (the lock's own Lease) to `token`,
+ * the token about to be written to a permit Lease: the anchor's token annotation is the lock-wide
+ * high-water mark, and raising it in a compare-and-swap before the permit is written is what
+ * makes tokens strictly increasing across permits (notes D2). Throws when `token` is not above
+ * the anchor's token: the caller took it from a floor below it, and must decide again.
+ */
+export function raisedAnchor(anchor: V1Lease, token: bigint): V1Lease {
+  const current = anchor.metadata?.annotations?.[TOKEN_ANNOTATION];
+  if (current !== undefined && parseToken(current) >= token)
+    throw new Error(`Token ${token} is not above the anchor's high-water mark ${current}; not raised`);
+  return withAnnotations(anchor, { [TOKEN_ANNOTATION]: token.toString() });
 }
 
 /** renewedLease is the body a holder writes to renew (only valid while it is the holder). */

@@ -7,6 +7,10 @@
  *   `fencepost.io/lock: <lock>` ({@link LOCK_LABEL}); its annotations carry the token high-water
  *   mark, the term's renew deadline and period, and how the last holder left (see lease/record.ts
  *   for the Lease bodies built from them).
+ * - A Semaphore lock (spec.mode Semaphore) keeps `dlock-<lock>` as its anchor, which never names a
+ *   holder and carries the lock-wide token high-water mark, and holds each permit `i` on its own
+ *   Lease `dlock.<lock>.<i>` ({@link permitLeaseName}), labelled with {@link LOCK_LABEL} and
+ *   {@link PERMIT_LABEL}.
  * - A pod carries per-lock keys under `<lock>.lock.fencepost.io/` ({@link podKeys}): the holder
  *   label and grant annotations the controller maintains, and the Mutex request and run-id
  *   annotations the pod's agent writes. Completed runs are recorded on the Lease
@@ -18,8 +22,41 @@ export function leaseName(lockName: string): string {
   return `dlock-${lockName}`;
 }
 
+/**
+ * permitLeaseName is the name of permit `permit` (0-based) of a Semaphore lock: `dlock.<lock>.<permit>`.
+ *
+ * Not `dlock-<lock>-<permit>`: that is also the Lease of a lock named `<lock>-<permit>` in the same
+ * namespace, and every suffix of Lease-name characters is some valid lock name, so no `dlock-` name
+ * is free of collisions. `dlock.` differs from every {@link leaseName} at its sixth character, and
+ * the part after the last dot is the permit (digits, no dot), so distinct (lock, permit) pairs get
+ * distinct names even for lock names with dots. Lock names are at most 63 characters, so the name
+ * stays far below the 253 a Lease name may have.
+ */
+export function permitLeaseName(lockName: string, permit: number): string {
+  return `dlock.${lockName}.${permit}`;
+}
+
+/** PERMIT_LEASE_PREFIX starts the name of every permit Lease (admission policies match it, as they match `dlock-`). */
+export const PERMIT_LEASE_PREFIX = 'dlock.';
+
+/**
+ * permitOfLease is the permit number of `name` if it is a permit Lease of `lockName`
+ * ({@link permitLeaseName}), or undefined for any other name (the anchor included). Only canonical
+ * decimal spellings count (no sign, no leading zeros), so one permit has one name.
+ */
+export function permitOfLease(lockName: string, name: string): number | undefined {
+  const prefix = `${PERMIT_LEASE_PREFIX}${lockName}.`;
+  if (!name.startsWith(prefix)) return undefined;
+  const rest = name.slice(prefix.length);
+  if (!/^(0|[1-9][0-9]{0,5})$/.test(rest)) return undefined;
+  return Number(rest);
+}
+
 /** LOCK_LABEL names the DistributedLock a Lease belongs to. */
 export const LOCK_LABEL = 'fencepost.io/lock';
+
+/** PERMIT_LABEL is on a Semaphore's permit Leases: the permit number (decimal string). */
+export const PERMIT_LABEL = 'fencepost.io/permit';
 
 /** lockLabelSelector selects the Lease(s) labelled with one lock (a label selector string). */
 export function lockLabelSelector(lockName: string): string {

@@ -303,8 +303,11 @@ export class MemoryCluster {
           await gate({ op: 'lease.replace', name });
           return this.replaceLease(name, lease);
         },
-        delete: async (_ns, name) => {
+        delete: async (_ns, name, options) => {
           await gate({ op: 'lease.delete', name });
+          const rv = options?.resourceVersion;
+          if (rv !== undefined && this.#leases.has(name) && this.#leases.get(name)?.metadata?.resourceVersion !== rv)
+            throw apiError(409, 'Precondition failed: the object has been modified');
           this.deleteLease(name);
         },
       },

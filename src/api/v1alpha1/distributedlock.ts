@@ -35,9 +35,10 @@ export const CRD_NAME = `${PLURAL}.${GROUP}`;
  * LockMode is how a lock is shared. `Election`: one long-lived holder among the ready candidates,
  * replaced only when it releases, expires or terminates. `Mutex`: candidates ask for the lock,
  * hold it while they work and release it, granted in FIFO order of asking (the order in
- * which the controller first saw the requests: status.queue).
+ * which the controller first saw the requests: status.queue). `Semaphore`: as Mutex, but up to
+ * `spec.permits` holders at once, each on its own permit Lease with its own token.
  */
-export const LockMode = { Election: 'Election', Mutex: 'Mutex' } as const;
+export const LockMode = { Election: 'Election', Mutex: 'Mutex', Semaphore: 'Semaphore' } as const;
 /** LockMode is one of the values of the LockMode constant. */
 export type LockMode = (typeof LockMode)[keyof typeof LockMode];
 
@@ -69,6 +70,13 @@ export { DEFAULT_LEASE_DURATION_SECONDS };
 /** DEFAULT_MODE is the schema default of `spec.mode`. */
 export const DEFAULT_MODE: LockMode = LockMode.Election;
 
+/**
+ * MAX_PERMITS bounds `spec.permits` (the CRD's maximum): the controller reads every permit Lease of
+ * a lock on each reconcile, and status lists every holder, so both stay bounded. Easier to raise
+ * later than to lower.
+ */
+export const MAX_PERMITS = 1000;
+
 /** DEFAULT_HANDOFF_ON_POD_TERMINATED is the schema default of `spec.handoff.onPodTerminated`. */
 export const DEFAULT_HANDOFF_ON_POD_TERMINATED = true;
 
@@ -99,6 +107,10 @@ export const ValidationMessage = {
   valuesForbidden:
     'spec.candidates.selector.matchExpressions[].values must be empty when operator is Exists or DoesNotExist',
   fencingKeyWithoutRedis: 'spec.fencing.key may only be set when spec.fencing.backend is Redis or unset',
+  permitsRequired: 'spec.permits is required when spec.mode is Semaphore',
+  permitsWithoutSemaphore: 'spec.permits may only be set when spec.mode is Semaphore',
+  semaphoreModeChange:
+    'spec.mode cannot change to or from Semaphore on an existing lock: delete the lock and create it again',
 } as const;
 
 /**
@@ -165,8 +177,14 @@ export interface DistributedLockSpec {
   readonly renewPeriodSeconds?: number;
   /** candidates is required. */
   readonly candidates: CandidatesSpec;
-  /** mode defaults to Election. */
+  /** mode defaults to Election. It cannot change to or from Semaphore on an existing lock. */
   readonly mode?: LockMode;
+  /**
+   * permits: Semaphore mode only (required there, refused otherwise), how many pods may hold the
+   * lock at once, 1..MAX_PERMITS. May change on a live lock; shrinking never revokes a grant, it
+   * waits for holders to leave.
+   */
+  readonly permits?: number;
   /** fencing defaults to the controller's backend choice and the default key. */
   readonly fencing?: FencingSpec;
   /**
@@ -186,6 +204,17 @@ export interface CompletedRun {
   readonly holder?: string;
   /** token: the fencing token of the term that did the run (decimal string). */
   readonly token?: string;
+}
+
+/** PermitHolderStatus is one entry of status.holders: a Semaphore permit and the pod that holds it. */
+export interface PermitHolderStatus {
+  readonly permit: number;
+  readonly name: string;
+  readonly uid: string;
+  /** token: the fencing token of this permit's grant (decimal string). */
+  readonly token: string;
+  readonly acquireTime?: string;
+  readonly leaseDurationSeconds?: number;
 }
 
 /** MAX_QUEUED_REQUESTS bounds status.queue (the CRD's maxItems). */
@@ -240,6 +269,10 @@ export interface DistributedLockStatus {
   readonly candidates?: number;
   /** queueLength is the number of waiting candidates in Mutex mode; 0 in Election mode. */
   readonly queueLength?: number;
+  /** heldPermits: Semaphore mode, how many pods hold a permit now (may exceed spec.permits after a shrink). */
+  readonly heldPermits?: number;
+  /** holders: Semaphore mode, the pods that hold a permit, by permit (from the permit Leases). */
+  readonly holders?: readonly PermitHolderStatus[];
   /** completedRuns: run ids recorded completed on the Lease in Mutex mode, in the order recorded (newest last), at most 32. */
   readonly completedRuns?: readonly CompletedRun[];
   /**
@@ -336,6 +369,7 @@ export const SPEC_SHAPE = {
     },
   },
   'mode?': 'string',
+  'permits?': 'integer',
   'fencing?': { 'backend?': 'string', 'key?': 'string' },
   'lockDelaySeconds?': 'integer',
   'handoff?': { 'onPodTerminated?': 'boolean' },
@@ -354,6 +388,17 @@ export const STATUS_SHAPE = {
   'leaseName?': 'string',
   'candidates?': 'integer',
   'queueLength?': 'integer',
+  'heldPermits?': 'integer',
+  'holders?': [
+    {
+      permit: 'integer',
+      name: 'string',
+      uid: 'string',
+      token: 'string',
+      'acquireTime?': 'string',
+      'leaseDurationSeconds?': 'integer',
+    },
+  ],
   'completedRuns?': [{ runId: 'string', completedAt: 'string', 'holder?': 'string', 'token?': 'string' }],
   'queue?': [{ pod: 'string', uid: 'string', since: 'string', requestTime: 'string' }],
   'observedGeneration?': 'integer',

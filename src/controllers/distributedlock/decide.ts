@@ -124,11 +124,11 @@ export interface Decision {
 /** RESYNC_MS is the safety resync when nothing time-driven is pending (events do the real work). */
 export const RESYNC_MS = 5 * 60_000;
 /** EXPIRY_MARGIN_MS: look again just after expiry, not just before it. */
-const EXPIRY_MARGIN_MS = 10;
+export const EXPIRY_MARGIN_MS = 10;
 /** FENCING_RETRY_MS: how soon to look again while a grant waits for the fencing backend. */
-const FENCING_RETRY_MS = 1000;
+export const FENCING_RETRY_MS = 1000;
 /** NOT_SYNCED_RETRY_MS: how soon to look again while the pod cache is still filling. */
-const NOT_SYNCED_RETRY_MS = 500;
+export const NOT_SYNCED_RETRY_MS = 500;
 
 /** decide returns the actions for one lock at monotonic time nowMs. Pure and synchronous. */
 export function decide(obs: Observation, nowMs: number): Decision {

@@ -29,15 +29,24 @@ import type { EventTarget } from '../../kube/events.ts';
 import type { PodMetadataPatch } from '../../kube/pods.ts';
 import {
   grantedLease,
+  leaseDurationSecondsFor,
   newLease,
   parseLease,
+  raisedAnchor,
   releasedLease,
   renewFingerprint,
   type LockRecord,
 } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { HolderRef } from '../../protocol/holder.ts';
-import { TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
+import {
+  LOCK_LABEL,
+  TOKEN_ANNOTATION,
+  leaseName,
+  permitLeaseName,
+  permitOfLease,
+  podKeys,
+} from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { MAX_TOKEN } from '../../protocol/token.ts';
 import {
@@ -49,10 +58,26 @@ import {
 } from '../../runtime/controller.ts';
 import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
 import { withFinalizer, type CleanupResult } from '../../runtime/finalizer.ts';
-import { decide, unactionable, type Action, type Decision, type FencingState, type Observation } from './decide.ts';
+import {
+  decideSemaphore,
+  type LostPermit,
+  type PermitView,
+  type SemaphoreAction,
+  type SemaphoreDecision,
+  type SemaphoreObservation,
+} from './decide-semaphore.ts';
+import {
+  decide,
+  unactionable,
+  type Action,
+  type Decision,
+  type FencingState,
+  type LeaseView,
+  type Observation,
+} from './decide.ts';
 import { summarizePod, matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
-import { computeStatus, refusedCompletions } from './status.ts';
+import { computeSemaphoreStatus, computeStatus, refusedCompletions } from './status.ts';
 
 /** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
 const FINALIZER = 'fencepost.io/lease-cleanup';
@@ -79,6 +104,12 @@ const EXPECTATION_TTL_MS = 5000;
  * grant, one re-read after a conflict, and the final look.
  */
 const MAX_PASSES = 6;
+
+/**
+ * SEMAPHORE_MAX_PASSES bounds the observe→act loop of one Semaphore reconcile: a grant is one pass,
+ * a new permit two; what is left goes on through the queue at once.
+ */
+const SEMAPHORE_MAX_PASSES = 16;
 
 /** DistributedLockReconciler implements the lock protocol's controller side (DESIGN "The protocol"). */
 export class DistributedLockReconciler implements Reconciler {
@@ -162,7 +193,7 @@ export class DistributedLockReconciler implements Reconciler {
     const { namespace, name } = splitKey(key);
     const cached = this.#d.locks.get(namespace, name);
     if (cached === undefined) {
-      this.#seen.delete(key);
+      this.#forgetSeen(key);
       this.#degraded.delete(key);
       this.#tampered.delete(key);
       this.#queues.delete(key);
@@ -192,6 +223,8 @@ export class DistributedLockReconciler implements Reconciler {
   // rate-limited queue.
   async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
     const { log, signal } = io;
+    // A Semaphore holds its permits on Leases of their own: never run it with the one-holder logic below.
+    if (lock.spec.mode === 'Semaphore') return this.#applySemaphore(key, lock, io);
     const namespace = lock.metadata.namespace ?? '';
     const lName = leaseName(lock.metadata.name ?? '');
     let current = lock;
@@ -235,7 +268,8 @@ export class DistributedLockReconciler implements Reconciler {
     lock = current;
     // ### 3: Pod labels and annotations.
     for (const a of dec.actions) {
-      if (a.type === 'MarkHolderPod') await this.#markPod(lock, obs, a.pod, a.token, io);
+      if (a.type === 'MarkHolderPod')
+        await this.#markPod(lock, obs.lease?.record, leaseName(lock.metadata.name ?? ''), a.pod, a.token, io);
       if (a.type === 'UnmarkPod') await this.#unmarkPod(lock, a.pod, io);
     }
     // ### 4: Status, written only when it changed; fencing and tampering transitions as Events.
@@ -250,6 +284,244 @@ export class DistributedLockReconciler implements Reconciler {
     const stuck = unactionable(obs, dec);
     if (stuck !== undefined) throw new TerminalError(`Cannot act on DistributedLock: ${stuck}`);
     return { requeueAfterMs: dec.requeueAfterMs };
+  }
+
+  // ### 2b: A Semaphore (decide-semaphore.ts): its anchor Lease and one Lease per permit.
+  //
+  // As #apply: decide from the caches, act on the first Lease action, and decide again from what
+  // we wrote (`written`, which the caches may not show yet); a 409 re-reads the Leases the action
+  // touched. A grant is (1) the permit Lease as read, (2) a token above the floor, (3) the anchor's
+  // compare-and-swap up to that token, (4) the permit Lease's compare-and-swap to the holder: (1)
+  // before (3) is what keeps each permit's tokens in grant order (notes D2).
+  async #applySemaphore(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
+    const { signal } = io;
+    const namespace = lock.metadata.namespace ?? '';
+    const lockName = lock.metadata.name ?? '';
+    /** written: Leases as our own writes (or re-reads) in this reconcile left them; null: absent. */
+    const written = new Map<string, V1Lease | null>();
+    let current = lock;
+    let recorded = false;
+    let obs: SemaphoreObservation | undefined;
+    let dec: SemaphoreDecision | undefined;
+    let pass = 0;
+    for (; pass < SEMAPHORE_MAX_PASSES; pass++) {
+      obs = this.#observeSemaphore(key, current, written);
+      dec = decideSemaphore(obs, this.#d.clock.monotonicMs());
+      const act = dec.actions.find((a) => a.type !== 'MarkPermitHolderPod' && a.type !== 'UnmarkPod');
+      if (act !== undefined) {
+        try {
+          await this.#actOnSemaphore(current, obs, act, written, io);
+        } catch (err) {
+          if (!isConflict(err) || pass === SEMAPHORE_MAX_PASSES - 1) throw err;
+          io.log.debug({ action: act.type }, 'Lease changed since it was read; reading it again');
+          const names = [leaseName(lockName), ...('permit' in act ? [permitLeaseName(lockName, act.permit)] : [])];
+          for (const n of names) written.set(n, (await this.#d.leaseStore.get(namespace, n, { signal })) ?? null);
+        }
+        continue;
+      }
+      if (dec.waiting === 'LeaseNotRecorded' && obs.anchor !== undefined && !recorded) {
+        const status = computeSemaphoreStatus(obs, dec, current.status, this.#d.clock.now());
+        this.#queues.set(key, status.queue ?? []);
+        await this.#writeStatus(current, status, signal);
+        current = { ...current, status };
+        recorded = true;
+        continue;
+      }
+      break;
+    }
+    if (obs === undefined || dec === undefined) return {};
+    for (const a of dec.actions) {
+      if (a.type === 'MarkPermitHolderPod') {
+        const view = obs.permits.find((p) => p.permit === a.permit)?.lease.record;
+        await this.#markPod(current, view, permitLeaseName(lockName, a.permit), a.pod, a.token, io);
+      }
+      if (a.type === 'UnmarkPod') await this.#unmarkPod(current, a.pod, io);
+    }
+    this.#reportFencing(key, current, obs.fencing, io.log);
+    const status = computeSemaphoreStatus(obs, dec, current.status, this.#d.clock.now());
+    this.#queues.set(key, status.queue ?? []);
+    await this.#writeStatus(current, status, signal);
+    // Out of passes with Lease work left (many waiters at once): go on at once, through the queue.
+    return { requeueAfterMs: pass === SEMAPHORE_MAX_PASSES ? 0 : dec.requeueAfterMs };
+  }
+
+  /** #observeSemaphore gathers a Semaphore's observation: the anchor and permit Leases (cache, or `written`), pods, fencing. */
+  #observeSemaphore(
+    key: ObjectKey,
+    lock: DistributedLock,
+    written: ReadonlyMap<string, V1Lease | null>,
+  ): SemaphoreObservation {
+    const namespace = lock.metadata.namespace ?? '';
+    const lockName = lock.metadata.name ?? '';
+    const byName = new Map<string, V1Lease>();
+    for (const l of this.#d.leases.list(namespace)) {
+      const n = l.metadata?.name ?? '';
+      if (l.metadata?.labels?.[LOCK_LABEL] === lockName) byName.set(n, l);
+    }
+    for (const [n, l] of written) {
+      if (l === null) byName.delete(n);
+      else byName.set(n, l);
+    }
+    const view = (l: V1Lease): LeaseView => {
+      const record = parseLease(l);
+      return { record, observedAtMs: this.#observedAt(`${key}/${l.metadata?.name ?? ''}`, record) };
+    };
+    const anchor = byName.get(leaseName(lockName));
+    const permits: PermitView[] = [];
+    for (const [n, l] of byName) {
+      const permit = permitOfLease(lockName, n);
+      if (permit !== undefined) permits.push({ permit, lease: view(l) });
+    }
+    // A permit Lease missing while status records a holder on it was deleted while held: that
+    // holder may still believe (it cannot see a deletion while cut off), so the permit counts as
+    // taken and is created again as Lost (decideSemaphore). Only once the pod cache has synced,
+    // as the single-Lease lostTerm.
+    const specMs = termTimingsOf(undefined, lock.spec).leaseDurationMs;
+    // A permit Lease this reconcile deleted itself was vacant then: status, written after, lags.
+    const deleted = (h: { readonly permit: number }): boolean =>
+      written.get(permitLeaseName(lockName, h.permit)) === null;
+    const lost: LostPermit[] = (lock.status?.holders ?? [])
+      .filter((h) => !permits.some((p) => p.permit === h.permit) && !deleted(h))
+      .map((h) => ({
+        permit: h.permit,
+        holder: { name: h.name, uid: h.uid },
+        leaseDurationSeconds: leaseDurationSecondsFor(Math.max((h.leaseDurationSeconds ?? 0) * 1000, specMs)),
+      }));
+    const fencing = this.#d.fencing.forLock(lock);
+    return {
+      lock,
+      timings: resolveTimings(lock.spec),
+      anchor: anchor !== undefined ? view(anchor) : undefined,
+      permits,
+      ...(lost.length > 0 ? { lost } : {}),
+      pods: this.#podsOf(namespace, lock).map(summarizePod),
+      podsSynced: this.#d.pods.hasSynced(),
+      fencing: {
+        backend: fencing.backend,
+        ready: fencing.ready,
+        ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}),
+        ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
+      },
+      requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
+    };
+  }
+
+  /** #actOnSemaphore performs one Lease action of a Semaphore decision and records the result in `written`. */
+  async #actOnSemaphore(
+    lock: DistributedLock,
+    obs: SemaphoreObservation,
+    action: SemaphoreAction,
+    written: Map<string, V1Lease | null>,
+    io: CallContext,
+  ): Promise<void> {
+    const { log, signal } = io;
+    const namespace = lock.metadata.namespace ?? '';
+    const lockName = lock.metadata.name ?? '';
+    const anchorName = leaseName(lockName);
+    const lockRef = { name: lockName, uid: lock.metadata.uid ?? '', apiVersion: API_VERSION, kind: KIND };
+    const objectOf = (name: string): V1Lease | undefined => {
+      const w = written.get(name);
+      return w === null ? undefined : (w ?? this.#d.leases.get(namespace, name));
+    };
+    const create = async (body: V1Lease): Promise<void> => {
+      const name = body.metadata?.name ?? '';
+      try {
+        written.set(name, await this.#d.leaseStore.create(namespace, body, { signal }));
+        log.info({ lease: name }, 'Created Lease');
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err; // deterministic name: someone (us, earlier) made it
+        written.set(name, (await this.#d.leaseStore.get(namespace, name, { signal })) ?? null);
+      }
+    };
+    switch (action.type) {
+      case 'CreateAnchor':
+        return create(newLease(lockRef, undefined));
+      case 'CreatePermit':
+        return create(newLease(lockRef, action.lost, action.permit));
+      case 'GrantPermit': {
+        const name = permitLeaseName(lockName, action.permit);
+        // (1) The permit Lease as read: its resourceVersion is what the grant's CAS will use.
+        const permitLease = objectOf(name);
+        const anchor = objectOf(anchorName);
+        if (permitLease === undefined || anchor === undefined)
+          throw new Error(
+            `Lease ${namespace}/${permitLease === undefined ? name : anchorName} vanished before the grant`,
+          );
+        const fencing = this.#d.fencing.forLock(lock);
+        signal.throwIfAborted(); // the dispenser takes no signal: do not start one after shutdown
+        let issued: FenceResult;
+        try {
+          issued = await fencing.dispenser.next(fencing.key, action.floor); // (2)
+        } catch (err) {
+          this.#d.metrics?.fencingErrors.inc({ backend: fencing.backend, error_kind: errorKind(err) });
+          throw new Error(`Failed to issue fencing token from ${fencing.backend}`, { cause: err });
+        }
+        if (issued.token > MAX_TOKEN || issued.token <= action.floor)
+          throw new Error(`Fencing token ${issued.token} outside (${action.floor}, ${MAX_TOKEN}]; not granted`);
+        signal.throwIfAborted(); // a burnt token is a harmless gap; a grant after shutdown is not ours to make
+        // (3) The lock-wide high-water mark first: a 409 here means another grant raised it.
+        written.set(
+          anchorName,
+          await this.#d.leaseStore.replace(namespace, anchorName, raisedAnchor(anchor, issued.token), { signal }),
+        );
+        // (4) The permit, from the Lease as read in (1): a 409 means it changed since.
+        const body = grantedLease(permitLease, action.to, issued.token, obs.timings, this.#d.clock.now());
+        written.set(name, await this.#d.leaseStore.replace(namespace, name, body, { signal }));
+        this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
+        log.info(
+          {
+            lease: name,
+            permit: action.permit,
+            holder: action.to.name,
+            uid: action.to.uid,
+            token: issued.token.toString(),
+            cause: action.cause,
+          },
+          'Granted permit Lease',
+        );
+        this.#event(
+          lock,
+          'Normal',
+          EventReason.LeaseGranted,
+          `Granted permit ${action.permit} to pod ${action.to.name} with fencing token ${issued.token} (${describeCause(action.cause, action.previous)})`,
+        );
+        return;
+      }
+      case 'RevokePermit': {
+        const name = permitLeaseName(lockName, action.permit);
+        const held = objectOf(name);
+        if (held === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the revoke`);
+        const how = action.cause === 'Expired' ? 'Expired' : 'Terminated';
+        written.set(name, await this.#d.leaseStore.replace(namespace, name, releasedLease(held, how), { signal }));
+        this.#d.metrics?.expirations.inc({ cause: action.cause });
+        log.info({ lease: name, holder: action.holder.name, cause: action.cause }, 'Revoked permit Lease');
+        this.#event(
+          lock,
+          'Warning',
+          END_REASON[action.cause],
+          endMessage(action.cause, action.holder, `permit ${action.permit} revoked`),
+        );
+        return;
+      }
+      case 'DeletePermit': {
+        // Only the version decided from: a grant of it since (another leader) makes this a 409.
+        const name = permitLeaseName(lockName, action.permit);
+        const vacant = objectOf(name);
+        if (vacant === undefined) return;
+        const opts = {
+          signal,
+          ...(vacant.metadata?.resourceVersion !== undefined
+            ? { resourceVersion: vacant.metadata.resourceVersion }
+            : {}),
+        };
+        await this.#d.leaseStore.delete(namespace, name, opts);
+        written.set(name, null);
+        log.info({ lease: name, permit: action.permit }, 'Deleted permit Lease above spec.permits');
+        return;
+      }
+      default:
+        return;
+    }
   }
 
   /** #observe gathers the Observation of the lock with `lease` (from the cache, or our last write). */
@@ -459,20 +731,20 @@ export class DistributedLockReconciler implements Reconciler {
 
   async #markPod(
     lock: DistributedLock,
-    obs: Observation,
+    record: LockRecord | undefined,
+    lease: string,
     pod: HolderRef,
     token: bigint,
     io: CallContext,
   ): Promise<void> {
     const keys = podKeys(lock.metadata.name ?? '');
-    const record = obs.lease?.record;
     const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
     const acquired = record?.acquireTime;
     const patch: PodMetadataPatch = {
       labels: { [keys.holder]: 'true' },
       annotations: {
         [keys.token]: token.toString(),
-        [keys.lease]: leaseName(lock.metadata.name ?? ''),
+        [keys.lease]: lease,
         ...(acquired !== undefined
           ? {
               [keys.acquireTime]: acquired.toISOString(),
@@ -597,6 +869,10 @@ export class DistributedLockReconciler implements Reconciler {
       if (s.labels[keys.holder] !== undefined || s.annotations[keys.token] !== undefined)
         await this.#unmarkPod(lock, s.ref, io);
     }
+    if (lock.spec.mode === 'Semaphore') {
+      const waiting = await this.#cleanupPermits(key, lock, io);
+      if (waiting !== undefined) return waiting;
+    }
     const lName = leaseName(lock.metadata.name ?? '');
     const lease = await this.#d.leaseStore.get(namespace, lName, { signal });
     if (lease !== undefined) {
@@ -615,12 +891,58 @@ export class DistributedLockReconciler implements Reconciler {
       await this.#d.leaseStore.delete(namespace, lName, { signal }); // already gone is fine
       log.info({ lease: lName }, 'Deleted Lease');
     }
-    this.#seen.delete(key);
+    this.#forgetSeen(key);
     this.#degraded.delete(key);
     this.#tampered.delete(key);
     this.#queues.delete(key);
     this.#refused.delete(key);
     return {};
+  }
+
+  /**
+   * #cleanupPermits does for every permit Lease of a Semaphore being deleted what #cleanup does for
+   * the one Lease of another lock: end a held term (`Lost`), wait a full lease duration from then
+   * for its holder to step down, then delete the Lease. Returns the wait while any term is being
+   * waited out, undefined once every permit Lease is gone.
+   */
+  async #cleanupPermits(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<CleanupResult | undefined> {
+    const { log, signal } = io;
+    const namespace = lock.metadata.namespace ?? '';
+    const lockName = lock.metadata.name ?? '';
+    let waitMs = 0;
+    const names = this.#d.leases
+      .list(namespace)
+      .map((l) => l.metadata?.name ?? '')
+      .filter((n) => permitOfLease(lockName, n) !== undefined);
+    for (const name of names) {
+      const lease = await this.#d.leaseStore.get(namespace, name, { signal });
+      if (lease === undefined) continue;
+      const record = parseLease(lease);
+      const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
+      if (record.holder !== undefined) {
+        const ended = await this.#d.leaseStore.replace(namespace, name, releasedLease(lease, 'Lost'), { signal }); // CAS
+        this.#observedAt(`${key}/${name}`, parseLease(ended)); // the wait starts now
+        log.info({ lease: name, holder: record.holder.name }, 'Ended the term of a lock being deleted');
+        waitMs = Math.max(waitMs, leaseMs);
+        continue;
+      }
+      if (record.released === 'Lost') {
+        const waitedMs = this.#d.clock.monotonicMs() - this.#observedAt(`${key}/${name}`, record);
+        if (waitedMs < leaseMs) {
+          waitMs = Math.max(waitMs, leaseMs - waitedMs);
+          continue;
+        }
+      }
+      await this.#d.leaseStore.delete(namespace, name, { signal }); // already gone is fine
+      log.info({ lease: name }, 'Deleted Lease');
+    }
+    return waitMs > 0 ? { pending: true, requeueAfterMs: waitMs + EXPIRY_WAIT_MARGIN_MS } : undefined;
+  }
+
+  /** #forgetSeen drops what we observed of the lock's Leases: its own, and each permit Lease's. */
+  #forgetSeen(key: ObjectKey): void {
+    this.#seen.delete(key);
+    for (const k of this.#seen.keys()) if (k.startsWith(`${key}/`)) this.#seen.delete(k);
   }
 
   #event(lock: DistributedLock, type: 'Normal' | 'Warning', reason: EventReason, message: string): void {

@@ -11,6 +11,7 @@ import {
   type CompletedRun,
   type Condition,
   type DistributedLockStatus,
+  type PermitHolderStatus,
   type QueuedRequest,
 } from '../../api/v1alpha1/distributedlock.ts';
 import {
@@ -23,8 +24,9 @@ import {
 import { leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { tokenOrUndefined } from '../../protocol/token.ts';
-import type { Decision, Observation, Waiting } from './decide.ts';
-import { nextQueue } from './pods.ts';
+import type { SemaphoreDecision, SemaphoreObservation } from './decide-semaphore.ts';
+import type { Decision, FencingState, Observation, Waiting } from './decide.ts';
+import { isCandidate, nextQueue } from './pods.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
   NoCandidates: Reason.Waiting,
@@ -94,26 +96,7 @@ export function computeStatus(
 
   const og = gen !== undefined ? { observedGeneration: gen } : {};
   let conditions: Condition[] = [...(prev?.conditions ?? [])];
-  const degraded = !obs.fencing.ready;
-  conditions = setCondition(
-    conditions,
-    degraded
-      ? {
-          type: ConditionType.Degraded,
-          status: 'True',
-          reason: Reason.RedisUnavailable,
-          message: `Fencing backend ${obs.fencing.backend} unavailable: ${obs.fencing.detail ?? 'not ready'}; holders keep renewing, new grants wait`,
-          ...og,
-        }
-      : {
-          type: ConditionType.Degraded,
-          status: 'False',
-          reason: Reason.AsExpected,
-          message: `Fencing backend ${obs.fencing.backend} is issuing tokens`,
-          ...og,
-        },
-    now,
-  );
+  conditions = degradedCondition(conditions, obs.fencing, og, now);
   conditions = setCondition(
     conditions,
     held
@@ -138,33 +121,7 @@ export function computeStatus(
         },
     now,
   );
-  conditions = setCondition(
-    conditions,
-    obs.fencing.notConfigured === true
-      ? {
-          type: ConditionType.Ready,
-          status: 'False',
-          reason: Reason.InvalidSpec,
-          message: `spec.fencing.backend is ${obs.fencing.backend}, which the controller was not started with (${obs.fencing.detail ?? 'not configured'}); change the spec or configure the controller`,
-          ...og,
-        }
-      : degraded
-        ? {
-            type: ConditionType.Ready,
-            status: 'False',
-            reason: Reason.RedisUnavailable,
-            message: 'The lock cannot be granted while its fencing backend is unavailable',
-            ...og,
-          }
-        : {
-            type: ConditionType.Ready,
-            status: 'True',
-            reason: Reason.AsExpected,
-            message: 'The lock is managed and can be granted',
-            ...og,
-          },
-    now,
-  );
+  conditions = readyCondition(conditions, obs.fencing, og, now);
 
   // status.fencingToken never goes down: it is the record of the last token issued that decide
   // holds a Lease's token against (a Lease token lowered by someone must not lower it too).
@@ -185,6 +142,70 @@ export function computeStatus(
     conditions,
   };
   return status;
+}
+
+/** degradedCondition sets Degraded from the fencing backend's state (every mode). */
+function degradedCondition(
+  list: readonly Condition[],
+  fencing: FencingState,
+  og: { readonly observedGeneration?: number },
+  now: Date,
+): Condition[] {
+  return setCondition(
+    list,
+    !fencing.ready
+      ? {
+          type: ConditionType.Degraded,
+          status: 'True',
+          reason: Reason.RedisUnavailable,
+          message: `Fencing backend ${fencing.backend} unavailable: ${fencing.detail ?? 'not ready'}; holders keep renewing, new grants wait`,
+          ...og,
+        }
+      : {
+          type: ConditionType.Degraded,
+          status: 'False',
+          reason: Reason.AsExpected,
+          message: `Fencing backend ${fencing.backend} is issuing tokens`,
+          ...og,
+        },
+    now,
+  );
+}
+
+/** readyCondition sets Ready: False for a backend the controller lacks or one that is unavailable (every mode). */
+function readyCondition(
+  list: readonly Condition[],
+  fencing: FencingState,
+  og: { readonly observedGeneration?: number },
+  now: Date,
+): Condition[] {
+  return setCondition(
+    list,
+    fencing.notConfigured === true
+      ? {
+          type: ConditionType.Ready,
+          status: 'False',
+          reason: Reason.InvalidSpec,
+          message: `spec.fencing.backend is ${fencing.backend}, which the controller was not started with (${fencing.detail ?? 'not configured'}); change the spec or configure the controller`,
+          ...og,
+        }
+      : !fencing.ready
+        ? {
+            type: ConditionType.Ready,
+            status: 'False',
+            reason: Reason.RedisUnavailable,
+            message: 'The lock cannot be granted while its fencing backend is unavailable',
+            ...og,
+          }
+        : {
+            type: ConditionType.Ready,
+            status: 'True',
+            reason: Reason.AsExpected,
+            message: 'The lock is managed and can be granted',
+            ...og,
+          },
+    now,
+  );
 }
 
 /**
@@ -230,4 +251,109 @@ export function refusedCompletions(obs: Observation, now: Date): RefusedCompleti
     if (verdict !== 'ok') out.push({ entry, verdict });
   }
   return out;
+}
+
+/**
+ * computeSemaphoreStatus: the status of a Semaphore lock (decide-semaphore.ts), minimal until the
+ * Semaphore status fields land (notes step 5): the anchor's name (the first grant waits for it,
+ * as for decide.ts), the lock-wide high-water mark (never lowered), the candidates and the queue
+ * record (the controller's FIFO order, kept across restarts and leader changes), and
+ * observedGeneration. Conditions are kept as they were. Pure.
+ */
+export function computeSemaphoreStatus(
+  obs: SemaphoreObservation,
+  dec: SemaphoreDecision,
+  prev: DistributedLockStatus | undefined,
+  now: Date,
+): DistributedLockStatus {
+  const gen = obs.lock.metadata.generation;
+  const anchorToken = obs.anchor?.record.token;
+  const prevToken = tokenOrUndefined(prev?.fencingToken);
+  const token =
+    anchorToken !== undefined && (prevToken === undefined || anchorToken > prevToken) ? anchorToken : prevToken;
+  const holders = obs.permits.flatMap((p) => (p.lease.record.holder !== undefined ? [p.lease.record.holder] : []));
+  const queue = obs.podsSynced
+    ? nextQueue(obs.requests ?? [], obs.pods, {
+        keys: podKeys(obs.lock.metadata.name ?? ''),
+        selector: obs.lock.spec.candidates.selector,
+        holder: undefined,
+        now,
+        max: MAX_QUEUED_REQUESTS,
+      }).filter((q) => !holders.some((h) => h.name === q.pod && h.uid === q.uid))
+    : [...(obs.requests ?? [])];
+  // Holders from the permit Leases; a permit whose Lease is missing keeps its entry while decide
+  // still counts it as lost (its holder may believe), so that the entry survives until then.
+  const fromLeases: PermitHolderStatus[] = obs.permits.flatMap((p) => {
+    const r = p.lease.record;
+    if (r.holder === undefined || r.token === undefined) return [];
+    return [
+      {
+        permit: p.permit,
+        name: r.holder.name,
+        uid: r.holder.uid,
+        token: r.token.toString(),
+        ...(r.acquireTime !== undefined ? { acquireTime: r.acquireTime.toISOString() } : {}),
+        ...(r.leaseDurationSeconds !== undefined ? { leaseDurationSeconds: r.leaseDurationSeconds } : {}),
+      },
+    ];
+  });
+  const stillLost = (prev?.holders ?? []).filter(
+    (h) => !obs.permits.some((p) => p.permit === h.permit) && (obs.lost ?? []).some((l) => l.permit === h.permit),
+  );
+  const statusHolders = [...fromLeases, ...stillLost].sort((x, y) => x.permit - y.permit);
+  return {
+    ...(obs.anchor !== undefined || prev?.leaseName !== undefined
+      ? { leaseName: leaseName(obs.lock.metadata.name ?? '') }
+      : {}),
+    heldPermits: dec.holders.length,
+    ...(statusHolders.length > 0 ? { holders: statusHolders } : {}),
+    ...(token !== undefined ? { fencingToken: token.toString() } : {}),
+    candidates: obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector)).length,
+    queueLength: dec.queue,
+    ...(queue.length > 0 ? { queue } : {}),
+    ...(gen !== undefined ? { observedGeneration: gen } : {}),
+    conditions: semaphoreConditions(obs, dec, prev, now),
+  };
+}
+
+/** semaphoreConditions: Degraded and Ready as for every lock; Held True while at least one pod holds a permit. */
+function semaphoreConditions(
+  obs: SemaphoreObservation,
+  dec: SemaphoreDecision,
+  prev: DistributedLockStatus | undefined,
+  now: Date,
+): Condition[] {
+  const gen = obs.lock.metadata.generation;
+  const og = gen !== undefined ? { observedGeneration: gen } : {};
+  const permits = obs.lock.spec.permits ?? 1;
+  let conditions = degradedCondition(prev?.conditions ?? [], obs.fencing, og, now);
+  const names = dec.holders.map((h) => h.holder.name).join(', ');
+  conditions = setCondition(
+    conditions,
+    dec.holders.length > 0
+      ? {
+          type: ConditionType.Held,
+          status: 'True',
+          reason: Reason.Granted,
+          message: `${dec.holders.length} of ${permits} permits held, by pods ${names}`,
+          ...og,
+        }
+      : {
+          type: ConditionType.Held,
+          status: 'False',
+          reason:
+            dec.waiting === undefined || dec.waiting === 'AllPermitsHeld'
+              ? Reason.Waiting
+              : WAITING_REASON[dec.waiting],
+          message:
+            dec.waiting === undefined
+              ? 'Nobody holds a permit'
+              : dec.waiting === 'AllPermitsHeld'
+                ? 'Every permit is taken by a term that may still be believed in'
+                : WAITING_MESSAGE[dec.waiting],
+          ...og,
+        },
+    now,
+  );
+  return readyCondition(conditions, obs.fencing, og, now);
 }

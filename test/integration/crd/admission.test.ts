@@ -4,6 +4,7 @@ import {
   API_VERSION,
   GROUP,
   KIND,
+  MAX_PERMITS,
   PLURAL,
   ValidationMessage,
   VERSION,
@@ -88,7 +89,37 @@ const invalid: ReadonlyArray<{ name: string; spec: Json | undefined; expect: rea
   {
     name: 'unknown mode',
     spec: withSpec({ mode: 'Leader' }),
-    expect: ['spec.mode', 'Unsupported value: "Leader"', '"Election"', '"Mutex"'],
+    expect: ['spec.mode', 'Unsupported value: "Leader"', '"Election"', '"Mutex"', '"Semaphore"'],
+  },
+  {
+    name: 'a Semaphore without permits',
+    spec: withSpec({ mode: 'Semaphore' }),
+    expect: ['spec.permits', ValidationMessage.permitsRequired],
+  },
+  {
+    name: 'permits on an Election lock',
+    spec: withSpec({ permits: 2 }),
+    expect: ['spec.permits', ValidationMessage.permitsWithoutSemaphore],
+  },
+  {
+    name: 'permits on a Mutex lock',
+    spec: withSpec({ mode: 'Mutex', permits: 2 }),
+    expect: ['spec.permits', ValidationMessage.permitsWithoutSemaphore],
+  },
+  {
+    name: 'zero permits',
+    spec: withSpec({ mode: 'Semaphore', permits: 0 }),
+    expect: ['spec.permits', 'greater than or equal to 1'],
+  },
+  {
+    name: 'more permits than the maximum',
+    spec: withSpec({ mode: 'Semaphore', permits: MAX_PERMITS + 1 }),
+    expect: ['spec.permits', `less than or equal to ${MAX_PERMITS}`],
+  },
+  {
+    name: 'fractional permits',
+    spec: withSpec({ mode: 'Semaphore', permits: 1.5 }),
+    expect: ['spec.permits', 'integer'],
   },
   {
     name: 'unknown fencing backend',
@@ -177,6 +208,56 @@ describe('DistributedLock admission', () => {
       await expect(get(objectName)).rejects.toMatchObject({ code: 404 });
     },
   );
+
+  it('accepts a Semaphore with its permits, and a change of permits on the live lock', async () => {
+    await create(lock('semaphore', withSpec({ mode: 'Semaphore', permits: 3 })));
+    const patch = (spec: Json) =>
+      api.patchNamespacedCustomObject(
+        { group: GROUP, version: VERSION, namespace, plural: PLURAL, name: 'semaphore', body: { spec } },
+        mergePatch,
+      );
+    await patch({ permits: 1 });
+    await patch({ permits: MAX_PERMITS });
+    expect(((await get('semaphore')) as { spec: Json }).spec['permits']).toBe(MAX_PERMITS);
+  });
+
+  it.each([
+    { from: { mode: 'Semaphore', permits: 2 }, to: { mode: 'Mutex', permits: null } },
+    { from: { mode: 'Election' }, to: { mode: 'Semaphore', permits: 2 } },
+    { from: { mode: 'Mutex' }, to: { mode: 'Semaphore', permits: 2 } },
+  ])('refuses to change spec.mode from $from.mode to $to.mode, naming the field', async ({ from, to }) => {
+    const name = `mode-${from.mode.toLowerCase()}-${to.mode.toLowerCase()}`;
+    await create(lock(name, withSpec(from)));
+    const err = await api
+      .patchNamespacedCustomObject(
+        { group: GROUP, version: VERSION, namespace, plural: PLURAL, name, body: { spec: to } },
+        mergePatch,
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect((err as { code?: number }).code).toBe(422);
+    expect(errorMessage(err)).toContain('spec.mode');
+    expect(errorMessage(err)).toContain(ValidationMessage.semaphoreModeChange);
+    expect(((await get(name)) as { spec: Json }).spec['mode']).toBe(from.mode);
+  });
+
+  it('still allows Election to change to Mutex', async () => {
+    await create(lock('election-to-mutex', validSpec));
+    await api.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural: PLURAL,
+        name: 'election-to-mutex',
+        body: { spec: { mode: 'Mutex' } },
+      },
+      mergePatch,
+    );
+    expect(((await get('election-to-mutex')) as { spec: Json }).spec['mode']).toBe('Mutex');
+  });
 
   it('rejects a name longer than 63 characters', async () => {
     const name = 'x'.repeat(64);

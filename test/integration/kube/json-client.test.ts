@@ -55,7 +55,13 @@ describe('jsonClient and the stores over it', () => {
     expect(isConflict(stale)).toBe(true);
     expect(errorKind(stale)).toBe(errorKind(stale)); // classified without throwing
 
-    await leases.delete(t.namespace, 'j');
+    // A delete with a resourceVersion precondition deletes only that version.
+    const staleDelete = await caught(
+      leases.delete(t.namespace, 'j', { resourceVersion: created.metadata?.resourceVersion ?? '' }),
+    );
+    expect(isConflict(staleDelete)).toBe(true);
+    expect(await leases.get(t.namespace, 'j')).toBeDefined();
+    await leases.delete(t.namespace, 'j', { resourceVersion: replaced.metadata?.resourceVersion ?? '' });
     expect(await leases.get(t.namespace, 'j')).toBeUndefined();
     await leases.delete(t.namespace, 'j'); // already gone is fine
     expect(

@@ -23,6 +23,7 @@ import {
   KIND,
   LabelSelectorOperator,
   LockMode,
+  MAX_PERMITS,
   PLURAL,
   SHORT_NAME,
   SINGULAR,
@@ -213,6 +214,17 @@ const aFullLock: DistributedLock = {
     leaseName: leaseName('billing'),
     candidates: 2,
     queueLength: 1,
+    heldPermits: 1,
+    holders: [
+      {
+        permit: 0,
+        name: 'billing-7d9f-abcde',
+        uid: '0f8e1c2a-4b3d-4e5f-8a9b-0c1d2e3f4a5b',
+        token: '9007199254740993',
+        acquireTime: '2024-05-01T12:00:00Z',
+        leaseDurationSeconds: 15,
+      },
+    ],
     observedGeneration: 4,
     conditions: [
       {
@@ -297,6 +309,10 @@ describe('the DistributedLock CRD', () => {
       ]);
     });
 
+    it('in the bounds of spec.permits', () => {
+      expect(at('spec.permits')).toMatchObject({ type: 'integer', minimum: 1, maximum: MAX_PERMITS });
+    });
+
     it('in the pattern of a fencing token', () => {
       expect(at('status.fencingToken').pattern).toBe(FENCING_TOKEN_PATTERN.source);
     });
@@ -346,6 +362,7 @@ describe('the DistributedLock CRD', () => {
       expect(at('spec.fencing.key').maxLength).toBe(512);
       expect(at('spec.fencing.backend').maxLength).toBe(5);
       expect(at('spec.candidates.selector.matchExpressions[].operator').maxLength).toBe(12);
+      expect(at('spec.mode').maxLength).toBe(9);
     });
 
     it('allows every enumerated value within the maximum length of its field', () => {
@@ -391,6 +408,8 @@ describe('the DistributedLock CRD', () => {
         ['Held-For', '.status.acquireTime', 'date', 0],
         ['Mode', '.spec.mode', 'string', 1],
         ['Transitions', '.status.leaseTransitions', 'integer', 1],
+        ['Held', '.status.heldPermits', 'integer', 1],
+        ['Permits', '.spec.permits', 'integer', 1],
         ['Age', '.metadata.creationTimestamp', 'date', 0],
       ]);
       const known = new Set([...SPEC_FIELD_PATHS, ...STATUS_FIELD_PATHS]);
@@ -415,6 +434,10 @@ describe('the DistributedLock CRD', () => {
       const example = loadYaml<DistributedLock>(repoFile('examples/basic-lock.yaml'));
       expect(example).toMatchObject({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 'billing' } });
       expect(lockErrors(example)).toEqual([]);
+    });
+
+    it('accepts a Semaphore lock with its permits', () => {
+      expect(lockErrors({ spec: { ...aFullLock.spec, mode: LockMode.Semaphore, permits: MAX_PERMITS } })).toEqual([]);
     });
 
     const withSpec = (spec: Record<string, unknown>): unknown => ({ spec: { ...aFullLock.spec, ...spec } });
@@ -447,7 +470,17 @@ describe('the DistributedLock CRD', () => {
       {
         name: 'an unknown mode',
         lock: withSpec({ mode: 'Leader' }),
-        error: 'spec.mode: "Leader" is not one of Election, Mutex',
+        error: 'spec.mode: "Leader" is not one of Election, Mutex, Semaphore',
+      },
+      {
+        name: 'zero permits',
+        lock: withSpec({ mode: 'Semaphore', permits: 0 }),
+        error: 'spec.permits: less than 1',
+      },
+      {
+        name: 'more permits than MAX_PERMITS',
+        lock: withSpec({ mode: 'Semaphore', permits: MAX_PERMITS + 1 }),
+        error: `spec.permits: greater than ${MAX_PERMITS}`,
       },
       {
         name: 'an unknown fencing backend',

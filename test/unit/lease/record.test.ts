@@ -3,7 +3,9 @@ import type { V1Lease } from '@kubernetes/client-node';
 import {
   grantedLease,
   leaseDurationSecondsFor,
+  newLease,
   parseLease,
+  raisedAnchor,
   releasedLease,
   renewFingerprint,
   renewedLease,
@@ -348,5 +350,38 @@ describe('renewFingerprint', () => {
     const body = grantedLease(fresh, A, 7n, TIMINGS, T1);
     expect(renewFingerprint(parseLease(renewedLease(body, T2)))).not.toBe(renewFingerprint(parseLease(body)));
     expect(renewFingerprint(parseLease(renewedLease(body, T1)))).toBe(renewFingerprint(parseLease(body)));
+  });
+});
+
+describe('Semaphore Lease bodies', () => {
+  const lockRef = { name: 'workers', uid: 'lock-uid', apiVersion: 'fencepost.io/v1alpha1', kind: 'DistributedLock' };
+
+  it('newLease with a permit is dlock.<lock>.<permit>, labelled with its lock and permit, owned by the lock', () => {
+    const body = newLease(lockRef, undefined, 3);
+    expect(body.metadata?.name).toBe('dlock.workers.3');
+    expect(body.metadata?.labels).toEqual({ 'fencepost.io/lock': 'workers', 'fencepost.io/permit': '3' });
+    expect(body.metadata?.ownerReferences?.[0]).toMatchObject({ name: 'workers', uid: 'lock-uid', controller: true });
+    expect(newLease(lockRef, undefined).metadata?.name).toBe(leaseName('workers'));
+  });
+
+  it('newLease with a permit lost while held is released Lost, so that its next grant waits a lease', () => {
+    const body = newLease(lockRef, { holder: A, leaseDurationSeconds: 12 }, 0);
+    const r = parseLease({ ...body, metadata: { ...body.metadata, resourceVersion: '5' } });
+    expect(r.released).toBe('Lost');
+    expect(r.leaseDurationSeconds).toBe(12);
+    expect(sameHolder(r.lastHolder, A)).toBe(true);
+  });
+
+  it('raisedAnchor raises the lock-wide high-water mark and keeps everything else', () => {
+    const anchor = aKubeLease({}, { [TOKEN_ANNOTATION]: '41' });
+    const raised = raisedAnchor(anchor, 42n);
+    expect(raised.metadata?.annotations?.[TOKEN_ANNOTATION]).toBe('42');
+    expect(raised.metadata?.resourceVersion).toBe(anchor.metadata?.resourceVersion);
+    expect(raised.spec).toEqual(anchor.spec);
+    expect(raisedAnchor(aKubeLease(), 7n).metadata?.annotations?.[TOKEN_ANNOTATION]).toBe('7');
+  });
+
+  it.each([41n, 40n])('raisedAnchor refuses to lower or repeat the high-water mark (%s against 41)', (t) => {
+    expect(() => raisedAnchor(aKubeLease({}, { [TOKEN_ANNOTATION]: '41' }), t)).toThrow(/not above/);
   });
 });
