@@ -14,6 +14,7 @@
  *   node hack/soak.ts --calibrate status-floor --fault co-tenant     ... a co-tenant lowering Lease and status (no status floor)
  *   node hack/soak.ts --calibrate child-only --fault exec-tree       ... exec signalling only its direct child
  *   node hack/soak.ts --calibrate phase-proof --fault node-loss      ... a controller taking phase Failed as proof
+ *   node hack/soak.ts --calibrate permits --fault semaphore          ... a controller granting one permit more than spec.permits
  *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (T24) instead of trials
  *
  * Exit code: 0 when every trial held S1–S5 and no holder took a term up again after reporting it
@@ -33,7 +34,7 @@ import { runNemesisSoak } from '../test/safety/nemesis-soak.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
-                          [--calibrate guard|floor|lost-marker|no-recheck|key-scope|status-floor|child-only|phase-proof] [--minutes-per-fault M] [--out FILE] [--keep-logs]
+                          [--calibrate guard|floor|lost-marker|no-recheck|key-scope|status-floor|child-only|phase-proof|permits] [--minutes-per-fault M] [--out FILE] [--keep-logs]
                           [--nemesis-minutes M]
   --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
                           then reports the trials actually run); results are written after each fault type
@@ -57,6 +58,7 @@ let opts: {
     | 'status-floor'
     | 'child-only'
     | 'phase-proof'
+    | 'permits'
     | undefined;
   out: string;
   keepLogs: boolean;
@@ -104,10 +106,11 @@ try {
     calibrate !== 'key-scope' &&
     calibrate !== 'status-floor' &&
     calibrate !== 'child-only' &&
-    calibrate !== 'phase-proof'
+    calibrate !== 'phase-proof' &&
+    calibrate !== 'permits'
   )
     throw new Error(
-      `--calibrate: expected guard, floor, lost-marker, no-recheck, key-scope, status-floor, child-only or phase-proof, got ${JSON.stringify(calibrate)}`,
+      `--calibrate: expected guard, floor, lost-marker, no-recheck, key-scope, status-floor, child-only, phase-proof or permits, got ${JSON.stringify(calibrate)}`,
     );
   const seed = values.seed !== undefined ? int(values.seed, '--seed', 0) : Math.floor(Math.random() * 2 ** 31);
   opts = {
@@ -148,6 +151,7 @@ const bed = await startSafetyBed({
   kubeconfigPath: plane.kubeconfigPath,
   noFloor: opts.calibrate === 'floor',
   phaseProof: opts.calibrate === 'phase-proof',
+  overGrant: opts.calibrate === 'permits',
   ...(opts.faults.includes('apiserver') ? { plane } : {}),
 });
 let stopping = false;

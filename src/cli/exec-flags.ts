@@ -110,21 +110,36 @@ export function tokenEnvClash(locks: readonly string[]): readonly [string, strin
  * in acquisition order) and FENCEPOST_TOKEN_<LOCK> for each; with one lock also FENCEPOST_LOCK and
  * FENCEPOST_TOKEN, as exec always set. With several, FENCEPOST_LOCK and FENCEPOST_TOKEN are
  * removed (from `base` too: an outer exec's would be the wrong token): a single token cannot stand
- * for a set, and a script that reads it must be told so by its absence.
+ * for a set, and a script that reads it must be told so by its absence. A Semaphore lock adds its
+ * permit number: FENCEPOST_PERMIT_<LOCK> (one lock: also FENCEPOST_PERMIT), for a guard that
+ * fences it per permit.
  */
 export function commandEnv(
   base: Readonly<Record<string, string | undefined>>,
-  held: readonly { readonly lock: string; readonly token: bigint }[],
+  held: readonly { readonly lock: string; readonly token: bigint; readonly permit?: number | undefined }[],
 ): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = { ...base };
   delete env.FENCEPOST_LOCK;
   delete env.FENCEPOST_TOKEN;
+  delete env.FENCEPOST_PERMIT;
   env.FENCEPOST_LOCKS = held.map((h) => h.lock).join(' ');
-  for (const h of held) env[tokenEnvName(h.lock)] = h.token.toString();
+  for (const h of held) {
+    env[tokenEnvName(h.lock)] = h.token.toString();
+    if (h.permit !== undefined) env[permitEnvName(h.lock)] = String(h.permit);
+  }
   const [only] = held;
   if (held.length === 1 && only !== undefined) {
     env.FENCEPOST_LOCK = only.lock;
     env.FENCEPOST_TOKEN = only.token.toString();
+    if (only.permit !== undefined) env.FENCEPOST_PERMIT = String(only.permit);
   }
   return env;
+}
+
+/**
+ * permitEnvName is the variable that carries a Semaphore lock's permit number to the command:
+ * FENCEPOST_PERMIT_ and the lock name spelled as in {@link tokenEnvName}.
+ */
+export function permitEnvName(lock: string): string {
+  return `FENCEPOST_PERMIT_${lock.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
 }

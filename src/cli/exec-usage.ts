@@ -39,7 +39,8 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
 CMD runs in a process group of its own with FENCEPOST_LOCKS (the locks, space-separated, in the order
 taken) and FENCEPOST_TOKEN_<LOCK> for each lock (the name upper-cased, other characters than A-Z and 0-9
 as _: db-migrate -> FENCEPOST_TOKEN_DB_MIGRATE; two --lock that map to one variable are refused); with
-one lock also FENCEPOST_LOCK and FENCEPOST_TOKEN (with several these are unset). Losing any lock stops
+one lock also FENCEPOST_LOCK and FENCEPOST_TOKEN (with several these are unset). A Semaphore lock adds
+FENCEPOST_PERMIT_<LOCK>, its permit number (one lock: also FENCEPOST_PERMIT). Losing any lock stops
 CMD. exec signals the whole group: on loss, when exec gets SIGTERM, SIGINT, SIGHUP or SIGQUIT, and when
 CMD exits leaving processes behind. A process that leaves the group (setsid) is not reached. Exit
 status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired, ${EXIT_LOST} when a lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was

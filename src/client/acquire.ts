@@ -82,6 +82,12 @@ export interface HeldLock extends AsyncDisposable {
   readonly lock: string;
   /** token is this term's fencing token. */
   readonly token: bigint;
+  /**
+   * permit: for a Semaphore lock, the permit this pod holds (0 ≤ permit < spec.permits); undefined
+   * for Election and Mutex. Fence a Semaphore per permit: guard key `<lock>/<permit>`, since its N
+   * holders write at once with N different tokens (docs/agent.md "Semaphore mode").
+   */
+  readonly permit: number | undefined;
   /** signal aborts when the lock is lost or released; stop writing then. */
   readonly signal: AbortSignal;
   /** timings: this term's lease duration, renew deadline and renew period. */
@@ -247,6 +253,7 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
   return {
     lock,
     token,
+    permit: session.snapshot().permit,
     timings,
     signal: lost.signal,
     isHeld: () => session.heldToken() === token,

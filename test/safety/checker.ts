@@ -20,8 +20,11 @@
 import type { ClientEvent, LeaseVersion, TrialHistory } from './history.ts';
 import { storeValue } from './history.ts';
 
-/** Invariant names a checked property; `H` is a history that contradicts itself. */
-export type Invariant = 'S1' | 'S2' | 'S3' | 'S4' | 'S5' | 'H';
+/**
+ * Invariant names a checked property; `H` is a history that contradicts itself. S6 (at most N
+ * believing holders of a Semaphore) is checked by semaphore-check.ts.
+ */
+export type Invariant = 'S1' | 'S2' | 'S3' | 'S4' | 'S5' | 'S6' | 'H';
 
 /** Violation is one broken invariant with a message naming the evidence. */
 export interface Violation {

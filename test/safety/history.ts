@@ -14,6 +14,8 @@
 /** LeaseVersion is one version of the lock's Lease as a watch (or GET) delivered it. */
 export interface LeaseVersion {
   readonly at: number;
+  /** name: the Lease's name (a Semaphore's history holds its anchor and every permit Lease). */
+  readonly name?: string;
   readonly resourceVersion: bigint;
   /** holder: `<pod>/<uid>`, undefined when nobody holds the Lease. */
   readonly holder: string | undefined;

@@ -343,7 +343,7 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
 
   await sleep(200); // the MONITOR stream trails the clients' acknowledgements slightly
   const perLock: LockOutcome[] = [];
-  const violations: Record<Invariant, number> = { S1: 0, S2: 0, S3: 0, S4: 0, S5: 0, H: 0 };
+  const violations: Record<Invariant, number> = { S1: 0, S2: 0, S3: 0, S4: 0, S5: 0, S6: 0, H: 0 };
   const dualBeliefMs: number[] = [];
   for (const lock of locks) {
     const clients = events.get(lock) ?? [];

@@ -20,6 +20,7 @@ function toVersion(lease: V1Lease, at: number): LeaseVersion | undefined {
   const renew = lease.spec?.renewTime as unknown;
   return {
     at,
+    ...(lease.metadata?.name !== undefined ? { name: lease.metadata.name } : {}),
     resourceVersion: BigInt(rv),
     holder: lease.spec?.holderIdentity ?? undefined,
     // A malformed annotation is recorded as no token: the checker then sees a holder without a token.

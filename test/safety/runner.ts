@@ -24,7 +24,15 @@ export interface RunOptions {
   readonly fenced: boolean;
   /** calibrate: how the run was weakened (for the replay command); undefined for the real suite. */
   readonly calibrate?:
-    'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor' | 'child-only' | 'phase-proof';
+    | 'guard'
+    | 'floor'
+    | 'lost-marker'
+    | 'no-recheck'
+    | 'key-scope'
+    | 'status-floor'
+    | 'child-only'
+    | 'phase-proof'
+    | 'permits';
   readonly onResult?: (r: TrialResult) => void;
   /** phaseBudgetMs: per fault type; a phase stops starting new trials after this times its fault types (soak runs with a deadline). */
   readonly phaseBudgetMs?: number;
@@ -77,7 +85,7 @@ export interface FaultSummary {
   readonly trials: number;
   /** notRun: trials that failed before their fault could be injected (set-up errors); must be 0. */
   readonly notRun: number;
-  /** survived: trials with the fault injected whose history held S1–S5 (and was consistent). */
+  /** survived: trials with the fault injected whose history held S1–S6 (and was consistent). */
   readonly survived: number;
   readonly violations: Readonly<Record<Invariant, number>>;
   /** stuck: trials that made no progress in time after the fault (liveness, not safety). */
@@ -144,7 +152,7 @@ export function summarize(
   wallMs: number,
   o: Pick<RunOptions, 'leaseSeconds' | 'calibrate'>,
 ): FaultSummary {
-  const violations: Record<Invariant, number> = { S1: 0, S2: 0, S3: 0, S4: 0, S5: 0, H: 0 };
+  const violations: Record<Invariant, number> = { S1: 0, S2: 0, S3: 0, S4: 0, S5: 0, S6: 0, H: 0 };
   const variants: Record<string, number> = {};
   const failed: FailedTrial[] = [];
   for (const r of results) {

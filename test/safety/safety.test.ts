@@ -28,7 +28,7 @@ describe('the safety suite', () => {
     await bed?.close();
   });
 
-  it(`holds S1–S5 in ${TRIALS} trials of every fault type`, async () => {
+  it(`holds S1–S6 in ${TRIALS} trials of every fault type`, async () => {
     const faults = FAULT_TYPES.filter((f) => f !== 'none' && !OWN_PLANE.has(f));
     const summaries = await runTrials({
       bed,

@@ -32,6 +32,7 @@ import { WorkerPool } from './workers.ts';
 const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
 const UNSAFE_CONTROLLER = resolve(import.meta.dirname, 'unsafe-controller.ts');
 const PHASE_PROOF_CONTROLLER = resolve(import.meta.dirname, 'phase-proof-controller.ts');
+const OVER_GRANTING_CONTROLLER = resolve(import.meta.dirname, 'over-granting-controller.ts');
 
 /** libfaketime's preload library on Debian (package faketime). */
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -67,6 +68,8 @@ export interface SafetyBedOptions {
   readonly noFloor?: boolean;
   /** phaseProof: run the calibration controller that takes a pod's phase Failed as proof its containers stopped. */
   readonly phaseProof?: boolean;
+  /** overGrant: run the calibration controller that grants a Semaphore one permit more than spec.permits. */
+  readonly overGrant?: boolean;
   /** keepDir: keep the logs folder after close (the runner keeps it when a trial failed). */
   readonly keepDir?: boolean;
   /**
@@ -195,9 +198,13 @@ export async function startSafetyBed(o: SafetyBedOptions): Promise<SafetyBed> {
     logs.push(logFile);
     const redisUrl = `redis://127.0.0.1:${counterProxy.port}`;
     const args =
-      o.noFloor === true || o.phaseProof === true
+      o.noFloor === true || o.phaseProof === true || o.overGrant === true
         ? [
-            o.noFloor === true ? UNSAFE_CONTROLLER : PHASE_PROOF_CONTROLLER,
+            o.noFloor === true
+              ? UNSAFE_CONTROLLER
+              : o.phaseProof === true
+                ? PHASE_PROOF_CONTROLLER
+                : OVER_GRANTING_CONTROLLER,
             '--kubeconfig',
             controllerKubeconfig,
             '--redis-url',

@@ -29,6 +29,14 @@ import { watchDelay } from './faults/watch-delay.ts';
 import { runIdFleet } from './faults/run-id-fleet.ts';
 import { execTree } from './faults/exec-tree.ts';
 import { nodeLoss } from './faults/node-loss.ts';
+import {
+  semaphoreFault,
+  semaphoreLockSpec,
+  semaphoreShape,
+  semaphoreWorkload,
+  type SemaphoreShape,
+} from './faults/semaphore.ts';
+import { checkSemaphore } from './semaphore-check.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
 export const FAULT_TYPES = [
@@ -52,6 +60,7 @@ export const FAULT_TYPES = [
   'co-tenant',
   'exec-tree',
   'node-loss',
+  'semaphore',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -71,7 +80,15 @@ export interface TrialSpec {
    * `phase-proof`: the bed's controller takes a pod's phase Failed as proof (node-loss).
    */
   readonly calibrate?:
-    'guard' | 'floor' | 'lost-marker' | 'no-recheck' | 'key-scope' | 'status-floor' | 'child-only' | 'phase-proof';
+    | 'guard'
+    | 'floor'
+    | 'lost-marker'
+    | 'no-recheck'
+    | 'key-scope'
+    | 'status-floor'
+    | 'child-only'
+    | 'phase-proof'
+    | 'permits';
 }
 
 /** TrialResult: the checker's report plus what the fault did and the liveness figures. */
@@ -200,7 +217,9 @@ export class Ctx {
       intervalMs: INTERVAL_MS,
       ...(this.spec.fault === 'multi-key'
         ? { workload: 'multi-key', keyScope: this.spec.calibrate === 'key-scope' ? 'key' : 'lock' }
-        : {}),
+        : this.spec.fault === 'semaphore'
+          ? semaphoreWorkload(this.leaseMs)
+          : {}),
     });
     const e = await joined;
     if (e.kind === 'failed') throw new Error(`worker ${w.id} failed to join: ${e.detail ?? ''}`);
@@ -485,6 +504,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
   ['co-tenant']: coTenant,
   ['exec-tree']: execTree,
   ['node-loss']: nodeLoss,
+  semaphore: (ctx, h, other) => semaphoreFault(ctx, h, other, scripts),
   ['api-errors']: apiErrors,
   ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {
@@ -734,6 +754,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
   let outcome: FaultOutcome | undefined;
   let stuck: string | undefined;
   const clockSpec = spec.fault === 'clock' ? ctx.pick(CLOCK_SPECS) : undefined;
+  const shape: SemaphoreShape | undefined = spec.fault === 'semaphore' ? semaphoreShape(ctx) : undefined;
   // apiserver: the trial sets up only while no shared outage is gathered or running (outage-scheduler.ts).
   const outages = spec.fault === 'apiserver' ? bed.outages : undefined;
   let admission: Admission | undefined;
@@ -755,6 +776,12 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
           : bed.jumpPool;
     const wa = await ctx.join(poolA, `${spec.id}-a`, a.metadata?.uid ?? '');
     const wb = await ctx.join(poolB, `${spec.id}-b`, b.metadata?.uid ?? '');
+    if (shape !== undefined)
+      for (let i = 2; i < shape.candidates; i++) {
+        const pod = `${spec.id}-${String.fromCharCode(97 + i)}`;
+        const p = await createPod(bed.t, pod, { app: spec.id });
+        await ctx.join(bed.pool, pod, p.metadata?.uid ?? '');
+      }
     if (spec.fault === 'pause-grant') {
       outcome = await pauseGrant(ctx, wa, aId);
     } else {
@@ -763,6 +790,7 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
         lockBody(spec.id, spec.id, {
           leaseDurationSeconds: spec.leaseSeconds,
           ...(spec.fault === 'co-tenant' ? coTenantLockSpec(ctx) : {}),
+          ...(shape !== undefined ? semaphoreLockSpec(shape) : {}),
         }),
       );
       const first = await ctx.next(undefined, (e) => e.kind === 'granted', 60_000, 'first grant');
@@ -825,13 +853,16 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
     store: bed.storeLog.applies(spec.id),
     finalStore: await readFinalStore(bed.storeClient, spec.id),
   };
-  // multi-key and co-tenant trials have checks of their own (faults/multi-key.ts, faults/co-tenant.ts).
+  // multi-key, co-tenant and semaphore trials have checks of their own (faults/multi-key.ts,
+  // faults/co-tenant.ts, semaphore-check.ts).
   const checked =
     spec.fault === 'multi-key'
       ? checkMultiKey(history, await readFinalKeys(bed.storeClient, spec.id))
       : spec.fault === 'co-tenant'
         ? checkCoTenant(ctx, history)
-        : undefined;
+        : shape !== undefined
+          ? { report: checkSemaphore(history, shape.permits), counters: {} }
+          : undefined;
   const report = checked?.report ?? checkHistory(history);
   const tallied = outcome?.tally?.(history.leases);
   const counters =

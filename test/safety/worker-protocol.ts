@@ -16,11 +16,16 @@ export interface JoinCommand {
   readonly intervalMs: number;
   /**
    * workload: 'multi-key' writes and deletes a shared set of keys through the lock-scoped guard
-   * (test/safety/multi-key-worker.ts); absent: one new key per write (the default workload).
+   * (test/safety/multi-key-worker.ts); 'semaphore' asks for a permit of a Semaphore lock, fences
+   * each write per permit (`<prefix>fence:<permit>`), releases after about `holdMs` of holding
+   * and asks again after about `gapMs`; absent: one new key per write (the default workload).
    */
-  readonly workload?: 'multi-key';
+  readonly workload?: 'multi-key' | 'semaphore';
   /** keyScope: the multi-key guard's marks, 'lock' (the default) or 'key' (calibration only). */
   readonly keyScope?: 'lock' | 'key';
+  /** holdMs, gapMs: the semaphore workload's mean hold and re-request gap (each drawn from ×[0.5, 1.5]). */
+  readonly holdMs?: number;
+  readonly gapMs?: number;
 }
 
 /** LeaveCommand stops a trial's session, releasing the lock first when `release`. */

@@ -8,7 +8,8 @@
  * report `check`, wait `thinkMs` (the gap between deciding and acting, where a pause leaves a
  * stale believer), report `attempt`, send the write with the token seen at the check, report
  * the outcome. Every write goes to its own key (`<prefix>w:<writeId>`) through the Redis guard
- * with one shared fence key per lock, so the final store content shows every applied write.
+ * with one shared fence key per lock (per permit for a Semaphore), so the final store content
+ * shows every applied write.
  * With `fenced: false` (calibration) the write is a plain SET: the guard is gone.
  *
  * stdin: JSON commands, one a line — `join` (start a session for a trial's lock as a pod
@@ -49,9 +50,48 @@ interface Running {
 }
 const trials = new Map<string, Running>();
 
+/**
+ * guardsOf: the trial's guards by fence key. A Semaphore is fenced per permit (its N holders write
+ * at once with N tokens), any other lock with one mark.
+ */
+function guardsOf(c: JoinCommand): (permit: number | undefined) => ReturnType<typeof redisGuard> {
+  const guards = new Map<string, ReturnType<typeof redisGuard>>();
+  return (permit) => {
+    const fence = permit === undefined ? `${c.dataPrefix}fence` : `${c.dataPrefix}fence:${permit}`;
+    let g = guards.get(fence);
+    if (g === undefined) {
+      g = redisGuard(store, { fenceKey: () => fence });
+      guards.set(fence, g);
+    }
+    return g;
+  };
+}
+
+const around = (mean: number): number => mean * (0.5 + Math.random());
+
+/**
+ * semaphoreChurn: the semaphore workload's session side: ask for a permit; once held for about
+ * holdMs, release it, wait about gapMs and ask again — so that permits change hands throughout.
+ */
+async function semaphoreChurn(c: JoinCommand, session: LockSession, running: () => boolean): Promise<void> {
+  await session.request();
+  while (running()) {
+    const token = session.heldToken();
+    if (token === undefined) {
+      await sleep(c.intervalMs);
+      continue;
+    }
+    await sleep(around(c.holdMs ?? 2000));
+    if (!running()) return;
+    if (session.heldToken() === token) await session.release().catch(() => undefined);
+    await sleep(around(c.gapMs ?? 500));
+    if (running()) await session.request().catch(() => undefined);
+  }
+}
+
 async function writeLoop(c: JoinCommand, session: LockSession, running: () => boolean): Promise<void> {
   const holder = `${c.pod}/${c.uid}`;
-  const guard = redisGuard(store, { fenceKey: () => `${c.dataPrefix}fence` });
+  const guardFor = guardsOf(c);
   let seq = 0;
   while (running()) {
     const snap = session.snapshot();
@@ -59,6 +99,7 @@ async function writeLoop(c: JoinCommand, session: LockSession, running: () => bo
       await sleep(c.intervalMs);
       continue;
     }
+    const guard = guardFor(snap.permit);
     const token = BigInt(snap.token);
     const validUntil = performance.now() + snap.expiresInMs;
     const writeId = `${c.pod}.${c.uid.slice(0, 8)}.${++seq}`;
@@ -131,7 +172,11 @@ async function join(c: JoinCommand): Promise<void> {
   r.loop =
     c.workload === 'multi-key'
       ? multiKeyLoop(c, session, () => !r.stopped, store, emit)
-      : writeLoop(c, session, () => !r.stopped);
+      : c.workload === 'semaphore'
+        ? Promise.all([writeLoop(c, session, () => !r.stopped), semaphoreChurn(c, session, () => !r.stopped)]).then(
+            () => undefined,
+          )
+        : writeLoop(c, session, () => !r.stopped);
 }
 
 async function leave(trial: string, release: boolean): Promise<void> {

@@ -68,6 +68,12 @@ export interface LockControllerOptions {
    * its containers had stopped, the reading before issue 15's finding 3); production passes none.
    */
   readonly podView?: (pod: V1Pod) => V1Pod;
+  /**
+   * lockView rewrites each cached DistributedLock before the reconciler reads it. For the safety
+   * suite's calibration only (test/safety/over-granting-controller.ts: a Semaphore shown with one
+   * permit more than it has); never set in production.
+   */
+  readonly lockView?: (lock: DistributedLock) => DistributedLock;
 }
 
 /** LockController is a running controller. */
@@ -177,7 +183,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   const json = jsonClient(kc);
   const lockWriter = customResourceWriterOver(json, { group: GROUP, version: VERSION, plural: PLURAL });
   const reconciler = new DistributedLockReconciler({
-    locks,
+    locks: o.lockView === undefined ? locks : viewedCache(locks, o.lockView),
     leases,
     pods: o.podView === undefined ? pods : viewedCache(pods, o.podView),
     podLookup: podLookup(o.podView === undefined ? pods : viewedCache(pods, o.podView)),
@@ -311,8 +317,8 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   };
 }
 
-/** viewedCache is a pod cache whose reads pass through view (podView). */
-function viewedCache(c: Cache<V1Pod> & Indexed<V1Pod>, view: (pod: V1Pod) => V1Pod): Cache<V1Pod> & Indexed<V1Pod> {
+/** viewedCache is a cache whose reads pass through view (podView, lockView). */
+function viewedCache<T>(c: Cache<T> & Indexed<T>, view: (o: T) => T): Cache<T> & Indexed<T> {
   return {
     list: (namespace) => c.list(namespace).map(view),
     get: (namespace, name) => {

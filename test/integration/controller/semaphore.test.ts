@@ -43,6 +43,7 @@ describe('the lock controller in Semaphore mode', () => {
     const first = await take(0);
     const second = await take(1);
     expect(second.token).toBeGreaterThan(first.token);
+    expect([first.permit, second.permit].sort()).toEqual([0, 1]); // lock.permit: the guard's fence key part
     const holders = await Promise.all([0, 1].map((i) => readLease(permitLeaseName('pool', i))));
     expect(holders.map((r) => r?.holder?.name).sort()).toEqual(['s-0', 's-1']);
     expect((await readLease(leaseName('pool')))?.holder).toBeUndefined(); // the anchor names nobody
@@ -64,6 +65,7 @@ describe('the lock controller in Semaphore mode', () => {
     await first.release();
     const granted = await third;
     expect(granted.token).toBeGreaterThan(second.token);
+    expect(granted.permit).toBe(first.permit); // the permit the first holder released
     const after = await Promise.all([0, 1].map((i) => readLease(permitLeaseName('pool', i))));
     expect(after.map((r) => r?.holder?.name).sort()).toEqual(['s-1', 's-2']);
     expect((await readLease(leaseName('pool')))?.token).toBe(granted.token); // the lock-wide high-water mark
@@ -81,7 +83,7 @@ describe('the lock controller in Semaphore mode', () => {
     const pods = [await pod('x-0', 'x'), await pod('x-1', 'x'), await pod('x-2', 'x')];
     await createLock(t, lockBody('slots', 'x', { mode: 'Semaphore', permits: 2, leaseDurationSeconds: 10 }));
     const script =
-      'const s=Date.now();setTimeout(()=>{console.log(JSON.stringify({s,e:Date.now(),t:process.env.FENCEPOST_TOKEN}))},1500)';
+      'const s=Date.now();setTimeout(()=>{const v=process.env;console.log(JSON.stringify({s,e:Date.now(),t:v.FENCEPOST_TOKEN,p:v.FENCEPOST_PERMIT,q:v.FENCEPOST_PERMIT_SLOTS}))},1500)';
     const run = (p: { name: string; uid: string }) =>
       new Promise<{ code: number; stdout: string }>((res) => {
         execFile(
@@ -110,9 +112,16 @@ describe('the lock controller in Semaphore mode', () => {
       });
     const results = await Promise.all(pods.map(run));
     expect(results.map((r) => r.code)).toEqual([0, 0, 0]);
-    const runs = results.map((r) => JSON.parse(r.stdout) as { s: number; e: number; t: string });
+    const runs = results.map((r) => JSON.parse(r.stdout) as { s: number; e: number; t: string; p: string; q: string });
     const tokens = runs.map((r) => BigInt(r.t));
     expect(new Set(tokens).size).toBe(3);
+    // Each run is told its permit (FENCEPOST_PERMIT, and FENCEPOST_PERMIT_<LOCK>): 0 or 1.
+    for (const r of runs) {
+      expect(['0', '1']).toContain(r.p);
+      expect(r.q).toBe(r.p);
+    }
+    // Two runs at once hold different permits.
+    for (const r of runs) for (const o of runs) if (o !== r && o.s <= r.s && o.e > r.s) expect(o.p).not.toBe(r.p);
     // At no start were two other runs still running.
     for (const r of runs) {
       const overlapping = runs.filter((o) => o !== r && o.s <= r.s && o.e > r.s);

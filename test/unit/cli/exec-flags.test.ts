@@ -112,4 +112,30 @@ describe('commandEnv', () => {
       FENCEPOST_TOKEN_B_2: '7',
     });
   });
+
+  it("passes a Semaphore's permit number: FENCEPOST_PERMIT_<LOCK>, and FENCEPOST_PERMIT with one lock", () => {
+    const outer = { ...base, FENCEPOST_PERMIT: '4' };
+    expect(commandEnv(outer, [{ lock: 'workers', token: 12n, permit: 1 }])).toEqual({
+      PATH: '/bin',
+      FENCEPOST_LOCK: 'workers',
+      FENCEPOST_TOKEN: '12',
+      FENCEPOST_PERMIT: '1',
+      FENCEPOST_LOCKS: 'workers',
+      FENCEPOST_TOKEN_WORKERS: '12',
+      FENCEPOST_PERMIT_WORKERS: '1',
+    });
+    // With several (or an Election/Mutex lock) no FENCEPOST_PERMIT, not even an outer exec's.
+    expect(
+      commandEnv(outer, [
+        { lock: 'db', token: 3n },
+        { lock: 'workers', token: 12n, permit: 0 },
+      ]),
+    ).toEqual({
+      PATH: '/bin',
+      FENCEPOST_LOCKS: 'db workers',
+      FENCEPOST_TOKEN_DB: '3',
+      FENCEPOST_TOKEN_WORKERS: '12',
+      FENCEPOST_PERMIT_WORKERS: '0',
+    });
+  });
 });

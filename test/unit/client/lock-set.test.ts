@@ -45,6 +45,7 @@ class World {
     const held: HeldLock = {
       lock,
       token,
+      permit: undefined,
       timings: TIMINGS,
       signal: ac.signal,
       isHeld: () => !ac.signal.aborted,

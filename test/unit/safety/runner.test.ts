@@ -57,7 +57,7 @@ describe('summarize', () => {
       staleRejected: 3,
       attemptsAfterValidUntil: 3,
     });
-    expect(s.violations).toEqual({ S1: 0, S2: 0, S3: 1, S4: 0, S5: 0, H: 0 });
+    expect(s.violations).toEqual({ S1: 0, S2: 0, S3: 1, S4: 0, S5: 0, S6: 0, H: 0 });
     expect(s.dualBelief).toEqual({ n: 3, p50: 300, p99: 300, max: 300 });
   });
 
