@@ -36,8 +36,21 @@ export interface AgentApi {
   readonly address: string;
   /** announce sends an event of the agent's own (not a session's) on the lock's event streams. */
   announce(e: StoppingEvent): void;
+  /**
+   * busy: a request other than an event stream is being answered (a release, an acquire …). The
+   * plain-sidecar shutdown waits for it: a release the application asked for ends the term at its
+   * start, and its Lease write and answer come after.
+   */
+  busy(): boolean;
+  /**
+   * stop closes the event streams and stops accepting connections; requests being answered get up
+   * to STOP_GRACE_MS to finish before their connections are closed.
+   */
   stop(): Promise<void>;
 }
+
+/** STOP_GRACE_MS bounds how long stop() waits for requests being answered. */
+export const STOP_GRACE_MS = 5000;
 
 /** AgentApiRoutes are what the API needs besides the sessions. */
 export interface AgentApiRoutes {
@@ -141,7 +154,17 @@ export async function serveAgentApi(
   // Every container of the pod can reach this server: no request may take the agent down. A
   // target that is not a path, or a name with malformed percent-encoding, is a 400; anything the
   // handler throws is a 500, logged, and the server goes on.
+  // Requests being answered, event streams aside (they end only with the agent): see busy().
+  let answering = 0;
+  const answered: (() => void)[] = [];
   const server: Server = createServer((req, res) => {
+    if (!/\/events$/.test(req.url?.split('?')[0] ?? '')) {
+      answering++;
+      res.once('close', () => {
+        answering--;
+        if (answering === 0) for (const f of answered.splice(0)) f();
+      });
+    }
     try {
       handle(req, res);
     } catch (err) {
@@ -411,11 +434,20 @@ export async function serveAgentApi(
       const journal = journals.get(e.lock);
       if (journal !== undefined) publish(e.lock, journal, e);
     },
+    busy: () => answering > 0,
     stop: () =>
       new Promise((r) => {
         for (const close of [...streams]) close();
         server.close(() => r());
-        server.closeAllConnections();
+        server.closeIdleConnections();
+        // Killing a connection under a request being answered would lose its answer (a release
+        // the application asked for would look failed): let those finish, within a bound.
+        const force = setTimeout(() => server.closeAllConnections(), answering > 0 ? STOP_GRACE_MS : 0);
+        answered.push(() => {
+          clearTimeout(force);
+          server.closeAllConnections();
+        });
+        if (answering === 0) for (const f of answered.splice(0)) f();
       }),
   };
 }

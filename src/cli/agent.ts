@@ -64,7 +64,10 @@ async function awaitAppRelease(
     });
   }
   const deadline = realClock.monotonicMs() + timeoutMs;
-  while (heldLocks().length > 0 && realClock.monotonicMs() < deadline)
+  // Held, or a release in flight: the session stops trusting the term when a release begins, and
+  // the Lease write and the application's answer follow; stopping the sessions then would cut the
+  // write short (the successor would wait out the lease) and lose the answer.
+  while ((heldLocks().length > 0 || api.busy()) && realClock.monotonicMs() < deadline)
     await sleep(realClock, Math.min(100, deadline - realClock.monotonicMs()));
   const left = heldLocks();
   if (left.length > 0)
