@@ -86,8 +86,22 @@ function pausedSpans(clients: readonly ClientEvent[], leaseMs: number): Map<stri
   return spans;
 }
 
+/** peakBelievers: the most holders (not excused by a pause) that believed at one instant. */
+export function peakBelievers(clients: readonly ClientEvent[], leaseMs: number): number {
+  return beliefProfile(clients, 0, leaseMs).peak;
+}
+
 /** excesses: the windows in which more than `permits` holders (not excused by a pause) believed. */
 export function excesses(clients: readonly ClientEvent[], permits: number, leaseMs: number): Excess[] {
+  return beliefProfile(clients, permits, leaseMs).excesses;
+}
+
+/** beliefProfile sweeps the belief intervals: the peak count, and the windows above `permits`. */
+function beliefProfile(
+  clients: readonly ClientEvent[],
+  permits: number,
+  leaseMs: number,
+): { peak: number; excesses: Excess[] } {
   const all = beliefs(clients);
   const endAt = clients.reduce((m, e) => Math.max(m, e.at), 0);
   const paused = pausedSpans(clients, leaseMs);
@@ -106,6 +120,7 @@ export function excesses(clients: readonly ClientEvent[], permits: number, lease
     }
   const points = [...cuts].sort((a, b) => a - b);
   const out: Excess[] = [];
+  let peak = 0;
   let current: { from: number; to: number; holders: Set<string> } | undefined;
   for (let i = 0; i + 1 < points.length; i++) {
     const from = points[i] ?? 0;
@@ -114,6 +129,7 @@ export function excesses(clients: readonly ClientEvent[], permits: number, lease
     const holders = new Set(
       all.filter((b) => b.from <= mid && mid < (b.to ?? endAt) && !excused(b.holder, mid)).map((b) => b.holder),
     );
+    peak = Math.max(peak, holders.size);
     if (holders.size > permits) {
       if (current !== undefined && current.to === from) {
         current.to = to;
@@ -125,7 +141,7 @@ export function excesses(clients: readonly ClientEvent[], permits: number, lease
     }
   }
   if (current !== undefined) out.push({ fromMs: current.from, toMs: current.to, holders: [...current.holders] });
-  return out;
+  return { peak, excesses: out };
 }
 
 /** lockWideTokens: S1 across permits in etcd's order, and the anchor's own rules. */

@@ -36,7 +36,7 @@ import {
   semaphoreWorkload,
   type SemaphoreShape,
 } from './faults/semaphore.ts';
-import { checkSemaphore } from './semaphore-check.ts';
+import { checkSemaphore, peakBelievers } from './semaphore-check.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
 export const FAULT_TYPES = [
@@ -861,7 +861,11 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
       : spec.fault === 'co-tenant'
         ? checkCoTenant(ctx, history)
         : shape !== undefined
-          ? { report: checkSemaphore(history, shape.permits), counters: {} }
+          ? {
+              report: checkSemaphore(history, shape.permits),
+              // How many trials had every permit held at once (the bound was exercised, not just kept).
+              counters: { allPermitsHeldAtOnce: peakBelievers(ctx.events, ctx.leaseMs) >= shape.permits ? 1 : 0 },
+            }
           : undefined;
   const report = checked?.report ?? checkHistory(history);
   const tallied = outcome?.tally?.(history.leases);

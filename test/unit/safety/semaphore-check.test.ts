@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkSemaphore, OVERLAP_SLACK_MS } from '../../../test/safety/semaphore-check.ts';
+import { checkSemaphore, OVERLAP_SLACK_MS, peakBelievers } from '../../../test/safety/semaphore-check.ts';
 import {
   storeValue,
   type ClientEvent,
@@ -79,6 +79,7 @@ describe('checkSemaphore', () => {
     const r = checkSemaphore(twoPermits(), 2);
     expect(r.violations).toEqual([]);
     expect(r.counts).toMatchObject({ terms: 3, grants: 3, accepted: 4, storeApplies: 4 });
+    expect(peakBelievers(twoPermits().clients, 2000)).toBe(2);
   });
 
   it('reports S6 when a third holder believes alongside two, on a third permit Lease (an over-granting controller)', () => {
