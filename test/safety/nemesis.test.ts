@@ -4,7 +4,7 @@
  * candidate processes contending for 3 locks, on the shared control plane (no fault stops the
  * shared API server), then a healing final phase. Every lock's history must hold S1–S5 and H.
  *
- * NEMESIS_SECONDS (default 90) and SAFETY_SEED (random and printed when unset) replay or stretch
+ * NEMESIS_SECONDS (default 60) and SAFETY_SEED (random and printed when unset) replay or stretch
  * it; the soak form is `node hack/soak.ts --nemesis-minutes M --seed S --lease 1`. The recovery
  * bound below only catches hangs: liveness is reported, not asserted.
  */
@@ -15,7 +15,7 @@ import { runNemesis } from './nemesis.ts';
 import { formatNemesis } from './nemesis-report.ts';
 import { startSafetyBed, type SafetyBed } from './testbed.ts';
 
-const SECONDS = Number(process.env['NEMESIS_SECONDS'] ?? '90');
+const SECONDS = Number(process.env['NEMESIS_SECONDS'] ?? '60');
 /** RECOVERY_BOUND_MS: a hang catcher, far above L + R + P + reconcile on a loaded machine. */
 const RECOVERY_BOUND_MS = 90_000;
 
