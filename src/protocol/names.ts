@@ -86,6 +86,16 @@ export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
  */
 export const COMPLETED_RUNS_ANNOTATION = 'fencepost.io/completed-runs';
 
+/**
+ * PRIORITY_ANNOTATION, on a candidate pod: its priority for Election grants, a decimal int32
+ * (`-2147483648` to `2147483647`, no sign `+`, no leading zeros), default 0. Higher goes first;
+ * ties keep the existing order (oldest pod first, then name). A value that is not such an integer
+ * counts as 0 (and the controller records a Warning Event naming the pod and the value). It
+ * orders candidates only: it never ends a holder's term by itself (preemption, if the lock opts
+ * in, is a planned handover).
+ */
+export const PRIORITY_ANNOTATION = 'fencepost.io/priority';
+
 /** ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, revoked after expiry or termination, or lost. */
 export type ReleaseKind = 'Released' | 'Expired' | 'Terminated' | 'Lost';
 

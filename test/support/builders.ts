@@ -114,6 +114,7 @@ export function aPod(name: string, ...opts: PodOption[]): PodSummary {
     ready: true,
     terminating: false,
     terminated: false,
+    priority: 0,
   };
   for (const o of opts) o(d);
   return deepFreeze(d);
@@ -165,6 +166,17 @@ export const withAnnotations =
   (annotations: Readonly<Record<string, string | undefined>>): PodOption =>
   (d) => {
     d.annotations = merged(d.annotations, annotations);
+  };
+/** withPriority sets the pod's fencepost.io/priority annotation and the priority summarizePod reads from it. */
+export const withPriority =
+  (value: string): PodOption =>
+  (d) => {
+    const s = summarizePod({
+      metadata: { name: d.ref.name, uid: d.ref.uid, annotations: { 'fencepost.io/priority': value } },
+    });
+    d.annotations = merged(d.annotations, { 'fencepost.io/priority': value });
+    d.priority = s.priority;
+    if (s.invalidPriority !== undefined) d.invalidPriority = s.invalidPriority;
   };
 /** withUid sets the pod's uid (a new incarnation of the same name). */
 export const withUid =

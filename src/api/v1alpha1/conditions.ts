@@ -81,6 +81,8 @@ export const EventReason = {
   FencingAvailable: 'FencingAvailable',
   /** FencingRefloored (Warning, on the lock): the Redis counter had a TTL, was missing, or was behind; it was repaired and the token raised above the Lease's. */
   FencingRefloored: 'FencingRefloored',
+  /** InvalidPriority (Warning, on the lock): a candidate pod's fencepost.io/priority is not an int32; it counts as 0. Once per pod and value. */
+  InvalidPriority: 'InvalidPriority',
   /** LockLost (Warning, on the agent's own pod): the agent stepped down from its term (see docs/agent.md). */
   LockLost: 'LockLost',
 } as const;

@@ -31,7 +31,7 @@ import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { MAX_TOKEN, tokenOrUndefined } from '../../protocol/token.ts';
-import { byAge, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
+import { byPriority, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
 export interface LeaseView {
@@ -113,7 +113,8 @@ export interface Decision {
   readonly expiresInMs: number | undefined;
   readonly waiting: Waiting | undefined;
   /**
-   * candidates: the pods that may be granted next — Election: every eligible pod, oldest first;
+   * candidates: the pods that may be granted next — Election: every eligible pod, highest
+   *   priority (fencepost.io/priority) first, then oldest first;
    * Mutex: the eligible pods that asked for the lock, first come first served (mutexOrder).
    */
   readonly candidates: readonly PodSummary[];
@@ -139,7 +140,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
   const candidates =
     obs.lock.spec.mode === 'Mutex'
       ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(mutexOrder(obs.requests ?? [], keys))
-      : eligible.sort(byAge);
+      : eligible.sort(byPriority);
   const holderNow = obs.lease?.record.holder;
   const queue = obs.lock.spec.mode === 'Mutex' ? candidates.filter((c) => !sameHolder(c.ref, holderNow)).length : 0;
   const base = { candidates, queue };

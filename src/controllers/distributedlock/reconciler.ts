@@ -41,6 +41,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { HolderRef } from '../../protocol/holder.ts';
 import {
   LOCK_LABEL,
+  PRIORITY_ANNOTATION,
   TOKEN_ANNOTATION,
   leaseName,
   permitLeaseName,
@@ -75,7 +76,7 @@ import {
   type LeaseView,
   type Observation,
 } from './decide.ts';
-import { summarizePod, matchesSelector } from './pods.ts';
+import { MAX_PRIORITY, MIN_PRIORITY, summarizePod, matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
 import { computeSemaphoreStatus, computeStatus, refusedCompletions } from './status.ts';
 
@@ -127,6 +128,8 @@ export class DistributedLockReconciler implements Reconciler {
    * leader recorded) when this process has none; dropped with #seen.
    */
   readonly #queues = new Map<ObjectKey, readonly QueuedRequest[]>();
+  /** #badPriorities: per Election lock key, the invalid priorities already reported (`pod/uid=value`), for once-only Events. */
+  readonly #badPriorities = new Map<ObjectKey, Set<string>>();
   /** #refused: per lock key, the refused completions already reported (`runId|token|verdict`), for once-only Events. */
   readonly #refused = new Map<ObjectKey, Set<string>>();
   /**
@@ -198,6 +201,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#tampered.delete(key);
       this.#queues.delete(key);
       this.#refused.delete(key);
+      this.#badPriorities.delete(key);
       this.#expected.delete(key);
       this.#delivered.delete(key);
       return {};
@@ -277,6 +281,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#reportTampering(key, lock, obs, dec, log);
     const now = this.#d.clock.now();
     this.#reportRefusedCompletions(key, lock, obs, now, log);
+    this.#reportBadPriorities(key, lock, dec, log);
     const status = computeStatus(obs, dec, lock.status, now);
     this.#queues.set(key, status.queue ?? []); // before the write: a failed write must not lose the order
     await this.#writeStatus(lock, status, signal);
@@ -847,6 +852,32 @@ export class DistributedLockReconciler implements Reconciler {
     else this.#refused.delete(key);
   }
 
+  /**
+   * #reportBadPriorities records a Warning Event once for each Election candidate whose
+   * fencepost.io/priority is not an int32 (it counts as 0): per pod incarnation and value, so a
+   * fixed and broken-again annotation is reported again, and a reconcile loop is not.
+   */
+  #reportBadPriorities(key: ObjectKey, lock: DistributedLock, dec: Decision, log: Logger): void {
+    if ((lock.spec.mode ?? 'Election') !== 'Election') return;
+    const seen = this.#badPriorities.get(key) ?? new Set<string>();
+    const current = new Set<string>();
+    for (const p of dec.candidates) {
+      if (p.invalidPriority === undefined) continue;
+      const id = `${p.ref.name}/${p.ref.uid}=${p.invalidPriority}`;
+      current.add(id);
+      if (seen.has(id)) continue;
+      log.info({ pod: p.ref.name, value: p.invalidPriority }, 'Ignored an invalid Pod priority');
+      this.#event(
+        lock,
+        'Warning',
+        EventReason.InvalidPriority,
+        `Pod ${p.ref.name} has annotation ${PRIORITY_ANNOTATION}=${JSON.stringify(p.invalidPriority)}, which is not an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}; it counts as 0`,
+      );
+    }
+    if (current.size > 0) this.#badPriorities.set(key, current);
+    else this.#badPriorities.delete(key);
+  }
+
   async #writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
     if (stableJson(prev) === stableJson(next)) return;
@@ -896,6 +927,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#tampered.delete(key);
     this.#queues.delete(key);
     this.#refused.delete(key);
+    this.#badPriorities.delete(key);
     return {};
   }
 
