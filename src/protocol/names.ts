@@ -96,8 +96,12 @@ export const COMPLETED_RUNS_ANNOTATION = 'fencepost.io/completed-runs';
  */
 export const PRIORITY_ANNOTATION = 'fencepost.io/priority';
 
-/** ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, revoked after expiry or termination, or lost. */
-export type ReleaseKind = 'Released' | 'Expired' | 'Terminated' | 'Lost';
+/**
+ * ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, on its own at the end of a
+ * planned handover (`HandedOver`: the Lease's handover mark names the successor; see
+ * protocol/handover.ts), revoked after expiry or termination, or lost.
+ */
+export type ReleaseKind = 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Lost';
 
 /** LOCK_KEY_SUFFIX ends every per-lock pod key prefix. */
 const LOCK_KEY_SUFFIX = '.lock.fencepost.io';

@@ -236,6 +236,7 @@ function leaseDraft(opts: readonly LeaseOption[]): LeaseDraft {
       transitions: 0,
       released: undefined,
       lastHolder: undefined,
+      handover: undefined,
       completedRuns: [],
       resourceVersion: DEFAULT_RESOURCE_VERSION,
     },
@@ -278,6 +279,13 @@ export const heldBy =
     r.released = undefined;
     r.lastHolder = undefined;
   };
+/** handoverTo puts the controller's handover mark on the Lease: to `pod`, for token `forToken`, drain `drainMs`. */
+export const handoverTo =
+  (pod: PodSummary | HolderRef, forToken: bigint, drainMs = 30_000): LeaseOption =>
+  (d) => {
+    const ref = refOf(pod);
+    d.record.handover = { to: { name: ref.name, uid: ref.uid }, token: forToken, drainMs };
+  };
 /** token sets the Lease's token annotation (the high-water mark). */
 export const token =
   (n: bigint): LeaseOption =>
@@ -286,9 +294,10 @@ export const token =
   };
 /** released clears the holder as a release or revocation does, remembering it as lastHolder. */
 export const released =
-  (how: 'Released' | 'Expired' | 'Terminated' | 'Lost'): LeaseOption =>
+  (how: 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Lost'): LeaseOption =>
   (d) => {
     const r = d.record;
+    if (how !== 'HandedOver') r.handover = undefined;
     if (r.holder !== undefined) r.lastHolder = r.holder;
     r.holder = undefined;
     r.acquireTime = undefined;

@@ -31,6 +31,7 @@ import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { MAX_TOKEN, tokenOrUndefined } from '../../protocol/token.ts';
+import { handoverStep, handoverTarget, type HandoverAction } from './decide-handover.ts';
 import { byPriority, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
@@ -70,10 +71,12 @@ export interface Observation {
    * It, not the time a pod wrote in its request annotation, orders the grants. Absent: none.
    */
   readonly requests?: readonly QueuedRequest[];
+  /** handoverMarkSeenAtMs: our monotonic time when we first saw the Lease's current handover mark (undefined: none). */
+  readonly handoverMarkSeenAtMs?: number;
 }
 
 /** GrantCause says why the lock is being (re)granted. */
-export type GrantCause = 'Vacant' | 'Released' | 'Expired' | 'HolderTerminated';
+export type GrantCause = 'Vacant' | 'Released' | 'HandedOver' | 'Expired' | 'HolderTerminated';
 
 /** Action is one idempotent step toward the spec. */
 export type Action =
@@ -90,7 +93,9 @@ export type Action =
   /** Revoke: CAS the holder away (expired or terminated) when nobody can take over yet. */
   | { readonly type: 'Revoke'; readonly holder: HolderRef; readonly cause: 'Expired' | 'HolderTerminated' }
   | { readonly type: 'MarkHolderPod'; readonly pod: HolderRef; readonly token: bigint }
-  | { readonly type: 'UnmarkPod'; readonly pod: HolderRef };
+  | { readonly type: 'UnmarkPod'; readonly pod: HolderRef }
+  /** MarkHandover (a Lease write) and AnswerHandover (a lock metadata write): see decide-handover.ts. */
+  | HandoverAction;
 
 /** Waiting says why there is no holder and no grant this time. */
 export type Waiting =
@@ -211,10 +216,14 @@ export function decide(obs: Observation, nowMs: number): Decision {
     const expired = elapsed > leaseMs;
     if (!expired && !terminated) {
       const expiresInMs = leaseMs - elapsed;
+      const handover = handoverStep(
+        { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: obs.handoverMarkSeenAtMs, leaseMs },
+        nowMs,
+      );
       return {
         ...base,
-        actions: marks(record.holder, record.token),
-        requeueAfterMs: expiresInMs + EXPIRY_MARGIN_MS,
+        actions: [...marks(record.holder, record.token), ...handover.actions],
+        requeueAfterMs: Math.min(expiresInMs + EXPIRY_MARGIN_MS, handover.requeueAfterMs ?? Number.POSITIVE_INFINITY),
         holder: record.holder,
         expiresInMs,
         waiting: undefined,
@@ -280,11 +289,18 @@ export function decide(obs: Observation, nowMs: number): Decision {
       waiting: 'LockDelay',
     };
   }
-  const next = record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0];
+  // A planned handover's release (HandedOver) goes to the successor its mark names, if that pod is
+  // still a candidate; else the usual order. Requests about a vacant lock are answered here too.
+  const answers = handoverStep(
+    { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: undefined, leaseMs: 0 },
+    nowMs,
+  ).actions.filter((a) => a.type === 'AnswerHandover');
+  const target = handoverTarget(record, candidates);
+  const next = target ?? (record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0]);
   if (next === undefined) {
     return {
       ...base,
-      actions: marks(undefined, undefined),
+      actions: [...marks(undefined, undefined), ...answers],
       requeueAfterMs: RESYNC_MS,
       holder: undefined,
       expiresInMs: undefined,
@@ -315,16 +331,22 @@ export function decide(obs: Observation, nowMs: number): Decision {
   }
   if (regressed) return refuse([]);
   const cause: GrantCause =
-    record.released === 'Released'
-      ? 'Released'
-      : record.released === 'Expired' || record.released === 'Lost'
-        ? 'Expired'
-        : record.released === 'Terminated'
-          ? 'HolderTerminated'
-          : 'Vacant';
+    target !== undefined
+      ? 'HandedOver'
+      : record.released === 'Released' || record.released === 'HandedOver'
+        ? 'Released'
+        : record.released === 'Expired' || record.released === 'Lost'
+          ? 'Expired'
+          : record.released === 'Terminated'
+            ? 'HolderTerminated'
+            : 'Vacant';
   return {
     ...base,
-    actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: undefined, cause, floor }],
+    actions: [
+      ...marks(undefined, undefined),
+      { type: 'Grant', to: next.ref, previous: target !== undefined ? record.lastHolder : undefined, cause, floor },
+      ...answers,
+    ],
     requeueAfterMs: 0,
     holder: undefined,
     expiresInMs: undefined,

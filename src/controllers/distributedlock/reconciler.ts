@@ -29,6 +29,7 @@ import type { EventTarget } from '../../kube/events.ts';
 import type { PodMetadataPatch } from '../../kube/pods.ts';
 import {
   grantedLease,
+  handoverMarkedLease,
   leaseDurationSecondsFor,
   newLease,
   parseLease,
@@ -38,7 +39,12 @@ import {
   type LockRecord,
 } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
-import type { HolderRef } from '../../protocol/holder.ts';
+import {
+  HANDOVER_REQUEST_ANNOTATION,
+  HANDOVER_RESULT_ANNOTATION,
+  formatHandoverResult,
+} from '../../protocol/handover.ts';
+import { holderIdentity, type HolderRef } from '../../protocol/holder.ts';
 import {
   LOCK_LABEL,
   PRIORITY_ANNOTATION,
@@ -57,7 +63,7 @@ import {
   type Result,
   splitKey,
 } from '../../runtime/controller.ts';
-import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
+import { TerminalError, errorKind, isAlreadyExists, isConflict, isInvalid, isNotFound } from '../../runtime/errors.ts';
 import { withFinalizer, type CleanupResult } from '../../runtime/finalizer.ts';
 import {
   decideSemaphore,
@@ -67,6 +73,7 @@ import {
   type SemaphoreDecision,
   type SemaphoreObservation,
 } from './decide-semaphore.ts';
+import type { HandoverAnswer } from './decide-handover.ts';
 import {
   decide,
   unactionable,
@@ -117,6 +124,8 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #d: ReconcilerDeps;
   /** #seen: per lock key, the Lease renew fingerprint we last saw and our monotonic time then. */
   readonly #seen = new Map<ObjectKey, Seen>();
+  /** #marks: per lock key, the Lease's handover mark we last saw and our monotonic time when we first saw it. */
+  readonly #marks = new Map<ObjectKey, Seen>();
   /** #degraded: locks whose fencing we last reported unavailable, for transition-only Events. */
   readonly #degraded = new Set<ObjectKey>();
   /** #tampered: locks whose Lease token we last found below status.fencingToken, for transition-only Events. */
@@ -150,6 +159,7 @@ export class DistributedLockReconciler implements Reconciler {
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
   forgetObserved(): void {
     this.#seen.clear();
+    this.#marks.clear();
     this.#expected.clear();
     this.#queues.clear(); // another leader may have recorded requests since: start from status again
   }
@@ -242,7 +252,7 @@ export class DistributedLockReconciler implements Reconciler {
       obs = this.#observe(key, current, lease);
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find(
-        (a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke',
+        (a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke' || a.type === 'MarkHandover',
       );
       if (leaseAction !== undefined) {
         try {
@@ -275,6 +285,7 @@ export class DistributedLockReconciler implements Reconciler {
       if (a.type === 'MarkHolderPod')
         await this.#markPod(lock, obs.lease?.record, leaseName(lock.metadata.name ?? ''), a.pod, a.token, io);
       if (a.type === 'UnmarkPod') await this.#unmarkPod(lock, a.pod, io);
+      if (a.type === 'AnswerHandover') await this.#answerHandover(lock, a.answer, io);
     }
     // ### 4: Status, written only when it changed; fencing and tampering transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
@@ -551,8 +562,28 @@ export class DistributedLockReconciler implements Reconciler {
         ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
       },
       requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
+      ...this.#handoverSeen(key, leaseView?.record),
     };
     return obs;
+  }
+
+  /**
+   * #handoverSeen: our monotonic time when we first saw the Lease's current handover mark (the
+   * handover's timeout counts from it, on our own clock, as expiry does). A restarted controller
+   * starts counting again at its first sight: a handover lapses later, never earlier.
+   */
+  #handoverSeen(key: ObjectKey, record: LockRecord | undefined): { handoverMarkSeenAtMs?: number } {
+    const mark = record?.handover;
+    if (mark === undefined || record?.holder === undefined) {
+      this.#marks.delete(key);
+      return {};
+    }
+    const fingerprint = `${holderIdentity(mark.to)}|${mark.token}|${mark.drainMs}`;
+    const seen = this.#marks.get(key);
+    if (seen !== undefined && seen.fingerprint === fingerprint) return { handoverMarkSeenAtMs: seen.atMs };
+    const atMs = this.#d.clock.monotonicMs();
+    this.#marks.set(key, { fingerprint, atMs });
+    return { handoverMarkSeenAtMs: atMs };
   }
 
   /** #podsOf: the pods of the namespace that the lock selects or that carry its marks. */
@@ -704,6 +735,25 @@ export class DistributedLockReconciler implements Reconciler {
         );
         return granted;
       }
+      case 'MarkHandover': {
+        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the handover mark`);
+        const marked = await this.#d.leaseStore.replace(namespace, name, handoverMarkedLease(read, action.mark), {
+          signal,
+        }); // CAS: a holder's renewal in between is a 409, and we decide again
+        const holder = obs.lease?.record.holder?.name ?? '?';
+        if (action.mark !== undefined) {
+          log.info({ holder, to: action.mark.to.name, drainMs: action.mark.drainMs }, 'Marked Lease for handover');
+          this.#event(
+            lock,
+            'Normal',
+            EventReason.HandoverStarted,
+            `Handing over from pod ${holder} (token ${action.mark.token}) to pod ${action.mark.to.name}: the holder's agent drains for up to ${action.mark.drainMs / 1000}s, then releases`,
+          );
+        } else {
+          log.info({ holder }, 'Removed the handover mark from the Lease');
+        }
+        return marked;
+      }
       case 'Revoke': {
         if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the revoke`);
         const current = read;
@@ -853,6 +903,59 @@ export class DistributedLockReconciler implements Reconciler {
   }
 
   /**
+   * #answerHandover removes the handover request from the lock — only while it is still the
+   * request decided about (a JSON Patch `test`: a newer request is never cleared) — and records
+   * the answer beside it and in an Event. A failed test (422) or a vanished lock is skipped: the
+   * lock's own update event brings the next reconcile.
+   */
+  async #answerHandover(lock: DistributedLock, a: HandoverAnswer, { log, signal }: CallContext): Promise<void> {
+    const writer = this.#d.lockMetadata;
+    if (writer === undefined) return;
+    const at = this.#d.clock.now().toISOString();
+    const result = formatHandoverResult({
+      to: a.to,
+      token: a.token,
+      outcome: a.outcome,
+      message: a.message,
+      at,
+      ...(a.newToken !== undefined ? { newToken: a.newToken.toString() } : {}),
+    });
+    const path = (k: string): string => `/metadata/annotations/${k.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+    try {
+      await writer.jsonPatch(
+        lock,
+        [
+          { op: 'test', path: path(HANDOVER_REQUEST_ANNOTATION), value: a.raw },
+          { op: 'remove', path: path(HANDOVER_REQUEST_ANNOTATION) },
+          { op: 'add', path: path(HANDOVER_RESULT_ANNOTATION), value: result },
+        ],
+        signal,
+      );
+    } catch (err) {
+      if (isNotFound(err) || isInvalid(err) || isConflict(err)) {
+        log.debug({ err }, 'Handover request changed before it was answered; skipped');
+        return;
+      }
+      throw new Error('Failed to answer the handover request on the DistributedLock', { cause: err });
+    }
+    log.info({ to: a.to, token: a.token, outcome: a.outcome }, 'Answered handover request');
+    const reason =
+      a.outcome === 'Completed'
+        ? EventReason.HandoverCompleted
+        : a.outcome === 'TimedOut'
+          ? EventReason.HandoverTimedOut
+          : EventReason.HandoverRefused;
+    this.#event(
+      lock,
+      a.outcome === 'Completed' ? 'Normal' : 'Warning',
+      reason,
+      a.outcome === 'Completed'
+        ? `Handed over to ${a.message}`
+        : `Handover${a.to !== '' ? ` to pod ${a.to}` : ''} ${a.outcome === 'TimedOut' ? 'timed out' : 'refused'}: ${a.message}`,
+    );
+  }
+
+  /**
    * #reportBadPriorities records a Warning Event once for each Election candidate whose
    * fencepost.io/priority is not an int32 (it counts as 0): per pod incarnation and value, so a
    * fixed and broken-again annotation is reported again, and a reconcile loop is not.
@@ -974,6 +1077,7 @@ export class DistributedLockReconciler implements Reconciler {
   /** #forgetSeen drops what we observed of the lock's Leases: its own, and each permit Lease's. */
   #forgetSeen(key: ObjectKey): void {
     this.#seen.delete(key);
+    this.#marks.delete(key);
     for (const k of this.#seen.keys()) if (k.startsWith(`${key}/`)) this.#seen.delete(k);
   }
 
@@ -1023,6 +1127,8 @@ function describeCause(cause: string, previous: HolderRef | undefined): string {
   switch (cause) {
     case 'Released':
       return 'the previous holder released it';
+    case 'HandedOver':
+      return `pod ${previous?.name ?? '?'} handed it over (planned handover)`;
     case 'Expired':
       return previous !== undefined ? `pod ${previous.name} stopped renewing` : 'the previous holder expired';
     case 'HolderTerminated':
