@@ -363,6 +363,7 @@ interface ObservationDraft {
   pods: PodSummary[];
   podsSynced: boolean;
   fencing: FencingState;
+  handoverMarkSeenAtMs?: number;
 }
 
 /** ObservationOption changes the observation draft built by {@link anObservation}. */
@@ -390,8 +391,16 @@ export function anObservation(...opts: ObservationOption[]): Observation {
     pods: d.pods,
     podsSynced: d.podsSynced,
     fencing: d.fencing,
+    ...(d.handoverMarkSeenAtMs !== undefined ? { handoverMarkSeenAtMs: d.handoverMarkSeenAtMs } : {}),
   });
 }
+
+/** withHandoverMarkSeen: the controller first saw the Lease's handover mark at monotonic `ms`. */
+export const withHandoverMarkSeen =
+  (ms: number): ObservationOption =>
+  (d) => {
+    d.handoverMarkSeenAtMs = ms;
+  };
 
 /** withLock sets the lock (and, unless withTimings is used, the timings resolved from it). */
 export const withLock =

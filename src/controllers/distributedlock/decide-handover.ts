@@ -80,7 +80,7 @@ export function drainSecondsOf(lock: DistributedLock, req: HandoverRequest): num
  * - the target holds with a larger token: completed;
  * - otherwise the Lease is marked (once), and the request waits for the holder's release; past
  *   the drain period plus one lease duration of grace from the controller's first sight of the
- *   mark, it lapses (TimedOut) and the mark is removed.
+ *   mark, it lapses: answered TimedOut, and then (no request) the mark is removed.
  */
 export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
   const { lock, record } = i;
@@ -127,9 +127,10 @@ export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
     if (holderMs === undefined) return NOTHING;
     const leftMs = mark.drainMs + i.leaseMs - (nowMs - holderMs);
     if (leftMs > 0) return { actions: [], requeueAfterMs: leftMs };
+    // Answer first; the mark goes on the next pass, once the request is gone ("no request" above).
+    // Removing the mark while the request stands would only mark the Lease again.
     return {
       actions: [
-        { type: 'MarkHandover', mark: undefined },
         {
           type: 'AnswerHandover',
           answer: {

@@ -34,8 +34,8 @@ describe('candidate priority in Election mode', () => {
   };
 
   it('grants the highest priority first, then by age; an invalid value counts as 0 with a Warning Event naming pod, annotation and value', async () => {
-    await podWith('p-old', 'p'); // oldest, priority 0
-    await podWith('p-bad', 'p', 'urgent'); // invalid: 0, and an Event
+    await podWith('p-a-old', 'p'); // oldest, priority 0
+    await podWith('p-z-bad', 'p', 'urgent'); // invalid: 0, and an Event
     await podWith('p-new', 'p', '10'); // youngest, highest priority
     await createLock(t, lockBody('p', 'p', { leaseDurationSeconds: 30 }));
     await eventually(async () => expect(await holderName('p')).toBe('p-new'));
@@ -43,12 +43,13 @@ describe('candidate priority in Election mode', () => {
       const events = await t.core.listNamespacedEvent({ namespace: t.namespace });
       const e = events.items.find((x) => x.reason === 'InvalidPriority' && x.involvedObject.name === 'p');
       expect(e?.type).toBe('Warning');
-      expect(e?.message).toContain('p-bad');
+      expect(e?.message).toContain('p-z-bad');
       expect(e?.message).toContain(PRIORITY_ANNOTATION);
       expect(e?.message).toContain('"urgent"');
     });
-    // The holder releases: ties at 0 go by age, so the oldest is next, not the invalid one.
+    // The holder releases: the two at 0 tie (creationTimestamp has whole seconds, so the existing
+    // order falls to the name here), and the invalid value moved nobody ahead.
     await releaseLease(t, 'p');
-    await eventually(async () => expect(await holderName('p')).toBe('p-old'));
+    await eventually(async () => expect(await holderName('p')).toBe('p-a-old'));
   });
 });
