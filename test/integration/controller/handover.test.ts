@@ -140,7 +140,7 @@ describe('planned handover (fencepost.io/handover on the lock)', () => {
       return BigInt(s.token ?? '0');
     });
     const stream = sse(a0.port, 'h');
-    let next = 0n;
+    let next: bigint;
     try {
       await ask('h', 'h-1', first, 60);
       const draining = await eventually(async () => {
