@@ -406,12 +406,7 @@ export async function serveAgentApi(
               );
           },
           (err: unknown) => {
-            sendProblem(
-              res,
-              problem('kubernetes-unavailable', `Failed to release the lock to its successor: ${messageOf(err)}`, {
-                lock: name,
-              }),
-            );
+            sendProblem(res, problem('internal-error', `Failed to hand the lock over: ${messageOf(err)}`));
           },
         );
         return;

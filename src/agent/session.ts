@@ -260,12 +260,22 @@ export class LockSession {
   /**
    * drained: the app has drained for the planned handover under way: the agent stops believing
    * and releases the lock to the successor now, without waiting for the rest of the drain period.
-   * Returns false (and does nothing) when no handover is under way. Resolves after the release.
+   * Returns false (and does nothing) when no handover is under way. Resolves after the release
+   * (best effort: a release the API server does not take is logged, and the Lease expires).
    */
   async drained(bound?: RequestBound): Promise<boolean> {
     this.#step({ type: 'DeadlineCheck' });
     if (this.#s.draining === undefined || heldTerm(this.#s) === undefined) return false;
-    await this.#stepAndWait({ type: 'DrainDone' }, bound?.signal);
+    try {
+      await this.#stepAndWait({ type: 'DrainDone' }, bound?.signal);
+    } catch (err) {
+      // The term ended here before the write (the app may go on as drained); a Lease not
+      // released expires on the server, and the next grant then follows the usual order.
+      this.#o.log.info(
+        { lock: this.#o.lock, err },
+        'Failed to release the Lease at the end of a handover; it will expire',
+      );
+    }
     return true;
   }
 
