@@ -205,6 +205,7 @@ export function parseLease(lease: V1Lease): LockRecord {
       released === 'HandedOver' ||
       released === 'Expired' ||
       released === 'Terminated' ||
+      released === 'Revoked' ||
       released === 'Lost'
         ? released
         : undefined,

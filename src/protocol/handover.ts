@@ -175,3 +175,53 @@ export function parseHandoverMark(raw: string | undefined): HandoverMark | undef
 export function formatHandoverMark(m: HandoverMark): string {
   return JSON.stringify({ to: holderIdentity(m.to), token: m.token.toString(), drainMs: m.drainMs });
 }
+
+/**
+ * FORCE_RELEASE_REQUEST_ANNOTATION, on a DistributedLock: `{"token":"<current token>","by":"<who>"?,"requestedAt":"…"?}`
+ * (`kubectl fencepost release LOCK --force`). The controller ends that grant (the Lease released
+ * as `Revoked`) and grants the next candidate with a larger token. WARNING: the released holder
+ * may still be running and believe it holds the lock until its agent sees the Lease; only the
+ * fencing guards keep its writes out.
+ */
+export const FORCE_RELEASE_REQUEST_ANNOTATION = 'fencepost.io/force-release';
+
+/** FORCE_RELEASE_RESULT_ANNOTATION, on a DistributedLock: the controller's answer, as {@link HANDOVER_RESULT_ANNOTATION}. */
+export const FORCE_RELEASE_RESULT_ANNOTATION = 'fencepost.io/force-release-result';
+
+/** ForceReleaseRequest is a parsed {@link FORCE_RELEASE_REQUEST_ANNOTATION}. */
+export interface ForceReleaseRequest {
+  readonly token: bigint;
+  readonly by: string | undefined;
+  readonly raw: string;
+}
+
+/** parseForceReleaseRequest reads the request: a ForceReleaseRequest, a sentence why not, or undefined when none. */
+export function parseForceReleaseRequest(raw: string | undefined): ForceReleaseRequest | string | undefined {
+  if (raw === undefined) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    return `${FORCE_RELEASE_REQUEST_ANNOTATION} is not JSON`;
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    return `${FORCE_RELEASE_REQUEST_ANNOTATION} is not a JSON object`;
+  const { token, by } = v as Record<string, unknown>;
+  const t = typeof token === 'string' ? tokenOrUndefined(token) : undefined;
+  if (t === undefined)
+    return `${FORCE_RELEASE_REQUEST_ANNOTATION}: "token" must be the current fencing token (a decimal string)`;
+  return { token: t, by: typeof by === 'string' ? by : undefined, raw };
+}
+
+/** formatForceReleaseRequest is the annotation text of a forced release request (what the plugin writes). */
+export function formatForceReleaseRequest(r: {
+  readonly token: bigint;
+  readonly requestedAt: string;
+  readonly by?: string | undefined;
+}): string {
+  return JSON.stringify({
+    token: r.token.toString(),
+    requestedAt: r.requestedAt,
+    ...(r.by !== undefined ? { by: r.by } : {}),
+  });
+}

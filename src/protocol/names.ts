@@ -99,9 +99,10 @@ export const PRIORITY_ANNOTATION = 'fencepost.io/priority';
 /**
  * ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, on its own at the end of a
  * planned handover (`HandedOver`: the Lease's handover mark names the successor; see
- * protocol/handover.ts), revoked after expiry or termination, or lost.
+ * protocol/handover.ts), revoked after expiry or termination, revoked because a user forced a
+ * release (`Revoked`: the holder may still run; lock-delay applies), or lost.
  */
-export type ReleaseKind = 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Lost';
+export type ReleaseKind = 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Revoked' | 'Lost';
 
 /** LOCK_KEY_SUFFIX ends every per-lock pod key prefix. */
 const LOCK_KEY_SUFFIX = '.lock.fencepost.io';

@@ -294,7 +294,7 @@ export const token =
   };
 /** released clears the holder as a release or revocation does, remembering it as lastHolder. */
 export const released =
-  (how: 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Lost'): LeaseOption =>
+  (how: 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Revoked' | 'Lost'): LeaseOption =>
   (d) => {
     const r = d.record;
     if (how !== 'HandedOver') r.handover = undefined;

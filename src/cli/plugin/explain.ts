@@ -352,7 +352,7 @@ function waitingReasons(
       return [
         {
           code: 'LockDelay',
-          message: `The last holder${last !== undefined ? ` (pod ${last})` : ''} ${record?.released === 'Terminated' ? 'was terminated' : 'stopped renewing'}; spec.lockDelaySeconds (${delayMs / 1000}s) holds the next grant back${leftMs > 0 ? `, about ${humanDuration(leftMs)} more by this machine's clock` : ''}.`,
+          message: `The last holder${last !== undefined ? ` (pod ${last})` : ''} ${record?.released === 'Terminated' ? 'was terminated' : record?.released === 'Revoked' ? 'was force-released (kubectl fencepost release --force)' : 'stopped renewing'}; spec.lockDelaySeconds (${delayMs / 1000}s) holds the next grant back${leftMs > 0 ? `, about ${humanDuration(leftMs)} more by this machine's clock` : ''}.`,
         },
       ];
     }

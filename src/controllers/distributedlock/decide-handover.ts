@@ -16,18 +16,22 @@ import { LockMode, type DistributedLock } from '../../api/v1alpha1/distributedlo
 import type { LockRecord } from '../../lease/record.ts';
 import {
   DEFAULT_DRAIN_SECONDS,
+  FORCE_RELEASE_REQUEST_ANNOTATION,
   HANDOVER_REQUEST_ANNOTATION,
+  parseForceReleaseRequest,
   parseHandoverRequest,
   type HandoverMark,
   type HandoverOutcome,
   type HandoverRequest,
 } from '../../protocol/handover.ts';
-import { sameHolder } from '../../protocol/holder.ts';
+import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys } from '../../protocol/names.ts';
 import { isCandidate, requestedAt, type PodSummary } from './pods.ts';
 
 /** HandoverAnswer is the controller's answer to one request (the request's exact text, so only it is cleared). */
 export interface HandoverAnswer {
+  /** kind: which request this answers (its annotation, its result annotation, its Events). */
+  readonly kind?: 'handover' | 'forceRelease';
   readonly raw: string;
   readonly to: string;
   readonly token: string;
@@ -41,7 +45,9 @@ export type HandoverAction =
   /** MarkHandover: CAS the held Lease's handover mark to `mark` (undefined: remove it). */
   | { readonly type: 'MarkHandover'; readonly mark: HandoverMark | undefined; readonly to?: string }
   /** AnswerHandover: remove the request from the lock (only while it is still `raw`), record the answer, Event. */
-  | { readonly type: 'AnswerHandover'; readonly answer: HandoverAnswer };
+  | { readonly type: 'AnswerHandover'; readonly answer: HandoverAnswer }
+  /** ForceRelease: CAS the held Lease to released `Revoked` (a user forced it; `by` names who asked). */
+  | { readonly type: 'ForceRelease'; readonly holder: HolderRef; readonly by: string | undefined };
 
 /** HandoverStep is what to do about handovers now, and when time alone changes that. */
 export interface HandoverStep {
@@ -161,6 +167,47 @@ export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
     actions: [{ type: 'MarkHandover', mark: { to: target.ref, token: req.token, drainMs }, to: req.to }],
     requeueAfterMs: undefined,
   };
+}
+
+/**
+ * forceReleaseStep decides about a forced release request (`kubectl fencepost release --force`).
+ * Pure. Refused when unreadable, for a Semaphore, when nobody holds the lock, or when the token
+ * moved on (a stale request never ends a later grant); otherwise the held Lease is released as
+ * `Revoked`. Once the Lease shows that release of the request's token, it is answered Completed
+ * — before the next grant, which would move the token on.
+ */
+export function forceReleaseStep(lock: DistributedLock, record: LockRecord): readonly HandoverAction[] {
+  const raw = lock.metadata.annotations?.[FORCE_RELEASE_REQUEST_ANNOTATION];
+  const parsed = parseForceReleaseRequest(raw);
+  if (parsed === undefined || raw === undefined) return [];
+  const answerWith = (outcome: HandoverOutcome, message: string, token = ''): HandoverAction => ({
+    type: 'AnswerHandover',
+    answer: { kind: 'forceRelease', raw, to: '', token, outcome, message },
+  });
+  if (typeof parsed === 'string') return [answerWith('Refused', parsed)];
+  const token = parsed.token.toString();
+  if (lock.spec.mode === LockMode.Semaphore)
+    return [answerWith('Refused', 'Semaphore locks do not support a forced release yet', token)];
+  if (record.token !== parsed.token)
+    return [
+      answerWith(
+        'Refused',
+        `the token moved on: the request was made against token ${token}, and the lock's token is ${String(record.token)}`,
+        token,
+      ),
+    ];
+  if (record.holder === undefined) {
+    if (record.released === 'Revoked')
+      return [
+        answerWith(
+          'Completed',
+          `released pod ${record.lastHolder?.name ?? '?'} (token ${token}); it may still run: only fencing guards stop its writes`,
+          token,
+        ),
+      ];
+    return [answerWith('Refused', 'nobody holds the lock', token)];
+  }
+  return [{ type: 'ForceRelease', holder: record.holder, by: parsed.by }];
 }
 
 /**

@@ -31,7 +31,7 @@ import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { MAX_TOKEN, tokenOrUndefined } from '../../protocol/token.ts';
-import { handoverStep, handoverTarget, type HandoverAction } from './decide-handover.ts';
+import { forceReleaseStep, handoverStep, handoverTarget, type HandoverAction } from './decide-handover.ts';
 import { byPriority, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
@@ -76,7 +76,7 @@ export interface Observation {
 }
 
 /** GrantCause says why the lock is being (re)granted. */
-export type GrantCause = 'Vacant' | 'Released' | 'HandedOver' | 'Expired' | 'HolderTerminated';
+export type GrantCause = 'Vacant' | 'Released' | 'HandedOver' | 'ForceReleased' | 'Expired' | 'HolderTerminated';
 
 /** Action is one idempotent step toward the spec. */
 export type Action =
@@ -216,13 +216,25 @@ export function decide(obs: Observation, nowMs: number): Decision {
     const expired = elapsed > leaseMs;
     if (!expired && !terminated) {
       const expiresInMs = leaseMs - elapsed;
+      // A forced release (a user's request naming this grant's token) ends the term now; it wins
+      // over a planned handover of the same term.
+      const force = forceReleaseStep(obs.lock, record);
+      if (force.some((a) => a.type === 'ForceRelease') && !regressed)
+        return {
+          ...base,
+          actions: [...marks(undefined, undefined), ...force],
+          requeueAfterMs: 0,
+          holder: undefined,
+          expiresInMs: undefined,
+          waiting: undefined,
+        };
       const handover = handoverStep(
         { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: obs.handoverMarkSeenAtMs, leaseMs },
         nowMs,
       );
       return {
         ...base,
-        actions: [...marks(record.holder, record.token), ...handover.actions],
+        actions: [...marks(record.holder, record.token), ...handover.actions, ...force],
         requeueAfterMs: Math.min(expiresInMs + EXPIRY_MARGIN_MS, handover.requeueAfterMs ?? Number.POSITIVE_INFINITY),
         holder: record.holder,
         expiresInMs,
@@ -278,7 +290,20 @@ export function decide(obs: Observation, nowMs: number): Decision {
   }
   // After an involuntary end (expiry, or the holder's containers terminated), honour the lock-delay
   // first, counted from our first sight of the revoked Lease.
-  const involuntary = record.released === 'Expired' || record.released === 'Terminated';
+  // A forced release is involuntary too: the released holder may still be running.
+  const involuntary =
+    record.released === 'Expired' || record.released === 'Terminated' || record.released === 'Revoked';
+  // A forced release is answered before the next grant moves the token on.
+  const forceAnswers = forceReleaseStep(obs.lock, record);
+  if (forceAnswers.some((a) => a.type === 'AnswerHandover' && a.answer.outcome === 'Completed'))
+    return {
+      ...base,
+      actions: [...marks(undefined, undefined), ...forceAnswers],
+      requeueAfterMs: 0,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: undefined,
+    };
   if (involuntary && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
     return {
       ...base,
@@ -291,10 +316,13 @@ export function decide(obs: Observation, nowMs: number): Decision {
   }
   // A planned handover's release (HandedOver) goes to the successor its mark names, if that pod is
   // still a candidate; else the usual order. Requests about a vacant lock are answered here too.
-  const answers = handoverStep(
-    { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: undefined, leaseMs: 0 },
-    nowMs,
-  ).actions.filter((a) => a.type === 'AnswerHandover');
+  const answers: HandoverAction[] = [
+    ...handoverStep(
+      { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: undefined, leaseMs: 0 },
+      nowMs,
+    ).actions.filter((a) => a.type === 'AnswerHandover'),
+    ...forceAnswers,
+  ];
   const target = handoverTarget(record, candidates);
   const next = target ?? (record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0]);
   if (next === undefined) {
@@ -339,7 +367,9 @@ export function decide(obs: Observation, nowMs: number): Decision {
           ? 'Expired'
           : record.released === 'Terminated'
             ? 'HolderTerminated'
-            : 'Vacant';
+            : record.released === 'Revoked'
+              ? 'ForceReleased'
+              : 'Vacant';
   return {
     ...base,
     actions: [

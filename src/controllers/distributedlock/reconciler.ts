@@ -40,6 +40,8 @@ import {
 } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
 import {
+  FORCE_RELEASE_REQUEST_ANNOTATION,
+  FORCE_RELEASE_RESULT_ANNOTATION,
   HANDOVER_REQUEST_ANNOTATION,
   HANDOVER_RESULT_ANNOTATION,
   formatHandoverResult,
@@ -252,7 +254,12 @@ export class DistributedLockReconciler implements Reconciler {
       obs = this.#observe(key, current, lease);
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find(
-        (a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke' || a.type === 'MarkHandover',
+        (a) =>
+          a.type === 'CreateLease' ||
+          a.type === 'Grant' ||
+          a.type === 'Revoke' ||
+          a.type === 'MarkHandover' ||
+          a.type === 'ForceRelease',
       );
       if (leaseAction !== undefined) {
         try {
@@ -735,6 +742,19 @@ export class DistributedLockReconciler implements Reconciler {
         );
         return granted;
       }
+      case 'ForceRelease': {
+        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the forced release`);
+        const revoked = await this.#d.leaseStore.replace(namespace, name, releasedLease(read, 'Revoked'), { signal }); // CAS
+        this.#observeHold(obs, 'ForceReleased');
+        log.info({ holder: action.holder.name, by: action.by }, 'Force-released Lease');
+        this.#event(
+          lock,
+          'Warning',
+          EventReason.ForceReleased,
+          `${action.by !== undefined ? `${action.by} forced` : 'A user forced'} the release of pod ${action.holder.name}'s grant (token ${String(obs.lease?.record.token)}); the pod may still be running: only fencing guards stop its writes`,
+        );
+        return revoked;
+      }
       case 'MarkHandover': {
         if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the handover mark`);
         const marked = await this.#d.leaseStore.replace(namespace, name, handoverMarkedLease(read, action.mark), {
@@ -921,13 +941,16 @@ export class DistributedLockReconciler implements Reconciler {
       ...(a.newToken !== undefined ? { newToken: a.newToken.toString() } : {}),
     });
     const path = (k: string): string => `/metadata/annotations/${k.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+    const force = a.kind === 'forceRelease';
+    const requestKey = force ? FORCE_RELEASE_REQUEST_ANNOTATION : HANDOVER_REQUEST_ANNOTATION;
+    const resultKey = force ? FORCE_RELEASE_RESULT_ANNOTATION : HANDOVER_RESULT_ANNOTATION;
     try {
       await writer.jsonPatch(
         lock,
         [
-          { op: 'test', path: path(HANDOVER_REQUEST_ANNOTATION), value: a.raw },
-          { op: 'remove', path: path(HANDOVER_REQUEST_ANNOTATION) },
-          { op: 'add', path: path(HANDOVER_RESULT_ANNOTATION), value: result },
+          { op: 'test', path: path(requestKey), value: a.raw },
+          { op: 'remove', path: path(requestKey) },
+          { op: 'add', path: path(resultKey), value: result },
         ],
         signal,
       );
@@ -938,7 +961,13 @@ export class DistributedLockReconciler implements Reconciler {
       }
       throw new Error('Failed to answer the handover request on the DistributedLock', { cause: err });
     }
-    log.info({ to: a.to, token: a.token, outcome: a.outcome }, 'Answered handover request');
+    log.info({ to: a.to, token: a.token, outcome: a.outcome, kind: a.kind ?? 'handover' }, 'Answered handover request');
+    // A forced release has its Event when the Lease is released (ForceReleased); only a refusal is reported here.
+    if (force) {
+      if (a.outcome !== 'Completed')
+        this.#event(lock, 'Warning', EventReason.ForceReleased, `Forced release refused: ${a.message}`);
+      return;
+    }
     const reason =
       a.outcome === 'Completed'
         ? EventReason.HandoverCompleted
@@ -1129,6 +1158,8 @@ function describeCause(cause: string, previous: HolderRef | undefined): string {
       return 'the previous holder released it';
     case 'HandedOver':
       return `pod ${previous?.name ?? '?'} handed it over (planned handover)`;
+    case 'ForceReleased':
+      return "the previous holder's grant was force-released by a user";
     case 'Expired':
       return previous !== undefined ? `pod ${previous.name} stopped renewing` : 'the previous holder expired';
     case 'HolderTerminated':

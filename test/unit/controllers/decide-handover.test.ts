@@ -6,7 +6,12 @@
 import { describe, expect, it } from 'vitest';
 import { decide, type Observation } from '../../../src/controllers/distributedlock/decide.ts';
 import type { PodSummary } from '../../../src/controllers/distributedlock/pods.ts';
-import { HANDOVER_REQUEST_ANNOTATION, formatHandoverRequest } from '../../../src/protocol/handover.ts';
+import {
+  FORCE_RELEASE_REQUEST_ANNOTATION,
+  HANDOVER_REQUEST_ANNOTATION,
+  formatForceReleaseRequest,
+  formatHandoverRequest,
+} from '../../../src/protocol/handover.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 import {
   aLeaseView,
@@ -197,6 +202,48 @@ describe('decide: planned handover requests', () => {
   it('no request, no mark: no handover actions at all', () => {
     const d = decide(obs(lockWith(undefined), heldByA(), withPods(a, b)), 1);
     expect(d.actions.filter((x) => x.type === 'MarkHandover' || x.type === 'AnswerHandover')).toEqual([]);
+  });
+});
+
+describe('decide: forced release (fencepost.io/force-release)', () => {
+  const force = (t: bigint): ObservationOption => {
+    const l = aLock('db');
+    return withLock({
+      ...l,
+      metadata: {
+        ...l.metadata,
+        annotations: {
+          [FORCE_RELEASE_REQUEST_ANNOTATION]: formatForceReleaseRequest({ token: t, requestedAt: 'x', by: 'alice' }),
+        },
+      },
+    });
+  };
+  it("ends the named grant (the Lease released as Revoked), naming who asked, whatever the holder's renewals", () => {
+    const d = decide(obs(force(5n), heldByA(), withPods(a, b)), 1_000);
+    expect(d.holder).toBeUndefined();
+    expect(d.actions).toContainEqual({ type: 'ForceRelease', holder: a.ref, by: 'alice' });
+  });
+  it('a stale request (the token moved on) is refused and ends nothing', () => {
+    const d = decide(obs(force(4n), heldByA(), withPods(a, b)), 1_000);
+    expect(d.holder).toEqual(a.ref);
+    expect(d.actions.some((x) => x.type === 'ForceRelease')).toBe(false);
+    expect(d.actions.find((x) => x.type === 'AnswerHandover')).toMatchObject({
+      answer: { kind: 'forceRelease', outcome: 'Refused' },
+    });
+  });
+  it('once the Lease shows the release, the request is answered before the next grant (which moves the token on)', () => {
+    const lease = withLease(aLeaseView(heldBy(a), token(5n), released('Revoked')));
+    const d = decide(obs(force(5n), lease, withPods(a, b)), 1);
+    expect(d.actions.some((x) => x.type === 'Grant')).toBe(false);
+    expect(d.actions.find((x) => x.type === 'AnswerHandover')).toMatchObject({ answer: { outcome: 'Completed' } });
+    // Answered (the request gone): the next candidate is granted, with the cause named.
+    const next = decide(obs(lockWith(undefined), lease, withPods(a, b)), 1);
+    expect(next.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: b.ref, cause: 'ForceReleased' }));
+  });
+  it('the lock-delay follows a forced release (the released holder may still run)', () => {
+    const lease = withLease(aLeaseView(heldBy(a), token(5n), released('Revoked')));
+    const d = decide(obs(lockWith(undefined, { lockDelaySeconds: 5 }), lease, withPods(a, b)), 1);
+    expect(d.waiting).toBe('LockDelay');
   });
 });
 
