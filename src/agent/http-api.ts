@@ -3,7 +3,8 @@
  * the OpenAPI 3.1 document src/agent/openapi.json, served at `GET /openapi.json`:
  *   GET  /v1/locks/NAME                  → LockSnapshot JSON
  *   GET  /v1/locks/NAME/events           → Server-Sent Events (sse.ts): `retry:`, then `state`, then
- *                                          granted/renewed/lost/released (and `stopping`, cli/agent.ts),
+ *                                          granted/renewed/lost/released, draining/handoverCancelled
+ *                                          (a planned handover), and `stopping` (cli/agent.ts),
  *                                          each with an `id:`
  *   POST /v1/locks/NAME/acquire?wait=D&runId=ID&ifHeld=P → asks for the lock (Mutex: joins the FIFO
  *                                          queue), then 200 when held (waits up to D, default 0), 423
@@ -16,6 +17,11 @@
  *   POST /v1/locks/NAME/complete?runId=ID&token=T → reports the run completed, only while this
  *                                          pod holds the term with token T (else 409 `not-held`);
  *                                          call it before release, as `fencepost exec` does
+ *   POST /v1/locks/NAME/drained          → during a planned handover (snapshot.draining, SSE
+ *                                          `draining`): the app has drained; the agent stops
+ *                                          believing and releases to the successor now; 200 with the
+ *                                          snapshot after the release, 409 problem `not-draining`
+ *                                          when no handover is under way
  *   POST /v1/locks/NAME/release          → withdraws the request and releases the Lease; 200 after
  *   GET  /healthz, /readyz               → for the pod's own containers (the kubelet's probes and
  *                                          /metrics have their own listeners, see cli/agent.ts)
@@ -123,6 +129,7 @@ const ALLOWED: Readonly<Record<string, string>> = {
   '/events': 'GET',
   '/acquire': 'POST',
   '/complete': 'POST',
+  '/drained': 'POST',
   '/release': 'POST',
 };
 
@@ -144,6 +151,9 @@ export async function serveAgentApi(
   for (const [name, session] of sessions) {
     const journal = new EventJournal(stream);
     session.onEvent((e) => {
+      publish(name, journal, e);
+    });
+    session.onHandover((e) => {
       publish(name, journal, e);
     });
     journals.set(name, journal);
@@ -205,7 +215,7 @@ export async function serveAgentApi(
       }
       return;
     }
-    const m = /^\/v1\/locks\/([^/]+)(\/events|\/acquire|\/complete|\/release)?$/.exec(path);
+    const m = /^\/v1\/locks\/([^/]+)(\/events|\/acquire|\/complete|\/drained|\/release)?$/.exec(path);
     if (m === null) {
       sendProblem(res, problem('no-route', `no endpoint ${path}; the API is described at /openapi.json`));
       return;
@@ -405,6 +415,24 @@ export async function serveAgentApi(
         );
         return;
       }
+      case '/drained':
+        session.drained().then(
+          (was) => {
+            if (was) json(res, 200, session.snapshot());
+            else
+              sendProblem(
+                res,
+                problem('not-draining', `no planned handover of lock ${name} is under way on this pod`, {
+                  lock: name,
+                  snapshot: session.snapshot(),
+                }),
+              );
+          },
+          (err: unknown) => {
+            sendProblem(res, problem('internal-error', `Failed to hand the lock over: ${messageOf(err)}`));
+          },
+        );
+        return;
       default: // '/release'
         session
           .withdraw()

@@ -25,6 +25,8 @@ export const PROBLEMS = {
   'already-done': { status: 409, title: 'Run already completed' },
   /** A complete call whose token is not the term this pod holds now (lost, released, or never held). */
   'not-held': { status: 409, title: 'Lock not held with this token' },
+  /** A drained call while no planned handover of the lock is under way on this pod. */
+  'not-draining': { status: 409, title: 'No planned handover under way' },
   'invalid-parameter': { status: 400, title: 'Invalid query parameter' },
   /** The request target is not a path this server can read (malformed percent-encoding, not a URL). */
   'invalid-request': { status: 400, title: 'Malformed request' },

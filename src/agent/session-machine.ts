@@ -89,6 +89,10 @@
  * | W   | ReleaseAnswered     |                                                     | unchanged             | — (the written Lease becomes the newest)                   |
  * | H   | GiveBackDone        |                                                     | unchanged             | — (the next hand-back may start)                           |
  * | S1  | Stop                | held(t)                                             | stopped               | ClearTimers, Emit lost "session stopped", as S2            |
+ * | V1  | LeaseSeen, L5       | held(t), a handover mark for t to another pod, not draining t | held(t), draining | ArmDrain(drainMs), Emit draining (drainMs 0: as V3) |
+ * | V2  | LeaseSeen, L5       | held(t), draining, the mark gone or for another token/pod | held(t)        | ClearDrain, Emit handoverCancelled                         |
+ * | V3  | DrainTimerFired / DrainDone | held(t), draining t                         | released              | ClearTimers, Emit released "handed over to X", Release(t, HandedOver) |
+ * | V4  | DrainTimerFired / DrainDone | otherwise                                   | unchanged             | —                                                          |
  * | S2  | Stop                | otherwise                                           | stopped               | AbortRequests, ClearTimers                                 |
  *
  * The renew flight (one at a time; "kick" starts it, "attempt" is one request of it):
@@ -104,6 +108,12 @@
  * "Flight ends": the flight is idle again and, if renewAgain, kicks once more. Answers and timer
  * events that do not match the flight's state (no flight is sending, reading or backing off) are
  * ignored; with one flight they cannot happen.
+ *
+ * Planned handover (V1–V3; protocol/handover.ts): the controller marks the held Lease with the
+ * successor and this term's token; the agent keeps renewing while the app drains, and at the end
+ * of the drain period (or when the app says it is done) it stops believing first and then
+ * releases, as a release by the app does (Q1): the release kind `HandedOver` tells the controller
+ * to grant the successor the mark names. A mark for another token is never acted on.
  *
  * R4 starts a term only while still confirming that token: a watch event that arrived while the
  * first renew was out (the Lease deleted, released or handed to another after our write: G2, L10)
@@ -165,6 +175,15 @@ export interface SessionState {
   readonly renewAgain: boolean;
   /** givingBack: a hand-back is under way (single flight). */
   readonly givingBack: boolean;
+  /** draining: a planned handover of the held term is under way (V1–V3): to whom, and until when (monotonic ms). */
+  readonly draining: Draining | undefined;
+}
+
+/** Draining is a planned handover in progress: the held term's token, the successor's pod name, the drain's end. */
+export interface Draining {
+  readonly token: bigint;
+  readonly to: string;
+  readonly untilMs: number;
 }
 
 /** RenewRequest is what a SendRenew was sent for; the shell passes it back with the answer. */
@@ -200,6 +219,10 @@ export type SessionEvent =
   | { readonly type: 'LeaseReadFailed' }
   | { readonly type: 'RetryTimerFired' }
   | { readonly type: 'ReleaseRequested' }
+  /** DrainTimerFired: the drain period of the handover of `token` is over (V3). */
+  | { readonly type: 'DrainTimerFired'; readonly token: bigint }
+  /** DrainDone: the app says it has drained (the agent API); hands over now if draining (V3). */
+  | { readonly type: 'DrainDone' }
   /** ReleaseAnswered: a release or hand-back wrote the Lease. */
   | { readonly type: 'ReleaseAnswered'; readonly lease: LeaseView }
   /** GiveBackDone: a hand-back finished, whatever its outcome. */
@@ -224,7 +247,7 @@ export function mayFollow(state: SessionState): boolean {
 }
 
 /** LockEventType is the kind of a LockEvent. */
-export type LockEventType = 'granted' | 'renewed' | 'lost' | 'released';
+export type LockEventType = 'granted' | 'renewed' | 'lost' | 'released' | 'draining' | 'handoverCancelled';
 
 /** SessionAction is one thing for the shell to do, in order. */
 export type SessionAction =
@@ -246,8 +269,15 @@ export type SessionAction =
   | { readonly type: 'ClearTimers' }
   /** AbortRequests aborts every request out (the session stops). */
   | { readonly type: 'AbortRequests' }
-  /** Release: compare-and-swap the holder away if the Lease still names this pod with `token`; the caller awaits it. */
-  | { readonly type: 'Release'; readonly token: bigint }
+  /**
+   * Release: compare-and-swap the holder away if the Lease still names this pod with `token`; the
+   * caller awaits it. `handedOver`: at the end of a planned handover (release kind HandedOver).
+   */
+  | { readonly type: 'Release'; readonly token: bigint; readonly handedOver?: boolean }
+  /** ArmDrain: feed DrainTimerFired(token) after `inMs` (replacing an earlier drain timer). */
+  | { readonly type: 'ArmDrain'; readonly token: bigint; readonly inMs: number }
+  /** ClearDrain cancels the drain timer. */
+  | { readonly type: 'ClearDrain' }
   /** GiveBack: as Release for an ended term, best effort within `budgetMs`; then feed GiveBackDone. */
   | { readonly type: 'GiveBack'; readonly token: bigint; readonly budgetMs: number }
   /** Emit: log and deliver a LockEvent. */
@@ -257,6 +287,8 @@ export type SessionAction =
       readonly token: bigint;
       readonly reason?: string;
       readonly expiresInMs?: number;
+      /** handover: for draining, the successor and the drain period. */
+      readonly handover?: { readonly to: string; readonly drainMs: number };
     }
   /** Report logs a failure that the machine handles (a renew to retry, a Lease it cannot read). */
   | {
@@ -292,6 +324,7 @@ export function initialState(self: HolderRef): SessionState {
     renew: 'idle',
     renewAgain: false,
     givingBack: false,
+    draining: undefined,
   };
 }
 
@@ -413,6 +446,13 @@ class Step {
         this.actions.push({ type: 'Release', token: term.token });
         return;
       }
+      case 'DrainTimerFired':
+        if (d.draining?.token === e.token) this.#handOver();
+        return;
+      case 'DrainDone':
+        this.#checkDeadline();
+        if (d.draining !== undefined) this.#handOver();
+        return;
       case 'ReleaseAnswered':
         d.lease = e.lease;
         return;
@@ -462,6 +502,7 @@ class Step {
       }
       if (rec.token === term.token) {
         this.#tighten(termTimingsOf(rec));
+        if (d.phase.name === 'held') this.#followHandover(rec, term.token);
         return;
       }
       this.#endTerm('lost', `superseded by token ${String(rec.token)}`);
@@ -504,10 +545,55 @@ class Step {
     if (term !== undefined && this.#now >= term.validUntilMs) this.#endTerm('lost', 'renew deadline passed');
   }
 
+  /**
+   * #followHandover reacts to the controller's handover mark on the held term's Lease (V1, V2): a
+   * mark for this token naming another pod starts a drain (once); a drain whose mark is gone (the
+   * request withdrawn, or lapsed) is cancelled, and the term goes on.
+   */
+  #followHandover(rec: LockRecord, token: bigint): void {
+    const d = this.#d;
+    const mark = rec.handover;
+    const applies = mark !== undefined && mark.token === token && !sameHolder(mark.to, d.self);
+    if (!applies) {
+      if (d.draining === undefined) return;
+      d.draining = undefined;
+      this.actions.push({ type: 'ClearDrain' }, { type: 'Emit', event: 'handoverCancelled', token });
+      return;
+    }
+    if (d.draining?.token === token && d.draining.to === mark.to.name) return;
+    d.draining = { token, to: mark.to.name, untilMs: this.#now + mark.drainMs };
+    this.actions.push({
+      type: 'Emit',
+      event: 'draining',
+      token,
+      reason: `handing over to pod ${mark.to.name}`,
+      handover: { to: mark.to.name, drainMs: mark.drainMs },
+    });
+    if (mark.drainMs <= 0) return this.#handOver();
+    this.actions.push({ type: 'ArmDrain', token, inMs: mark.drainMs });
+  }
+
+  /** #handOver ends a draining term (V3): stop believing first, then release as HandedOver. */
+  #handOver(): void {
+    const d = this.#d;
+    const term = heldTerm(d);
+    const to = d.draining?.to;
+    if (term === undefined || d.draining?.token !== term.token) {
+      d.draining = undefined;
+      return;
+    }
+    this.#endTerm('released', `handed over to pod ${to ?? '?'}`);
+    this.actions.push({ type: 'Release', token: term.token, handedOver: true });
+  }
+
   #endTerm(phase: 'lost' | 'released', reason: string): void {
     const d = this.#d;
     const term = heldTerm(d);
     d.phase = { name: phase };
+    if (d.draining !== undefined) {
+      d.draining = undefined;
+      this.actions.push({ type: 'ClearDrain' });
+    }
     this.actions.push({ type: 'ClearTimers' });
     if (term === undefined) return;
     d.endedToken = term.token; // larger than any before: a term only starts with a token not #endedHere

@@ -60,6 +60,12 @@ export interface LockSnapshot {
    * absent otherwise. A guard fences a Semaphore per permit: key `<lock>/<permit>`.
    */
   readonly permit?: number;
+  /**
+   * draining: a planned handover of the held term is under way: the successor pod, and how long
+   * until the agent stops believing and releases (the app may answer earlier: POST …/drained).
+   * Absent otherwise.
+   */
+  readonly draining?: { readonly to: string; readonly deadlineInMs: number };
 }
 
 /** LockEvent is one change of a session, in order. */
@@ -70,6 +76,23 @@ export interface LockEvent {
   readonly reason?: string;
   /** expiresInMs: for granted/renewed, the new time left. */
   readonly expiresInMs?: number;
+}
+
+/**
+ * HandoverNotice tells the app about a planned handover of its held term (kept apart from
+ * LockEvent, whose four types its consumers switch on): `draining` when it starts — stop taking
+ * new work, finish what is in flight, then answer (POST …/drained) or let the drain period run
+ * out; the lock is still held until the `released` LockEvent — and `handoverCancelled` when it
+ * was withdrawn or lapsed and the term goes on.
+ */
+export interface HandoverNotice {
+  readonly type: 'draining' | 'handoverCancelled';
+  readonly lock: string;
+  readonly token: string;
+  /** to: the successor pod (draining only). */
+  readonly to?: string;
+  /** drainMs: the drain period (draining only). */
+  readonly drainMs?: number;
 }
 
 /** LockSessionOptions configures a session. */
@@ -111,11 +134,13 @@ export class LockSession {
   readonly #mutex: MutexRequests;
   readonly #runs: RunCompletions;
   readonly #listeners = new Set<(e: LockEvent) => void>();
+  readonly #noticeListeners = new Set<(e: HandoverNotice) => void>();
   readonly #holderListeners = new Set<(holder: HolderRef | undefined) => void>();
   /** #s is the machine's state; only #feed replaces it. */
   #s: SessionState;
   #renewTimer: Timer | undefined;
   #deadlineTimer: Timer | undefined;
+  #drainTimer: Timer | undefined;
   /** #abort aborts every request out when the session stops (AbortRequests). */
   readonly #abort = new AbortController();
   /**
@@ -167,6 +192,14 @@ export class LockSession {
     };
   }
 
+  /** onHandover subscribes to planned-handover notices; returns the unsubscribe function. Listeners must not throw. */
+  onHandover(listener: (e: HandoverNotice) => void): () => void {
+    this.#noticeListeners.add(listener);
+    return () => {
+      this.#noticeListeners.delete(listener);
+    };
+  }
+
   /**
    * holder is the holder the newest Lease seen names (any pod incarnation, this one included), or
    * undefined when nobody holds it (never granted, released, revoked, deleted). It says who the
@@ -213,7 +246,37 @@ export class LockSession {
         term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - this.#clock.monotonicMs())) : undefined,
       state: s.phase.name,
       ...(term !== undefined && permit !== undefined ? { permit } : {}),
+      ...(term !== undefined && s.draining !== undefined
+        ? {
+            draining: {
+              to: s.draining.to,
+              deadlineInMs: Math.max(0, Math.floor(s.draining.untilMs - this.#clock.monotonicMs())),
+            },
+          }
+        : {}),
     };
+  }
+
+  /**
+   * drained: the app has drained for the planned handover under way: the agent stops believing
+   * and releases the lock to the successor now, without waiting for the rest of the drain period.
+   * Returns false (and does nothing) when no handover is under way. Resolves after the release
+   * (best effort: a release the API server does not take is logged, and the Lease expires).
+   */
+  async drained(bound?: RequestBound): Promise<boolean> {
+    this.#step({ type: 'DeadlineCheck' });
+    if (this.#s.draining === undefined || heldTerm(this.#s) === undefined) return false;
+    try {
+      await this.#stepAndWait({ type: 'DrainDone' }, bound?.signal);
+    } catch (err) {
+      // The term ended here before the write (the app may go on as drained); a Lease not
+      // released expires on the server, and the next grant then follows the usual order.
+      this.#o.log.info(
+        { lock: this.#o.lock, err },
+        'Failed to release the Lease at the end of a handover; it will expire',
+      );
+    }
+    return true;
   }
 
   /** #isLockLease: the lock's own Lease, or one of its permit Leases. */
@@ -367,11 +430,28 @@ export class LockSession {
       case 'ClearTimers':
         this.#clearTimers();
         return undefined;
+      case 'ArmDrain': {
+        this.#drainTimer?.cancel();
+        const token = a.token;
+        this.#drainTimer = clock.setTimeout(() => {
+          this.#step({ type: 'DrainTimerFired', token });
+        }, a.inMs);
+        return undefined;
+      }
+      case 'ClearDrain':
+        this.#drainTimer?.cancel();
+        this.#drainTimer = undefined;
+        return undefined;
       case 'AbortRequests':
         this.#abort.abort(new Error('session stopped'));
         return undefined;
       case 'Release':
-        return this.#releaseLease(a.token, 'Released Lease', signal);
+        return this.#releaseLease(
+          a.token,
+          a.handedOver === true ? 'Released Lease at the end of a planned handover' : 'Released Lease',
+          signal,
+          a.handedOver === true ? 'HandedOver' : 'Released',
+        );
       case 'GiveBack':
         this.#giveBack(a.token, a.budgetMs);
         return undefined;
@@ -380,6 +460,18 @@ export class LockSession {
         if (a.event === 'granted') log.info({ lock, token }, 'Acquired lock');
         if (a.event === 'lost') log.info({ lock, token, reason: a.reason }, 'Lost lock');
         if (a.event === 'released') log.info({ lock, token, reason: a.reason }, 'Released lock');
+        if (a.event === 'draining' || a.event === 'handoverCancelled') {
+          if (a.event === 'draining')
+            log.info({ lock, token, handover: a.handover }, 'Draining for a planned handover');
+          else log.info({ lock, token }, 'Planned handover cancelled');
+          this.#notify({
+            type: a.event,
+            lock,
+            token,
+            ...(a.handover !== undefined ? { to: a.handover.to, drainMs: a.handover.drainMs } : {}),
+          });
+          return undefined;
+        }
         this.#emit({
           type: a.event,
           lock,
@@ -477,7 +569,12 @@ export class LockSession {
   }
 
   /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
-  async #releaseLease(token: bigint, logMessage: string, signal?: AbortSignal): Promise<void> {
+  async #releaseLease(
+    token: bigint,
+    logMessage: string,
+    signal?: AbortSignal,
+    kind: 'Released' | 'HandedOver' = 'Released',
+  ): Promise<void> {
     const opts = signal !== undefined ? { signal } : undefined;
     // The Lease of the term: the machine's newest (its name), else the one followed now.
     const name = this.#s.lease?.object.metadata?.name ?? this.#followed;
@@ -486,7 +583,7 @@ export class LockSession {
       if (lease === undefined) return;
       if (!namesTerm(parseLease(lease), this.#o.self, token)) return; // no longer ours: nothing to release
       try {
-        const stored = await this.#leases.replace(this.#o.namespace, name, releasedLease(lease, 'Released'), opts);
+        const stored = await this.#leases.replace(this.#o.namespace, name, releasedLease(lease, kind), opts);
         this.#step({ type: 'ReleaseAnswered', lease: viewOf(stored).view });
         this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
         return;
@@ -502,6 +599,16 @@ export class LockSession {
     this.#deadlineTimer?.cancel();
     this.#renewTimer = undefined;
     this.#deadlineTimer = undefined;
+  }
+
+  #notify(e: HandoverNotice): void {
+    for (const l of this.#noticeListeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.#o.log.error({ err }, 'Handover listener failed');
+      }
+    }
   }
 
   #emit(e: LockEvent): void {

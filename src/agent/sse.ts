@@ -9,7 +9,7 @@
  * journal's memory replays nothing: the `state` event that follows is always the whole truth, the
  * replay only tells what happened in between.
  */
-import type { LockEvent, LockSnapshot } from './session.ts';
+import type { HandoverNotice, LockEvent, LockSnapshot } from './session.ts';
 
 /** SSE_RETRY_MS is the reconnection delay the stream asks clients for (the `retry:` line). */
 export const SSE_RETRY_MS = 1000;
@@ -55,7 +55,7 @@ export class EventJournal {
   }
 
   /** record numbers an event and returns its frame. */
-  record(e: LockEvent | StoppingEvent): SseFrame {
+  record(e: LockEvent | HandoverNotice | StoppingEvent): SseFrame {
     this.#seq++;
     const frame: SseFrame = { id: this.#id(this.#seq), event: e.type, data: e };
     this.#frames.push(frame);

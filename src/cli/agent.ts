@@ -158,6 +158,10 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
         else files.remove(lock);
       }
     });
+    // A planned handover shows in the state file too (snapshot.draining), while the lock is still held.
+    s.onHandover(() => {
+      if (files !== undefined && s.heldToken() !== undefined) files.write(s.snapshot());
+    });
     sessions.set(lock, s);
   }
   let synced = false;

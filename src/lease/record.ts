@@ -27,7 +27,9 @@
  *   releases copy the annotation along, so a holder granted after that write always reads it.
  */
 import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
+import { formatHandoverMark, parseHandoverMark, type HandoverMark } from '../protocol/handover.ts';
 import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol/holder.ts';
+import { HANDOVER_MARK_ANNOTATION } from '../protocol/handover.ts';
 import {
   COMPLETED_RUNS_ANNOTATION,
   LAST_HOLDER_ANNOTATION,
@@ -60,6 +62,12 @@ export interface LockRecord {
   readonly released: ReleaseKind | undefined;
   /** lastHolder is the holder that released or lost the Lease (undefined while held). */
   readonly lastHolder: HolderRef | undefined;
+  /**
+   * handover: the controller's planned-handover mark (protocol/handover.ts), when the Lease has a
+   * readable one: on a held Lease, the holder of that token is asked to drain and release; on a
+   * Lease released `HandedOver`, the successor the next grant goes to.
+   */
+  readonly handover: HandoverMark | undefined;
   /** completedRuns: the runs recorded on the Lease, newest last (see {@link parseCompletedRuns}). */
   readonly completedRuns: readonly CompletionEntry[];
   readonly resourceVersion: string;
@@ -193,9 +201,15 @@ export function parseLease(lease: V1Lease): LockRecord {
     leaseDurationSeconds: spec.leaseDurationSeconds,
     transitions: spec.leaseTransitions ?? 0,
     released:
-      released === 'Released' || released === 'Expired' || released === 'Terminated' || released === 'Lost'
+      released === 'Released' ||
+      released === 'HandedOver' ||
+      released === 'Expired' ||
+      released === 'Terminated' ||
+      released === 'Revoked' ||
+      released === 'Lost'
         ? released
         : undefined,
+    handover: parseHandoverMark(ann[HANDOVER_MARK_ANNOTATION]),
     lastHolder: spec.holderIdentity === undefined ? parseHolderIdentity(ann[LAST_HOLDER_ANNOTATION]) : undefined,
     completedRuns: parseCompletedRuns(ann[COMPLETED_RUNS_ANNOTATION]),
     resourceVersion: lease.metadata?.resourceVersion ?? '',
@@ -273,6 +287,7 @@ export function grantedLease(
     [RENEW_PERIOD_ANNOTATION]: String(timings.renewPeriodMs),
     [RELEASE_ANNOTATION]: undefined,
     [LAST_HOLDER_ANNOTATION]: undefined,
+    [HANDOVER_MARK_ANNOTATION]: undefined, // a new term: any handover of the last one is over
   });
   return {
     ...l,
@@ -348,6 +363,16 @@ export function raisedAnchor(anchor: V1Lease, token: bigint): V1Lease {
   return withAnnotations(anchor, { [TOKEN_ANNOTATION]: token.toString() });
 }
 
+/**
+ * handoverMarkedLease is the body that puts the controller's handover mark on a held Lease (or,
+ * with `mark` undefined, removes it). Nothing else changes: the holder keeps renewing.
+ */
+export function handoverMarkedLease(lease: V1Lease, mark: HandoverMark | undefined): V1Lease {
+  return withAnnotations(lease, {
+    [HANDOVER_MARK_ANNOTATION]: mark !== undefined ? formatHandoverMark(mark) : undefined,
+  });
+}
+
 /** renewedLease is the body a holder writes to renew (only valid while it is the holder). */
 export function renewedLease(lease: V1Lease, now: Date): V1Lease {
   return { ...lease, spec: { ...lease.spec, renewTime: microTime(now) } };
@@ -358,7 +383,12 @@ export function renewedLease(lease: V1Lease, now: Date): V1Lease {
  * high-water mark). `how` says whether the holder left on its own or was revoked.
  */
 export function releasedLease(lease: V1Lease, how: ReleaseKind): V1Lease {
-  const l = withAnnotations(lease, { [RELEASE_ANNOTATION]: how, [LAST_HOLDER_ANNOTATION]: lease.spec?.holderIdentity });
+  const l = withAnnotations(lease, {
+    [RELEASE_ANNOTATION]: how,
+    [LAST_HOLDER_ANNOTATION]: lease.spec?.holderIdentity,
+    // The mark names the successor only after a handover; any other end of the term drops it.
+    ...(how === 'HandedOver' ? {} : { [HANDOVER_MARK_ANNOTATION]: undefined }),
+  });
   const { holderIdentity: _h, acquireTime: _a, renewTime: _r, ...rest } = l.spec ?? {};
   return { ...l, spec: rest };
 }

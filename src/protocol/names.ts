@@ -86,8 +86,23 @@ export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
  */
 export const COMPLETED_RUNS_ANNOTATION = 'fencepost.io/completed-runs';
 
-/** ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, revoked after expiry or termination, or lost. */
-export type ReleaseKind = 'Released' | 'Expired' | 'Terminated' | 'Lost';
+/**
+ * PRIORITY_ANNOTATION, on a candidate pod: its priority for Election grants, a decimal int32
+ * (`-2147483648` to `2147483647`, no sign `+`, no leading zeros), default 0. Higher goes first;
+ * ties keep the existing order (oldest pod first, then name). A value that is not such an integer
+ * counts as 0 (and the controller records a Warning Event naming the pod and the value). It
+ * orders candidates only: it never ends a holder's term by itself (preemption, if the lock opts
+ * in, is a planned handover).
+ */
+export const PRIORITY_ANNOTATION = 'fencepost.io/priority';
+
+/**
+ * ReleaseKind: the values of {@link RELEASE_ANNOTATION} — on its own, on its own at the end of a
+ * planned handover (`HandedOver`: the Lease's handover mark names the successor; see
+ * protocol/handover.ts), revoked after expiry or termination, revoked because a user forced a
+ * release (`Revoked`: the holder may still run; lock-delay applies), or lost.
+ */
+export type ReleaseKind = 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Revoked' | 'Lost';
 
 /** LOCK_KEY_SUFFIX ends every per-lock pod key prefix. */
 const LOCK_KEY_SUFFIX = '.lock.fencepost.io';

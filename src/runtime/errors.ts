@@ -105,6 +105,14 @@ export function isGone(err: unknown): boolean {
 }
 
 /**
+ * isInvalid reports HTTP 422 (Status reason `Invalid`), for example a JSON Patch whose `test`
+ * failed: the object is not what the patch was made against.
+ */
+export function isInvalid(err: unknown): boolean {
+  return matchesStatus(err, 'Invalid', 422);
+}
+
+/**
  * isTooManyRequests reports HTTP 429 (Status reason `TooManyRequests`): the API server is shedding
  * load. Back off; never retry immediately.
  */

@@ -114,6 +114,7 @@ export function aPod(name: string, ...opts: PodOption[]): PodSummary {
     ready: true,
     terminating: false,
     terminated: false,
+    priority: 0,
   };
   for (const o of opts) o(d);
   return deepFreeze(d);
@@ -165,6 +166,17 @@ export const withAnnotations =
   (annotations: Readonly<Record<string, string | undefined>>): PodOption =>
   (d) => {
     d.annotations = merged(d.annotations, annotations);
+  };
+/** withPriority sets the pod's fencepost.io/priority annotation and the priority summarizePod reads from it. */
+export const withPriority =
+  (value: string): PodOption =>
+  (d) => {
+    const s = summarizePod({
+      metadata: { name: d.ref.name, uid: d.ref.uid, annotations: { 'fencepost.io/priority': value } },
+    });
+    d.annotations = merged(d.annotations, { 'fencepost.io/priority': value });
+    d.priority = s.priority;
+    if (s.invalidPriority !== undefined) d.invalidPriority = s.invalidPriority;
   };
 /** withUid sets the pod's uid (a new incarnation of the same name). */
 export const withUid =
@@ -224,6 +236,7 @@ function leaseDraft(opts: readonly LeaseOption[]): LeaseDraft {
       transitions: 0,
       released: undefined,
       lastHolder: undefined,
+      handover: undefined,
       completedRuns: [],
       resourceVersion: DEFAULT_RESOURCE_VERSION,
     },
@@ -266,6 +279,13 @@ export const heldBy =
     r.released = undefined;
     r.lastHolder = undefined;
   };
+/** handoverTo puts the controller's handover mark on the Lease: to `pod`, for token `forToken`, drain `drainMs`. */
+export const handoverTo =
+  (pod: PodSummary | HolderRef, forToken: bigint, drainMs = 30_000): LeaseOption =>
+  (d) => {
+    const ref = refOf(pod);
+    d.record.handover = { to: { name: ref.name, uid: ref.uid }, token: forToken, drainMs };
+  };
 /** token sets the Lease's token annotation (the high-water mark). */
 export const token =
   (n: bigint): LeaseOption =>
@@ -274,9 +294,10 @@ export const token =
   };
 /** released clears the holder as a release or revocation does, remembering it as lastHolder. */
 export const released =
-  (how: 'Released' | 'Expired' | 'Terminated' | 'Lost'): LeaseOption =>
+  (how: 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Revoked' | 'Lost'): LeaseOption =>
   (d) => {
     const r = d.record;
+    if (how !== 'HandedOver') r.handover = undefined;
     if (r.holder !== undefined) r.lastHolder = r.holder;
     r.holder = undefined;
     r.acquireTime = undefined;
@@ -342,6 +363,7 @@ interface ObservationDraft {
   pods: PodSummary[];
   podsSynced: boolean;
   fencing: FencingState;
+  handoverMarkSeenAtMs?: number;
 }
 
 /** ObservationOption changes the observation draft built by {@link anObservation}. */
@@ -369,8 +391,16 @@ export function anObservation(...opts: ObservationOption[]): Observation {
     pods: d.pods,
     podsSynced: d.podsSynced,
     fencing: d.fencing,
+    ...(d.handoverMarkSeenAtMs !== undefined ? { handoverMarkSeenAtMs: d.handoverMarkSeenAtMs } : {}),
   });
 }
+
+/** withHandoverMarkSeen: the controller first saw the Lease's handover mark at monotonic `ms`. */
+export const withHandoverMarkSeen =
+  (ms: number): ObservationOption =>
+  (d) => {
+    d.handoverMarkSeenAtMs = ms;
+  };
 
 /** withLock sets the lock (and, unless withTimings is used, the timings resolved from it). */
 export const withLock =

@@ -81,6 +81,18 @@ export const EventReason = {
   FencingAvailable: 'FencingAvailable',
   /** FencingRefloored (Warning, on the lock): the Redis counter had a TTL, was missing, or was behind; it was repaired and the token raised above the Lease's. */
   FencingRefloored: 'FencingRefloored',
+  /** InvalidPriority (Warning, on the lock): a candidate pod's fencepost.io/priority is not an int32; it counts as 0. Once per pod and value. */
+  InvalidPriority: 'InvalidPriority',
+  /** HandoverStarted (Normal, on the lock): a planned handover was accepted; the holder's Lease is marked and its agent drains. */
+  HandoverStarted: 'HandoverStarted',
+  /** HandoverCompleted (Normal, on the lock): the holder released at the end of a planned handover and the chosen pod was granted. */
+  HandoverCompleted: 'HandoverCompleted',
+  /** HandoverRefused (Warning, on the lock): a planned handover request was refused; the message says why (target not a candidate, token moved on…). */
+  HandoverRefused: 'HandoverRefused',
+  /** HandoverTimedOut (Warning, on the lock): the holder did not release by the drain deadline plus grace; nothing was revoked, it keeps the lock. */
+  HandoverTimedOut: 'HandoverTimedOut',
+  /** ForceReleased (Warning, on the lock): a user asked for a forced release and the controller ended the holder's grant; only fencing guards stop the released holder's writes. */
+  ForceReleased: 'ForceReleased',
   /** LockLost (Warning, on the agent's own pod): the agent stepped down from its term (see docs/agent.md). */
   LockLost: 'LockLost',
 } as const;

@@ -162,6 +162,16 @@ export interface HandoffSpec {
   readonly onPodTerminated?: boolean;
 }
 
+/** HandoverSpec configures planned handovers (protocol/handover.ts; docs/controller.md#planned-handover). */
+export interface HandoverSpec {
+  /**
+   * drainSeconds: how long the holder's agent lets the app drain before it releases to the chosen
+   * pod, 0..MAX_DRAIN_SECONDS; a request may override it within the same bounds. Defaults to
+   * DEFAULT_DRAIN_SECONDS (30).
+   */
+  readonly drainSeconds?: number;
+}
+
 /**
  * DistributedLockSpec is the user-owned desired behaviour of a lock. Durations are whole seconds.
  * Fields with a schema default (leaseDurationSeconds, mode, handoff) are always present on objects
@@ -194,6 +204,8 @@ export interface DistributedLockSpec {
   readonly lockDelaySeconds?: number;
   /** handoff defaults to `{ onPodTerminated: true }`. */
   readonly handoff?: HandoffSpec;
+  /** handover defaults to `{ drainSeconds: 30 }`. */
+  readonly handover?: HandoverSpec;
 }
 
 /** CompletedRun is one run id that a holder recorded completed on the lock's Lease (Mutex mode, run-once-per-window). */
@@ -373,6 +385,7 @@ export const SPEC_SHAPE = {
   'fencing?': { 'backend?': 'string', 'key?': 'string' },
   'lockDelaySeconds?': 'integer',
   'handoff?': { 'onPodTerminated?': 'boolean' },
+  'handover?': { 'drainSeconds?': 'integer' },
 } as const satisfies SchemaShape<DistributedLockSpec>;
 
 /**

@@ -352,7 +352,7 @@ function waitingReasons(
       return [
         {
           code: 'LockDelay',
-          message: `The last holder${last !== undefined ? ` (pod ${last})` : ''} ${record?.released === 'Terminated' ? 'was terminated' : 'stopped renewing'}; spec.lockDelaySeconds (${delayMs / 1000}s) holds the next grant back${leftMs > 0 ? `, about ${humanDuration(leftMs)} more by this machine's clock` : ''}.`,
+          message: `The last holder${last !== undefined ? ` (pod ${last})` : ''} ${record?.released === 'Terminated' ? 'was terminated' : record?.released === 'Revoked' ? 'was force-released (kubectl fencepost release --force)' : 'stopped renewing'}; spec.lockDelaySeconds (${delayMs / 1000}s) holds the next grant back${leftMs > 0 ? `, about ${humanDuration(leftMs)} more by this machine's clock` : ''}.`,
         },
       ];
     }
@@ -460,7 +460,7 @@ function podReasons(
     holder !== undefined ? `pod ${holder.name} holds the lock` : 'nobody holds the lock (see the reasons above)';
   const order = mutex
     ? `it is #${place + 1} in the queue${ahead.length > 0 ? `, behind ${ahead.join(', ')}` : ''} (granted in the order the controller first saw each request)`
-    : `${holder !== undefined ? 'an Election lock keeps its holder until it releases, stops renewing or terminates; ' : ''}it is #${place + 1} in the order of the next grant (oldest pod first${record?.lastHolder !== undefined ? ', the last holder last' : ''})`;
+    : `${holder !== undefined ? 'an Election lock keeps its holder until it releases, stops renewing or terminates; ' : ''}it is #${place + 1} in the order of the next grant (highest fencepost.io/priority first, then oldest pod first${record?.lastHolder !== undefined ? ', the last holder last' : ''})`;
   return [{ code: 'PodWaiting', message: `Pod ${p.ref.name} is an eligible candidate, but ${behind}: ${order}.` }];
 }
 

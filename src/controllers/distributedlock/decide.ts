@@ -31,7 +31,8 @@ import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { MAX_TOKEN, tokenOrUndefined } from '../../protocol/token.ts';
-import { byAge, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
+import { forceReleaseStep, handoverStep, handoverTarget, type HandoverAction } from './decide-handover.ts';
+import { byPriority, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
 export interface LeaseView {
@@ -70,10 +71,12 @@ export interface Observation {
    * It, not the time a pod wrote in its request annotation, orders the grants. Absent: none.
    */
   readonly requests?: readonly QueuedRequest[];
+  /** handoverMarkSeenAtMs: our monotonic time when we first saw the Lease's current handover mark (undefined: none). */
+  readonly handoverMarkSeenAtMs?: number;
 }
 
 /** GrantCause says why the lock is being (re)granted. */
-export type GrantCause = 'Vacant' | 'Released' | 'Expired' | 'HolderTerminated';
+export type GrantCause = 'Vacant' | 'Released' | 'HandedOver' | 'ForceReleased' | 'Expired' | 'HolderTerminated';
 
 /** Action is one idempotent step toward the spec. */
 export type Action =
@@ -90,7 +93,9 @@ export type Action =
   /** Revoke: CAS the holder away (expired or terminated) when nobody can take over yet. */
   | { readonly type: 'Revoke'; readonly holder: HolderRef; readonly cause: 'Expired' | 'HolderTerminated' }
   | { readonly type: 'MarkHolderPod'; readonly pod: HolderRef; readonly token: bigint }
-  | { readonly type: 'UnmarkPod'; readonly pod: HolderRef };
+  | { readonly type: 'UnmarkPod'; readonly pod: HolderRef }
+  /** MarkHandover (a Lease write) and AnswerHandover (a lock metadata write): see decide-handover.ts. */
+  | HandoverAction;
 
 /** Waiting says why there is no holder and no grant this time. */
 export type Waiting =
@@ -113,7 +118,8 @@ export interface Decision {
   readonly expiresInMs: number | undefined;
   readonly waiting: Waiting | undefined;
   /**
-   * candidates: the pods that may be granted next — Election: every eligible pod, oldest first;
+   * candidates: the pods that may be granted next — Election: every eligible pod, highest
+   *   priority (fencepost.io/priority) first, then oldest first;
    * Mutex: the eligible pods that asked for the lock, first come first served (mutexOrder).
    */
   readonly candidates: readonly PodSummary[];
@@ -139,7 +145,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
   const candidates =
     obs.lock.spec.mode === 'Mutex'
       ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(mutexOrder(obs.requests ?? [], keys))
-      : eligible.sort(byAge);
+      : eligible.sort(byPriority);
   const holderNow = obs.lease?.record.holder;
   const queue = obs.lock.spec.mode === 'Mutex' ? candidates.filter((c) => !sameHolder(c.ref, holderNow)).length : 0;
   const base = { candidates, queue };
@@ -210,10 +216,26 @@ export function decide(obs: Observation, nowMs: number): Decision {
     const expired = elapsed > leaseMs;
     if (!expired && !terminated) {
       const expiresInMs = leaseMs - elapsed;
+      // A forced release (a user's request naming this grant's token) ends the term now; it wins
+      // over a planned handover of the same term.
+      const force = forceReleaseStep(obs.lock, record);
+      if (force.some((a) => a.type === 'ForceRelease') && !regressed)
+        return {
+          ...base,
+          actions: [...marks(undefined, undefined), ...force],
+          requeueAfterMs: 0,
+          holder: undefined,
+          expiresInMs: undefined,
+          waiting: undefined,
+        };
+      const handover = handoverStep(
+        { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: obs.handoverMarkSeenAtMs, leaseMs },
+        nowMs,
+      );
       return {
         ...base,
-        actions: marks(record.holder, record.token),
-        requeueAfterMs: expiresInMs + EXPIRY_MARGIN_MS,
+        actions: [...marks(record.holder, record.token), ...handover.actions, ...force],
+        requeueAfterMs: Math.min(expiresInMs + EXPIRY_MARGIN_MS, handover.requeueAfterMs ?? Number.POSITIVE_INFINITY),
         holder: record.holder,
         expiresInMs,
         waiting: undefined,
@@ -268,7 +290,20 @@ export function decide(obs: Observation, nowMs: number): Decision {
   }
   // After an involuntary end (expiry, or the holder's containers terminated), honour the lock-delay
   // first, counted from our first sight of the revoked Lease.
-  const involuntary = record.released === 'Expired' || record.released === 'Terminated';
+  // A forced release is involuntary too: the released holder may still be running.
+  const involuntary =
+    record.released === 'Expired' || record.released === 'Terminated' || record.released === 'Revoked';
+  // A forced release is answered before the next grant moves the token on.
+  const forceAnswers = forceReleaseStep(obs.lock, record);
+  if (forceAnswers.some((a) => a.type === 'AnswerHandover' && a.answer.outcome === 'Completed'))
+    return {
+      ...base,
+      actions: [...marks(undefined, undefined), ...forceAnswers],
+      requeueAfterMs: 0,
+      holder: undefined,
+      expiresInMs: undefined,
+      waiting: undefined,
+    };
   if (involuntary && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
     return {
       ...base,
@@ -279,11 +314,21 @@ export function decide(obs: Observation, nowMs: number): Decision {
       waiting: 'LockDelay',
     };
   }
-  const next = record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0];
+  // A planned handover's release (HandedOver) goes to the successor its mark names, if that pod is
+  // still a candidate; else the usual order. Requests about a vacant lock are answered here too.
+  const answers: HandoverAction[] = [
+    ...handoverStep(
+      { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: undefined, leaseMs: 0 },
+      nowMs,
+    ).actions.filter((a) => a.type === 'AnswerHandover'),
+    ...forceAnswers,
+  ];
+  const target = handoverTarget(record, candidates);
+  const next = target ?? (record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0]);
   if (next === undefined) {
     return {
       ...base,
-      actions: marks(undefined, undefined),
+      actions: [...marks(undefined, undefined), ...answers],
       requeueAfterMs: RESYNC_MS,
       holder: undefined,
       expiresInMs: undefined,
@@ -314,16 +359,24 @@ export function decide(obs: Observation, nowMs: number): Decision {
   }
   if (regressed) return refuse([]);
   const cause: GrantCause =
-    record.released === 'Released'
-      ? 'Released'
-      : record.released === 'Expired' || record.released === 'Lost'
-        ? 'Expired'
-        : record.released === 'Terminated'
-          ? 'HolderTerminated'
-          : 'Vacant';
+    target !== undefined
+      ? 'HandedOver'
+      : record.released === 'Released' || record.released === 'HandedOver'
+        ? 'Released'
+        : record.released === 'Expired' || record.released === 'Lost'
+          ? 'Expired'
+          : record.released === 'Terminated'
+            ? 'HolderTerminated'
+            : record.released === 'Revoked'
+              ? 'ForceReleased'
+              : 'Vacant';
   return {
     ...base,
-    actions: [...marks(undefined, undefined), { type: 'Grant', to: next.ref, previous: undefined, cause, floor }],
+    actions: [
+      ...marks(undefined, undefined),
+      { type: 'Grant', to: next.ref, previous: target !== undefined ? record.lastHolder : undefined, cause, floor },
+      ...answers,
+    ],
     requeueAfterMs: 0,
     holder: undefined,
     expiresInMs: undefined,

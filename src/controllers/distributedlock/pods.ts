@@ -6,7 +6,7 @@
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
 import type { LabelSelector, QueuedRequest } from '../../api/v1alpha1/distributedlock.ts';
 import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
-import type { PodKeys } from '../../protocol/names.ts';
+import { PRIORITY_ANNOTATION, type PodKeys } from '../../protocol/names.ts';
 
 /** PodSummary is what the lock controller needs to know of a pod. */
 export interface PodSummary {
@@ -24,6 +24,25 @@ export interface PodSummary {
    * merely vanished is no confirmation either.
    */
   readonly terminated: boolean;
+  /** priority: the pod's {@link PRIORITY_ANNOTATION} as an int32, 0 when absent or invalid (see parsePriority). */
+  readonly priority: number;
+  /** invalidPriority: the annotation's value when it is set but not an int32 (reported in an Event), else undefined. */
+  readonly invalidPriority?: string;
+}
+
+/** MIN_PRIORITY and MAX_PRIORITY bound {@link PRIORITY_ANNOTATION}: the int32 range, as PriorityClass values. */
+export const MIN_PRIORITY = -2_147_483_648;
+export const MAX_PRIORITY = 2_147_483_647;
+
+/**
+ * parsePriority reads a {@link PRIORITY_ANNOTATION} value: a canonical decimal int32 (optional `-`,
+ * no leading zeros, no `+`, no spaces). Returns undefined for anything else, which the caller
+ * treats as the default 0 — an invalid value must never move a pod ahead.
+ */
+export function parsePriority(value: string): number | undefined {
+  if (!/^(0|-?[1-9][0-9]{0,9})$/.test(value)) return undefined;
+  const n = Number(value);
+  return n >= MIN_PRIORITY && n <= MAX_PRIORITY ? n : undefined;
 }
 
 /** summarizePod reduces a Pod to a PodSummary. */
@@ -41,7 +60,14 @@ export function summarizePod(pod: V1Pod): PodSummary {
     ready: ready && !terminated,
     terminating: md.deletionTimestamp !== undefined,
     terminated,
+    ...priorityOf(md.annotations?.[PRIORITY_ANNOTATION]),
   };
+}
+
+function priorityOf(value: string | undefined): { priority: number; invalidPriority?: string } {
+  if (value === undefined) return { priority: 0 };
+  const p = parsePriority(value);
+  return p !== undefined ? { priority: p } : { priority: 0, invalidPriority: value };
 }
 
 /**
@@ -115,6 +141,15 @@ export function isCandidate(p: PodSummary, selector: LabelSelector): boolean {
 /** byAge orders candidates: oldest first, then by name, so that grants are deterministic. */
 export function byAge(a: PodSummary, b: PodSummary): number {
   return a.createdAt - b.createdAt || (a.ref.name < b.ref.name ? -1 : a.ref.name > b.ref.name ? 1 : 0);
+}
+
+/**
+ * byPriority orders Election candidates: higher {@link PodSummary.priority} first, then
+ * {@link byAge} (the order before priorities existed, so locks without the annotation behave as
+ * before).
+ */
+export function byPriority(a: PodSummary, b: PodSummary): number {
+  return b.priority - a.priority || byAge(a, b);
 }
 
 /**

@@ -15,7 +15,7 @@ import type { PodPatcher } from '../../kube/pods.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import type { FinalizerIO } from '../../runtime/finalizer.ts';
+import type { FinalizerIO, JsonPatchOperation } from '../../runtime/finalizer.ts';
 import type { PodLookup } from './pod-index.ts';
 
 /** Cache is the read side of an informer. Objects are shared: never mutate them. */
@@ -37,6 +37,14 @@ export interface StatusWriter {
   patchStatus(lock: DistributedLock, status: Record<string, unknown>, signal: AbortSignal): Promise<void>;
 }
 
+/**
+ * LockMetadataWriter sends a JSON Patch to a lock's object (its metadata: the answer to a handover
+ * request). A failed `test` is a 422 from the server.
+ */
+export interface LockMetadataWriter {
+  jsonPatch(lock: DistributedLock, ops: readonly JsonPatchOperation[], signal: AbortSignal): Promise<void>;
+}
+
 /** ReconcilerDeps are the reconciler's collaborators, injected by the composition root. */
 export interface ReconcilerDeps {
   /** locks, leases, pods: the informers' caches (reads go to the API server only after a 409, or a 409-like AlreadyExists, and at deletion). */
@@ -54,6 +62,11 @@ export interface ReconcilerDeps {
   readonly podPatcher: PodPatcher;
   /** statusWriter: the lock's status subresource. */
   readonly statusWriter: StatusWriter;
+  /**
+   * lockMetadata answers planned-handover requests on the lock's annotations. Without it (tests
+   * that do not exercise handovers) requests are left unanswered.
+   */
+  readonly lockMetadata?: LockMetadataWriter;
   /** finalizers: the guarded add and remove of the lock's cleanup finalizer. */
   readonly finalizers: FinalizerIO<DistributedLock>;
   /** fencing: which token dispenser each lock uses. */

@@ -29,6 +29,7 @@ import type { EventTarget } from '../../kube/events.ts';
 import type { PodMetadataPatch } from '../../kube/pods.ts';
 import {
   grantedLease,
+  handoverMarkedLease,
   leaseDurationSecondsFor,
   newLease,
   parseLease,
@@ -38,9 +39,17 @@ import {
   type LockRecord,
 } from '../../lease/record.ts';
 import type { Logger } from '../../observability/logger.ts';
-import type { HolderRef } from '../../protocol/holder.ts';
+import {
+  FORCE_RELEASE_REQUEST_ANNOTATION,
+  FORCE_RELEASE_RESULT_ANNOTATION,
+  HANDOVER_REQUEST_ANNOTATION,
+  HANDOVER_RESULT_ANNOTATION,
+  formatHandoverResult,
+} from '../../protocol/handover.ts';
+import { holderIdentity, type HolderRef } from '../../protocol/holder.ts';
 import {
   LOCK_LABEL,
+  PRIORITY_ANNOTATION,
   TOKEN_ANNOTATION,
   leaseName,
   permitLeaseName,
@@ -56,7 +65,7 @@ import {
   type Result,
   splitKey,
 } from '../../runtime/controller.ts';
-import { TerminalError, errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
+import { TerminalError, errorKind, isAlreadyExists, isConflict, isInvalid, isNotFound } from '../../runtime/errors.ts';
 import { withFinalizer, type CleanupResult } from '../../runtime/finalizer.ts';
 import {
   decideSemaphore,
@@ -66,6 +75,7 @@ import {
   type SemaphoreDecision,
   type SemaphoreObservation,
 } from './decide-semaphore.ts';
+import type { HandoverAnswer } from './decide-handover.ts';
 import {
   decide,
   unactionable,
@@ -75,7 +85,7 @@ import {
   type LeaseView,
   type Observation,
 } from './decide.ts';
-import { summarizePod, matchesSelector } from './pods.ts';
+import { MAX_PRIORITY, MIN_PRIORITY, summarizePod, matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
 import { computeSemaphoreStatus, computeStatus, refusedCompletions } from './status.ts';
 
@@ -116,6 +126,8 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #d: ReconcilerDeps;
   /** #seen: per lock key, the Lease renew fingerprint we last saw and our monotonic time then. */
   readonly #seen = new Map<ObjectKey, Seen>();
+  /** #marks: per lock key, the Lease's handover mark we last saw and our monotonic time when we first saw it. */
+  readonly #marks = new Map<ObjectKey, Seen>();
   /** #degraded: locks whose fencing we last reported unavailable, for transition-only Events. */
   readonly #degraded = new Set<ObjectKey>();
   /** #tampered: locks whose Lease token we last found below status.fencingToken, for transition-only Events. */
@@ -127,6 +139,8 @@ export class DistributedLockReconciler implements Reconciler {
    * leader recorded) when this process has none; dropped with #seen.
    */
   readonly #queues = new Map<ObjectKey, readonly QueuedRequest[]>();
+  /** #badPriorities: per Election lock key, the invalid priorities already reported (`pod/uid=value`), for once-only Events. */
+  readonly #badPriorities = new Map<ObjectKey, Set<string>>();
   /** #refused: per lock key, the refused completions already reported (`runId|token|verdict`), for once-only Events. */
   readonly #refused = new Map<ObjectKey, Set<string>>();
   /**
@@ -147,6 +161,7 @@ export class DistributedLockReconciler implements Reconciler {
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
   forgetObserved(): void {
     this.#seen.clear();
+    this.#marks.clear();
     this.#expected.clear();
     this.#queues.clear(); // another leader may have recorded requests since: start from status again
   }
@@ -198,6 +213,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#tampered.delete(key);
       this.#queues.delete(key);
       this.#refused.delete(key);
+      this.#badPriorities.delete(key);
       this.#expected.delete(key);
       this.#delivered.delete(key);
       return {};
@@ -238,7 +254,12 @@ export class DistributedLockReconciler implements Reconciler {
       obs = this.#observe(key, current, lease);
       dec = decide(obs, this.#d.clock.monotonicMs());
       const leaseAction = dec.actions.find(
-        (a) => a.type === 'CreateLease' || a.type === 'Grant' || a.type === 'Revoke',
+        (a) =>
+          a.type === 'CreateLease' ||
+          a.type === 'Grant' ||
+          a.type === 'Revoke' ||
+          a.type === 'MarkHandover' ||
+          a.type === 'ForceRelease',
       );
       if (leaseAction !== undefined) {
         try {
@@ -271,12 +292,14 @@ export class DistributedLockReconciler implements Reconciler {
       if (a.type === 'MarkHolderPod')
         await this.#markPod(lock, obs.lease?.record, leaseName(lock.metadata.name ?? ''), a.pod, a.token, io);
       if (a.type === 'UnmarkPod') await this.#unmarkPod(lock, a.pod, io);
+      if (a.type === 'AnswerHandover') await this.#answerHandover(lock, a.answer, io);
     }
     // ### 4: Status, written only when it changed; fencing and tampering transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
     this.#reportTampering(key, lock, obs, dec, log);
     const now = this.#d.clock.now();
     this.#reportRefusedCompletions(key, lock, obs, now, log);
+    this.#reportBadPriorities(key, lock, dec, log);
     const status = computeStatus(obs, dec, lock.status, now);
     this.#queues.set(key, status.queue ?? []); // before the write: a failed write must not lose the order
     await this.#writeStatus(lock, status, signal);
@@ -546,8 +569,28 @@ export class DistributedLockReconciler implements Reconciler {
         ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
       },
       requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
+      ...this.#handoverSeen(key, leaseView?.record),
     };
     return obs;
+  }
+
+  /**
+   * #handoverSeen: our monotonic time when we first saw the Lease's current handover mark (the
+   * handover's timeout counts from it, on our own clock, as expiry does). A restarted controller
+   * starts counting again at its first sight: a handover lapses later, never earlier.
+   */
+  #handoverSeen(key: ObjectKey, record: LockRecord | undefined): { handoverMarkSeenAtMs?: number } {
+    const mark = record?.handover;
+    if (mark === undefined || record?.holder === undefined) {
+      this.#marks.delete(key);
+      return {};
+    }
+    const fingerprint = `${holderIdentity(mark.to)}|${mark.token}|${mark.drainMs}`;
+    const seen = this.#marks.get(key);
+    if (seen !== undefined && seen.fingerprint === fingerprint) return { handoverMarkSeenAtMs: seen.atMs };
+    const atMs = this.#d.clock.monotonicMs();
+    this.#marks.set(key, { fingerprint, atMs });
+    return { handoverMarkSeenAtMs: atMs };
   }
 
   /** #podsOf: the pods of the namespace that the lock selects or that carry its marks. */
@@ -699,6 +742,38 @@ export class DistributedLockReconciler implements Reconciler {
         );
         return granted;
       }
+      case 'ForceRelease': {
+        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the forced release`);
+        const revoked = await this.#d.leaseStore.replace(namespace, name, releasedLease(read, 'Revoked'), { signal }); // CAS
+        this.#observeHold(obs, 'ForceReleased');
+        log.info({ holder: action.holder.name, by: action.by }, 'Force-released Lease');
+        this.#event(
+          lock,
+          'Warning',
+          EventReason.ForceReleased,
+          `${action.by !== undefined ? `${action.by} forced` : 'A user forced'} the release of pod ${action.holder.name}'s grant (token ${String(obs.lease?.record.token)}); the pod may still be running: only fencing guards stop its writes`,
+        );
+        return revoked;
+      }
+      case 'MarkHandover': {
+        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the handover mark`);
+        const marked = await this.#d.leaseStore.replace(namespace, name, handoverMarkedLease(read, action.mark), {
+          signal,
+        }); // CAS: a holder's renewal in between is a 409, and we decide again
+        const holder = obs.lease?.record.holder?.name ?? '?';
+        if (action.mark !== undefined) {
+          log.info({ holder, to: action.mark.to.name, drainMs: action.mark.drainMs }, 'Marked Lease for handover');
+          this.#event(
+            lock,
+            'Normal',
+            EventReason.HandoverStarted,
+            `Handing over from pod ${holder} (token ${action.mark.token}) to pod ${action.mark.to.name}: the holder's agent drains for up to ${action.mark.drainMs / 1000}s, then releases`,
+          );
+        } else {
+          log.info({ holder }, 'Removed the handover mark from the Lease');
+        }
+        return marked;
+      }
       case 'Revoke': {
         if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the revoke`);
         const current = read;
@@ -847,6 +922,94 @@ export class DistributedLockReconciler implements Reconciler {
     else this.#refused.delete(key);
   }
 
+  /**
+   * #answerHandover removes the handover request from the lock — only while it is still the
+   * request decided about (a JSON Patch `test`: a newer request is never cleared) — and records
+   * the answer beside it and in an Event. A failed test (422) or a vanished lock is skipped: the
+   * lock's own update event brings the next reconcile.
+   */
+  async #answerHandover(lock: DistributedLock, a: HandoverAnswer, { log, signal }: CallContext): Promise<void> {
+    const writer = this.#d.lockMetadata;
+    if (writer === undefined) return;
+    const at = this.#d.clock.now().toISOString();
+    const result = formatHandoverResult({
+      to: a.to,
+      token: a.token,
+      outcome: a.outcome,
+      message: a.message,
+      at,
+      ...(a.newToken !== undefined ? { newToken: a.newToken.toString() } : {}),
+    });
+    const path = (k: string): string => `/metadata/annotations/${k.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+    const force = a.kind === 'forceRelease';
+    const requestKey = force ? FORCE_RELEASE_REQUEST_ANNOTATION : HANDOVER_REQUEST_ANNOTATION;
+    const resultKey = force ? FORCE_RELEASE_RESULT_ANNOTATION : HANDOVER_RESULT_ANNOTATION;
+    try {
+      await writer.jsonPatch(
+        lock,
+        [
+          { op: 'test', path: path(requestKey), value: a.raw },
+          { op: 'remove', path: path(requestKey) },
+          { op: 'add', path: path(resultKey), value: result },
+        ],
+        signal,
+      );
+    } catch (err) {
+      if (isNotFound(err) || isInvalid(err) || isConflict(err)) {
+        log.debug({ err }, 'Handover request changed before it was answered; skipped');
+        return;
+      }
+      throw new Error('Failed to answer the handover request on the DistributedLock', { cause: err });
+    }
+    log.info({ to: a.to, token: a.token, outcome: a.outcome, kind: a.kind ?? 'handover' }, 'Answered handover request');
+    // A forced release has its Event when the Lease is released (ForceReleased); only a refusal is reported here.
+    if (force) {
+      if (a.outcome !== 'Completed')
+        this.#event(lock, 'Warning', EventReason.ForceReleased, `Forced release refused: ${a.message}`);
+      return;
+    }
+    const reason =
+      a.outcome === 'Completed'
+        ? EventReason.HandoverCompleted
+        : a.outcome === 'TimedOut'
+          ? EventReason.HandoverTimedOut
+          : EventReason.HandoverRefused;
+    this.#event(
+      lock,
+      a.outcome === 'Completed' ? 'Normal' : 'Warning',
+      reason,
+      a.outcome === 'Completed'
+        ? `Handed over to ${a.message}`
+        : `Handover${a.to !== '' ? ` to pod ${a.to}` : ''} ${a.outcome === 'TimedOut' ? 'timed out' : 'refused'}: ${a.message}`,
+    );
+  }
+
+  /**
+   * #reportBadPriorities records a Warning Event once for each Election candidate whose
+   * fencepost.io/priority is not an int32 (it counts as 0): per pod incarnation and value, so a
+   * fixed and broken-again annotation is reported again, and a reconcile loop is not.
+   */
+  #reportBadPriorities(key: ObjectKey, lock: DistributedLock, dec: Decision, log: Logger): void {
+    if ((lock.spec.mode ?? 'Election') !== 'Election') return;
+    const seen = this.#badPriorities.get(key) ?? new Set<string>();
+    const current = new Set<string>();
+    for (const p of dec.candidates) {
+      if (p.invalidPriority === undefined) continue;
+      const id = `${p.ref.name}/${p.ref.uid}=${p.invalidPriority}`;
+      current.add(id);
+      if (seen.has(id)) continue;
+      log.info({ pod: p.ref.name, value: p.invalidPriority }, 'Ignored an invalid Pod priority');
+      this.#event(
+        lock,
+        'Warning',
+        EventReason.InvalidPriority,
+        `Pod ${p.ref.name} has annotation ${PRIORITY_ANNOTATION}=${JSON.stringify(p.invalidPriority)}, which is not an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}; it counts as 0`,
+      );
+    }
+    if (current.size > 0) this.#badPriorities.set(key, current);
+    else this.#badPriorities.delete(key);
+  }
+
   async #writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
     if (stableJson(prev) === stableJson(next)) return;
@@ -896,6 +1059,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#tampered.delete(key);
     this.#queues.delete(key);
     this.#refused.delete(key);
+    this.#badPriorities.delete(key);
     return {};
   }
 
@@ -942,6 +1106,7 @@ export class DistributedLockReconciler implements Reconciler {
   /** #forgetSeen drops what we observed of the lock's Leases: its own, and each permit Lease's. */
   #forgetSeen(key: ObjectKey): void {
     this.#seen.delete(key);
+    this.#marks.delete(key);
     for (const k of this.#seen.keys()) if (k.startsWith(`${key}/`)) this.#seen.delete(k);
   }
 
@@ -991,6 +1156,10 @@ function describeCause(cause: string, previous: HolderRef | undefined): string {
   switch (cause) {
     case 'Released':
       return 'the previous holder released it';
+    case 'HandedOver':
+      return `pod ${previous?.name ?? '?'} handed it over (planned handover)`;
+    case 'ForceReleased':
+      return "the previous holder's grant was force-released by a user";
     case 'Expired':
       return previous !== undefined ? `pod ${previous.name} stopped renewing` : 'the previous holder expired';
     case 'HolderTerminated':

@@ -193,6 +193,11 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       patchStatus: (lock, status, signal) =>
         lockWriter.mergePatchStatus(lock.metadata.namespace ?? '', lock.metadata.name ?? '', status, { signal }),
     },
+    lockMetadata: {
+      jsonPatch: async (lock, ops, signal) => {
+        await lockWriter.jsonPatch(lock.metadata.namespace ?? '', lock.metadata.name ?? '', ops, { signal });
+      },
+    },
     finalizers: jsonPatchFinalizerIO<DistributedLock>((lock, ops, signal) =>
       lockWriter.jsonPatch(lock.metadata.namespace ?? '', lock.metadata.name ?? '', ops, signal ? { signal } : {}),
     ),

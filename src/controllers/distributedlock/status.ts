@@ -113,7 +113,7 @@ export function computeStatus(
           reason:
             dec.waiting !== undefined
               ? WAITING_REASON[dec.waiting]
-              : record?.released === 'Released'
+              : record?.released === 'Released' || record?.released === 'HandedOver'
                 ? Reason.Released
                 : Reason.Waiting,
           message: dec.waiting !== undefined ? WAITING_MESSAGE[dec.waiting] : 'Nobody holds the lock',

@@ -18,6 +18,7 @@ import {
 } from '../../support/env.ts';
 import { createLock, createPod, getLease, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 import { leaseName } from '../../../src/protocol/names.ts';
+import { handoverMarkedLease, parseLease } from '../../../src/lease/record.ts';
 import { agentBinary } from '../../support/agent-binary.ts';
 
 const DOC_FILE = resolve(import.meta.dirname, '../../../src/agent/openapi.json');
@@ -251,6 +252,7 @@ describe('the agent HTTP API against its OpenAPI document', () => {
       ['/v1/locks/{name}/events', 'GET'],
       ['/v1/locks/{name}/acquire', 'POST'],
       ['/v1/locks/{name}/complete', 'POST'],
+      ['/v1/locks/{name}/drained', 'POST'],
       ['/v1/locks/{name}/release', 'POST'],
     ] as const) {
       const real = path.replace('{name}', 'nope');
@@ -448,6 +450,53 @@ describe('the agent HTTP API against its OpenAPI document', () => {
         await call(ready, 'POST', `/v1/locks/api/complete?runId=slot-2&token=${held.token}`),
       ),
     ).toMatchObject({ type: 'https://fencepost.io/problems/kubernetes-unavailable', status: 502, lock: 'api' });
+  });
+
+  it('drains for a planned handover (snapshot.draining, SSE draining), and answers drained 200 once, then 409 not-draining', async () => {
+    // The controller is stopped (previous test) and the agent still holds: put the handover mark
+    // on the Lease as the controller would (and drop the filler, which leaves no room for it).
+    const before = check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api')) as {
+      held: boolean;
+      token: string;
+    };
+    expect(before.held).toBe(true);
+    expect(check('/v1/locks/{name}/drained', 'POST', await call(ready, 'POST', '/v1/locks/api/drained'))).toMatchObject(
+      { type: 'https://fencepost.io/problems/not-draining', status: 409, lock: 'api' },
+    );
+    const stream = openStream(ready, '/v1/locks/api/events');
+    await stream.answer;
+    await eventually(async () => {
+      const lease = (await getLease(t, 'api')) ?? {};
+      const { ['example.com/filler']: _filler, ...annotations } = lease.metadata?.annotations ?? {};
+      await t.leases.replaceNamespacedLease({
+        namespace: t.namespace,
+        name: leaseName('api'),
+        body: handoverMarkedLease(
+          { ...lease, metadata: { ...lease.metadata, annotations } },
+          { to: { name: 'api-1', uid: 'uid-api-1' }, token: BigInt(before.token), drainMs: 60_000 },
+        ),
+      }); // a renewal in between is a 409: read again
+    });
+    const draining = await eventually(async () => {
+      const s = check('/v1/locks/{name}', 'GET', await call(ready, 'GET', '/v1/locks/api')) as {
+        draining?: { to: string; deadlineInMs: number };
+      };
+      expect(s.draining?.to).toBe('api-1');
+      return s;
+    });
+    expect(draining.draining?.deadlineInMs).toBeGreaterThan(30_000);
+    const done = check('/v1/locks/{name}/drained', 'POST', await call(ready, 'POST', '/v1/locks/api/drained')) as {
+      held: boolean;
+    };
+    expect(done.held).toBe(false);
+    await eventually(() => {
+      expect(frames(stream.text()).map((f) => f.event)).toContain('released');
+    });
+    stream.stop();
+    const notice = frames(stream.text()).find((f) => f.event === 'draining');
+    validateAs('HandoverNotice', notice?.data);
+    expect(notice?.data).toMatchObject({ type: 'draining', to: 'api-1', drainMs: 60_000, token: before.token });
+    expect(parseLease((await getLease(t, 'api')) ?? {}).released).toBe('HandedOver');
   });
 
   it('produced every documented path, method and status with a real request', () => {

@@ -87,6 +87,21 @@ const invalid: ReadonlyArray<{ name: string; spec: Json | undefined; expect: rea
     expect: ['spec.lockDelaySeconds', 'greater than or equal to 0'],
   },
   {
+    name: 'negative drain period',
+    spec: withSpec({ handover: { drainSeconds: -1 } }),
+    expect: ['spec.handover.drainSeconds', 'greater than or equal to 0'],
+  },
+  {
+    name: 'drain period over an hour',
+    spec: withSpec({ handover: { drainSeconds: 3601 } }),
+    expect: ['spec.handover.drainSeconds', 'less than or equal to 3600'],
+  },
+  {
+    name: 'drain period as a string',
+    spec: withSpec({ handover: { drainSeconds: '30s' } }),
+    expect: ['spec.handover.drainSeconds', 'integer'],
+  },
+  {
     name: 'unknown mode',
     spec: withSpec({ mode: 'Leader' }),
     expect: ['spec.mode', 'Unsupported value: "Leader"', '"Election"', '"Mutex"', '"Semaphore"'],
@@ -189,6 +204,7 @@ describe('DistributedLock admission', () => {
     expect(created.spec['leaseDurationSeconds']).toBe(15);
     expect(created.spec['mode']).toBe('Election');
     expect(created.spec['handoff']).toEqual({ onPodTerminated: true });
+    expect(created.spec['handover']).toEqual({ drainSeconds: 30 });
   });
 
   it.each(invalid.map((c, i) => ({ ...c, objectName: `bad-${i}` })))(

@@ -21,7 +21,7 @@ import {
   type SessionEvent,
   type SessionState,
 } from '../../../src/agent/session-machine.ts';
-import { grantedLease, releasedLease } from '../../../src/lease/record.ts';
+import { grantedLease, handoverMarkedLease, releasedLease } from '../../../src/lease/record.ts';
 import type { HolderRef } from '../../../src/protocol/holder.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName } from '../../../src/protocol/names.ts';
 import type { TermTimings } from '../../../src/protocol/timings.ts';
@@ -940,5 +940,90 @@ describe('session machine: tokens someone else wrote on our Lease (issue 15 find
     const r = new Run().at(0, seen(ours(2, 8n))).at(5, seen(ours(3, 7n)));
     expect(r.actions.filter((a) => a.startsWith('SendRenew 7'))).toEqual([]);
     expect(r.state.phase).not.toEqual(confirming(7n));
+  });
+});
+
+describe('session machine: planned handover (rows V1–V4)', () => {
+  /** marked: our Lease with token `token`, marked by the controller for a handover to `to`. */
+  const marked = (rv: number, token: bigint, to: HolderRef = OTHER, forToken = token, drainMs = 1000): LeaseView =>
+    withRv(handoverMarkedLease(grantedLease(BASE, SELF, token, TIMINGS, WALL), { to, token: forToken, drainMs }), rv);
+  const draining = (token: bigint, untilMs: number, to = OTHER.name): Partial<SessionState> => ({
+    draining: { token, to, untilMs },
+  });
+
+  it('V1 a mark for the held token naming another pod starts a drain: notice, drain timer, still held', () => {
+    const t = transition(state(held(7n)), seen(marked(3, 7n)), 500);
+    expect(showPhase(t.state.phase)).toBe('held 7 until 2000');
+    expect(t.actions.map(show)).toEqual(['Emit draining 7 (handing over to pod web-1)', 'ArmDrain']);
+    expect(t.state.draining).toEqual({ token: 7n, to: 'web-1', untilMs: 1500 });
+  });
+
+  it('V1 a second sighting of the same mark changes nothing', () => {
+    const t = transition(state(held(7n), draining(7n, 1500)), seen(marked(4, 7n)), 600);
+    expect(t.actions.map(show)).toEqual([]);
+    expect(t.state.draining?.untilMs).toBe(1500);
+  });
+
+  it('V1 a mark for another token (a stale one) or naming this pod is never acted on', () => {
+    expect(transition(state(held(7n)), seen(marked(3, 7n, OTHER, 6n)), 500).actions.map(show)).toEqual([]);
+    expect(transition(state(held(7n)), seen(marked(3, 7n, SELF)), 500).actions.map(show)).toEqual([]);
+  });
+
+  it('V1 a drain of 0 hands over at once: stop believing, then release as HandedOver', () => {
+    const t = transition(state(held(7n)), seen(marked(3, 7n, OTHER, 7n, 0)), 500);
+    expect(t.state.phase.name).toBe('released');
+    expect(t.actions.map(show)).toEqual([
+      'Emit draining 7 (handing over to pod web-1)',
+      'ClearDrain',
+      'ClearTimers',
+      'Emit released 7 (handed over to pod web-1)',
+      'Release 7',
+    ]);
+    expect(t.actions.find((a) => a.type === 'Release')).toMatchObject({ handedOver: true });
+  });
+
+  it('V2 the mark removed while draining cancels the drain; the term goes on', () => {
+    const t = transition(state(held(7n), draining(7n, 1500)), seen(ours(5, 7n)), 600);
+    expect(showPhase(t.state.phase)).toBe('held 7 until 2000');
+    expect(t.state.draining).toBeUndefined();
+    expect(t.actions.map(show)).toEqual(['ClearDrain', 'Emit handoverCancelled 7']);
+  });
+
+  it('V3 the drain timer ends the term first, then releases it as HandedOver', () => {
+    const t = transition(state(held(7n), draining(7n, 1500)), { type: 'DrainTimerFired', token: 7n }, 1500);
+    expect(t.state.phase.name).toBe('released');
+    expect(t.state.endedToken).toBe(7n);
+    expect(t.actions.map(show)).toEqual([
+      'ClearDrain',
+      'ClearTimers',
+      'Emit released 7 (handed over to pod web-1)',
+      'Release 7',
+    ]);
+  });
+
+  it("V3 the app's early answer (DrainDone) hands over before the drain period ends", () => {
+    const t = transition(state(held(7n), draining(7n, 1500)), { type: 'DrainDone' }, 700);
+    expect(t.state.phase.name).toBe('released');
+    expect(t.actions.find((a) => a.type === 'Release')).toMatchObject({ token: 7n, handedOver: true });
+  });
+
+  it('V4 a drain timer of an earlier token, or DrainDone while not draining, does nothing', () => {
+    expect(
+      transition(state(held(7n), draining(7n, 1500)), { type: 'DrainTimerFired', token: 6n }, 1500).actions,
+    ).toEqual([]);
+    expect(transition(state(held(7n)), { type: 'DrainDone' }, 700).actions).toEqual([]);
+  });
+
+  it('V4 a term whose renew deadline passed during the drain is lost, not handed over (no release written)', () => {
+    const t = transition(state(held(7n), draining(7n, 2500)), { type: 'DrainDone' }, 2100);
+    expect(t.state.phase.name).toBe('lost');
+    expect(t.actions.some((a) => a.type === 'Release')).toBe(false);
+  });
+
+  it('losing the term while draining clears the drain', () => {
+    const t = transition(state(held(7n), draining(7n, 1500)), seen(others(6, 8n)), 600);
+    expect(t.state.phase.name).toBe('lost');
+    expect(t.state.draining).toBeUndefined();
+    expect(t.actions.map(show)).toContain('ClearDrain');
   });
 });

@@ -2,6 +2,7 @@
 // (crds/distributedlocks.fencepost.io.yaml, the source of truth) drift apart, and checks that
 // the CRD's schema is structural, documented and self-consistent. CEL rules are only checked for
 // references to fields that exist; their behaviour is tested against a real API server.
+import { DEFAULT_DRAIN_SECONDS, MAX_DRAIN_SECONDS } from '../../../src/protocol/handover.ts';
 import { readFileSync } from 'node:fs';
 import { loadYaml } from '@kubernetes/client-node';
 import type {
@@ -295,6 +296,8 @@ describe('the DistributedLock CRD', () => {
       { path: 'spec.mode', value: DEFAULT_MODE },
       { path: 'spec.handoff', value: {} },
       { path: 'spec.handoff.onPodTerminated', value: DEFAULT_HANDOFF_ON_POD_TERMINATED },
+      { path: 'spec.handover', value: {} },
+      { path: 'spec.handover.drainSeconds', value: DEFAULT_DRAIN_SECONDS },
     ])('in the default of $path', ({ path, value }) => {
       expect(defaultOf(at(path))).toEqual(value);
     });
@@ -304,9 +307,19 @@ describe('the DistributedLock CRD', () => {
       expect(defaulted.sort()).toEqual([
         '.spec.handoff',
         '.spec.handoff.onPodTerminated',
+        '.spec.handover',
+        '.spec.handover.drainSeconds',
         '.spec.leaseDurationSeconds',
         '.spec.mode',
       ]);
+    });
+
+    it('in the bounds of spec.handover.drainSeconds', () => {
+      expect(at('spec.handover.drainSeconds')).toMatchObject({
+        type: 'integer',
+        minimum: 0,
+        maximum: MAX_DRAIN_SECONDS,
+      });
     });
 
     it('in the bounds of spec.permits', () => {

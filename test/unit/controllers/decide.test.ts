@@ -39,6 +39,7 @@ import {
   withLock,
   withLockDelay,
   withPods,
+  withPriority,
   withSelector,
   withUid,
   type LeaseOption,
@@ -1220,5 +1221,48 @@ describe('decide in Mutex mode', () => {
     expect(d.actions.filter((x) => x.type === 'Grant' || x.type === 'Revoke')).toEqual([]);
     expect(d.holder).toEqual(a.ref);
     expect(d.queue).toBe(1);
+  });
+});
+
+describe('decide with candidate priorities (fencepost.io/priority)', () => {
+  it('grants a vacant Election lock to the highest priority, not the oldest pod', () => {
+    const d = decide(obs(withPods(a, pod(b, withPriority('5')), c)), 0);
+    expect(d.actions).toMatchObject([{ type: 'Grant', to: b.ref }]);
+    expect(d.candidates.map((p) => p.ref.name)).toEqual(['web-b', 'web-a', 'web-c']);
+  });
+  it('ties keep the existing order: oldest first', () => {
+    const d = decide(obs(withPods(pod(c, withPriority('5')), pod(b, withPriority('5')), a)), 0);
+    expect(d.actions).toMatchObject([{ type: 'Grant', to: b.ref }]);
+  });
+  it('an invalid priority counts as 0 and moves nobody ahead', () => {
+    const d = decide(obs(withPods(a, pod(b, withPriority('999999999999')))), 0);
+    expect(d.actions).toMatchObject([{ type: 'Grant', to: a.ref }]);
+    expect(d.candidates[1]?.invalidPriority).toBe('999999999999');
+  });
+  it('a negative priority goes after pods without one', () => {
+    const d = decide(obs(withPods(pod(a, withPriority('-1')), b)), 0);
+    expect(d.actions).toMatchObject([{ type: 'Grant', to: b.ref }]);
+  });
+  it('never takes the lock from a renewing holder of lower priority', () => {
+    const d = decide(obs(heldByA(), withPods(marked(a, 5n), pod(b, withPriority('100')))), 1_000);
+    expect(d).toMatchObject({ actions: [], holder: a.ref });
+  });
+  it('after an expiry, the next holder is the highest priority other than the departing one', () => {
+    const d = decide(
+      obs(heldByA(), withPods(marked(a, 5n, withPriority('100')), b, pod(c, withPriority('3')))),
+      LEASE_MS + 1,
+    );
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: c.ref, cause: 'Expired' }));
+  });
+  it('Mutex ignores priorities (first come, first served)', () => {
+    const keysDb = podKeys('db');
+    const asked = (p: PodSummary, at: string, ...o: PodOption[]): PodSummary =>
+      pod(p, withAnnotations({ [keysDb.request]: at }), ...o);
+    const mutexLock = withLock({ ...aLock('db'), spec: { ...aLock('db').spec, mode: 'Mutex' as const } });
+    const d = decide(
+      obs(mutexLock, withPods(asked(a, '2025-01-01T00:00:00Z'), asked(b, '2025-01-01T00:00:01Z', withPriority('9')))),
+      0,
+    );
+    expect(d.actions).toMatchObject([{ type: 'Grant', to: a.ref }]);
   });
 });

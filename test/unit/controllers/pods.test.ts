@@ -3,10 +3,12 @@ import type { V1ContainerStatus, V1Pod, V1PodSpec, V1PodStatus } from '@kubernet
 import type { LabelSelector } from '../../../src/api/v1alpha1/distributedlock.ts';
 import {
   byAge,
+  byPriority,
   isCandidate,
   matchesSelector,
   mutexOrder,
   nextQueue,
+  parsePriority,
   summarizePod,
 } from '../../../src/controllers/distributedlock/pods.ts';
 import type { QueuedRequest } from '../../../src/api/v1alpha1/distributedlock.ts';
@@ -407,6 +409,7 @@ describe('summarizePod', () => {
       ready: false,
       terminating: false,
       terminated: false,
+      priority: 0,
     });
   });
 
@@ -419,6 +422,7 @@ describe('summarizePod', () => {
       ready: false,
       terminating: false,
       terminated: false,
+      priority: 0,
     });
   });
 });
@@ -641,5 +645,61 @@ describe('podKeys', () => {
       expect(local.length).toBeLessThanOrEqual(63);
       expect(prefix).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/);
     }
+  });
+});
+
+describe('parsePriority', () => {
+  it.each<{ value: string; want: number | undefined }>([
+    { value: '0', want: 0 },
+    { value: '10', want: 10 },
+    { value: '-5', want: -5 },
+    { value: '2147483647', want: 2147483647 },
+    { value: '-2147483648', want: -2147483648 },
+    { value: '2147483648', want: undefined },
+    { value: '-2147483649', want: undefined },
+    { value: '+1', want: undefined },
+    { value: '01', want: undefined },
+    { value: '-0', want: undefined },
+    { value: '1.5', want: undefined },
+    { value: ' 1', want: undefined },
+    { value: 'high', want: undefined },
+    { value: '', want: undefined },
+  ])('$value reads as $want', ({ value, want }) => {
+    expect(parsePriority(value)).toBe(want);
+  });
+
+  it('summarizePod reads the annotation; an invalid value counts as 0 and is kept for the Event', () => {
+    const pod = (v: string): V1Pod => ({
+      metadata: { name: 'p', uid: 'u', annotations: { 'fencepost.io/priority': v } },
+    });
+    expect(summarizePod(pod('7'))).toMatchObject({ priority: 7 });
+    expect(summarizePod(pod('7')).invalidPriority).toBeUndefined();
+    expect(summarizePod(pod('seven'))).toMatchObject({ priority: 0, invalidPriority: 'seven' });
+    expect(summarizePod({ metadata: { name: 'p', uid: 'u' } })).toMatchObject({ priority: 0 });
+  });
+});
+
+describe('byPriority', () => {
+  const prio =
+    (v: number): PodOption =>
+    (d) => {
+      d.priority = v;
+    };
+  it('higher priority first, then the existing order (oldest first, then name)', () => {
+    const old = aPod('old', createdAt(1_000));
+    const young = aPod('young', createdAt(5_000), prio(10));
+    const youngToo = aPod('a-young', createdAt(5_000), prio(10));
+    const low = aPod('low', createdAt(500), prio(-1));
+    expect([old, young, low, youngToo].sort(byPriority).map((p) => p.ref.name)).toEqual([
+      'a-young',
+      'young',
+      'old',
+      'low',
+    ]);
+  });
+  it('without priorities it is byAge', () => {
+    const x = aPod('x', createdAt(2_000));
+    const y = aPod('y', createdAt(1_000));
+    expect([x, y].sort(byPriority)).toEqual([x, y].sort(byAge));
   });
 });
