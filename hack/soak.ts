@@ -309,6 +309,10 @@ if (beforeLeaseEnd > 0)
   process.stdout.write(
     `${beforeLeaseEnd} grant(s) before the cut-off holder's lease (+ lock delay) ended (node-loss)\n`,
   );
+// A planned handover (issue 18): two believers without a pause, or a stale request that moved the lock.
+const handoverWrong = total15(['handoverOverlap', 'staleHandedOver']);
+if (handoverWrong > 0)
+  process.stdout.write(`${handoverWrong} handover(s) with two believers or moved by a stale request (handover)\n`);
 const ok =
   opts.calibrate === 'lost-marker'
     ? early > 0
@@ -326,5 +330,6 @@ const ok =
               runTwice === 0 &&
               bypassed === 0 &&
               tree === 0 &&
-              beforeLeaseEnd === 0;
+              beforeLeaseEnd === 0 &&
+              handoverWrong === 0;
 await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

@@ -85,6 +85,9 @@ describe('the safety suite', () => {
         'treeWritesAfterResume',
         'treeProcessesLeft',
         'grantedBeforeLeaseEnd',
+        // Issue 18: a planned handover never makes two believers; a stale request moves nothing.
+        'handoverOverlap',
+        'staleHandedOver',
       ])
         expect.soft(s.counters[k] ?? 0, `${s.fault}: ${k}`).toBe(0);
     }

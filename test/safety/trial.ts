@@ -37,6 +37,7 @@ import {
   type SemaphoreShape,
 } from './faults/semaphore.ts';
 import { checkSemaphore, peakBelievers } from './semaphore-check.ts';
+import { handover, handoverOverlap } from './faults/handover.ts';
 
 /** FAULT_TYPES: one per row of the fault table; `none` is the fault-free control. */
 export const FAULT_TYPES = [
@@ -61,6 +62,7 @@ export const FAULT_TYPES = [
   'exec-tree',
   'node-loss',
   'semaphore',
+  'handover',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -505,6 +507,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
   ['exec-tree']: execTree,
   ['node-loss']: nodeLoss,
   semaphore: (ctx, h, other) => semaphoreFault(ctx, h, other, scripts),
+  handover,
   ['api-errors']: apiErrors,
   ['watch-delay']: watchDelay,
   async ['controller-kill'](ctx, h) {
@@ -747,6 +750,15 @@ export function resumedAfterLoss(events: readonly ClientEvent[]): number {
   return n;
 }
 
+/** handoverChecked: the usual checker, plus the handover's overlap counter (faults/handover.ts). */
+function handoverChecked(
+  history: Parameters<typeof checkHistory>[0],
+  events: readonly ClientEvent[],
+): { report: TrialReport; counters: Record<string, number> } {
+  const report = checkHistory(history);
+  return { report, counters: { handoverOverlap: handoverOverlap(report.dualBelief, events) } };
+}
+
 /** runTrial runs one trial on the bed and checks its history. Never throws for a fault's effect. */
 export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialResult> {
   const began = performance.now();
@@ -860,13 +872,15 @@ export async function runTrial(bed: SafetyBed, spec: TrialSpec): Promise<TrialRe
       ? checkMultiKey(history, await readFinalKeys(bed.storeClient, spec.id))
       : spec.fault === 'co-tenant'
         ? checkCoTenant(ctx, history)
-        : shape !== undefined
-          ? {
-              report: checkSemaphore(history, shape.permits),
-              // How many trials had every permit held at once (the bound was exercised, not just kept).
-              counters: { allPermitsHeldAtOnce: peakBelievers(ctx.events, ctx.leaseMs) >= shape.permits ? 1 : 0 },
-            }
-          : undefined;
+        : spec.fault === 'handover'
+          ? handoverChecked(history, ctx.events)
+          : shape !== undefined
+            ? {
+                report: checkSemaphore(history, shape.permits),
+                // How many trials had every permit held at once (the bound was exercised, not just kept).
+                counters: { allPermitsHeldAtOnce: peakBelievers(ctx.events, ctx.leaseMs) >= shape.permits ? 1 : 0 },
+              }
+            : undefined;
   const report = checked?.report ?? checkHistory(history);
   const tallied = outcome?.tally?.(history.leases);
   const counters =

@@ -49,6 +49,8 @@ export interface WorkerOutput {
     | 'renewed'
     | 'lost'
     | 'released'
+    | 'draining'
+    | 'handoverCancelled'
     | 'check'
     | 'attempt'
     | 'outcome';

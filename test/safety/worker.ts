@@ -165,6 +165,13 @@ async function join(c: JoinCommand): Promise<void> {
       ...(e.expiresInMs !== undefined ? { expiresInMs: e.expiresInMs } : {}),
     });
   });
+  // A planned handover: reported like the session's events; half the time the "application"
+  // answers early (POST …/drained does the same) after U[0, 200] ms, else the drain period runs out.
+  session.onHandover((e) => {
+    emit({ trial: c.trial, kind: e.type, holder, token: e.token });
+    if (e.type === 'draining' && Math.random() < 0.5)
+      setTimeout(() => void session.drained().catch(() => undefined), Math.random() * 200);
+  });
   const r: Running = { session, stopped: false, loop: Promise.resolve() };
   trials.set(c.trial, r);
   await session.start();
