@@ -29,12 +29,12 @@ import { formatFailures, runTrials, summarize, type FaultSummary } from '../test
 import { formatOutageTable } from '../test/safety/faults/apiserver.ts';
 import { formatStepDowns, formatTable } from '../test/safety/report.ts';
 import { startSafetyBed } from '../test/safety/testbed.ts';
-import { FAULT_TYPES, type FaultType, type TrialResult } from '../test/safety/trial.ts';
+import { CALIBRATIONS, FAULT_TYPES, type Calibration, type FaultType, type TrialResult } from '../test/safety/trial.ts';
 import { runNemesisSoak } from '../test/safety/nemesis-soak.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
-                          [--calibrate guard|floor|lost-marker|no-recheck|key-scope|status-floor|child-only|phase-proof|permits] [--minutes-per-fault M] [--out FILE] [--keep-logs]
+                          [--calibrate ${CALIBRATIONS.join('|')}] [--minutes-per-fault M] [--out FILE] [--keep-logs]
                           [--nemesis-minutes M]
   --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
                           then reports the trials actually run); results are written after each fault type
@@ -49,17 +49,7 @@ let opts: {
   concurrency: number;
   seed: number;
   lease: number;
-  calibrate:
-    | 'guard'
-    | 'floor'
-    | 'lost-marker'
-    | 'no-recheck'
-    | 'key-scope'
-    | 'status-floor'
-    | 'child-only'
-    | 'phase-proof'
-    | 'permits'
-    | undefined;
+  calibrate: Calibration | undefined;
   out: string;
   keepLogs: boolean;
   phaseMinutes: number | undefined;
@@ -96,22 +86,10 @@ try {
       throw new Error(`--fault: unknown fault type ${JSON.stringify(f)}`);
     return f as FaultType;
   });
-  const calibrate = values.calibrate;
-  if (
-    calibrate !== undefined &&
-    calibrate !== 'guard' &&
-    calibrate !== 'floor' &&
-    calibrate !== 'lost-marker' &&
-    calibrate !== 'no-recheck' &&
-    calibrate !== 'key-scope' &&
-    calibrate !== 'status-floor' &&
-    calibrate !== 'child-only' &&
-    calibrate !== 'phase-proof' &&
-    calibrate !== 'permits'
-  )
-    throw new Error(
-      `--calibrate: expected guard, floor, lost-marker, no-recheck, key-scope, status-floor, child-only, phase-proof or permits, got ${JSON.stringify(calibrate)}`,
-    );
+  const given = values.calibrate;
+  if (given !== undefined && !(CALIBRATIONS as readonly string[]).includes(given))
+    throw new Error(`--calibrate: expected one of ${CALIBRATIONS.join(', ')}, got ${JSON.stringify(given)}`);
+  const calibrate = given as Calibration | undefined;
   const seed = values.seed !== undefined ? int(values.seed, '--seed', 0) : Math.floor(Math.random() * 2 ** 31);
   opts = {
     trials: int(values.trials, '--trials', 1),

@@ -6,23 +6,8 @@
  *
  *   node test/safety/over-granting-controller.ts --kubeconfig PATH --redis-url URL --namespace NS
  */
-import { parseArgs } from 'node:util';
 import type { DistributedLock } from '../../src/api/v1alpha1/distributedlock.ts';
-import { startLockController } from '../../src/controllers/distributedlock/setup.ts';
-import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
-import { silentLogger } from '../../src/observability/logger.ts';
-import { realClock } from '../../src/runtime/clock.ts';
-
-const { values } = parseArgs({
-  strict: true,
-  options: { kubeconfig: { type: 'string' }, 'redis-url': { type: 'string' }, namespace: { type: 'string' } },
-});
-const redisUrl = values['redis-url'] ?? '';
-const namespace = values.namespace ?? '';
-if (redisUrl === '' || namespace === '') {
-  process.stderr.write('Usage: over-granting-controller.ts --kubeconfig PATH --redis-url URL --namespace NS\n');
-  process.exit(2);
-}
+import { calibrationArgs, runCalibrationController } from './calibration-controller.ts';
 
 /** onePermitMore: a Semaphore as if it had spec.permits + 1. */
 function onePermitMore(lock: DistributedLock): DistributedLock {
@@ -30,16 +15,9 @@ function onePermitMore(lock: DistributedLock): DistributedLock {
   return { ...lock, spec: { ...lock.spec, permits: lock.spec.permits + 1 } };
 }
 
-const controller = await startLockController({
-  kc: loadKubeConfig(values.kubeconfig),
-  redisUrl,
-  namespace,
-  identity: 'over-granting-controller',
-  clock: realClock,
-  log: silentLogger,
-  lockView: onePermitMore,
-});
-process.stderr.write('unsafe controller (one permit more than spec.permits) started\n');
-process.on('SIGTERM', () => {
-  void controller.stop().then(() => process.exit(0));
-});
+await runCalibrationController(
+  calibrationArgs('over-granting-controller.ts'),
+  'over-granting-controller',
+  'one permit more than spec.permits',
+  { lockView: onePermitMore },
+);

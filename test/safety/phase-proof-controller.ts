@@ -8,23 +8,8 @@
  *
  *   node test/safety/phase-proof-controller.ts --kubeconfig PATH --redis-url URL --namespace NS
  */
-import { parseArgs } from 'node:util';
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
-import { startLockController } from '../../src/controllers/distributedlock/setup.ts';
-import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
-import { silentLogger } from '../../src/observability/logger.ts';
-import { realClock } from '../../src/runtime/clock.ts';
-
-const { values } = parseArgs({
-  strict: true,
-  options: { kubeconfig: { type: 'string' }, 'redis-url': { type: 'string' }, namespace: { type: 'string' } },
-});
-const redisUrl = values['redis-url'] ?? '';
-const namespace = values.namespace ?? '';
-if (redisUrl === '' || namespace === '') {
-  process.stderr.write('Usage: phase-proof-controller.ts --kubeconfig PATH --redis-url URL --namespace NS\n');
-  process.exit(2);
-}
+import { calibrationArgs, runCalibrationController } from './calibration-controller.ts';
 
 const stopped = (names: readonly { name: string }[], now: Date): V1ContainerStatus[] =>
   names.map((c) => ({
@@ -52,16 +37,9 @@ function phaseAsProof(pod: V1Pod): V1Pod {
   };
 }
 
-const controller = await startLockController({
-  kc: loadKubeConfig(values.kubeconfig),
-  redisUrl,
-  namespace,
-  identity: 'phase-proof-controller',
-  clock: realClock,
-  log: silentLogger,
-  podView: phaseAsProof,
-});
-process.stderr.write('unsafe controller (pod phase as proof) started\n');
-process.on('SIGTERM', () => {
-  void controller.stop().then(() => process.exit(0));
-});
+await runCalibrationController(
+  calibrationArgs('phase-proof-controller.ts'),
+  'phase-proof-controller',
+  'pod phase as proof',
+  { podView: phaseAsProof },
+);

@@ -10,7 +10,7 @@ import { withControllerSplit } from './faults/controller-split.ts';
 import { withRunIdFleet } from './faults/run-id-fleet.ts';
 import { closeCoTenant } from './faults/co-tenant.ts';
 import type { SafetyBed } from './testbed.ts';
-import { runTrial, type FaultType, type TrialResult } from './trial.ts';
+import { runTrial, type Calibration, type FaultType, type TrialResult } from './trial.ts';
 
 /** RunOptions configures runTrials. */
 export interface RunOptions {
@@ -23,16 +23,7 @@ export interface RunOptions {
   readonly leaseSeconds: number;
   readonly fenced: boolean;
   /** calibrate: how the run was weakened (for the replay command); undefined for the real suite. */
-  readonly calibrate?:
-    | 'guard'
-    | 'floor'
-    | 'lost-marker'
-    | 'no-recheck'
-    | 'key-scope'
-    | 'status-floor'
-    | 'child-only'
-    | 'phase-proof'
-    | 'permits';
+  readonly calibrate?: Calibration;
   readonly onResult?: (r: TrialResult) => void;
   /** phaseBudgetMs: per fault type; a phase stops starting new trials after this times its fault types (soak runs with a deadline). */
   readonly phaseBudgetMs?: number;

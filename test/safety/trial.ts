@@ -66,6 +66,23 @@ export const FAULT_TYPES = [
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
+/**
+ * CALIBRATIONS: the ways a run can be weakened to prove the suite fails (`--calibrate`, docs/safety.md
+ * "Calibration"); each names the protection removed.
+ */
+export const CALIBRATIONS = [
+  'guard',
+  'floor',
+  'lost-marker',
+  'no-recheck',
+  'key-scope',
+  'status-floor',
+  'child-only',
+  'phase-proof',
+  'permits',
+] as const;
+export type Calibration = (typeof CALIBRATIONS)[number];
+
 /** TrialSpec: which trial, with which seed, under which fault. */
 export interface TrialSpec {
   readonly id: string;
@@ -81,16 +98,7 @@ export interface TrialSpec {
    * exec-tree trials run an exec that signals only its direct child (faults/child-only-exec.ts);
    * `phase-proof`: the bed's controller takes a pod's phase Failed as proof (node-loss).
    */
-  readonly calibrate?:
-    | 'guard'
-    | 'floor'
-    | 'lost-marker'
-    | 'no-recheck'
-    | 'key-scope'
-    | 'status-floor'
-    | 'child-only'
-    | 'phase-proof'
-    | 'permits';
+  readonly calibrate?: Calibration;
 }
 
 /** TrialResult: the checker's report plus what the fault did and the liveness figures. */

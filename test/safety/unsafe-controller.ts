@@ -6,25 +6,13 @@
  *
  *   node test/safety/unsafe-controller.ts --kubeconfig PATH --redis-url URL --namespace NS
  */
-import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
-import { startLockController } from '../../src/controllers/distributedlock/setup.ts';
 import { fencingBackends, type FencingBackends } from '../../src/fencing/backends.ts';
 import type { FenceDispenser } from '../../src/fencing/redis-fence.ts';
-import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
-import { silentLogger } from '../../src/observability/logger.ts';
-import { realClock } from '../../src/runtime/clock.ts';
+import { calibrationArgs, runCalibrationController } from './calibration-controller.ts';
 
-const { values } = parseArgs({
-  strict: true,
-  options: { kubeconfig: { type: 'string' }, 'redis-url': { type: 'string' }, namespace: { type: 'string' } },
-});
-const redisUrl = values['redis-url'] ?? '';
-const namespace = values.namespace ?? '';
-if (redisUrl === '' || namespace === '') {
-  process.stderr.write('Usage: unsafe-controller.ts --kubeconfig PATH --redis-url URL --namespace NS\n');
-  process.exit(2);
-}
+const args = calibrationArgs('unsafe-controller.ts');
+const redisUrl = args.redisUrl;
 
 const client = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 client.on('error', () => undefined);
@@ -45,16 +33,4 @@ const fencing: FencingBackends = {
     await real.close();
   },
 };
-const controller = await startLockController({
-  kc: loadKubeConfig(values.kubeconfig),
-  redisUrl,
-  namespace,
-  identity: 'unsafe-controller',
-  clock: realClock,
-  log: silentLogger,
-  fencing,
-});
-process.stderr.write('unsafe controller (no etcd floor) started\n');
-process.on('SIGTERM', () => {
-  void controller.stop().then(() => process.exit(0));
-});
+await runCalibrationController(args, 'unsafe-controller', 'no etcd floor', { fencing });

@@ -53,6 +53,8 @@ export async function semaphoreFault(
 ): Promise<FaultOutcome> {
   const inner = ctx.pick(ctx.spec.calibrate === 'permits' ? (['none'] as const) : SEMAPHORE_FAULTS);
   const o = await scripts[inner](ctx, h, other);
+  // Calibrating, give the over-granting controller a few lease durations of churn to show itself.
+  if (ctx.spec.calibrate === 'permits') await new Promise((r) => setTimeout(r, 3 * ctx.leaseMs));
   const highest = ctx.events.reduce((m, e) => (e.kind === 'granted' && e.token > m ? e.token : m), o.above);
   return { ...o, variant: `${inner}/${o.variant}`, above: highest };
 }
