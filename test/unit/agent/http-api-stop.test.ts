@@ -11,6 +11,7 @@ function slowReleaseSession(ms: number): { session: LockSession; held: () => boo
   let held = true;
   const session = {
     onEvent: () => () => undefined,
+    onHandover: () => () => undefined,
     heldToken: () => (held ? 7n : undefined),
     withdraw: () => Promise.resolve(),
     release: async () => {
