@@ -22,18 +22,23 @@
  * recorded at the start and the end.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Redis } from 'ioredis';
 import { LockSession } from '../src/agent/session.ts';
-import { GROUP, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { redisGuard } from '../src/guards/redis-guard.ts';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { silentLogger } from '../src/observability/logger.ts';
-import { HANDOVER_REQUEST_ANNOTATION, formatHandoverRequest } from '../src/protocol/handover.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import { connect } from '../src/transport/connect.ts';
-import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../test/support/fixtures.ts';
+import {
+  askHandover,
+  createLock,
+  createPod,
+  getLease,
+  lockBody,
+  testKube,
+  type TestKube,
+} from '../test/support/fixtures.ts';
 import { parseLease } from '../src/lease/record.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
 import type { RedisServer } from '../test/support/testbed/redis.ts';
@@ -129,32 +134,6 @@ interface Sample {
   readonly oldWritesAfter: number;
 }
 
-async function ask(t: TestKube, to: string, token: bigint): Promise<void> {
-  await t.custom.patchNamespacedCustomObject(
-    {
-      group: GROUP,
-      version: VERSION,
-      plural: PLURAL,
-      namespace: t.namespace,
-      name: LOCK,
-      body: {
-        metadata: {
-          annotations: {
-            [HANDOVER_REQUEST_ANNOTATION]: formatHandoverRequest({
-              to,
-              token,
-              drainSeconds: 0,
-              requestedAt: new Date().toISOString(),
-              by: 'bench/handover.ts',
-            }),
-          },
-        },
-      },
-    },
-    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-  );
-}
-
 /** until polls f every 5 ms until it returns a value, or throws after ms. */
 async function until<T>(what: string, ms: number, f: () => Promise<T | undefined> | T | undefined): Promise<T> {
   const end = performance.now() + ms;
@@ -179,7 +158,7 @@ async function measure(
     throw new Error(`no holder to hand over from (Lease names ${String(record.holder?.name)})`);
   const oldToken = record.token;
   const askedAt = performance.now();
-  await ask(t, target.pod, oldToken);
+  await askHandover(t, LOCK, target.pod, oldToken, { drainSeconds: 0, by: 'bench/handover.ts' });
   const released = await until('HandedOver release', 30_000, async () =>
     (await leases.versions(LOCK)).find((v) => v.release === 'HandedOver' && v.at >= askedAt && v.token === oldToken),
   );

@@ -7,6 +7,8 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
   type V1Lease,
   type V1Pod,
 } from '@kubernetes/client-node';
@@ -21,6 +23,7 @@ import {
 } from '../../src/api/v1alpha1/distributedlock.ts';
 import { releasedLease, renewedLease } from '../../src/lease/record.ts';
 import { leaseName } from '../../src/protocol/names.ts';
+import { HANDOVER_REQUEST_ANNOTATION, formatHandoverRequest } from '../../src/protocol/handover.ts';
 
 /** lockBody builds a DistributedLock selecting `app: <app>` pods. */
 export function lockBody(name: string, app: string, spec: Partial<DistributedLockSpec> = {}): DistributedLock {
@@ -232,4 +235,40 @@ export async function serviceAccountKubeConfig(
     currentContext: name,
   });
   return kc;
+}
+
+/**
+ * askHandover asks for a planned handover of `lock` to pod `to` as `kubectl fencepost handover`
+ * does: the lock's request annotation, made against `token` (the grant it means to move).
+ */
+export async function askHandover(
+  t: TestKube,
+  lock: string,
+  to: string,
+  token: bigint,
+  opts: { readonly drainSeconds?: number | undefined; readonly by?: string } = {},
+): Promise<void> {
+  await t.custom.patchNamespacedCustomObject(
+    {
+      group: GROUP,
+      version: VERSION,
+      plural: PLURAL,
+      namespace: t.namespace,
+      name: lock,
+      body: {
+        metadata: {
+          annotations: {
+            [HANDOVER_REQUEST_ANNOTATION]: formatHandoverRequest({
+              to,
+              token,
+              drainSeconds: opts.drainSeconds,
+              requestedAt: new Date().toISOString(),
+              by: opts.by ?? 'test',
+            }),
+          },
+        },
+      },
+    },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
 }

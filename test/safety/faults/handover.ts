@@ -20,9 +20,7 @@
  * before the release is written and grants only after the release, so this must be 0.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { HANDOVER_REQUEST_ANNOTATION, formatHandoverRequest } from '../../../src/protocol/handover.ts';
+import { askHandover } from '../../support/fixtures.ts';
 import type { ClientEvent } from '../history.ts';
 import type { DualBelief } from '../checker.ts';
 import { OVERLAP_SLACK_MS } from '../semaphore-check.ts';
@@ -39,33 +37,6 @@ export const HANDOVER_VARIANTS = [
   'stale-request',
 ] as const;
 
-/** askHandover writes the request annotation on the trial's lock, as the plugin does. */
-async function askHandover(ctx: Ctx, to: string, token: bigint, drainSeconds: number): Promise<void> {
-  await ctx.bed.t.custom.patchNamespacedCustomObject(
-    {
-      group: GROUP,
-      version: VERSION,
-      plural: PLURAL,
-      namespace: ctx.bed.t.namespace,
-      name: ctx.spec.id,
-      body: {
-        metadata: {
-          annotations: {
-            [HANDOVER_REQUEST_ANNOTATION]: formatHandoverRequest({
-              to,
-              token,
-              drainSeconds,
-              requestedAt: new Date().toISOString(),
-              by: 'safety-suite',
-            }),
-          },
-        },
-      },
-    },
-    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-  );
-}
-
 /** handover runs one handover trial's script on holder h, the other pod's worker being `other`. */
 export async function handover(ctx: Ctx, h: Holder, other: WorkerHandle): Promise<FaultOutcome> {
   const variant = ctx.pick(HANDOVER_VARIANTS);
@@ -74,7 +45,7 @@ export async function handover(ctx: Ctx, h: Holder, other: WorkerHandle): Promis
   const startAt = performance.now();
   const label = `${variant} (drain ${drainSeconds} s)`;
   if (variant === 'stale-request') {
-    await askHandover(ctx, target, h.token - 1n, drainSeconds);
+    await askHandover(ctx.bed.t, ctx.spec.id, target, h.token - 1n, { drainSeconds, by: 'safety-suite' });
     // Long enough for the controller to answer and for a wrong handover to show.
     await sleep(drainSeconds * 1000 + 2 * ctx.leaseMs);
     // Moved by the request: the Lease was released as HandedOver (only a drain for a mark does that).
@@ -104,7 +75,7 @@ export async function handover(ctx: Ctx, h: Holder, other: WorkerHandle): Promis
       'the successor granted',
     )
     .catch(() => undefined);
-  await askHandover(ctx, target, h.token, drainSeconds);
+  await askHandover(ctx.bed.t, ctx.spec.id, target, h.token, { drainSeconds, by: 'safety-suite' });
   const d = await draining;
   const faultAt = performance.now();
   let faultMs = 0;
