@@ -24,7 +24,7 @@ import {
   type HandoverOutcome,
   type HandoverRequest,
 } from '../../protocol/handover.ts';
-import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
+import { parseHolderIdentity, sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys } from '../../protocol/names.ts';
 import { isCandidate, requestedAt, type PodSummary } from './pods.ts';
 
@@ -93,6 +93,20 @@ export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
   const parsed = parseHandoverRequest(lock.metadata.annotations?.[HANDOVER_REQUEST_ANNOTATION]);
   const mark = record.handover;
   if (parsed === undefined) {
+    // Lease.spec.preferredHolder (KEP-4355), when it names a candidate other than the holder, is
+    // a standing request against the current grant: marked once, kept while it stands (no lapse:
+    // the writer withdraws it by clearing the field, and nothing is ever revoked).
+    const preferred = preferredTarget(i);
+    if (preferred !== undefined && record.holder !== undefined && record.token !== undefined) {
+      if (mark !== undefined && mark.token === record.token && sameHolder(mark.to, preferred.ref)) return NOTHING;
+      const drainMs = (lock.spec.handover?.drainSeconds ?? DEFAULT_DRAIN_SECONDS) * 1000;
+      return {
+        actions: [
+          { type: 'MarkHandover', mark: { to: preferred.ref, token: record.token, drainMs }, to: preferred.ref.name },
+        ],
+        requeueAfterMs: undefined,
+      };
+    }
     // A mark on a held term without a request: withdrawn (or answered); take it back.
     return record.holder !== undefined && mark !== undefined
       ? { actions: [{ type: 'MarkHandover', mark: undefined }], requeueAfterMs: undefined }
@@ -208,6 +222,21 @@ export function forceReleaseStep(lock: DistributedLock, record: LockRecord): rea
     return [answerWith('Refused', 'nobody holds the lock', token)];
   }
   return [{ type: 'ForceRelease', holder: record.holder, by: parsed.by }];
+}
+
+/**
+ * preferredTarget: the candidate the Lease's spec.preferredHolder names, if it is one and is not
+ * the holder. Identities: `<pod name>/<pod uid>` (fencepost's holderIdentity, what a coordinator
+ * that reads the Lease sees) names that incarnation; a bare `<pod name>` names whichever pod of
+ * that name is a candidate. Anything else (another spelling, a pod that is not a Ready candidate,
+ * Mutex: one that has not asked) names nobody, and is ignored. Semaphore locks ignore it.
+ */
+function preferredTarget(i: HandoverInput): PodSummary | undefined {
+  const value = i.record.preferredHolder;
+  if (value === undefined || i.lock.spec.mode === LockMode.Semaphore) return undefined;
+  const ref = parseHolderIdentity(value);
+  const target = i.candidates.find((c) => (ref?.uid !== '' ? sameHolder(c.ref, ref) : c.ref.name === value));
+  return target !== undefined && !sameHolder(target.ref, i.record.holder) ? target : undefined;
 }
 
 /**
