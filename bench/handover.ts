@@ -92,11 +92,20 @@ function http(port: number, method: string, path: string): Promise<{ status: num
   });
 }
 
-async function until<T>(what: string, f: () => Promise<T | undefined>, signal: AbortSignal): Promise<T> {
+async function until<T>(
+  what: string,
+  f: () => Promise<T | undefined> | T | undefined,
+  signal: AbortSignal,
+): Promise<T> {
   const deadline = performance.now() + STEP_TIMEOUT_MS;
   for (;;) {
     signal.throwIfAborted();
-    const v = await f().catch(() => undefined);
+    let v: T | undefined;
+    try {
+      v = await f();
+    } catch {
+      v = undefined;
+    }
     if (v !== undefined) return v;
     if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
     await sleep(POLL_MS);
@@ -216,7 +225,7 @@ async function main(): Promise<void> {
     const firstAccepted = (pod: string, token: bigint) =>
       writes.find((w) => w.pod === pod && w.token === token && w.accepted && !w.stale);
     let current = await until('the first grant', holder, signal);
-    await until('the first write', async () => firstAccepted(current.name, current.token), signal);
+    await until('the first write', () => firstAccepted(current.name, current.token), signal);
     const samples: { gapMs: number; requestToReleaseMs: number; requestToFirstWriteMs: number }[] = [];
     for (let i = 0; i < runs; i++) {
       const to = current.name === PODS[0] ? PODS[1] : PODS[0];
@@ -251,10 +260,10 @@ async function main(): Promise<void> {
         },
         signal,
       );
-      const first = await until(`${to}'s first accepted write`, async () => firstAccepted(to, next.token), signal);
+      const first = await until(`${to}'s first accepted write`, () => firstAccepted(to, next.token), signal);
       const released = await until(
         'the release on the watch',
-        async () => releases.find((r) => r.token === current.token),
+        () => releases.find((r) => r.token === current.token),
         signal,
       );
       samples.push({
