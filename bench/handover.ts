@@ -12,8 +12,8 @@
  *     and answered, accepted or not);
  *   - on `draining`, stops taking new writes and answers `POST …/drained` (the agent then stops
  *     believing and releases with kind HandedOver);
- *   - after its term ended, sends one more write with its old token, as a paused app that woke up
- *     late would: the guard must refuse it once the successor has written.
+ *   - after its term ended, sends one more write with its old token STALE_DELAY_MS later, as a
+ *     paused app that woke up late would: the guard must refuse it once the successor has written.
  * Each run asks for a handover to the other pod (the lock's `fencepost.io/handover` annotation,
  * naming the current token, as `kubectl fencepost handover` writes it), and a watch on the Lease
  * notes when the released Lease (`fencepost.io/release: HandedOver`) arrives.
@@ -67,6 +67,8 @@ const DRAIN_SECONDS = 5;
 /** POLL_MS: how often each app reads its agent's snapshot (the app's own reaction time is part of the gap). */
 const POLL_MS = 5;
 const STEP_TIMEOUT_MS = 30_000;
+/** STALE_DELAY_MS: how long after its term ended an old app sends its late write (a pause), so that it lands after the successor's first write. */
+const STALE_DELAY_MS = 300;
 const USAGE = `Usage: node bench/handover.ts [--runs N]\n\nPlanned handovers between two real agents with a fenced Redis store (default 50 runs).\n`;
 
 interface WriteRecord {
@@ -192,7 +194,9 @@ async function main(): Promise<void> {
           writes.push({ pod, token, sentAt, doneAt: performance.now(), accepted: r.accepted, stale: false });
           continue; // write as fast as the store answers while held
         } else if (term !== undefined) {
-          // The term ended: one late write with the old token, as a paused app waking up would.
+          // The term ended: one late write with the old token, as an app paused for STALE_DELAY_MS
+          // and waking up would (by then the successor has written: the guard must refuse it).
+          await sleep(STALE_DELAY_MS);
           const sentAt = performance.now();
           const r = await guard.write('bench:value', term, `${pod}:stale`);
           writes.push({ pod, token: term, sentAt, doneAt: performance.now(), accepted: r.accepted, stale: true });
@@ -275,7 +279,7 @@ async function main(): Promise<void> {
         `run ${i + 1}/${runs}: ${current.name} → ${to}, token ${current.token} → ${next.token}, gap ${(first.doneAt - released.at).toFixed(1)} ms`,
       );
       current = next;
-      await sleep(50); // the old app's late write goes out
+      await sleep(STALE_DELAY_MS + 100); // the old app's late write goes out
     }
     stopApps.abort();
     await appsDone;
@@ -303,6 +307,7 @@ async function main(): Promise<void> {
         leaseDurationSeconds: LEASE_SECONDS,
         drainSeconds: DRAIN_SECONDS,
         pollMs: POLL_MS,
+        staleDelayMs: STALE_DELAY_MS,
         note:
           "gap = from the arrival of the released Lease (release HandedOver) on a watch in this process to the return of the successor app's first accepted fenced write. " +
           `Apps poll their agent every ${POLL_MS} ms, answer draining with POST /drained at once, and write through the Redis guard as fast as it answers while held. ` +
