@@ -103,7 +103,13 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
     }, grace);
   };
   const offEvents = set.onEvent((e) => {
-    if (e.type === 'lost' && set.locks.some((l) => l.lock === e.lock && l.token.toString() === e.token)) onLost();
+    // A term released while the command runs can only be a planned handover (exec itself releases
+    // after the command exits): the lock is no longer held, so the command stops as on a loss.
+    if (
+      (e.type === 'lost' || e.type === 'released') &&
+      set.locks.some((l) => l.lock === e.lock && l.token.toString() === e.token)
+    )
+      onLost();
   });
   if (set.signal.aborted) onLost();
   const forward = (sig: NodeJS.Signals) => (): void => {

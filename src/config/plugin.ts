@@ -6,13 +6,14 @@
  * positional argument) these take short flags and one positional argument, the lock's name.
  */
 import { parseArgs } from 'node:util';
+import { parseDuration } from './duration.ts';
 import { UsageError } from './usage-error.ts';
 
 /** OutputFormat: `table` (kubectl-style columns, the default) or `json` (machine-readable). */
 export type OutputFormat = 'table' | 'json';
 
 /** PluginFlag names a flag only some commands accept. */
-export type PluginFlag = 'all-namespaces' | 'pod' | 'controller-lease';
+export type PluginFlag = 'all-namespaces' | 'pod' | 'controller-lease' | 'to' | 'drain' | 'wait' | 'force' | 'yes';
 
 /** PluginCommandSpec says what one plugin command accepts. */
 export interface PluginCommandSpec {
@@ -48,7 +49,20 @@ export interface PluginOptions {
   readonly pod: string | undefined;
   /** controllerLease: --controller-lease [NAMESPACE/]NAME (explain); default fencepost-controller in any namespace. */
   readonly controllerLease: ControllerLeaseRef;
+  /** to: --to POD (handover): the pod to hand the lock to. */
+  readonly to: string | undefined;
+  /** drainMs: --drain D (handover; the command checks the CRD's bounds); default the lock's spec. */
+  readonly drainMs: number | undefined;
+  /** waitMs: --wait[=D] (handover, release): wait for the controller's answer, up to D (default 2m); undefined: do not wait. */
+  readonly waitMs: number | undefined;
+  /** force: --force (release): the only kind of release the plugin does. */
+  readonly force: boolean;
+  /** yes: --yes (release --force): do not ask for confirmation. */
+  readonly yes: boolean;
 }
+
+/** DEFAULT_WAIT_MS: --wait without a value waits this long for the controller's answer. */
+export const DEFAULT_WAIT_MS = 120_000;
 
 /** DEFAULT_CONTROLLER_LEASE is the controller's default --leader-election-id (config/controller.ts). */
 export const DEFAULT_CONTROLLER_LEASE = 'fencepost-controller';
@@ -73,7 +87,8 @@ export function parsePluginArgs(spec: PluginCommandSpec, argv: readonly string[]
   let parsed;
   try {
     parsed = parseArgs({
-      args: [...argv],
+      // `--wait` alone means the default wait: parseArgs has no optional values, so spell it out.
+      args: argv.map((a) => (a === '--wait' ? `--wait=${DEFAULT_WAIT_MS}ms` : a)),
       options: {
         kubeconfig: { type: 'string' },
         context: { type: 'string' },
@@ -82,6 +97,11 @@ export function parsePluginArgs(spec: PluginCommandSpec, argv: readonly string[]
         output: { type: 'string', short: 'o' },
         pod: { type: 'string' },
         'controller-lease': { type: 'string' },
+        to: { type: 'string' },
+        drain: { type: 'string' },
+        wait: { type: 'string' },
+        force: { type: 'boolean' },
+        yes: { type: 'boolean', short: 'y' },
       },
       strict: true,
       allowPositionals: true,
@@ -90,7 +110,7 @@ export function parsePluginArgs(spec: PluginCommandSpec, argv: readonly string[]
     throw usageErrorOf(err, spec.name);
   }
   const v = parsed.values;
-  for (const flag of ['all-namespaces', 'pod', 'controller-lease'] as const) {
+  for (const flag of ['all-namespaces', 'pod', 'controller-lease', 'to', 'drain', 'wait', 'force', 'yes'] as const) {
     if (v[flag] !== undefined && !spec.flags.includes(flag))
       throw new UsageError(`--${flag}`, `not a flag of ${spec.name} (see kubectl fencepost ${spec.name} --help)`);
   }
@@ -118,6 +138,11 @@ export function parsePluginArgs(spec: PluginCommandSpec, argv: readonly string[]
     lock: lock !== undefined ? checkName('LOCK', lock) : undefined,
     pod: v.pod !== undefined ? checkName('--pod', v.pod) : undefined,
     controllerLease: controllerLeaseOf(v['controller-lease']),
+    to: v.to !== undefined ? checkName('--to', v.to) : undefined,
+    drainMs: v.drain !== undefined ? parseDuration(v.drain, '--drain') : undefined,
+    waitMs: v.wait !== undefined ? parseDuration(v.wait, '--wait') : undefined,
+    force: v.force === true,
+    yes: v.yes === true,
   });
 }
 

@@ -68,6 +68,12 @@ export interface LockRecord {
    * Lease released `HandedOver`, the successor the next grant goes to.
    */
   readonly handover: HandoverMark | undefined;
+  /**
+   * preferredHolder: the Lease's spec.preferredHolder (KEP-4355 Coordinated Leader Election), set
+   * by a trusted writer (a coordinator listed in the chart's leaseProtection.extraWriters): the
+   * controller treats it as a planned handover to that pod (decide-handover.ts).
+   */
+  readonly preferredHolder: string | undefined;
   /** completedRuns: the runs recorded on the Lease, newest last (see {@link parseCompletedRuns}). */
   readonly completedRuns: readonly CompletionEntry[];
   readonly resourceVersion: string;
@@ -210,6 +216,8 @@ export function parseLease(lease: V1Lease): LockRecord {
         ? released
         : undefined,
     handover: parseHandoverMark(ann[HANDOVER_MARK_ANNOTATION]),
+    preferredHolder:
+      spec.preferredHolder !== undefined && spec.preferredHolder !== '' ? spec.preferredHolder : undefined,
     lastHolder: spec.holderIdentity === undefined ? parseHolderIdentity(ann[LAST_HOLDER_ANNOTATION]) : undefined,
     completedRuns: parseCompletedRuns(ann[COMPLETED_RUNS_ANNOTATION]),
     resourceVersion: lease.metadata?.resourceVersion ?? '',

@@ -237,6 +237,7 @@ function leaseDraft(opts: readonly LeaseOption[]): LeaseDraft {
       released: undefined,
       lastHolder: undefined,
       handover: undefined,
+      preferredHolder: undefined,
       completedRuns: [],
       resourceVersion: DEFAULT_RESOURCE_VERSION,
     },
@@ -285,6 +286,12 @@ export const handoverTo =
   (d) => {
     const ref = refOf(pod);
     d.record.handover = { to: { name: ref.name, uid: ref.uid }, token: forToken, drainMs };
+  };
+/** preferredHolder sets the Lease's spec.preferredHolder (KEP-4355). */
+export const preferredHolder =
+  (value: string): LeaseOption =>
+  (d) => {
+    d.record.preferredHolder = value;
   };
 /** token sets the Lease's token annotation (the high-water mark). */
 export const token =

@@ -206,7 +206,17 @@ export interface DistributedLockSpec {
   readonly handoff?: HandoffSpec;
   /** handover defaults to `{ drainSeconds: 30 }`. */
   readonly handover?: HandoverSpec;
+  /**
+   * preemption (Election mode): `HigherPriority` makes a candidate of strictly higher priority than
+   * the holder's, Ready for PREEMPT_READY_MS, trigger a planned handover to it. Defaults to `Never`.
+   */
+  readonly preemption?: Preemption;
 }
+
+/** Preemption is when a higher-priority candidate takes an Election lock over (spec.preemption). */
+export const Preemption = { Never: 'Never', HigherPriority: 'HigherPriority' } as const;
+/** Preemption is one of the values of the Preemption constant. */
+export type Preemption = (typeof Preemption)[keyof typeof Preemption];
 
 /** CompletedRun is one run id that a holder recorded completed on the lock's Lease (Mutex mode, run-once-per-window). */
 export interface CompletedRun {
@@ -386,6 +396,7 @@ export const SPEC_SHAPE = {
   'lockDelaySeconds?': 'integer',
   'handoff?': { 'onPodTerminated?': 'boolean' },
   'handover?': { 'drainSeconds?': 'integer' },
+  'preemption?': 'string',
 } as const satisfies SchemaShape<DistributedLockSpec>;
 
 /**

@@ -2,7 +2,7 @@
  * The plugin's only I/O: GETs and LISTs against the API server, with the kubeconfig loading every
  * fencepost command uses (kube/kubeconfig.ts: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
  * else in-cluster) plus kubectl's --context and namespace defaulting. Read-only: nothing here
- * writes. Requests go through the lean JSON client (kube/json-client.ts) on the kubeconfig's
+ * writes (write.ts does, for handover and release --force). Requests go through the lean JSON client (kube/json-client.ts) on the kubeconfig's
  * pooled connections.
  */
 import type { CoreV1Event, KubeConfig, V1Lease, V1Pod } from '@kubernetes/client-node';
@@ -197,7 +197,8 @@ async function listOf<T>(c: Cluster, path: string): Promise<T[]> {
   return (await get<List<T>>(c, path)).items;
 }
 
-async function readLease(c: Cluster, namespace: string, name: string): Promise<V1Lease | undefined> {
+/** readLease reads a Lease, or undefined when it does not exist. */
+export async function readLease(c: Cluster, namespace: string, name: string): Promise<V1Lease | undefined> {
   try {
     return await get<V1Lease>(
       c,

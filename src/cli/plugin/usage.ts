@@ -54,3 +54,40 @@ is not the holder (not selected, not Ready, no Mutex request, its place in line)
 ${COMMON_FLAGS}  --pod POD                     explain why this pod is (not) the holder
   --controller-lease [NS/]NAME  the controller's leader-election Lease (default: fencepost-controller, in any namespace)
 `;
+
+/** HANDOVER: `kubectl fencepost handover LOCK --to POD`. */
+export const HANDOVER: PluginCommandSpec = { name: 'handover', lock: 'required', flags: ['to', 'drain', 'wait'] };
+
+/** HANDOVER_USAGE is printed by `kubectl fencepost handover --help`. */
+export const HANDOVER_USAGE = `Usage: kubectl fencepost handover LOCK --to POD [--drain D] [--wait[=D]] [-n NS] [flags]
+
+Moves the lock to POD without waiting for expiry (a planned handover): annotates the lock with the
+target and the token of the current grant (fencepost.io/handover); the controller checks that POD
+is a Ready candidate (Mutex: that it asked for the lock) and marks the holder's Lease; the holder's
+agent tells the app (draining), waits for it to drain, stops believing and releases; the controller
+grants POD with a larger token. A request made against an earlier token is refused, so it never
+moves a later grant. The answer is in the annotation fencepost.io/handover-result and in Events.
+
+${COMMON_FLAGS}  --to POD                      the pod to hand the lock to (required)
+  --drain D                     how long the holder's app may drain, e.g. 20s (default: the lock's spec.handover.drainSeconds, 30s)
+  --wait[=D]                    wait for the controller's answer, up to D (default 2m); exit 1 unless it completed
+`;
+
+/** RELEASE: `kubectl fencepost release LOCK --force`. */
+export const RELEASE: PluginCommandSpec = { name: 'release', lock: 'required', flags: ['force', 'yes', 'wait'] };
+
+/** RELEASE_USAGE is printed by `kubectl fencepost release --help`. */
+export const RELEASE_USAGE = `Usage: kubectl fencepost release LOCK --force [--yes] [--wait[=D]] [-n NS] [flags]
+
+Ends the current holder's grant now and lets the controller grant the next candidate with a larger
+token (annotation fencepost.io/force-release on the lock, naming the current token; the controller
+records a ForceReleased Event naming who asked). Asks for confirmation unless --yes.
+
+WARNING: the released holder is not stopped. It may still be running and believe it holds the
+lock until its agent sees the release; only fencing guards (resources that check the token)
+refuse its writes. Prefer kubectl fencepost handover, which lets the holder stop first.
+
+${COMMON_FLAGS}  --force                       required: this command only forces releases
+  -y, --yes                     do not ask for confirmation
+  --wait[=D]                    wait for the controller's answer, up to D (default 2m)
+`;

@@ -24,7 +24,7 @@ import {
   type HandoverOutcome,
   type HandoverRequest,
 } from '../../protocol/handover.ts';
-import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
+import { parseHolderIdentity, sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys } from '../../protocol/names.ts';
 import { isCandidate, requestedAt, type PodSummary } from './pods.ts';
 
@@ -67,7 +67,16 @@ export interface HandoverInput {
   readonly markSeenAtMs: number | undefined;
   /** leaseMs: the term's lease duration, the grace after the drain period before a handover lapses. */
   readonly leaseMs: number;
+  /** wallNowMs: the controller's wall clock (epoch ms), for how long a pod has been Ready (preemption). */
+  readonly wallNowMs?: number;
 }
+
+/**
+ * PREEMPT_READY_MS: how long a higher-priority candidate must have been Ready (its Ready
+ * condition's lastTransitionTime, by the controller's wall clock) before it preempts the holder:
+ * a pod that flaps between Ready and not Ready does not move the lock each time.
+ */
+export const PREEMPT_READY_MS = 10_000;
 
 const NOTHING: HandoverStep = { actions: [], requeueAfterMs: undefined };
 
@@ -93,10 +102,25 @@ export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
   const parsed = parseHandoverRequest(lock.metadata.annotations?.[HANDOVER_REQUEST_ANNOTATION]);
   const mark = record.handover;
   if (parsed === undefined) {
+    // Lease.spec.preferredHolder (KEP-4355), when it names a candidate other than the holder, is
+    // a standing request against the current grant: marked once, kept while it stands (no lapse:
+    // the writer withdraws it by clearing the field, and nothing is ever revoked).
+    const pre = preemptionTarget(i);
+    const preferred = preferredTarget(i) ?? pre.target;
+    if (preferred !== undefined && record.holder !== undefined && record.token !== undefined) {
+      if (mark !== undefined && mark.token === record.token && sameHolder(mark.to, preferred.ref)) return NOTHING;
+      const drainMs = (lock.spec.handover?.drainSeconds ?? DEFAULT_DRAIN_SECONDS) * 1000;
+      return {
+        actions: [
+          { type: 'MarkHandover', mark: { to: preferred.ref, token: record.token, drainMs }, to: preferred.ref.name },
+        ],
+        requeueAfterMs: undefined,
+      };
+    }
     // A mark on a held term without a request: withdrawn (or answered); take it back.
     return record.holder !== undefined && mark !== undefined
-      ? { actions: [{ type: 'MarkHandover', mark: undefined }], requeueAfterMs: undefined }
-      : NOTHING;
+      ? { actions: [{ type: 'MarkHandover', mark: undefined }], requeueAfterMs: pre.requeueAfterMs }
+      : { actions: [], requeueAfterMs: pre.requeueAfterMs };
   }
   const raw = lock.metadata.annotations?.[HANDOVER_REQUEST_ANNOTATION] ?? '';
   if (typeof parsed === 'string') return answer(raw, '', '', 'Refused', parsed);
@@ -208,6 +232,46 @@ export function forceReleaseStep(lock: DistributedLock, record: LockRecord): rea
     return [answerWith('Refused', 'nobody holds the lock', token)];
   }
   return [{ type: 'ForceRelease', holder: record.holder, by: parsed.by }];
+}
+
+/**
+ * preemptionTarget (spec.preemption HigherPriority, Election): the candidate to hand over to — of
+ * the candidates with a priority strictly above the holder pod's, the first in candidate order
+ * (highest priority, then oldest) that has been Ready for PREEMPT_READY_MS — and, when a higher
+ * one is Ready but not yet for that long, when to look again. Strictly higher: equal priorities
+ * never preempt, so the new holder is never preempted back by the old one.
+ */
+function preemptionTarget(i: HandoverInput): { target?: PodSummary; requeueAfterMs?: number } {
+  const { lock, record } = i;
+  if ((lock.spec.mode ?? LockMode.Election) !== LockMode.Election || lock.spec.preemption !== 'HigherPriority')
+    return {};
+  if (record.holder === undefined || i.wallNowMs === undefined) return {};
+  const holderPod = i.pods.find((p) => sameHolder(p.ref, record.holder));
+  const floor = holderPod?.priority ?? 0;
+  let waitMs: number | undefined;
+  for (const c of i.candidates) {
+    if (c.priority <= floor || sameHolder(c.ref, record.holder)) continue;
+    const readyFor = c.readySinceMs !== undefined ? i.wallNowMs - c.readySinceMs : 0;
+    if (readyFor >= PREEMPT_READY_MS) return { target: c };
+    const left = PREEMPT_READY_MS - readyFor;
+    waitMs = waitMs === undefined ? left : Math.min(waitMs, left);
+  }
+  return waitMs !== undefined ? { requeueAfterMs: waitMs } : {};
+}
+
+/**
+ * preferredTarget: the candidate the Lease's spec.preferredHolder names, if it is one and is not
+ * the holder. Identities: `<pod name>/<pod uid>` (fencepost's holderIdentity, what a coordinator
+ * that reads the Lease sees) names that incarnation; a bare `<pod name>` names whichever pod of
+ * that name is a candidate. Anything else (another spelling, a pod that is not a Ready candidate,
+ * Mutex: one that has not asked) names nobody, and is ignored. Semaphore locks ignore it.
+ */
+function preferredTarget(i: HandoverInput): PodSummary | undefined {
+  const value = i.record.preferredHolder;
+  if (value === undefined || i.lock.spec.mode === LockMode.Semaphore) return undefined;
+  const ref = parseHolderIdentity(value);
+  const target = i.candidates.find((c) => (ref?.uid !== '' ? sameHolder(c.ref, ref) : c.ref.name === value));
+  return target !== undefined && !sameHolder(target.ref, i.record.holder) ? target : undefined;
 }
 
 /**

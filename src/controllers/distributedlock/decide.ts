@@ -71,6 +71,8 @@ export interface Observation {
    * It, not the time a pod wrote in its request annotation, orders the grants. Absent: none.
    */
   readonly requests?: readonly QueuedRequest[];
+  /** wallNowMs: the controller's wall clock at observation (epoch ms), for how long pods have been Ready (preemption). */
+  readonly wallNowMs?: number;
   /** handoverMarkSeenAtMs: our monotonic time when we first saw the Lease's current handover mark (undefined: none). */
   readonly handoverMarkSeenAtMs?: number;
 }
@@ -229,7 +231,15 @@ export function decide(obs: Observation, nowMs: number): Decision {
           waiting: undefined,
         };
       const handover = handoverStep(
-        { lock: obs.lock, record, pods: obs.pods, candidates, markSeenAtMs: obs.handoverMarkSeenAtMs, leaseMs },
+        {
+          lock: obs.lock,
+          record,
+          pods: obs.pods,
+          candidates,
+          markSeenAtMs: obs.handoverMarkSeenAtMs,
+          leaseMs,
+          ...(obs.wallNowMs !== undefined ? { wallNowMs: obs.wallNowMs } : {}),
+        },
         nowMs,
       );
       return {

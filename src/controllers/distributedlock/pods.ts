@@ -26,6 +26,8 @@ export interface PodSummary {
   readonly terminated: boolean;
   /** priority: the pod's {@link PRIORITY_ANNOTATION} as an int32, 0 when absent or invalid (see parsePriority). */
   readonly priority: number;
+  /** readySinceMs: the Ready condition's lastTransitionTime (epoch ms) while Ready, for preemption's hysteresis. */
+  readonly readySinceMs?: number;
   /** invalidPriority: the annotation's value when it is set but not an int32 (reported in an Event), else undefined. */
   readonly invalidPriority?: string;
 }
@@ -61,7 +63,15 @@ export function summarizePod(pod: V1Pod): PodSummary {
     terminating: md.deletionTimestamp !== undefined,
     terminated,
     ...priorityOf(md.annotations?.[PRIORITY_ANNOTATION]),
+    ...readySince(pod, ready && !terminated),
   };
+}
+
+function readySince(pod: V1Pod, ready: boolean): { readySinceMs?: number } {
+  const at = pod.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime;
+  if (!ready || at === undefined) return {};
+  const ms = new Date(at).getTime();
+  return Number.isFinite(ms) ? { readySinceMs: ms } : {};
 }
 
 function priorityOf(value: string | undefined): { priority: number; invalidPriority?: string } {
@@ -297,7 +307,16 @@ export function slimPod(pod: V1Pod): V1Pod {
           status: {
             ...(status.phase !== undefined ? { phase: status.phase } : {}),
             ...(status.conditions !== undefined
-              ? { conditions: status.conditions.map((c) => ({ type: c.type, status: c.status })) }
+              ? {
+                  conditions: status.conditions.map((c) => ({
+                    type: c.type,
+                    status: c.status,
+                    // kept for preemption's hysteresis (how long a candidate has been Ready)
+                    ...(c.type === 'Ready' && c.lastTransitionTime !== undefined
+                      ? { lastTransitionTime: c.lastTransitionTime }
+                      : {}),
+                  })),
+                }
               : {}),
             ...optional('containerStatuses', statuses(status.containerStatuses)),
             ...optional('initContainerStatuses', statuses(status.initContainerStatuses)),

@@ -570,6 +570,7 @@ export class DistributedLockReconciler implements Reconciler {
       },
       requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
       ...this.#handoverSeen(key, leaseView?.record),
+      wallNowMs: this.#d.clock.now().getTime(),
     };
     return obs;
   }

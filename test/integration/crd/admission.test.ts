@@ -102,6 +102,11 @@ const invalid: ReadonlyArray<{ name: string; spec: Json | undefined; expect: rea
     expect: ['spec.handover.drainSeconds', 'integer'],
   },
   {
+    name: 'unknown preemption',
+    spec: withSpec({ preemption: 'Always' }),
+    expect: ['spec.preemption', 'Unsupported value: "Always"', '"Never"', '"HigherPriority"'],
+  },
+  {
     name: 'unknown mode',
     spec: withSpec({ mode: 'Leader' }),
     expect: ['spec.mode', 'Unsupported value: "Leader"', '"Election"', '"Mutex"', '"Semaphore"'],
@@ -205,6 +210,7 @@ describe('DistributedLock admission', () => {
     expect(created.spec['mode']).toBe('Election');
     expect(created.spec['handoff']).toEqual({ onPodTerminated: true });
     expect(created.spec['handover']).toEqual({ drainSeconds: 30 });
+    expect(created.spec['preemption']).toBe('Never');
   });
 
   it.each(invalid.map((c, i) => ({ ...c, objectName: `bad-${i}` })))(

@@ -24,6 +24,7 @@ import {
   KIND,
   LabelSelectorOperator,
   LockMode,
+  Preemption,
   MAX_PERMITS,
   PLURAL,
   SHORT_NAME,
@@ -284,6 +285,7 @@ describe('the DistributedLock CRD', () => {
 
     it.each([
       { path: 'spec.mode', values: Object.values(LockMode) },
+      { path: 'spec.preemption', values: Object.values(Preemption) },
       { path: 'spec.fencing.backend', values: Object.values(FencingBackend) },
       { path: 'spec.candidates.selector.matchExpressions[].operator', values: Object.values(LabelSelectorOperator) },
       { path: 'status.conditions[].status', values: ['True', 'False', 'Unknown'] satisfies ConditionStatus[] },
@@ -298,6 +300,7 @@ describe('the DistributedLock CRD', () => {
       { path: 'spec.handoff.onPodTerminated', value: DEFAULT_HANDOFF_ON_POD_TERMINATED },
       { path: 'spec.handover', value: {} },
       { path: 'spec.handover.drainSeconds', value: DEFAULT_DRAIN_SECONDS },
+      { path: 'spec.preemption', value: 'Never' },
     ])('in the default of $path', ({ path, value }) => {
       expect(defaultOf(at(path))).toEqual(value);
     });
@@ -311,6 +314,7 @@ describe('the DistributedLock CRD', () => {
         '.spec.handover.drainSeconds',
         '.spec.leaseDurationSeconds',
         '.spec.mode',
+        '.spec.preemption',
       ]);
     });
 

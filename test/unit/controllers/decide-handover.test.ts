@@ -22,6 +22,7 @@ import {
   handoverTo,
   heldBy,
   markedHolderOf,
+  preferredHolder,
   released,
   token,
   unready,
@@ -30,6 +31,8 @@ import {
   withLease,
   withLock,
   withPods,
+  withPriority,
+  type PodOption,
   type LeaseOption,
   type ObservationOption,
 } from '../../support/builders.ts';
@@ -244,6 +247,102 @@ describe('decide: forced release (fencepost.io/force-release)', () => {
     const lease = withLease(aLeaseView(heldBy(a), token(5n), released('Revoked')));
     const d = decide(obs(lockWith(undefined, { lockDelaySeconds: 5 }), lease, withPods(a, b)), 1);
     expect(d.waiting).toBe('LockDelay');
+  });
+});
+
+describe('decide: Lease.spec.preferredHolder (KEP-4355) as a handover request', () => {
+  it('a candidate named as <pod>/<uid> is marked as the successor of the current grant, with the spec drain period', () => {
+    const d = decide(obs(lockWith(undefined), heldByA(preferredHolder('web-b/web-b-uid')), withPods(a, b)), 1);
+    expect(d.holder).toEqual(a.ref);
+    expect(d.actions).toContainEqual({
+      type: 'MarkHandover',
+      mark: { to: b.ref, token: 5n, drainMs: 30_000 },
+      to: 'web-b',
+    });
+  });
+  it('a bare pod name names that candidate too', () => {
+    const d = decide(obs(lockWith(undefined), heldByA(preferredHolder('web-b')), withPods(a, b)), 1);
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'MarkHandover', to: 'web-b' }));
+  });
+  it('once marked, nothing more (and no lapse: the writer withdraws by clearing the field)', () => {
+    const d = decide(
+      obs(lockWith(undefined), heldByA(preferredHolder('web-b'), handoverTo(b, 5n)), withPods(a, b), withMarkSeen(0)),
+      9_000,
+    );
+    expect(d.actions.filter((x) => x.type === 'MarkHandover' || x.type === 'AnswerHandover')).toEqual([]);
+  });
+  it.each([
+    ['the holder itself', 'web-a'],
+    ['a pod that is not Ready', 'web-c'],
+    ['another incarnation (uid) of a candidate', 'web-b/other-uid'],
+    ['a name no pod has', 'somebody-else'],
+  ])('names nobody when it is %s: no mark', (_why, value) => {
+    const d = decide(
+      obs(
+        lockWith(undefined),
+        heldByA(preferredHolder(value)),
+        withPods(a, b, aPod('web-c', createdAt(3_000), unready())),
+      ),
+      1,
+    );
+    expect(d.actions.some((x) => x.type === 'MarkHandover')).toBe(false);
+  });
+  it('after the holder releases (HandedOver), the preferred pod is granted', () => {
+    const lease = withLease(
+      aLeaseView(heldBy(a), token(5n), preferredHolder('web-c'), handoverTo(c, 5n), released('HandedOver')),
+    );
+    const d = decide(obs(lockWith(undefined), lease, withPods(a, b, c)), 1);
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: c.ref, cause: 'HandedOver' }));
+  });
+});
+
+describe('decide: preemption (spec.preemption HigherPriority)', () => {
+  const NOW = Date.parse('2025-01-01T00:10:00Z');
+  const readyFor =
+    (ms: number): PodOption =>
+    (d) => {
+      (d as { readySinceMs?: number }).readySinceMs = NOW - ms;
+    };
+  const at = (o: Observation): Observation => ({ ...o, wallNowMs: NOW });
+  const preempting = lockWith(undefined, { preemption: 'HigherPriority' });
+  const high = (ms: number) => aPod('web-b', createdAt(2_000), withPriority('10'), readyFor(ms));
+  it('a candidate of higher priority, Ready for 10 s, gets the holder marked for a handover to it', () => {
+    const d = decide(at(obs(preempting, heldByA(), withPods(a, high(10_000)))), 1);
+    expect(d.holder).toEqual(a.ref);
+    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'MarkHandover', to: 'web-b' }));
+  });
+  it('not yet Ready for 10 s: no mark, and a look again when it will have been', () => {
+    const d = decide(at(obs(preempting, heldByA(), withPods(a, high(4_000)))), 1);
+    expect(d.actions.some((x) => x.type === 'MarkHandover')).toBe(false);
+    expect(d.requeueAfterMs).toBe(6_000);
+  });
+  it('equal priority never preempts (no turns); nor does anything with preemption Never (the default)', () => {
+    const same = aPod('web-b', createdAt(2_000), readyFor(60_000));
+    expect(
+      decide(at(obs(preempting, heldByA(), withPods(a, same))), 1).actions.some((x) => x.type === 'MarkHandover'),
+    ).toBe(false);
+    expect(
+      decide(at(obs(lockWith(undefined), heldByA(), withPods(a, high(60_000)))), 1).actions.some(
+        (x) => x.type === 'MarkHandover',
+      ),
+    ).toBe(false);
+  });
+  it('the new holder is not preempted back by the lower-priority former holder', () => {
+    const bHolds = aPod('web-b', createdAt(2_000), withPriority('10'), markedHolderOf('db', 6n), readyFor(60_000));
+    const lease = withLease(aLeaseView(heldBy(bHolds), token(6n)));
+    const aNow = aPod('web-a', createdAt(1_000), readyFor(60_000));
+    expect(
+      decide(at(obs(preempting, lease, withPods(aNow, bHolds))), 1).actions.some((x) => x.type === 'MarkHandover'),
+    ).toBe(false);
+  });
+  it('Mutex ignores preemption', () => {
+    const d = decide(
+      at(
+        obs(lockWith(undefined, { preemption: 'HigherPriority', mode: 'Mutex' }), heldByA(), withPods(a, high(60_000))),
+      ),
+      1,
+    );
+    expect(d.actions.some((x) => x.type === 'MarkHandover')).toBe(false);
   });
 });
 

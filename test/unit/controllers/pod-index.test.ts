@@ -158,7 +158,7 @@ describe('slimPod', () => {
       spec: { containers: [{ name: 'app' }] },
       status: {
         phase: 'Running',
-        conditions: [{ type: 'Ready', status: 'True' }],
+        conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date(2000) }], // kept: preemption's hysteresis
         containerStatuses: [
           {
             name: 'app',
