@@ -11,12 +11,12 @@
  *     the store through the guard with the snapshot's token (each write recorded: when it was sent
  *     and answered, accepted or not);
  *   - on `draining`, stops taking new writes and answers `POST …/drained` (the agent then stops
- *     believing and releases with kind HandedOver);
+ *     believing and releases);
  *   - after its term ended, sends one more write with its old token STALE_DELAY_MS later, as a
  *     paused app that woke up late would: the guard must refuse it once the successor has written.
  * Each run asks for a handover to the other pod (the lock's `fencepost.io/handover` annotation,
  * naming the current token, as `kubectl fencepost handover` writes it), and a watch on the Lease
- * notes when the released Lease (`fencepost.io/release: HandedOver`) arrives.
+ * notes when the released Lease (no holder, the old token) arrives.
  *
  * Reported per run: release observed → the new holder's first accepted write (the gap), request →
  * release observed, request → new holder's first accepted write; and, over the whole run, how many
@@ -205,14 +205,18 @@ async function main(): Promise<void> {
     };
     const appsDone = Promise.all(PODS.map((p) => app(p)));
 
-    // The Lease watch: when each HandedOver release arrives.
+    // The Lease watch: when each release (no holder, a voluntary release kind) arrives.
     const releases: { token: bigint; at: number }[] = [];
     const watch = await new Watch(kc).watch(
       `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
       { fieldSelector: `metadata.name=${leaseName(LOCK)}` },
       (_type: string, obj: V1Lease) => {
         const r = parseLease(obj);
-        if (r.holder === undefined && r.released === 'HandedOver' && r.token !== undefined)
+        if (
+          r.holder === undefined &&
+          (r.released === 'Released' || r.released === 'HandedOver') &&
+          r.token !== undefined
+        )
           if (!releases.some((x) => x.token === r.token)) releases.push({ token: r.token, at: performance.now() });
       },
       () => undefined,
@@ -285,7 +289,7 @@ async function main(): Promise<void> {
         pollMs: POLL_MS,
         staleDelayMs: STALE_DELAY_MS,
         note:
-          "gap = from the arrival of the released Lease (release HandedOver) on a watch in this process to the return of the successor app's first accepted fenced write. " +
+          "gap = from the arrival of the released Lease (no holder, released by the agent) on a watch in this process to the return of the successor app's first accepted fenced write. " +
           `Apps poll their agent every ${POLL_MS} ms, answer draining with POST /drained at once, and write through the Redis guard as fast as it answers while held. ` +
           'oldWritesAcceptedAfterNewFirst counts every write whose token is below a token whose first accepted write was sent before it, and which the store accepted (must be 0).',
       },

