@@ -25,6 +25,8 @@ export interface LeaseVersion {
   readonly transitions: number;
   /** release: the release annotation (`Released`, `Expired`, `Terminated`) when nobody holds it. */
   readonly release: string | undefined;
+  /** handoverMark: the controller's planned-handover mark (`fencepost.io/handover-to`, raw JSON), if any. */
+  readonly handoverMark?: string;
 }
 
 /**

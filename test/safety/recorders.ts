@@ -11,6 +11,7 @@ import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubern
 import { Redis } from 'ioredis';
 import { parseStoreValue, type LeaseVersion, type StoreApply } from './history.ts';
 import { LOCK_LABEL, RELEASE_ANNOTATION, TOKEN_ANNOTATION, leaseName } from '../../src/protocol/names.ts';
+import { HANDOVER_MARK_ANNOTATION } from '../../src/protocol/handover.ts';
 
 function toVersion(lease: V1Lease, at: number): LeaseVersion | undefined {
   const rv = lease.metadata?.resourceVersion;
@@ -28,6 +29,7 @@ function toVersion(lease: V1Lease, at: number): LeaseVersion | undefined {
     renewTime: renew instanceof Date ? renew.toISOString() : typeof renew === 'string' ? renew : undefined,
     transitions: lease.spec?.leaseTransitions ?? 0,
     release: ann[RELEASE_ANNOTATION],
+    ...(ann[HANDOVER_MARK_ANNOTATION] !== undefined ? { handoverMark: ann[HANDOVER_MARK_ANNOTATION] } : {}),
   };
 }
 

@@ -11,8 +11,8 @@
  * - `kill-target`: the target's worker is SIGKILLed once the holder drains (the grant then goes to
  *   a pod nobody runs; its lease expires and the lock moves on).
  * - `stale-request`: the request names the token before the holder's (a stale `kubectl` view): it
- *   must be refused and nothing handed over (counter `staleHandedOver`: a `HandedOver` release in
- *   the Lease history, must be 0; `staleOtherGrant` counts other grants meanwhile, for information);
+ *   must be refused and nothing handed over (counter `staleHandedOver`: a handover mark on the
+ *   Lease in its history, must be 0; `staleOtherGrant` counts other grants meanwhile, for information);
  *   the holder then leaves so that the trial makes progress.
  *
  * Besides S1–S5 (checker.ts) the trial counts `handoverOverlap`: windows over OVERLAP_SLACK_MS in
@@ -48,9 +48,10 @@ export async function handover(ctx: Ctx, h: Holder, other: WorkerHandle): Promis
     await askHandover(ctx.bed.t, ctx.spec.id, target, h.token - 1n, { drainSeconds, by: 'safety-suite' });
     // Long enough for the controller to answer and for a wrong handover to show.
     await sleep(drainSeconds * 1000 + 2 * ctx.leaseMs);
-    // Moved by the request: the Lease was released as HandedOver (only a drain for a mark does that).
+    // Moved by the request, or about to be: the controller marked the Lease for a handover (only
+    // its mark makes an agent drain and the next grant go to the target).
     const versions = await ctx.bed.leases.versions(ctx.spec.id);
-    const moved = versions.some((v) => v.release === 'HandedOver');
+    const moved = versions.some((v) => v.handoverMark !== undefined);
     // Any other grant meanwhile (informational: the holder lost or let go of the lock on its own).
     const otherGrant = ctx.events.some((e) => e.kind === 'granted' && e.token > h.token);
     const left = h.w.waitFor(ctx.spec.id, (e) => e.kind === 'left', 10_000, 'left').catch(() => undefined);
