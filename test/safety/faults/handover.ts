@@ -110,6 +110,8 @@ export async function handover(ctx: Ctx, h: Holder, other: WorkerHandle): Promis
     }
   }
   const g = await granted;
+  // The Lease watch records the controller's mark (so that the stale-request check is not vacuous).
+  const marked = (await ctx.bed.leases.versions(ctx.spec.id)).some((v) => v.handoverMark !== undefined);
   return {
     variant: `${label}${d === undefined ? ' (no drain seen)' : ''}`,
     faultMs,
@@ -120,6 +122,7 @@ export async function handover(ctx: Ctx, h: Holder, other: WorkerHandle): Promis
     counters: {
       handedOver: g !== undefined && g.e.holder.startsWith(`${target}/`) ? 1 : 0,
       drainSeen: d !== undefined ? 1 : 0,
+      markSeen: marked ? 1 : 0,
     },
   };
 }
