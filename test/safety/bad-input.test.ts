@@ -413,6 +413,19 @@ describe('bad input is refused, naming the field or the reason, and changes noth
         api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/fencing-token', '1') }),
     },
     {
+      // Issue 18: the mark makes the next grant go to the pod it names; only the controller writes it.
+      name: 'the holder (or the app beside its agent) forges a handover mark on its Lease',
+      who: 'A',
+      code: 403,
+      says: ['fencepost.io/handover-to', 'planned handover'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: ann(l, 'fencepost.io/handover-to', JSON.stringify({ to: 'b/uid', token: '1', drainMs: 0 })),
+        }),
+    },
+    {
       name: 'the holder stretches its renew deadline',
       who: 'A',
       code: 403,
