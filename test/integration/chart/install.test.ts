@@ -114,6 +114,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       // refused while this release was installed).
       '--set',
       `leaseProtection.namespaces={${t.namespace}}`,
+
       '--set',
       'leaderElection.leaseDuration=4s',
       '--set',
@@ -143,7 +144,11 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, 'agent.kubeconfig')),
     );
     controller = spawnManaged('controller', process.execPath, {
-      args: [FENCEPOST_MAIN, ...args],
+      // The chart's controller watches every namespace (and its ClusterRole is what this file
+      // checks), but this API server is shared: run it on its own namespace only, else it reconciles
+      // (grants, revokes) the other test files' locks with its own fencing backend — a CI run saw
+      // kubectl-plugin.test.ts's lock granted a token while that lock's own Redis was unreachable.
+      args: [FENCEPOST_MAIN, ...args, `--namespace=${t.namespace}`],
       logFile: join(dir, 'controller.log'),
       env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: `${release}-controller-0`, POD_NAMESPACE: t.namespace },
     });

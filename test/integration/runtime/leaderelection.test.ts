@@ -8,10 +8,12 @@ import { LeaderElector } from '../../../src/runtime/leaderelection.ts';
 import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
 
 // Short timings so that failover is observable in seconds; the rules still hold
-// (1 500 > 1 000 > 1.2 × 200). The Lease records leaseDurationSeconds rounded up (2 s).
-const LEASE_MS = 1_500;
-const RENEW_MS = 1_000;
-const RETRY_MS = 200;
+// (4 000 > 3 000 > 1.2 × 400). Not shorter: a CI run with the safety suite beside it stalled a
+// renewal past a 1 s renew deadline, and a release-on-cancel handover took 1.9 s. The Lease records
+// leaseDurationSeconds rounded up (4 s).
+const LEASE_MS = 4_000;
+const RENEW_MS = 3_000;
+const RETRY_MS = 400;
 /** HANG_MS only catches hangs; it is not a performance claim. */
 const HANG_MS = 15_000;
 
@@ -109,7 +111,7 @@ describe('LeaderElector against a real API server', () => {
     expect(follower.elector.getLeader()).toBe(leader.identity);
     expect(await holderOf('one')).toEqual({ holder: leader.identity, transitions: 0 });
     const spec = (await leases.readNamespacedLease({ namespace, name: 'one' })).spec;
-    expect(spec?.leaseDurationSeconds).toBe(2);
+    expect(spec?.leaseDurationSeconds).toBe(Math.ceil(LEASE_MS / 1000));
     expect(spec?.acquireTime).toBeDefined();
     expect(spec?.renewTime).toBeDefined();
   });
