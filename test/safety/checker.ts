@@ -133,32 +133,31 @@ function leaseTerms(leases: readonly LeaseVersion[], out: Violation[]): Term[] {
   return terms;
 }
 
-/** beliefWindows: per holder and token, from its granted/renewed report to its lost/released/killed/left report. */
-function beliefWindows(clients: readonly ClientEvent[]): DualBelief[] {
-  interface Open {
-    holder: string;
-    token: bigint;
-    from: number;
-    to: number | undefined;
-  }
+/** BeliefInterval is one holder's belief in one term: from its first granted/renewed report to its end (undefined: to the end of the trial). */
+export interface BeliefInterval {
+  readonly holder: string;
+  readonly token: bigint;
+  readonly from: number;
+  to: number | undefined;
+}
+
+/** beliefIntervals: per holder and token, from its granted/renewed report to its lost/released/killed/left report. */
+export function beliefIntervals(clients: readonly ClientEvent[]): BeliefInterval[] {
   const sorted = [...clients].sort((a, b) => a.at - b.at);
-  const endAt = sorted.at(-1)?.at ?? 0;
-  const intervals: Open[] = [];
-  const open = new Map<string, Open>();
+  const all: BeliefInterval[] = [];
+  const open = new Map<string, BeliefInterval>();
   for (const e of sorted) {
     if (e.kind === 'granted' || e.kind === 'renewed') {
       const key = termKey(e.holder, e.token);
       if (!open.has(key)) {
-        const o = { holder: e.holder, token: e.token, from: e.at, to: undefined };
+        const o: BeliefInterval = { holder: e.holder, token: e.token, from: e.at, to: undefined };
         open.set(key, o);
-        intervals.push(o);
+        all.push(o);
       }
     } else if (e.kind === 'lost' || e.kind === 'released') {
       const o = open.get(termKey(e.holder, e.token));
-      if (o !== undefined) {
-        o.to = e.at;
-        open.delete(termKey(e.holder, e.token));
-      }
+      if (o !== undefined) o.to = e.at;
+      open.delete(termKey(e.holder, e.token));
     } else if (e.kind === 'killed' || e.kind === 'left') {
       for (const [key, o] of open)
         if (o.holder === e.holder) {
@@ -167,6 +166,13 @@ function beliefWindows(clients: readonly ClientEvent[]): DualBelief[] {
         }
     }
   }
+  return all;
+}
+
+/** beliefWindows: the windows in which two holders believed at once (from {@link beliefIntervals}). */
+function beliefWindows(clients: readonly ClientEvent[]): DualBelief[] {
+  const endAt = clients.reduce((m, e) => Math.max(m, e.at), 0);
+  const intervals = beliefIntervals(clients);
   const windows: DualBelief[] = [];
   for (let i = 0; i < intervals.length; i++) {
     for (let j = i + 1; j < intervals.length; j++) {

@@ -18,7 +18,7 @@
  *   shorter than OVERLAP_SLACK_MS is not a violation (an over-granting controller makes excesses
  *   of seconds: the `permits` calibration).
  */
-import { checkHistory, type TrialCounts, type TrialReport, type Violation } from './checker.ts';
+import { beliefIntervals, checkHistory, type TrialCounts, type TrialReport, type Violation } from './checker.ts';
 import type { ClientEvent, LeaseVersion, StoreApply, TrialHistory } from './history.ts';
 import { leaseName, permitOfLease } from '../../src/protocol/names.ts';
 
@@ -32,43 +32,9 @@ export interface Excess {
   readonly holders: readonly string[];
 }
 
-interface Belief {
-  readonly holder: string;
-  readonly token: bigint;
-  readonly from: number;
-  to: number | undefined;
-}
-
 const key = (holder: string, token: bigint): string => `${holder}#${token.toString()}`;
 const byRv = (a: LeaseVersion, b: LeaseVersion): number =>
   a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0;
-
-/** beliefs: per holder and token, from its granted/renewed report to its lost/released/killed/left report. */
-function beliefs(clients: readonly ClientEvent[]): Belief[] {
-  const sorted = [...clients].sort((a, b) => a.at - b.at);
-  const all: Belief[] = [];
-  const open = new Map<string, Belief>();
-  for (const e of sorted) {
-    if (e.kind === 'granted' || e.kind === 'renewed') {
-      if (!open.has(key(e.holder, e.token))) {
-        const b: Belief = { holder: e.holder, token: e.token, from: e.at, to: undefined };
-        open.set(key(e.holder, e.token), b);
-        all.push(b);
-      }
-    } else if (e.kind === 'lost' || e.kind === 'released') {
-      const b = open.get(key(e.holder, e.token));
-      if (b !== undefined) b.to = e.at;
-      open.delete(key(e.holder, e.token));
-    } else if (e.kind === 'killed' || e.kind === 'left') {
-      for (const [k, b] of open)
-        if (b.holder === e.holder) {
-          b.to = e.at;
-          open.delete(k);
-        }
-    }
-  }
-  return all;
-}
 
 /** pausedSpans: per holder, [paused, resumed + leaseMs] (to the end when never resumed). */
 function pausedSpans(clients: readonly ClientEvent[], leaseMs: number): Map<string, [number, number][]> {
@@ -102,7 +68,7 @@ function beliefProfile(
   permits: number,
   leaseMs: number,
 ): { peak: number; excesses: Excess[] } {
-  const all = beliefs(clients);
+  const all = beliefIntervals(clients);
   const endAt = clients.reduce((m, e) => Math.max(m, e.at), 0);
   const paused = pausedSpans(clients, leaseMs);
   const excused = (holder: string, at: number): boolean =>

@@ -3,12 +3,14 @@
  * through a kubeconfig that points at a fault proxy), read its lock snapshot, and time the first
  * SSE event of a type.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { LockSnapshot } from '../../src/agent/session.ts';
 import { agentBinary } from './agent-binary.ts';
-import { eventually } from './env.ts';
+import { eventually, sharedKubeconfigPath } from './env.ts';
 import { getStatus } from './testbed/http-probe.ts';
 import { freePort } from './testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from './testbed/processes.ts';
@@ -61,6 +63,31 @@ export async function startAgent(o: {
     process: proc,
     snapshot: async () =>
       JSON.parse((await getStatus(`http://127.0.0.1:${port}/v1/locks/${o.lock}`)).body) as LockSnapshot,
+  };
+}
+
+/** AgentFleet starts agents for pods of one namespace on the shared admin kubeconfig, and stops them all. */
+export interface AgentFleet {
+  /** start runs an agent for `lock` as pod `pod` (uid `uid`), logging under the fleet's directory. */
+  start(lock: string, pod: string, uid: string): Promise<AgentProcess>;
+  /** stopAll stops every agent the fleet started and removes its log directory. */
+  stopAll(): Promise<void>;
+}
+
+/** agentFleet makes an {@link AgentFleet} for `namespace`; its logs go to a fresh temporary directory. */
+export function agentFleet(namespace: string, name: string): AgentFleet {
+  const logDir = mkdtempSync(join(tmpdir(), `fencepost-${name}-`));
+  const agents: AgentProcess[] = [];
+  return {
+    start: async (lock, pod, uid) => {
+      const a = await startAgent({ lock, pod, uid, namespace, kubeconfig: sharedKubeconfigPath(), logDir });
+      agents.push(a);
+      return a;
+    },
+    stopAll: async () => {
+      await Promise.all(agents.map((a) => a.process.stop()));
+      rmSync(logDir, { recursive: true, force: true });
+    },
   };
 }
 

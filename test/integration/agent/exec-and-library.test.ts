@@ -1,18 +1,11 @@
-import { execFile } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { acquire, NotAcquiredError } from '../../../src/index.ts';
 import { EXIT_LOST, EXIT_NOT_ACQUIRED, graceFor } from '../../../src/cli/exec.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { useLockController } from '../../support/lock-controller.ts';
-import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { eventually, sharedKubeConfig } from '../../support/env.ts';
 import { createLock, createPod, deleteLock, getLease, lockBody, type TestKube } from '../../support/fixtures.ts';
-import { agentBinary } from '../../support/agent-binary.ts';
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { runExec, type ExecPod, type ExecRun } from '../../support/exec-runner.ts';
 
 describe('the acquire() library and fencepost exec', () => {
   const kc = sharedKubeConfig();
@@ -22,20 +15,8 @@ describe('the acquire() library and fencepost exec', () => {
     t = fx.t;
   });
 
-  const execAs = (pod: { name: string; uid: string }, args: string[]): Promise<Run> =>
-    new Promise((res) => {
-      execFile(
-        agentBinary(),
-        ['exec', '--kubeconfig', sharedKubeconfigPath(), ...args],
-        {
-          env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid },
-          timeout: 60_000,
-        },
-        (err, stdout, stderr) => {
-          res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
-        },
-      );
-    });
+  const execAs = (pod: ExecPod, args: string[]): Promise<ExecRun> =>
+    runExec({ namespace: t.namespace, pod, args, timeoutMs: 60_000 });
   const podRef = async (name: string, app: string) => {
     const p = await createPod(t, name, { app });
     return { name, uid: p.metadata?.uid ?? '' };

@@ -6,10 +6,9 @@
  * to another pod while this one waits; 423 `not-granted` with the request withdrawn; 400 for a bad
  * ifHeld. Each problem body validates against the agent's OpenAPI document.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire } from '../../../src/index.ts';
@@ -17,14 +16,8 @@ import { startLockController, type LockController } from '../../../src/controlle
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
-import { startAgent, type AgentProcess } from '../../support/agent-processes.ts';
-import {
-  eventually,
-  freshNamespace,
-  sharedKubeConfig,
-  sharedKubeconfigPath,
-  sharedRedisUrl,
-} from '../../support/env.ts';
+import { agentFleet, type AgentFleet } from '../../support/agent-processes.ts';
+import { eventually, freshNamespace, sharedKubeConfig, sharedRedisUrl } from '../../support/env.ts';
 import { createLock, createPod, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 
 const doc = JSON.parse(readFileSync(resolve(import.meta.dirname, '../../../src/agent/openapi.json'), 'utf8')) as {
@@ -65,32 +58,19 @@ const requestOf = async (t: TestKube, pod: string, lock: string): Promise<string
 describe('the agent API: acquire with ifHeld=fail', () => {
   const kc = sharedKubeConfig();
   let t: TestKube;
-  let dir: string;
+  let fleet: AgentFleet;
   let controller: LockController | undefined;
-  const agents: AgentProcess[] = [];
   beforeAll(async () => {
     // No controller yet: the second test needs the lock free while requests wait.
     t = testKube(kc, await freshNamespace(kc, 'agent-if-held-'));
-    dir = mkdtempSync(join(tmpdir(), 'fencepost-if-held-'));
+    fleet = agentFleet(t.namespace, 'if-held');
   });
   afterAll(async () => {
-    await Promise.all(agents.map((a) => a.process.stop()));
+    await fleet.stopAll();
     await controller?.stop();
-    rmSync(dir, { recursive: true, force: true });
   });
 
-  const agentFor = async (pod: string, uid: string, lock: string): Promise<AgentProcess> => {
-    const a = await startAgent({
-      lock,
-      pod,
-      uid,
-      namespace: t.namespace,
-      kubeconfig: sharedKubeconfigPath(),
-      logDir: dir,
-    });
-    agents.push(a);
-    return a;
-  };
+  const agentFor = (pod: string, uid: string, lock: string) => fleet.start(lock, pod, uid);
 
   it('withdraws its request and answers 423 not-granted when nobody is granted in time; 400 for a bad ifHeld', async () => {
     const p = await createPod(t, 'free-0', { app: 'free' });

@@ -13,7 +13,6 @@
  *   the other; the library's acquire(['b', 'a']) takes both in order, and when the second is not
  *   granted within waitMs, releases the first and leaves no request.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,37 +42,14 @@ import {
   testKube,
   type TestKube,
 } from '../../support/fixtures.ts';
-import { agentBinary } from '../../support/agent-binary.ts';
+import { runExec, type ExecPod, type ExecRun } from '../../support/exec-runner.ts';
 import { kubeconfigVia, proxyTargetOf, startHttpFaultProxy } from '../../support/testbed/http-fault-proxy.ts';
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+/** execAs runs `fencepost exec` as `pod` in `t`'s namespace (the shipped binary). */
+const execAs = (t: TestKube, pod: ExecPod, args: string[], o: { kubeconfig?: string } = {}): Promise<ExecRun> =>
+  runExec({ namespace: t.namespace, pod, args, ...o });
 
-interface Pod {
-  name: string;
-  uid: string;
-}
-
-/** execAs runs `fencepost-agent exec` as `pod` in `t`'s namespace; the timeout only catches hangs. */
-const execAs = (t: TestKube, pod: Pod, args: string[], o: { kubeconfig?: string } = {}): Promise<Run> =>
-  new Promise((res) => {
-    execFile(
-      agentBinary(),
-      ['exec', '--kubeconfig', o.kubeconfig ?? sharedKubeconfigPath(), ...args],
-      {
-        env: { ...process.env, POD_NAME: pod.name, POD_NAMESPACE: t.namespace, POD_UID: pod.uid },
-        timeout: 90_000,
-      },
-      (err, stdout, stderr) => {
-        res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
-      },
-    );
-  });
-
-const podRef = async (t: TestKube, name: string, app: string): Promise<Pod> => {
+const podRef = async (t: TestKube, name: string, app: string): Promise<ExecPod> => {
   const p = await createPod(t, name, { app });
   return { name, uid: p.metadata?.uid ?? '' };
 };
@@ -83,6 +59,17 @@ const requestOf = async (t: TestKube, pod: string, lock: string): Promise<string
   (await t.core.readNamespacedPod({ name: pod, namespace: t.namespace })).metadata?.annotations?.[
     podKeys(lock).request
   ];
+
+/** startRaceController starts the lock controller for `t`'s namespace late, in the middle of a race. */
+const startRaceController = (t: TestKube): Promise<LockController> =>
+  startLockController({
+    kc: sharedKubeConfig(),
+    redisUrl: sharedRedisUrl(),
+    namespace: t.namespace,
+    identity: 'skip-race-controller',
+    clock: realClock,
+    log: silentLogger,
+  });
 
 const leaseOf = async (t: TestKube, lock: string) => parseLease((await getLease(t, lock)) ?? {});
 
@@ -182,9 +169,9 @@ describe('fencepost exec --if-held and several --lock', () => {
     const log = join(dir, 'dl.log');
     // Each run logs its start and end (ms) and both tokens; 300 ms of "work" in between.
     const script = `s=$(date +%s%3N); sleep 0.3; echo "$s $(date +%s%3N) $FENCEPOST_TOKEN_DL_A $FENCEPOST_TOKEN_DL_B" >> ${log}`;
-    const round = (pod: Pod, order: string[]): Promise<Run[]> =>
+    const round = (pod: ExecPod, order: string[]): Promise<ExecRun[]> =>
       (async () => {
-        const runs: Run[] = [];
+        const runs: ExecRun[] = [];
         for (let i = 0; i < 3; i++)
           runs.push(
             await execAs(t, pod, [...order.flatMap((l) => ['--lock', l]), '--wait', '60s', '--', 'sh', '-c', script]),
@@ -263,7 +250,7 @@ describe('fencepost exec --if-held and several --lock', () => {
     await pa.release();
     await qb.release();
     // The same two sets, named in opposite orders, through the set: both are granted, in turn.
-    const take = async (pod: Pod, locks: string[]): Promise<bigint[]> => {
+    const take = async (pod: ExecPod, locks: string[]): Promise<bigint[]> => {
       const set = await acquire(locks, { ...base, pod, waitMs: 30_000 });
       const tokens = set.locks.map((l) => l.token);
       await new Promise((r) => setTimeout(r, 300));
@@ -370,14 +357,7 @@ describe('fencepost exec --if-held skip when the lock is granted to another pod 
       expect(await requestOf(t, 'race-b', 'race')).toBeDefined(); // exec asked: it found the lock free
     }, 30_000);
     // The controller grants the first requester; exec sees the lock granted to another pod.
-    controller = await startLockController({
-      kc,
-      redisUrl: sharedRedisUrl(),
-      namespace: t.namespace,
-      identity: 'skip-race-controller',
-      clock: realClock,
-      log: silentLogger,
-    });
+    controller = await startRaceController(t);
     const r = await running;
     expect(r.code, r.stderr).toBe(EXIT_SKIPPED);
     expect(r.stderr).toContain('skipped: acquire(race): held by pod race-a');
@@ -418,14 +398,7 @@ describe('fencepost exec --if-held skip when the lock is granted to another pod 
         expect(await requestOf(t, 'nowd-b', 'nowd')).toBeDefined();
       }, 30_000);
       proxy.errors({ status: 500, match: (r) => r.method === 'PATCH' && r.path.endsWith('/pods/nowd-b') });
-      controller = await startLockController({
-        kc,
-        redisUrl: sharedRedisUrl(),
-        namespace: t.namespace,
-        identity: 'skip-race-controller',
-        clock: realClock,
-        log: silentLogger,
-      });
+      controller = await startRaceController(t);
       const r = await running;
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr).toContain("acquire(nowd): held by pod nowd-a, but withdrawing this pod's request failed");

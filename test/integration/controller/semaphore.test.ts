@@ -1,10 +1,9 @@
-import { execFile } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { acquire, type HeldLock } from '../../../src/index.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { leaseName, permitLeaseName } from '../../../src/protocol/names.ts';
-import { agentBinary } from '../../support/agent-binary.ts';
-import { eventually, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { runExec } from '../../support/exec-runner.ts';
+import { eventually, sharedKubeConfig } from '../../support/env.ts';
 import { createLock, createPod, getLock, lockBody, type TestKube } from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 
@@ -84,31 +83,12 @@ describe('the lock controller in Semaphore mode', () => {
     await createLock(t, lockBody('slots', 'x', { mode: 'Semaphore', permits: 2, leaseDurationSeconds: 10 }));
     const script =
       'const s=Date.now();setTimeout(()=>{const v=process.env;console.log(JSON.stringify({s,e:Date.now(),t:v.FENCEPOST_TOKEN,p:v.FENCEPOST_PERMIT,q:v.FENCEPOST_PERMIT_SLOTS}))},1500)';
-    const run = (p: { name: string; uid: string }) =>
-      new Promise<{ code: number; stdout: string }>((res) => {
-        execFile(
-          agentBinary(),
-          [
-            'exec',
-            '--lock',
-            'slots',
-            '--wait',
-            '30s',
-            '--kubeconfig',
-            sharedKubeconfigPath(),
-            '--',
-            process.execPath,
-            '-e',
-            script,
-          ],
-          {
-            env: { ...process.env, POD_NAME: p.name, POD_NAMESPACE: t.namespace, POD_UID: p.uid },
-            timeout: 60_000,
-          },
-          (err, stdout) => {
-            res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout });
-          },
-        );
+    const run = (pod: { name: string; uid: string }) =>
+      runExec({
+        namespace: t.namespace,
+        pod,
+        args: ['--lock', 'slots', '--wait', '30s', '--', process.execPath, '-e', script],
+        timeoutMs: 60_000,
       });
     const results = await Promise.all(pods.map(run));
     expect(results.map((r) => r.code)).toEqual([0, 0, 0]);
