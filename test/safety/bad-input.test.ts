@@ -426,6 +426,23 @@ describe('bad input is refused, naming the field or the reason, and changes noth
         }),
     },
     {
+      // KEP-4355: a coordinator's preferredHolder is a standing handover request; an agent (and
+      // so the app beside it, which shares its pod token) may not write it.
+      name: 'the holder (or the app beside its agent) sets spec.preferredHolder on its Lease',
+      who: 'A',
+      code: 403,
+      says: ['spec.preferredHolder', 'planned handover'],
+      write: (api, l) =>
+        api.replaceNamespacedLease({
+          namespace: ns,
+          name: lockLease,
+          body: edit(l, (x) => ({
+            ...x,
+            spec: { ...x.spec, strategy: 'OldestEmulationVersion', preferredHolder: 'b/uid' },
+          })),
+        }),
+    },
+    {
       name: 'the holder stretches its renew deadline',
       who: 'A',
       code: 403,

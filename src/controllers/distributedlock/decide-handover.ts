@@ -42,8 +42,16 @@ export interface HandoverAnswer {
 
 /** HandoverAction is one step of a planned handover. */
 export type HandoverAction =
-  /** MarkHandover: CAS the held Lease's handover mark to `mark` (undefined: remove it). */
-  | { readonly type: 'MarkHandover'; readonly mark: HandoverMark | undefined; readonly to?: string }
+  /**
+   * MarkHandover: CAS the held Lease's handover mark to `mark` (undefined: remove it). `why`: what
+   * asked for it (a request on the lock, Lease.spec.preferredHolder, or preemption), for the Event.
+   */
+  | {
+      readonly type: 'MarkHandover';
+      readonly mark: HandoverMark | undefined;
+      readonly to?: string;
+      readonly why?: string;
+    }
   /** AnswerHandover: remove the request from the lock (only while it is still `raw`), record the answer, Event. */
   | { readonly type: 'AnswerHandover'; readonly answer: HandoverAnswer }
   /** ForceRelease: CAS the held Lease to released `Revoked` (a user forced it; `by` names who asked). */
@@ -106,13 +114,23 @@ export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
     // a standing request against the current grant: marked once, kept while it stands (no lapse:
     // the writer withdraws it by clearing the field, and nothing is ever revoked).
     const pre = preemptionTarget(i);
-    const preferred = preferredTarget(i) ?? pre.target;
+    const byLease = preferredTarget(i);
+    const preferred = byLease ?? pre.target;
     if (preferred !== undefined && record.holder !== undefined && record.token !== undefined) {
       if (mark !== undefined && mark.token === record.token && sameHolder(mark.to, preferred.ref)) return NOTHING;
       const drainMs = (lock.spec.handover?.drainSeconds ?? DEFAULT_DRAIN_SECONDS) * 1000;
+      const why =
+        byLease !== undefined
+          ? `the Lease's spec.preferredHolder names pod ${preferred.ref.name}`
+          : `pod ${preferred.ref.name} has priority ${preferred.priority}, above the holder's ${holderPriority(i)} (spec.preemption: HigherPriority)`;
       return {
         actions: [
-          { type: 'MarkHandover', mark: { to: preferred.ref, token: record.token, drainMs }, to: preferred.ref.name },
+          {
+            type: 'MarkHandover',
+            mark: { to: preferred.ref, token: record.token, drainMs },
+            to: preferred.ref.name,
+            why,
+          },
         ],
         requeueAfterMs: undefined,
       };
@@ -188,7 +206,14 @@ export function handoverStep(i: HandoverInput, nowMs: number): HandoverStep {
   }
   const drainMs = drainSecondsOf(lock, req) * 1000;
   return {
-    actions: [{ type: 'MarkHandover', mark: { to: target.ref, token: req.token, drainMs }, to: req.to }],
+    actions: [
+      {
+        type: 'MarkHandover',
+        mark: { to: target.ref, token: req.token, drainMs },
+        to: req.to,
+        why: `${req.by ?? 'a user'} asked for it (${HANDOVER_REQUEST_ANNOTATION})`,
+      },
+    ],
     requeueAfterMs: undefined,
   };
 }
@@ -246,8 +271,7 @@ function preemptionTarget(i: HandoverInput): { target?: PodSummary; requeueAfter
   if ((lock.spec.mode ?? LockMode.Election) !== LockMode.Election || lock.spec.preemption !== 'HigherPriority')
     return {};
   if (record.holder === undefined || i.wallNowMs === undefined) return {};
-  const holderPod = i.pods.find((p) => sameHolder(p.ref, record.holder));
-  const floor = holderPod?.priority ?? 0;
+  const floor = holderPriority(i);
   let waitMs: number | undefined;
   for (const c of i.candidates) {
     if (c.priority <= floor || sameHolder(c.ref, record.holder)) continue;
@@ -257,6 +281,11 @@ function preemptionTarget(i: HandoverInput): { target?: PodSummary; requeueAfter
     waitMs = waitMs === undefined ? left : Math.min(waitMs, left);
   }
   return waitMs !== undefined ? { requeueAfterMs: waitMs } : {};
+}
+
+/** holderPriority: the holder pod's priority (0 when the pod is not seen). */
+function holderPriority(i: HandoverInput): number {
+  return i.pods.find((p) => sameHolder(p.ref, i.record.holder))?.priority ?? 0;
 }
 
 /**

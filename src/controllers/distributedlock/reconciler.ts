@@ -768,7 +768,7 @@ export class DistributedLockReconciler implements Reconciler {
             lock,
             'Normal',
             EventReason.HandoverStarted,
-            `Handing over from pod ${holder} (token ${action.mark.token}) to pod ${action.mark.to.name}: the holder's agent drains for up to ${action.mark.drainMs / 1000}s, then releases`,
+            `Handing over from pod ${holder} (token ${action.mark.token}) to pod ${action.mark.to.name}${action.why !== undefined ? ` because ${action.why}` : ''}: the holder's agent drains for up to ${action.mark.drainMs / 1000}s, then releases`,
           );
         } else {
           log.info({ holder }, 'Removed the handover mark from the Lease');

@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockSnapshot } from '../../../src/agent/session.ts';
 import { parseLease } from '../../../src/lease/record.ts';
@@ -11,8 +8,8 @@ import {
   parseHandoverResult,
   type HandoverResult,
 } from '../../../src/protocol/handover.ts';
-import { startAgent, type AgentProcess } from '../../support/agent-processes.ts';
-import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
+import { agentFleet, type AgentFleet } from '../../support/agent-processes.ts';
+import { eventually } from '../../support/env.ts';
 import {
   askHandover,
   createLock,
@@ -60,29 +57,14 @@ function sse(port: number, lock: string): { names: string[]; stop: () => void } 
 describe('planned handover (fencepost.io/handover on the lock)', () => {
   const fx = useLockController('handover-');
   let t: TestKube;
-  let dir: string;
-  const agents: AgentProcess[] = [];
+  let fleet: AgentFleet;
   beforeAll(() => {
     t = fx.t;
-    dir = mkdtempSync(join(tmpdir(), 'fencepost-handover-'));
+    fleet = agentFleet(t.namespace, 'handover');
   });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.process.stop()));
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => fleet.stopAll());
 
-  const agentFor = async (lock: string, pod: string, uid: string): Promise<AgentProcess> => {
-    const a = await startAgent({
-      lock,
-      pod,
-      uid,
-      namespace: t.namespace,
-      kubeconfig: sharedKubeconfigPath(),
-      logDir: dir,
-    });
-    agents.push(a);
-    return a;
-  };
+  const agentFor = (lock: string, pod: string, uid: string) => fleet.start(lock, pod, uid);
   const holderOf = async (lock: string) => {
     const lease = await getLease(t, lock);
     return lease !== undefined ? parseLease(lease) : undefined;
@@ -200,4 +182,56 @@ describe('planned handover (fencepost.io/handover on the lock)', () => {
       await stop();
     }
   }, 60_000);
+
+  /** setPreferredHolder writes the Lease's KEP-4355 fields as a coordinator would (the test's admin). */
+  const setPreferredHolder = async (lock: string, value: string): Promise<void> => {
+    const lease = await getLease(t, lock);
+    if (lease?.metadata?.name === undefined) throw new Error(`the Lease of lock ${lock} is gone`);
+    await t.leases.replaceNamespacedLease({
+      name: lease.metadata.name,
+      namespace: t.namespace,
+      body: {
+        ...lease,
+        spec: { ...lease.spec, strategy: 'OldestEmulationVersion', preferredHolder: value },
+      },
+    });
+  };
+
+  it('Lease.spec.preferredHolder (KEP-4355) hands the lock over to the pod it names; a name that is no candidate moves nothing', async () => {
+    const p0 = await createPod(t, 'k-0', { app: 'k' });
+    const p1 = await createPod(t, 'k-1', { app: 'k' });
+    const a0 = await agentFor('k', 'k-0', p0.metadata?.uid ?? '');
+    const a1 = await agentFor('k', 'k-1', p1.metadata?.uid ?? '');
+    await createLock(t, lockBody('k', 'k', { leaseDurationSeconds: 6, handover: { drainSeconds: 1 } }));
+    const first = await eventually(async () => {
+      const s = await a0.snapshot();
+      expect(s.held).toBe(true);
+      return BigInt(s.token ?? '0');
+    });
+
+    // The API server keeps the field (the testbed enables CoordinatedLeaderElection).
+    await setPreferredHolder('k', `k-1/${p1.metadata?.uid ?? ''}`);
+    expect((await getLease(t, 'k'))?.spec?.preferredHolder).toBe(`k-1/${p1.metadata?.uid ?? ''}`);
+    const next = await eventually(async () => {
+      const s = await a1.snapshot();
+      expect(s.held).toBe(true);
+      return BigInt(s.token ?? '0');
+    }, 30_000);
+    expect(next).toBeGreaterThan(first);
+    expect((await a0.snapshot()).held).toBe(false);
+    await eventually(async () => {
+      const started = (await eventsOf('k')).find((e) => e.reason === 'HandoverStarted');
+      expect(started?.message).toContain("because the Lease's spec.preferredHolder names pod k-1");
+    });
+
+    // Satisfied, it stands: the holder is the pod it names, so nothing moves. A value that names
+    // no candidate (a pod that does not exist) is ignored: no mark, same holder, same token.
+    await setPreferredHolder('k', 'k-nobody');
+    await new Promise((r) => setTimeout(r, 3000));
+    const after = await holderOf('k');
+    expect(after?.holder?.name).toBe('k-1');
+    expect(after?.token).toBe(next);
+    expect(after?.handover).toBeUndefined();
+    expect((await a1.snapshot()).held).toBe(true);
+  }, 90_000);
 });

@@ -64,6 +64,10 @@ export async function startApiServer(
     // endpoint reconciler (as kwok does: there is no real node behind the advertise address).
     '--disable-admission-plugins=ServiceAccount',
     '--endpoint-reconciler-type=none',
+    // Coordinated Leader Election (KEP-4355, beta and off by default in 1.36): without the gate the
+    // API server drops Lease.spec.strategy and spec.preferredHolder, which fencepost honours.
+    '--feature-gates=CoordinatedLeaderElection=true',
+    '--runtime-config=coordination.k8s.io/v1beta1=true',
     '--v=0',
     ...(opts.extraArgs ?? []),
   ];

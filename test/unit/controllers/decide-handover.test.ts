@@ -66,6 +66,7 @@ describe('decide: planned handover requests', () => {
       type: 'MarkHandover',
       mark: { to: b.ref, token: 5n, drainMs: 30_000 },
       to: 'web-b',
+      why: expect.stringContaining('fencepost.io/handover') as unknown,
     });
   });
 
@@ -258,6 +259,7 @@ describe('decide: Lease.spec.preferredHolder (KEP-4355) as a handover request', 
       type: 'MarkHandover',
       mark: { to: b.ref, token: 5n, drainMs: 30_000 },
       to: 'web-b',
+      why: "the Lease's spec.preferredHolder names pod web-b",
     });
   });
   it('a bare pod name names that candidate too', () => {
@@ -309,7 +311,13 @@ describe('decide: preemption (spec.preemption HigherPriority)', () => {
   it('a candidate of higher priority, Ready for 10 s, gets the holder marked for a handover to it', () => {
     const d = decide(at(obs(preempting, heldByA(), withPods(a, high(10_000)))), 1);
     expect(d.holder).toEqual(a.ref);
-    expect(d.actions).toContainEqual(expect.objectContaining({ type: 'MarkHandover', to: 'web-b' }));
+    expect(d.actions).toContainEqual(
+      expect.objectContaining({
+        type: 'MarkHandover',
+        to: 'web-b',
+        why: "pod web-b has priority 10, above the holder's 0 (spec.preemption: HigherPriority)",
+      }),
+    );
   });
   it('not yet Ready for 10 s: no mark, and a look again when it will have been', () => {
     const d = decide(at(obs(preempting, heldByA(), withPods(a, high(4_000)))), 1);
