@@ -32,6 +32,7 @@ import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol
 import { HANDOVER_MARK_ANNOTATION } from '../protocol/handover.ts';
 import {
   COMPLETED_RUNS_ANNOTATION,
+  GRANTED_REQUEST_ANNOTATION,
   LAST_HOLDER_ANNOTATION,
   LOCK_LABEL,
   leaseName,
@@ -74,6 +75,8 @@ export interface LockRecord {
    * controller treats it as a planned handover to that pod (decide-handover.ts).
    */
   readonly preferredHolder: string | undefined;
+  /** grantedRequest (Mutex): the request the current or last term answered ({@link GRANTED_REQUEST_ANNOTATION}). */
+  readonly grantedRequest: string | undefined;
   /** completedRuns: the runs recorded on the Lease, newest last (see {@link parseCompletedRuns}). */
   readonly completedRuns: readonly CompletionEntry[];
   readonly resourceVersion: string;
@@ -219,6 +222,7 @@ export function parseLease(lease: V1Lease): LockRecord {
     preferredHolder:
       spec.preferredHolder !== undefined && spec.preferredHolder !== '' ? spec.preferredHolder : undefined,
     lastHolder: spec.holderIdentity === undefined ? parseHolderIdentity(ann[LAST_HOLDER_ANNOTATION]) : undefined,
+    grantedRequest: ann[GRANTED_REQUEST_ANNOTATION],
     completedRuns: parseCompletedRuns(ann[COMPLETED_RUNS_ANNOTATION]),
     resourceVersion: lease.metadata?.resourceVersion ?? '',
   };
@@ -281,16 +285,18 @@ export function microTime(d: Date): V1MicroTime {
   return new MicroTime(d.getTime());
 }
 
-/** grantedLease is the body that hands the Lease to holder with token (one CAS write). */
+/** grantedLease is the body that hands the Lease to holder with token (one CAS write); `request`: the Mutex request it answers. */
 export function grantedLease(
   lease: V1Lease,
   holder: HolderRef,
   token: bigint,
   timings: TermTimings,
   now: Date,
+  request?: string,
 ): V1Lease {
   const l = withAnnotations(lease, {
     [TOKEN_ANNOTATION]: token.toString(),
+    [GRANTED_REQUEST_ANNOTATION]: request, // Mutex: the request this term answers (undefined: none)
     [RENEW_DEADLINE_ANNOTATION]: String(timings.renewDeadlineMs),
     [RENEW_PERIOD_ANNOTATION]: String(timings.renewPeriodMs),
     [RELEASE_ANNOTATION]: undefined,

@@ -79,6 +79,14 @@ export const RENEW_PERIOD_ANNOTATION = 'fencepost.io/renew-period-ms';
 export const LAST_HOLDER_ANNOTATION = 'fencepost.io/last-holder';
 
 /**
+ * GRANTED_REQUEST_ANNOTATION (Mutex) is the request a term answered: the holder pod's request
+ * annotation value when it was granted. A holder that released and whose pod still shows that same
+ * value has not asked again — the controller's pod cache has not yet seen the withdrawal, which the
+ * holder wrote before its release — so it is not granted a new term on it.
+ */
+export const GRANTED_REQUEST_ANNOTATION = 'fencepost.io/granted-request';
+
+/**
  * COMPLETED_RUNS_ANNOTATION holds the run ids completed on this Lease (Mutex run-once): a JSON
  * list of `{ runId, token, holder, completedAt }`, newest last, at most 32 (lease/record.ts). A
  * holder appends its run in a compare-and-swap while the Lease still names it with the run's

@@ -238,6 +238,7 @@ function leaseDraft(opts: readonly LeaseOption[]): LeaseDraft {
       lastHolder: undefined,
       handover: undefined,
       preferredHolder: undefined,
+      grantedRequest: undefined,
       completedRuns: [],
       resourceVersion: DEFAULT_RESOURCE_VERSION,
     },
@@ -309,6 +310,12 @@ export const released =
     r.acquireTime = undefined;
     r.renewTime = undefined;
     r.released = how;
+  };
+/** grantedRequest sets the request the term answered (Mutex; the Lease's fencepost.io/granted-request). */
+export const grantedRequest =
+  (value: string): LeaseOption =>
+  (d) => {
+    d.record.grantedRequest = value;
   };
 /** lastHolder sets who released or lost the Lease (meaningful only while vacant). */
 export const lastHolder =

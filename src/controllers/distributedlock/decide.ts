@@ -91,6 +91,8 @@ export type Action =
       readonly previous: HolderRef | undefined;
       readonly cause: GrantCause;
       readonly floor: bigint;
+      /** request (Mutex): the `to` pod's request annotation value, recorded on the Lease (GRANTED_REQUEST_ANNOTATION). */
+      readonly request?: string;
     }
   /** Revoke: CAS the holder away (expired or terminated) when nobody can take over yet. */
   | { readonly type: 'Revoke'; readonly holder: HolderRef; readonly cause: 'Expired' | 'HolderTerminated' }
@@ -262,7 +264,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
         ...base,
         actions: [
           ...marks(undefined, undefined),
-          { type: 'Grant', to: next.ref, previous: record.holder, cause, floor },
+          { type: 'Grant', to: next.ref, previous: record.holder, cause, floor, ...requestOf(obs, next) },
         ],
         requeueAfterMs: 0,
         holder: undefined,
@@ -334,7 +336,10 @@ export function decide(obs: Observation, nowMs: number): Decision {
     ...forceAnswers,
   ];
   const target = handoverTarget(record, candidates);
-  const next = target ?? (record.lastHolder !== undefined ? pickNext(candidates, record.lastHolder) : candidates[0]);
+  // Mutex: a holder that released is granted again only on a new request, not on the one its term
+  // answered (still in the pod cache when the release is seen before the withdrawal).
+  const wanting = candidates.filter((c) => !answeredRequest(obs, record, c));
+  const next = target ?? (record.lastHolder !== undefined ? pickNext(wanting, record.lastHolder) : wanting[0]);
   if (next === undefined) {
     return {
       ...base,
@@ -384,7 +389,14 @@ export function decide(obs: Observation, nowMs: number): Decision {
     ...base,
     actions: [
       ...marks(undefined, undefined),
-      { type: 'Grant', to: next.ref, previous: target !== undefined ? record.lastHolder : undefined, cause, floor },
+      {
+        type: 'Grant',
+        to: next.ref,
+        previous: target !== undefined ? record.lastHolder : undefined,
+        cause,
+        floor,
+        ...requestOf(obs, next),
+      },
       ...answers,
     ],
     requeueAfterMs: 0,
@@ -450,6 +462,25 @@ function newestMarked(pods: readonly PodSummary[], keys: PodKeys): PodSummary | 
       const byToken = tokenOf(y) - tokenOf(x);
       return byToken > 0n ? 1 : byToken < 0n ? -1 : x.ref.name < y.ref.name ? -1 : x.ref.name > y.ref.name ? 1 : 0;
     })[0];
+}
+
+/**
+ * answeredRequest (Mutex): `c` is the holder that released the Lease and its pod still shows the
+ * request its term answered (the Lease's GRANTED_REQUEST_ANNOTATION): the holder withdrew it before
+ * releasing, and the pod cache has not seen that yet. A new request (a new value) is not this.
+ */
+function answeredRequest(obs: Observation, record: LockRecord, c: PodSummary): boolean {
+  if (obs.lock.spec.mode !== 'Mutex' || record.released !== 'Released' || record.grantedRequest === undefined)
+    return false;
+  if (record.lastHolder === undefined || !sameHolder(c.ref, record.lastHolder)) return false;
+  return c.annotations[podKeys(obs.lock.metadata.name ?? '').request] === record.grantedRequest;
+}
+
+/** requestOf (Mutex): the pod's request annotation value, for the Grant action. */
+function requestOf(obs: Observation, p: PodSummary): { request?: string } {
+  if (obs.lock.spec.mode !== 'Mutex') return {};
+  const v = p.annotations[podKeys(obs.lock.metadata.name ?? '').request];
+  return v !== undefined ? { request: v } : {};
 }
 
 /** pickNext prefers a candidate other than the departing holder; the holder itself only as a last resort. */

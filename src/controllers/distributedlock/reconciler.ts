@@ -701,7 +701,7 @@ export class DistributedLockReconciler implements Reconciler {
           );
         }
         const timings = obs.timings;
-        const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now());
+        const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now(), action.request);
         signal.throwIfAborted(); // a token burnt by a shutdown is a harmless gap; a grant after it is not ours to make
         const granted = await this.#d.leaseStore.replace(namespace, name, body, { signal }); // CAS on resourceVersion; 409 → re-read
         this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });

@@ -17,6 +17,7 @@ import {
   fencingNotConfigured,
   fromKubelet,
   heldBy,
+  grantedRequest,
   lastHolder,
   leaseSeconds,
   markedHolderOf,
@@ -1205,6 +1206,40 @@ describe('decide in Mutex mode', () => {
       1,
     );
     expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: c.ref }));
+  });
+
+  // Found in issue 18's review (test/integration/controller/mutex-regrant.test.ts): the release is
+  // seen before the pod watch delivers the withdrawal that preceded it.
+  describe('a holder that released, while its pod still shows the request its term answered', () => {
+    const answered = '2026-01-01T00:00:03.000Z';
+    const releasedByA = aLeaseView(
+      released('Released'),
+      lastHolder(a),
+      grantedRequest(answered),
+      token(5n),
+      observedAt(0),
+    );
+    it('is not granted again on it: nobody asks, nobody is granted', () => {
+      const d = decide(withRecord(mutexObs([requested(answered)(a)], releasedByA), [seen(a, answered)]), 1);
+      expect(d.actions.filter((x) => x.type === 'Grant')).toEqual([]);
+      expect(d.waiting).toBe('NoCandidates');
+    });
+    it('is granted again on a new request (another value)', () => {
+      const again = '2026-01-01T00:00:04.000Z';
+      const d = decide(withRecord(mutexObs([requested(again)(a)], releasedByA), [seen(a, again)]), 1);
+      expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: a.ref, request: again }));
+    });
+    it('an expired holder (it did not withdraw) is still a candidate of last resort', () => {
+      const expiredA = aLeaseView(
+        released('Expired'),
+        lastHolder(a),
+        grantedRequest(answered),
+        token(5n),
+        observedAt(0),
+      );
+      const d = decide(withRecord(mutexObs([requested(answered)(a)], expiredA), [seen(a, answered)]), 1);
+      expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: a.ref }));
+    });
   });
 
   it('with no record (a cold start), grants the oldest pod first, whatever the request times say', () => {
