@@ -86,11 +86,14 @@ func Acquire(ctx context.Context, lock string, o Options) (*Lock, error) {
 		waitCtx, cancel = context.WithTimeout(ctx, o.Wait)
 		defer cancel()
 	}
-	snap, err := a.acquire(waitCtx, o)
+	snap, asked, err := a.acquire(waitCtx, o)
 	if err != nil {
+		// Withdraw only what this call may have left queued: never when it asked nothing (the
+		// pod's session may be another process's), nor after held or already-done (the agent
+		// left nothing).
 		var p *ProblemError
-		queued := !(errors.As(err, &p) && (p.Name() == "held" || p.Name() == "already-done"))
-		if queued {
+		final := errors.As(err, &p) && (p.Name() == "held" || p.Name() == "already-done")
+		if asked && !final {
 			a.withdraw(ctx)
 		}
 		return nil, err
@@ -129,15 +132,15 @@ func Acquire(ctx context.Context, lock string, o Options) (*Lock, error) {
 	return l, nil
 }
 
-// acquire asks until granted, refused, or ctx is done.
-func (a *agent) acquire(ctx context.Context, o Options) (*Snapshot, error) {
+// acquire asks until granted, refused, or ctx is done; asked says whether a request was sent.
+func (a *agent) acquire(ctx context.Context, o Options) (snap *Snapshot, asked bool, err error) {
 	for {
 		wait := maxWaitPerRequest
 		if dl, ok := ctx.Deadline(); ok {
 			wait = min(wait, time.Until(dl))
 		}
-		if err := ctx.Err(); err != nil || wait <= 0 {
-			return nil, fmt.Errorf("%w: lock %s not granted in time: %w", ErrNotAcquired, a.lock, context.Cause(ctx))
+		if ctx.Err() != nil || wait <= 0 {
+			return nil, asked, fmt.Errorf("%w: lock %s not granted in time: %w", ErrNotAcquired, a.lock, context.Cause(ctx))
 		}
 		q := url.Values{"wait": {fmt.Sprintf("%dms", wait.Milliseconds())}}
 		if o.RunID != "" {
@@ -154,21 +157,22 @@ func (a *agent) acquire(ctx context.Context, o Options) (*Snapshot, error) {
 				cancel()
 			}
 		})
-		snap, err := a.do(reqCtx, http.MethodPost, a.url("/acquire", q))
+		asked = true
+		snap, err = a.do(reqCtx, http.MethodPost, a.url("/acquire", q))
 		stop()
 		cancel()
 		var p *ProblemError
 		switch {
 		case err == nil:
-			return snap, nil
+			return snap, true, nil
 		case errors.As(err, &p) && p.Name() == "not-granted":
 			continue // ask again while ctx allows (a Mutex request keeps its place)
 		case errors.As(err, &p):
-			return nil, err
+			return nil, true, err
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%w: lock %s: %w", ErrNotAcquired, a.lock, context.Cause(ctx))
+			return nil, true, fmt.Errorf("%w: lock %s: %w", ErrNotAcquired, a.lock, context.Cause(ctx))
 		default:
-			return nil, err
+			return nil, true, err
 		}
 	}
 }

@@ -289,3 +289,17 @@ func TestCompleteNamesTheRunAndTheToken(t *testing.T) {
 		t.Fatalf("query %q", query)
 	}
 }
+
+func TestAnAcquireThatAskedNothingWithdrawsNothing(t *testing.T) {
+	f, srv := newFakeAgent(t)
+	f.set(func() { f.acquire = granted(5000) })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Acquire(ctx, "billing", Options{BaseURL: srv.URL}); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Acquire = %v", err)
+	}
+	// Another process of the pod may hold the lock through the same agent: no release.
+	if f.released.Load() != 0 {
+		t.Fatalf("%d releases for an acquire that asked nothing", f.released.Load())
+	}
+}
