@@ -232,9 +232,15 @@ func (l *Lock) Held() bool {
 
 func (l *Lock) remainingLocked() time.Duration {
 	now := time.Now()
-	mono := l.validFor - now.Sub(l.validFrom)
-	wall := l.validFor - now.Round(0).Sub(l.validFrom.Round(0))
-	return min(mono, wall)
+	// Sub uses the monotonic readings; Round(0) strips them, leaving the wall clock.
+	return remaining(l.validFor, now.Sub(l.validFrom), now.Round(0).Sub(l.validFrom.Round(0)))
+}
+
+// remaining is the time left of a term valid for validFor after the monotonic and the wall clock
+// advanced by mono and wall: the larger advance counts (a VM pause stops the monotonic clock; a
+// wall clock stepped back, a negative wall, changes nothing).
+func remaining(validFor, mono, wall time.Duration) time.Duration {
+	return validFor - max(mono, wall)
 }
 
 // end ends the term with cause err (only the first end counts).
