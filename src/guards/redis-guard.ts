@@ -3,8 +3,10 @@
  * fencing token is below the highest token accepted for the lock (the high-water mark).
  *
  * One Lua script does the check and the write atomically, so no other command can slip between
- * them. Tokens travel as canonical decimal strings and are compared in Lua as strings (length
- * first, then lexicographically): Lua numbers are doubles and would confuse 9007199254740993 with
+ * them. It is clients/conformance/redis-fenced-write.lua, shared with the Go, Python and Java
+ * guards; ./redis-fenced-write-lua.ts carries it as a constant (generated, checked by a test).
+ * Tokens travel as canonical decimal strings and are compared in Lua as strings (length first,
+ * then lexicographically): Lua numbers are doubles and would confuse 9007199254740993 with
  * 9007199254740992.
  *
  * Scope (issue 15, finding 9). By default a guard keeps **one mark per lock** for every key it
@@ -35,70 +37,7 @@
  */
 import type { Redis } from 'ioredis';
 import { parseToken } from '../protocol/token.ts';
-
-/**
- * FENCED_WRITE_LUA: KEYS[1] = data key, KEYS[2] = mark key (high-water mark), KEYS[3] = write id
- * set; ARGV[1] = token (canonical decimal), ARGV[2] = value, ARGV[3] = write id or '' for none,
- * ARGV[4] = idempotency window in ms, ARGV[5] = operation: 'set' (SET the data key to the value),
- * 'del' (DEL the data key) or 'fence' (only raise the mark; KEYS[1] is not touched). Returns
- * {outcome, mark} with outcome 'applied', 'duplicate' or 'stale' and mark the high-water mark
- * after the call ('' when there is none).
- *
- * A rejected or duplicate call never changes the data or the mark. The token is validated here
- * too (defence in depth; the TypeScript side has already refused malformed ones), and a mark that
- * is not a canonical token fails the call instead of being compared.
- */
-const FENCED_WRITE_LUA = `
-local dataKey, fenceKey, writesKey = KEYS[1], KEYS[2], KEYS[3]
-local token, value, writeId = ARGV[1], ARGV[2], ARGV[3]
-local window = tonumber(ARGV[4])
-local op = ARGV[5]
-local function canonical(s)
-  if s == '0' then return true end
-  if #s > 19 or string.match(s, '^[1-9][0-9]*$') == nil then return false end
-  return #s < 19 or s <= '9223372036854775807'
-end
-local function less(a, b)
-  if #a ~= #b then return #a < #b end
-  return a < b
-end
-if not canonical(token) then
-  return redis.error_reply('ERR fencepost: malformed fencing token')
-end
-if op ~= 'set' and op ~= 'del' and op ~= 'fence' then
-  return redis.error_reply('ERR fencepost: unknown operation')
-end
-local mark = redis.call('GET', fenceKey)
-if mark then
-  if not canonical(mark) then
-    return redis.error_reply('ERR fencepost: fence key ' .. fenceKey .. ' does not hold a fencing token')
-  end
-  if redis.call('PTTL', fenceKey) >= 0 then redis.call('PERSIST', fenceKey) end
-end
-local now = 0
-if writeId ~= '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', writesKey, '-inf', '(' .. (now - window))
-  if redis.call('ZSCORE', writesKey, writeId) then
-    return {'duplicate', mark or ''}
-  end
-end
-if mark and less(token, mark) then
-  return {'stale', mark}
-end
-if op == 'set' then
-  redis.call('SET', dataKey, value)
-elseif op == 'del' then
-  redis.call('DEL', dataKey)
-end
-if mark ~= token then redis.call('SET', fenceKey, token) end
-if writeId ~= '' then
-  redis.call('ZADD', writesKey, now, writeId)
-  redis.call('PEXPIRE', writesKey, window)
-end
-return {'applied', token}
-`;
+import { FENCED_WRITE_LUA } from './redis-fenced-write-lua.ts';
 
 const COMMAND = 'fencepostFencedWrite';
 

@@ -25,6 +25,7 @@ describe('the modules each entry point loads', () => {
         'src/guards/http-guard.ts',
         'src/guards/index.ts',
         'src/guards/postgres-guard.ts',
+        'src/guards/redis-fenced-write-lua.ts',
         'src/guards/redis-guard.ts',
         'src/guards/sql-guard.ts',
         'src/protocol/token.ts',

@@ -1,0 +1,23 @@
+package fencepost
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// conformanceDir holds the vectors every client runs (clients/conformance).
+var conformanceDir = filepath.Join("..", "conformance")
+
+// readVectors decodes one vector file into v.
+func readVectors(t *testing.T, file string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(conformanceDir, file))
+	if err != nil {
+		t.Fatalf("read vectors: %v", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+}

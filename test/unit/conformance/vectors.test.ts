@@ -1,0 +1,116 @@
+// The shared conformance vectors (clients/conformance) hold of the reference implementation: every
+// token vector against parseToken, every SQL statement against the SQL guard's builders, every
+// API response against the agent's OpenAPI document and problem table, and the Lua script the
+// Go, Python and Java guards load is the one the TypeScript guard runs. The guard outcome vectors
+// need a real Redis and PostgreSQL: test/integration/guards/conformance.test.ts.
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { describe, expect, it } from 'vitest';
+import { PROBLEMS, type ProblemType } from '../../../src/agent/problem.ts';
+import { FENCED_WRITE_LUA } from '../../../src/guards/redis-fenced-write-lua.ts';
+import {
+  fenceTableSql,
+  lockAdvanceSql,
+  lockFencedDeleteSql,
+  lockFencedUpdateSql,
+  lockFencedUpsertSql,
+  SqlIdentifierError,
+} from '../../../src/guards/sql-guard.ts';
+import { MAX_TOKEN, parseToken, TokenError } from '../../../src/protocol/token.ts';
+import { generatedModule, GENERATED_PATH, LUA_PATH, readLua } from '../../../hack/gen-redis-lua.ts';
+import {
+  readVectors,
+  type ApiVectors,
+  type SqlStatementVectors,
+  type TokenVectors,
+} from '../../support/conformance.ts';
+
+const root = resolve(import.meta.dirname, '../../..');
+const tokens = readVectors<TokenVectors>('tokens.json');
+const sql = readVectors<SqlStatementVectors>('sql-statements.json');
+const api = readVectors<ApiVectors>('api-responses.json');
+
+describe('the one Redis guard script', () => {
+  it(`${GENERATED_PATH} is generated from ${LUA_PATH} (run node hack/gen-redis-lua.ts after editing the .lua)`, () => {
+    expect(readFileSync(resolve(root, GENERATED_PATH), 'utf8')).toBe(generatedModule(readLua()));
+    expect(FENCED_WRITE_LUA).toBe(readLua());
+  });
+});
+
+describe('token vectors against parseToken', () => {
+  it('maxToken is MAX_TOKEN (2^63 - 1)', () => {
+    expect(BigInt(tokens.maxToken)).toBe(MAX_TOKEN);
+  });
+  it.each(tokens.parse.map((c) => [c.name, c] as const))('%s', (_name, c) => {
+    if (c.valid) {
+      expect(parseToken(c.input).toString()).toBe(c.value);
+    } else {
+      expect(() => parseToken(c.input)).toThrow(TokenError);
+    }
+  });
+  it.each(tokens.compare.map((c) => [`${c.a} vs ${c.b}`, c] as const))('compare %s', (_name, c) => {
+    const a = parseToken(c.a);
+    const b = parseToken(c.b);
+    expect(a < b ? -1 : a > b ? 1 : 0).toBe(c.order);
+  });
+});
+
+describe('SQL statement vectors against the SQL guard builders', () => {
+  it.each(sql.valid.map((c) => [c.name, c] as const))('%s', (_name, c) => {
+    expect(fenceTableSql(c.spec)).toBe(c.fenceTable);
+    expect(lockFencedUpdateSql(c.spec)).toBe(c.update);
+    expect(lockFencedUpsertSql(c.spec)).toBe(c.upsert);
+    expect(lockFencedDeleteSql(c.spec)).toBe(c.delete);
+    expect(lockAdvanceSql(c.spec)).toBe(c.advance);
+  });
+  it.each(sql.invalid.map((c) => [c.name, c] as const))('refuses %s', (_name, c) => {
+    expect(() => lockFencedUpdateSql(c.spec)).toThrow(c.spec.lock === '' ? RangeError : SqlIdentifierError);
+  });
+});
+
+describe('API response vectors against the OpenAPI document and the problem table', () => {
+  const doc = JSON.parse(readFileSync(resolve(root, 'src/agent/openapi.json'), 'utf8')) as { components: object };
+  const ajv = new Ajv2020({ strict: true, allErrors: true, validateFormats: false });
+  ajv.addKeyword('components');
+  ajv.addSchema({ $id: 'agent-api.json', components: doc.components }, 'agent-api.json');
+  const schema = (name: string) => ajv.getSchema(`agent-api.json#/components/schemas/${name}`);
+  /** acceptable: valid by the schema and every token parses (the schema's pattern is looser: "042"). */
+  const acceptable = (name: string, body: unknown): boolean => {
+    const validate = schema(name);
+    if (validate === undefined) throw new Error(`no schema ${name}`);
+    if (!validate(body)) return false;
+    const token = (body as { token?: unknown }).token;
+    try {
+      if (token !== undefined) parseToken(token);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it.each(api.snapshots.map((c) => [c.name, c] as const))('snapshot: %s', (_name, c) => {
+    expect(acceptable('LockSnapshot', c.body)).toBe(c.valid);
+    if (!c.valid) return;
+    const body = c.body as { token?: string; held: boolean };
+    expect(body.token).toBe(c.token);
+    expect(body.held).toBe(c.held);
+  });
+  it.each(api.events.map((c) => [c.name, c] as const))('event: %s', (_name, c) => {
+    expect(acceptable('LockEvent', c.body)).toBe(c.valid);
+    if (c.valid) expect((c.body as { type: string; token: string }).type).toBe(c.event);
+  });
+  const errorOf: Partial<Record<ProblemType, string>> = {
+    'not-granted': 'not-acquired',
+    held: 'not-acquired',
+    'already-done': 'already-done',
+    'not-held': 'lost',
+  };
+  it.each(api.problems.map((c) => [c.name, c] as const))('problem: %s', (_name, c) => {
+    const type = c.body.type.replace('https://fencepost.io/problems/', '') as ProblemType;
+    expect(PROBLEMS[type]).toEqual({ status: c.status, title: c.body.title });
+    expect(c.body.status).toBe(c.status);
+    expect(acceptable('Problem', c.body)).toBe(true);
+    expect(errorOf[type] ?? 'other').toBe(c.error);
+  });
+});
