@@ -7,7 +7,8 @@
 # Usage: hack/prereqs.sh [component ...]
 #        hack/prereqs.sh --no-control-plane
 #   components: the testbed binaries the caller needs, as for hack/testbed/build.sh
-#               (default: kube-apiserver kubectl etcd helm). Go is needed only when one of them
+#               (default: kube-apiserver kubectl etcd helm), and `go` when the caller runs Go
+#               itself (the tests of clients/go). Otherwise Go is needed only when one of them
 #               is neither in $KUBEBUILDER_ASSETS nor in build.sh's cache; never with
 #               --no-control-plane (a caller that starts only redis-server).
 #
@@ -40,6 +41,14 @@ GO_MOD_MINOR=$(sed -n 's/^go 1\.\([0-9]*\).*/\1/p' "$here/testbed/kube/go.mod")
 components=("$@")
 if [[ ${1:-} == --no-control-plane ]]; then components=()
 elif [[ ${#components[@]} -eq 0 ]]; then components=(kube-apiserver kubectl etcd helm); fi
+# `go` among the arguments is the Go toolchain itself (clients/go's tests run it), needed
+# whatever the testbed cache holds.
+want_go=0
+kept=()
+for c in "${components[@]}"; do
+  if [[ $c == go ]]; then want_go=1; else kept+=("$c"); fi
+done
+components=("${kept[@]}")
 cache=${FENCEPOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencepost}
 built="$cache/assets/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 
@@ -70,6 +79,7 @@ have_go() {
 # need_go: true when a component is in neither KUBEBUILDER_ASSETS nor build.sh's cache.
 need_go() {
   local c
+  (( want_go )) && return 0
   [[ ${#components[@]} -gt 0 ]] || return 1
   for c in "${components[@]}"; do
     [[ -n ${KUBEBUILDER_ASSETS:-} && -x $KUBEBUILDER_ASSETS/$c ]] && continue
@@ -132,6 +142,7 @@ if [[ ${#pkgs[@]} -gt 0 ]]; then
     how+=("your package manager (Debian's packages: ${pkgs[*]}) or put them on PATH")
   fi
 fi
-(( go_missing )) && how+=("Go >= 1.$GO_MIN_MINOR from https://go.dev/dl on PATH, or KUBEBUILDER_ASSETS naming a folder with ${components[*]}")
+if (( go_missing && want_go )); then how+=("Go >= 1.$GO_MIN_MINOR from https://go.dev/dl on PATH (the tests of clients/go run it)")
+elif (( go_missing )); then how+=("Go >= 1.$GO_MIN_MINOR from https://go.dev/dl on PATH, or KUBEBUILDER_ASSETS naming a folder with ${components[*]}"); fi
 echo "fencepost: missing $(join ', ' "${names[@]}"); install with: $(join '; ' "${how[@]}")" >&2
 exit 1
