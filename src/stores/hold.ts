@@ -12,7 +12,14 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
-import { afterRenew, retryDelayMs, storeTimings, WAIT_BACKOFF, type RenewOutcome } from './redis/timing.ts';
+import {
+  afterRenew,
+  retryDelayMs,
+  storeTimings,
+  WAIT_BACKOFF,
+  type Backoff,
+  type RenewOutcome,
+} from './redis/timing.ts';
 import type { Attempt, Grant, LockBackend } from './store.ts';
 
 /** StoreEvent is one change of a held store lock (the shape of the agent session's LockEvent). */
@@ -55,6 +62,8 @@ export interface HoldOptions {
   readonly ifHeld: 'wait' | 'fail';
   /** floor: the lowest token the grant may be issued above (default 0; see docs/stores.md). */
   readonly floor: () => bigint | Promise<bigint>;
+  /** backoff: the waiter's retry delays when no release is notified; default WAIT_BACKOFF (stores/redis/timing.ts). */
+  readonly backoff?: Backoff;
   /** random: [0, 1), for the backoff's jitter; default Math.random. */
   readonly random?: () => number;
   /** newOwner: a fresh owner id per attempt; default 128 random bits from the CSPRNG, hex. */
@@ -127,7 +136,7 @@ export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<Ho
         notified = false;
         continue;
       }
-      const delay = retryDelayMs(attempt, WAIT_BACKOFF, random, a.heldForMs, left);
+      const delay = retryDelayMs(attempt, o.backoff ?? WAIT_BACKOFF, random, a.heldForMs, left);
       await new Promise<void>((resolve) => {
         const done = (): void => {
           timer.cancel();
