@@ -59,7 +59,7 @@ export async function acquireFromStore(
   for (const name of typeof lock === 'string' ? [lock] : lock) checkLockName(name);
   const clock = opts.clock ?? realClock;
   const startedAt = clock.monotonicMs();
-  const store = await stores.openStore(opts.store, 'options.store', clock);
+  const store = await stores.openStore(opts.store, 'options.store', clock, opts.waitMs);
   // waitMs bounds the whole acquire, connecting included.
   const waitLeft = opts.waitMs !== undefined ? Math.max(0, opts.waitMs - (clock.monotonicMs() - startedAt)) : undefined;
   if (typeof lock === 'string') {

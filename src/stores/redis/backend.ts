@@ -18,9 +18,14 @@ import { validUntil } from './timing.ts';
 const OPEN_WAIT_MS = 2000;
 
 /** openRedisStore connects to one Redis deployment (standalone, Sentinel or Cluster). */
-export async function openRedisStore(target: RedisTarget, display: string, clock: Clock): Promise<LockStore> {
+export async function openRedisStore(
+  target: RedisTarget,
+  display: string,
+  clock: Clock,
+  readyWithinMs = OPEN_WAIT_MS,
+): Promise<LockStore> {
   const client = connectTarget(target);
-  await whenReady(client, OPEN_WAIT_MS);
+  await whenReady(client, Math.min(readyWithinMs, OPEN_WAIT_MS));
   const channels = new ReleaseChannels(client);
   const acquire = defineScript(client, 'fencepostStoreAcquire', 2, ACQUIRE_LUA);
   const renew = defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA);

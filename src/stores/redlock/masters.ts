@@ -17,16 +17,16 @@ import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from './scripts.ts';
 /** OPEN_WAIT_MS: how long opening waits for the masters' first connections (a master down stays down, the rest go on). */
 const OPEN_WAIT_MS = 1000;
 
-/** majorityReady resolves once a majority of the clients is ready, or OPEN_WAIT_MS have passed. */
-function majorityReady(clients: readonly RedisClient[]): Promise<void> {
+/** majorityReady resolves once a majority of the clients is ready, or `ms` have passed. */
+function majorityReady(clients: readonly RedisClient[], ms: number): Promise<void> {
   return new Promise((resolve) => {
     let ready = 0;
     const need = quorum(clients.length);
     for (const c of clients)
-      void whenReady(c, OPEN_WAIT_MS).then(() => {
+      void whenReady(c, ms).then(() => {
         if (c.status === 'ready' && ++ready === need) resolve();
       });
-    void Promise.all(clients.map((c) => whenReady(c, OPEN_WAIT_MS))).then(() => resolve());
+    void Promise.all(clients.map((c) => whenReady(c, ms))).then(() => resolve());
   });
 }
 
@@ -35,6 +35,7 @@ export async function openRedlockStore(
   targets: readonly RedisTarget[],
   display: string,
   clock: TimerClock,
+  readyWithinMs = OPEN_WAIT_MS,
 ): Promise<LockStore> {
   const masters = targets.map((t) => {
     const client = connectTarget(t);
@@ -48,7 +49,10 @@ export async function openRedlockStore(
       release: defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA),
     };
   });
-  await majorityReady(masters.map((m) => m.client));
+  await majorityReady(
+    masters.map((m) => m.client),
+    Math.min(readyWithinMs, OPEN_WAIT_MS),
+  );
   return {
     kind: 'redlock',
     display,
