@@ -51,9 +51,12 @@ export const MIN_REDLOCK_MASTERS = 3;
 
 /** StoreUrlError: a store URL was refused; the message names the option and the (redacted) URL. */
 export class StoreUrlError extends TypeError {
-  constructor(message: string) {
-    super(message);
+  /** problem: the message without the option's name (for a CLI that prefixes the flag itself). */
+  readonly problem: string;
+  constructor(what: string, problem: string) {
+    super(`${what}: ${problem}`);
     this.name = 'StoreUrlError';
+    this.problem = problem;
   }
 }
 
@@ -64,7 +67,7 @@ const HOST = /^(\[[0-9a-f:.]+\]|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/i;
 export function parseStoreUrl(url: string, what: string): StoreSpec {
   const display = redact(url);
   const fail = (problem: string): never => {
-    throw new StoreUrlError(`${what}: ${problem}, got ${JSON.stringify(display)}`);
+    throw new StoreUrlError(what, `${problem}, got ${JSON.stringify(display)}`);
   };
   const m = SHAPE.exec(url);
   if (m === null) return fail('must be a URL such as redis://127.0.0.1:6379 or redlock://h1:6379,h2:6379,h3:6379');
@@ -113,7 +116,7 @@ export function parseStoreUrl(url: string, what: string): StoreSpec {
       if (path.includes('/')) fail('the path is the database number only');
       if (endpoints.length < MIN_REDLOCK_MASTERS)
         fail(
-          `redlock:// needs at least ${MIN_REDLOCK_MASTERS} independent masters (5 is usual), got ${endpoints.length}`,
+          `redlock:// needs at least ${MIN_REDLOCK_MASTERS} independent masters (5 is usual), not ${endpoints.length}`,
         );
       const seen = new Set<string>();
       for (const e of endpoints) {

@@ -91,7 +91,7 @@ describe('parseStoreUrl refuses, naming the option and the URL', () => {
     { url: 'redis://h/abc', says: 'database must be a number from 0 to 9999, not "abc"' },
     { url: 'redis://h?tls=1', says: 'takes no query or fragment' },
     { url: 'redis+sentinel://s1,s2', says: 'needs the master name as its path' },
-    { url: 'redlock://h1,h2', says: 'needs at least 3 independent masters (5 is usual), got 2' },
+    { url: 'redlock://h1,h2', says: 'needs at least 3 independent masters (5 is usual), not 2' },
     {
       url: 'redlock://h1,H1:6379,h3',
       says: "master h1:6379 is named twice; Redlock's majority needs distinct masters",
