@@ -2,13 +2,14 @@
  * Issue 19: `fencepost exec --store redis://…` through the real CLI (Node: src/cli/main.ts), with
  * no pod identity and no kubeconfig in its environment, against a real redis-server of its own:
  * the command runs with the lock's token, exec exits with its status and releases; a second exec
- * with --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; bad flags
- * exit 2. The compiled fencepost-agent, which bundles no Redis client, refuses --store with exit 2.
+ * with --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; a lock
+ * lost while the command runs stops it (EXIT_LOST); bad flags exit 2. The compiled fencepost-agent, which bundles no Redis client, refuses --store with exit 2.
  */
 import { execFile, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT_SKIPPED } from '../../../src/cli/exec-usage.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EXIT_LOST, EXIT_SKIPPED } from '../../../src/cli/exec-usage.ts';
 import { agentBinary } from '../../support/agent-binary.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
 
@@ -137,6 +138,22 @@ describe('fencepost exec --store', () => {
       holder.kill('SIGTERM'); // forwarded to the command's group; exec then releases
       await exited;
     }
+  });
+
+  it('a lock lost while the command runs (its key deleted) stops the command: exit EXIT_LOST', async () => {
+    const started = performance.now();
+    const running = exec('--store', redis.url, '--ttl', '900ms', '--lock', 'doomed', '--', 'sh', '-c', 'sleep 30');
+    const c = redis.client();
+    try {
+      const key = 'fencepost:lock:{fencepost:fence:default/doomed}';
+      for (let i = 0; i < 100 && (await c.exists(key)) === 0; i++) await sleep(50);
+      expect(await c.del(key)).toBe(1); // as if it expired and was taken over
+    } finally {
+      c.disconnect();
+    }
+    const r = await running;
+    expect(r.code).toBe(EXIT_LOST);
+    expect(performance.now() - started).toBeLessThan(10_000); // not the command's 30 s
   });
 
   it.each([

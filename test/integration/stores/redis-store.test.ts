@@ -8,6 +8,7 @@
  * - a holder paused (SIGSTOP) past its TTL: the successor is granted a larger token, and the
  *   paused holder, resumed, sees its signal abort with isHeld() false;
  * - a set is all or nothing; the counter lost (FLUSHALL) is reported and re-floored from `floor`;
+ * - the store and the controller's FENCE_NEXT share one counter per lock, each re-flooring it;
  * - bad input is refused naming the option and the value.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire, NotAcquiredError, StoreLockHeldError, StoreUrlError } from '../../../src/index.ts';
+import { redisFence } from '../../../src/fencing/redis-fence.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { holdLock } from '../../../src/stores/hold.ts';
@@ -166,6 +168,31 @@ describe('acquire with a Redis store', () => {
     const floored = await acquire('flushed', { store: redis.url, ttlMs: 2000, floor: () => 2n });
     expect(floored).toMatchObject({ token: 3n, counterMissing: true });
     await floored.release();
+  });
+
+  it("shares the controller's counter: FENCE_NEXT (redisFence) and the store continue one sequence, each re-flooring", async () => {
+    const c = redis.client();
+    try {
+      const controller = redisFence(c);
+      const viaController = await controller.next('fencepost:fence:default/moved', 0n);
+      expect(viaController).toEqual({ token: 1n, refloored: false, existed: false, hadTtl: false });
+      const viaStore = await acquire('moved', { store: redis.url, ttlMs: 2000 });
+      expect(viaStore).toMatchObject({ token: 2n, counterMissing: false });
+      await viaStore.release();
+      expect((await controller.next('fencepost:fence:default/moved', 0n)).token).toBe(3n);
+      // The shared fence_next raises a counter below the floor, and removes a TTL, in either script.
+      await c.set('fencepost:fence:default/moved', '1', 'EX', 3600);
+      const raised = await acquire('moved', { store: redis.url, ttlMs: 2000, floor: () => 10n });
+      expect(raised.token).toBe(11n);
+      expect(await c.ttl('fencepost:fence:default/moved')).toBe(-1);
+      await raised.release();
+      expect(await controller.next('fencepost:fence:default/moved', 20n)).toMatchObject({
+        token: 21n,
+        refloored: true,
+      });
+    } finally {
+      c.disconnect();
+    }
   });
 
   it('keeps the namespaces apart', async () => {
