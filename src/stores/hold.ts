@@ -127,6 +127,11 @@ export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<Ho
         a = { granted: false, held: false, reason: err instanceof Error ? err.message : String(err) };
         o.log.debug({ err }, 'Failed to try the lock');
       }
+      // A grant answered after its own validity (a slow reply, a pause) is worth nothing: given back.
+      if (a.granted && o.clock.monotonicMs() >= a.validUntilMs) {
+        await backend.release(owner).catch(() => undefined);
+        a = { granted: false, held: false, reason: `granted token ${a.token} too late: its validity had passed` };
+      }
       if (a.granted) return { kind: 'held', hold: keep(backend, owner, a, o) };
       lastReason = a.reason;
       if (a.held && o.ifHeld === 'fail') return { kind: 'heldByAnother', reason: a.reason };
@@ -145,7 +150,7 @@ export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<Ho
           o.signal?.removeEventListener('abort', done);
           resolve();
         };
-        const timer = o.clock.setTimeout(done, delay);
+        const timer = o.clock.setTimeout(done, o.signal?.aborted === true ? 0 : delay);
         wake = done;
         o.signal?.addEventListener('abort', done, { once: true });
       });

@@ -139,6 +139,28 @@ describe('holdLock: waiting', () => {
   });
 });
 
+describe('holdLock: a grant that came too late', () => {
+  it('is given back and retried when its answer arrived after its validity', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const slow = b.tryAcquire.bind(b);
+    let first = true;
+    b.tryAcquire = async (owner, ttlMs) => {
+      const a = await slow(owner, ttlMs);
+      if (first) clock.advance(TTL); // the reply took a whole TTL
+      first = false;
+      return a;
+    };
+    const p = holdLock(b, options(clock));
+    await flush();
+    await clock.advanceAsync(50); // the backoff's first step
+    const r = await p;
+    expect(r.kind).toBe('held');
+    expect(b.calls).toEqual(['acquire o1', 'release o1', 'acquire o2']);
+    if (r.kind === 'held') expect(r.hold.token).toBe(2n);
+  });
+});
+
 describe('holdLock: the watchdog', () => {
   it('renews every third of the TTL and extends the validity from each send', async () => {
     const clock = new FakeClock();
