@@ -27,9 +27,9 @@ export async function openRedisStore(
   const client = connectTarget(target);
   await whenReady(client, Math.min(readyWithinMs, OPEN_WAIT_MS));
   const channels = new ReleaseChannels(client);
-  const acquire = defineScript(client, 'fencepostStoreAcquire', 2, ACQUIRE_LUA);
-  const renew = defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA);
-  const release = defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA);
+  const acquire = defineScript(client, 'fencepostStoreAcquire', 2, ACQUIRE_LUA, display);
+  const renew = defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA, display);
+  const release = defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA, display);
   return {
     kind: 'redis',
     display,

@@ -65,9 +65,22 @@ export function connectTarget(t: RedisTarget): RedisClient {
             },
           );
   // Connection errors surface as failed commands (and are retried there); the 'error' event
-  // would otherwise be an unhandled one.
-  client.on('error', () => undefined);
+  // would otherwise be an unhandled one. The last one is kept to explain those failures.
+  client.on('error', (err: Error) => lastErrors.set(client, err.message));
+  client.on('ready', () => lastErrors.delete(client));
   return client;
+}
+
+const lastErrors = new WeakMap<RedisClient, string>();
+
+/**
+ * failure explains a failed command: while disconnected, ioredis says only that the stream is not
+ * writeable; the connection's own last error (ECONNREFUSED, a timeout, NOAUTH) says why.
+ */
+export function failure(client: RedisClient, where: string, err: unknown): Error {
+  const own = err instanceof Error ? err.message : String(err);
+  const why = client.status !== 'ready' ? (lastErrors.get(client) ?? own) : own;
+  return new Error(`${where}: ${client.status !== 'ready' ? `not connected (${why})` : why}`, { cause: err });
 }
 
 /** whenReady resolves when `client` is ready or `ms` have passed, whichever is first (never rejects). */
@@ -87,10 +100,19 @@ export function whenReady(client: RedisClient, ms: number): Promise<void> {
 /** Script is a Lua script bound to a client: EVALSHA, re-sent with EVAL after NOSCRIPT (ioredis defineCommand). */
 export type Script = (keys: readonly string[], args: readonly string[]) => Promise<unknown>;
 
-/** defineScript registers `lua` on `client` under `name` (once per client) and returns a caller. */
-export function defineScript(client: RedisClient, name: string, numberOfKeys: number, lua: string): Script {
+/** defineScript registers `lua` on `client` under `name` (once per client) and returns a caller whose errors name `where`. */
+export function defineScript(
+  client: RedisClient,
+  name: string,
+  numberOfKeys: number,
+  lua: string,
+  where: string,
+): Script {
   if (!(name in client)) client.defineCommand(name, { numberOfKeys, lua });
   const command: unknown = Reflect.get(client, name);
   if (typeof command !== 'function') throw new Error(`ioredis did not define the command ${name}`);
-  return (keys, args) => Promise.resolve((command as (...a: string[]) => unknown).call(client, ...keys, ...args));
+  return (keys, args) =>
+    Promise.resolve((command as (...a: string[]) => unknown).call(client, ...keys, ...args)).catch((err: unknown) => {
+      throw failure(client, where, err);
+    });
 }

@@ -39,14 +39,15 @@ export async function openRedlockStore(
 ): Promise<LockStore> {
   const masters = targets.map((t) => {
     const client = connectTarget(t);
+    const name = t.mode === 'standalone' ? `${t.endpoint.host}:${t.endpoint.port}` : t.mode;
     return {
-      name: t.mode === 'standalone' ? `${t.endpoint.host}:${t.endpoint.port}` : t.mode,
+      name,
       client,
       channels: new ReleaseChannels(client),
-      acquire: defineScript(client, 'fencepostRedlockAcquire', 2, REDLOCK_ACQUIRE_LUA),
-      raise: defineScript(client, 'fencepostRedlockRaise', 2, REDLOCK_RAISE_LUA),
-      renew: defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA),
-      release: defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA),
+      acquire: defineScript(client, 'fencepostRedlockAcquire', 2, REDLOCK_ACQUIRE_LUA, name),
+      raise: defineScript(client, 'fencepostRedlockRaise', 2, REDLOCK_RAISE_LUA, name),
+      renew: defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA, name),
+      release: defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA, name),
     };
   });
   await majorityReady(

@@ -24,6 +24,7 @@ import { realClock } from '../../../src/runtime/clock.ts';
 import { holdLock } from '../../../src/stores/hold.ts';
 import { openStore } from '../../../src/stores/open.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged } from '../../support/testbed/processes.ts';
 
 let redis: RedisServer;
@@ -193,6 +194,17 @@ describe('acquire with a Redis store', () => {
     } finally {
       c.disconnect();
     }
+  });
+
+  it('a Redis that is down: not acquired within waitMs, naming the store and why', async () => {
+    const port = await freePort(); // nothing listens there
+    const started = performance.now();
+    const err = await acquire('down', { store: `redis://127.0.0.1:${port}`, waitMs: 700 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotAcquiredError);
+    expect((err as Error).message).toContain(
+      `acquire(down): not granted within 700 ms (redis://127.0.0.1:${port}: not connected (connect ECONNREFUSED`,
+    );
+    expect(performance.now() - started).toBeLessThan(2000);
   });
 
   it('keeps the namespaces apart', async () => {
