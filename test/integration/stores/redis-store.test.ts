@@ -5,8 +5,9 @@
  *
  * - two holders contend: exactly one inside at a time, tokens strictly increasing in grant order;
  * - a release wakes a waiter through the release channel, long before its backoff would;
- * - a holder paused (SIGSTOP) past its TTL: the successor is granted a larger token, and the
- *   paused holder, resumed, sees its signal abort with isHeld() false;
+ * - a holder paused (SIGSTOP) past its TTL: the successor is granted a larger token, the paused
+ *   holder, resumed, sees its signal abort with isHeld() false, and the Redis guard refuses the
+ *   write it makes anyway;
  * - a set is all or nothing; the counter lost (FLUSHALL) is reported and re-floored from `floor`;
  * - the store and the controller's FENCE_NEXT share one counter per lock, each re-flooring it;
  * - bad input is refused naming the option and the value.
@@ -17,7 +18,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquire, NotAcquiredError, StoreLockHeldError, StoreUrlError } from '../../../src/index.ts';
+import { acquire, NotAcquiredError, redisGuard, StoreLockHeldError, StoreUrlError } from '../../../src/index.ts';
 import { redisFence } from '../../../src/fencing/redis-fence.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
@@ -110,29 +111,39 @@ describe('acquire with a Redis store', () => {
     }
   });
 
-  it('a holder paused past its TTL: the successor gets a larger token, and the resumed holder sees its signal abort', async () => {
+  it('a holder paused past its TTL: the successor gets a larger token, the resumed holder sees its signal abort, and the guard refuses its write', async () => {
     const child = spawnManaged('holder', process.execPath, {
       args: [resolve(import.meta.dirname, 'holder-child.ts'), redis.url, 'paused', '1000'],
       logFile: join(dir, 'holder.log'),
       pipeStdio: true,
     });
+    const c = redis.client();
     try {
       const lines = createInterface({ input: child.stdout ?? process.stdin })[Symbol.asyncIterator]();
-      const first = await lines.next();
-      const pausedToken = BigInt(String(first.value).split(' ')[1] ?? '');
+      const next = async (): Promise<string> => String((await lines.next()).value);
+      const pausedToken = BigInt((await next()).split(' ')[1] ?? '');
       child.signal('SIGSTOP');
       const successor = await acquire('paused', { store: redis.url, ttlMs: 1000, waitMs: 5000 });
       expect(successor.token).toBeGreaterThan(pausedToken);
+      expect(await redisGuard(c, { lock: 'paused' }).write('account', successor.token, 'successor')).toEqual({
+        accepted: true,
+        duplicate: false,
+      });
       child.signal('SIGCONT');
-      const lost = String((await lines.next()).value);
-      expect(lost.startsWith('lost false lock paused lost:')).toBe(true);
+      expect((await next()).startsWith('lost false lock paused lost:')).toBe(true);
+      // The resumed holder writes anyway (it checked before it was paused): refused.
+      child.stdin?.write('write\n');
+      expect(await next()).toBe(`write stale ${successor.token}`);
+      expect(await c.get('account')).toBe('successor');
+      child.stdin?.end();
       expect(await child.exited).toBe(0);
-      // The resumed holder's release was a compare-and-delete: the successor still holds it.
+      // Its release was a compare-and-delete: the successor still holds the lock.
       expect(successor.isHeld()).toBe(true);
       const other = await acquire('paused', { store: redis.url, ttlMs: 1000, ifHeld: 'fail' }).catch((e: unknown) => e);
       expect(other).toBeInstanceOf(StoreLockHeldError);
       await successor.release();
     } finally {
+      c.disconnect();
       await child.stop();
     }
   });
