@@ -210,6 +210,18 @@ describe('holdLock: the watchdog', () => {
     expect(h.signal.aborted).toBe(true);
   });
 
+  it('isHeld() reads the clock when called: a wall-clock jump past the validity (a VM resume) ends it before any timer fires', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    b.renewWith = () => new Promise(() => undefined);
+    clock.setWall(new Date(clock.now().getTime() + 5000));
+    expect(h.isHeld()).toBe(false);
+    expect(h.signal.aborted).toBe(false); // the timers have not run yet
+    await clock.advanceAsync(250); // the next timer slice notices
+    expect(h.signal.aborted).toBe(true);
+  });
+
   it('a renew that never answers does not keep the lock: the lapse timer ends it at the validity', async () => {
     const clock = new FakeClock();
     const b = new Scripted(clock);
