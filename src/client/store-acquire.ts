@@ -19,7 +19,11 @@ import { loadStores, type StoresModule } from './store-loader.ts';
 /** DEFAULT_STORE_NAMESPACE: the namespace of a store lock when options.namespace is not given. */
 export const DEFAULT_STORE_NAMESPACE = 'default';
 
-/** StoreLockHeldError: ifHeld `fail`, and another owner held a store lock (a LockHeldError, so exec knows it). */
+/**
+ * StoreLockHeldError: ifHeld `fail`, and another owner held a store lock. A LockHeldError, so that
+ * `fencepost exec --if-held skip` knows it; its `holder` is empty: a store's owner id is a random
+ * secret per grant (whoever knows it could release the lock), not an identity to report.
+ */
 export class StoreLockHeldError extends LockHeldError {
   constructor(lock: string, detail: string) {
     super(lock, { name: '', uid: '' });
