@@ -4,7 +4,14 @@
  * This entry loads no Kubernetes client package (acquire() speaks to the API server through
  * src/transport/) but does load pino; a service that only guards a resource imports
  * `fencepost/guards` (src/guards/index.ts), which loads no package at all.
+ *
+ * acquire() with a `store` (Redis, Redlock: docs/stores.md) loads the stores and ioredis then,
+ * not before: this entry provides them as a lazy import (client/store-loader.ts).
  */
+import { provideStores } from './client/store-loader.ts';
+
+provideStores(() => import('./stores/open.ts'));
+
 export {
   acquire,
   AlreadyDoneError,
@@ -18,5 +25,7 @@ export {
   type IfHeld,
   type RequestBounds,
 } from './client/acquire.ts';
+export { StoreLockHeldError } from './client/store-acquire.ts';
+export { StoreUrlError } from './stores/url.ts';
 export type { LockEvent, LockSnapshot, LockState } from './agent/session.ts';
 export * from './guards/index.ts';

@@ -30,7 +30,8 @@ const KUBERNETES_CLIENT = ['@kubernetes/client-node'];
  * LAYERS, bottom up. The rules the design asks for: protocol/ and runtime/ import nothing of
  * ours (runtime is generic controller machinery, with no lock knowledge, so not even the
  * protocol); nothing imports cli/; controllers/ and agent/ never import each other; guards/ import
- * no Kubernetes client, and of ours only the protocol.
+ * no Kubernetes client, and of ours only the protocol; stores/ (Redis, Redlock) import no
+ * Kubernetes client either: they are the path that works without a cluster.
  */
 export const LAYERS: Readonly<Record<string, Layer>> = {
   protocol: {
@@ -63,6 +64,12 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
     imports: ['protocol', 'runtime', 'observability'],
   },
   fencing: { holds: 'token dispensers (Redis counter, Lease high-water mark)', imports: ['protocol', 'api'] },
+  stores: {
+    holds:
+      'lock stores the library holds directly, without Kubernetes: single Redis and Redlock (acquire, watchdog, release, tokens)',
+    imports: ['protocol', 'runtime', 'observability', 'fencing'],
+    forbiddenPackages: KUBERNETES_CLIENT,
+  },
   guards: {
     holds: 'Redis, SQL, HTTP guards that refuse stale tokens; load no Kubernetes client',
     imports: ['protocol'],
@@ -77,8 +84,20 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
     imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport'],
   },
   client: {
-    holds: 'the library: acquire() over the agent session',
-    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport', 'agent', 'guards'],
+    holds: 'the library: acquire() over the agent session, or over a Redis or Redlock store',
+    imports: [
+      'protocol',
+      'runtime',
+      'config',
+      'api',
+      'observability',
+      'lease',
+      'kube',
+      'transport',
+      'agent',
+      'guards',
+      'stores',
+    ],
   },
   cli: {
     holds: 'the command-line entry points: controller, agent, exec, the kubectl plugin',
@@ -92,6 +111,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
       'kube',
       'transport',
       'fencing',
+      'stores',
       'guards',
       'controllers',
       'agent',
@@ -100,7 +120,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   '(root)': {
     holds: 'the library entry: acquire() and the guards',
-    imports: ['protocol', 'api', 'agent', 'client', 'guards'],
+    imports: ['protocol', 'api', 'agent', 'client', 'guards', 'stores'],
   },
 };
 

@@ -7,6 +7,9 @@ import { parseDuration } from '../config/duration.ts';
 import { parseFlags } from '../config/flags.ts';
 import { parseLogLevel, type LogLevel } from '../config/log-level.ts';
 import { UsageError } from '../config/usage-error.ts';
+import { isDnsLabel } from '../protocol/names.ts';
+import { checkTtl } from '../stores/redis/timing.ts';
+import { parseStoreUrl, StoreUrlError } from '../stores/url.ts';
 
 /**
  * ExecIfHeld: what exec does when another pod holds a lock. `wait` (default, what exec always
@@ -26,6 +29,12 @@ export interface ExecOptions {
   readonly runId: string | undefined;
   readonly graceMs: number | undefined;
   readonly kubeconfig: string | undefined;
+  /** store: a Redis or Redlock store URL (checked): hold the locks there, not on Leases (docs/stores.md). */
+  readonly store: string | undefined;
+  /** ttlMs: the store lock's TTL (--ttl; --store only). */
+  readonly ttlMs: number | undefined;
+  /** namespace: the store lock's namespace (--namespace; --store only; default `default`). */
+  readonly namespace: string | undefined;
   readonly logLevel: LogLevel;
   /** command: CMD and its arguments (at least CMD). */
   readonly command: readonly [string, ...string[]];
@@ -46,6 +55,9 @@ export function parseExecArgs(argv: readonly string[]): ExecOptions {
     'run-id': { type: 'string' },
     grace: { type: 'string' },
     kubeconfig: { type: 'string' },
+    store: { type: 'string' },
+    ttl: { type: 'string' },
+    namespace: { type: 'string' },
     'log-level': { type: 'string', default: 'error' },
   });
   const locks = values.lock ?? [];
@@ -68,8 +80,17 @@ export function parseExecArgs(argv: readonly string[]): ExecOptions {
   const runId = values['run-id'];
   if (runId !== undefined && locks.length > 1)
     throw new UsageError('--run-id', `takes one --lock (a run is recorded on one lock's Lease), got ${locks.length}`);
+  const store = checkStore(values.store, {
+    runId,
+    kubeconfig: values.kubeconfig,
+    ttl: values.ttl,
+    namespace: values.namespace,
+  });
   return {
     locks,
+    store,
+    ttlMs: values.ttl !== undefined ? ttlOf(values.ttl) : undefined,
+    namespace: values.namespace,
     waitMs: values.wait !== undefined ? parseDuration(values.wait, '--wait') : undefined,
     ifHeld: ifHeld as ExecIfHeld,
     runId,
@@ -78,6 +99,57 @@ export function parseExecArgs(argv: readonly string[]): ExecOptions {
     logLevel: parseLogLevel(values['log-level']),
     command: [cmd, ...args],
   };
+}
+
+/**
+ * checkStore: --store's URL, parsed to refuse a bad one now (exit 2), and the flags that go with
+ * it or against it. A store lock is no Lease: --run-id (recorded on the Lease) and --kubeconfig
+ * cannot work with it; --ttl and --namespace only mean something with it.
+ */
+function checkStore(
+  store: string | undefined,
+  other: {
+    runId?: string | undefined;
+    kubeconfig?: string | undefined;
+    ttl?: string | undefined;
+    namespace?: string | undefined;
+  },
+): string | undefined {
+  if (store === undefined) {
+    if (other.ttl !== undefined)
+      throw new UsageError('--ttl', 'only with --store (a Lease lock takes its timings from the DistributedLock)');
+    if (other.namespace !== undefined)
+      throw new UsageError('--namespace', "only with --store (a Lease lock is in the pod's namespace, POD_NAMESPACE)");
+    return undefined;
+  }
+  try {
+    parseStoreUrl(store, '--store');
+  } catch (err) {
+    if (err instanceof StoreUrlError) throw new UsageError('--store', err.problem);
+    throw err;
+  }
+  if (other.runId !== undefined)
+    throw new UsageError('--run-id', 'not with --store: a completed run is recorded on a Kubernetes Lease');
+  if (other.kubeconfig !== undefined)
+    throw new UsageError('--kubeconfig', 'not with --store: a store lock needs no Kubernetes');
+  if (other.namespace !== undefined && !isDnsLabel(other.namespace))
+    throw new UsageError(
+      '--namespace',
+      `must be a DNS label (a-z, 0-9, -; at most 63), got ${JSON.stringify(other.namespace)}`,
+    );
+  return store;
+}
+
+/** ttlOf reads --ttl: a duration in [300ms, 24h]. */
+function ttlOf(text: string): number {
+  const ms = parseDuration(text, '--ttl');
+  try {
+    return checkTtl(ms, '--ttl');
+  } catch (err) {
+    if (err instanceof RangeError)
+      throw new UsageError('--ttl', `must be from 300ms to 24h, got ${JSON.stringify(text)}`);
+    throw err;
+  }
 }
 
 /**

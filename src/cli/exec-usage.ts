@@ -16,8 +16,10 @@ export const EXIT_SKIPPED = 6;
 /** EXEC_USAGE is printed by --help. */
 export const EXEC_USAGE = `Usage: fencepost exec --lock NAME [--lock NAME...] [--wait D] [--if-held wait|skip|fail] [--run-id ID]
                       [--grace D] [--kubeconfig PATH] -- CMD [ARGS...]
+       fencepost exec --store URL [--namespace NS] [--ttl D] --lock NAME [--lock NAME...] [--wait D]
+                      [--if-held wait|skip|fail] [--grace D] -- CMD [ARGS...]
 
-Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
+Identity (downward API, required without --store): POD_NAME, POD_NAMESPACE, POD_UID
 
   --lock NAME        the DistributedLock to hold while CMD runs; repeat it to hold several at once: all
                      of them or none, taken in one global order (namespace, then name) so that execs
@@ -34,6 +36,14 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
                      lease − renew deadline, and never longer than lease − renew deadline; with several
                      locks, of the shortest)
   --kubeconfig PATH  (default: in-cluster, $KUBECONFIG, ~/.kube/config)
+  --store URL        hold the locks in Redis instead of on Kubernetes Leases, for apps outside a cluster
+                     (no pod identity, no kubeconfig, no controller): redis://[[user]:pass@]host[:port][/db]
+                     (rediss:// for TLS), redis+sentinel://h1:p1,h2:p2/MASTER, redis+cluster://h1:p1,h2:p2,
+                     or redlock://h1:p1,h2:p2,h3:p3,... (a majority of N independent masters, 5 usual).
+                     Not with --run-id or --kubeconfig. Node only: the compiled fencepost-agent has no
+                     Redis client. See docs/stores.md
+  --namespace NS     with --store: the lock's namespace in the store's keys (default: default)
+  --ttl D            with --store: the lock's TTL, renewed every third of it (300ms to 24h, default 15s)
   --log-level LEVEL  debug, info, warn or error (default error); silent turns logging off
 
 CMD runs in a process group of its own with FENCEPOST_LOCKS (the locks, space-separated, in the order

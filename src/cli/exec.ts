@@ -1,7 +1,8 @@
 /**
  * `fencepost exec --lock NAME [--lock NAME...] [--wait D] [--if-held P] [--grace D] -- CMD [ARGS...]`
  * — run CMD only while this pod holds the lock(s): acquire (in-process, with the pod identity
- * from the downward API; several locks all or none, in one global order: client/lock-set.ts), run
+ * from the downward API — or, with `--store redis://…|redlock://…`, in that store, with no pod
+ * identity or Kubernetes at all; several locks all or none, in one global order: client/lock-set.ts), run
  * CMD with FENCEPOST_LOCKS and FENCEPOST_TOKEN_<LOCK> (one lock: also FENCEPOST_LOCK and
  * FENCEPOST_TOKEN) in its environment (exec-flags.ts), renew while it runs, release when it exits
  * (in reverse order). CMD runs in a process group of its own (process-group.ts), and every signal
@@ -23,6 +24,8 @@
  */
 import { constants } from 'node:os';
 import { acquire, AlreadyDoneError, LockHeldError, NotAcquiredError, type HeldLockSet } from '../client/acquire.ts';
+import { NO_STORES, storesAvailable } from '../client/store-loader.ts';
+import { UsageError } from '../config/usage-error.ts';
 import { createLogger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { commandEnv, parseExecArgs } from './exec-flags.ts';
@@ -38,6 +41,8 @@ export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED, EXIT_SKIPPED } from '.
  */
 export async function runExec(argv: readonly string[], spawn: typeof spawnGroup = spawnGroup): Promise<number> {
   const o = parseExecArgs(argv);
+  // The compiled fencepost-agent bundles no Redis client (client/store-loader.ts): say so as a usage error.
+  if (o.store !== undefined && !storesAvailable()) throw new UsageError('--store', NO_STORES);
   const log = createLogger(o.logLevel, { component: 'exec', lock: o.locks.join(' ') });
 
   let set: HeldLockSet;
@@ -46,6 +51,9 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
       ...(o.kubeconfig !== undefined ? { kubeconfig: o.kubeconfig } : {}),
       ...(o.waitMs !== undefined ? { waitMs: o.waitMs } : {}),
       ...(o.runId !== undefined ? { runId: o.runId } : {}),
+      ...(o.store !== undefined ? { store: o.store } : {}),
+      ...(o.ttlMs !== undefined ? { ttlMs: o.ttlMs } : {}),
+      ...(o.namespace !== undefined ? { namespace: o.namespace } : {}),
       // skip and fail make the same decision; only the exit status tells them apart.
       ifHeld: o.ifHeld === 'wait' ? 'wait' : 'fail',
       program: 'fencepost exec',

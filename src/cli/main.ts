@@ -13,5 +13,13 @@ run('fencepost', {
     run: async (argv) => (await import('./controller.ts')).runController(argv),
   },
   agent: AGENT,
-  exec: EXEC,
+  // On Node, exec may hold its locks in a Redis or Redlock store (--store): provided here, lazily,
+  // and not in agent-commands.ts, so that the compiled fencepost-agent bundles no Redis client.
+  exec: {
+    ...EXEC,
+    run: async (argv) => {
+      (await import('../client/store-loader.ts')).provideStores(() => import('../stores/open.ts'));
+      return EXEC.run(argv);
+    },
+  },
 });

@@ -23,7 +23,8 @@ import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
 import { LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
 import { podIdentity } from './identity.ts';
 import type { IfHeld } from './if-held.ts';
-import { acquireSet, type HeldLockSet } from './lock-set.ts';
+import { acquireSet, type HeldLockSet, type SetScope } from './lock-set.ts';
+import { acquireFromStore } from './store-acquire.ts';
 import { LockSession, type LockEvent } from '../agent/session.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
@@ -67,6 +68,27 @@ export interface AcquireOptions {
    * (SessionInUseError); default `acquire()`.
    */
   readonly program?: string;
+  /**
+   * store: hold the lock in a Redis or Redlock store instead of on a Kubernetes Lease, for apps
+   * outside a cluster (docs/stores.md): `redis://[[user]:password@]host[:port][/db]` (rediss://
+   * for TLS), `redis+sentinel://h1:p1,h2:p2/master`, `redis+cluster://h1:p1,h2:p2`, or
+   * `redlock://h1:p1,h2:p2,…` (at least 3 independent masters, 5 usual). No pod identity,
+   * kubeconfig or controller is needed; kubeconfig, pod and runId are refused. The lock is
+   * `namespace`/name (namespace default `default`), with its tokens on the same Redis counter key
+   * the controller uses.
+   */
+  readonly store?: string;
+  /**
+   * ttlMs (store locks only): the key's TTL, renewed every third of it while the holder runs;
+   * an integer in [300, 86400000], default 15000.
+   */
+  readonly ttlMs?: number;
+  /**
+   * floor (store locks only): the lowest token this lock may be issued above, asked before each
+   * attempt. Default 0: standalone, there is no high-water mark outside Redis (docs/stores.md,
+   * "Tokens when Redis loses its data").
+   */
+  readonly floor?: (lock: string) => bigint | Promise<bigint>;
   readonly log?: Logger;
   readonly clock?: TimerClock;
 }
@@ -88,6 +110,12 @@ export interface HeldLock extends AsyncDisposable {
    * holders write at once with N different tokens (docs/agent.md "Semaphore mode").
    */
   readonly permit: number | undefined;
+  /**
+   * counterMissing (store locks only): the Redis fencing counter did not exist before this grant,
+   * so the token restarted from the floor — a new lock's first grant, or the store lost its data
+   * (logged as a warning too; docs/stores.md). Undefined for Lease locks.
+   */
+  readonly counterMissing?: boolean;
   /** signal aborts when the lock is lost or released; stop writing then. */
   readonly signal: AbortSignal;
   /** timings: this term's lease duration, renew deadline and renew period. */
@@ -121,11 +149,30 @@ export interface HeldLock extends AsyncDisposable {
  * that two pods asking for overlapping sets cannot deadlock; waitMs bounds the whole set; when one
  * is not granted, those already held are released, in reverse order, before acquire throws.
  * The set's signal aborts when any of its locks is lost. options.runId takes one lock only.
+ *
+ * With options.store, the lock is held in Redis or on Redlock masters instead (client/store-acquire.ts).
  */
 export function acquire(lock: string, opts?: AcquireOptions): Promise<HeldLock>;
 export function acquire(locks: readonly string[], opts?: AcquireOptions): Promise<HeldLockSet>;
 export function acquire(lock: string | readonly string[], opts: AcquireOptions = {}): Promise<HeldLock | HeldLockSet> {
-  return typeof lock === 'string' ? acquireOne(lock, opts) : acquireSet(lock, opts, acquireOne);
+  const store = opts.store;
+  if (store !== undefined) return acquireFromStore(lock, { ...opts, store });
+  return typeof lock === 'string' ? acquireOne(lock, opts) : acquireSet(lock, opts, acquireOne, kubeScope(opts));
+}
+
+/** kubeScope: a set of Lease locks shares this pod's identity and one API client (closed with the set). */
+function kubeScope(opts: AcquireOptions): () => SetScope {
+  return () => {
+    const { namespace, self } = podIdentity(opts);
+    const api = connect(opts.kubeconfig);
+    return {
+      namespace,
+      shared: { kubeconfig: api, namespace, pod: self },
+      close: () => {
+        if (api !== opts.kubeconfig) api.close();
+      },
+    };
+  };
 }
 
 /** acquireOne is acquire() of one lock. */

@@ -15,11 +15,9 @@
 import { waitBounded, type RequestBounds } from './bounds.ts';
 import type { AcquireOptions, HeldLock } from './acquire.ts';
 import { NotAcquiredError } from './errors.ts';
-import { podIdentity } from './identity.ts';
 import { firstDuplicate, lockOrder } from './lock-order.ts';
 import type { LockEvent } from '../agent/session.ts';
 import { realClock } from '../runtime/clock.ts';
-import { connect } from '../transport/connect.ts';
 
 /** HeldLockSet is a granted set of locks. Dispose it (or call release) when done. */
 export interface HeldLockSet extends AsyncDisposable {
@@ -44,11 +42,23 @@ export interface HeldLockSet extends AsyncDisposable {
 /** AcquireOne acquires one lock (acquire.ts's single-lock acquire, passed in to keep the modules acyclic). */
 export type AcquireOne = (lock: string, opts: AcquireOptions) => Promise<HeldLock>;
 
+/**
+ * SetScope is what the locks of one set share: their namespace (for the global order), options
+ * every lock's acquire gets (a Lease set: the pod identity and one API client), and how to close
+ * what was opened for the set, once it is released or not granted.
+ */
+export interface SetScope {
+  readonly namespace: string;
+  readonly shared: Partial<AcquireOptions>;
+  readonly close: () => void;
+}
+
 /** acquireSet takes every lock of `locks` or none (see the module comment). */
 export async function acquireSet(
   locks: readonly string[],
   opts: AcquireOptions,
   one: AcquireOne,
+  scope: () => SetScope,
 ): Promise<HeldLockSet> {
   const what = `acquire([${locks.join(', ')}])`;
   if (locks.length === 0) throw new TypeError(`${what}: no lock given`);
@@ -56,13 +66,9 @@ export async function acquireSet(
   if (twice !== undefined) throw new TypeError(`${what}: lock ${twice} is given twice`);
   if (opts.runId !== undefined && locks.length > 1)
     throw new TypeError(`${what}: options.runId is for one lock; a run is recorded on one lock's Lease`);
-  const { namespace, self } = podIdentity(opts);
+  // Made after the checks above, so that a bad set is named before a missing identity.
+  const { namespace, shared, close: closeOwn } = scope();
   const clock = opts.clock ?? realClock;
-  // One client for every session of the set, closed when the set is done with.
-  const api = connect(opts.kubeconfig);
-  const closeOwn = (): void => {
-    if (api !== opts.kubeconfig) api.close();
-  };
   const order = lockOrder(locks.map((name) => ({ namespace, name }))).map((r) => r.name);
   const deadline = opts.waitMs !== undefined ? clock.monotonicMs() + opts.waitMs : undefined;
   const held: HeldLock[] = [];
@@ -71,9 +77,7 @@ export async function acquireSet(
       held.push(
         await one(name, {
           ...opts,
-          kubeconfig: api,
-          namespace,
-          pod: self,
+          ...shared,
           // The first lock waits the whole bound (to the ms, as one lock always did), each next what is left.
           ...(deadline !== undefined
             ? { waitMs: held.length === 0 ? opts.waitMs : Math.max(0, Math.ceil(deadline - clock.monotonicMs())) }

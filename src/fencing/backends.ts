@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis';
 import type { DistributedLock } from '../api/v1alpha1/distributedlock.ts';
-import { leaseFence, redisFence, type FenceDispenser } from './redis-fence.ts';
+import { fenceCounterKey, leaseFence, redisFence, type FenceDispenser } from './redis-fence.ts';
 
 /** LockFencing is how one lock gets its tokens. */
 export interface LockFencing {
@@ -23,18 +23,9 @@ export interface FencingBackends {
   close(): Promise<void>;
 }
 
-/** REDIS_KEY_PREFIX starts every counter key; a guard's marks in a shared Redis must not use it. */
-const REDIS_KEY_PREFIX = 'fencepost:fence:';
-
-/**
- * redisKeyFor is a lock's counter key: `fencepost:fence:<namespace>/<spec.fencing.key or name>`.
- * The namespace prefix is not optional: the key field is written by whoever may create locks in
- * that namespace, and a key outside its own prefix would let them pump (or, with INCR's 2^63−1
- * limit, wedge) another namespace's counter, or any other key in a shared Redis. Redis keys are
- * flat strings, so nothing in the suffix can climb out of the prefix.
- */
+/** redisKeyFor is a lock's counter key (fenceCounterKey: `fencepost:fence:<namespace>/<spec.fencing.key or name>`). */
 function redisKeyFor(lock: DistributedLock): string {
-  return `${REDIS_KEY_PREFIX}${lock.metadata.namespace ?? ''}/${lock.spec.fencing?.key ?? lock.metadata.name ?? ''}`;
+  return fenceCounterKey(lock.metadata.namespace ?? '', lock.spec.fencing?.key ?? lock.metadata.name ?? '');
 }
 
 const unavailable: FenceDispenser = {

@@ -10,36 +10,61 @@ import type { Redis } from 'ioredis';
 import { parseToken } from '../protocol/token.ts';
 
 /**
- * FENCE_NEXT_LUA: KEYS[1] = counter key, ARGV[1] = floor (decimal string, the highest token etcd
- * has recorded for this lock). Returns {token, refloored, hadTtl, existed} with token a decimal string.
- * Values travel as strings because Lua numbers are doubles and lose precision above 2^53: the
- * comparison is on decimal strings (length first, then lexicographic, valid for canonical
- * non-negative integers).
+ * FENCE_NEXT_FUNCTION_LUA defines the Lua function `fence_next(key, floor)`: the dispenser's whole
+ * step on one counter key. `floor` is a decimal string (the highest token etcd has recorded for
+ * this lock, or 0 where there is none). Returns {token, refloored, hadTtl, existed} with token a
+ * decimal string. Values travel as strings because Lua numbers are doubles and lose precision
+ * above 2^53: the comparison is on decimal strings (length first, then lexicographic, valid for
+ * canonical non-negative integers).
+ *
+ * Exported so that a script that grants a lock issues its token with this same step in the same
+ * atomic script (src/stores/redis/scripts.ts): one copy of the re-floor logic, not two.
  */
-const FENCE_NEXT_LUA = `
-local key = KEYS[1]
-local floor = ARGV[1]
-local function greater(a, b)
+export const FENCE_NEXT_FUNCTION_LUA = `
+local function fence_greater(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
-local existed = redis.call('EXISTS', key)
-local hadTtl = 0
-if redis.call('PTTL', key) >= 0 then
-  redis.call('PERSIST', key)
-  hadTtl = 1
-end
-redis.call('INCR', key)
-local v = redis.call('GET', key)
-local refloored = 0
-if not greater(v, floor) then
-  redis.call('SET', key, floor)
+local function fence_next(key, floor)
+  local existed = redis.call('EXISTS', key)
+  local hadTtl = 0
+  if redis.call('PTTL', key) >= 0 then
+    redis.call('PERSIST', key)
+    hadTtl = 1
+  end
   redis.call('INCR', key)
-  v = redis.call('GET', key)
-  refloored = 1
+  local v = redis.call('GET', key)
+  local refloored = 0
+  if not fence_greater(v, floor) then
+    redis.call('SET', key, floor)
+    redis.call('INCR', key)
+    v = redis.call('GET', key)
+    refloored = 1
+  end
+  return {v, refloored, hadTtl, existed}
 end
-return {v, refloored, hadTtl, existed}
 `;
+
+/** FENCE_NEXT_LUA: KEYS[1] = counter key, ARGV[1] = floor; returns fence_next's result. */
+const FENCE_NEXT_LUA = `${FENCE_NEXT_FUNCTION_LUA}
+return fence_next(KEYS[1], ARGV[1])
+`;
+
+/** FENCE_KEY_PREFIX starts every counter key; a guard's marks in a shared Redis must not use it. */
+export const FENCE_KEY_PREFIX = 'fencepost:fence:';
+
+/**
+ * fenceCounterKey is a lock's counter key, `fencepost:fence:<namespace>/<key>`, where key is the
+ * lock's name unless its spec names another. The namespace prefix is not optional: the key is
+ * chosen by whoever may create locks in that namespace, and a key outside its own prefix would
+ * let them pump (or, with INCR's 2^63−1 limit, wedge) another namespace's counter, or any other
+ * key in a shared Redis. Redis keys are flat strings, so nothing in the suffix can climb out of
+ * the prefix. The Redis lock store (src/stores/redis/keys.ts) uses the same key, so a lock's
+ * tokens continue when it moves between the controller's grants and a store.
+ */
+export function fenceCounterKey(namespace: string, key: string): string {
+  return `${FENCE_KEY_PREFIX}${namespace}/${key}`;
+}
 
 /** FenceResult is one issued token and what the dispenser had to repair to issue it. */
 export interface FenceResult {

@@ -17,6 +17,16 @@
  *   ({@link COMPLETED_RUNS_ANNOTATION}), not on pods.
  */
 
+/**
+ * isDnsLabel: `name` is a DNS label (RFC 1123: lower-case letters, digits and `-`, starting and
+ * ending with a letter or digit, at most 63 characters) — what a lock name and a namespace must be,
+ * whichever store holds the lock (the CRD checks it for DistributedLocks; the Redis stores check
+ * it themselves, so that their keys hold no separator a name could forge).
+ */
+export function isDnsLabel(name: string): boolean {
+  return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name);
+}
+
 /** leaseName is the deterministic name of a lock's Lease (lock names are DNS labels, at most 63 characters). */
 export function leaseName(lockName: string): string {
   return `dlock-${lockName}`;

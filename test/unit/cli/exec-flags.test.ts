@@ -17,6 +17,65 @@ const refusal = (argv: string[]): string => {
 };
 
 describe('parseExecArgs', () => {
+  it('--store: the URL, --ttl and --namespace, and no Lease option', () => {
+    const o = parseExecArgs([
+      '--store',
+      'redis://127.0.0.1:6379',
+      '--ttl',
+      '2s',
+      '--namespace',
+      'jobs',
+      '--lock',
+      'db',
+      '--',
+      'true',
+    ]);
+    expect(o).toMatchObject({
+      store: 'redis://127.0.0.1:6379',
+      ttlMs: 2000,
+      namespace: 'jobs',
+      kubeconfig: undefined,
+      runId: undefined,
+    });
+    expect(parseExecArgs(['--lock', 'db', '--', 'true'])).toMatchObject({
+      store: undefined,
+      ttlMs: undefined,
+      namespace: undefined,
+    });
+  });
+
+  it.each([
+    { argv: ['--store', 'redis://h:0'], line: '--store: port 0 is not in 1..65535, got "redis://h:0"' },
+    {
+      argv: ['--store', 'redlock://u:secret@h1,h2'],
+      line: '--store: redlock:// needs at least 3 independent masters (5 is usual), not 2, got "redlock://u:***@h1,h2"',
+    },
+    {
+      argv: ['--store', 'redis://h', '--run-id', 'r1'],
+      line: '--run-id: not with --store: a completed run is recorded on a Kubernetes Lease',
+    },
+    {
+      argv: ['--store', 'redis://h', '--kubeconfig', '/k'],
+      line: '--kubeconfig: not with --store: a store lock needs no Kubernetes',
+    },
+    { argv: ['--store', 'redis://h', '--ttl', '100ms'], line: '--ttl: must be from 300ms to 24h, got "100ms"' },
+    { argv: ['--store', 'redis://h', '--ttl', '25h'], line: '--ttl: must be from 300ms to 24h, got "25h"' },
+    {
+      argv: ['--store', 'redis://h', '--namespace', 'Jobs'],
+      line: '--namespace: must be a DNS label (a-z, 0-9, -; at most 63), got "Jobs"',
+    },
+    {
+      argv: ['--ttl', '2s'],
+      line: '--ttl: only with --store (a Lease lock takes its timings from the DistributedLock)',
+    },
+    {
+      argv: ['--namespace', 'jobs'],
+      line: "--namespace: only with --store (a Lease lock is in the pod's namespace, POD_NAMESPACE)",
+    },
+  ])('refuses $line', ({ argv, line }) => {
+    expect(refusal([...argv, '--lock', 'db', '--', 'true'])).toBe(line);
+  });
+
   it('defaults --if-held to wait, what exec always did', () => {
     const o = parseExecArgs(['--lock', 'db', '--', 'true']);
     expect(o).toMatchObject({ locks: ['db'], ifHeld: 'wait', waitMs: undefined, command: ['true'] });

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AcquireOptions, HeldLock } from '../../../src/client/acquire.ts';
 import { LockHeldError, NotAcquiredError } from '../../../src/client/errors.ts';
-import { acquireSet } from '../../../src/client/lock-set.ts';
+import { acquireSet, type SetScope } from '../../../src/client/lock-set.ts';
 import type { LockEvent } from '../../../src/agent/session.ts';
 import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
@@ -32,6 +32,16 @@ class World {
   opts(o: Partial<AcquireOptions> = {}): AcquireOptions {
     return { kubeconfig: this.api, namespace: 'ns', pod: { name: 'p', uid: 'u' }, clock: this.clock, ...o };
   }
+
+  /** closed: how often the set's scope was closed (once per set, granted and released or not). */
+  closed = 0;
+  scope = (): SetScope => ({
+    namespace: 'ns',
+    shared: { namespace: 'ns' },
+    close: () => {
+      this.closed++;
+    },
+  });
 
   one = (lock: string, o: AcquireOptions): Promise<HeldLock> => {
     this.asked.push({ lock, waitMs: o.waitMs, ns: o.namespace });
@@ -68,7 +78,7 @@ class World {
 describe('acquireSet', () => {
   it('takes the locks in the global order whatever order they were given in, and releases them in reverse', async () => {
     const w = new World();
-    const set = await acquireSet(['c', 'a', 'b'], w.opts(), w.one);
+    const set = await acquireSet(['c', 'a', 'b'], w.opts(), w.one, w.scope);
     expect(set.locks.map((l) => l.lock)).toEqual(['a', 'b', 'c']);
     expect(w.asked.map((a) => a.ns)).toEqual(['ns', 'ns', 'ns']);
     expect(set.token('b')).toBe(2n);
@@ -77,40 +87,42 @@ describe('acquireSet', () => {
     await set.release();
     await set.release(); // idempotent
     expect(w.log).toEqual(['acquired a', 'acquired b', 'acquired c', 'released c', 'released b', 'released a']);
+    expect(w.closed).toBe(1); // the set's scope (one API client, or one store connection), once
   });
 
   it('bounds the whole set by waitMs: each lock waits for what is left', async () => {
     const w = new World(new Map(), 400);
-    await acquireSet(['a', 'b', 'c'], w.opts({ waitMs: 1000 }), w.one);
+    await acquireSet(['a', 'b', 'c'], w.opts({ waitMs: 1000 }), w.one, w.scope);
     expect(w.asked.map((a) => a.waitMs)).toEqual([1000, 600, 200]);
   });
 
   it('releases the locks already held, in reverse, when the k-th times out, and names the set', async () => {
     const w = new World(new Map([['c', new NotAcquiredError('acquire(c): not granted within 200 ms')]]), 400);
-    const err = await acquireSet(['c', 'b', 'a'], w.opts({ waitMs: 1000 }), w.one).catch((e: unknown) => e);
+    const err = await acquireSet(['c', 'b', 'a'], w.opts({ waitMs: 1000 }), w.one, w.scope).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NotAcquiredError);
     expect((err as Error).message).toBe(
       'acquire([c, b, a]): lock c not granted within 1000 ms (the bound of the whole set); released a, b',
     );
     expect(w.log).toEqual(['acquired a', 'acquired b', 'released b', 'released a']);
+    expect(w.closed).toBe(1);
   });
 
   it("passes a held lock's LockHeldError through after releasing the others (exec --if-held tells skip by its type)", async () => {
     const held = new LockHeldError('b', { name: 'q', uid: 'q1' });
     const w = new World(new Map([['b', held]]));
-    await expect(acquireSet(['a', 'b'], w.opts({ ifHeld: 'fail' }), w.one)).rejects.toBe(held);
+    await expect(acquireSet(['a', 'b'], w.opts({ ifHeld: 'fail' }), w.one, w.scope)).rejects.toBe(held);
     expect(w.log).toEqual(['acquired a', 'released a']);
   });
 
   it('one lock: its own error, unchanged', async () => {
     const own = new NotAcquiredError('acquire(a): not granted within 1000 ms');
     const w = new World(new Map([['a', own]]));
-    await expect(acquireSet(['a'], w.opts({ waitMs: 1000 }), w.one)).rejects.toBe(own);
+    await expect(acquireSet(['a'], w.opts({ waitMs: 1000 }), w.one, w.scope)).rejects.toBe(own);
   });
 
   it('is lost when any of its locks is: the signal aborts, isHeld is false, the rest stay held until release', async () => {
     const w = new World();
-    const set = await acquireSet(['a', 'b'], w.opts(), w.one);
+    const set = await acquireSet(['a', 'b'], w.opts(), w.one, w.scope);
     const events: LockEvent[] = [];
     set.onEvent((e) => events.push(e));
     w.lost.get('b')?.abort(new Error('lost b'));
@@ -128,13 +140,14 @@ describe('acquireSet', () => {
     { locks: ['a', 'b', 'a'], why: 'acquire([a, b, a]): lock a is given twice' },
   ])('refuses $locks: $why', async ({ locks, why }) => {
     const w = new World();
-    await expect(acquireSet(locks, w.opts(), w.one)).rejects.toThrow(why);
+    await expect(acquireSet(locks, w.opts(), w.one, w.scope)).rejects.toThrow(why);
     expect(w.asked).toEqual([]);
+    expect(w.closed).toBe(0); // refused before the scope (identity, client or store) was made
   });
 
   it('refuses runId for several locks (a run is recorded on one lock)', async () => {
     const w = new World();
-    await expect(acquireSet(['a', 'b'], w.opts({ runId: 'r' }), w.one)).rejects.toThrow(
+    await expect(acquireSet(['a', 'b'], w.opts({ runId: 'r' }), w.one, w.scope)).rejects.toThrow(
       "acquire([a, b]): options.runId is for one lock; a run is recorded on one lock's Lease",
     );
   });

@@ -133,12 +133,25 @@ describe('the layer rule rejects a bad import in each layer', () => {
       code: "import { parseLease } from '../lease/record.ts';\nexport const x = parseLease;",
       says: 'guards/ may not import lease/',
     },
+    // stores/ (Redis, Redlock) work without a cluster: no Kubernetes client, no session of the agent
+    {
+      rule: 'stores/ import no Kubernetes client',
+      path: 'src/stores/bad.ts',
+      code: "import type { V1Lease } from '@kubernetes/client-node';\nexport type X = V1Lease;",
+      says: 'stores/ may not import the package @kubernetes/client-node',
+    },
+    {
+      rule: 'stores/ do not import agent/',
+      path: 'src/stores/redis/bad.ts',
+      code: "import { LockSession } from '../../agent/session.ts';\nexport const x = LockSession;",
+      says: 'stores/ may not import agent/',
+    },
     // a folder that is not in the table
     {
       rule: 'a new src/ folder needs its row in the table',
-      path: 'src/stores/bad.ts',
+      path: 'src/widgets/bad.ts',
       code: 'export const x = 1;',
-      says: 'src/stores/ is not in the layer table',
+      says: 'src/widgets/ is not in the layer table',
     },
   ])('$rule', async ({ path, code, says }) => {
     const messages = await layerMessages(path, code);

@@ -1,0 +1,261 @@
+/**
+ * Holding a store lock, the same for single Redis and Redlock: wait for the grant (release
+ * notifications first, jittered exponential backoff as the fallback), then keep it with a
+ * watchdog that renews every third of the TTL while the holder runs, and declare it lost the
+ * moment its validity cannot be vouched for. The decisions are stores/redis/timing.ts's; this is
+ * the timers and the bookkeeping around them.
+ *
+ * Times are read from a conservativeClock (runtime/clock.ts) over the caller's clock: a VM pause
+ * that stops the monotonic clock must still end the term when the wall clock says it has.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../observability/logger.ts';
+import type { TermTimings } from '../protocol/timings.ts';
+import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
+import {
+  afterRenew,
+  retryDelayMs,
+  storeTimings,
+  WAIT_BACKOFF,
+  type Backoff,
+  type RenewOutcome,
+} from './redis/timing.ts';
+import type { Attempt, Grant, LockBackend } from './store.ts';
+
+/** StoreEvent is one change of a held store lock (the shape of the agent session's LockEvent). */
+export interface StoreEvent {
+  readonly type: 'granted' | 'renewed' | 'lost' | 'released';
+  readonly lock: string;
+  readonly token: string;
+  readonly reason?: string;
+  readonly expiresInMs?: number;
+}
+
+/** StoreHold is a granted store lock. */
+export interface StoreHold {
+  readonly token: bigint;
+  /** counterMissing: see Grant.counterMissing (stores/store.ts). */
+  readonly counterMissing: boolean;
+  readonly timings: TermTimings;
+  /** signal aborts when the lock is lost or released. */
+  readonly signal: AbortSignal;
+  /** isHeld: not lost, not released, and the validity has not passed on the clock now. */
+  isHeld(): boolean;
+  onEvent(listener: (e: StoreEvent) => void): () => void;
+  /** release stops the watchdog and gives the lock up (compare-and-delete). Idempotent. */
+  release(): Promise<void>;
+}
+
+/** SUBSCRIBE_WAIT_MS: how long the first attempt waits for the release subscription. */
+const SUBSCRIBE_WAIT_MS = 250;
+
+/** HoldOptions configures {@link holdLock}. */
+export interface HoldOptions {
+  readonly lock: string;
+  readonly ttlMs: number;
+  readonly clock: TimerClock;
+  readonly log: Logger;
+  readonly signal?: AbortSignal | undefined;
+  /** waitMs: give up after this long; undefined waits until signal aborts. */
+  readonly waitMs?: number | undefined;
+  /** ifHeld `fail`: give up at the first refusal by another owner. */
+  readonly ifHeld: 'wait' | 'fail';
+  /** floor: the lowest token the grant may be issued above (default 0; see docs/stores.md). */
+  readonly floor: () => bigint | Promise<bigint>;
+  /** backoff: the waiter's retry delays when no release is notified; default WAIT_BACKOFF (stores/redis/timing.ts). */
+  readonly backoff?: Backoff;
+  /** random: [0, 1), for the backoff's jitter; default Math.random. */
+  readonly random?: () => number;
+  /** newOwner: a fresh owner id per attempt; default 128 random bits from the CSPRNG, hex. */
+  readonly newOwner?: () => string;
+}
+
+/** HoldResult: held, or why not. */
+export type HoldResult =
+  | { readonly kind: 'held'; readonly hold: StoreHold }
+  | { readonly kind: 'timedOut' | 'aborted' | 'heldByAnother'; readonly reason: string };
+
+/**
+ * newOwnerId: 128 bits from the CSPRNG. The owner id is what a renew and a release compare, so it
+ * must be unguessable and never reused: a new one for every attempt, hence every grant.
+ */
+export function newOwnerId(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/**
+ * holdLock waits for the lock and returns it held, or says why not. Subscribes to release
+ * notifications before the first attempt, so a release between a refusal and the wait is not
+ * missed. Failures to reach the store are retried with the same backoff until the wait ends; the
+ * last reason is reported.
+ */
+export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<HoldResult> {
+  const random = o.random ?? Math.random;
+  const newOwner = o.newOwner ?? newOwnerId;
+  const deadline = o.waitMs !== undefined ? o.clock.monotonicMs() + o.waitMs : undefined;
+  let wake: (() => void) | undefined;
+  // A release notified while an attempt was out is not lost: the next wait is skipped.
+  let notified = false;
+  // Listening before the first attempt, so that a release between a refusal and the wait is not
+  // missed; but for SUBSCRIBE_WAIT_MS at most: a store slow to answer must not hold up the
+  // attempt (the backoff finds a release it missed).
+  const subscription = backend
+    .subscribe(() => {
+      notified = true;
+      wake?.();
+    })
+    .catch((err: unknown) => {
+      o.log.warn({ err }, 'Failed to subscribe to release notifications');
+      return () => undefined;
+    });
+  await new Promise<void>((resolve) => {
+    const timer = o.clock.setTimeout(resolve, SUBSCRIBE_WAIT_MS);
+    void subscription.then(() => {
+      timer.cancel();
+      resolve();
+    });
+  });
+  try {
+    let lastReason = 'not tried';
+    for (let attempt = 0; ; attempt++) {
+      if (o.signal?.aborted === true) return { kind: 'aborted', reason: lastReason };
+      const owner = newOwner();
+      let a: Attempt;
+      try {
+        a = await backend.tryAcquire(owner, o.ttlMs, await o.floor());
+      } catch (err) {
+        a = { granted: false, held: false, reason: err instanceof Error ? err.message : String(err) };
+        o.log.debug({ err }, 'Failed to try the lock');
+      }
+      // A grant answered after its own validity (a slow reply, a pause) is worth nothing: given back.
+      if (a.granted && o.clock.monotonicMs() >= a.validUntilMs) {
+        await backend.release(owner).catch(() => undefined);
+        a = { granted: false, held: false, reason: `granted token ${a.token} too late: its validity had passed` };
+      }
+      if (a.granted) return { kind: 'held', hold: keep(backend, owner, a, o) };
+      lastReason = a.reason;
+      if (a.held && o.ifHeld === 'fail') return { kind: 'heldByAnother', reason: a.reason };
+      const left = deadline !== undefined ? deadline - o.clock.monotonicMs() : undefined;
+      if (left !== undefined && left <= 0) return { kind: 'timedOut', reason: lastReason };
+      if (notified) {
+        notified = false;
+        continue;
+      }
+      const delay = retryDelayMs(attempt, o.backoff ?? WAIT_BACKOFF, random, a.heldForMs, left);
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          timer.cancel();
+          wake = undefined;
+          notified = false;
+          o.signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = o.clock.setTimeout(done, o.signal?.aborted === true ? 0 : delay);
+        wake = done;
+        o.signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  } finally {
+    void subscription.then((unsubscribe) => {
+      unsubscribe();
+    });
+  }
+}
+
+/** keep runs the watchdog of a grant and returns its handle. */
+function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): StoreHold {
+  const clock = conservativeClock(o.clock);
+  const token = g.token.toString();
+  const listeners = new Set<(e: StoreEvent) => void>();
+  const ended = new AbortController();
+  let validUntilMs = g.validUntilMs;
+  let state: 'held' | 'lost' | 'released' = 'held';
+  let renewTimer: Timer | undefined;
+  let lapseTimer: Timer | undefined;
+
+  const emit = (e: Omit<StoreEvent, 'lock' | 'token'>): void => {
+    for (const l of [...listeners]) l({ ...e, lock: o.lock, token });
+  };
+  const stopTimers = (): void => {
+    renewTimer?.cancel();
+    lapseTimer?.cancel();
+  };
+  const lose = (reason: string): void => {
+    if (state !== 'held') return;
+    state = 'lost';
+    stopTimers();
+    o.log.error({ lock: o.lock, token, reason }, 'Lost store lock');
+    ended.abort(new Error(`lock ${o.lock} lost: ${reason}`));
+    emit({ type: 'lost', reason });
+  };
+  // The lapse timer ends trust at the validity even while a renew is still out (or the process
+  // was paused): whatever the renew later says, it cannot reach back.
+  const armLapse = (): void => {
+    lapseTimer?.cancel();
+    lapseTimer = clock.setTimeout(() => {
+      if (clock.monotonicMs() >= validUntilMs) lose('the validity passed without a renew');
+      else armLapse();
+    }, validUntilMs - clock.monotonicMs());
+  };
+  const renew = async (): Promise<void> => {
+    if (state !== 'held') return;
+    const sentAt = clock.monotonicMs();
+    if (sentAt >= validUntilMs) return lose('the validity passed before the renew was sent');
+    let outcome: RenewOutcome;
+    try {
+      outcome = { kind: (await backend.renew(owner, o.ttlMs)) === 'renewed' ? 'renewed' : 'notOwner' };
+    } catch (err) {
+      outcome = { kind: 'failed', error: err instanceof Error ? err.message : String(err) };
+    }
+    if (state !== 'held') return;
+    const d = afterRenew(outcome, sentAt, clock.monotonicMs(), validUntilMs, o.ttlMs);
+    if (d.kind === 'lost') return lose(d.reason);
+    if (d.kind === 'retry') {
+      o.log.warn({ lock: o.lock, token, inMs: d.inMs }, 'Failed to renew store lock; retrying');
+      scheduleRenew(d.inMs);
+      return;
+    }
+    validUntilMs = d.validUntilMs;
+    armLapse();
+    scheduleRenew(d.nextInMs);
+    emit({ type: 'renewed', expiresInMs: Math.max(0, validUntilMs - clock.monotonicMs()) });
+  };
+  const scheduleRenew = (inMs: number): void => {
+    renewTimer = clock.setTimeout(() => void renew(), inMs);
+  };
+  armLapse();
+  scheduleRenew(storeTimings(o.ttlMs).renewPeriodMs);
+  if (g.counterMissing)
+    o.log.warn(
+      { lock: o.lock, token },
+      'Fencing counter was missing; the token restarted from the floor (a new lock, or the store lost its data)',
+    );
+
+  let released: Promise<void> | undefined;
+  return {
+    token: g.token,
+    counterMissing: g.counterMissing,
+    timings: storeTimings(o.ttlMs),
+    signal: ended.signal,
+    isHeld: () => state === 'held' && clock.monotonicMs() < validUntilMs,
+    onEvent(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    release() {
+      released ??= (async () => {
+        const wasHeld = state === 'held';
+        state = 'released';
+        stopTimers();
+        ended.abort(new Error(`lock ${o.lock} released`));
+        try {
+          // Also after a loss: if the key is still ours after all, waiters need not wait out its TTL.
+          await backend.release(owner);
+        } finally {
+          if (wasHeld) emit({ type: 'released' });
+        }
+      })();
+      return released;
+    },
+  };
+}

@@ -1,0 +1,118 @@
+/**
+ * ioredis clients for a parsed store URL (stores/url.ts): one Redis, a Sentinel-managed master
+ * or a Cluster. Options chosen for a lock, where a late answer is worth less than none:
+ *
+ * - no offline queue: a command sent while disconnected fails at once instead of waiting for a
+ *   reconnect and arriving after its validity (the waiter retries; the watchdog retries until
+ *   the validity passes);
+ * - a command timeout, so that a master that stopped answering (SIGSTOP, a partition) fails the
+ *   command rather than holding it;
+ * - reconnects in the background, 50 ms doubling to 1 s, for ever: a master that comes back is
+ *   used again.
+ */
+import { Cluster, Redis } from 'ioredis';
+import type { RedisTarget } from '../url.ts';
+
+/** RedisClient is what the stores use of ioredis: a Redis or a Cluster. */
+export type RedisClient = Redis | Cluster;
+
+/** COMMAND_TIMEOUT_MS bounds one command: a lock's round trip that takes longer is as good as lost. */
+export const COMMAND_TIMEOUT_MS = 2000;
+
+const common = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  connectTimeout: 2000,
+  commandTimeout: COMMAND_TIMEOUT_MS,
+  retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 5), 1000),
+};
+
+/** connectTarget makes a client for `t` (it connects in the background; see {@link whenReady}). */
+export function connectTarget(t: RedisTarget): RedisClient {
+  const auth = {
+    ...(t.auth.username !== undefined ? { username: t.auth.username } : {}),
+    ...(t.auth.password !== undefined ? { password: t.auth.password } : {}),
+  };
+  const client: RedisClient =
+    t.mode === 'standalone'
+      ? new Redis({
+          ...common,
+          ...auth,
+          host: t.endpoint.host,
+          port: t.endpoint.port,
+          db: t.db,
+          ...(t.tls ? { tls: { servername: t.endpoint.host } } : {}),
+        })
+      : t.mode === 'sentinel'
+        ? new Redis({
+            ...common,
+            ...auth,
+            sentinels: t.sentinels.map((e) => ({ host: e.host, port: e.port })),
+            name: t.master,
+            db: t.db,
+          })
+        : new Cluster(
+            t.nodes.map((e) => ({ host: e.host, port: e.port })),
+            {
+              enableOfflineQueue: false,
+              clusterRetryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 5), 1000),
+              redisOptions: {
+                ...auth,
+                maxRetriesPerRequest: 0,
+                connectTimeout: 2000,
+                commandTimeout: COMMAND_TIMEOUT_MS,
+              },
+            },
+          );
+  // Connection errors surface as failed commands (and are retried there); the 'error' event
+  // would otherwise be an unhandled one. The last one is kept to explain those failures.
+  client.on('error', (err: Error) => lastErrors.set(client, err.message));
+  client.on('ready', () => lastErrors.delete(client));
+  return client;
+}
+
+const lastErrors = new WeakMap<RedisClient, string>();
+
+/**
+ * failure explains a failed command: while disconnected, ioredis says only that the stream is not
+ * writeable; the connection's own last error (ECONNREFUSED, a timeout, NOAUTH) says why.
+ */
+export function failure(client: RedisClient, where: string, err: unknown): Error {
+  const own = err instanceof Error ? err.message : String(err);
+  const why = client.status !== 'ready' ? (lastErrors.get(client) ?? own) : own;
+  return new Error(`${where}: ${client.status !== 'ready' ? `not connected (${why})` : why}`, { cause: err });
+}
+
+/** whenReady resolves when `client` is ready or `ms` have passed, whichever is first (never rejects). */
+export function whenReady(client: RedisClient, ms: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      client.off('ready', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    client.once('ready', done);
+  });
+}
+
+/** Script is a Lua script bound to a client: EVALSHA, re-sent with EVAL after NOSCRIPT (ioredis defineCommand). */
+export type Script = (keys: readonly string[], args: readonly string[]) => Promise<unknown>;
+
+/** defineScript registers `lua` on `client` under `name` (once per client) and returns a caller whose errors name `where`. */
+export function defineScript(
+  client: RedisClient,
+  name: string,
+  numberOfKeys: number,
+  lua: string,
+  where: string,
+): Script {
+  if (!(name in client)) client.defineCommand(name, { numberOfKeys, lua });
+  const command: unknown = Reflect.get(client, name);
+  if (typeof command !== 'function') throw new Error(`ioredis did not define the command ${name}`);
+  return (keys, args) =>
+    Promise.resolve((command as (...a: string[]) => unknown).call(client, ...keys, ...args)).catch((err: unknown) => {
+      throw failure(client, where, err);
+    });
+}

@@ -1,0 +1,179 @@
+/**
+ * Issue 19: `fencepost exec --store redis://…` through the real CLI (Node: src/cli/main.ts), with
+ * no pod identity and no kubeconfig in its environment, against a real redis-server of its own:
+ * the command runs with the lock's token, exec exits with its status and releases; a second exec
+ * with --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; a lock
+ * lost while the command runs stops it (EXIT_LOST); bad flags exit 2. The compiled fencepost-agent, which bundles no Redis client, refuses --store with exit 2.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EXIT_LOST, EXIT_SKIPPED } from '../../../src/cli/exec-usage.ts';
+import { agentBinary } from '../../support/agent-binary.ts';
+import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+
+const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** run runs `file args` with no POD_* or KUBECONFIG in its environment; the timeout only catches hangs. */
+function run(file: string, args: readonly string[]): Promise<Run> {
+  const { KUBECONFIG: _k, POD_NAME: _n, POD_NAMESPACE: _ns, POD_UID: _u, ...env } = process.env;
+  return new Promise((res) => {
+    execFile(file, [...args], { env, timeout: 30_000 }, (err, stdout, stderr) => {
+      res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+    });
+  });
+}
+
+const exec = (...args: string[]): Promise<Run> => run(process.execPath, [main, 'exec', ...args]);
+
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis.stop();
+});
+
+describe('fencepost exec --store', () => {
+  it('runs the command with the token, exits with its status, releases; the next run gets a larger token', async () => {
+    const first = await exec(
+      '--store',
+      redis.url,
+      '--lock',
+      'nightly',
+      '--',
+      'sh',
+      '-c',
+      'echo "$FENCEPOST_LOCK $FENCEPOST_TOKEN"; exit 7',
+    );
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(7);
+    expect(first.stdout).toBe('nightly 1\n');
+    const second = await exec(
+      '--store',
+      redis.url,
+      '--ttl',
+      '2s',
+      '--lock',
+      'nightly',
+      '--',
+      'sh',
+      '-c',
+      'echo $FENCEPOST_TOKEN',
+    );
+    expect(second).toMatchObject({ code: 0, stdout: '2\n' });
+    const c = redis.client();
+    try {
+      expect(await c.exists('fencepost:lock:{fencepost:fence:default/nightly}')).toBe(0); // released
+    } finally {
+      c.disconnect();
+    }
+  });
+
+  it('--if-held skip exits EXIT_SKIPPED without running the command while another exec holds the lock', async () => {
+    const { KUBECONFIG: _k, POD_NAME: _n, POD_NAMESPACE: _ns, POD_UID: _u, ...env } = process.env;
+    const holder = spawn(
+      process.execPath,
+      [
+        main,
+        'exec',
+        '--store',
+        redis.url,
+        '--namespace',
+        'jobs',
+        '--lock',
+        'busy',
+        '--',
+        'sh',
+        '-c',
+        'echo held; sleep 30',
+      ],
+      { env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    try {
+      await new Promise<void>((res, rej) => {
+        holder.stdout.once('data', () => res());
+        holder.once('exit', (code) => rej(new Error(`holder exited ${code}`)));
+      });
+      const skipped = await exec(
+        '--store',
+        redis.url,
+        '--namespace',
+        'jobs',
+        '--if-held',
+        'skip',
+        '--lock',
+        'busy',
+        '--',
+        'sh',
+        '-c',
+        'echo ran',
+      );
+      expect(skipped.code).toBe(EXIT_SKIPPED);
+      expect(skipped.stdout).toBe('');
+      expect(skipped.stderr).toContain('fencepost exec: skipped: acquire(busy): held by another owner');
+      // Another namespace is another lock.
+      const elsewhere = await exec(
+        '--store',
+        redis.url,
+        '--if-held',
+        'skip',
+        '--lock',
+        'busy',
+        '--',
+        'sh',
+        '-c',
+        'echo ran',
+      );
+      expect(elsewhere).toMatchObject({ code: 0, stdout: 'ran\n' });
+    } finally {
+      const exited = new Promise((res) => holder.once('exit', res));
+      holder.kill('SIGTERM'); // forwarded to the command's group; exec then releases
+      await exited;
+    }
+  });
+
+  it('a lock lost while the command runs (its key deleted) stops the command: exit EXIT_LOST', async () => {
+    const started = performance.now();
+    const running = exec('--store', redis.url, '--ttl', '900ms', '--lock', 'doomed', '--', 'sh', '-c', 'sleep 30');
+    const c = redis.client();
+    try {
+      const key = 'fencepost:lock:{fencepost:fence:default/doomed}';
+      for (let i = 0; i < 100 && (await c.exists(key)) === 0; i++) await sleep(50);
+      expect(await c.del(key)).toBe(1); // as if it expired and was taken over
+    } finally {
+      c.disconnect();
+    }
+    const r = await running;
+    expect(r.code).toBe(EXIT_LOST);
+    expect(performance.now() - started).toBeLessThan(10_000); // not the command's 30 s
+  });
+
+  it.each([
+    {
+      args: ['--store', 'redis://127.0.0.1:0'],
+      line: 'fencepost: --store: port 0 is not in 1..65535, got "redis://127.0.0.1:0"',
+    },
+    {
+      args: ['--run-id', 'r1'],
+      line: 'fencepost: --run-id: not with --store: a completed run is recorded on a Kubernetes Lease',
+    },
+  ])('exits 2 on $args, with one line naming the flag', async ({ args, line }) => {
+    const r = await exec('--store', redis.url, ...args, '--lock', 'x', '--', 'true');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`${line}\n`);
+  });
+
+  it('the compiled fencepost-agent refuses --store (it bundles no Redis client), exit 2', async () => {
+    const r = await run(agentBinary(), ['exec', '--store', redis.url, '--lock', 'x', '--', 'true']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--store: this executable has no lock stores');
+  });
+});

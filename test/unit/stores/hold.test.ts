@@ -1,0 +1,249 @@
+/**
+ * Holding a store lock (src/stores/hold.ts) over a scripted backend on a fake clock: the waiter
+ * wakes on a release notification before its backoff, gives up at waitMs or under ifHeld `fail`;
+ * the watchdog renews every third of the TTL, rides out failed renews until the validity passes,
+ * and declares the lock lost (signal aborted, event, isHeld false) at the validity or at once when
+ * the key is gone; release is idempotent and compare-and-deletes once.
+ */
+import { describe, expect, it } from 'vitest';
+import { silentLogger } from '../../../src/observability/logger.ts';
+import { holdLock, type HoldOptions, type StoreEvent, type StoreHold } from '../../../src/stores/hold.ts';
+import type { Attempt, LockBackend, RenewAnswer } from '../../../src/stores/store.ts';
+import { validUntil } from '../../../src/stores/redis/timing.ts';
+import { FakeClock } from '../../support/fake-clock.ts';
+
+const TTL = 3000; // drift 32 ms, renew every 1000 ms
+
+/** Scripted: grants when `free`, renews as `renewWith` says, records calls. */
+class Scripted implements LockBackend {
+  free = true;
+  renewWith: () => Promise<RenewAnswer> = () => Promise.resolve('renewed');
+  readonly calls: string[] = [];
+  notify: (() => void) | undefined;
+  next = 0n;
+  readonly clock: FakeClock;
+  constructor(clock: FakeClock) {
+    this.clock = clock;
+  }
+  tryAcquire(owner: string, ttlMs: number): Promise<Attempt> {
+    this.calls.push(`acquire ${owner}`);
+    if (!this.free)
+      return Promise.resolve({ granted: false, held: true, heldForMs: 10_000, reason: 'held by another owner' });
+    this.free = false;
+    return Promise.resolve({
+      granted: true,
+      token: ++this.next,
+      validUntilMs: validUntil(this.clock.monotonicMs(), ttlMs),
+      counterMissing: this.next === 1n,
+    });
+  }
+  renew(owner: string): Promise<RenewAnswer> {
+    this.calls.push(`renew ${owner} at ${this.clock.monotonicMs()}`);
+    return this.renewWith();
+  }
+  release(owner: string): Promise<void> {
+    this.calls.push(`release ${owner}`);
+    this.free = true;
+    return Promise.resolve();
+  }
+  subscribe(onRelease: () => void): Promise<() => void> {
+    this.notify = onRelease;
+    return Promise.resolve(() => {
+      this.notify = undefined;
+    });
+  }
+}
+
+function options(clock: FakeClock, o: Partial<HoldOptions> = {}): HoldOptions {
+  let n = 0;
+  return {
+    lock: 'billing',
+    ttlMs: TTL,
+    clock,
+    log: silentLogger,
+    ifHeld: 'wait',
+    floor: () => 0n,
+    random: () => 0.999,
+    newOwner: () => `o${++n}`,
+    ...o,
+  };
+}
+
+async function held(b: Scripted, clock: FakeClock, o: Partial<HoldOptions> = {}): Promise<StoreHold> {
+  const r = await holdLock(b, options(clock, o));
+  if (r.kind !== 'held') throw new Error(`not held: ${r.kind}`);
+  return r.hold;
+}
+
+/** flush lets promise continuations run. */
+const flush = async (): Promise<void> => {
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+};
+
+describe('holdLock: waiting', () => {
+  it('grants at once when free, with a fresh owner id per attempt', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    expect(h.token).toBe(1n);
+    expect(h.counterMissing).toBe(true);
+    expect(h.isHeld()).toBe(true);
+    expect(b.calls).toEqual(['acquire o1']);
+  });
+
+  it('a release notification wakes the waiter before its backoff ends', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    b.free = false;
+    const p = holdLock(b, options(clock));
+    await flush();
+    expect(b.calls).toEqual(['acquire o1']);
+    b.free = true;
+    b.notify?.();
+    const r = await p;
+    expect(r.kind).toBe('held');
+    expect(clock.monotonicMs()).toBe(0); // no time passed: woken, not timed out
+    expect(b.calls).toEqual(['acquire o1', 'acquire o2']);
+  });
+
+  it('without notifications, retries on the jittered backoff until waitMs, then says why', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    b.free = false;
+    const p = holdLock(b, options(clock, { waitMs: 500 }));
+    for (let i = 0; i < 20; i++) await clock.advanceAsync(100);
+    expect(await p).toEqual({ kind: 'timedOut', reason: 'held by another owner' });
+    // backoff ceilings 50, 100, 200, then capped by the 500 ms wait: 49 + 99 + 199 + 153 ms
+    expect(b.calls).toEqual(['acquire o1', 'acquire o2', 'acquire o3', 'acquire o4', 'acquire o5']);
+  });
+
+  it('ifHeld fail: gives up at the first refusal by another owner', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    b.free = false;
+    expect(await holdLock(b, options(clock, { ifHeld: 'fail' }))).toEqual({
+      kind: 'heldByAnother',
+      reason: 'held by another owner',
+    });
+  });
+
+  it('an aborted signal ends the wait', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    b.free = false;
+    const ac = new AbortController();
+    const p = holdLock(b, options(clock, { signal: ac.signal }));
+    await flush();
+    ac.abort();
+    expect((await p).kind).toBe('aborted');
+  });
+});
+
+describe('holdLock: a grant that came too late', () => {
+  it('is given back and retried when its answer arrived after its validity', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const slow = b.tryAcquire.bind(b);
+    let first = true;
+    b.tryAcquire = async (owner, ttlMs) => {
+      const a = await slow(owner, ttlMs);
+      if (first) clock.advance(TTL); // the reply took a whole TTL
+      first = false;
+      return a;
+    };
+    const p = holdLock(b, options(clock));
+    await flush();
+    await clock.advanceAsync(50); // the backoff's first step
+    const r = await p;
+    expect(r.kind).toBe('held');
+    expect(b.calls).toEqual(['acquire o1', 'release o1', 'acquire o2']);
+    if (r.kind === 'held') expect(r.hold.token).toBe(2n);
+  });
+});
+
+describe('holdLock: the watchdog', () => {
+  it('renews every third of the TTL and extends the validity from each send', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    const events: StoreEvent[] = [];
+    h.onEvent((e) => events.push(e));
+    await clock.advanceAsync(5000);
+    expect(b.calls.filter((c) => c.startsWith('renew'))).toEqual([
+      'renew o1 at 1000',
+      'renew o1 at 2000',
+      'renew o1 at 3000',
+      'renew o1 at 4000',
+      'renew o1 at 5000',
+    ]);
+    expect(h.isHeld()).toBe(true);
+    expect(events.map((e) => e.type)).toEqual(['renewed', 'renewed', 'renewed', 'renewed', 'renewed']);
+    expect(events[0]).toEqual({ type: 'renewed', lock: 'billing', token: '1', expiresInMs: 3000 - 32 });
+  });
+
+  it('the key gone (or another owner): lost at once — signal aborted, event, isHeld false', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    const events: StoreEvent[] = [];
+    h.onEvent((e) => events.push(e));
+    b.renewWith = () => Promise.resolve('notOwner');
+    await clock.advanceAsync(1000);
+    expect(h.signal.aborted).toBe(true);
+    expect(h.isHeld()).toBe(false);
+    expect(events).toEqual([
+      { type: 'lost', lock: 'billing', token: '1', reason: 'the key is gone or held by another owner' },
+    ]);
+  });
+
+  it('failed renews are retried until the validity passes, then lost at the validity, not before', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    b.renewWith = () => Promise.reject(new Error('ECONNREFUSED'));
+    await clock.advanceAsync(2967);
+    expect(h.isHeld()).toBe(true);
+    expect(h.signal.aborted).toBe(false);
+    expect(b.calls.filter((c) => c.startsWith('renew')).length).toBeGreaterThan(10); // every 100 ms after the first
+    await clock.advanceAsync(1);
+    expect(h.isHeld()).toBe(false);
+    expect(h.signal.aborted).toBe(true);
+  });
+
+  it('isHeld() reads the clock when called: a wall-clock jump past the validity (a VM resume) ends it before any timer fires', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    b.renewWith = () => new Promise(() => undefined);
+    clock.setWall(new Date(clock.now().getTime() + 5000));
+    expect(h.isHeld()).toBe(false);
+    expect(h.signal.aborted).toBe(false); // the timers have not run yet
+    await clock.advanceAsync(250); // the next timer slice notices
+    expect(h.signal.aborted).toBe(true);
+  });
+
+  it('a renew that never answers does not keep the lock: the lapse timer ends it at the validity', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    b.renewWith = () => new Promise(() => undefined);
+    await clock.advanceAsync(2968);
+    expect(h.signal.aborted).toBe(true);
+    expect((h.signal.reason as Error).message).toBe('lock billing lost: the validity passed without a renew');
+  });
+
+  it('release is idempotent: one compare-and-delete, a released event, no more renews', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const h = await held(b, clock);
+    const events: StoreEvent[] = [];
+    h.onEvent((e) => events.push(e));
+    await Promise.all([h.release(), h.release()]);
+    await h.release();
+    await clock.advanceAsync(5000);
+    expect(b.calls).toEqual(['acquire o1', 'release o1']);
+    expect(events).toEqual([{ type: 'released', lock: 'billing', token: '1' }]);
+    expect(h.signal.aborted).toBe(true);
+    expect(h.isHeld()).toBe(false);
+  });
+});

@@ -1,0 +1,181 @@
+/**
+ * Redlock with fencing tokens (src/stores/redlock/quorum.ts), model-checked: the real algorithm
+ * runs against in-memory masters (test/unit/stores/redlock-world.ts) under random sequences of
+ * acquires by several clients, each master answering, down, losing the request or losing the
+ * reply, releases, expiries and master restarts.
+ *
+ * - With restarts that keep the data (persistence), tokens strictly increase across every
+ *   counted grant: what the read-max-then-raise-on-the-majority rule promises.
+ * - Calibration: with restarts that lose the data, fast-check finds a sequence where a grant's
+ *   token is not above an earlier one — the property is not vacuous, and this is what breaks
+ *   Redlock tokens (docs/stores.md, "What breaks Redlock tokens"); one such sequence is spelled
+ *   out as its own case.
+ *
+ * The model is sequential: each acquire runs whole before the next step, so it checks the token
+ * rule, not mutual exclusion under concurrency (that is the holder keys' job and is tested
+ * against real masters in test/integration/stores/redlock.test.ts).
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fcParams } from '../../property/settings.ts';
+import { ModelWorld, type Fault } from './redlock-world.ts';
+
+const TTL = 1000;
+
+type Step =
+  | {
+      readonly type: 'acquire';
+      readonly client: number;
+      readonly acquire: readonly Fault[];
+      readonly raise: readonly Fault[];
+    }
+  | { readonly type: 'release' }
+  | { readonly type: 'expire' }
+  | { readonly type: 'restart'; readonly master: number; readonly keepData: boolean };
+
+// Mostly answering: a master fails a call one time in five, in one of three ways.
+const fault: fc.Arbitrary<Fault> = fc.oneof(
+  { weight: 12, arbitrary: fc.constant<Fault>('ok') },
+  { weight: 1, arbitrary: fc.constant<Fault>('down') },
+  { weight: 1, arbitrary: fc.constant<Fault>('dropRequest') },
+  { weight: 1, arbitrary: fc.constant<Fault>('dropReply') },
+);
+
+function steps(n: number, lossyRestarts: boolean): fc.Arbitrary<Step[]> {
+  return fc.array(
+    fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          type: fc.constant('acquire' as const),
+          client: fc.nat(2),
+          acquire: fc.array(fault, { minLength: n, maxLength: n }),
+          raise: fc.array(fault, { minLength: n, maxLength: n }),
+        }),
+      },
+      { weight: 2, arbitrary: fc.constant({ type: 'release' as const }) },
+      { weight: 2, arbitrary: fc.constant({ type: 'expire' as const }) },
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          type: fc.constant('restart' as const),
+          master: fc.nat(n - 1),
+          keepData: lossyRestarts ? fc.boolean() : fc.constant(true),
+        }),
+      },
+    ),
+    { minLength: 15, maxLength: 40 },
+  );
+}
+
+/** run plays `s` on n masters and returns the tokens of the counted grants, in order. */
+async function run(n: number, s: readonly Step[]): Promise<bigint[]> {
+  const w = new ModelWorld(n);
+  const tokens: bigint[] = [];
+  const holders: { backend: ReturnType<ModelWorld['backend']>; owner: string }[] = [];
+  let ownerSeq = 0;
+  for (const step of s) {
+    w.tick();
+    if (step.type === 'acquire') {
+      w.plan(step.acquire, step.raise);
+      const backend = w.backend();
+      const owner = `c${step.client}-${ownerSeq++}`;
+      const a = await backend.tryAcquire(owner, TTL, 0n);
+      w.plan([], []);
+      if (a.granted) {
+        tokens.push(a.token);
+        holders.push({ backend, owner });
+      }
+    } else if (step.type === 'release') {
+      const h = holders.shift();
+      if (h !== undefined) await h.backend.release(h.owner);
+    } else if (step.type === 'expire') {
+      w.advance(TTL + 1);
+    } else {
+      w.restart(step.master, step.keepData);
+    }
+  }
+  return tokens;
+}
+
+const increasing = (t: readonly bigint[]): boolean => t.every((v, i) => i === 0 || v > (t[i - 1] ?? -1n));
+
+describe('Redlock tokens (model)', () => {
+  it.each([3, 5])(
+    'strictly increase across grants on %i masters, with failures and restarts that keep data',
+    async (n) => {
+      await fc.assert(
+        fc.asyncProperty(steps(n, false), async (s) => {
+          expect(increasing(await run(n, s))).toBe(true);
+        }),
+        fcParams(400),
+      );
+    },
+  );
+
+  it('are granted at all (the property above is not vacuous): many runs count several grants', async () => {
+    const sample = fc.sample(steps(5, false), { seed: 7, numRuns: 100 });
+    const counts = await Promise.all(sample.map(async (s) => (await run(5, s)).length));
+    expect(counts.filter((c) => c >= 2).length).toBeGreaterThanOrEqual(25);
+    expect(Math.max(...counts)).toBeGreaterThanOrEqual(5);
+  });
+
+  it('calibration: when a master may lose acknowledged data, fast-check finds tokens that do not increase', async () => {
+    const result = await fc.check(
+      fc.asyncProperty(steps(5, true), async (s) => increasing(await run(5, s))),
+      fcParams(2000),
+    );
+    expect(result.failed).toBe(true);
+  });
+
+  it('what breaks it, spelled out: the majority that saw token 1 restarts empty, and the next grant gets 1 again', async () => {
+    const w = new ModelWorld(3);
+    const first = w.backend();
+    w.plan(['ok', 'ok', 'down'], ['ok', 'ok', 'down']);
+    const g1 = await first.tryAcquire('a', TTL, 0n);
+    expect(g1).toMatchObject({ granted: true, token: 1n });
+    await first.release('a');
+    w.restart(0, false);
+    w.restart(1, false);
+    const g2 = await w.backend().tryAcquire('b', TTL, 0n);
+    expect(g2).toMatchObject({ granted: true, token: 1n, counterMissing: true }); // not above 1: a guard refuses b's writes
+    // The same with the data kept: 2.
+    const k = new ModelWorld(3);
+    k.plan(['ok', 'ok', 'down'], ['ok', 'ok', 'down']);
+    await k.backend().tryAcquire('a', TTL, 0n);
+    k.advance(TTL + 1);
+    k.restart(0, true);
+    k.restart(1, true);
+    k.plan([], []);
+    expect(await k.backend().tryAcquire('b', TTL, 0n)).toMatchObject({ granted: true, token: 2n });
+  });
+
+  it('a grant counts only when a majority acknowledged its token; otherwise it is released everywhere', async () => {
+    const w = new ModelWorld(5);
+    w.plan([], ['ok', 'ok', 'dropReply', 'dropRequest', 'down']);
+    const a = await w.backend().tryAcquire('a', TTL, 0n);
+    expect(a).toMatchObject({ granted: false, held: false, reason: '2 of 5 masters acknowledged token 1, 3 needed' });
+    w.plan([], []);
+    expect(w.holders()).toEqual([undefined, undefined, undefined, undefined, undefined]);
+    // Its partial raise is harmless: the next token is still above it.
+    expect(await w.backend().tryAcquire('b', TTL, 0n)).toMatchObject({ granted: true, token: 2n });
+  });
+
+  it('the floor is respected: the token is above it even when every counter is lower', async () => {
+    const w = new ModelWorld(5);
+    expect(await w.backend().tryAcquire('a', TTL, 41n)).toMatchObject({ granted: true, token: 42n });
+  });
+
+  it('refuses without a majority, and says whether others hold it', async () => {
+    const w = new ModelWorld(5);
+    await w.backend().tryAcquire('a', TTL, 0n);
+    expect(await w.backend().tryAcquire('b', TTL, 0n)).toMatchObject({ granted: false, held: true });
+    const d = new ModelWorld(5);
+    d.plan(['down', 'down', 'down', 'ok', 'ok'], []);
+    expect(await d.backend().tryAcquire('b', TTL, 0n)).toMatchObject({
+      granted: false,
+      held: false,
+      reason: '2 of 5 masters granted, 3 needed (0 held by another owner, 3 did not answer)',
+    });
+  });
+});

@@ -1,0 +1,117 @@
+/**
+ * In-memory Redlock masters for the model test (redlock-model.test.ts): each keeps a holder key
+ * with an expiry and a counter, as the Lua scripts of src/stores/redlock/scripts.ts do, and fails
+ * calls as planned. `restart(i, keepData)` is a restart with persistence (everything kept) or
+ * without (everything lost).
+ */
+import type { TimerClock } from '../../../src/runtime/clock.ts';
+import { redlockBackend, type MasterAcquire, type MasterPort } from '../../../src/stores/redlock/quorum.ts';
+import type { LockBackend } from '../../../src/stores/store.ts';
+
+/**
+ * Fault: what happens to one call. `down`: refused, nothing applied; `dropRequest`: lost on the
+ * way, nothing applied, no answer; `dropReply`: applied, the answer lost.
+ */
+export type Fault = 'ok' | 'down' | 'dropRequest' | 'dropReply';
+
+interface MasterState {
+  holder: { owner: string; expiresAt: number } | undefined;
+  counter: bigint | undefined;
+}
+
+/** ModelWorld: n masters on one model clock. */
+export class ModelWorld {
+  #now = 0;
+  readonly #masters: MasterState[];
+  #acquireFaults: readonly Fault[] = [];
+  #raiseFaults: readonly Fault[] = [];
+  readonly clock: TimerClock = {
+    now: () => new Date(this.#now),
+    monotonicMs: () => this.#now,
+    // Every model call answers at once: a timeout never fires.
+    setTimeout: () => {
+      const t = { cancel: () => undefined, unref: () => t };
+      return t;
+    },
+  };
+
+  constructor(n: number) {
+    this.#masters = Array.from({ length: n }, () => ({ holder: undefined, counter: undefined }));
+  }
+
+  tick(): void {
+    this.#now += 1;
+  }
+
+  advance(ms: number): void {
+    this.#now += ms;
+  }
+
+  /** plan sets the faults of the next acquire and raise calls, per master (missing: ok). */
+  plan(acquire: readonly Fault[], raise: readonly Fault[]): void {
+    this.#acquireFaults = acquire;
+    this.#raiseFaults = raise;
+  }
+
+  restart(i: number, keepData: boolean): void {
+    const m = this.#masters[i];
+    if (m !== undefined && !keepData) {
+      m.holder = undefined;
+      m.counter = undefined;
+    }
+  }
+
+  /** holders: each master's live holder (undefined when free). */
+  holders(): (string | undefined)[] {
+    return this.#masters.map((m) => this.#live(m)?.owner);
+  }
+
+  backend(): LockBackend {
+    return redlockBackend(
+      this.#masters.map((m, i) => this.#port(m, i)),
+      { clock: this.clock },
+    );
+  }
+
+  #live(m: MasterState): MasterState['holder'] {
+    return m.holder !== undefined && m.holder.expiresAt > this.#now ? m.holder : undefined;
+  }
+
+  #port(m: MasterState, i: number): MasterPort {
+    const call = async <T>(f: Fault | undefined, apply: () => T): Promise<T> => {
+      await Promise.resolve();
+      if (f === 'down') throw new Error(`master ${i} down`);
+      if (f === 'dropRequest') throw new Error(`master ${i}: no answer`);
+      const v = apply();
+      if (f === 'dropReply') throw new Error(`master ${i}: no answer`);
+      return v;
+    };
+    return {
+      name: `m${i}`,
+      acquire: (owner, ttlMs) =>
+        call(this.#acquireFaults[i], (): MasterAcquire => {
+          const h = this.#live(m);
+          if (h !== undefined) return { ok: false, heldForMs: h.expiresAt - this.#now };
+          m.holder = { owner, expiresAt: this.#now + ttlMs };
+          return { ok: true, counter: m.counter };
+        }),
+      raise: (owner, token) =>
+        call(this.#raiseFaults[i], () => {
+          if (m.counter === undefined || token > m.counter) m.counter = token;
+          return this.#live(m)?.owner === owner;
+        }),
+      renew: (owner, ttlMs) =>
+        call('ok', () => {
+          const h = this.#live(m);
+          if (h?.owner !== owner) return false;
+          h.expiresAt = this.#now + ttlMs;
+          return true;
+        }),
+      release: (owner) =>
+        call('ok', () => {
+          if (this.#live(m)?.owner === owner) m.holder = undefined;
+        }),
+      subscribe: () => Promise.resolve(() => undefined),
+    };
+  }
+}
