@@ -25,7 +25,7 @@ export {
   type IfHeld,
   type RequestBounds,
 } from './client/acquire.ts';
-export { StoreLockHeldError } from './client/store-acquire.ts';
+export { connectStore, StoreLockHeldError, type StoreConnection } from './client/store-acquire.ts';
 export { StoreUrlError } from './stores/url.ts';
 export type { LockEvent, LockSnapshot, LockState } from './agent/session.ts';
 export * from './guards/index.ts';

@@ -24,7 +24,7 @@ import { LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts'
 import { podIdentity } from './identity.ts';
 import type { IfHeld } from './if-held.ts';
 import { acquireSet, type HeldLockSet, type SetScope } from './lock-set.ts';
-import { acquireFromStore } from './store-acquire.ts';
+import { acquireFromStore, type StoreConnection } from './store-acquire.ts';
 import { LockSession, type LockEvent } from '../agent/session.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
@@ -75,9 +75,10 @@ export interface AcquireOptions {
    * `redlock://h1:p1,h2:p2,…` (at least 3 independent masters, 5 usual). No pod identity,
    * kubeconfig or controller is needed; kubeconfig, pod and runId are refused. The lock is
    * `namespace`/name (namespace default `default`), with its tokens on the same Redis counter key
-   * the controller uses.
+   * the controller uses. Or a StoreConnection (connectStore(url)) to reuse one connection
+   * across acquires; acquire then leaves it open.
    */
-  readonly store?: string;
+  readonly store?: string | StoreConnection;
   /**
    * ttlMs (store locks only): the key's TTL, renewed every third of it while the holder runs;
    * an integer in [300, 86400000], default 15000.

@@ -9,7 +9,7 @@
 import type { LockStore } from '../stores/store.ts';
 import { isDnsLabel } from '../protocol/names.ts';
 import { silentLogger } from '../observability/logger.ts';
-import { realClock } from '../runtime/clock.ts';
+import { realClock, type TimerClock } from '../runtime/clock.ts';
 import type { AcquireOptions, HeldLock } from './acquire.ts';
 import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
 import { LockHeldError, NotAcquiredError } from './errors.ts';
@@ -53,24 +53,55 @@ function checkLockName(lock: string): void {
     );
 }
 
+/**
+ * StoreConnection is a store opened once (connectStore) for many acquire() calls: pass it as
+ * options.store, and each acquire reuses its connections instead of opening its own. The caller
+ * closes it when done (acquire never does); locks still held then are lost with it.
+ */
+export interface StoreConnection {
+  /** display: the store's URL with the password redacted. */
+  readonly display: string;
+  close(): Promise<void>;
+  /** store: the opened store (stores/store.ts). */
+  readonly store: LockStore;
+}
+
+/**
+ * connectStore opens a store (the URLs of options.store) for reuse across acquire() calls, as an
+ * app that takes a lock again and again should: one connection per process, not one per lock.
+ * waitMs bounds the connecting.
+ */
+export async function connectStore(
+  url: string,
+  opts: { readonly waitMs?: number; readonly clock?: TimerClock } = {},
+): Promise<StoreConnection> {
+  const stores = await loadStores('connectStore(url)');
+  const store = await stores.openStore(url, 'connectStore(url)', opts.clock ?? realClock, opts.waitMs);
+  return { display: store.display, close: () => store.close(), store };
+}
+
 /** acquireFromStore is acquire() when options.store is set: one lock, or a set (all or none). */
 export async function acquireFromStore(
   lock: string | readonly string[],
-  opts: AcquireOptions & { readonly store: string },
+  opts: AcquireOptions & { readonly store: string | StoreConnection },
 ): Promise<HeldLock | HeldLockSet> {
   const stores = await loadStores('options.store');
   const { namespace, ttlMs } = checkStoreOptions(opts, stores);
   for (const name of typeof lock === 'string' ? [lock] : lock) checkLockName(name);
   const clock = opts.clock ?? realClock;
   const startedAt = clock.monotonicMs();
-  const store = await stores.openStore(opts.store, 'options.store', clock, opts.waitMs);
+  // A connection the caller opened stays open; one opened here is closed with the lock.
+  const url = typeof opts.store === 'string' ? opts.store : undefined;
+  const given = typeof opts.store === 'string' ? undefined : opts.store;
+  const store = given?.store ?? (await stores.openStore(url ?? '', 'options.store', clock, opts.waitMs));
+  const closeOwn = (): Promise<void> => (given !== undefined ? Promise.resolve() : store.close());
   // waitMs bounds the whole acquire, connecting included.
   const waitLeft = opts.waitMs !== undefined ? Math.max(0, opts.waitMs - (clock.monotonicMs() - startedAt)) : undefined;
   if (typeof lock === 'string') {
     try {
-      return await holdOne(stores, store, lock, namespace, ttlMs, opts, waitLeft, () => store.close());
+      return await holdOne(stores, store, lock, namespace, ttlMs, opts, waitLeft, closeOwn);
     } catch (err) {
-      await store.close();
+      await closeOwn();
       throw err;
     }
   }
@@ -79,7 +110,7 @@ export async function acquireFromStore(
     opts,
     // The set's bound is counted from the set's start (lock-set.ts); connecting is not in it.
     (name, o) => holdOne(stores, store, name, namespace, ttlMs, o, o.waitMs, () => Promise.resolve()),
-    () => ({ namespace, shared: {}, close: () => void store.close() }),
+    () => ({ namespace, shared: {}, close: () => void closeOwn() }),
   );
 }
 

@@ -18,7 +18,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquire, NotAcquiredError, redisGuard, StoreLockHeldError, StoreUrlError } from '../../../src/index.ts';
+import {
+  acquire,
+  connectStore,
+  NotAcquiredError,
+  redisGuard,
+  StoreLockHeldError,
+  StoreUrlError,
+} from '../../../src/index.ts';
 import { redisFence } from '../../../src/fencing/redis-fence.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
@@ -58,6 +65,29 @@ describe('acquire with a Redis store', () => {
     } finally {
       c.disconnect();
     }
+  });
+
+  it('connectStore: one connection reused by many acquires, left open by their releases, closed by its owner', async () => {
+    const conn = await connectStore(redis.url);
+    try {
+      const c = redis.client();
+      const clients = async (): Promise<number> => Number(/connected_clients:(\d+)/.exec(await c.info('clients'))?.[1]);
+      let last = 0n;
+      let clientsBefore = 0;
+      for (let i = 0; i < 20; i++) {
+        const lock = await acquire('reused', { store: conn, ttlMs: 2000 });
+        expect(lock.token).toBeGreaterThan(last);
+        last = lock.token;
+        await lock.release();
+        if (i === 0) clientsBefore = await clients(); // the store's connections, its subscriber included
+      }
+      // No connection per acquire: the count after 19 more is what it was after the first.
+      expect(await clients()).toBe(clientsBefore);
+      c.disconnect();
+    } finally {
+      await conn.close();
+    }
+    await expect(acquire('reused', { store: conn, ttlMs: 2000, waitMs: 500 })).rejects.toThrow();
   });
 
   it('two holders contend: exactly one at a time, tokens strictly increasing', async () => {
