@@ -47,6 +47,7 @@ class Scripted implements LockBackend {
     return Promise.resolve();
   }
   subscribe(onRelease: () => void): Promise<() => void> {
+    this.calls.push('subscribe');
     this.notify = onRelease;
     return Promise.resolve(() => {
       this.notify = undefined;
@@ -88,7 +89,7 @@ describe('holdLock: waiting', () => {
     expect(h.token).toBe(1n);
     expect(h.counterMissing).toBe(true);
     expect(h.isHeld()).toBe(true);
-    expect(b.calls).toEqual(['acquire o1']);
+    expect(b.calls).toEqual(['acquire o1']); // one round trip: no subscription for a free lock
   });
 
   it('a release notification wakes the waiter before its backoff ends', async () => {
@@ -97,13 +98,14 @@ describe('holdLock: waiting', () => {
     b.free = false;
     const p = holdLock(b, options(clock));
     await flush();
-    expect(b.calls).toEqual(['acquire o1']);
+    // Refused: it subscribes, then tries again at once (a release before the subscription is not missed).
+    expect(b.calls).toEqual(['acquire o1', 'subscribe', 'acquire o2']);
     b.free = true;
     b.notify?.();
     const r = await p;
     expect(r.kind).toBe('held');
     expect(clock.monotonicMs()).toBe(0); // no time passed: woken, not timed out
-    expect(b.calls).toEqual(['acquire o1', 'acquire o2']);
+    expect(b.calls).toEqual(['acquire o1', 'subscribe', 'acquire o2', 'acquire o3']);
   });
 
   it('without notifications, retries on the jittered backoff until waitMs, then says why', async () => {
@@ -113,8 +115,17 @@ describe('holdLock: waiting', () => {
     const p = holdLock(b, options(clock, { waitMs: 500 }));
     for (let i = 0; i < 20; i++) await clock.advanceAsync(100);
     expect(await p).toEqual({ kind: 'timedOut', reason: 'held by another owner' });
-    // backoff ceilings 50, 100, 200, then capped by the 500 ms wait: 49 + 99 + 199 + 153 ms
-    expect(b.calls).toEqual(['acquire o1', 'acquire o2', 'acquire o3', 'acquire o4', 'acquire o5']);
+    // refused, subscribed, tried again at once; then backoff ceilings 50, 100, 200, capped by the
+    // 500 ms wait: 49 + 99 + 199 + 153 ms
+    expect(b.calls).toEqual([
+      'acquire o1',
+      'subscribe',
+      'acquire o2',
+      'acquire o3',
+      'acquire o4',
+      'acquire o5',
+      'acquire o6',
+    ]);
   });
 
   it('ifHeld fail: gives up at the first refusal by another owner', async () => {
@@ -156,7 +167,7 @@ describe('holdLock: a grant that came too late', () => {
     await clock.advanceAsync(50); // the backoff's first step
     const r = await p;
     expect(r.kind).toBe('held');
-    expect(b.calls).toEqual(['acquire o1', 'release o1', 'acquire o2']);
+    expect(b.calls).toEqual(['acquire o1', 'release o1', 'subscribe', 'acquire o2']);
     if (r.kind === 'held') expect(r.hold.token).toBe(2n);
   });
 });
