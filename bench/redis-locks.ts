@@ -1,0 +1,237 @@
+/**
+ * redis-locks.ts — `node bench/redis-locks.ts [--runs N] [--seconds S] [--workers W]`: the Redis
+ * lock designs side by side, in one run, on the same redis-servers (Debian's, on loopback,
+ * started and stopped by PID; `--save "" --appendonly no`):
+ *   - one Redis: fencepost's Redis store (SET NX PX + token in one script), node-redlock and
+ *     @sesamecare-oss/redlock with one client;
+ *   - five masters: fencepost's Redlock store (majority, with a token), node-redlock and
+ *     @sesamecare-oss/redlock with five clients;
+ *   - the Lease store (the controller grants through the API server), for contrast.
+ * Per implementation:
+ *   - latency: N sequential acquire+release pairs of a free lock (each pair timed);
+ *   - contention: W workers, each with its own connections, take and release the same lock
+ *     for S seconds: acquisitions per second, and each acquire's wait (p50/p99).
+ * Writes bench/results/redis-locks.json (machine, load average at start and end) and prints a table.
+ */
+import { relative } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
+import {
+  describeMachine,
+  loadAverage,
+  machineLine,
+  onInterrupt,
+  runMain,
+  summarize,
+  textTable,
+  writeResult,
+  type Stats,
+} from './lib.ts';
+import { nodeRedlock, sesameRedlock, type BenchLockImpl } from './peers/redis-lock-peers.ts';
+import { fencepostImpls, type FencepostImpls } from './redis-locks-fencepost.ts';
+
+const USAGE = `Usage: node bench/redis-locks.ts [--runs N] [--seconds S] [--workers W] [--out FILE]
+
+  --runs N      sequential acquire+release pairs per implementation (default 2000; Lease: N/20)
+  --seconds S   seconds of contention per implementation (default 5)
+  --workers W   contending workers (default 8)
+  --out FILE    results file under bench/results/ (default redis-locks.json)
+`;
+
+/** TTL_MS: every lock's time to live (Redis stores, peers) or lease (Lease store). */
+const TTL_MS = 10_000;
+
+/** ImplResult is one implementation's figures. */
+interface ImplResult {
+  readonly name: string;
+  readonly masters: number;
+  readonly issuesTokens: boolean;
+  readonly latencyMs: Stats;
+  readonly contention: {
+    readonly workers: number;
+    readonly perSecond: number;
+    readonly waitMs: Stats;
+    /** perWorker: acquisitions per worker — how evenly the lock went round (a releasing worker that takes it straight back starves the others). */
+    readonly perWorker: readonly number[];
+  };
+  /** tokensIncreasing: every token seen under contention was above the one before (undefined: no tokens). */
+  readonly tokensIncreasing: boolean | undefined;
+}
+
+async function latency(impl: BenchLockImpl, runs: number, resource: string): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < runs + Math.ceil(runs / 10); i++) {
+    const t0 = performance.now();
+    const held = await impl.acquire(resource, TTL_MS);
+    await held.release();
+    if (i >= Math.ceil(runs / 10)) out.push(performance.now() - t0); // the first tenth warms up
+  }
+  return out;
+}
+
+async function contention(
+  workers: readonly BenchLockImpl[],
+  seconds: number,
+  resource: string,
+): Promise<{ perSecond: number; waits: number[]; tokensIncreasing: boolean | undefined; perWorker: number[] }> {
+  const end = performance.now() + seconds * 1000;
+  const waits: number[] = [];
+  const perWorker = workers.map(() => 0);
+  const tokens: bigint[] = [];
+  let holders = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    workers.map(async (impl, w) => {
+      while (performance.now() < end) {
+        const w0 = performance.now();
+        const held = await impl.acquire(resource, TTL_MS);
+        waits.push(performance.now() - w0);
+        perWorker[w] = (perWorker[w] ?? 0) + 1;
+        holders++;
+        if (holders > 1) throw new Error(`${impl.name}: ${holders} holders at once`);
+        if (held.token !== undefined) tokens.push(held.token);
+        holders--;
+        await held.release();
+      }
+    }),
+  );
+  const s = (performance.now() - t0) / 1000;
+  const increasing = tokens.length === 0 ? undefined : tokens.every((t, i) => i === 0 || t > (tokens[i - 1] ?? 0n));
+  return { perSecond: Math.round(waits.length / s), waits, tokensIncreasing: increasing, perWorker };
+}
+
+async function measure(
+  make: () => BenchLockImpl,
+  runs: number,
+  seconds: number,
+  workers: number,
+  tag: string,
+): Promise<ImplResult> {
+  const one = make();
+  const lat = await latency(one, runs, `lat-${tag}`);
+  const fleet = Array.from({ length: workers }, make);
+  const c = await contention(fleet, seconds, `contended-${tag}`);
+  return {
+    name: one.name,
+    masters: one.masters,
+    issuesTokens: one.issuesTokens,
+    latencyMs: summarize(lat),
+    contention: { workers, perSecond: c.perSecond, waitMs: summarize(c.waits), perWorker: c.perWorker },
+    tokensIncreasing: c.tokensIncreasing,
+  };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '2000' },
+      seconds: { type: 'string', default: '5' },
+      workers: { type: 'string', default: '8' },
+      out: { type: 'string', default: 'redis-locks.json' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const runs = Number(values.runs);
+  const seconds = Number(values.seconds);
+  const workers = Number(values.workers);
+  for (const [flag, v] of [
+    ['--runs', runs],
+    ['--seconds', seconds],
+    ['--workers', workers],
+  ] as const)
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${flag}: ${String(v)} is not a positive integer`);
+
+  const loadStart = loadAverage();
+  const servers: RedisServer[] = [];
+  const clients: Redis[] = [];
+  const interrupt = onInterrupt();
+  let fp: FencepostImpls | undefined;
+  try {
+    for (let i = 0; i < 5; i++) servers.push(await startRedis());
+    const urls = servers.map((s) => s.url);
+    /** connect opens clients of its own: each worker has its own connections, as separate processes would. */
+    const connect = (n: number): Redis[] => {
+      const cs = urls.slice(0, n).map((u) => new Redis(u, { lazyConnect: false, maxRetriesPerRequest: 1 }));
+      clients.push(...cs);
+      return cs;
+    };
+    fp = await fencepostImpls(urls, TTL_MS);
+    const plans: { tag: string; make: () => BenchLockImpl; runs: number }[] = [
+      { tag: 'fp-redis', make: () => fp?.redis() ?? unready(), runs },
+      { tag: 'node-redlock-1', make: () => nodeRedlock(connect(1)), runs },
+      { tag: 'sesame-1', make: () => sesameRedlock(connect(1)), runs },
+      { tag: 'fp-redlock', make: () => fp?.redlock() ?? unready(), runs },
+      { tag: 'node-redlock-5', make: () => nodeRedlock(connect(5)), runs },
+      { tag: 'sesame-5', make: () => sesameRedlock(connect(5)), runs },
+      { tag: 'fp-lease', make: () => fp?.lease() ?? unready(), runs: Math.max(1, Math.round(runs / 20)) },
+    ];
+    const results: ImplResult[] = [];
+    for (const p of plans) {
+      if (interrupt.signal.aborted) throw new Error('interrupted');
+      process.stderr.write(`${p.tag}…\n`);
+      results.push(await measure(p.make, p.runs, seconds, workers, p.tag));
+    }
+    const loadEnd = loadAverage();
+    const machine = describeMachine();
+    const file = writeResult(values.out, {
+      benchmark: 'redis-locks',
+      machine,
+      loadAverage: { start: loadStart, end: loadEnd },
+      settings: { runs, seconds, workers, ttlMs: TTL_MS },
+      results,
+    });
+    const f = (x: number): string => x.toFixed(2);
+    const rows = [
+      [
+        'implementation',
+        'masters',
+        'token',
+        'acq+rel p50',
+        'p90',
+        'p99',
+        `${workers} workers/s`,
+        'wait p50',
+        'wait p99',
+      ],
+      ...results.map((r) => [
+        r.name,
+        String(r.masters),
+        r.issuesTokens ? (r.tokensIncreasing === true ? 'yes, increasing' : 'yes, NOT increasing') : 'no',
+        f(r.latencyMs.p50),
+        f(r.latencyMs.p90),
+        f(r.latencyMs.p99),
+        String(r.contention.perSecond),
+        f(r.contention.waitMs.p50),
+        f(r.contention.waitMs.p99),
+        `${Math.min(...r.contention.perWorker)}/${Math.max(...r.contention.perWorker)}`,
+      ]),
+    ];
+    process.stdout.write(
+      [
+        machineLine(machine),
+        `load ${loadStart.one} → ${loadEnd.one}`,
+        ...textTable(rows, 3),
+        relative(process.cwd(), file),
+      ]
+        .join('\n')
+        .concat('\n'),
+    );
+  } finally {
+    interrupt.dispose();
+    await fp?.close();
+    await Promise.allSettled(clients.map((c) => c.quit()));
+    await Promise.allSettled(servers.map((s) => s.stop()));
+  }
+}
+
+function unready(): never {
+  throw new Error('the fencepost stores were not started');
+}
+
+runMain('redis-locks', main);
