@@ -61,14 +61,15 @@ export async function openRedlockStore(
       const keys = lockKeys(namespace, name);
       const ports = masters.map((m): MasterPort => ({
         name: m.name,
-        async acquire(owner, ttlMs) {
-          const reply = await m.acquire([keys.holder, keys.counter], [owner, String(ttlMs)]);
+        async acquire(owner, ttlMs, floor) {
+          const reply = await m.acquire([keys.holder, keys.counter], [owner, String(ttlMs), floor.toString()]);
           if (!Array.isArray(reply)) throw new Error(`${m.name}: unexpected reply ${String(reply)}`);
-          const [took, value] = reply as unknown[];
+          const [took, value, existed] = reply as unknown[];
           if (took !== 1) return { ok: false, heldForMs: typeof value === 'number' ? value : -1 };
           return {
             ok: true,
-            counter: value === undefined ? undefined : parseToken(value, `counter ${keys.counter} on ${m.name}`),
+            counter: parseToken(value, `counter ${keys.counter} on ${m.name}`),
+            existed: existed === 1,
           };
         },
         async raise(owner, token) {

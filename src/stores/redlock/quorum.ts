@@ -6,17 +6,21 @@
  *
  * Acquire (Kleppmann's and antirez's Redlock, plus a token):
  * 1. note the time BEFORE sending; on every master in parallel, with a per-master timeout, SET
- *    the holder key NX PX and read the master's counter, in one script;
+ *    the holder key NX PX and advance the master's counter (INCR, re-floored above the floor),
+ *    in one script that answers the counter's new value;
  * 2. held if a majority granted and the validity (start + TTL − drift) has not passed;
- * 3. token = max(floor, counters read on that majority) + 1, written with a raise-only script
- *    (SET the counter to the token only if greater) to the same majority;
- * 4. the grant counts only if a majority acknowledged the raise while the owner still held its
- *    key there, within the validity. Any failure releases on every master.
+ * 3. token = the largest value the majority answered (or floor + 1);
+ * 4. if a majority answered exactly the token, the counter already stands at the token on a
+ *    majority: the grant counts (one round trip, the usual case: a grant that took every master
+ *    advances every counter alike). Otherwise the token is written with a raise-only script (SET
+ *    the counter to the token only if greater) to the masters that granted, and the grant counts
+ *    only if a majority acknowledged the raise while the owner still held its key there, within
+ *    the validity. Any failure releases on every master.
  *
- * Why tokens only grow: a counted grant G left counter ≥ t_G on a majority M_G (raise-only, and
- * while G held the key there). A grant H that starts after G counted acquires a majority M_H,
- * which intersects M_G (two majorities of N share a master), and reads that master's counter
- * after G's raise: t_H ≥ t_G + 1. What breaks it: a master of M_G that loses the acknowledged
+ * Why tokens only grow: a counted grant G left counter ≥ t_G on a majority M_G (counters only
+ * grow; the values were answered, or raised, while G held the key there). A grant H that starts
+ * after G counted acquires a majority M_H, which intersects M_G (two majorities of N share a
+ * master), and advances that master's counter past its value after G: t_H ≥ t_G + 1. What breaks it: a master of M_G that loses the acknowledged
  * counter (restart without persistence, failover to a replica that had not received it) no longer
  * vouches for t_G, and if the intersection with M_H is only such masters, t_H can be ≤ t_G.
  * docs/stores.md states it; the model test finds it.
@@ -26,15 +30,16 @@ import type { Clock, TimerClock } from '../../runtime/clock.ts';
 import { validUntil } from '../redis/timing.ts';
 import type { Attempt, LockBackend, RenewAnswer } from '../store.ts';
 
-/** MasterAcquire: what one master answered to the acquire script. */
+/** MasterAcquire: what one master answered to the acquire script (taken: the counter's new value, and whether it existed before). */
 export type MasterAcquire =
-  { readonly ok: true; readonly counter: bigint | undefined } | { readonly ok: false; readonly heldForMs: number };
+  | { readonly ok: true; readonly counter: bigint; readonly existed: boolean }
+  | { readonly ok: false; readonly heldForMs: number };
 
 /** MasterPort is one master, for one lock. Every method may throw (down, timeout). */
 export interface MasterPort {
   readonly name: string;
-  /** acquire: SET NX PX of the holder key and, when it took, the counter's value (undefined: missing). */
-  acquire(owner: string, ttlMs: number): Promise<MasterAcquire>;
+  /** acquire: SET NX PX of the holder key and, when it took, the counter advanced (INCR, above `floor`): its new value. */
+  acquire(owner: string, ttlMs: number, floor: bigint): Promise<MasterAcquire>;
   /** raise: counter := token if token is greater (always); true if `owner` still holds the key here. */
   raise(owner: string, token: bigint): Promise<boolean>;
   /** renew: compare-and-PEXPIRE; false if the key is not `owner`'s. */
@@ -93,14 +98,16 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
       // 1. The time before anything is sent: every key's TTL starts after it.
       const startedAt = o.clock.monotonicMs();
       const validity = validUntil(startedAt, ttlMs);
-      const answers = await Promise.all(masters.map((m) => ask(o.clock, timeout, () => m.acquire(owner, ttlMs))));
-      const took: { master: MasterPort; counter: bigint | undefined }[] = [];
+      const answers = await Promise.all(
+        masters.map((m) => ask(o.clock, timeout, () => m.acquire(owner, ttlMs, floor))),
+      );
+      const took: { master: MasterPort; counter: bigint; existed: boolean }[] = [];
       let held = 0;
       let heldForMs: number | undefined;
       answers.forEach((a, i) => {
         const master = masters[i];
         if (!a.ok || master === undefined) return;
-        if (a.value.ok) took.push({ master, counter: a.value.counter });
+        if (a.value.ok) took.push({ master, counter: a.value.counter, existed: a.value.existed });
         else {
           held++;
           heldForMs = Math.min(heldForMs ?? Infinity, a.value.heldForMs);
@@ -121,15 +128,18 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
         await releaseAll(owner);
         return { granted: false, held: false, reason: 'the validity was spent acquiring a majority' };
       }
-      // 3. The token: above the floor and every counter of the majority.
-      let max = floor;
-      for (const t of took) if (t.counter !== undefined && t.counter > max) max = t.counter;
-      const token = max + 1n;
+      // 3. The token: the largest counter the majority advanced to (each is above the floor).
+      let token = floor + 1n;
+      for (const t of took) if (t.counter > token) token = t.counter;
       if (token > MAX_TOKEN) {
         await releaseAll(owner);
         throw new Error(`the fencing counter reached its maximum ${MAX_TOKEN}`);
       }
-      // 4. Written to the same majority; counted only when a majority acknowledged it in time.
+      const counterMissing = took.every((t) => !t.existed);
+      // 4. Already at the token on a majority: counted. Else raised on the masters that granted,
+      // and counted only when a majority acknowledged it in time.
+      if (took.filter((t) => t.counter === token).length >= q)
+        return { granted: true, token, validUntilMs: validity, counterMissing };
       const acks = await Promise.all(took.map((t) => ask(o.clock, timeout, () => t.master.raise(owner, token))));
       const acked = acks.filter((a) => a.ok && a.value).length;
       if (acked < q || o.clock.monotonicMs() >= validity) {
@@ -143,12 +153,7 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
               : 'the validity was spent writing the token',
         };
       }
-      return {
-        granted: true,
-        token,
-        validUntilMs: validity,
-        counterMissing: took.every((t) => t.counter === undefined),
-      };
+      return { granted: true, token, validUntilMs: validity, counterMissing };
     },
     async renew(owner, ttlMs): Promise<RenewAnswer> {
       const answers = await Promise.all(masters.map((m) => ask(o.clock, timeout, () => m.renew(owner, ttlMs))));

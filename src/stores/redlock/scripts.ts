@@ -6,18 +6,18 @@ import { FENCE_NEXT_FUNCTION_LUA } from '../../fencing/redis-fence.ts';
 
 /**
  * REDLOCK_ACQUIRE_LUA: KEYS[1] = holder key, KEYS[2] = counter key; ARGV[1] = owner id, ARGV[2] =
- * TTL (ms). Held by another: {0, PTTL}. Taken: {1, counter} with the counter's value as this
- * master knows it, or {1} when the counter is missing here. The counter is only read: the token
- * is decided by the client over the whole majority (redlock/quorum.ts).
+ * TTL (ms), ARGV[3] = floor (decimal). Held by another: {0, PTTL}. Taken: {1, v, existed} where v is
+ * the counter after fence_next advanced it (INCR, re-floored above ARGV[3]) — the counter moves
+ * before the key is written, as in the single-Redis acquire, since Redis never rolls a script
+ * back. The token is still decided by the client over the whole majority (redlock/quorum.ts).
  */
-export const REDLOCK_ACQUIRE_LUA = `
+export const REDLOCK_ACQUIRE_LUA = `${FENCE_NEXT_FUNCTION_LUA}
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
 end
+local f = fence_next(KEYS[2], ARGV[3])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-local v = redis.call('GET', KEYS[2])
-if not v then return {1} end
-return {1, v}
+return {1, f[1], f[4]}
 `;
 
 /**

@@ -88,12 +88,16 @@ export class ModelWorld {
     };
     return {
       name: `m${i}`,
-      acquire: (owner, ttlMs) =>
+      acquire: (owner, ttlMs, floor) =>
         call(this.#acquireFaults[i], (): MasterAcquire => {
           const h = this.#live(m);
           if (h !== undefined) return { ok: false, heldForMs: h.expiresAt - this.#now };
+          // fence_next: INCR (a missing counter counts as 0), re-floored above the floor.
+          const existed = m.counter !== undefined;
+          const next = (m.counter ?? 0n) + 1n;
+          m.counter = next > floor ? next : floor + 1n;
           m.holder = { owner, expiresAt: this.#now + ttlMs };
-          return { ok: true, counter: m.counter };
+          return { ok: true, counter: m.counter, existed };
         }),
       raise: (owner, token) =>
         call(this.#raiseFaults[i], () => {
