@@ -8,7 +8,8 @@
  *     @sesamecare-oss/redlock with five clients;
  *   - the Lease store (the controller grants through the API server), for contrast.
  * Per implementation:
- *   - latency: N sequential acquire+release pairs of a free lock (each pair timed);
+ *   - latency: N sequential acquire+release pairs of a free lock (each pair timed), interleaved
+ *     over the implementations in 10 rounds after a warm-up round;
  *   - contention: W workers, each with its own connections, take and release the same lock
  *     for S seconds: acquisitions per second, and each acquire's wait (p50/p99).
  * Writes bench/results/redis-locks.json (machine, load average at start and end) and prints a table.
@@ -33,7 +34,8 @@ import { fencepostImpls, type FencepostImpls } from './redis-locks-fencepost.ts'
 
 const USAGE = `Usage: node bench/redis-locks.ts [--runs N] [--seconds S] [--workers W] [--out FILE]
 
-  --runs N      sequential acquire+release pairs per implementation (default 2000; Lease: N/20)
+  --runs N      sequential acquire+release pairs per implementation, in 10 interleaved rounds
+                (default 2000; Lease: N/20)
   --seconds S   seconds of contention per implementation (default 5)
   --workers W   contending workers (default 8)
   --out FILE    results file under bench/results/ (default redis-locks.json)
@@ -59,13 +61,22 @@ interface ImplResult {
   readonly tokensIncreasing: boolean | undefined;
 }
 
-async function latency(impl: BenchLockImpl, runs: number, resource: string): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < runs + Math.ceil(runs / 10); i++) {
-    const t0 = performance.now();
-    const held = await impl.acquire(resource, TTL_MS);
-    await held.release();
-    if (i >= Math.ceil(runs / 10)) out.push(performance.now() - t0); // the first tenth warms up
+/** ROUNDS: the latency runs are interleaved in this many rounds over the implementations, so that warm-up and drift of the machine fall on all alike. */
+const ROUNDS = 10;
+
+/** latencies times `runs` acquire+release pairs of a free lock per implementation, interleaved in ROUNDS rounds (each pair timed; one warm-up round first). */
+async function latencies(impls: readonly { impl: BenchLockImpl; runs: number; tag: string }[]): Promise<number[][]> {
+  const out = impls.map(() => [] as number[]);
+  for (let round = -1; round < ROUNDS; round++) {
+    for (const [k, { impl, runs, tag }] of impls.entries()) {
+      const n = Math.max(1, Math.round(runs / ROUNDS));
+      for (let i = 0; i < n; i++) {
+        const t0 = performance.now();
+        const held = await impl.acquire(`lat-${tag}`, TTL_MS);
+        await held.release();
+        if (round >= 0) out[k]?.push(performance.now() - t0); // round -1 warms up
+      }
+    }
   }
   return out;
 }
@@ -99,27 +110,6 @@ async function contention(
   const s = (performance.now() - t0) / 1000;
   const increasing = tokens.length === 0 ? undefined : tokens.every((t, i) => i === 0 || t > (tokens[i - 1] ?? 0n));
   return { perSecond: Math.round(waits.length / s), waits, tokensIncreasing: increasing, perWorker };
-}
-
-async function measure(
-  make: () => BenchLockImpl,
-  runs: number,
-  seconds: number,
-  workers: number,
-  tag: string,
-): Promise<ImplResult> {
-  const one = make();
-  const lat = await latency(one, runs, `lat-${tag}`);
-  const fleet = Array.from({ length: workers }, make);
-  const c = await contention(fleet, seconds, `contended-${tag}`);
-  return {
-    name: one.name,
-    masters: one.masters,
-    issuesTokens: one.issuesTokens,
-    latencyMs: summarize(lat),
-    contention: { workers, perSecond: c.perSecond, waitMs: summarize(c.waits), perWorker: c.perWorker },
-    tokensIncreasing: c.tokensIncreasing,
-  };
 }
 
 async function main(): Promise<void> {
@@ -171,11 +161,27 @@ async function main(): Promise<void> {
       { tag: 'sesame-5', make: () => sesameRedlock(connect(5)), runs },
       { tag: 'fp-lease', make: () => fp?.lease() ?? unready(), runs: Math.max(1, Math.round(runs / 20)) },
     ];
+    const ones = plans.map((p) => ({ impl: p.make(), runs: p.runs, tag: p.tag }));
+    process.stderr.write(`latency: ${ROUNDS} interleaved rounds…\n`);
+    const lat = await latencies(ones);
     const results: ImplResult[] = [];
-    for (const p of plans) {
+    for (const [k, p] of plans.entries()) {
       if (interrupt.signal.aborted) throw new Error('interrupted');
-      process.stderr.write(`${p.tag}…\n`);
-      results.push(await measure(p.make, p.runs, seconds, workers, p.tag));
+      process.stderr.write(`contention: ${p.tag}…\n`);
+      const one = ones[k]?.impl ?? p.make();
+      const c = await contention(
+        Array.from({ length: workers }, () => p.make()),
+        seconds,
+        `contended-${p.tag}`,
+      );
+      results.push({
+        name: one.name,
+        masters: one.masters,
+        issuesTokens: one.issuesTokens,
+        latencyMs: summarize(lat[k] ?? []),
+        contention: { workers, perSecond: c.perSecond, waitMs: summarize(c.waits), perWorker: c.perWorker },
+        tokensIncreasing: c.tokensIncreasing,
+      });
     }
     const loadEnd = loadAverage();
     const machine = describeMachine();
