@@ -47,7 +47,8 @@ export interface ControllerConfig {
 export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
 
   --kubeconfig PATH                    kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)
-  --redis-url URL                      Redis for fencing tokens (env FENCEPOST_REDIS_URL); without it locks use the Lease backend
+  --redis-url URL[,URL…]               Redis for fencing tokens (env FENCEPOST_REDIS_URL); several, comma-separated, are shards:
+                                       each lock's counter on one, by a stable hash; without it locks use the Lease backend
   --namespace NS                       watch only this namespace; repeatable (default: all namespaces)
   --workers N                          concurrent reconciles (default 4)
   --metrics-bind-address ADDR          /metrics listener (default 0.0.0.0:8080; 0 disables)
@@ -94,8 +95,13 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
   );
   const level = parseLogLevel(values['log-level']);
   const redisUrl = values['redis-url'] ?? env['FENCEPOST_REDIS_URL'];
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl))
-    throw new UsageError('--redis-url', `must start with redis:// or rediss://, got ${JSON.stringify(redisUrl)}`);
+  // One URL, or several shards separated by commas (fencing/shards.ts places each lock's counter).
+  for (const url of redisUrl !== undefined && redisUrl !== '' ? redisUrl.split(',') : [])
+    if (!/^rediss?:\/\/\S+$/.test(url.trim()))
+      throw new UsageError(
+        '--redis-url',
+        `each URL must start with redis:// or rediss://, got ${JSON.stringify(url)} in ${JSON.stringify(redisUrl)}`,
+      );
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     redisUrl: redisUrl === '' ? undefined : redisUrl,

@@ -5,6 +5,7 @@
 import { Redis } from 'ioredis';
 import type { DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { fenceCounterKey, leaseFence, redisFence, type FenceDispenser } from './redis-fence.ts';
+import { parseShardUrls, shardFor, shardIdentity } from './shards.ts';
 
 /** LockFencing is how one lock gets its tokens. */
 export interface LockFencing {
@@ -34,37 +35,38 @@ const unavailable: FenceDispenser = {
 };
 
 /**
- * fencingBackends: with a Redis URL, locks default to Redis; without one, to the embedded Lease
- * backend, and a lock that asks for Redis is reported not ready. The ioredis client fails
- * commands at once while disconnected (no offline queue), so a grant never waits on a dead Redis;
- * it reconnects in the background.
+ * fencingBackends: with Redis URLs (one, or several shards separated by commas: fencing/shards.ts),
+ * locks default to Redis; without one, to the embedded Lease backend, and a lock that asks for
+ * Redis is reported not ready. Each lock's counter lives on the shard its key is placed on. The
+ * ioredis clients fail commands at once while disconnected (no offline queue), so a grant never
+ * waits on a dead Redis; they reconnect in the background.
  */
 export function fencingBackends(redisUrl: string | undefined, onStatus?: (ready: boolean) => void): FencingBackends {
-  const client =
-    redisUrl !== undefined
-      ? new Redis(redisUrl, {
-          enableOfflineQueue: false,
-          maxRetriesPerRequest: 1,
-          connectTimeout: 2000,
-          commandTimeout: 2000,
-          retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
-        })
-      : undefined;
-  let lastError = 'connecting';
-  if (client !== undefined) {
+  const urls = redisUrl !== undefined && redisUrl !== '' ? parseShardUrls(redisUrl, '--redis-url') : [];
+  const shards = urls.map((url) => {
+    const client = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2000,
+      commandTimeout: 2000,
+      retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
+    });
+    const shard = { id: shardIdentity(url), client, dispenser: redisFence(client), lastError: 'connecting' };
     client.on('error', (err: Error) => {
-      lastError = err.message;
+      shard.lastError = err.message;
     });
     client.on('ready', () => onStatus?.(true));
     client.on('close', () => onStatus?.(false));
-  }
-  const redis = client !== undefined ? redisFence(client) : undefined;
+    return shard;
+  });
+  const ids = shards.map((s) => s.id);
   return {
     forLock(lock) {
-      const wanted = lock.spec.fencing?.backend ?? (client !== undefined ? 'Redis' : 'Lease');
+      const wanted = lock.spec.fencing?.backend ?? (shards.length > 0 ? 'Redis' : 'Lease');
       if (wanted === 'Lease') return { backend: 'Lease', key: '', dispenser: leaseFence, ready: true };
       const key = redisKeyFor(lock);
-      if (client === undefined || redis === undefined) {
+      const shard = shards[shardFor(ids, key)];
+      if (shard === undefined) {
         return {
           backend: 'Redis',
           key,
@@ -74,20 +76,19 @@ export function fencingBackends(redisUrl: string | undefined, onStatus?: (ready:
           notConfigured: true,
         };
       }
-      const ready = client.status === 'ready';
+      const ready = shard.client.status === 'ready';
+      const where = shards.length > 1 ? ` (shard ${shard.id})` : '';
       return {
         backend: 'Redis',
         key,
-        dispenser: redis,
+        dispenser: shard.dispenser,
         ready,
-        ...(ready ? {} : { detail: `Redis ${client.status}: ${lastError}` }),
+        ...(ready ? {} : { detail: `Redis${where} ${shard.client.status}: ${shard.lastError}` }),
       };
     },
     async close() {
-      if (client !== undefined) {
-        client.disconnect();
-        await Promise.resolve();
-      }
+      for (const s of shards) s.client.disconnect();
+      await Promise.resolve();
     },
   };
 }

@@ -73,7 +73,17 @@ describe('parseControllerConfig', () => {
     {
       name: 'a Redis URL without the scheme',
       argv: ['--redis-url', 'localhost:6379'],
-      message: '--redis-url: must start with redis:// or rediss://, got "localhost:6379"',
+      message: '--redis-url: each URL must start with redis:// or rediss://, got "localhost:6379" in "localhost:6379"',
+    },
+    {
+      name: 'a shard list with one URL without the scheme',
+      argv: ['--redis-url', 'redis://a:6379,b:6379'],
+      message: '--redis-url: each URL must start with redis:// or rediss://, got "b:6379" in "redis://a:6379,b:6379"',
+    },
+    {
+      name: 'a shard list with an empty entry',
+      argv: ['--redis-url', 'redis://a:6379,'],
+      message: '--redis-url: each URL must start with redis:// or rediss://, got "" in "redis://a:6379,"',
     },
     { name: 'an unknown flag', argv: ['--bogus'], message: '--bogus: unknown flag' },
     { name: 'a flag without its value', argv: ['--workers'], message: '--workers: missing value' },
