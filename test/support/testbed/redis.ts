@@ -145,7 +145,8 @@ export async function startRedis(opts: { dir?: string; binary?: string } = {}): 
       if (proc === undefined) throw new Error('redis-server not started');
       return proc;
     },
-    client: () => new Redis(url),
+    // Quiet: a test that stops the server must not get ioredis' unhandled 'error' noise from its clients.
+    client: () => quiet(new Redis(url)),
     async restart({ loseData }) {
       if (loseData) {
         await stopProc();
