@@ -30,12 +30,17 @@ export interface BenchLockImpl {
 /** RETRY: the peers' retry settings in the benchmark (see above). */
 export const RETRY = { retryCount: -1, retryDelay: 10, retryJitter: 10 } as const;
 
-/** nodeRedlock: node-redlock on `clients` (one client: the single-instance form). */
-export function nodeRedlock(clients: readonly Redis[]): BenchLockImpl {
-  const r = new NodeRedlock(clients, { ...RETRY, driftFactor: 0.01 });
+/** RedlockLike: the part of both libraries' Redlock class the benchmark uses (their shapes agree). */
+interface RedlockLike {
+  on(event: 'error', listener: () => void): unknown;
+  acquire(resources: string[], duration: number): Promise<{ release(): Promise<unknown> }>;
+}
+
+/** peer wraps one library's Redlock on `clients` (one client: the single-instance form). */
+function peer(name: string, clients: readonly Redis[], r: RedlockLike): BenchLockImpl {
   r.on('error', () => undefined); // a refused attempt is reported here too; the retry handles it
   return {
-    name: 'redlock (node-redlock 5.0.0-beta.2)',
+    name,
     masters: clients.length,
     issuesTokens: false,
     acquire: async (resource, ttlMs) => {
@@ -50,22 +55,16 @@ export function nodeRedlock(clients: readonly Redis[]): BenchLockImpl {
   };
 }
 
+/** nodeRedlock: node-redlock on `clients`. */
+export function nodeRedlock(clients: readonly Redis[]): BenchLockImpl {
+  return peer(
+    'redlock (node-redlock 5.0.0-beta.2)',
+    clients,
+    new NodeRedlock(clients, { ...RETRY, driftFactor: 0.01 }),
+  );
+}
+
 /** sesameRedlock: @sesamecare-oss/redlock on `clients`. */
 export function sesameRedlock(clients: readonly Redis[]): BenchLockImpl {
-  const r = new SesameRedlock(clients, { ...RETRY, driftFactor: 0.01 });
-  r.on('error', () => undefined);
-  return {
-    name: '@sesamecare-oss/redlock 1.4.0',
-    masters: clients.length,
-    issuesTokens: false,
-    acquire: async (resource, ttlMs) => {
-      const lock = await r.acquire([resource], ttlMs);
-      return {
-        token: undefined,
-        release: async () => {
-          await lock.release();
-        },
-      };
-    },
-  };
+  return peer('@sesamecare-oss/redlock 1.4.0', clients, new SesameRedlock(clients, { ...RETRY, driftFactor: 0.01 }));
 }

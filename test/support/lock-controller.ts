@@ -3,6 +3,7 @@
  * API server and the lock controller running in-process, watching only that namespace, stopped
  * after the file's tests. Call it at the top of a describe block.
  */
+import type { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
 import { startLockController, type LockController } from '../../src/controllers/distributedlock/setup.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
@@ -14,6 +15,27 @@ import { testKube, type TestKube } from './fixtures.ts';
 export interface ControllerFixture {
   readonly t: TestKube;
   readonly controller: LockController;
+}
+
+/**
+ * startTestController starts the lock controller in-process for one namespace, as the tests run
+ * it: the real clock, a silent log, the shared admin kubeconfig and the shared Redis unless given
+ * (`kc`: another, e.g. through a fault proxy; `redisUrl`: another list of shards).
+ */
+export function startTestController(o: {
+  readonly namespace: string;
+  readonly identity: string;
+  readonly kc?: KubeConfig;
+  readonly redisUrl?: string;
+}): Promise<LockController> {
+  return startLockController({
+    kc: o.kc ?? sharedKubeConfig(),
+    redisUrl: o.redisUrl ?? sharedRedisUrl(),
+    namespace: o.namespace,
+    identity: o.identity,
+    clock: realClock,
+    log: silentLogger,
+  });
 }
 
 /**

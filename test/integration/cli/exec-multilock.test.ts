@@ -19,19 +19,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire, LockHeldError, NotAcquiredError } from '../../../src/index.ts';
 import { EXIT_LOST, EXIT_NOT_ACQUIRED, EXIT_SKIPPED } from '../../../src/cli/exec.ts';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
+import type { LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { parseLease } from '../../../src/lease/record.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
-import { useLockController } from '../../support/lock-controller.ts';
-import {
-  eventually,
-  freshNamespace,
-  sharedKubeConfig,
-  sharedKubeconfigPath,
-  sharedRedisUrl,
-} from '../../support/env.ts';
+import { startTestController, useLockController } from '../../support/lock-controller.ts';
+import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import {
   createLock,
   createPod,
@@ -62,14 +54,7 @@ const requestOf = async (t: TestKube, pod: string, lock: string): Promise<string
 
 /** startRaceController starts the lock controller for `t`'s namespace late, in the middle of a race. */
 const startRaceController = (t: TestKube): Promise<LockController> =>
-  startLockController({
-    kc: sharedKubeConfig(),
-    redisUrl: sharedRedisUrl(),
-    namespace: t.namespace,
-    identity: 'skip-race-controller',
-    clock: realClock,
-    log: silentLogger,
-  });
+  startTestController({ namespace: t.namespace, identity: 'skip-race-controller' });
 
 const leaseOf = async (t: TestKube, lock: string) => parseLease((await getLease(t, lock)) ?? {});
 

@@ -6,12 +6,10 @@
  * the Lease's high-water mark.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
+import type { LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { fenceCounterKey } from '../../../src/fencing/redis-fence.ts';
 import { shardFor, shardIdentity } from '../../../src/fencing/shards.ts';
 import { parseLease } from '../../../src/lease/record.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import {
   createLock,
@@ -23,6 +21,7 @@ import {
   type TestKube,
 } from '../../support/fixtures.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import { startTestController } from '../../support/lock-controller.ts';
 
 describe('fencing counters on Redis shards', () => {
   const kc = sharedKubeConfig();
@@ -41,14 +40,7 @@ describe('fencing counters on Redis shards', () => {
 
   const run = async (redisUrl: string): Promise<void> => {
     await controller?.stop();
-    controller = await startLockController({
-      kc,
-      redisUrl,
-      namespace: t.namespace,
-      identity: 'shards-controller',
-      clock: realClock,
-      log: silentLogger,
-    });
+    controller = await startTestController({ redisUrl, namespace: t.namespace, identity: 'shards-controller' });
   };
   const tokenOf = async (lock: string): Promise<bigint | undefined> =>
     parseLease((await getLease(t, lock)) ?? {}).token;

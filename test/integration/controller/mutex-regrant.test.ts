@@ -12,17 +12,10 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire } from '../../../src/index.ts';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
+import type { LockController } from '../../../src/controllers/distributedlock/setup.ts';
 import { parseLease } from '../../../src/lease/record.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
-import {
-  eventually,
-  freshNamespace,
-  sharedKubeConfig,
-  sharedKubeconfigPath,
-  sharedRedisUrl,
-} from '../../support/env.ts';
+import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { startTestController } from '../../support/lock-controller.ts';
 import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 import {
   kubeconfigVia,
@@ -42,14 +35,7 @@ describe('Mutex: a released lock is not granted back on the withdrawn request', 
     proxy = await startHttpFaultProxy(proxyTargetOf(sharedKubeconfigPath()));
     const kc = new KubeConfig();
     kc.loadFromString(kubeconfigVia(sharedKubeconfigPath(), proxy.url));
-    controller = await startLockController({
-      kc,
-      redisUrl: sharedRedisUrl(),
-      namespace: t.namespace,
-      identity: 'mutex-regrant-controller',
-      clock: realClock,
-      log: silentLogger,
-    });
+    controller = await startTestController({ kc, namespace: t.namespace, identity: 'mutex-regrant-controller' });
   });
   afterAll(async () => {
     await controller?.stop();
