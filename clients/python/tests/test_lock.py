@@ -269,6 +269,14 @@ def test_already_done_and_held_elsewhere_are_typed_and_leave_nothing_to_withdraw
     assert agent.queries == [f"/v1/locks/billing/acquire?{query}"]
 
 
+def test_an_answer_that_is_not_problem_details_is_raised_and_the_request_withdrawn(agent: FakeAgent) -> None:
+    agent.acquire = lambda q: (502, "upstream connect error")
+    with pytest.raises(fencepost.FencepostError, match="HTTP 502") as raised:
+        fencepost.acquire("billing", base_url=agent.url, wait=5)
+    assert not isinstance(raised.value, fencepost.ProblemError)
+    assert agent.released == 1  # the request may have been queued before the proxy failed
+
+
 def test_complete_names_the_run_and_the_token(agent: FakeAgent) -> None:
     agent.acquire, agent.state = granted(60_000), held_for(60_000)
     agent.complete = lambda q: (

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from types import TracebackType
 from typing import Literal
 
-from ._api import Event, ResponseError, Snapshot
+from ._api import Event, Snapshot
 from ._clock import remaining
 from ._errors import (
     AgentRequestError,
@@ -26,7 +26,6 @@ from ._errors import (
     LockReleasedError,
     NotAcquiredError,
     NotGrantedProblem,
-    ProblemError,
 )
 from ._http import Agent
 from ._sse import SSEMessage, parse_sse
@@ -223,7 +222,7 @@ class Lock:
         await self.release_async()
 
     def __repr__(self) -> str:
-        return f"<fencepost.Lock {self.name!r} token={self._token} held={self.held()}>"
+        return f"<fencepost.Lock {self.name!r} token={self._token} ended={self._ended.is_set()}>"
 
     # --- the term's machinery ---------------------------------------------------------------------
 
@@ -458,13 +457,16 @@ def _ask(
             return agent.do("POST", agent.path("/acquire", q), per_request + 10)
         except NotGrantedProblem:
             continue  # ask again while the wait allows (a Mutex request keeps its place)
-        except (ProblemError, ResponseError) as e:
-            raise _Asked(e, sent) from e
         except AgentRequestError as e:
             if abort is not None and abort.is_set():
                 err = NotAcquiredError(f"lock {agent.lock} not granted: the wait was cancelled")
-                err.__cause__ = e
-                raise _Asked(err, sent) from e
+            elif deadline is not None and _monotonic() >= deadline:
+                err = NotAcquiredError(f"lock {agent.lock} not granted within {wait:g} s: {e}")
+            else:
+                raise _Asked(e, sent) from e
+            err.__cause__ = e
+            raise _Asked(err, sent) from e
+        except FencepostError as e:  # another problem, an answer that breaks the contract, ...
             raise _Asked(e, sent) from e
 
 

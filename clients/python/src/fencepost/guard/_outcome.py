@@ -18,6 +18,3 @@ class Outcome(enum.StrEnum):
     NOT_FOUND = "not-found"
     """NOT_FOUND (SQL update and upsert): the token was accepted and the mark raised, but no row
     has the id."""
-
-    def __str__(self) -> str:
-        return self.value
