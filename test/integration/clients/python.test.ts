@@ -6,6 +6,8 @@
 // - The Python guards (sync and asyncio) run the shared guard outcome vectors on these servers
 //   (pytest tests/test_guard_vectors.py).
 // - The README's example program runs against a real agent and writes through both guards.
+// - asyncio: `async with acquire_async` with a run id through a real agent, the async guards, the
+//   event stream as an async iterator, complete; the same run id is then refused as done.
 // - The scenario of issue 20: two Python workers contend for a Mutex lock; the holder — its Python
 //   worker and its agent, as in a VM pause — is SIGSTOPped between its lock check and its write,
 //   past the lease; the successor's Python writes are accepted through the Python guards (Redis
@@ -178,6 +180,30 @@ describe('the Python client against real agents, redis-server and PostgreSQL', (
     // Released: the agent no longer holds it.
     await eventually(async () => {
       expect((await (agents[0] as AgentProcess).snapshot()).held).toBe(false);
+    }, 10_000);
+  });
+
+  it('asyncio: async with acquire_async holds a run through a real agent, writes through the async guards, follows the event stream; the run id is then done', async () => {
+    const runId = `run-${randomBytes(4).toString('hex')}`;
+    const r = await promisify(execFile)(python, [join(PY_CLIENT, 'tests/async_worker.py')], {
+      env: { ...env(agents[1] as AgentProcess), RUN_ID: runId },
+    });
+    const out = JSON.parse(r.stdout) as Record<string, unknown>;
+    process.stdout.write(`python client: asyncio worker: ${r.stdout}`);
+    expect(out).toMatchObject({
+      redis: 'applied',
+      sql: 'applied',
+      renewedToken: out['token'],
+      heldBeforeRelease: true,
+      error: 'LockReleasedError',
+      again: 'AlreadyDoneError',
+    });
+    expect(await redis?.get('async:value')).toBe(out['body']);
+    expect((await db?.query<{ v: string }>('SELECT v FROM async_scenario WHERE id = 1'))?.rows).toEqual([
+      { v: out['body'] },
+    ]);
+    await eventually(async () => {
+      expect((await (agents[1] as AgentProcess).snapshot()).held).toBe(false);
     }, 10_000);
   });
 
