@@ -48,6 +48,10 @@ def problem(name: str, status: int, **extra: Any) -> str:
     )
 
 
+CLOSE = "close"
+"""CLOSE, put among the frames, ends the stream's connection (the client must reconnect)."""
+
+
 class FakeAgent:
     """FakeAgent answers POST acquire/release/complete, GET state and the SSE stream of lock billing."""
 
@@ -58,6 +62,7 @@ class FakeAgent:
         self.events: queue.Queue[str] = queue.Queue()
         self.released = 0
         self.queries: list[str] = []
+        self.last_event_ids: list[str | None] = []  # the Last-Event-ID of each stream request
         self.stop = threading.Event()
         agent = self
 
@@ -81,6 +86,7 @@ class FakeAgent:
                 if path == "/v1/locks/billing":
                     self.answer(agent.state())
                 elif path == "/v1/locks/billing/events":
+                    agent.last_event_ids.append(self.headers.get("Last-Event-ID"))
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
@@ -91,6 +97,8 @@ class FakeAgent:
                             frame = agent.events.get(timeout=0.05)
                         except queue.Empty:
                             continue
+                        if frame == CLOSE:
+                            break
                         try:
                             self.wfile.write(frame.encode())
                             self.wfile.flush()
@@ -120,7 +128,7 @@ class FakeAgent:
         self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     def close(self) -> None:
         self.stop.set()
@@ -206,6 +214,32 @@ def test_a_lost_event_ends_the_term(agent: FakeAgent) -> None:
         assert "granted to q" in str(lock.error)
         assert not lock.held()
         assert [e.type for e in lock.events()] == ["renewed", "lost"]
+
+
+def test_the_stream_reconnects_with_the_last_event_id(agent: FakeAgent) -> None:
+    agent.acquire, agent.state = granted(60_000), held_for(60_000)
+    with fencepost.acquire("billing", base_url=agent.url) as lock:
+        head = '"lock":"billing","token":"9223372036854775807"'
+        agent.events.put(
+            f'event: renewed\nid: a-7\ndata: {{"type":"renewed",{head},"expiresInMs":60000}}\n\n'
+        )
+        agent.events.put(CLOSE)
+        within(5, "a second stream request", lambda: len(agent.last_event_ids) >= 2)
+        assert agent.last_event_ids[:2] == [None, "a-7"]
+        assert lock.held()
+
+
+def test_aevents_iterates_the_stream_until_the_term_ends(agent: FakeAgent) -> None:
+    agent.acquire, agent.state = granted(60_000), held_for(60_000)
+
+    async def main() -> list[str]:
+        async with fencepost.acquire_async("billing", base_url=agent.url) as lock:
+            head = '"lock":"billing","token":"9223372036854775807"'
+            agent.events.put(f'event: draining\nid: a-1\ndata: {{"type":"draining",{head},"to":"q"}}\n\n')
+            agent.events.put(f'event: lost\nid: a-2\ndata: {{"type":"lost",{head},"reason":"revoked"}}\n\n')
+            return [e.type async for e in lock.aevents()]
+
+    assert asyncio.run(asyncio.wait_for(main(), 10)) == ["draining", "lost"]
 
 
 def test_a_grant_that_is_already_over_is_not_returned(agent: FakeAgent) -> None:
