@@ -5,8 +5,10 @@
 # needs nothing but python3 (>= 3.11, with venv) and PyPI.
 #
 # The venv is ${FENCEPOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencepost}/venv-python-<hash>,
-# keyed by a hash of clients/python/pyproject.toml and python3's version: a changed pyproject makes
-# a new one (older ones stay: another branch may use them). Progress goes to standard error; stdout is the path only.
+# keyed by a hash of clients/python/pyproject.toml, python3's version and this checkout's path: a
+# changed pyproject makes a new one (older ones stay: another branch may use them), and each
+# checkout (a git worktree) has its own, since the editable install points at one checkout's
+# sources and two worktrees testing at once must not repoint each other's. Progress goes to standard error; stdout is the path only.
 set -euo pipefail
 root=$(cd "${BASH_SOURCE[0]%/*}/.." && pwd)
 py=${PYTHON:-python3}
@@ -15,7 +17,7 @@ if ! command -v "$py" >/dev/null 2>&1 || ! "$py" -c 'import sys, venv; sys.exit(
   exit 1
 fi
 cache=${FENCEPOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencepost}
-key=$({ cat "$root/clients/python/pyproject.toml"; "$py" -VV; } | sha256sum | cut -c1-12)
+key=$({ cat "$root/clients/python/pyproject.toml"; "$py" -VV; echo "$root"; } | sha256sum | cut -c1-12)
 venv="$cache/venv-python-$key"
 if [[ ! -f $venv/.complete ]]; then
   mkdir -p "$cache"
@@ -26,8 +28,5 @@ if [[ ! -f $venv/.complete ]]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root/clients/python[dev]" >&2
   touch "$venv/.complete"
   echo "fencepost: venv ready in $((SECONDS - started)) s" >&2
-elif ! "$venv/bin/python" -c 'import fencepost, sys; sys.exit(not fencepost.__file__.startswith(sys.argv[1]))' "$root/clients/python/src" 2>/dev/null; then
-  # The same pyproject, another checkout (a worktree): point the editable install here.
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e "$root/clients/python" >&2
 fi
 echo "$venv"
