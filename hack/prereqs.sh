@@ -7,8 +7,9 @@
 # Usage: hack/prereqs.sh [component ...]
 #        hack/prereqs.sh --no-control-plane
 #   components: the testbed binaries the caller needs, as for hack/testbed/build.sh
-#               (default: kube-apiserver kubectl etcd helm), and `go` when the caller runs Go
-#               itself (the tests of clients/go). Otherwise Go is needed only when one of them
+#               (default: kube-apiserver kubectl etcd helm), `go` when the caller runs Go
+#               itself (the tests of clients/go), and `python` when it runs Python 3.11+ with
+#               venv (the tests of clients/python: hack/python-venv.sh). Otherwise Go is needed only when one of them
 #               is neither in $KUBEBUILDER_ASSETS nor in build.sh's cache; never with
 #               --no-control-plane (a caller that starts only redis-server).
 #
@@ -44,9 +45,12 @@ elif [[ ${#components[@]} -eq 0 ]]; then components=(kube-apiserver kubectl etcd
 # `go` among the arguments is the Go toolchain itself (clients/go's tests run it), needed
 # whatever the testbed cache holds.
 want_go=0
+want_python=0
 kept=()
 for c in "${components[@]}"; do
-  if [[ $c == go ]]; then want_go=1; else kept+=("$c"); fi
+  if [[ $c == go ]]; then want_go=1
+  elif [[ $c == python ]]; then want_python=1
+  else kept+=("$c"); fi
 done
 components=("${kept[@]}")
 cache=${FENCEPOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencepost}
@@ -76,6 +80,10 @@ have_go() {
   [[ $minor =~ ^[0-9]+$ ]] || return 1
   (( minor >= ${GO_MOD_MINOR:-0} )) || { (( minor >= GO_MIN_MINOR )) && [[ $toolchain != local* ]]; }
 }
+# have_python: python3 >= 3.11 with the venv and ensurepip modules (Debian ships venv apart).
+have_python() {
+  command -v python3 >/dev/null && python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
+}
 # need_go: true when a component is in neither KUBEBUILDER_ASSETS nor build.sh's cache.
 need_go() {
   local c
@@ -96,6 +104,7 @@ missing() {
   have_redis || { names+=(redis-server); pkgs+=(redis-server); }
   command -v openssl >/dev/null || { names+=(openssl); pkgs+=(openssl); }
   have_faketime || { names+=(faketime); pkgs+=(faketime); }
+  if (( want_python )) && ! have_python; then names+=("python3 >= 3.11 with venv"); pkgs+=(python3 python3-venv); fi
   if need_go && ! have_go; then names+=("go >= 1.$GO_MIN_MINOR"); go_missing=1; fi
 }
 
