@@ -1,0 +1,76 @@
+/**
+ * The verdict on one store-lock trial (test/safety/stores/), pure:
+ * - S3, the store's order: the values the data key was set to, in the order Redis applied them
+ *   (read from MONITOR, so from the store's side, not from the workers' replies), carry tokens
+ *   that never go down. A stale holder's write applied after a newer token's write breaks it.
+ * - Overlaps: windows in which two workers believed they held the lock (granted … lost, released
+ *   or the end). Expected under pauses and data loss — a lock alone cannot prevent them (the
+ *   issue says so): they are counted and reported, never a violation. The guard is what makes
+ *   them harmless, and S3 checks that it did.
+ */
+
+/** WorkerEvent is one line a worker printed (store-worker.ts), with which worker printed it. */
+export interface WorkerEvent {
+  readonly worker: number;
+  readonly kind: 'granted' | 'lost' | 'released' | 'write';
+  readonly token: bigint;
+  /** at: Date.now() of grants and ends; undefined for writes. */
+  readonly at?: number;
+  /** applied: for writes, whether the store applied it. */
+  readonly applied?: boolean;
+}
+
+/** StoreTrialVerdict: the S3 violations and the overlap windows of a trial. */
+export interface StoreTrialVerdict {
+  readonly s3: readonly string[];
+  readonly overlaps: readonly { readonly workers: readonly [number, number]; readonly ms: number }[];
+  readonly appliedWrites: number;
+}
+
+/** parseWorkerLine reads one stdout line of a store worker (undefined: not an event). */
+export function parseWorkerLine(worker: number, line: string): WorkerEvent | undefined {
+  const [kind, token, third] = line.trim().split(' ');
+  if (token === undefined || !/^\d+$/.test(token)) return undefined;
+  if (kind === 'write') return { worker, kind, token: BigInt(token), applied: third === 'true' };
+  if (kind === 'granted' || kind === 'lost' || kind === 'released')
+    return { worker, kind, token: BigInt(token), at: Number(third) };
+  return undefined;
+}
+
+/** checkStoreTrial: `applied` is the data key's values in the store's order; `events` every worker line; `endAt` the trial's end. */
+export function checkStoreTrial(
+  applied: readonly bigint[],
+  events: readonly WorkerEvent[],
+  endAt: number,
+): StoreTrialVerdict {
+  const s3: string[] = [];
+  let max: bigint | undefined;
+  for (const [i, t] of applied.entries()) {
+    if (max !== undefined && t < max) s3.push(`write #${i} with token ${t} applied after token ${max}`);
+    if (max === undefined || t > max) max = t;
+  }
+  // Beliefs per worker: from a grant to its loss or release (or the end).
+  const beliefs: { worker: number; from: number; to: number }[] = [];
+  const open = new Map<number, { worker: number; from: number; to: number }>();
+  for (const e of events) {
+    if (e.kind === 'granted' && e.at !== undefined) {
+      const b = { worker: e.worker, from: e.at, to: endAt };
+      open.set(e.worker, b);
+      beliefs.push(b);
+    } else if ((e.kind === 'lost' || e.kind === 'released') && e.at !== undefined) {
+      const b = open.get(e.worker);
+      if (b !== undefined) b.to = e.at;
+      open.delete(e.worker);
+    }
+  }
+  const overlaps: { workers: [number, number]; ms: number }[] = [];
+  for (let i = 0; i < beliefs.length; i++)
+    for (let j = i + 1; j < beliefs.length; j++) {
+      const a = beliefs[i];
+      const b = beliefs[j];
+      if (a === undefined || b === undefined || a.worker === b.worker) continue;
+      const ms = Math.min(a.to, b.to) - Math.max(a.from, b.from);
+      if (ms > 0) overlaps.push({ workers: [a.worker, b.worker], ms });
+    }
+  return { s3, overlaps, appliedWrites: applied.length };
+}
