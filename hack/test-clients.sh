@@ -53,3 +53,8 @@ if ! mvn -B -q -o -Dmaven.repo.local="$m2" verify >"$log" 2>&1; then
     exit 1
   fi
 fi
+# mvn -q prints nothing on success: say what ran, and what was skipped and why.
+awk '/^Tests run:/ { gsub(",", ""); run += $3; failed += $5 + $7; skipped += $9 }
+  END { printf "clients/java: %d tests passed, %d skipped\n", run - failed - skipped, skipped }' \
+  target/surefire-reports/*.txt >&2
+grep -ho 'skipped message="[^"]*"' target/surefire-reports/*.xml | sed 's/.*==&gt; //; s/"$//; s/^/clients\/java: skipped: /' >&2 || true

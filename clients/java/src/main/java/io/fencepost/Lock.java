@@ -63,7 +63,10 @@ public final class Lock implements AutoCloseable {
       return this;
     }
 
-    /** Bounds the wait for the grant (default: forever; interrupting the thread ends it too). */
+    /**
+     * Bounds the wait for the grant (default: forever; interrupting the thread ends it too); zero
+     * asks once.
+     */
     public Options waitFor(Duration wait) {
       this.wait = wait;
       return this;
@@ -183,11 +186,11 @@ public final class Lock implements AutoCloseable {
     boolean asked = false;
     for (; ; ) {
       long left = o.wait == null ? Long.MAX_VALUE : deadline - System.nanoTime();
-      if (left <= 0) {
+      if (left <= 0 && asked) {
         if (asked) agent.withdraw();
         throw new NotAcquiredException("fencepost: lock " + agent.lock + " not granted within " + o.wait, null, null);
       }
-      Duration wait = Duration.ofNanos(Math.min(left, MAX_WAIT_PER_REQUEST.toNanos()));
+      Duration wait = Duration.ofNanos(Math.max(0, Math.min(left, MAX_WAIT_PER_REQUEST.toNanos())));
       Map<String, String> q = new LinkedHashMap<>();
       q.put("wait", Math.max(1, wait.toMillis()) + "ms");
       if (!o.runId.isEmpty()) q.put("runId", o.runId);

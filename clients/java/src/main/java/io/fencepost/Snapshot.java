@@ -45,8 +45,14 @@ public record Snapshot(
     OptionalLong token = t == null ? OptionalLong.empty() : OptionalLong.of(Token.fromJson(t));
     String holder = m.get("holder") instanceof String h ? h : "";
     double expires = m.get("expiresInMs") instanceof BigDecimal d ? d.doubleValue() : 0;
-    OptionalInt permit =
-        m.get("permit") instanceof BigDecimal p ? OptionalInt.of(p.intValueExact()) : OptionalInt.empty();
+    OptionalInt permit = OptionalInt.empty();
+    if (m.get("permit") instanceof BigDecimal p) {
+      try {
+        permit = OptionalInt.of(p.intValueExact());
+      } catch (ArithmeticException e) {
+        throw new IllegalArgumentException("lock snapshot: permit must be an integer, got " + p, e);
+      }
+    }
     return new Snapshot(lock, held, token, holder, expires, state, m.get("draining") instanceof Map, permit);
   }
 }

@@ -43,6 +43,8 @@ final class FakeAgent implements AutoCloseable {
     return t;
   });
   private volatile boolean closed;
+  /** Whether the event stream sends a comment every 100 ms (a real agent pings far less often). */
+  volatile boolean pings = true;
 
   FakeAgent(String lock) throws IOException {
     this.lock = lock;
@@ -116,6 +118,7 @@ final class FakeAgent implements AutoCloseable {
       // Bounded: at most 10 minutes of 100 ms polls; ends when the fake closes or the client goes.
       for (int i = 0; i < 6000 && !closed; i++) {
         String m = events.poll(100, TimeUnit.MILLISECONDS);
+        if (m == null && !pings) continue;
         o.write((m == null ? ": ping\n\n" : m).getBytes(StandardCharsets.UTF_8));
         o.flush();
       }

@@ -56,6 +56,25 @@ class LockTest {
   }
 
   @Test
+  void release_does_not_wait_for_the_silent_event_streams_next_message() throws Exception {
+    agent.pings = false;
+    Lock lock = Lock.acquire("billing", opts());
+    Thread.sleep(300); // the stream is open and silent
+    long t0 = System.nanoTime();
+    lock.release();
+    long ms = (System.nanoTime() - t0) / 1_000_000;
+    assertTrue(ms < 1000, "release took " + ms + " ms");
+  }
+
+  @Test
+  void a_zero_wait_asks_once() {
+    agent.acquire = q -> FakeAgent.problem(423, "not-granted", "not granted within the wait");
+    assertThrows(NotAcquiredException.class, () -> Lock.acquire("billing", opts().waitFor(Duration.ZERO)));
+    assertEquals(1, agent.count("POST /acquire"));
+    assertEquals(1, agent.count("POST /release"));
+  }
+
+  @Test
   void held_lapses_when_the_time_runs_out_without_a_fresh_read() throws Exception {
     agent.expiresInMs = 400;
     try (Lock lock = Lock.acquire("billing", opts())) {
