@@ -8,8 +8,9 @@
 #        hack/prereqs.sh --no-control-plane
 #   components: the testbed binaries the caller needs, as for hack/testbed/build.sh
 #               (default: kube-apiserver kubectl etcd helm), `go` when the caller runs Go
-#               itself (the tests of clients/go), and `python` when it runs Python 3.11+ with
-#               venv (the tests of clients/python: hack/python-venv.sh). Otherwise Go is needed only when one of them
+#               itself (the tests of clients/go), `python` when it runs Python 3.11+ with
+#               venv (the tests of clients/python: hack/python-venv.sh), and `java` when it runs a
+#               JDK >= 17 and Maven (the tests of clients/java). Otherwise Go is needed only when one of them
 #               is neither in $KUBEBUILDER_ASSETS nor in build.sh's cache; never with
 #               --no-control-plane (a caller that starts only redis-server).
 #
@@ -46,10 +47,12 @@ elif [[ ${#components[@]} -eq 0 ]]; then components=(kube-apiserver kubectl etcd
 # whatever the testbed cache holds.
 want_go=0
 want_python=0
+want_java=0
 kept=()
 for c in "${components[@]}"; do
   if [[ $c == go ]]; then want_go=1
   elif [[ $c == python ]]; then want_python=1
+  elif [[ $c == java ]]; then want_java=1
   else kept+=("$c"); fi
 done
 components=("${kept[@]}")
@@ -84,6 +87,13 @@ have_go() {
 have_python() {
   command -v python3 >/dev/null && python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 }
+# have_java: java and javac of a JDK >= 17, and mvn (Debian: default-jdk-headless, maven).
+have_java() {
+  command -v javac >/dev/null && command -v mvn >/dev/null || return 1
+  local v
+  v=$(java -version 2>&1 | sed -n '1s/.*version "\([0-9]*\).*/\1/p')
+  [[ $v =~ ^[0-9]+$ ]] && (( v >= 17 ))
+}
 # need_go: true when a component is in neither KUBEBUILDER_ASSETS nor build.sh's cache.
 need_go() {
   local c
@@ -105,6 +115,7 @@ missing() {
   command -v openssl >/dev/null || { names+=(openssl); pkgs+=(openssl); }
   have_faketime || { names+=(faketime); pkgs+=(faketime); }
   if (( want_python )) && ! have_python; then names+=("python3 >= 3.11 with venv"); pkgs+=(python3 python3-venv); fi
+  if (( want_java )) && ! have_java; then names+=("a JDK >= 17 and Maven"); pkgs+=(default-jdk-headless maven); fi
   if need_go && ! have_go; then names+=("go >= 1.$GO_MIN_MINOR"); go_missing=1; fi
 }
 

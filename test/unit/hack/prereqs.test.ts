@@ -180,6 +180,26 @@ describe('hack/prereqs.sh: the one-line precondition check', () => {
     );
   });
 
+  // The tests of clients/java run a JDK and Maven: `java` names them, with Debian's packages.
+  it.runIf(['redis-server', 'openssl', 'faketime'].every(onPath))(
+    'with the java component, on a PATH without java, javac and mvn, names a JDK >= 17 and Maven in one line',
+    async () => {
+      const noJava = pathWithout(join(dir, 'no-java'), ['java', 'javac', 'mvn', 'apt-get']);
+      const assets = join(dir, 'java-assets');
+      mkdirSync(assets);
+      copyFileSync('/bin/true', join(assets, 'kube-apiserver'));
+      const r = await run(join(ROOT, 'hack/prereqs.sh'), ['kube-apiserver', 'java'], {
+        ...env,
+        PATH: noJava,
+        KUBEBUILDER_ASSETS: assets,
+      });
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim()).toBe(
+        "fencepost: missing a JDK >= 17 and Maven; install with: your package manager (Debian's packages: default-jdk-headless maven) or put them on PATH",
+      );
+    },
+  );
+
   // Where the programs are installed (CI after hack/prereqs.sh, a prepared laptop).
   it.runIf(['redis-server', 'openssl', 'faketime'].every(onPath))(
     'passes silently where everything is there (a redis-only caller)',
