@@ -104,6 +104,8 @@ describe('Redis store locks under faults: locks may overlap, the guard refuses e
     try {
       await waitFor('a grant', () => holderNow() !== undefined);
       await sleep(50 + rnd() * 300);
+      // Between one worker's release and the other's grant nobody holds: wait for the next holder.
+      await waitFor('a holder to fault', () => holderNow() !== undefined);
       const h = holderNow();
       if (h !== undefined) {
         if (fault === 'pause') {
