@@ -8,46 +8,23 @@
  */
 import type { Redis } from 'ioredis';
 import { parseToken } from '../protocol/token.ts';
+import { FENCE_NEXT_FUNCTION_LUA } from './fence-next-lua.ts';
 
 /**
- * FENCE_NEXT_FUNCTION_LUA defines the Lua function `fence_next(key, floor)`: the dispenser's whole
- * step on one counter key. `floor` is a decimal string (the highest token etcd has recorded for
- * this lock, or 0 where there is none). Returns {token, refloored, hadTtl, existed} with token a
- * decimal string. Values travel as strings because Lua numbers are doubles and lose precision
- * above 2^53: the comparison is on decimal strings (length first, then lexicographic, valid for
- * canonical non-negative integers).
+ * FENCE_NEXT_FUNCTION_LUA (clients/conformance/fence-next.lua, generated into fence-next-lua.ts)
+ * defines `fence_next(key, floor)`: the dispenser's whole step on one counter key. `floor` is a
+ * decimal string (the highest token etcd has recorded for this lock, or 0 where there is none).
+ * Returns {token, refloored, hadTtl, existed} with token a decimal string: Lua numbers are doubles
+ * and lose precision above 2^53, so values travel and compare as decimal strings.
  *
- * Exported so that a script that grants a lock issues its token with this same step in the same
- * atomic script (src/stores/redis/scripts.ts): one copy of the re-floor logic, not two.
+ * Re-exported so that a script that grants a lock issues its token with this same step in the same
+ * atomic script (src/stores/redis/scripts.ts): one copy of the re-floor logic, not two, shared
+ * with the Go, Python and Java lock stores.
  */
-export const FENCE_NEXT_FUNCTION_LUA = `
-local function fence_greater(a, b)
-  if #a ~= #b then return #a > #b end
-  return a > b
-end
-local function fence_next(key, floor)
-  local existed = redis.call('EXISTS', key)
-  local hadTtl = 0
-  if redis.call('PTTL', key) >= 0 then
-    redis.call('PERSIST', key)
-    hadTtl = 1
-  end
-  redis.call('INCR', key)
-  local v = redis.call('GET', key)
-  local refloored = 0
-  if not fence_greater(v, floor) then
-    redis.call('SET', key, floor)
-    redis.call('INCR', key)
-    v = redis.call('GET', key)
-    refloored = 1
-  end
-  return {v, refloored, hadTtl, existed}
-end
-`;
+export { FENCE_NEXT_FUNCTION_LUA };
 
 /** FENCE_NEXT_LUA: KEYS[1] = counter key, ARGV[1] = floor; returns fence_next's result. */
-const FENCE_NEXT_LUA = `${FENCE_NEXT_FUNCTION_LUA}
-return fence_next(KEYS[1], ARGV[1])
+const FENCE_NEXT_LUA = `${FENCE_NEXT_FUNCTION_LUA}return fence_next(KEYS[1], ARGV[1])
 `;
 
 /** FENCE_KEY_PREFIX starts every counter key; a guard's marks in a shared Redis must not use it. */

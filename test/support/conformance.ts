@@ -89,3 +89,23 @@ export interface GuardVectors {
   readonly redis: readonly { name: string; steps: readonly RedisStep[] }[];
   readonly sql: readonly { name: string; steps: readonly SqlStep[] }[];
 }
+
+/** StoreVectors is store.json: the lock stores' keys, script compositions, token and timing rules. */
+export interface StoreVectors {
+  readonly keys: {
+    readonly vectors: readonly { namespace: string; name: string; counter: string; holder: string; channel: string }[];
+    readonly invalid: readonly string[];
+  };
+  readonly scripts: {
+    readonly acquire: readonly string[];
+    readonly renew: readonly string[];
+    readonly release: readonly string[];
+    readonly redlockAcquire: readonly string[];
+    readonly redlockRaise: readonly string[];
+    readonly fenceNext: readonly string[];
+  };
+  readonly timing: {
+    readonly ttlMs: { readonly min: number; readonly max: number; readonly default: number };
+    readonly vectors: readonly { ttlMs: number; driftMs: number; renewEveryMs: number }[];
+  };
+}

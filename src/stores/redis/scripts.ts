@@ -1,46 +1,27 @@
 /**
- * The Lua scripts of the single-Redis store. Each runs atomically in Redis, which is what makes a
- * grant and its token one event, and a renew or release a compare-and-act on the owner id.
+ * The Lua scripts of the single-Redis store, composed from the shared files of clients/conformance
+ * as its store.json "scripts" says (a script is its files' bytes in order), so that the Go, Python
+ * and Java stores run the very same scripts. Each runs atomically in Redis, which is what makes a
+ * grant and its token one event, and a renew or release a compare-and-act on the owner id. Keys,
+ * arguments and answers: each .lua file's header.
  */
 import { FENCE_NEXT_FUNCTION_LUA } from '../../fencing/redis-fence.ts';
+import { STORE_ACQUIRE_BODY_LUA, STORE_RELEASE_LUA, STORE_RENEW_LUA } from '../store-lua.ts';
 
 /**
  * ACQUIRE_LUA: KEYS[1] = holder key, KEYS[2] = counter key; ARGV[1] = owner id, ARGV[2] = TTL
  * (ms), ARGV[3] = token floor (decimal string). Granted: {1, token, refloored, hadTtl, existed}
- * (fence_next's result, fencing/redis-fence.ts); held: {0, PTTL of the holder key}.
- *
- * The token is issued BEFORE the SET, after checking the key is free: Redis does not roll a
- * script back, so a failing INCR (a counter at 2^63−1, a counter key of another type) must stop
- * the script before it has written a holder that has no token. Nothing can take the key between
- * the check and the SET: the script is atomic.
+ * (fence_next's result, fencing/redis-fence.ts); held: {0, PTTL of the holder key}. The token is
+ * issued before the SET: Redis does not roll a script back (store-acquire.lua says why).
  */
-export const ACQUIRE_LUA = `${FENCE_NEXT_FUNCTION_LUA}
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-local f = fence_next(KEYS[2], ARGV[3])
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, f[1], f[2], f[3], f[4]}
-`;
+export const ACQUIRE_LUA = FENCE_NEXT_FUNCTION_LUA + STORE_ACQUIRE_BODY_LUA;
 
 /** RENEW_LUA: KEYS[1] = holder key; ARGV[1] = owner id, ARGV[2] = TTL (ms). 1 if renewed, 0 if not the owner. */
-export const RENEW_LUA = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-`;
+export const RENEW_LUA = STORE_RENEW_LUA;
 
 /**
  * RELEASE_LUA: KEYS[1] = holder key; ARGV[1] = owner id, ARGV[2] = release channel. Deletes the
- * key only if it still holds this owner, and then publishes on the channel so that waiters retry
- * at once. 1 if released, 0 if not the owner (expired, taken over: nothing to do).
+ * key only if it still holds this owner, then publishes so that waiters retry at once. 1 if
+ * released, 0 if not the owner (expired, taken over: nothing to do).
  */
-export const RELEASE_LUA = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return 1
-end
-return 0
-`;
+export const RELEASE_LUA = STORE_RELEASE_LUA;

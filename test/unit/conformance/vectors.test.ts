@@ -18,11 +18,18 @@ import {
   SqlIdentifierError,
 } from '../../../src/guards/sql-guard.ts';
 import { MAX_TOKEN, parseToken, TokenError } from '../../../src/protocol/token.ts';
-import { generatedModule, GENERATED_PATH, LUA_PATH, readLua } from '../../../hack/gen-redis-lua.ts';
+import { generatedModule, MODULES, readLua } from '../../../hack/gen-redis-lua.ts';
+import { FENCE_NEXT_FUNCTION_LUA } from '../../../src/fencing/redis-fence.ts';
+import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from '../../../src/stores/redis/scripts.ts';
+import { lockKeys } from '../../../src/stores/redis/keys.ts';
+import { driftMs, renewPeriodMs, MAX_TTL_MS, MIN_TTL_MS, DEFAULT_TTL_MS } from '../../../src/stores/redis/timing.ts';
+import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../../../src/stores/redlock/scripts.ts';
+import { isDnsLabel } from '../../../src/protocol/names.ts';
 import {
   readVectors,
   type ApiVectors,
   type SqlStatementVectors,
+  type StoreVectors,
   type TokenVectors,
 } from '../../support/conformance.ts';
 
@@ -30,11 +37,48 @@ const root = resolve(import.meta.dirname, '../../..');
 const tokens = readVectors<TokenVectors>('tokens.json');
 const sql = readVectors<SqlStatementVectors>('sql-statements.json');
 const api = readVectors<ApiVectors>('api-responses.json');
+const store = readVectors<StoreVectors>('store.json');
 
-describe('the one Redis guard script', () => {
-  it(`${GENERATED_PATH} is generated from ${LUA_PATH} (run node hack/gen-redis-lua.ts after editing the .lua)`, () => {
-    expect(readFileSync(resolve(root, GENERATED_PATH), 'utf8')).toBe(generatedModule(readLua()));
-    expect(FENCED_WRITE_LUA).toBe(readLua());
+describe('the shared Lua scripts', () => {
+  it.each(MODULES.map((m) => [m.path, m] as const))(
+    '%s is generated from its clients/conformance files (run node hack/gen-redis-lua.ts after editing a .lua)',
+    (path, m) => {
+      expect(readFileSync(resolve(root, path), 'utf8')).toBe(generatedModule(m));
+    },
+  );
+  it('the guard runs redis-fenced-write.lua as it is', () => {
+    expect(FENCED_WRITE_LUA).toBe(readLua('redis-fenced-write.lua'));
+  });
+  it('the stores run the scripts store.json composes, byte for byte', () => {
+    const compose = (files: readonly string[]) => files.map((f) => readLua(f)).join('');
+    expect(ACQUIRE_LUA).toBe(compose(store.scripts.acquire));
+    expect(RENEW_LUA).toBe(compose(store.scripts.renew));
+    expect(RELEASE_LUA).toBe(compose(store.scripts.release));
+    expect(REDLOCK_ACQUIRE_LUA).toBe(compose(store.scripts.redlockAcquire));
+    expect(REDLOCK_RAISE_LUA).toBe(compose(store.scripts.redlockRaise));
+    expect(FENCE_NEXT_FUNCTION_LUA).toBe(compose(store.scripts.fenceNext));
+  });
+});
+
+describe('store vectors against the lock stores', () => {
+  it.each(store.keys.vectors.map((v) => [`${v.namespace}/${v.name}`, v] as const))('keys of %s', (_n, v) => {
+    expect(lockKeys(v.namespace, v.name)).toEqual({ holder: v.holder, counter: v.counter, channel: v.channel });
+  });
+  it.each(store.keys.invalid.map((n) => [JSON.stringify(n), n] as const))(
+    '%s is no lock or namespace name',
+    (_n, n) => {
+      expect(isDnsLabel(n)).toBe(false);
+    },
+  );
+  it('TTL bounds and timing vectors', () => {
+    expect([store.timing.ttlMs.min, store.timing.ttlMs.max, store.timing.ttlMs.default]).toEqual([
+      MIN_TTL_MS,
+      MAX_TTL_MS,
+      DEFAULT_TTL_MS,
+    ]);
+    for (const v of store.timing.vectors) {
+      expect([driftMs(v.ttlMs), renewPeriodMs(v.ttlMs)]).toEqual([v.driftMs, v.renewEveryMs]);
+    }
   });
 });
 
