@@ -3,7 +3,7 @@
  * the library's acquire({ store }) and the TypeScript Redis guard, speaking the protocol every
  * language's worker speaks (clients/<lang> store workers):
  *
- *   node node-worker.ts --store <url> --lock <name> --namespace <ns> --ttl-ms <n> --guard <redis-url> --rounds <n> --hold-ms <n>
+ *   node store-contention-worker.ts --store <url> --lock <name> --namespace <ns> --ttl-ms <n> --guard <redis-url> --rounds <n> --hold-ms <n>
  *
  * Each round: acquire (wait up to 20 s) → `acquired`; INCR `<lock>:inside` on the guard Redis
  * (`overlap` unless the answer is 1); a fenced write of `<lock>:data` = the token through the
