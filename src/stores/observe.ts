@@ -60,7 +60,12 @@ export function combineRedlock(reads: readonly (HolderRead | undefined)[]): Obse
         (m, r) => (r.counter !== undefined && (m === undefined || r.counter > m) ? r.counter : m),
         undefined,
       );
-      return { owner, ttlMs: Math.min(...mine.map((r) => r.ttlMs)), token, masters: { ...masters, agree: mine.length } };
+      return {
+        owner,
+        ttlMs: Math.min(...mine.map((r) => r.ttlMs)),
+        token,
+        masters: { ...masters, agree: mine.length },
+      };
     }
   const most = Math.max(0, ...[...counts.values()].map((m) => m.length));
   return { owner: undefined, ttlMs: -2, token: undefined, masters: { ...masters, agree: most } };
