@@ -13,11 +13,15 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
 import java.util.function.Function;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -28,10 +32,10 @@ import redis.clients.jedis.RedisClient;
 
 /**
  * The Redis and Redlock stores on real redis-servers that this class starts (one single, five
- * Redlock masters; a test that stops masters starts its own five): grants, renewals, mutual
+ * Redlock masters; a test that stops servers starts its own): grants, renewals, mutual
  * exclusion with tokens strictly increasing across many acquisitions, loss when the key is deleted
- * or taken, waiters woken by a release, and Redlock's quorum and token raise. Skipped, saying so,
- * without a redis-server (REDIS_SERVER, else PATH).
+ * or taken, waiters woken by a release, release notifications after a restart, and Redlock's
+ * quorum and token raise. Skipped, saying so, without a redis-server (REDIS_SERVER, else PATH).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @EnabledIf(value = "io.fencepost.RedisServers#available", disabledReason = "no redis-server on PATH (nor REDIS_SERVER): the store tests start real ones")
@@ -199,7 +203,7 @@ class StoreRedisTest {
   }
 
   /** Holds a lock with a 900 ms TTL (renew every 300 ms), does {@code meddle} to its key, and expects it lost in time. */
-  void lostWhen(String url, RedisServers servers, String how, java.util.function.BiConsumer<RedisClient, StoreKeys> meddle) throws Exception {
+  void lostWhen(String url, RedisServers servers, String how, BiConsumer<RedisClient, StoreKeys> meddle) throws Exception {
     String name = lockName();
     StoreKeys keys = StoreKeys.of("default", name);
     List<Event> events = new CopyOnWriteArrayList<>();
@@ -328,6 +332,39 @@ class StoreRedisTest {
           () -> store.acquire(lockName(), StoreLock.options().waitFor(Duration.ofMillis(300))));
       assertTrue(e.getMessage().contains("2 of 5 masters granted, 3 needed"), e.getMessage());
       lock.release();
+    }
+  }
+
+  @Test
+  void release_notifications_resume_after_the_redis_restarts() throws Exception {
+    try (RedisServers one = RedisServers.start(1); LockStore store = LockStore.open(one.servers.get(0).url())) {
+      String name = lockName();
+      StoreKeys keys = StoreKeys.of("default", name);
+      RedisMaster m = new RedisMaster(store.url(), store.url().endpoints().get(0), 2000);
+      try (ReleaseChannels channels = m.channels) {
+        CountDownLatch listening = new CountDownLatch(1);
+        Semaphore heard = new Semaphore(0);
+        Runnable off = channels.listen(keys.channel(), heard::release, listening::countDown);
+        assertTrue(listening.await(2, TimeUnit.SECONDS));
+        try (RedisClient c = one.servers.get(0).client()) {
+          c.publish(keys.channel(), "released");
+        }
+        assertTrue(heard.tryAcquire(2, TimeUnit.SECONDS), "not heard before the restart");
+        one.kill(one.servers.get(0));
+        one.launch(one.servers.get(0));
+        long deadline = System.nanoTime() + 5_000_000_000L;
+        boolean again = false;
+        while (!again && System.nanoTime() < deadline) {
+          try (RedisClient c = one.servers.get(0).client()) {
+            c.publish(keys.channel(), "released");
+          }
+          again = heard.tryAcquire(100, TimeUnit.MILLISECONDS);
+        }
+        assertTrue(again, "not heard within 5 s after the restart: the subscriber did not reconnect");
+        off.run();
+      } finally {
+        m.redis.close();
+      }
     }
   }
 }
