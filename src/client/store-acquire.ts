@@ -34,7 +34,7 @@ export class StoreLockHeldError extends LockHeldError {
 
 /** checkStoreOptions refuses options that only a Lease lock has, and bad names and TTLs; returns the namespace. */
 function checkStoreOptions(opts: AcquireOptions, stores: StoresModule): { namespace: string; ttlMs: number } {
-  for (const k of ['kubeconfig', 'pod', 'runId'] as const)
+  for (const k of ['kubeconfig', 'runId'] as const)
     if (opts[k] !== undefined)
       throw new TypeError(`options.${k}: not for a store lock (options.store is set); it is a Kubernetes Lease option`);
   const namespace = opts.namespace ?? DEFAULT_STORE_NAMESPACE;
@@ -137,6 +137,7 @@ async function holdOne(
     waitMs,
     ifHeld: opts.ifHeld ?? 'wait',
     floor: floor !== undefined ? () => floor(lock) : () => 0n,
+    holderPod: storeHolderPod(opts),
   });
   if (r.kind !== 'held') {
     if (r.kind === 'heldByAnother') throw new StoreLockHeldError(lock, r.reason);
@@ -167,4 +168,16 @@ async function holdOne(
     release,
     [Symbol.asyncDispose]: () => release(),
   };
+}
+
+/**
+ * storeHolderPod: the pod a store lock's owner ids name (stores/owner.ts), so that the controller
+ * can show the holder: options.pod, else $POD_NAME and $POD_UID when both are set. Unlike a Lease
+ * lock a store lock needs no pod: outside Kubernetes there is none, and the owner id is random only.
+ */
+function storeHolderPod(opts: AcquireOptions): { readonly name: string; readonly uid: string } | undefined {
+  if (opts.pod !== undefined) return opts.pod;
+  const name = process.env['POD_NAME'];
+  const uid = process.env['POD_UID'];
+  return name !== undefined && name !== '' && uid !== undefined && uid !== '' ? { name, uid } : undefined;
 }

@@ -8,7 +8,6 @@
  * Times are read from a conservativeClock (runtime/clock.ts) over the caller's clock: a VM pause
  * that stops the monotonic clock must still end the term when the wall clock says it has.
  */
-import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
@@ -20,6 +19,8 @@ import {
   type Backoff,
   type RenewOutcome,
 } from './redis/timing.ts';
+import type { HolderRef } from '../protocol/holder.ts';
+import { newOwnerId } from './owner.ts';
 import type { Attempt, Grant, LockBackend } from './store.ts';
 
 /** StoreEvent is one change of a held store lock (the shape of the agent session's LockEvent). */
@@ -66,7 +67,9 @@ export interface HoldOptions {
   readonly backoff?: Backoff;
   /** random: [0, 1), for the backoff's jitter; default Math.random. */
   readonly random?: () => number;
-  /** newOwner: a fresh owner id per attempt; default 128 random bits from the CSPRNG, hex. */
+  /** holderPod: the pod this holder runs in, named in its owner ids (stores/owner.ts) so that the controller can show it. */
+  readonly holderPod?: HolderRef | undefined;
+  /** newOwner: a fresh owner id per attempt; default stores/owner.ts newOwnerId(holderPod). */
   readonly newOwner?: () => string;
 }
 
@@ -74,16 +77,6 @@ export interface HoldOptions {
 export type HoldResult =
   | { readonly kind: 'held'; readonly hold: StoreHold }
   | { readonly kind: 'timedOut' | 'aborted' | 'heldByAnother'; readonly reason: string };
-
-/**
- * newOwnerId: a random UUID (122 bits from the CSPRNG). The owner id is what a renew and a release
- * compare, so it must be unguessable and never reused: a new one for every attempt, hence every
- * grant. randomUUID draws from a cached entropy pool: measured, a few microseconds less per acquire
- * than randomBytes(16), on a path whose whole budget is two Redis round trips.
- */
-export function newOwnerId(): string {
-  return randomUUID();
-}
 
 /**
  * holdLock waits for the lock and returns it held, or says why not. The first attempt goes out at
@@ -94,7 +87,7 @@ export function newOwnerId(): string {
  */
 export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<HoldResult> {
   const random = o.random ?? Math.random;
-  const newOwner = o.newOwner ?? newOwnerId;
+  const newOwner = o.newOwner ?? (() => newOwnerId(o.holderPod));
   const deadline = o.waitMs !== undefined ? o.clock.monotonicMs() + o.waitMs : undefined;
   let wake: (() => void) | undefined;
   // A release notified while an attempt was out is not lost: the next wait is skipped.

@@ -111,6 +111,17 @@ export const ValidationMessage = {
   permitsWithoutSemaphore: 'spec.permits may only be set when spec.mode is Semaphore',
   semaphoreModeChange:
     'spec.mode cannot change to or from Semaphore on an existing lock: delete the lock and create it again',
+  storeSemaphore: 'spec.mode Semaphore needs spec.store Lease: a Redis or Redlock store lock has one holder at a time',
+  storeFencing:
+    'spec.fencing is for spec.store Lease: a Redis or Redlock store issues the fencing token with the grant itself',
+  storeLockDelay:
+    'spec.lockDelaySeconds is for spec.store Lease: the controller does not grant a Redis or Redlock store lock',
+  storePreemption:
+    'spec.preemption is for spec.store Lease: the controller does not grant a Redis or Redlock store lock',
+  storeRenewTimings:
+    'spec.renewDeadlineSeconds and spec.renewPeriodSeconds are for spec.store Lease: a store lock renews every third of spec.leaseDurationSeconds (its TTL) and trusts a grant for the TTL less 1 % + 2 ms',
+  storeChange:
+    'spec.store cannot change on an existing lock: its holders would be in two systems at once; create a new lock',
 } as const;
 
 /**
@@ -211,6 +222,22 @@ export interface DistributedLockSpec {
    * the holder's, Ready for PREEMPT_READY_MS, trigger a planned handover to it. Defaults to `Never`.
    */
   readonly preemption?: Preemption;
+  /**
+   * store: where the lock is held (docs/stores.md). `Lease` (the default): granted by the
+   * controller. `Redis`, `Redlock`: taken by the holders in Redis; the controller observes them.
+   * Cannot change on an existing lock.
+   */
+  readonly store?: LockStoreKind;
+}
+
+/** LockStoreKind is where a lock is held (spec.store). */
+export const LockStoreKind = { Lease: 'Lease', Redis: 'Redis', Redlock: 'Redlock' } as const;
+/** LockStoreKind is one of the values of the LockStoreKind constant. */
+export type LockStoreKind = (typeof LockStoreKind)[keyof typeof LockStoreKind];
+
+/** storeOf is a lock's store, the default filled in. */
+export function storeOf(spec: DistributedLockSpec): LockStoreKind {
+  return spec.store ?? LockStoreKind.Lease;
 }
 
 /** Preemption is when a higher-priority candidate takes an Election lock over (spec.preemption). */
@@ -397,6 +424,7 @@ export const SPEC_SHAPE = {
   'handoff?': { 'onPodTerminated?': 'boolean' },
   'handover?': { 'drainSeconds?': 'integer' },
   'preemption?': 'string',
+  'store?': 'string',
 } as const satisfies SchemaShape<DistributedLockSpec>;
 
 /**

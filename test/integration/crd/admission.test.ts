@@ -182,6 +182,32 @@ const invalid: ReadonlyArray<{ name: string; spec: Json | undefined; expect: rea
     spec: withSpec({ candidates: { selector: { matchLabels: { app: 'not a label value!' } } } }),
     expect: ['spec.candidates.selector.matchLabels.app', 'should match'],
   },
+  { name: 'an unknown store', spec: withSpec({ store: 'Etcd' }), expect: ['spec.store', 'Unsupported value: "Etcd"'] },
+  {
+    name: 'a Semaphore in Redis',
+    spec: withSpec({ store: 'Redis', mode: 'Semaphore', permits: 2 }),
+    expect: ['spec.mode', ValidationMessage.storeSemaphore],
+  },
+  {
+    name: 'spec.fencing on a Redlock lock',
+    spec: withSpec({ store: 'Redlock', fencing: { backend: 'Redis' } }),
+    expect: ['spec.fencing', ValidationMessage.storeFencing],
+  },
+  {
+    name: 'spec.lockDelaySeconds on a Redis lock',
+    spec: withSpec({ store: 'Redis', lockDelaySeconds: 5 }),
+    expect: ['spec.lockDelaySeconds', ValidationMessage.storeLockDelay],
+  },
+  {
+    name: 'spec.preemption on a Redis lock',
+    spec: withSpec({ store: 'Redis', preemption: 'HigherPriority' }),
+    expect: ['spec.preemption', ValidationMessage.storePreemption],
+  },
+  {
+    name: 'spec.renewDeadlineSeconds on a Redis lock',
+    spec: withSpec({ store: 'Redis', renewDeadlineSeconds: 5 }),
+    expect: ['spec.renewDeadlineSeconds', ValidationMessage.storeRenewTimings],
+  },
 ];
 
 describe('DistributedLock admission', () => {
@@ -263,6 +289,33 @@ describe('DistributedLock admission', () => {
     expect(errorMessage(err)).toContain('spec.mode');
     expect(errorMessage(err)).toContain(ValidationMessage.semaphoreModeChange);
     expect(((await get(name)) as { spec: Json }).spec['mode']).toBe(from.mode);
+  });
+
+  it('accepts Redis and Redlock store locks in Election and Mutex mode, and refuses a change of spec.store', async () => {
+    await create(lock('store-redis', withSpec({ store: 'Redis', mode: 'Mutex' })));
+    await create(lock('store-redlock', withSpec({ store: 'Redlock' })));
+    expect(((await get('store-redis')) as { spec: Json }).spec['store']).toBe('Redis');
+    const lease = (await create(lock('store-default', validSpec))) as { spec: Json };
+    expect(lease.spec['store']).toBe('Lease');
+    const err = await api
+      .patchNamespacedCustomObject(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace,
+          plural: PLURAL,
+          name: 'store-redis',
+          body: { spec: { store: 'Lease' } },
+        },
+        mergePatch,
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect((err as { code?: number }).code).toBe(422);
+    expect(errorMessage(err)).toContain('spec.store');
+    expect(errorMessage(err)).toContain(ValidationMessage.storeChange);
   });
 
   it('still allows Election to change to Mutex', async () => {

@@ -315,6 +315,7 @@ describe('the DistributedLock CRD', () => {
         '.spec.leaseDurationSeconds',
         '.spec.mode',
         '.spec.preemption',
+        '.spec.store',
       ]);
     });
 
@@ -424,6 +425,7 @@ describe('the DistributedLock CRD', () => {
         ['Token', '.status.fencingToken', 'string', 0],
         ['Held-For', '.status.acquireTime', 'date', 0],
         ['Mode', '.spec.mode', 'string', 1],
+        ['Store', '.spec.store', 'string', 1],
         ['Transitions', '.status.leaseTransitions', 'integer', 1],
         ['Held', '.status.heldPermits', 'integer', 1],
         ['Permits', '.spec.permits', 'integer', 1],
