@@ -11,6 +11,7 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.Consumer;
 import java.util.function.DoubleSupplier;
 import java.util.function.LongSupplier;
+import java.util.regex.Pattern;
 
 /**
  * A lock held in a Redis or Redlock {@link LockStore}: the Redis stores of docs/stores.md, the
@@ -23,7 +24,8 @@ import java.util.function.LongSupplier;
  * src/stores/hold.ts):
  *
  * <ul>
- *   <li><b>Acquire</b>: a new 128-bit owner id from the CSPRNG for every attempt; the grant is
+ *   <li><b>Acquire</b>: a new 128-bit owner id from the CSPRNG for every attempt (followed by the
+ *       holder's pod, when it runs in one: {@link Options#pod}); the grant is
  *       trusted until the time the request was SENT + ttl − drift (1 % of the TTL + 2 ms).
  *   <li><b>Waiting</b>: after the first refusal it subscribes to the lock's release channel and
  *       tries again at once (a release between the refusal and the subscription is not missed),
@@ -54,6 +56,7 @@ public final class StoreLock implements AutoCloseable {
     private Duration wait;
     private Lock.IfHeld ifHeld = Lock.IfHeld.WAIT;
     private LongSupplier floor = () -> 0;
+    private HolderPod pod = HolderPod.fromEnvironment();
     // The waiter's fallback backoff (StoreTiming); tests change it to tell a notification from a retry.
     long backoffBaseMs = StoreTiming.BACKOFF_BASE_MS;
     long backoffCapMs = StoreTiming.BACKOFF_CAP_MS;
@@ -95,6 +98,16 @@ public final class StoreLock implements AutoCloseable {
       this.floor = Objects.requireNonNull(floor);
       return this;
     }
+
+    /**
+     * The pod this holder runs in, named in its owner ids so that the controller can show the
+     * holder (default: $POD_NAME and $POD_UID when both are set; null names none). A store lock
+     * needs no pod: outside Kubernetes the owner id is random only.
+     */
+    public Options pod(HolderPod pod) {
+      this.pod = pod;
+      return this;
+    }
   }
 
   /** New default options. */
@@ -119,6 +132,8 @@ public final class StoreLock implements AutoCloseable {
   private final long ttlMs;
   private final List<Consumer<Event>> listeners = new CopyOnWriteArrayList<>();
   private final Object mu = new Object();
+  private final Object events = new Object(); // orders the listeners' calls
+  private boolean eventsEnded; // guarded by events
   private Thread watchdog;
 
   // Guarded by mu.
@@ -164,11 +179,49 @@ public final class StoreLock implements AutoCloseable {
     }
   }
 
-  /** A new owner id: 128 bits from the CSPRNG, hex; never reused, never derived from a name. */
-  static String newOwnerId() {
+  private static final Pattern POD_NAME = Pattern.compile("[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?");
+  private static final Pattern POD_UID = Pattern.compile("[A-Za-z0-9-]{1,64}");
+
+  /**
+   * The pod a holder runs in, named in its owner ids (clients/conformance/store.json "ownerId") so
+   * that the controller, which observes store locks without granting them, can show who holds one.
+   * Public information: it adds no secrecy, and the controller trusts it no further than a name.
+   *
+   * @param name the pod's name
+   * @param uid the pod's uid
+   */
+  public record HolderPod(String name, String uid) {
+    /** Whether both parts can be named in an owner id (a DNS subdomain name; a uid of letters, digits and dashes). */
+    boolean valid() {
+      return name != null && uid != null && POD_NAME.matcher(name).matches() && POD_UID.matcher(uid).matches();
+    }
+
+    /** $POD_NAME and $POD_UID (the Downward API) when both are set, else null. */
+    static HolderPod fromEnvironment() {
+      String name = System.getenv("POD_NAME");
+      String uid = System.getenv("POD_UID");
+      return name != null && !name.isEmpty() && uid != null && !uid.isEmpty() ? new HolderPod(name, uid) : null;
+    }
+  }
+
+  /**
+   * A new owner id: 128 bits from the CSPRNG as lowercase hex, new for every attempt, followed by
+   * {@code /<pod name>/<pod uid>} when {@code pod} is given and valid. The random part is what a
+   * renew and a release prove ownership with: never reused, never derived from a name.
+   */
+  static String newOwnerId(HolderPod pod) {
     byte[] b = new byte[16];
     RANDOM.nextBytes(b);
-    return HexFormat.of().formatHex(b);
+    String id = HexFormat.of().formatHex(b);
+    return pod != null && pod.valid() ? id + "/" + pod.name() + "/" + pod.uid() : id;
+  }
+
+  /** The holder pod an owner id names, or null when it names none (or not validly). */
+  static HolderPod podOfOwner(String owner) {
+    String[] parts = owner.split("/", -1);
+    if (parts.length != 3 || parts[0].isEmpty()) return null;
+    HolderPod pod = new HolderPod(parts[1], parts[2]);
+    return pod.valid() ? pod : null;
   }
 
   /** Wakes a waiter when a release is published; a release while an attempt is out is kept. */
@@ -219,7 +272,7 @@ public final class StoreLock implements AutoCloseable {
         if (floor < 0 || floor >= Token.MAX) {
           throw new IllegalArgumentException("floor: must be in [0, " + (Token.MAX - 1) + "], got " + floor);
         }
-        String owner = newOwnerId();
+        String owner = newOwnerId(o.pod);
         StoreBackend.Attempt a;
         try {
           a = backend.tryAcquire(owner, ttlMs, floor);
@@ -419,12 +472,20 @@ public final class StoreLock implements AutoCloseable {
     emit(new Event("lost", name, token, reason, 0, ""));
   }
 
+  /**
+   * Calls the listeners with {@code e}, in order: nothing after the last event (lost or released),
+   * so that a renew answered just before the end is not reported after it.
+   */
   private void emit(Event e) {
-    for (Consumer<Event> l : listeners) {
-      try {
-        l.accept(e);
-      } catch (RuntimeException x) {
-        // a listener's failure is its own
+    synchronized (events) {
+      if (eventsEnded) return;
+      eventsEnded = e.type().equals("lost") || e.type().equals("released");
+      for (Consumer<Event> l : listeners) {
+        try {
+          l.accept(e);
+        } catch (RuntimeException x) {
+          // a listener's failure is its own
+        }
       }
     }
   }

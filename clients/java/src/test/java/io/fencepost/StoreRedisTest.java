@@ -222,6 +222,9 @@ class StoreRedisTest {
       assertFalse(lock.held());
       assertInstanceOf(LockLostException.class, lock.error());
       assertTrue(lock.error().getMessage().contains("gone or held by another owner"), lock.error().getMessage());
+      // The listeners hear of it on the watchdog's thread, right after the lock ended.
+      long until = System.nanoTime() + 1_000_000_000L;
+      while (events.stream().noneMatch(e -> e.type().equals("lost")) && System.nanoTime() < until) Thread.sleep(5);
       assertTrue(events.stream().anyMatch(e -> e.type().equals("lost")), events.toString());
       lock.release(); // idempotent after a loss; does not delete another owner's key
       onEach(servers, c -> {

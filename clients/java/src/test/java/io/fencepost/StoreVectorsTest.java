@@ -95,10 +95,36 @@ class StoreVectorsTest {
   void owner_ids_are_128_random_bits_new_every_time() {
     Set<String> seen = new HashSet<>();
     for (int i = 0; i < 1000; i++) {
-      String id = StoreLock.newOwnerId();
+      String id = StoreLock.newOwnerId(null);
       assertTrue(id.matches("[0-9a-f]{32}"), id);
       assertTrue(seen.add(id), "owner id repeated: " + id);
     }
+  }
+
+  @Test
+  void an_owner_id_names_the_holder_pod_after_its_random_part_when_the_pod_is_valid() {
+    StoreLock.HolderPod pod = new StoreLock.HolderPod("web-7d9f-x2k4q", "4f6c1d2e-8b3a-4e5f-9a7b-0c1d2e3f4a5b");
+    String id = StoreLock.newOwnerId(pod);
+    assertTrue(id.matches("[0-9a-f]{32}/web-7d9f-x2k4q/4f6c1d2e-8b3a-4e5f-9a7b-0c1d2e3f4a5b"), id);
+    assertEquals(pod, StoreLock.podOfOwner(id));
+    String bad = StoreLock.newOwnerId(new StoreLock.HolderPod("Web", "uid"));
+    assertTrue(bad.matches("[0-9a-f]{32}"), "an invalid pod is not named: " + bad);
+    assertTrue(StoreLock.newOwnerId(new StoreLock.HolderPod("w", "u".repeat(65))).matches("[0-9a-f]{32}"));
+    assertTrue(bad.length() <= 200);
+  }
+
+  @TestFactory
+  Stream<DynamicTest> the_pod_an_owner_id_names_is_store_json_s() throws Exception {
+    return Vectors.list(store(), "ownerVectors").stream()
+        .map(v -> DynamicTest.dynamicTest((String) v.get("owner"), () -> {
+          StoreLock.HolderPod got = StoreLock.podOfOwner((String) v.get("owner"));
+          if (v.get("pod") == Json.NULL) {
+            assertEquals(null, got);
+          } else {
+            Map<String, Object> pod = Vectors.obj(v, "pod");
+            assertEquals(new StoreLock.HolderPod((String) pod.get("name"), (String) pod.get("uid")), got);
+          }
+        }));
   }
 
   @TestFactory
