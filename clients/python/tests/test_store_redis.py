@@ -22,6 +22,7 @@ import pytest
 
 import fencepost
 from fencepost import store as fs
+from fencepost.store import _redis as store_redis
 from fencepost.store._hold import Waiter, hold
 from redis_servers import RedisServer, free_port, redis_servers
 
@@ -174,13 +175,13 @@ def test_the_lock_is_lost_at_the_end_of_its_validity_while_a_renew_hangs(single:
         started = time.monotonic()
         single.pause()  # answers nothing: the renew at 200 ms hangs for its 2 s socket timeout
         try:
-            assert lock.wait(1.5)
+            assert lock.wait(3)
             lost_after = time.monotonic() - started
         finally:
             single.resume()
         assert isinstance(lock.error, fencepost.LockLostError)
-        # The validity is 600 - 8 ms from the send; the renew's timeout would have been 2.2 s.
-        assert lost_after < 0.6 + 0.3, lost_after
+        # The validity ends 592 ms after the send; the hanging renew fails only at 2.2 s.
+        assert lost_after < 1.5, lost_after
         assert "validity passed" in str(lock.error)
         lock.release()
 
@@ -219,6 +220,26 @@ def test_a_waiter_is_woken_by_the_release_not_by_its_backoff(single: RedisServer
         assert at - released_at < 0.15, at - released_at
 
 
+def test_a_release_channel_stays_subscribed_a_while_then_is_unsubscribed(
+    single: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_redis, "CHANNEL_IDLE", 0.5)
+    name = unique("idle")
+    channel = fs.lock_keys("default", name).channel
+    with single.client() as r, fs.connect(single.url) as st:
+
+        def subscribers() -> int:
+            ((_, n),) = r.pubsub_numsub(channel)
+            return int(n)
+
+        with st.acquire(name, ttl=2):
+            assert subscribers() == 1
+        assert subscribers() == 1  # kept for the next acquire of the same lock
+        until(lambda: subscribers() == 0, 3.0)
+        with st.acquire(name, ttl=2):  # subscribes again
+            assert subscribers() == 1
+
+
 def test_if_held_fail_and_a_bounded_wait(single: RedisServer) -> None:
     name = unique("busy")
     with fs.acquire(name, single.url, ttl=5):
@@ -229,7 +250,7 @@ def test_if_held_fail_and_a_bounded_wait(single: RedisServer) -> None:
             fencepost.NotAcquiredError, match=r"not granted within 0.4 s \(held by another owner"
         ):
             fs.acquire(name, single.url, wait=0.4)
-        assert 0.4 <= time.monotonic() - started < 1.0
+        assert 0.4 <= time.monotonic() - started < 2.0
         with pytest.raises(fencepost.NotAcquiredError):
             fs.acquire(name, single.url, wait=0)
 
@@ -329,8 +350,8 @@ def test_redlock_holds_with_two_of_five_masters_down_and_not_with_three(masters:
     masters[3].stop()
     masters[4].stop()
     try:
-        with fs.acquire(name, url, ttl=0.9, wait=5) as lock:
-            time.sleep(1.0)  # three renews on the three masters left
+        with fs.acquire(name, url, ttl=1.5, wait=5) as lock:
+            time.sleep(1.6)  # three renews on the three masters left
             assert lock.held()
         masters[2].stop()
         with pytest.raises(fencepost.NotAcquiredError, match="2 of 5 masters granted, 3 needed"):
@@ -391,8 +412,8 @@ def test_redlock_wakes_waiters_on_release(masters: list[RedisServer]) -> None:
 
         t = threading.Thread(target=wait_for_it)
         t.start()
-        time.sleep(0.4)
+        time.sleep(0.8)  # the backoff's next attempt: 1550 ms from the start
         released_at = time.monotonic()
         holder.release()
         t.join(5)
-        assert got and got[0] - released_at < 0.15
+        assert got and got[0] - released_at < 0.5, got[0] - released_at

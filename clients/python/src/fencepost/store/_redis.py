@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -127,20 +128,32 @@ class _Listener:
         self.on_message, self.confirmed = on_message, confirmed
 
 
+CHANNEL_IDLE = 10.0
+"""CHANNEL_IDLE: how long (seconds) a release channel stays subscribed after its last listener
+left, so that a process taking the same lock again and again subscribes once."""
+
+
 class ReleaseChannels:
     """ReleaseChannels is one subscriber connection (made on first use) for every lock's release
-    channel on one Redis, read by one daemon thread. A subscription that fails (Redis down) is
-    retried by the thread, and redis-py re-subscribes after a reconnect; a notification lost
-    meanwhile is found by the waiter's backoff."""
+    channel on one Redis, read by one daemon thread. A channel stays subscribed for CHANNEL_IDLE
+    after its last listener left. A subscription that fails (Redis down) is retried by the
+    thread, and redis-py re-subscribes after a reconnect; a notification lost meanwhile is found by
+    the waiter's backoff.
+
+    Locks: ``_io`` orders the SUBSCRIBE and UNSUBSCRIBE sent with the decisions to send them (so
+    the server's state is the one recorded); ``_mu`` guards the records, and is never held while
+    sending. The reader reads without either.
+    """
 
     def __init__(self, client: redis.Redis, name: str) -> None:
         self._client = client
         self._name = name
+        self._io = threading.Lock()
         self._mu = threading.Lock()
         self._listeners: dict[str, list[_Listener]] = {}
+        self._idle_since: dict[str, float] = {}
         self._confirmed: set[str] = set()
         self._pubsub: redis.client.PubSub | None = None
-        self._thread: threading.Thread | None = None
         self._closed = threading.Event()
 
     def listen(
@@ -149,31 +162,27 @@ class ReleaseChannels:
         """listen calls ``on_message`` on every message on ``channel`` and sets ``confirmed`` once
         subscribed; returns the unsubscribe."""
         entry = _Listener(on_message, confirmed)
-        with self._mu:
-            if self._closed.is_set():
-                raise StoreError(f"{self._name}: the store is closed")
-            listeners = self._listeners.setdefault(channel, [])
-            first = not listeners
-            listeners.append(entry)
-            if channel in self._confirmed:
-                confirmed.set()
-            ps = self._start_locked()
-        if first:
-            with contextlib.suppress(Exception):  # the reader thread retries it
-                ps.subscribe(channel)
+        with self._io:
+            with self._mu:
+                if self._closed.is_set():
+                    raise StoreError(f"{self._name}: the store is closed")
+                first = channel not in self._listeners
+                self._listeners.setdefault(channel, []).append(entry)
+                self._idle_since.pop(channel, None)
+                if channel in self._confirmed:
+                    confirmed.set()
+                ps = self._start_locked()
+            if first:
+                with contextlib.suppress(Exception):  # the reader retries it
+                    ps.subscribe(channel)
 
         def unsubscribe() -> None:
             with self._mu:
                 own = self._listeners.get(channel)
-                if own is None or entry not in own:
-                    return
-                own.remove(entry)
-                if own:
-                    return
-                del self._listeners[channel]
-                self._confirmed.discard(channel)
-            with contextlib.suppress(Exception):
-                ps.unsubscribe(channel)  # type: ignore[no-untyped-call]
+                if own is not None and entry in own:
+                    own.remove(entry)
+                    if not own:
+                        self._idle_since[channel] = time.monotonic()
 
         return unsubscribe
 
@@ -187,24 +196,37 @@ class ReleaseChannels:
     def _start_locked(self) -> redis.client.PubSub:
         if self._pubsub is None:
             self._pubsub = self._client.pubsub(ignore_subscribe_messages=False)
-            self._thread = threading.Thread(
+            threading.Thread(
                 target=self._read,
                 args=(self._pubsub,),
                 name=f"fencepost-store-channels-{self._name}",
                 daemon=True,
-            )
-            self._thread.start()
+            ).start()
         return self._pubsub
+
+    def _tend(self, ps: redis.client.PubSub) -> None:
+        """_tend subscribes what is missing (after a failure) and unsubscribes what idled out (and
+        anything else subscribed without a listener: an UNSUBSCRIBE lost to a reconnect)."""
+        with self._io:
+            now = time.monotonic()
+            with self._mu:
+                for c in [c for c, t in self._idle_since.items() if now - t >= CHANNEL_IDLE]:
+                    del self._idle_since[c]
+                    del self._listeners[c]
+                    self._confirmed.discard(c)
+                missing = [c for c in self._listeners if c not in ps.channels]
+                stray = [c for c in ps.channels if c not in self._listeners]
+            if missing:
+                ps.subscribe(*missing)
+            if stray:
+                ps.unsubscribe(*stray)  # type: ignore[no-untyped-call]
 
     def _read(self, ps: redis.client.PubSub) -> None:
         pause = 0.05
         try:
             while not self._closed.is_set():
                 try:
-                    with self._mu:
-                        missing = [c for c in self._listeners if c not in ps.channels]
-                    if missing:
-                        ps.subscribe(*missing)
+                    self._tend(ps)
                     m = ps.get_message(timeout=0.2)
                     pause = 0.05
                 except Exception:
@@ -221,7 +243,7 @@ class ReleaseChannels:
         kind, channel = _text(m.get("type")), _text(m.get("channel"))
         with self._mu:
             listeners = list(self._listeners.get(channel, ()))
-            if kind == "subscribe" and listeners:
+            if kind == "subscribe" and channel in self._listeners:
                 self._confirmed.add(channel)
             elif kind == "unsubscribe":
                 self._confirmed.discard(channel)
@@ -445,14 +467,23 @@ class RedlockBackend:
         self._release_all(owner)
 
     def subscribe(self, on_release: Callable[[], None], confirmed: threading.Event) -> Callable[[], None]:
-        # Every master: a release is published where it happened; the first confirmation counts.
-        offs: list[Callable[[], None]] = []
-        for m in self._masters:
-            with contextlib.suppress(StoreError):
-                offs.append(m.channels.listen(self._keys.channel, on_release, confirmed))
+        # Every master, in parallel (a master that does not answer must not hold the others up):
+        # a release is published where it happened; the first confirmation counts.
+        channel = self._keys.channel
+        try:
+            futures = [
+                self._pool.submit(m.channels.listen, channel, on_release, confirmed) for m in self._masters
+            ]
+        except RuntimeError as e:  # the store was closed
+            raise StoreError(str(e)) from e
 
         def off() -> None:
-            for f in offs:
-                f()
+            for f in futures:
+                f.add_done_callback(_unsubscribe_when_done)
 
         return off
+
+
+def _unsubscribe_when_done(f: Future[Callable[[], None]]) -> None:
+    if not f.cancelled() and f.exception() is None:
+        f.result()()
