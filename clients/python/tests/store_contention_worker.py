@@ -39,7 +39,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--guard", required=True)
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--hold-ms", type=int, default=0)
-    a = p.parse_args(argv)
+    try:
+        a = p.parse_args(argv)
+    except SystemExit as e:  # a usage error: argparse printed it to stderr
+        if e.code in (0, None):
+            raise
+        out("error", message=f"bad arguments: {' '.join(argv)}")
+        return 1
     try:
         with (
             redis.Redis.from_url(a.guard, decode_responses=True) as g,

@@ -9,6 +9,7 @@ they skip)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import subprocess
@@ -324,6 +325,34 @@ def test_the_readme_store_example_runs(single: RedisServer) -> None:
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "wrote 'report written under token" in r.stdout and "(applied)" in r.stdout
+
+
+def test_the_contention_worker_speaks_the_protocol(single: RedisServer, masters: list[RedisServer]) -> None:
+    # test/support/store-contention.ts runs it against the Node worker; here alone, on both stores.
+    for url in (single.url, redlock_url(masters)):
+        lock = unique("proto")
+        flags = {"--store": url, "--lock": lock, "--namespace": "proto", "--ttl-ms": "1000"}
+        flags |= {"--guard": single.url, "--rounds": "3", "--hold-ms": "5"}
+        r = subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "tests/store_contention_worker.py"),
+                *(x for kv in flags.items() for x in kv),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        lines = [json.loads(line) for line in r.stdout.splitlines()]
+        assert all(e["worker"] == "python" for e in lines)
+        assert [e["event"] for e in lines] == ["acquired", "write", "released"] * 3 + ["done"]
+        tokens = [e["token"] for e in lines if e["event"] == "acquired"]
+        assert [int(t) for t in tokens] == sorted(int(t) for t in tokens) and len(set(tokens)) == 3
+        assert {e["outcome"] for e in lines if e["event"] == "write"} == {"applied"}
+        with single.client() as g:
+            assert g.get(f"{lock}:data") == tokens[-1] and g.get(f"{lock}:inside") == "0"
 
 
 # --- Redlock --------------------------------------------------------------------------------------
