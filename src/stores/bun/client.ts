@@ -14,7 +14,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Script } from '../store.ts';
-import type { RedisTarget } from '../url.ts';
+import { StoreUrlError, type RedisTarget } from '../url.ts';
 
 /** The part of Bun.RedisClient used here (Bun's own types are not a dependency of this project). */
 interface BunRedisClient {
@@ -50,8 +50,9 @@ export function bunRuntime(): BunRuntime | undefined {
 /** targetUrl is the URL Bun's client takes for `t`; Sentinel and Cluster targets are refused, naming `what`. */
 export function targetUrl(t: RedisTarget, what: string): string {
   if (t.mode !== 'standalone')
-    throw new TypeError(
-      `${what}: the compiled fencepost-agent speaks to one Redis (redis://, rediss://) or to Redlock masters; a ${t.mode === 'sentinel' ? 'Sentinel' : 'Cluster'} URL needs the fencepost library or \`fencepost exec\` on Node`,
+    throw new StoreUrlError(
+      what,
+      `the compiled fencepost-agent speaks to one Redis (redis://, rediss://) or to Redlock masters; a ${t.mode === 'sentinel' ? 'Sentinel' : 'Cluster'} URL needs the fencepost library or \`fencepost exec\` on Node`,
     );
   const user = t.auth.username !== undefined ? encodeURIComponent(t.auth.username) : '';
   const pass = t.auth.password !== undefined ? `:${encodeURIComponent(t.auth.password)}` : '';
@@ -88,7 +89,7 @@ export class BunConnection {
     this.#client = new bun.RedisClient(url, {
       connectionTimeout: CONNECT_TIMEOUT_MS,
       autoReconnect: true,
-      maxRetries: Number.MAX_SAFE_INTEGER,
+      maxRetries: 1_000_000_000, // for ever, in effect (Bun refuses larger values)
       enableOfflineQueue: false,
     });
   }
