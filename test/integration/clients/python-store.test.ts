@@ -70,8 +70,12 @@ describe('the Python Redis lock stores against real redis-servers and the Node l
       expect(by('python')).toBe(ROUNDS);
       // The grants interleave: the two really contended (neither ran all its rounds first).
       const order = acquired.map((e) => e.worker).join(',');
-      expect(order).not.toBe([...Array<string>(ROUNDS).fill('node'), ...Array<string>(ROUNDS).fill('python')].join(','));
-      expect(order).not.toBe([...Array<string>(ROUNDS).fill('python'), ...Array<string>(ROUNDS).fill('node')].join(','));
+      expect(order).not.toBe(
+        [...Array<string>(ROUNDS).fill('node'), ...Array<string>(ROUNDS).fill('python')].join(','),
+      );
+      expect(order).not.toBe(
+        [...Array<string>(ROUNDS).fill('python'), ...Array<string>(ROUNDS).fill('node')].join(','),
+      );
       // The guard's data key holds the last token written, through whichever guard wrote it.
       const data = guard.client();
       try {
