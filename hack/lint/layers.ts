@@ -81,7 +81,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   agent: {
     holds: 'the holder side: the lock session, the local HTTP API, state files',
-    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport'],
+    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport', 'stores'],
   },
   client: {
     holds: 'the library: acquire() over the agent session, or over a Redis or Redlock store',

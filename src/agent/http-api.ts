@@ -33,7 +33,7 @@ import { problem, sendProblem } from './problem.ts';
 import { NotRunHolderError } from './run-completions.ts';
 import { AlreadyDoneError, requestRun } from './run-once.ts';
 import { EventJournal, SSE_RETRY_MS, formatSse, type SseFrame, type StoppingEvent } from './sse.ts';
-import type { LockSession } from './session.ts';
+import type { AgentSession } from './agent-session.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import openapi from './openapi.json' with { type: 'json' };
 
@@ -92,7 +92,7 @@ class HeldElsewhere extends Error {
  * waitHeld resolves true once the session holds the lock, false after waitMs or if the client went
  * away. With `failIfHeld`, it rejects with HeldElsewhere as soon as the Lease names another holder.
  */
-function waitHeld(session: LockSession, waitMs: number, req: IncomingMessage, failIfHeld: boolean): Promise<boolean> {
+function waitHeld(session: AgentSession, waitMs: number, req: IncomingMessage, failIfHeld: boolean): Promise<boolean> {
   if (session.heldToken() !== undefined) return Promise.resolve(true);
   const other = failIfHeld ? session.otherHolder() : undefined;
   if (other !== undefined) return Promise.reject(new HeldElsewhere(other));
@@ -137,7 +137,7 @@ const ALLOWED: Readonly<Record<string, string>> = {
 export async function serveAgentApi(
   host: string,
   port: number,
-  sessions: ReadonlyMap<string, LockSession>,
+  sessions: ReadonlyMap<string, AgentSession>,
   routes: AgentApiRoutes,
 ): Promise<AgentApi> {
   const stream = Date.now().toString(36);

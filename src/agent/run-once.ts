@@ -16,7 +16,7 @@
  * token. Every later grant is a compare-and-swap on a later version of the Lease, so the check in
  * step 3 of any holder granted after the completion sees it (run-completions.ts).
  */
-import type { LockSession } from './session.ts';
+import type { AgentSession } from './agent-session.ts';
 
 /** AlreadyDoneError: the run id was already reported completed by some holder. */
 export class AlreadyDoneError extends Error {
@@ -33,7 +33,7 @@ export class AlreadyDoneError extends Error {
  * while this pod waited (released again, see the header); the session's own errors pass through.
  */
 export async function requestRun(
-  session: LockSession,
+  session: AgentSession,
   lock: string,
   runId: string | undefined,
   waitGranted: () => Promise<boolean>,

@@ -19,7 +19,10 @@
 import { stateFiles } from '../agent/state-file.ts';
 import { EventReason } from '../api/v1alpha1/conditions.ts';
 import { serveAgentApi, type AgentApi } from '../agent/http-api.ts';
+import type { AgentSession } from '../agent/agent-session.ts';
 import { LockSession } from '../agent/session.ts';
+import { StoreLockSession } from '../agent/store-session.ts';
+import { openAgentStore } from './agent-store.ts';
 import { claimSession, type SessionClaim } from '../agent/session-claim.ts';
 import { parseAgentConfig } from '../config/agent.ts';
 import { recordEvents } from '../kube/event-recorder.ts';
@@ -41,7 +44,7 @@ import type { Logger } from '../observability/logger.ts';
  * Leases expire on the server after their duration. Never an early handover.
  */
 async function awaitAppRelease(
-  sessions: ReadonlyMap<string, LockSession>,
+  sessions: ReadonlyMap<string, AgentSession>,
   api: AgentApi,
   timeoutMs: number,
   signal: string,
@@ -132,16 +135,39 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     await releaseClaims();
     throw err;
   }
-  const sessions = new Map<string, LockSession>();
+  // Which locks are held in a Redis or Redlock store (spec.store, which cannot change on a lock):
+  // read once, before anything is watched; the agent holds those in the store itself.
+  let storeSetup: Awaited<ReturnType<typeof openAgentStore>>;
+  try {
+    storeSetup = await openAgentStore(kube, cfg, log);
+  } catch (err) {
+    await releaseClaims();
+    throw err;
+  }
+  const sessions = new Map<string, AgentSession>();
   for (const lock of cfg.locks) {
-    const s = new LockSession({
-      api: kube,
-      namespace: cfg.podNamespace,
-      lock,
-      self: { name: cfg.podName, uid: cfg.podUid },
-      clock: realClock,
-      log,
-    });
+    const inStore = storeSetup.locks.get(lock);
+    const s: AgentSession =
+      inStore !== undefined && storeSetup.open !== undefined
+        ? new StoreLockSession({
+            lock,
+            namespace: cfg.podNamespace,
+            self: { name: cfg.podName, uid: cfg.podUid },
+            mode: inStore.mode,
+            ttlMs: inStore.ttlMs,
+            store: storeSetup.open.store,
+            stores: storeSetup.open,
+            clock: realClock,
+            log,
+          })
+        : new LockSession({
+            api: kube,
+            namespace: cfg.podNamespace,
+            lock,
+            self: { name: cfg.podName, uid: cfg.podUid },
+            clock: realClock,
+            log,
+          });
     s.onEvent((e) => {
       lockEvents.inc({ lock, type: e.type });
       if (e.type === 'lost')
@@ -229,6 +255,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
           await awaitAppRelease(sessions, api, cfg.appStopTimeoutMs, signal, log);
         }
         await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
+        await storeSetup.open?.store.close();
         for (const l of cfg.locks) files?.remove(l);
         await releaseClaims();
         await Promise.all(started.map((x) => x.stop()));

@@ -40,6 +40,12 @@ export interface AgentConfig {
    * Default 25 s, below the kubelet's default grace period of 30 s.
    */
   readonly appStopTimeoutMs: number;
+  /**
+   * storeUrl: where this agent holds its locks with spec.store Redis or Redlock (--store-url or
+   * FENCEPOST_STORE_URL): a redis:// or rediss:// URL, or redlock://h1:p1,h2:p2,…; parsed in full
+   * when the agent connects. Lease locks ignore it.
+   */
+  readonly storeUrl: string | undefined;
 }
 
 /** AGENT_USAGE is printed by --help and on bad flags. */
@@ -60,6 +66,9 @@ Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
                        nothing: the application is sent a 'stopping' event and releases itself
   --app-stop-timeout D with --sidecar plain: how long to wait for that release after SIGTERM
                        (default 25s); then the agent stops without releasing (the Lease expires)
+  --store-url URL      where the locks with spec.store Redis or Redlock are held (env FENCEPOST_STORE_URL):
+                       redis://[user:pass@]host:port[/db], rediss://…, or redlock://h1:p1,h2:p2,h3:p3;
+                       the agent takes, renews and releases them there itself
 `;
 
 const LOCK_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -76,6 +85,7 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
     'log-level': { type: 'string', default: 'info' },
     sidecar: { type: 'string', default: 'native' },
     'app-stop-timeout': { type: 'string', default: '25s' },
+    'store-url': { type: 'string' },
   });
   const need = (name: string): string => {
     const v = env[name];
@@ -105,6 +115,12 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
   if (sidecar !== 'native' && sidecar !== 'plain')
     throw new UsageError('--sidecar', `${JSON.stringify(sidecar)} is neither native nor plain`);
   const appStopTimeoutMs = parseDuration(values['app-stop-timeout'], '--app-stop-timeout');
+  const storeUrl = values['store-url'] ?? env['FENCEPOST_STORE_URL'];
+  if (storeUrl !== undefined && storeUrl !== '' && !/^(rediss?|redlock):\/\/\S+$/.test(storeUrl))
+    throw new UsageError(
+      '--store-url',
+      `must start with redis://, rediss:// or redlock://, got ${JSON.stringify(storeUrl.replace(/:[^:@/]*@/, ':***@'))}`,
+    );
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     podName: need('POD_NAME'),
@@ -118,5 +134,6 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
     logLevel: level,
     sidecar,
     appStopTimeoutMs,
+    storeUrl: storeUrl === '' ? undefined : storeUrl,
   });
 }

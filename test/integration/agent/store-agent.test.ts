@@ -1,0 +1,173 @@
+// The shipped agent (dist/bin/fencepost-agent, on Bun's built-in Redis client) holding locks with
+// spec.store Redis and Redlock, beside the controller that observes them (issue 19 item 1): real
+// redis-servers, the real API server, real agent processes as two candidate pods.
+// - Election in Redis: one agent holds (its API says held with a token), the controller shows
+//   that pod and labels it; the holder's agent is SIGKILLed (its key is never released): the other
+//   agent takes the lock once the key expires, with a larger token, and the controller reports the
+//   expiry (HolderExpired) and the new holder.
+// - Mutex in Redlock: the lock is taken on POST …/acquire and given back on POST …/release, which
+//   the controller hears as a release (StoreReleased).
+// - An agent whose lock is a store lock but that has no --store-url exits 2 naming the flag.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
+import { openStoreObserver } from '../../../src/controllers/distributedlock/store-observer.ts';
+import type { StoreObserver } from '../../../src/controllers/distributedlock/store-locks.ts';
+import { silentLogger } from '../../../src/observability/logger.ts';
+import { podKeys } from '../../../src/protocol/names.ts';
+import { realClock } from '../../../src/runtime/clock.ts';
+import { agentBinary } from '../../support/agent-binary.ts';
+import { startAgent, type AgentProcess } from '../../support/agent-processes.ts';
+import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { createLock, createPod, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+
+describe('the shipped agent holding store locks, observed by the controller', () => {
+  const kc = sharedKubeConfig();
+  let t: TestKube;
+  let controller: LockController | undefined;
+  let observer: StoreObserver | undefined;
+  const servers: RedisServer[] = [];
+  let redisUrl = '';
+  let redlockUrl = '';
+  let dir = '';
+  const agents: AgentProcess[] = [];
+
+  beforeAll(async () => {
+    servers.push(...(await Promise.all(Array.from({ length: 4 }, () => startRedis()))));
+    redisUrl = servers[0]?.url ?? '';
+    redlockUrl = `redlock://${servers
+      .slice(1)
+      .map((s) => s.url.replace(/^redis:\/\//, ''))
+      .join(',')}`;
+    dir = mkdtempSync(join(tmpdir(), 'fencepost-store-agent-'));
+    t = testKube(kc, await freshNamespace(kc, 'store-agent-'));
+    observer = await openStoreObserver({ redis: redisUrl, redlock: redlockUrl }, silentLogger);
+    controller = await startLockController({
+      kc,
+      redisUrl: undefined,
+      namespace: t.namespace,
+      identity: 'test-controller',
+      clock: realClock,
+      log: silentLogger,
+      stores: observer,
+    });
+  });
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.process.stop()));
+    await controller?.stop();
+    await observer?.close();
+    await Promise.all(servers.map((s) => s.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const agentFor = async (lock: string, pod: string, store: string): Promise<AgentProcess> => {
+    const p = await createPod(t, pod, { app: lock });
+    const a = await startAgent({
+      lock,
+      pod,
+      uid: p.metadata?.uid ?? '',
+      namespace: t.namespace,
+      kubeconfig: sharedKubeconfigPath(),
+      logDir: dir,
+      args: ['--store-url', store],
+    });
+    agents.push(a);
+    return a;
+  };
+  const reasons = async (lock: string): Promise<string[]> =>
+    (
+      await t.core.listNamespacedEvent({ namespace: t.namespace, fieldSelector: `involvedObject.name=${lock}` })
+    ).items.map((e) => e.reason ?? '');
+
+  it('Election in Redis: one agent holds; killed, the other takes over after the TTL with a larger token', async () => {
+    await createLock(t, lockBody('el', 'el', { store: 'Redis', leaseDurationSeconds: 2 }));
+    const [a, b] = [await agentFor('el', 'el-a', redisUrl), await agentFor('el', 'el-b', redisUrl)];
+    let holder: AgentProcess | undefined;
+    let token = '';
+    await eventually(async () => {
+      const [sa, sb] = [await a.snapshot(), await b.snapshot()];
+      expect([sa.held, sb.held].filter(Boolean)).toHaveLength(1);
+      holder = sa.held ? a : b;
+      token = (sa.held ? sa.token : sb.token) ?? '';
+    }, 10_000);
+    const holderPod = holder === a ? 'el-a' : 'el-b';
+    const other = holder === a ? b : a;
+    await eventually(async () => {
+      const l = await getLock(t, 'el');
+      expect(l.status?.holder?.name).toBe(holderPod);
+      expect(l.status?.fencingToken).toBe(token);
+      const pod = await t.core.readNamespacedPod({ namespace: t.namespace, name: holderPod });
+      expect(pod.metadata?.labels?.[podKeys('el').holder]).toBe('true');
+    }, 5000);
+    // Held past a few TTLs: the agent renews; nothing changes.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await holder?.snapshot())?.token).toBe(token);
+    holder?.process.signal('SIGKILL');
+    await eventually(async () => {
+      const s = await other.snapshot();
+      expect(s.held).toBe(true);
+      expect(BigInt(s.token ?? '0')).toBeGreaterThan(BigInt(token));
+    }, 10_000);
+    await eventually(async () => {
+      const l = await getLock(t, 'el');
+      expect(l.status?.holder?.name).toBe(holderPod === 'el-a' ? 'el-b' : 'el-a');
+      expect(await reasons('el')).toContain('HolderExpired');
+    }, 5000);
+  });
+
+  it('Mutex in Redlock: taken on request, given back on release, heard as a release', async () => {
+    await createLock(t, lockBody('mx', 'mx', { store: 'Redlock', mode: 'Mutex', leaseDurationSeconds: 2 }));
+    const a = await agentFor('mx', 'mx-a', redlockUrl);
+    expect((await a.snapshot()).held).toBe(false); // Mutex: nothing until asked
+    const acquired = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/acquire?wait=5s`, { method: 'POST' });
+    expect(acquired.status).toBe(200);
+    const token = ((await acquired.json()) as { token: string }).token;
+    await eventually(async () => {
+      expect((await getLock(t, 'mx')).status?.holder?.name).toBe('mx-a');
+    }, 5000);
+    const released = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/release`, { method: 'POST' });
+    expect(released.status).toBeLessThan(300);
+    await eventually(async () => {
+      const l = await getLock(t, 'mx');
+      expect(l.status?.holder).toBeUndefined();
+      expect(l.status?.fencingToken).toBe(token);
+      expect(await reasons('mx')).toEqual(expect.arrayContaining(['StoreGranted', 'StoreReleased']));
+    }, 5000);
+    expect((await a.snapshot()).held).toBe(false);
+  });
+
+  it('an agent for a store lock without --store-url exits 2, naming the flag', async () => {
+    await createLock(t, lockBody('nourl', 'nourl', { store: 'Redis' }));
+    const p = await createPod(t, 'nourl-a', { app: 'nourl' });
+    const r = await new Promise<{ code: number | null; stderr: string }>((res) => {
+      execFile(
+        agentBinary(),
+        [
+          'agent',
+          '--lock',
+          'nourl',
+          '--kubeconfig',
+          sharedKubeconfigPath(),
+          '--listen',
+          '127.0.0.1:0',
+          '--health-probe-bind-address=0',
+          '--metrics-bind-address=0',
+        ],
+        {
+          env: { ...process.env, POD_NAME: 'nourl-a', POD_NAMESPACE: t.namespace, POD_UID: p.metadata?.uid ?? '' },
+          timeout: 30_000,
+        },
+        (err, _stdout, stderr) => {
+          res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stderr });
+        },
+      );
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--store-url');
+    expect(r.stderr).toContain('spec.store Redis');
+  });
+});
