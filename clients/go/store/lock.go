@@ -80,8 +80,8 @@ func (l *Lock) Context() context.Context { return l.ctx }
 func (l *Lock) Err() error { return context.Cause(l.ctx) }
 
 // Events delivers the lock's changes — renewed, lost, released — as fencepost.Event values (the
-// agent's event shapes). The channel is buffered; events are dropped while it is full. It is
-// closed once the lock has ended.
+// agent's event shapes). The channel is buffered; events are dropped while it is full. Release
+// closes it (after a loss, too: the lost event comes first).
 func (l *Lock) Events() <-chan fencepost.Event { return l.events }
 
 // Held reports whether the lock is still trusted now: not lost or released, and the validity of

@@ -26,6 +26,8 @@ type testRedis struct {
 	url  string
 	cmd  *exec.Cmd
 	dir  string
+	// extra are more redis-server arguments (a Cluster node, a Sentinel).
+	extra []string
 	// client is a plain connection for the test's own reads and writes.
 	client *redis.Client
 }
@@ -88,7 +90,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func launchRedis(t *testing.T, bin string) (*testRedis, error) {
+func launchRedis(t *testing.T, bin string, extra ...string) (*testRedis, error) {
 	dir := t.TempDir()
 	port, err := freePort()
 	if err != nil {
@@ -96,6 +98,7 @@ func launchRedis(t *testing.T, bin string) (*testRedis, error) {
 	}
 	s := &testRedis{t: t, port: port, dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	s.url = "redis://" + s.addr
+	s.extra = extra
 	if err := s.start(bin); err != nil {
 		return nil, err
 	}
@@ -104,8 +107,18 @@ func launchRedis(t *testing.T, bin string) (*testRedis, error) {
 }
 
 func (s *testRedis) start(bin string) error {
-	s.cmd = exec.Command(bin, "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--protected-mode", "yes", "--loglevel", "warning", "--logfile", filepath.Join(s.dir, "redis.log"))
+	args := []string{"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--protected-mode", "yes", "--loglevel", "warning", "--logfile", filepath.Join(s.dir, "redis.log")}
+	if len(s.extra) > 0 && s.extra[0] == "--sentinel" {
+		// A Sentinel takes its configuration file first (it rewrites it) and no persistence flags.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		if err := os.WriteFile(conf, nil, 0o600); err != nil {
+			return err
+		}
+		args = append([]string{conf}, "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log"))
+	}
+	s.cmd = exec.Command(bin, append(args, s.extra...)...)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
@@ -127,6 +140,19 @@ func (s *testRedis) start(bin string) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startOne starts one redis-server with extra arguments and stops it when the test ends.
+func startOne(t *testing.T, extra ...string) *testRedis {
+	t.Helper()
+	s, err := launchRedis(t, redisServerBinary(t), extra...)
+	if s != nil {
+		t.Cleanup(s.stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // stop kills the server (it keeps no data) and waits for it.
