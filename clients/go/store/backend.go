@@ -34,8 +34,8 @@ type backend interface {
 	renew(ctx context.Context, owner string, ttl time.Duration) (bool, error)
 	// release is a compare-and-DEL that publishes on the lock's channel.
 	release(ctx context.Context, owner string) error
-	// subscribe listens for releases of the lock.
-	subscribe(onRelease func()) subscription
+	// subscribe listens for releases of the lock; onRelease gets the released owner id.
+	subscribe(onRelease func(owner string)) subscription
 }
 
 // newClient makes a go-redis client for t, with options chosen for a lock, where a late answer is
@@ -136,6 +136,6 @@ func (b *redisBackend) release(ctx context.Context, owner string) error {
 	return nil
 }
 
-func (b *redisBackend) subscribe(onRelease func()) subscription {
+func (b *redisBackend) subscribe(onRelease func(owner string)) subscription {
 	return b.channels.listen(b.keys.Channel, onRelease)
 }

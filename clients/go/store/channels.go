@@ -27,7 +27,7 @@ type releaseChannels struct {
 
 	mu        sync.Mutex
 	ps        *redis.PubSub
-	listeners map[string]map[int]func()
+	listeners map[string]map[int]func(payload string)
 	next      int
 	sent      map[string]bool // SUBSCRIBE sent and not yet undone by an UNSUBSCRIBE
 	confirmed map[string]bool // the server confirmed the SUBSCRIBE in sent
@@ -40,16 +40,16 @@ func newReleaseChannels(c redis.UniversalClient) *releaseChannels {
 	return &releaseChannels{
 		client:    c,
 		kick:      make(chan struct{}, 1),
-		listeners: map[string]map[int]func(){},
+		listeners: map[string]map[int]func(payload string){},
 		sent:      map[string]bool{},
 		confirmed: map[string]bool{},
 		waiting:   map[string][]chan struct{}{},
 	}
 }
 
-// listen calls fn (which must not block) on every message on channel; the returned ready is
-// closed once the server confirmed the subscription.
-func (r *releaseChannels) listen(channel string, fn func()) subscription {
+// listen calls fn (which must not block) with every message on channel (a release publishes the
+// released owner id); the returned ready is closed once the server confirmed the subscription.
+func (r *releaseChannels) listen(channel string, fn func(payload string)) subscription {
 	ready := make(chan struct{})
 	r.mu.Lock()
 	if r.closed {
@@ -58,7 +58,7 @@ func (r *releaseChannels) listen(channel string, fn func()) subscription {
 	}
 	set := r.listeners[channel]
 	if set == nil {
-		set = map[int]func(){}
+		set = map[int]func(payload string){}
 		r.listeners[channel] = set
 	}
 	id := r.next
@@ -180,13 +180,13 @@ func (r *releaseChannels) receive(ps *redis.PubSub) {
 			r.mu.Unlock()
 		case *redis.Message:
 			r.mu.Lock()
-			fns := make([]func(), 0, len(r.listeners[m.Channel]))
+			fns := make([]func(string), 0, len(r.listeners[m.Channel]))
 			for _, fn := range r.listeners[m.Channel] {
 				fns = append(fns, fn)
 			}
 			r.mu.Unlock()
 			for _, fn := range fns {
-				fn()
+				fn(m.Payload)
 			}
 		}
 	}
@@ -200,7 +200,7 @@ func (r *releaseChannels) close() {
 	}
 	r.closed = true
 	ps := r.ps
-	r.listeners = map[string]map[int]func(){}
+	r.listeners = map[string]map[int]func(payload string){}
 	close(r.kick)
 	r.mu.Unlock()
 	if ps != nil {

@@ -222,7 +222,7 @@ func (b *redlockBackend) release(ctx context.Context, owner string) error {
 	return b.releaseAll(ctx, owner)
 }
 
-func (b *redlockBackend) subscribe(onRelease func()) subscription {
+func (b *redlockBackend) subscribe(onRelease func(owner string)) subscription {
 	subs := make([]subscription, len(b.masters))
 	for i, m := range b.masters {
 		subs[i] = m.channels.listen(b.keys.Channel, onRelease)

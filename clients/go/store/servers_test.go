@@ -352,3 +352,23 @@ func TestASingleRedisDownIsNotAcquiredInTime(t *testing.T) {
 		t.Fatalf("err %v after %s", err, time.Since(start))
 	}
 }
+
+func TestARedlockWaiterIsNotWokenByTheReleasesOfItsOwnFailedAttempts(t *testing.T) {
+	// Another owner holds the key on masters 0-2 for 1 s; masters 3 and 4 are free. Each attempt
+	// takes 3 and 4 (advancing their counters), fails, and gives them back with a release that
+	// publishes — its own owner id, which must not wake it, or it would retry at once for the
+	// whole second.
+	servers := startRedis(t, 5)
+	st := openStore(t, redlockURL(servers))
+	ctx := context.Background()
+	keys, _ := LockKeys("", "split")
+	for _, s := range servers[:3] {
+		s.client.Set(ctx, keys.Holder, "someone-else", time.Second)
+	}
+	l := mustAcquire(t, st, "split", Options{Wait: 5 * time.Second})
+	attempts, _ := servers[4].client.Get(ctx, keys.Counter).Int()
+	if attempts > 20 {
+		t.Fatalf("%d attempts in about a second: the waiter woke itself", attempts)
+	}
+	t.Logf("token %s after %d attempts", l.Token(), attempts)
+}

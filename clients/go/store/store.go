@@ -245,8 +245,20 @@ func (s *Store) acquire(ctx context.Context, lock string, o Options, done func()
 	if o.Wait > 0 {
 		deadline = time.Now().Add(o.Wait)
 	}
+	// A release publishes the released owner id. The releases of this waiter's own failed
+	// attempts (a Redlock attempt that took a minority gives it back) are not news: woken by them,
+	// two waiters would retry at once, again and again, each taking and giving back the masters
+	// the holder does not have — advancing their counters on every round.
+	var ownMu sync.Mutex
+	own := map[string]bool{}
 	notified := make(chan struct{}, 1)
-	sub := b.subscribe(func() {
+	sub := b.subscribe(func(owner string) {
+		ownMu.Lock()
+		mine := own[owner]
+		ownMu.Unlock()
+		if mine {
+			return
+		}
 		select {
 		case notified <- struct{}{}:
 		default:
@@ -261,6 +273,9 @@ func (s *Store) acquire(ctx context.Context, lock string, o Options, done func()
 			return nil, fmt.Errorf("%w: lock %s: %w (%s)", fencepost.ErrNotAcquired, lock, context.Cause(ctx), lastReason)
 		}
 		owner := NewOwnerID(pod)
+		ownMu.Lock()
+		own[owner] = true
+		ownMu.Unlock()
 		var floor fencepost.Token
 		if o.Floor != nil {
 			if floor, err = o.Floor(ctx, lock); err != nil {
