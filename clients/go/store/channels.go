@@ -208,17 +208,24 @@ func (r *releaseChannels) close() {
 	}
 }
 
-// subscribeAny listens on every one of subs' servers; ready is closed as soon as one of them
-// confirmed (a master that is down must not hold up a waiter).
-func subscribeAny(subs []subscription) subscription {
+// subscribeQuorum listens on every one of subs' servers; ready is closed as soon as need of them
+// confirmed (a master that is down must not hold up a waiter; a Redlock waiter wakes on a
+// release heard from a quorum of masters, so it listens once a quorum does).
+func subscribeQuorum(subs []subscription, need int) subscription {
 	ready := make(chan struct{})
 	done := make(chan struct{})
-	var once sync.Once
+	var mu sync.Mutex
+	confirmed := 0
 	for _, s := range subs {
 		go func() {
 			select {
 			case <-s.ready:
-				once.Do(func() { close(ready) })
+				mu.Lock()
+				confirmed++
+				if confirmed == need {
+					close(ready)
+				}
+				mu.Unlock()
 			case <-done:
 			}
 		}()

@@ -222,10 +222,30 @@ func (b *redlockBackend) release(ctx context.Context, owner string) error {
 	return b.releaseAll(ctx, owner)
 }
 
+// subscribe listens on every master, and calls onRelease when a quorum of masters published the
+// release of one owner id: a holder's release (it held the key on a majority), not the give-back
+// of an attempt that took only a minority. Woken by those, waiters would retry at once, again and
+// again while the holder holds: with three workers on one lock, two waiters woke each other
+// continuously (docs of TestRedlockWaitersAreNotWokenByEachOthersFailedAttempts). A release heard
+// on fewer masters (keys that had expired there, a master down) is found by the backoff.
 func (b *redlockBackend) subscribe(onRelease func(owner string)) subscription {
+	q := Quorum(len(b.masters))
+	var mu sync.Mutex
+	heard := map[string]int{} // owner id → masters that published its release
 	subs := make([]subscription, len(b.masters))
 	for i, m := range b.masters {
-		subs[i] = m.channels.listen(b.keys.Channel, onRelease)
+		subs[i] = m.channels.listen(b.keys.Channel, func(owner string) {
+			mu.Lock()
+			if len(heard) >= 1024 {
+				clear(heard)
+			}
+			heard[owner]++
+			n := heard[owner]
+			mu.Unlock()
+			if n == q {
+				onRelease(owner)
+			}
+		})
 	}
-	return subscribeAny(subs)
+	return subscribeQuorum(subs, q)
 }

@@ -372,3 +372,39 @@ func TestARedlockWaiterIsNotWokenByTheReleasesOfItsOwnFailedAttempts(t *testing.
 	}
 	t.Logf("token %s after %d attempts", l.Token(), attempts)
 }
+
+func TestRedlockWaitersAreNotWokenByEachOthersFailedAttempts(t *testing.T) {
+	// Another owner holds the key on masters 0-2 for 1 s. Two waiters take turns at masters 3 and
+	// 4: each failed attempt gives them back with a release that publishes on two masters — not a
+	// quorum, so not the holder's release, and the other waiter must not retry at once on it.
+	defer func(j func() float64) { jitter = j }(jitter)
+	jitter = func() float64 { return 0.5 }
+	servers := startRedis(t, 5)
+	url := redlockURL(servers)
+	ctx := context.Background()
+	keys, _ := LockKeys("", "three")
+	for _, s := range servers[:3] {
+		s.client.Set(ctx, keys.Holder, "someone-else", time.Second)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		st := openStore(t, url)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := st.Acquire(ctx, "three", Options{Wait: 5 * time.Second})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			_ = l.Release()
+		}()
+	}
+	wg.Wait()
+	attempts, _ := servers[4].client.Get(ctx, keys.Counter).Int()
+	if attempts > 40 {
+		t.Fatalf("%d attempts on master 4 in about a second: the waiters woke each other", attempts)
+	}
+	t.Logf("%d attempts on master 4", attempts)
+}

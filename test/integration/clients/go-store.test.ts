@@ -69,8 +69,9 @@ describe('the Go lock stores against real redis-servers and the TypeScript libra
         guardUrl: guard().url,
         lock: `go-contend-${kind}`,
         rounds,
-        // Long enough that the rounds overlap: the Node worker takes about a second to start.
-        holdMs: 100,
+        // Long enough that the rounds overlap: the Node worker takes one to three seconds to
+        // start on a busy machine, the Go worker a few milliseconds.
+        holdMs: 200,
         ttlMs: 2000,
       });
       assertContention(events, 'go');
@@ -86,11 +87,14 @@ describe('the Go lock stores against real redis-servers and the TypeScript libra
       } finally {
         c.disconnect();
       }
-      // They really contended: the grants alternate between the two workers more than once.
+      // The grants' order. Neither store queues its waiters: on one Redis, the Go worker's next
+      // acquire right after its own release reaches Redis before the Node worker, woken by that
+      // release, has sent its attempt, so the Go worker usually takes every round it wants while
+      // the Node worker waits (seen: 20 go, then 20 node). On Redlock they interleave.
       const order = acquired.map((e) => e.worker);
       const switches = order.filter((w, i) => i > 0 && w !== order[i - 1]).length;
       process.stdout.write(`go store ${kind}: grant order ${order.map((w) => w[0]).join('')}\n`);
-      expect(switches).toBeGreaterThan(2);
+      expect(switches).toBeGreaterThan(kind === 'redlock' ? 2 : 0);
       process.stdout.write(
         `go store ${kind}: ${acquired.filter((e) => e.worker === 'go').length} go and ${acquired.filter((e) => e.worker === 'node').length} node grants, tokens up to ${highest}\n`,
       );
