@@ -55,7 +55,7 @@ export const MODULES: readonly GeneratedModule[] = [
     ],
   },
   {
-    path: 'src/fencing/fence-next-lua.ts',
+    path: 'src/protocol/fence-next-lua.ts',
     constants: [
       {
         name: 'FENCE_NEXT_FUNCTION_LUA',

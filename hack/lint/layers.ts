@@ -77,7 +77,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   controllers: {
     holds: 'the DistributedLock controller: observe → decide → act → status',
-    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'fencing'],
+    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'fencing', 'stores'],
   },
   agent: {
     holds: 'the holder side: the lock session, the local HTTP API, state files',

@@ -4,8 +4,13 @@
  * app image for `fencepost-agent exec`, and what the integration tests and benchmarks start. It
  * offers no `controller` (that runs on Node: `fencepost controller`), and names no controller
  * module, so none is bundled.
+ *
+ * Its lock stores (spec.store Redis and Redlock locks, `exec --store`) run on Bun's built-in Redis
+ * client (stores/bun/), loaded only when a store is used: no Redis library is bundled.
  */
+import { provideStores } from '../client/store-loader.ts';
 import { AGENT, EXEC } from './agent-commands.ts';
 import { run } from './dispatch.ts';
 
+provideStores(() => import('../stores/bun/open.ts'));
 run('fencepost-agent', { agent: AGENT, exec: EXEC });

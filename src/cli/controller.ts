@@ -4,6 +4,7 @@
  * runs workers; losing the lead exits the process (controller-runtime's rule: state built while
  * leading cannot be trusted afterwards), and Kubernetes restarts it as a candidate.
  */
+import { openStoreObserver } from '../controllers/distributedlock/store-observer.ts';
 import { randomUUID } from 'node:crypto';
 import { CoordinationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
 import { parseControllerConfig, type ControllerConfig } from '../config/controller.ts';
@@ -64,6 +65,11 @@ export async function runController(argv: readonly string[]): Promise<number> {
   // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
   const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
   await checkApiServer(kc);
+  // The stores of spec.store Redis and Redlock locks, observed (never written); a bad URL fails the start, naming its flag.
+  const stores =
+    cfg.redisStoreUrl !== undefined || cfg.redlockStoreUrl !== undefined
+      ? await openStoreObserver({ redis: cfg.redisStoreUrl, redlock: cfg.redlockStoreUrl }, log)
+      : undefined;
   let controllers: LockController[] = [];
   let elector: LeaderElector | undefined;
   let stopping = false;
@@ -85,6 +91,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
       metrics: metricsServer?.address,
       probes: probeServer?.address,
       redis: cfg.redisUrl !== undefined,
+      stores: { redis: cfg.redisStoreUrl !== undefined, redlock: cfg.redlockStoreUrl !== undefined },
       namespaces: cfg.namespaces.length > 0 ? cfg.namespaces : ['(all)'],
     },
     'Started controller process',
@@ -105,6 +112,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
           log,
           metrics,
           cacheSyncTimeoutMs: cfg.cacheSyncTimeoutMs,
+          ...(stores !== undefined ? { stores } : {}),
         }),
       ),
     );
@@ -119,7 +127,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
         await Promise.allSettled(controllers.map((c) => c.stop())); // drain workers first, then give up the lead, so that no worker acts unled
         abort.abort(new Error(signal));
         await running;
-        await Promise.allSettled([metricsServer?.stop(), probeServer?.stop()]);
+        await Promise.allSettled([metricsServer?.stop(), probeServer?.stop(), stores?.close()]);
         resolve(0);
       })();
     };

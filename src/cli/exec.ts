@@ -22,6 +22,7 @@
  *   EXIT_SKIPPED (6): --if-held skip, and another pod held a lock (CMD did not run);
  *   2: bad usage.
  */
+import { StoreUrlError } from '../stores/url.ts';
 import { constants } from 'node:os';
 import { acquire, AlreadyDoneError, LockHeldError, NotAcquiredError, type HeldLockSet } from '../client/acquire.ts';
 import { NO_STORES, storesAvailable } from '../client/store-loader.ts';
@@ -41,7 +42,7 @@ export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED, EXIT_SKIPPED } from '.
  */
 export async function runExec(argv: readonly string[], spawn: typeof spawnGroup = spawnGroup): Promise<number> {
   const o = parseExecArgs(argv);
-  // The compiled fencepost-agent bundles no Redis client (client/store-loader.ts): say so as a usage error.
+  // An entry that provides no lock stores (client/store-loader.ts): say so as a usage error.
   if (o.store !== undefined && !storesAvailable()) throw new UsageError('--store', NO_STORES);
   const log = createLogger(o.logLevel, { component: 'exec', lock: o.locks.join(' ') });
 
@@ -72,6 +73,8 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
       process.stderr.write(`fencepost exec: ${err.message}\n`);
       return EXIT_NOT_ACQUIRED;
     }
+    // A URL this executable's stores cannot use (the compiled agent: a Sentinel or Cluster URL).
+    if (err instanceof StoreUrlError) throw new UsageError('--store', err.problem);
     throw err;
   }
   const [cmd, ...args] = o.command;

@@ -12,9 +12,16 @@ run('fencepost', {
     usage: async () => (await import('../config/controller.ts')).CONTROLLER_USAGE,
     run: async (argv) => (await import('./controller.ts')).runController(argv),
   },
-  agent: AGENT,
-  // On Node, exec may hold its locks in a Redis or Redlock store (--store): provided here, lazily,
-  // and not in agent-commands.ts, so that the compiled fencepost-agent bundles no Redis client.
+  // On Node, the agent's store locks and exec's --store run on ioredis (stores/open.ts): provided
+  // here, lazily, and not in agent-commands.ts, so that the compiled fencepost-agent (which uses
+  // Bun's built-in client: src/cli/agent-main.ts) bundles no Redis library.
+  agent: {
+    ...AGENT,
+    run: async (argv) => {
+      (await import('../client/store-loader.ts')).provideStores(() => import('../stores/open.ts'));
+      return AGENT.run(argv);
+    },
+  },
   exec: {
     ...EXEC,
     run: async (argv) => {

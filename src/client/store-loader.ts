@@ -3,10 +3,10 @@
  * entry point provides, so that an executable that must not carry a Redis client can leave them
  * out. The library entry (src/index.ts) and the Node CLI (src/cli/main.ts) provide one, a lazy
  * `import()`: ioredis is loaded only by an acquire() that names a store. The compiled
- * `fencepost-agent` (src/cli/agent-main.ts) provides none — Bun bundles every literal import()
- * it can see, and the sidecar's footprint is measured without a Redis client
- * (test/unit/cli/agent-bundle.test.ts) — so there `--store` is refused with a message that says
- * where it works.
+ * `fencepost-agent` (src/cli/agent-main.ts) provides the same stores on Bun's built-in Redis
+ * client (stores/bun/open.ts) — Bun bundles every literal import() it can see, and the sidecar
+ * bundles no Redis library (test/unit/cli/agent-bundle.test.ts). An entry that provides none
+ * refuses a store with a message that says where it works.
  */
 import type * as Stores from '../stores/open.ts';
 
@@ -28,7 +28,7 @@ export function storesAvailable(): boolean {
 
 /** NO_STORES: why a store was refused, and where it works. */
 export const NO_STORES =
-  'this executable has no lock stores: the compiled fencepost-agent bundles no Redis client; use `fencepost exec` or the fencepost library on Node';
+  'this executable has no lock stores; use `fencepost exec`, `fencepost-agent exec` or the fencepost library';
 
 /** loadStores loads the stores, or throws naming `what` (the option) when none were provided. */
 export async function loadStores(what: string): Promise<StoresModule> {

@@ -15,6 +15,10 @@ export interface ControllerConfig {
   readonly kubeconfig: string | undefined;
   /** redisUrl: Redis for fencing tokens (--redis-url or FENCEPOST_REDIS_URL); none → the Lease backend. */
   readonly redisUrl: string | undefined;
+  /** redisStoreUrl: where the locks with spec.store Redis are held (--redis-store-url or FENCEPOST_REDIS_STORE_URL). */
+  readonly redisStoreUrl: string | undefined;
+  /** redlockStoreUrl: the masters of the locks with spec.store Redlock (--redlock-store-url or FENCEPOST_REDLOCK_STORE_URL). */
+  readonly redlockStoreUrl: string | undefined;
   /** namespaces: watch only these (--namespace, repeatable); empty = all namespaces. */
   readonly namespaces: readonly string[];
   /** workers: concurrent reconciles; default 4. */
@@ -49,6 +53,10 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
   --kubeconfig PATH                    kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)
   --redis-url URL[,URL…]               Redis for fencing tokens (env FENCEPOST_REDIS_URL); several, comma-separated, are shards:
                                        each lock's counter on one, by a stable hash; without it locks use the Lease backend
+  --redis-store-url URL                where the locks with spec.store Redis are held, which the controller observes
+                                       (env FENCEPOST_REDIS_STORE_URL): redis://, rediss://, redis+sentinel://, redis+cluster://
+  --redlock-store-url URL              the masters of the locks with spec.store Redlock (env FENCEPOST_REDLOCK_STORE_URL):
+                                       redlock://host1:port,host2:port,host3:port[,…]
   --namespace NS                       watch only this namespace; repeatable (default: all namespaces)
   --workers N                          concurrent reconciles (default 4)
   --metrics-bind-address ADDR          /metrics listener (default 0.0.0.0:8080; 0 disables)
@@ -70,6 +78,17 @@ function positiveInt(text: string, flag: string): number {
   return Number(text);
 }
 
+/** storeFlag: a store URL flag's value (undefined when unset or empty), refused unless its scheme matches. */
+function storeFlag(value: string | undefined, flag: string, scheme: RegExp): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (!scheme.test(value))
+    throw new UsageError(
+      flag,
+      `${JSON.stringify(value.replace(/:[^:@/]*@/, ':***@'))} does not start with ${scheme.source.replaceAll('\\', '')}`,
+    );
+  return value;
+}
+
 /** parseControllerConfig parses argv (after the subcommand); throws a UsageError naming the flag on bad input. */
 export function parseControllerConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ControllerConfig {
   const values = parseFlags(
@@ -77,6 +96,8 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     {
       kubeconfig: { type: 'string' },
       'redis-url': { type: 'string' },
+      'redis-store-url': { type: 'string' },
+      'redlock-store-url': { type: 'string' },
       namespace: { type: 'string', multiple: true },
       workers: { type: 'string', default: '4' },
       'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
@@ -102,9 +123,23 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
         '--redis-url',
         `each URL must start with redis:// or rediss://, got ${JSON.stringify(url)} in ${JSON.stringify(redisUrl)}`,
       );
+  // The store URLs are parsed in full when the controller connects (stores/url.ts, errors naming
+  // the flag); here only their scheme, so that a URL given to the wrong flag fails at once.
+  const redisStoreUrl = storeFlag(
+    values['redis-store-url'] ?? env['FENCEPOST_REDIS_STORE_URL'],
+    '--redis-store-url',
+    /^(rediss?|redis\+sentinel|redis\+cluster):\/\//,
+  );
+  const redlockStoreUrl = storeFlag(
+    values['redlock-store-url'] ?? env['FENCEPOST_REDLOCK_STORE_URL'],
+    '--redlock-store-url',
+    /^redlock:\/\//,
+  );
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     redisUrl: redisUrl === '' ? undefined : redisUrl,
+    redisStoreUrl,
+    redlockStoreUrl,
     namespaces: Object.freeze([...new Set(values.namespace ?? [])]),
     workers: positiveInt(values.workers, '--workers'),
     metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'),

@@ -8,7 +8,8 @@
  */
 import type { Redis } from 'ioredis';
 import { parseToken } from '../protocol/token.ts';
-import { FENCE_NEXT_FUNCTION_LUA } from './fence-next-lua.ts';
+import { FENCE_NEXT_FUNCTION_LUA } from '../protocol/fence-next-lua.ts';
+import { FENCE_KEY_PREFIX, fenceCounterKey } from '../protocol/names.ts';
 
 /**
  * FENCE_NEXT_FUNCTION_LUA (clients/conformance/fence-next.lua, generated into fence-next-lua.ts)
@@ -27,21 +28,7 @@ export { FENCE_NEXT_FUNCTION_LUA };
 const FENCE_NEXT_LUA = `${FENCE_NEXT_FUNCTION_LUA}return fence_next(KEYS[1], ARGV[1])
 `;
 
-/** FENCE_KEY_PREFIX starts every counter key; a guard's marks in a shared Redis must not use it. */
-export const FENCE_KEY_PREFIX = 'fencepost:fence:';
-
-/**
- * fenceCounterKey is a lock's counter key, `fencepost:fence:<namespace>/<key>`, where key is the
- * lock's name unless its spec names another. The namespace prefix is not optional: the key is
- * chosen by whoever may create locks in that namespace, and a key outside its own prefix would
- * let them pump (or, with INCR's 2^63−1 limit, wedge) another namespace's counter, or any other
- * key in a shared Redis. Redis keys are flat strings, so nothing in the suffix can climb out of
- * the prefix. The Redis lock store (src/stores/redis/keys.ts) uses the same key, so a lock's
- * tokens continue when it moves between the controller's grants and a store.
- */
-export function fenceCounterKey(namespace: string, key: string): string {
-  return `${FENCE_KEY_PREFIX}${namespace}/${key}`;
-}
+export { FENCE_KEY_PREFIX, fenceCounterKey };
 
 /** FenceResult is one issued token and what the dispenser had to repair to issue it. */
 export interface FenceResult {

@@ -173,3 +173,19 @@ const HOLDER_LABEL_SUFFIX = `${LOCK_KEY_SUFFIX}/holder`;
 export function lockOfHolderLabel(key: string): string | undefined {
   return key.endsWith(HOLDER_LABEL_SUFFIX) ? key.slice(0, -HOLDER_LABEL_SUFFIX.length) : undefined;
 }
+
+/** FENCE_KEY_PREFIX starts every counter key; a guard's marks in a shared Redis must not use it. */
+export const FENCE_KEY_PREFIX = 'fencepost:fence:';
+
+/**
+ * fenceCounterKey is a lock's counter key, `fencepost:fence:<namespace>/<key>`, where key is the
+ * lock's name unless its spec names another. The namespace prefix is not optional: the key is
+ * chosen by whoever may create locks in that namespace, and a key outside its own prefix would
+ * let them pump (or, with INCR's 2^63−1 limit, wedge) another namespace's counter, or any other
+ * key in a shared Redis. Redis keys are flat strings, so nothing in the suffix can climb out of
+ * the prefix. The Redis lock store (src/stores/redis/keys.ts) uses the same key, so a lock's
+ * tokens continue when it moves between the controller's grants and a store.
+ */
+export function fenceCounterKey(namespace: string, key: string): string {
+  return `${FENCE_KEY_PREFIX}${namespace}/${key}`;
+}

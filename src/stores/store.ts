@@ -52,3 +52,6 @@ export interface LockStore {
   lock(namespace: string, name: string): LockBackend;
   close(): Promise<void>;
 }
+
+/** Script is a Lua script bound to a client: EVALSHA, re-sent with EVAL after NOSCRIPT; rejects on I/O failure. */
+export type Script = (keys: readonly string[], args: readonly string[]) => Promise<unknown>;

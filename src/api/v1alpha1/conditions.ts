@@ -42,6 +42,8 @@ export const Reason = {
   LeaseTampered: 'LeaseTampered',
   /** CacheNotSynced: the controller's pod cache has not synced yet; it decides nothing on absence. */
   CacheNotSynced: 'CacheNotSynced',
+  /** StoreUnavailable: the lock's Redis or Redlock store (spec.store) does not answer the controller, or the controller has no URL for it. */
+  StoreUnavailable: 'StoreUnavailable',
   /** RedisUnavailable: the Redis fencing backend could not issue a token. */
   RedisUnavailable: 'RedisUnavailable',
   /**
@@ -93,6 +95,10 @@ export const EventReason = {
   HandoverTimedOut: 'HandoverTimedOut',
   /** ForceReleased (Warning, on the lock): a user asked for a forced release and the controller ended the holder's grant; only fencing guards stop the released holder's writes. */
   ForceReleased: 'ForceReleased',
+  /** StoreGranted (Normal, on the lock): a Redis or Redlock store lock was taken; the message names the holder pod (if any) and the token. */
+  StoreGranted: 'StoreGranted',
+  /** StoreReleased (Normal, on the lock): the holder of a store lock released it (heard on its release channel). */
+  StoreReleased: 'StoreReleased',
   /** LockLost (Warning, on the agent's own pod): the agent stepped down from its term (see docs/agent.md). */
   LockLost: 'LockLost',
 } as const;

@@ -17,6 +17,7 @@ import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { FinalizerIO, JsonPatchOperation } from '../../runtime/finalizer.ts';
 import type { PodLookup } from './pod-index.ts';
+import type { StoreObserver } from './store-locks.ts';
 
 /** Cache is the read side of an informer. Objects are shared: never mutate them. */
 export interface Cache<T> {
@@ -71,6 +72,8 @@ export interface ReconcilerDeps {
   readonly finalizers: FinalizerIO<DistributedLock>;
   /** fencing: which token dispenser each lock uses. */
   readonly fencing: FencingBackends;
+  /** stores: reads the locks with spec.store Redis or Redlock (never writes them); without it such a lock fails terminally. */
+  readonly stores?: StoreObserver;
   /** events: the event sink (fire and forget: the recorder retries and rate-limits on its own). */
   readonly events: EventRecorder;
   readonly metrics: ControllerMetrics | undefined;

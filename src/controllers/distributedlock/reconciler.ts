@@ -20,6 +20,7 @@ import {
   API_VERSION,
   KIND,
   resolveTimings,
+  storeOf,
   type DistributedLock,
   type DistributedLockStatus,
   type QueuedRequest,
@@ -87,6 +88,7 @@ import {
 } from './decide.ts';
 import { MAX_PRIORITY, MIN_PRIORITY, summarizePod, matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
+import { StoreLocks, type StoreActs } from './store-locks.ts';
 import { computeSemaphoreStatus, computeStatus, refusedCompletions } from './status.ts';
 
 /** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
@@ -154,8 +156,17 @@ export class DistributedLockReconciler implements Reconciler {
   /** #delivered: per lock key, the resourceVersion of the Lease the informer delivered last. */
   readonly #delivered = new Map<ObjectKey, string>();
 
+  /** #stores: the locks held in a Redis or Redlock store (spec.store), which this controller only observes. */
+  readonly #stores: StoreLocks | undefined;
+
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
+    this.#stores = deps.stores !== undefined ? new StoreLocks(deps.stores, deps.metrics, deps.clock) : undefined;
+  }
+
+  /** releaseHeard records a store lock's release heard on its channel (setup.ts enqueues the lock). */
+  releaseHeard(key: ObjectKey, owner: string): void {
+    this.#stores?.heard(key, owner);
   }
 
   /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
@@ -216,6 +227,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#badPriorities.delete(key);
       this.#expected.delete(key);
       this.#delivered.delete(key);
+      this.#stores?.forget(key);
       return {};
     }
     const lock = structuredClone(cached);
@@ -241,6 +253,8 @@ export class DistributedLockReconciler implements Reconciler {
     const { log, signal } = io;
     // A Semaphore holds its permits on Leases of their own: never run it with the one-holder logic below.
     if (lock.spec.mode === 'Semaphore') return this.#applySemaphore(key, lock, io);
+    // A Redis or Redlock store lock is held in its store; this controller only observes it.
+    if (storeOf(lock.spec) !== 'Lease') return this.#applyStore(key, lock, io);
     const namespace = lock.metadata.namespace ?? '';
     const lName = leaseName(lock.metadata.name ?? '');
     let current = lock;
@@ -307,6 +321,44 @@ export class DistributedLockReconciler implements Reconciler {
     const stuck = unactionable(obs, dec);
     if (stuck !== undefined) throw new TerminalError(`Cannot act on DistributedLock: ${stuck}`);
     return { requeueAfterMs: dec.requeueAfterMs };
+  }
+
+  // ### 2c: A store lock (store-locks.ts, decide-store.ts): read, decide, and act as for a Lease
+  // lock — the same pod marks, status writes and Events — but never a write to the store.
+  async #applyStore(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
+    const namespace = lock.metadata.namespace ?? '';
+    if (this.#stores === undefined)
+      throw new TerminalError(`${key}: spec.store ${storeOf(lock.spec)} but no store observer`);
+    const acts: StoreActs = {
+      mark: (l, pod, token, acquired, expires) => this.#markStorePod(l, pod, token, acquired, expires, io),
+      unmark: (l, pod) => this.#unmarkPod(l, pod, io),
+      writeStatus: (l, status) => this.#writeStatus(l, status, io.signal),
+      event: (l, type, reason, message) => {
+        this.#event(l, type, reason, message);
+      },
+    };
+    const requeueAfterMs = await this.#stores.apply(key, lock, this.#podsOf(namespace, lock), acts);
+    return { requeueAfterMs };
+  }
+
+  async #markStorePod(
+    lock: DistributedLock,
+    pod: HolderRef,
+    token: bigint,
+    acquired: Date,
+    expires: Date,
+    io: CallContext,
+  ): Promise<void> {
+    const keys = podKeys(lock.metadata.name ?? '');
+    const patch: PodMetadataPatch = {
+      labels: { [keys.holder]: 'true' },
+      annotations: {
+        [keys.token]: token.toString(),
+        [keys.acquireTime]: acquired.toISOString(),
+        [keys.expireTime]: expires.toISOString(),
+      },
+    };
+    await this.#patchPod(lock, pod, patch, io, 'Labelled holder Pod');
   }
 
   // ### 2b: A Semaphore (decide-semaphore.ts): its anchor Lease and one Lease per permit.

@@ -13,7 +13,7 @@ import {
   type V1Lease,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { GROUP, KIND, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
+import { GROUP, KIND, PLURAL, VERSION, storeOf, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { customResourceWriterOver } from '../../kube/custom-resources.ts';
 import { eventRecorder } from '../../kube/events.ts';
@@ -44,6 +44,7 @@ import {
 import { slimPod, withoutManagedFields } from './pods.ts';
 import type { Cache } from './ports.ts';
 import { DistributedLockReconciler } from './reconciler.ts';
+import type { StoreObserver } from './store-locks.ts';
 
 /** LockControllerOptions configures startLockController. */
 export interface LockControllerOptions {
@@ -62,6 +63,8 @@ export interface LockControllerOptions {
    * only (a dispenser with a protection removed must make the suite fail); production passes none.
    */
   readonly fencing?: FencingBackends;
+  /** stores: reads the locks with spec.store Redis or Redlock (store-observer.ts); shared by every namespace's controller, closed by the caller. */
+  readonly stores?: StoreObserver;
   /**
    * podView rewrites each cached pod before the reconciler reads it. For the safety suite's
    * calibration only (test/safety/phase-proof-controller.ts makes a pod marked Failed look as if
@@ -202,6 +205,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       lockWriter.jsonPatch(lock.metadata.namespace ?? '', lock.metadata.name ?? '', ops, signal ? { signal } : {}),
     ),
     fencing,
+    ...(o.stores !== undefined ? { stores: o.stores } : {}),
     events: eventRecorder(kc, 'fencepost-controller', o.identity, log),
     metrics,
     clock,
@@ -270,6 +274,14 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   pods.onChange((p) => {
     for (const k of podToLocks(locks, p)) controller.enqueue(k);
   });
+  // A store lock's release, heard on its channel: told to the reconciler (release, not expiry) and
+  // looked at now rather than at the next poll. Locks this controller does not watch are skipped.
+  o.stores?.onRelease((namespace, name, owner) => {
+    if (locks.get(namespace, name) === undefined) return;
+    const key: ObjectKey = `${namespace}/${name}`;
+    reconciler.releaseHeard(key, owner);
+    controller.enqueue(key);
+  });
 
   const informers: SupervisedInformer<DistributedLock | V1Lease | V1Pod>[] = [locks, leases, pods];
   try {
@@ -301,8 +313,11 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     const counts = { held: 0, vacant: 0, idle: 0 };
     for (const l of locks.list()) {
       const lease = leases.get(l.metadata.namespace, leaseName(l.metadata.name ?? ''));
-      if (parseHolderIdentity(lease?.spec?.holderIdentity) !== undefined)
-        counts.held++; // the record's own notion of held
+      const heldInStore =
+        storeOf(l.spec) !== 'Lease' &&
+        l.status?.conditions?.some((c) => c.type === 'Held' && c.status === 'True') === true;
+      if (heldInStore || parseHolderIdentity(lease?.spec?.holderIdentity) !== undefined)
+        counts.held++; // the record's own notion of held (a store lock's: what the controller last observed)
       else if (l.spec.mode === 'Mutex') counts.idle++;
       else counts.vacant++;
     }

@@ -4,15 +4,14 @@
  * and the token together), a renew a compare-and-PEXPIRE, a release a compare-and-DEL that
  * publishes on the lock's channel.
  */
-import { parseToken } from '../../protocol/token.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { LockBackend, LockStore } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 import { Cluster } from 'ioredis';
 import { connectTarget, defineScript, whenReady, type RedisClient } from './connect.ts';
 import { lockKeys } from './keys.ts';
+import { redisLockBackend } from './lock-backend.ts';
 import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from './scripts.ts';
-import { validUntil } from './timing.ts';
 
 /** OPEN_WAIT_MS: how long opening a store waits for the first connection before going on (attempts then retry). */
 const OPEN_WAIT_MS = 2000;
@@ -34,36 +33,12 @@ export async function openRedisStore(
     kind: 'redis',
     display,
     lock(namespace, name): LockBackend {
-      const keys = lockKeys(namespace, name);
-      return {
-        async tryAcquire(owner, ttlMs, floor) {
-          // Before the request: the key's TTL starts no earlier than this (stores/redis/timing.ts).
-          const sentAt = clock.monotonicMs();
-          const reply = await acquire([keys.holder, keys.counter], [owner, String(ttlMs), floor.toString()]);
-          if (!Array.isArray(reply)) throw new Error(`unexpected reply to the acquire script: ${String(reply)}`);
-          const [granted, tokenOrPttl, , , existed] = reply as unknown[];
-          if (granted !== 1) {
-            const pttl = typeof tokenOrPttl === 'number' ? tokenOrPttl : undefined;
-            return {
-              granted: false,
-              held: true,
-              ...(pttl !== undefined && pttl >= 0 ? { heldForMs: pttl } : {}),
-              reason: `held by another owner in ${display}`,
-            };
-          }
-          const token = parseToken(tokenOrPttl, `token from Redis key ${keys.counter}`);
-          if (token <= floor)
-            throw new Error(`Redis issued token ${token} not above floor ${floor} for ${keys.counter}`);
-          return { granted: true, token, validUntilMs: validUntil(sentAt, ttlMs), counterMissing: existed !== 1 };
-        },
-        async renew(owner, ttlMs) {
-          return (await renew([keys.holder], [owner, String(ttlMs)])) === 1 ? 'renewed' : 'notOwner';
-        },
-        async release(owner) {
-          await release([keys.holder], [owner, keys.channel]);
-        },
-        subscribe: (onRelease) => channels.listen(keys.channel, onRelease),
-      };
+      return redisLockBackend(
+        { acquire, renew, release, listen: (channel, fn) => channels.listen(channel, fn) },
+        lockKeys(namespace, name),
+        clock,
+        display,
+      );
     },
     async close() {
       channels.close();

@@ -11,6 +11,7 @@
  *   used again.
  */
 import { Cluster, Redis } from 'ioredis';
+import type { Script } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 
 /** RedisClient is what the stores use of ioredis: a Redis or a Cluster. */
@@ -97,8 +98,7 @@ export function whenReady(client: RedisClient, ms: number): Promise<void> {
   });
 }
 
-/** Script is a Lua script bound to a client: EVALSHA, re-sent with EVAL after NOSCRIPT (ioredis defineCommand). */
-export type Script = (keys: readonly string[], args: readonly string[]) => Promise<unknown>;
+export type { Script } from '../store.ts';
 
 /** defineScript registers `lua` on `client` under `name` (once per client) and returns a caller whose errors name `where`. */
 export function defineScript(

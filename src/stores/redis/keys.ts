@@ -9,7 +9,7 @@
  * theirs can change what is hashed or climb out of the namespace's prefix. None of these keys
  * starts with the guards' reserved prefix `fencepost:guard:`.
  */
-import { fenceCounterKey } from '../../fencing/redis-fence.ts';
+import { fenceCounterKey } from '../../protocol/names.ts';
 
 /** LockKeys are the keys and the release channel of one lock. */
 export interface LockKeys {

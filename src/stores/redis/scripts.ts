@@ -5,7 +5,7 @@
  * grant and its token one event, and a renew or release a compare-and-act on the owner id. Keys,
  * arguments and answers: each .lua file's header.
  */
-import { FENCE_NEXT_FUNCTION_LUA } from '../../fencing/redis-fence.ts';
+import { FENCE_NEXT_FUNCTION_LUA } from '../../protocol/fence-next-lua.ts';
 import { STORE_ACQUIRE_BODY_LUA, STORE_RELEASE_LUA, STORE_RENEW_LUA } from '../store-lua.ts';
 
 /**

@@ -3,7 +3,6 @@
  * timeout: stores/redis/connect.ts), each lock a {@link MasterPort} per master over the scripts,
  * and the algorithm of redlock/quorum.ts on top.
  */
-import { parseToken } from '../../protocol/token.ts';
 import type { TimerClock } from '../../runtime/clock.ts';
 import { ReleaseChannels } from '../redis/backend.ts';
 import { connectTarget, defineScript, whenReady, type RedisClient } from '../redis/connect.ts';
@@ -11,7 +10,8 @@ import { lockKeys } from '../redis/keys.ts';
 import { RELEASE_LUA, RENEW_LUA } from '../redis/scripts.ts';
 import type { LockStore } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
-import { quorum, redlockBackend, type MasterPort } from './quorum.ts';
+import { masterPort } from './master-port.ts';
+import { quorum, redlockBackend } from './quorum.ts';
 import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from './scripts.ts';
 
 /** OPEN_WAIT_MS: how long opening waits for the masters' first connections (a master down stays down, the rest go on). */
@@ -59,30 +59,9 @@ export async function openRedlockStore(
     display,
     lock(namespace, name) {
       const keys = lockKeys(namespace, name);
-      const ports = masters.map((m): MasterPort => ({
-        name: m.name,
-        async acquire(owner, ttlMs, floor) {
-          const reply = await m.acquire([keys.holder, keys.counter], [owner, String(ttlMs), floor.toString()]);
-          if (!Array.isArray(reply)) throw new Error(`${m.name}: unexpected reply ${String(reply)}`);
-          const [took, value, existed] = reply as unknown[];
-          if (took !== 1) return { ok: false, heldForMs: typeof value === 'number' ? value : -1 };
-          return {
-            ok: true,
-            counter: parseToken(value, `counter ${keys.counter} on ${m.name}`),
-            existed: existed === 1,
-          };
-        },
-        async raise(owner, token) {
-          return (await m.raise([keys.holder, keys.counter], [owner, token.toString()])) === 1;
-        },
-        async renew(owner, ttlMs) {
-          return (await m.renew([keys.holder], [owner, String(ttlMs)])) === 1;
-        },
-        async release(owner) {
-          await m.release([keys.holder], [owner, keys.channel]);
-        },
-        subscribe: (onRelease) => m.channels.listen(keys.channel, onRelease),
-      }));
+      const ports = masters.map((m) =>
+        masterPort({ ...m, listen: (channel, fn) => m.channels.listen(channel, fn) }, keys),
+      );
       return redlockBackend(ports, { clock });
     },
     async close() {

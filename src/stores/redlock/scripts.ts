@@ -3,7 +3,7 @@
  * stores/redis/scripts.ts's: the same compare-and-act on the owner id), composed from the shared
  * files of clients/conformance (store.json "scripts").
  */
-import { FENCE_NEXT_FUNCTION_LUA } from '../../fencing/redis-fence.ts';
+import { FENCE_NEXT_FUNCTION_LUA } from '../../protocol/fence-next-lua.ts';
 import { REDLOCK_ACQUIRE_BODY_LUA, REDLOCK_RAISE_BODY_LUA } from '../store-lua.ts';
 
 /**

@@ -3,7 +3,10 @@
  * no pod identity and no kubeconfig in its environment, against a real redis-server of its own:
  * the command runs with the lock's token, exec exits with its status and releases; a second exec
  * with --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; a lock
- * lost while the command runs stops it (EXIT_LOST); bad flags exit 2. The compiled fencepost-agent, which bundles no Redis client, refuses --store with exit 2.
+ * lost while the command runs stops it (EXIT_LOST); bad flags exit 2. The compiled fencepost-agent
+ * (Bun's built-in Redis client, stores/bun/) does the same on one Redis and on Redlock masters,
+ * taking turns with the Node CLI on one lock (the same keys, scripts and tokens), and refuses a
+ * Sentinel or Cluster URL naming where it works.
  */
 import { execFile, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
@@ -170,10 +173,63 @@ describe('fencepost exec --store', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`${line}\n`);
   });
+});
 
-  it('the compiled fencepost-agent refuses --store (it bundles no Redis client), exit 2', async () => {
-    const r = await run(agentBinary(), ['exec', '--store', redis.url, '--lock', 'x', '--', 'true']);
+describe('fencepost-agent exec --store (the compiled agent, on Bun)', () => {
+  const agentExec = (...args: string[]): Promise<Run> => run(agentBinary(), ['exec', ...args]);
+  const masters: RedisServer[] = [];
+  beforeAll(async () => {
+    masters.push(...(await Promise.all([startRedis(), startRedis(), startRedis()])));
+  });
+  afterAll(async () => {
+    await Promise.all(masters.map((m) => m.stop()));
+  });
+
+  it('runs the command with the token on one Redis, taking turns with the Node CLI on the same lock', async () => {
+    const a = await agentExec(
+      '--store',
+      redis.url,
+      '--lock',
+      'shared',
+      '--',
+      'sh',
+      '-c',
+      'echo $FENCEPOST_TOKEN; exit 3',
+    );
+    expect(a.stderr).toBe('');
+    expect(a.code).toBe(3);
+    const b = await exec('--store', redis.url, '--lock', 'shared', '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN');
+    const c = await agentExec('--store', redis.url, '--lock', 'shared', '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN');
+    const tokens = [a, b, c].map((r) => Number(r.stdout.trim()));
+    expect(tokens).toEqual([tokens[0], (tokens[0] ?? 0) + 1, (tokens[0] ?? 0) + 2]);
+    const cl = redis.client();
+    try {
+      expect(await cl.exists('fencepost:lock:{fencepost:fence:default/shared}')).toBe(0); // released
+    } finally {
+      cl.disconnect();
+    }
+  });
+
+  it('holds a Redlock lock on three masters; a lost lock stops the command (EXIT_LOST)', async () => {
+    const url = `redlock://${masters.map((m) => m.url.replace(/^redis:\/\//, '')).join(',')}`;
+    const ok = await agentExec('--store', url, '--lock', 'rl', '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN');
+    expect(ok).toMatchObject({ code: 0, stderr: '' });
+    expect(Number(ok.stdout.trim())).toBeGreaterThan(0);
+    const running = agentExec('--store', url, '--ttl', '900ms', '--lock', 'rl-doomed', '--', 'sh', '-c', 'sleep 30');
+    const clients = masters.map((m) => m.client());
+    try {
+      const key = 'fencepost:lock:{fencepost:fence:default/rl-doomed}';
+      for (let i = 0; i < 100 && (await clients[0]?.exists(key)) === 0; i++) await sleep(50);
+      for (const cl of clients) await cl.del(key); // every master lost it: renews find another owner's (none)
+    } finally {
+      for (const cl of clients) cl.disconnect();
+    }
+    expect((await running).code).toBe(EXIT_LOST);
+  });
+
+  it('refuses a Sentinel URL naming where it works, exit 2', async () => {
+    const r = await agentExec('--store', 'redis+sentinel://127.0.0.1:26379/mymaster', '--lock', 'x', '--', 'true');
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--store: this executable has no lock stores');
+    expect(r.stderr).toContain('the compiled fencepost-agent speaks to one Redis');
   });
 });

@@ -15,6 +15,10 @@ time the agent gave for the term has passed since this process asked — on the 
 wall clock, whichever ran further (a VM pause stops the former). A process paused between
 ``held()`` and its write still writes with its old token: only the resource can refuse it, which
 is what the guards of ``fencepost.guard`` do.
+
+``fencepost.store`` holds a lock without the agent, in Redis or on Redlock masters, with the keys,
+scripts and token rules of the TypeScript library's stores (a Python and a Node worker contend for
+one lock): ``with fencepost.store.acquire("billing", "redis://127.0.0.1:6379") as lock:``.
 """
 
 from ._api import Draining, Event, ResponseError, Snapshot

@@ -1,0 +1,39 @@
+package io.fencepost;
+
+/**
+ * One lock in one store (single Redis, or N Redlock masters): the I/O, knowing nothing of timers.
+ * The holding logic (the waiter loop, the watchdog, release) is {@link StoreLock}'s, the same for
+ * both (the TypeScript reference: src/stores/store.ts). Every method may throw a RuntimeException
+ * on I/O failure (Jedis's, or {@link IllegalStateException} for an answer that makes no sense).
+ */
+interface StoreBackend {
+  /**
+   * One attempt: granted (token, validity on the store's clock in ms, whether the counter was
+   * missing), or refused (held by another owner or not; how long the holder's key has left when
+   * Redis said, else -1; why).
+   */
+  record Attempt(boolean granted, long token, long validUntilMs, boolean counterMissing, boolean held, long heldForMs, String reason) {
+    static Attempt grant(long token, long validUntilMs, boolean counterMissing) {
+      return new Attempt(true, token, validUntilMs, counterMissing, false, -1, "");
+    }
+
+    static Attempt refusal(boolean held, long heldForMs, String reason) {
+      return new Attempt(false, 0, 0, false, held, heldForMs, reason);
+    }
+  }
+
+  /** Takes the lock for {@code owner} with a TTL, issuing a token above {@code floor} with the grant. */
+  Attempt tryAcquire(String owner, long ttlMs, long floor);
+
+  /** Renews; false when the key is not {@code owner}'s any more. No answer throws. */
+  boolean renew(String owner, long ttlMs);
+
+  /** Gives the lock up if {@code owner} still holds it, and tells waiters. */
+  void release(String owner);
+
+  /**
+   * Calls {@code onRelease} when the lock is released anywhere; waits at most {@code waitMs} for
+   * the subscription to be listening; returns the unsubscribe.
+   */
+  Runnable subscribe(Runnable onRelease, long waitMs) throws InterruptedException;
+}

@@ -1,0 +1,373 @@
+package io.fencepost;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
+import java.util.function.Function;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.condition.EnabledIf;
+import redis.clients.jedis.RedisClient;
+
+/**
+ * The Redis and Redlock stores on real redis-servers that this class starts (one single, five
+ * Redlock masters; a test that stops servers starts its own): grants, renewals, mutual
+ * exclusion with tokens strictly increasing across many acquisitions, loss when the key is deleted
+ * or taken, waiters woken by a release, release notifications after a restart, and Redlock's
+ * quorum and token raise. Skipped, saying so, without a redis-server (REDIS_SERVER, else PATH).
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@EnabledIf(value = "io.fencepost.RedisServers#available", disabledReason = "no redis-server on PATH (nor REDIS_SERVER): the store tests start real ones")
+class StoreRedisTest {
+  RedisServers single;
+  RedisServers masters;
+  final AtomicInteger locks = new AtomicInteger();
+
+  @BeforeAll
+  void start() throws Exception {
+    single = RedisServers.start(1);
+    masters = RedisServers.start(5);
+  }
+
+  @AfterAll
+  void stop() throws Exception {
+    if (single != null) single.close();
+    if (masters != null) masters.close();
+  }
+
+  String lockName() {
+    return "java-store-" + ProcessHandle.current().pid() + "-" + locks.incrementAndGet();
+  }
+
+  String singleUrl() {
+    return single.servers.get(0).url();
+  }
+
+  /** Runs {@code f} on a client of every server of {@code s}. */
+  static <T> List<T> onEach(RedisServers s, Function<RedisClient, T> f) {
+    List<T> out = new ArrayList<>();
+    for (RedisServers.Server srv : s.servers) {
+      try (RedisClient c = srv.client()) {
+        out.add(f.apply(c));
+      }
+    }
+    return out;
+  }
+
+  @Test
+  void single_redis_grants_a_token_renews_past_the_ttl_and_releases() throws Exception {
+    String name = lockName();
+    StoreKeys keys = StoreKeys.of("default", name);
+    List<Event> events = new CopyOnWriteArrayList<>();
+    try (LockStore store = LockStore.open(singleUrl()); RedisClient r = single.servers.get(0).client()) {
+      long first;
+      try (StoreLock lock = store.acquire(name, StoreLock.options().ttl(Duration.ofMillis(600)))) {
+        lock.addListener(events::add);
+        first = lock.token();
+        assertEquals(1, first);
+        assertTrue(lock.counterMissing(), "a new lock's first grant finds no counter");
+        assertNotNull(r.get(keys.holder()));
+        assertEquals(-1, r.pttl(keys.counter()), "the counter never expires");
+        Thread.sleep(1500); // 2.5 TTLs: only renews keep it
+        assertTrue(lock.held());
+        assertNull(lock.error());
+        assertTrue(r.pttl(keys.holder()) > 0);
+      }
+      assertNull(r.get(keys.holder()), "released: the key is deleted");
+      assertTrue(events.stream().anyMatch(e -> e.type().equals("renewed")), events.toString());
+      assertEquals("released", events.get(events.size() - 1).type());
+      try (StoreLock again = store.acquire(name, StoreLock.options().waitFor(Duration.ZERO))) {
+        assertEquals(first + 1, again.token());
+        assertFalse(again.counterMissing());
+      }
+    }
+  }
+
+  @Test
+  void release_is_idempotent_and_a_released_lock_is_not_held() throws Exception {
+    try (LockStore store = LockStore.open(singleUrl())) {
+      StoreLock lock = store.acquire(lockName());
+      lock.release();
+      lock.release();
+      lock.close();
+      assertFalse(lock.held());
+      assertFalse(lock.error() instanceof LockLostException);
+      assertNotNull(lock.error());
+    }
+  }
+
+  @Test
+  void tokens_continue_from_the_controller_s_counter_and_above_the_floor() throws Exception {
+    String name = lockName();
+    try (LockStore store = LockStore.open(singleUrl()); RedisClient r = single.servers.get(0).client()) {
+      r.set(StoreKeys.of("default", name).counter(), "41");
+      try (StoreLock lock = store.acquire(name)) {
+        assertEquals(42, lock.token());
+        assertFalse(lock.counterMissing());
+      }
+      try (StoreLock lock = store.acquire(name, StoreLock.options().floor(() -> 100))) {
+        assertEquals(101, lock.token());
+      }
+    }
+  }
+
+  @Test
+  void a_held_lock_is_refused_at_once_with_if_held_fail_or_a_zero_wait() throws Exception {
+    String name = lockName();
+    try (LockStore store = LockStore.open(singleUrl()); StoreLock held = store.acquire(name)) {
+      long t0 = System.nanoTime();
+      NotAcquiredException e = assertThrows(NotAcquiredException.class,
+          () -> store.acquire(name, StoreLock.options().ifHeld(Lock.IfHeld.FAIL)));
+      assertTrue(e.getMessage().contains("held by another owner"), e.getMessage());
+      e = assertThrows(NotAcquiredException.class, () -> store.acquire(name, StoreLock.options().waitFor(Duration.ZERO)));
+      assertTrue(e.getMessage().contains("not granted within"), e.getMessage());
+      e = assertThrows(NotAcquiredException.class, () -> store.acquire(name, StoreLock.options().waitFor(Duration.ofMillis(300))));
+      assertTrue(System.nanoTime() - t0 < 2_000_000_000L);
+      assertTrue(held.held());
+    }
+  }
+
+  @Test
+  void a_redis_that_is_down_is_not_granted_within_the_wait_and_says_why() {
+    try (LockStore store = LockStore.open("redis://127.0.0.1:1")) {
+      NotAcquiredException e = assertThrows(NotAcquiredException.class,
+          () -> store.acquire(lockName(), StoreLock.options().waitFor(Duration.ofMillis(300))));
+      assertTrue(e.getMessage().contains("127.0.0.1:1"), e.getMessage());
+    }
+  }
+
+  /** threads × rounds acquisitions of one lock, each thread with a store of its own (as separate processes). */
+  void contend(String url, int threads, int rounds) throws Exception {
+    String name = lockName();
+    AtomicInteger inside = new AtomicInteger();
+    AtomicInteger overlaps = new AtomicInteger();
+    List<Long> tokens = Collections.synchronizedList(new ArrayList<>());
+    ExecutorService pool = Executors.newFixedThreadPool(threads);
+    try {
+      List<Future<?>> done = new ArrayList<>();
+      for (int t = 0; t < threads; t++) {
+        done.add(pool.submit(() -> {
+          try (LockStore store = LockStore.open(url)) {
+            for (int i = 0; i < rounds; i++) {
+              try (StoreLock lock = store.acquire(name, StoreLock.options().ttl(Duration.ofSeconds(2)).waitFor(Duration.ofSeconds(20)))) {
+                if (inside.incrementAndGet() != 1) overlaps.incrementAndGet();
+                tokens.add(lock.token());
+                Thread.sleep(1);
+                inside.decrementAndGet();
+              }
+            }
+          }
+          return null;
+        }));
+      }
+      for (Future<?> f : done) f.get();
+    } finally {
+      pool.shutdownNow();
+    }
+    assertEquals(0, overlaps.get(), "two holders at once");
+    assertEquals(threads * rounds, tokens.size());
+    for (int i = 1; i < tokens.size(); i++) {
+      assertTrue(tokens.get(i) > tokens.get(i - 1), "tokens not strictly increasing at " + i + ": " + tokens);
+    }
+  }
+
+  @Test
+  void single_redis_four_contenders_100_acquisitions_one_holder_at_a_time_tokens_strictly_increasing() throws Exception {
+    contend(singleUrl(), 4, 25);
+  }
+
+  @Test
+  void redlock_five_masters_four_contenders_100_acquisitions_one_holder_at_a_time_tokens_strictly_increasing() throws Exception {
+    contend(masters.redlockUrl(), 4, 25);
+  }
+
+  /** Holds a lock with a 900 ms TTL (renew every 300 ms), does {@code meddle} to its key, and expects it lost in time. */
+  void lostWhen(String url, RedisServers servers, String how, BiConsumer<RedisClient, StoreKeys> meddle) throws Exception {
+    String name = lockName();
+    StoreKeys keys = StoreKeys.of("default", name);
+    List<Event> events = new CopyOnWriteArrayList<>();
+    try (LockStore store = LockStore.open(url)) {
+      StoreLock lock = store.acquire(name, StoreLock.options().ttl(Duration.ofMillis(900)));
+      lock.addListener(events::add);
+      assertTrue(lock.held());
+      onEach(servers, c -> {
+        meddle.accept(c, keys);
+        return null;
+      });
+      long t0 = System.nanoTime();
+      assertTrue(lock.awaitEnd(Duration.ofSeconds(2)), "not lost after the key was " + how);
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      assertTrue(ms < 700, "lost " + ms + " ms after the key was " + how + ": the next renew (every 300 ms) should find it");
+      assertFalse(lock.held());
+      assertInstanceOf(LockLostException.class, lock.error());
+      assertTrue(lock.error().getMessage().contains("gone or held by another owner"), lock.error().getMessage());
+      // The listeners hear of it on the watchdog's thread, right after the lock ended.
+      long until = System.nanoTime() + 1_000_000_000L;
+      while (events.stream().noneMatch(e -> e.type().equals("lost")) && System.nanoTime() < until) Thread.sleep(5);
+      assertTrue(events.stream().anyMatch(e -> e.type().equals("lost")), events.toString());
+      lock.release(); // idempotent after a loss; does not delete another owner's key
+      onEach(servers, c -> {
+        String v = c.get(keys.holder());
+        if (how.equals("taken")) assertEquals("someone-else", v);
+        return null;
+      });
+    }
+  }
+
+  @Test
+  void single_redis_lock_is_lost_when_its_key_is_deleted() throws Exception {
+    lostWhen(singleUrl(), single, "deleted", (c, k) -> c.del(k.holder()));
+  }
+
+  @Test
+  void single_redis_lock_is_lost_when_its_key_is_taken() throws Exception {
+    lostWhen(singleUrl(), single, "taken", (c, k) -> c.set(k.holder(), "someone-else"));
+  }
+
+  @Test
+  void redlock_lock_is_lost_when_its_keys_are_deleted() throws Exception {
+    lostWhen(masters.redlockUrl(), masters, "deleted", (c, k) -> c.del(k.holder()));
+  }
+
+  @Test
+  void redlock_lock_is_lost_when_its_keys_are_taken() throws Exception {
+    lostWhen(masters.redlockUrl(), masters, "taken", (c, k) -> c.set(k.holder(), "someone-else"));
+  }
+
+  /**
+   * A waiter whose fallback backoff would sleep for the holder's whole TTL (20 s) gets the lock
+   * within a second of the release: only the release notification can have woken it.
+   */
+  void wokenByRelease(String url) throws Exception {
+    String name = lockName();
+    try (LockStore store = LockStore.open(url)) {
+      StoreLock holder = store.acquire(name, StoreLock.options().ttl(Duration.ofSeconds(20)));
+      AtomicLong grantedAt = new AtomicLong();
+      StoreLock.Options slow = StoreLock.options().waitFor(Duration.ofSeconds(15));
+      slow.backoffBaseMs = 60_000;
+      slow.backoffCapMs = 60_000;
+      slow.random = () -> 0.999;
+      ExecutorService pool = Executors.newSingleThreadExecutor();
+      try {
+        Future<StoreLock> waiter = pool.submit(() -> {
+          StoreLock l = store.acquire(name, slow);
+          grantedAt.set(System.nanoTime());
+          return l;
+        });
+        Thread.sleep(700); // refused, subscribed, tried again, now asleep for ~20 s
+        assertFalse(waiter.isDone());
+        long releasedAt = System.nanoTime();
+        holder.release();
+        try (StoreLock next = waiter.get()) {
+          long ms = (grantedAt.get() - releasedAt) / 1_000_000;
+          assertTrue(ms < 1000, "granted " + ms + " ms after the release");
+          assertTrue(next.token() > holder.token());
+        }
+      } finally {
+        pool.shutdownNow();
+      }
+    }
+  }
+
+  @Test
+  void single_redis_waiter_is_woken_by_the_release() throws Exception {
+    wokenByRelease(singleUrl());
+  }
+
+  @Test
+  void redlock_waiter_is_woken_by_the_release() throws Exception {
+    wokenByRelease(masters.redlockUrl());
+  }
+
+  @Test
+  void redlock_raises_the_token_to_the_largest_counter_of_the_majority_on_every_master_that_granted() throws Exception {
+    String name = lockName();
+    StoreKeys keys = StoreKeys.of("default", name);
+    try (RedisClient m0 = masters.servers.get(0).client()) {
+      m0.set(keys.counter(), "10");
+    }
+    try (LockStore store = LockStore.open(masters.redlockUrl()); StoreLock lock = store.acquire(name)) {
+      assertEquals(11, lock.token());
+      assertFalse(lock.counterMissing(), "one master of the majority had the counter");
+      assertEquals(List.of("11", "11", "11", "11", "11"), onEach(masters, c -> c.get(keys.counter())));
+    }
+  }
+
+  @Test
+  void redlock_grants_with_two_of_five_masters_down_and_loses_at_the_validity_end_when_a_majority_stops_answering() throws Exception {
+    try (RedisServers five = RedisServers.start(5); LockStore store = LockStore.open(five.redlockUrl())) {
+      String name = lockName();
+      five.kill(five.servers.get(3));
+      five.kill(five.servers.get(4));
+      StoreLock lock = store.acquire(name, StoreLock.options().ttl(Duration.ofMillis(1000)).waitFor(Duration.ofSeconds(5)));
+      assertEquals(1, lock.token());
+      Thread.sleep(800); // renewed by the three that answer
+      assertTrue(lock.held());
+      long t0 = System.nanoTime();
+      five.kill(five.servers.get(2));
+      assertTrue(lock.awaitEnd(Duration.ofSeconds(3)));
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      assertTrue(ms < 1100, "lost " + ms + " ms after the majority was gone (TTL 1000 ms)");
+      // The renews retried every 100 ms failed; the validity's end (or the last retry) ended it.
+      assertTrue(lock.error().getMessage().contains("validity passed"), lock.error().getMessage());
+      NotAcquiredException e = assertThrows(NotAcquiredException.class,
+          () -> store.acquire(lockName(), StoreLock.options().waitFor(Duration.ofMillis(300))));
+      assertTrue(e.getMessage().contains("2 of 5 masters granted, 3 needed"), e.getMessage());
+      lock.release();
+    }
+  }
+
+  @Test
+  void release_notifications_resume_after_the_redis_restarts() throws Exception {
+    try (RedisServers one = RedisServers.start(1); LockStore store = LockStore.open(one.servers.get(0).url())) {
+      String name = lockName();
+      StoreKeys keys = StoreKeys.of("default", name);
+      RedisMaster m = new RedisMaster(store.url(), store.url().endpoints().get(0), 2000);
+      try (ReleaseChannels channels = m.channels) {
+        CountDownLatch listening = new CountDownLatch(1);
+        Semaphore heard = new Semaphore(0);
+        Runnable off = channels.listen(keys.channel(), heard::release, listening::countDown);
+        assertTrue(listening.await(2, TimeUnit.SECONDS));
+        try (RedisClient c = one.servers.get(0).client()) {
+          c.publish(keys.channel(), "released");
+        }
+        assertTrue(heard.tryAcquire(2, TimeUnit.SECONDS), "not heard before the restart");
+        one.kill(one.servers.get(0));
+        one.launch(one.servers.get(0));
+        long deadline = System.nanoTime() + 5_000_000_000L;
+        boolean again = false;
+        while (!again && System.nanoTime() < deadline) {
+          try (RedisClient c = one.servers.get(0).client()) {
+            c.publish(keys.channel(), "released");
+          }
+          again = heard.tryAcquire(100, TimeUnit.MILLISECONDS);
+        }
+        assertTrue(again, "not heard within 5 s after the restart: the subscriber did not reconnect");
+        off.run();
+      } finally {
+        m.redis.close();
+      }
+    }
+  }
+}
