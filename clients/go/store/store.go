@@ -229,12 +229,13 @@ func PodOfOwner(owner string) (Pod, bool) {
 	return Pod{Name: parts[1], UID: parts[2]}, true
 }
 
-// acquire is the waiter loop (src/stores/hold.ts holdLock). It asks the release channel for
-// notifications before its first attempt; after the first refusal it waits (at most 250 ms) for
-// the subscription to be confirmed and tries again at once — a release between a refusal and the
-// subscription is not missed — then retries on every notification, else after a full-jitter
-// backoff no longer than the holder's key has left. Failures to reach the store are retried the
-// same way until the wait ends; the last reason is reported.
+// acquire is the waiter loop (src/stores/hold.ts holdLock; store.json "timing.waiting"). The
+// first attempt goes out at once (a free lock costs one round trip); after the first refusal it
+// subscribes to the release channel, waits (at most 250 ms) for the subscription, and tries again
+// at once — a release between the refusal and the subscription is not missed — then retries on
+// every release notified (not its own: see onRelease; Redlock: see redlockBackend.subscribe),
+// else after a full-jitter backoff no longer than the holder's key has left. Failures to reach
+// the store are retried the same way until the wait ends; the last reason is reported.
 func (s *Store) acquire(ctx context.Context, lock string, o Options, done func()) (*Lock, error) {
 	c, err := checkOptions(lock, o)
 	if err != nil {
@@ -252,7 +253,7 @@ func (s *Store) acquire(ctx context.Context, lock string, o Options, done func()
 	var ownMu sync.Mutex
 	own := map[string]bool{}
 	notified := make(chan struct{}, 1)
-	sub := b.subscribe(func(owner string) {
+	onRelease := func(owner string) {
 		ownMu.Lock()
 		mine := own[owner]
 		ownMu.Unlock()
@@ -263,10 +264,14 @@ func (s *Store) acquire(ctx context.Context, lock string, o Options, done func()
 		case notified <- struct{}{}:
 		default:
 		}
-	})
-	defer sub.close()
+	}
+	var sub *subscription
+	defer func() {
+		if sub != nil {
+			sub.close()
+		}
+	}()
 	pod := holderPod(o)
-	confirmed := false
 	lastReason := "not tried"
 	for waits := 0; ; {
 		if ctx.Err() != nil {
@@ -319,10 +324,11 @@ func (s *Store) acquire(ctx context.Context, lock string, o Options, done func()
 				return nil, fmt.Errorf("%w: lock %s not granted within %s (%s)", fencepost.ErrNotAcquired, lock, o.Wait, lastReason)
 			}
 		}
-		if !confirmed {
+		if sub == nil {
 			// Listening before waiting, but for 250 ms at most; then try again at once: the
 			// release may have come before the subscription.
-			confirmed = true
+			s := b.subscribe(onRelease)
+			sub = &s
 			t := time.NewTimer(subscribeWait)
 			select {
 			case <-sub.ready:
