@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"unicode/utf8"
 )
 
 // DefaultNamespace is a store lock's namespace when Options.Namespace is empty.
@@ -49,5 +48,3 @@ func LockKeys(namespace, name string) (Keys, error) {
 		Channel: "fencepost:released:" + namespace + "/" + name,
 	}, nil
 }
-
-func utf8Valid(s string) bool { return utf8.ValidString(s) }

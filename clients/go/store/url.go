@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Endpoint is one host and port.
@@ -255,7 +256,7 @@ func decodeUserInfo(s string) (string, error) {
 		i += 2
 	}
 	out := b.String()
-	if !utf8Valid(out) {
+	if !utf8.ValidString(out) {
 		return "", fmt.Errorf("not UTF-8")
 	}
 	return out, nil
