@@ -6,23 +6,28 @@ import (
 	"testing"
 )
 
-// The README's example is examples/worker/main.go, which go vet and go test build and the
-// integration test runs: the two must not drift.
-func TestReadmeExampleIsTheExampleProgram(t *testing.T) {
+// The README's examples are example programs, which go vet and go test build and the
+// integration tests run: the README's first ```go block is examples/worker/main.go
+// (test/integration/clients/go.test.ts), its second examples/store/main.go (go-store.test.ts).
+func TestReadmeExamplesAreTheExamplePrograms(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	example, err := os.ReadFile("examples/worker/main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(readme), "\n```go\n")
-	block, _, closed := strings.Cut(after, "```\n")
-	if !ok || !closed {
-		t.Fatal("README.md has no ```go block")
-	}
-	if block != string(example) {
-		t.Fatal("README.md's example differs from examples/worker/main.go")
+	rest := string(readme)
+	for _, file := range []string{"examples/worker/main.go", "examples/store/main.go"} {
+		example, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, ok := strings.Cut(rest, "\n```go\n")
+		block, next, closed := strings.Cut(after, "```\n")
+		if !ok || !closed {
+			t.Fatalf("README.md has no ```go block for %s", file)
+		}
+		if block != string(example) {
+			t.Fatalf("README.md's example differs from %s", file)
+		}
+		rest = next
 	}
 }

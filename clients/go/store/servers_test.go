@@ -1,0 +1,410 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	fencepost "github.com/fencepost/fencepost/clients/go"
+)
+
+// The store against real redis-servers (each test starts its own: testbed_test.go): single Redis
+// and five Redlock masters.
+
+func openStore(t *testing.T, url string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func redlockURL(servers []*testRedis) string {
+	hosts := make([]string, len(servers))
+	for i, s := range servers {
+		hosts[i] = s.addr
+	}
+	return "redlock://" + strings.Join(hosts, ",")
+}
+
+// kinds starts, per store kind, the servers and returns its URL.
+var kinds = []struct {
+	name    string
+	servers int
+	url     func([]*testRedis) string
+}{
+	{"redis", 1, func(s []*testRedis) string { return s[0].url }},
+	{"redlock", 5, redlockURL},
+}
+
+func mustAcquire(t *testing.T, s *Store, lock string, o Options) *Lock {
+	t.Helper()
+	l, err := s.Acquire(context.Background(), lock, o)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", lock, err)
+	}
+	t.Cleanup(func() { _ = l.Release() })
+	return l
+}
+
+func waitDone(t *testing.T, l *Lock, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-l.Context().Done():
+		return time.Since(start)
+	case <-time.After(within):
+		t.Fatalf("lock %s not ended within %s", l.Name(), within)
+		return 0
+	}
+}
+
+func TestASingleRedisGrantUsesTheSharedKeysAndScripts(t *testing.T) {
+	srv := startRedis(t, 1)[0]
+	st := openStore(t, srv.url)
+	ctx := context.Background()
+	l := mustAcquire(t, st, "billing", Options{Namespace: "team-a", TTL: 2 * time.Second})
+	if l.Token() != 1 || !l.CounterMissing() || !l.Held() || l.Err() != nil {
+		t.Fatalf("token %s, counter missing %v, held %v, err %v", l.Token(), l.CounterMissing(), l.Held(), l.Err())
+	}
+	keys := l.Keys()
+	if keys.Holder != "fencepost:lock:{fencepost:fence:team-a/billing}" {
+		t.Fatalf("keys %+v", keys)
+	}
+	owner, err := srv.client.Get(ctx, keys.Holder).Result()
+	if err != nil || len(owner) != 32 {
+		t.Fatalf("holder key %q: %v", owner, err)
+	}
+	if pttl := srv.client.PTTL(ctx, keys.Holder).Val(); pttl <= 0 || pttl > 2*time.Second {
+		t.Fatalf("holder key PTTL %s", pttl)
+	}
+	if c := srv.client.Get(ctx, keys.Counter).Val(); c != "1" {
+		t.Fatalf("counter %q", c)
+	}
+
+	_, err = st.Acquire(ctx, "billing", Options{Namespace: "team-a", IfHeld: fencepost.IfHeldFail})
+	if !errors.Is(err, fencepost.ErrNotAcquired) || !errors.Is(err, ErrHeld) {
+		t.Fatalf("a second acquire with IfHeldFail: %v", err)
+	}
+
+	sub := srv.client.Subscribe(ctx, keys.Channel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil || msg.Payload != owner {
+		t.Fatalf("release published %v %v, want the owner id %q", msg, err, owner)
+	}
+	if n := srv.client.Exists(ctx, keys.Holder).Val(); n != 0 {
+		t.Fatal("the holder key survived the release")
+	}
+	if l.Held() || !errors.Is(l.Err(), fencepost.ErrReleased) || l.Release() != nil {
+		t.Fatalf("after release: held %v, err %v", l.Held(), l.Err())
+	}
+	var types []string
+	for e := range l.Events() {
+		types = append(types, e.Type)
+	}
+	if strings.Join(types, ",") != "released" {
+		t.Fatalf("events %v", types)
+	}
+
+	l2 := mustAcquire(t, st, "billing", Options{Namespace: "team-a"})
+	if l2.Token() != 2 || l2.CounterMissing() {
+		t.Fatalf("second grant: token %s, counter missing %v", l2.Token(), l2.CounterMissing())
+	}
+}
+
+func TestTokensStartAboveTheFloor(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			st := openStore(t, k.url(startRedis(t, k.servers)))
+			floor := func(context.Context, string) (fencepost.Token, error) { return 41, nil }
+			l := mustAcquire(t, st, "floored", Options{Floor: floor})
+			if l.Token() != 42 {
+				t.Fatalf("token %s, want 42", l.Token())
+			}
+		})
+	}
+}
+
+func TestMutualExclusionAndStrictlyIncreasingTokensAcrossManyAcquisitions(t *testing.T) {
+	const workers, rounds = 4, 25
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			url := k.url(startRedis(t, k.servers))
+			var inside, overlaps atomic.Int32
+			var mu sync.Mutex
+			var tokens []fencepost.Token
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for range workers {
+				st := openStore(t, url) // one store per worker, as separate processes would have
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range rounds {
+						l, err := st.Acquire(context.Background(), "contended", Options{TTL: time.Second, Wait: 20 * time.Second})
+						if err != nil {
+							errs <- err
+							return
+						}
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						mu.Lock()
+						tokens = append(tokens, l.Token())
+						mu.Unlock()
+						time.Sleep(time.Millisecond)
+						inside.Add(-1)
+						if err := l.Release(); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if overlaps.Load() != 0 {
+				t.Fatalf("%d overlaps", overlaps.Load())
+			}
+			t.Logf("%d grants, tokens %s..%s", len(tokens), tokens[0], tokens[len(tokens)-1])
+			if len(tokens) != workers*rounds {
+				t.Fatalf("%d grants", len(tokens))
+			}
+			for i := 1; i < len(tokens); i++ {
+				if tokens[i] <= tokens[i-1] {
+					t.Fatalf("token %s after %s (grant %d)", tokens[i], tokens[i-1], i)
+				}
+			}
+		})
+	}
+}
+
+func TestALockIsLostAtOnceWhenItsKeyIsDeletedOrTaken(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			servers := startRedis(t, k.servers)
+			st := openStore(t, k.url(servers))
+			ctx := context.Background()
+			const ttl = 900 * time.Millisecond // renews every 300 ms
+			majority := servers[:Quorum(len(servers))]
+
+			deleted := mustAcquire(t, st, "deleted", Options{TTL: ttl})
+			for _, s := range majority {
+				s.client.Del(ctx, deleted.Keys().Holder)
+			}
+			waitDone(t, deleted, RenewEvery(ttl)+200*time.Millisecond)
+			if !errors.Is(deleted.Err(), fencepost.ErrLost) || !strings.Contains(deleted.Err().Error(), "gone or held by another owner") || deleted.Held() {
+				t.Fatalf("deleted: %v", deleted.Err())
+			}
+			if e := <-deleted.Events(); e.Type != "lost" || e.Token != deleted.Token() {
+				t.Fatalf("event %+v", e)
+			}
+
+			taken := mustAcquire(t, st, "taken", Options{TTL: ttl})
+			for _, s := range majority {
+				s.client.Set(ctx, taken.Keys().Holder, "someone-else", 10*time.Second)
+			}
+			waitDone(t, taken, RenewEvery(ttl)+200*time.Millisecond)
+			if !errors.Is(taken.Err(), fencepost.ErrLost) {
+				t.Fatalf("taken: %v", taken.Err())
+			}
+			// Release after a loss compares and deletes: someone else's key stays.
+			if err := taken.Release(); err != nil || servers[0].client.Get(ctx, taken.Keys().Holder).Val() != "someone-else" {
+				t.Fatalf("release after the loss: %v", err)
+			}
+		})
+	}
+}
+
+func TestALockEndsAtItsValidityWhenRenewsGetNoAnswer(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			servers := startRedis(t, k.servers)
+			st := openStore(t, k.url(servers))
+			const ttl = 600 * time.Millisecond // validity 592 ms; renews every 200 ms
+			sent := time.Now()
+			l := mustAcquire(t, st, "paused", Options{TTL: ttl})
+			paused := servers[:Quorum(len(servers))]
+			for _, s := range paused {
+				s.pause()
+			}
+			defer func() {
+				for _, s := range paused {
+					s.resume()
+				}
+			}()
+			waitDone(t, l, 2*time.Second)
+			if at := time.Since(sent); at < Validity(ttl)-50*time.Millisecond || at > Validity(ttl)+lapseCheck+100*time.Millisecond {
+				t.Fatalf("lost %s after the acquire was sent, validity %s", at, Validity(ttl))
+			}
+			if !errors.Is(l.Err(), fencepost.ErrLost) || !strings.Contains(l.Err().Error(), "validity") || l.Held() {
+				t.Fatalf("err %v", l.Err())
+			}
+		})
+	}
+}
+
+func TestWaitersAreWokenByARelease(t *testing.T) {
+	// The backoff at its longest, so that only the release notification can wake the waiter soon.
+	defer func(j func() float64) { jitter = j }(jitter)
+	jitter = func() float64 { return 0.999 }
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			url := k.url(startRedis(t, k.servers))
+			holder := mustAcquire(t, openStore(t, url), "wake", Options{TTL: 10 * time.Second})
+			got := make(chan *Lock, 1)
+			errs := make(chan error, 1)
+			waiterStore := openStore(t, url)
+			go func() {
+				l, err := waiterStore.Acquire(context.Background(), "wake", Options{Wait: 10 * time.Second})
+				if err != nil {
+					errs <- err
+					return
+				}
+				got <- l
+			}()
+			time.Sleep(1500 * time.Millisecond) // the waiter is deep in its backoff (800, 1600 ms ...)
+			released := time.Now()
+			if err := holder.Release(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case l := <-got:
+				defer l.Release()
+				if d := time.Since(released); d > 150*time.Millisecond {
+					t.Fatalf("the waiter took %s after the release", d)
+				}
+				if l.Token() <= holder.Token() {
+					t.Fatalf("token %s after %s", l.Token(), holder.Token())
+				}
+			case err := <-errs:
+				t.Fatal(err)
+			case <-time.After(3 * time.Second):
+				t.Fatal("the waiter was not woken")
+			}
+		})
+	}
+}
+
+func TestRedlockRaisesTheTokenOnTheMajorityWhenItsCountersDisagree(t *testing.T) {
+	servers := startRedis(t, 5)
+	st := openStore(t, redlockURL(servers))
+	ctx := context.Background()
+	keys, _ := LockKeys("", "raised")
+	servers[0].client.Set(ctx, keys.Counter, "10", 0)
+	l := mustAcquire(t, st, "raised", Options{})
+	if l.Token() != 11 || l.CounterMissing() {
+		t.Fatalf("token %s, counter missing %v: want 11 (the largest of the majority)", l.Token(), l.CounterMissing())
+	}
+	for i, s := range servers {
+		if v := s.client.Get(ctx, keys.Counter).Val(); v != "11" {
+			t.Errorf("master %d counter %q after the raise, want 11", i, v)
+		}
+	}
+}
+
+func TestRedlockGrantsWithTwoMastersDownButNotWithThree(t *testing.T) {
+	servers := startRedis(t, 5)
+	st := openStore(t, redlockURL(servers))
+	servers[3].stop()
+	servers[4].stop()
+	l := mustAcquire(t, st, "minority-down", Options{TTL: time.Second})
+	if !l.Held() {
+		t.Fatal("not held")
+	}
+	time.Sleep(500 * time.Millisecond) // a renew or more on the three left
+	if !l.Held() {
+		t.Fatalf("lost with three of five masters: %v", l.Err())
+	}
+	if err := l.Release(); err != nil {
+		t.Logf("release with two masters down: %v", err)
+	}
+	servers[2].stop()
+	_, err := st.Acquire(context.Background(), "minority-down", Options{Wait: time.Second})
+	if !errors.Is(err, fencepost.ErrNotAcquired) || !strings.Contains(err.Error(), "2 of 5 masters granted, 3 needed") {
+		t.Fatalf("with three masters down: %v", err)
+	}
+}
+
+func TestASingleRedisDownIsNotAcquiredInTime(t *testing.T) {
+	srv := startRedis(t, 1)[0]
+	st := openStore(t, srv.url)
+	srv.stop()
+	start := time.Now()
+	_, err := st.Acquire(context.Background(), "down", Options{Wait: 500 * time.Millisecond})
+	if !errors.Is(err, fencepost.ErrNotAcquired) || time.Since(start) > 2*time.Second {
+		t.Fatalf("err %v after %s", err, time.Since(start))
+	}
+}
+
+func TestARedlockWaiterIsNotWokenByTheReleasesOfItsOwnFailedAttempts(t *testing.T) {
+	// Another owner holds the key on masters 0-2 for 1 s; masters 3 and 4 are free. Each attempt
+	// takes 3 and 4 (advancing their counters), fails, and gives them back with a release that
+	// publishes — its own owner id, which must not wake it, or it would retry at once for the
+	// whole second.
+	servers := startRedis(t, 5)
+	st := openStore(t, redlockURL(servers))
+	ctx := context.Background()
+	keys, _ := LockKeys("", "split")
+	for _, s := range servers[:3] {
+		s.client.Set(ctx, keys.Holder, "someone-else", time.Second)
+	}
+	l := mustAcquire(t, st, "split", Options{Wait: 5 * time.Second})
+	attempts, _ := servers[4].client.Get(ctx, keys.Counter).Int()
+	if attempts > 20 {
+		t.Fatalf("%d attempts in about a second: the waiter woke itself", attempts)
+	}
+	t.Logf("token %s after %d attempts", l.Token(), attempts)
+}
+
+func TestRedlockWaitersAreNotWokenByEachOthersFailedAttempts(t *testing.T) {
+	// Another owner holds the key on masters 0-2 for 1 s. Two waiters take turns at masters 3 and
+	// 4: each failed attempt gives them back with a release that publishes on two masters — not a
+	// quorum, so not the holder's release, and the other waiter must not retry at once on it.
+	defer func(j func() float64) { jitter = j }(jitter)
+	jitter = func() float64 { return 0.5 }
+	servers := startRedis(t, 5)
+	url := redlockURL(servers)
+	ctx := context.Background()
+	keys, _ := LockKeys("", "three")
+	for _, s := range servers[:3] {
+		s.client.Set(ctx, keys.Holder, "someone-else", time.Second)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		st := openStore(t, url)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := st.Acquire(ctx, "three", Options{Wait: 5 * time.Second})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			_ = l.Release()
+		}()
+	}
+	wg.Wait()
+	attempts, _ := servers[4].client.Get(ctx, keys.Counter).Int()
+	if attempts > 40 {
+		t.Fatalf("%d attempts on master 4 in about a second: the waiters woke each other", attempts)
+	}
+	t.Logf("%d attempts on master 4", attempts)
+}

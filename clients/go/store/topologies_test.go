@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The store on the other Redis topologies its URLs name, each as small as it gets: a one-node
+// Cluster owning every slot (which refuses a script naming keys of two slots: the holder key's
+// hash tag is what keeps the grant and its token one script there), and one Sentinel monitoring
+// one master. Failover and resharding are not tested.
+
+func TestAOneNodeClusterGrantsReleasesAndWakesWaiters(t *testing.T) {
+	node := startOne(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	ctx := context.Background()
+	if err := node.client.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if info := node.client.ClusterInfo(ctx).Val(); strings.Contains(info, "cluster_state:ok") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the one-node Cluster did not become ok")
+		}
+	}
+	st := openStore(t, "redis+cluster://"+node.addr)
+	a := mustAcquire(t, st, "clustered", Options{TTL: time.Second})
+	waiter := make(chan *Lock, 1)
+	go func() {
+		l, err := st.Acquire(ctx, "clustered", Options{Wait: 5 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- l
+	}()
+	time.Sleep(400 * time.Millisecond) // a renew on the Cluster
+	if !a.Held() {
+		t.Fatalf("lost on the Cluster: %v", a.Err())
+	}
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	b := <-waiter
+	if b == nil {
+		return
+	}
+	defer b.Release()
+	if b.Token() != a.Token()+1 {
+		t.Fatalf("tokens %s then %s", a.Token(), b.Token())
+	}
+}
+
+func TestASentinelManagedMasterGrants(t *testing.T) {
+	master := startOne(t)
+	sentinel := startOne(t, "--sentinel", "monitor", "mymaster", "127.0.0.1", fmt.Sprint(master.port), "1")
+	st := openStore(t, fmt.Sprintf("redis+sentinel://%s/mymaster", sentinel.addr))
+	l := mustAcquire(t, st, "watched", Options{TTL: time.Second})
+	if v := master.client.Get(context.Background(), l.Keys().Counter).Val(); v != l.Token().String() {
+		t.Fatalf("the master's counter %q, token %s", v, l.Token())
+	}
+}
