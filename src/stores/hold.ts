@@ -93,11 +93,16 @@ export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<Ho
   // A release notified while an attempt was out is not lost: the next wait is skipped.
   let notified = false;
   let subscription: Promise<() => void> | undefined;
+  // This waiter's own owner ids: a failed attempt that took part of a Redlock gives it back, and
+  // that release is published too; hearing its own give-back as a release would make it retry at
+  // once, every time (the last few suffice: older attempts' messages have long arrived).
+  const mine: string[] = [];
   // Listening before waiting, but for SUBSCRIBE_WAIT_MS at most: a store slow to answer must not
   // hold up the next attempt (the backoff finds a release it missed).
   const listen = async (): Promise<void> => {
     const s = backend
-      .subscribe(() => {
+      .subscribe((owner) => {
+        if (mine.includes(owner)) return;
         notified = true;
         wake?.();
       })
@@ -119,6 +124,8 @@ export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<Ho
     for (let waits = 0; ;) {
       if (o.signal?.aborted === true) return { kind: 'aborted', reason: lastReason };
       const owner = newOwner();
+      mine.push(owner);
+      if (mine.length > 8) mine.shift();
       let a: Attempt;
       try {
         a = await backend.tryAcquire(owner, o.ttlMs, await o.floor());

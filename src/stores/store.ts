@@ -40,8 +40,12 @@ export interface LockBackend {
   renew(owner: string, ttlMs: number): Promise<RenewAnswer>;
   /** release gives the lock up if `owner` still holds it, and tells waiters. */
   release(owner: string): Promise<void>;
-  /** subscribe calls `onRelease` when the lock is released anywhere; resolves once listening; returns the unsubscribe. */
-  subscribe(onRelease: () => void): Promise<() => void>;
+  /**
+   * subscribe calls `onRelease` with the releasing owner id when the lock is released (on Redlock:
+   * once a majority of masters published that owner's release); resolves once listening; returns
+   * the unsubscribe.
+   */
+  subscribe(onRelease: (owner: string) => void): Promise<() => void>;
 }
 
 /** LockStore opens backends for locks; one store shares its connections between them. */

@@ -80,7 +80,7 @@ export class BunConnection {
   readonly name: string;
   readonly #client: BunRedisClient;
   #sub: Promise<BunRedisClient> | undefined;
-  readonly #listeners = new Map<string, Set<() => void>>();
+  readonly #listeners = new Map<string, Set<(message: string) => void>>();
   #connecting: Promise<void> | undefined;
   #closed = false;
 
@@ -138,19 +138,19 @@ export class BunConnection {
   }
 
   /** listen calls `fn` on every message on `channel`; resolves once subscribed; returns the unsubscribe. */
-  async listen(channel: string, fn: () => void): Promise<() => void> {
+  async listen(channel: string, fn: (message: string) => void): Promise<() => void> {
     // A subscribing connection can send nothing else: a second one, made on first use.
     this.#sub ??= this.#client.duplicate();
     const sub = await this.#sub;
     let set = this.#listeners.get(channel);
     if (set === undefined) {
-      const fresh = new Set<() => void>();
+      const fresh = new Set<(message: string) => void>();
       set = fresh;
       this.#listeners.set(channel, fresh);
       try {
         await withTimeout(
-          sub.subscribe(channel, () => {
-            for (const l of [...fresh]) l();
+          sub.subscribe(channel, (message) => {
+            for (const l of [...fresh]) l(message);
           }),
           COMMAND_TIMEOUT_MS,
           this.name,

@@ -50,7 +50,7 @@ export async function openStore(
       acquire: c.script(ACQUIRE_LUA, 2),
       renew: c.script(RENEW_LUA, 1),
       release: c.script(RELEASE_LUA, 1),
-      listen: (channel: string, fn: () => void) => c.listen(channel, fn),
+      listen: (channel: string, fn: (message: string) => void) => c.listen(channel, fn),
     };
     return {
       kind: 'redis',
@@ -66,7 +66,7 @@ export async function openStore(
     raise: c.script(REDLOCK_RAISE_LUA, 2),
     renew: c.script(RENEW_LUA, 1),
     release: c.script(RELEASE_LUA, 1),
-    listen: (channel: string, fn: () => void) => c.listen(channel, fn),
+    listen: (channel: string, fn: (message: string) => void) => c.listen(channel, fn),
   }));
   return {
     kind: 'redlock',

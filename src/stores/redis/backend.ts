@@ -56,14 +56,14 @@ export async function openRedisStore(
 export class ReleaseChannels {
   readonly #client: RedisClient;
   #sub: RedisClient | undefined;
-  readonly #listeners = new Map<string, Set<() => void>>();
+  readonly #listeners = new Map<string, Set<(message: string) => void>>();
 
   constructor(client: RedisClient) {
     this.#client = client;
   }
 
   /** listen calls `fn` on every message on `channel`; resolves once subscribed; returns the unsubscribe. */
-  async listen(channel: string, fn: () => void): Promise<() => void> {
+  async listen(channel: string, fn: (message: string) => void): Promise<() => void> {
     const sub = this.#subscriber();
     let set = this.#listeners.get(channel);
     if (set === undefined) {
@@ -98,8 +98,8 @@ export class ReleaseChannels {
     const sub =
       this.#client instanceof Cluster ? this.#client.duplicate() : this.#client.duplicate({ enableOfflineQueue: true });
     sub.on('error', () => undefined);
-    sub.on('message', (channel: string) => {
-      for (const fn of [...(this.#listeners.get(channel) ?? [])]) fn();
+    sub.on('message', (channel: string, message: string) => {
+      for (const fn of [...(this.#listeners.get(channel) ?? [])]) fn(message);
     });
     this.#sub = sub;
     return sub;

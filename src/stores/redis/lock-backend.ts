@@ -15,7 +15,7 @@ export interface StoreScripts {
   readonly renew: Script;
   readonly release: Script;
   /** listen calls `fn` on every message on `channel`; resolves once subscribed; returns the unsubscribe. */
-  listen(channel: string, fn: () => void): Promise<() => void>;
+  listen(channel: string, fn: (message: string) => void): Promise<() => void>;
 }
 
 /** redisLockBackend is the lock `keys` in the Redis behind `s` (`display` names it in errors). */

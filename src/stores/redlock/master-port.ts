@@ -15,7 +15,7 @@ export interface MasterScripts {
   readonly raise: Script;
   readonly renew: Script;
   readonly release: Script;
-  listen(channel: string, fn: () => void): Promise<() => void>;
+  listen(channel: string, fn: (message: string) => void): Promise<() => void>;
 }
 
 /** masterPort is the lock `keys` on master `m`. */

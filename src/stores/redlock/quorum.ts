@@ -46,7 +46,8 @@ export interface MasterPort {
   renew(owner: string, ttlMs: number): Promise<boolean>;
   /** release: compare-and-DEL, and notify waiters. */
   release(owner: string): Promise<void>;
-  subscribe(onRelease: () => void): Promise<() => void>;
+  /** subscribe calls `onRelease` with the owner id of every release published on this master. */
+  subscribe(onRelease: (owner: string) => void): Promise<() => void>;
 }
 
 /** quorum is the majority of n masters. */
@@ -169,13 +170,31 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
   };
 }
 
+/** HEARD_OWNERS bounds the owners whose per-master release messages are being counted. */
+const HEARD_OWNERS = 64;
+
 /**
  * subscribeAny listens for releases on every master, and resolves as soon as one master listens:
  * a master that is down must not hold up a waiter (its subscription joins when it answers, or
  * never). Rejects only when every master refused. The unsubscribe also ends subscriptions that
  * complete after it.
+ *
+ * A waiter is told of a release only once a majority of masters published the same owner id: a
+ * holder's release publishes on every master it held (a majority), while a failed attempt that
+ * gives back the minority it took publishes on fewer. Waking every waiter on those give-backs made
+ * them retry in a storm for as long as the holder held (measured by the Go client: 1,395 attempts
+ * in one second against a lock held on 3 of 5 masters, 8 once only majorities wake).
  */
-function subscribeAny(masters: readonly MasterPort[], onRelease: () => void): Promise<() => void> {
+function subscribeAny(masters: readonly MasterPort[], onRelease: (owner: string) => void): Promise<() => void> {
+  const need = quorum(masters.length);
+  const heard = new Map<string, number>();
+  const count = (owner: string): void => {
+    const n = (heard.get(owner) ?? 0) + 1;
+    heard.delete(owner); // re-inserted last: the map's order is oldest first
+    if (heard.size >= HEARD_OWNERS) heard.delete(heard.keys().next().value ?? '');
+    heard.set(owner, n);
+    if (n === need) onRelease(owner);
+  };
   let closed = false;
   const offs: (() => void)[] = [];
   const off = (): void => {
@@ -185,7 +204,7 @@ function subscribeAny(masters: readonly MasterPort[], onRelease: () => void): Pr
   return new Promise((resolve, reject) => {
     let refused = 0;
     for (const m of masters) {
-      m.subscribe(onRelease).then(
+      m.subscribe(count).then(
         (f) => {
           if (closed) f();
           else offs.push(f);

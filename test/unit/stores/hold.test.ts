@@ -19,7 +19,7 @@ class Scripted implements LockBackend {
   free = true;
   renewWith: () => Promise<RenewAnswer> = () => Promise.resolve('renewed');
   readonly calls: string[] = [];
-  notify: (() => void) | undefined;
+  notify: ((owner: string) => void) | undefined;
   next = 0n;
   readonly clock: FakeClock;
   constructor(clock: FakeClock) {
@@ -46,7 +46,7 @@ class Scripted implements LockBackend {
     this.free = true;
     return Promise.resolve();
   }
-  subscribe(onRelease: () => void): Promise<() => void> {
+  subscribe(onRelease: (owner: string) => void): Promise<() => void> {
     this.calls.push('subscribe');
     this.notify = onRelease;
     return Promise.resolve(() => {
@@ -101,11 +101,28 @@ describe('holdLock: waiting', () => {
     // Refused: it subscribes, then tries again at once (a release before the subscription is not missed).
     expect(b.calls).toEqual(['acquire o1', 'subscribe', 'acquire o2']);
     b.free = true;
-    b.notify?.();
+    b.notify?.('another');
     const r = await p;
     expect(r.kind).toBe('held');
     expect(clock.monotonicMs()).toBe(0); // no time passed: woken, not timed out
     expect(b.calls).toEqual(['acquire o1', 'subscribe', 'acquire o2', 'acquire o3']);
+  });
+
+  it("a release published with the waiter's own owner id (its own give-back) does not wake it", async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    b.free = false;
+    const p = holdLock(b, options(clock, { waitMs: 10_000 }));
+    await flush();
+    expect(b.calls).toEqual(['acquire o1', 'subscribe', 'acquire o2']);
+    b.notify?.('o2');
+    b.notify?.('o1');
+    await flush();
+    expect(b.calls).toEqual(['acquire o1', 'subscribe', 'acquire o2']); // still waiting out its backoff
+    b.free = true;
+    b.notify?.('someone-else');
+    expect((await p).kind).toBe('held');
+    expect(clock.monotonicMs()).toBe(0);
   });
 
   it('without notifications, retries on the jittered backoff until waitMs, then says why', async () => {
