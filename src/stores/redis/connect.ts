@@ -51,6 +51,12 @@ export function connectTarget(t: RedisTarget): RedisClient {
             sentinels: t.sentinels.map((e) => ({ host: e.host, port: e.port })),
             name: t.master,
             db: t.db,
+            // After a failover: follow the Sentinels' +switch-master at once, and treat a READONLY
+            // answer (the old master, now a replica) as a reason to ask the Sentinels again.
+            // Without both, renews went on to the old master, and the lock was lost on the new
+            // one (redis-topologies.test.ts, "a failover while the lock is held").
+            failoverDetector: true,
+            reconnectOnError: (err: Error) => (err.message.startsWith('READONLY') ? 2 : false),
           })
         : new Cluster(
             t.nodes.map((e) => ({ host: e.host, port: e.port })),

@@ -7,7 +7,7 @@
  *   keys hash to different slots (CROSSSLOT) even on one node, so this shows that the holder key's
  *   hash tag puts it in its counter's slot: the grant and its token stay one script.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -95,6 +95,109 @@ describe('redis+sentinel://', () => {
       expect(await c.exists('fencepost:lock:{fencepost:fence:default/via-sentinel}')).toBe(0);
     } finally {
       c.disconnect();
+    }
+  });
+});
+
+describe('redis+sentinel:// with a primary and a replica: a failover while the lock is held', () => {
+  let primary: RedisServer;
+  let replicaPort: number;
+  let sentinelPort: number;
+  beforeAll(async () => {
+    primary = await startRedis();
+    // A folder of its own: a replica writes the primary's data (dump.rdb) where it runs.
+    const replicaDir = join(dir, 'replica');
+    mkdirSync(replicaDir);
+    replicaPort = await serve(
+      'replica',
+      (port) => [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        replicaDir,
+        '--replicaof',
+        '127.0.0.1',
+        String(primary.port),
+      ],
+      async (c) => String(await c.call('INFO', 'replication')).includes('master_link_status:up'),
+    );
+
+    const conf = join(dir, 'sentinel-failover.conf');
+    writeFileSync(
+      conf,
+      [
+        `sentinel monitor fpfail 127.0.0.1 ${primary.port} 1`,
+        'sentinel down-after-milliseconds fpfail 1000',
+        'sentinel failover-timeout fpfail 5000',
+        '',
+      ].join('\n'),
+    );
+    sentinelPort = await serve(
+      'sentinel-failover',
+      (port) => [conf, '--sentinel', '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+      async (c) => {
+        const replicas = await c.call('SENTINEL', 'replicas', 'fpfail');
+        return Array.isArray(replicas) && replicas.length === 1;
+      },
+    );
+  });
+  afterAll(async () => {
+    await primary.stop();
+  });
+
+  it('a lock replicated before the failover stays held on the promoted replica; the next token continues', async () => {
+    const store = `redis+sentinel://127.0.0.1:${sentinelPort}/fpfail`;
+    const lock = await acquire('failover', { store, ttlMs: 3000 });
+    expect(lock.token).toBe(1n);
+    const p = primary.client();
+    try {
+      // Acknowledged by the replica before the failover: the case that survives. WAIT counts the
+      // writes of its own connection, so one write here, after the grant's, is what it waits for.
+      await p.set('fencepost-test:marker', '1');
+      expect(await p.call('WAIT', '1', '5000')).toBe(1);
+    } finally {
+      p.disconnect();
+    }
+    const s = new Redis({ port: sentinelPort, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    try {
+      // The Sentinel may not yet count the replica as good (it learns of it by INFO, every few seconds).
+      for (let i = 0; ; i++) {
+        try {
+          await s.call('SENTINEL', 'FAILOVER', 'fpfail');
+          break;
+        } catch (err) {
+          if (i >= 100 || !String(err).includes('NOGOODSLAVE')) throw err;
+          await sleep(100);
+        }
+      }
+      for (let i = 0; i < 200; i++) {
+        const addr = await s.call('SENTINEL', 'get-master-addr-by-name', 'fpfail');
+        if (Array.isArray(addr) && addr[1] === String(replicaPort)) break;
+        await sleep(50);
+      }
+      expect(await s.call('SENTINEL', 'get-master-addr-by-name', 'fpfail')).toEqual(['127.0.0.1', String(replicaPort)]);
+    } finally {
+      s.disconnect();
+    }
+    // The watchdog's renews find the key on the new primary through the Sentinel: still held after two TTLs.
+    await sleep(6000);
+    expect(lock.isHeld()).toBe(true);
+    const r = new Redis({ port: replicaPort, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    try {
+      expect(await r.exists('fencepost:lock:{fencepost:fence:default/failover}')).toBe(1);
+      await lock.release();
+      expect(await r.exists('fencepost:lock:{fencepost:fence:default/failover}')).toBe(0);
+      const next = await acquire('failover', { store, ttlMs: 3000 });
+      expect(next.token).toBe(2n);
+      await next.release();
+    } finally {
+      r.disconnect();
     }
   });
 });
