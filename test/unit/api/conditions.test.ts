@@ -158,6 +158,8 @@ describe('EventReason', () => {
       'LeaseLost',
       'LeaseTampered',
       'LockLost',
+      'StoreGranted',
+      'StoreReleased',
     ]);
     for (const [key, value] of Object.entries(EventReason)) expect(value).toBe(key);
   });
