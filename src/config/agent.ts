@@ -116,10 +116,10 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
     throw new UsageError('--sidecar', `${JSON.stringify(sidecar)} is neither native nor plain`);
   const appStopTimeoutMs = parseDuration(values['app-stop-timeout'], '--app-stop-timeout');
   const storeUrl = values['store-url'] ?? env['FENCEPOST_STORE_URL'];
-  if (storeUrl !== undefined && storeUrl !== '' && !/^(rediss?|redlock):\/\/\S+$/.test(storeUrl))
+  if (storeUrl !== undefined && storeUrl !== '' && !/^(rediss?|redis\+shards|redlock):\/\/\S+$/.test(storeUrl))
     throw new UsageError(
       '--store-url',
-      `must start with redis://, rediss:// or redlock://, got ${JSON.stringify(storeUrl.replace(/:[^:@/]*@/, ':***@'))}`,
+      `must start with redis://, rediss://, redis+shards:// or redlock://, got ${JSON.stringify(storeUrl.replace(/:[^:@/]*@/, ':***@'))}`,
     );
   return Object.freeze({
     kubeconfig: values.kubeconfig,

@@ -128,7 +128,7 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
   const redisStoreUrl = storeFlag(
     values['redis-store-url'] ?? env['FENCEPOST_REDIS_STORE_URL'],
     '--redis-store-url',
-    /^(rediss?|redis\+sentinel|redis\+cluster):\/\//,
+    /^(rediss?|redis\+sentinel|redis\+cluster|redis\+shards):\/\//,
   );
   const redlockStoreUrl = storeFlag(
     values['redlock-store-url'] ?? env['FENCEPOST_REDLOCK_STORE_URL'],

@@ -13,6 +13,7 @@ import { parseToken } from '../protocol/token.ts';
 import { connectTarget, defineScript, failure, whenReady, type RedisClient, type Script } from './redis/connect.ts';
 import { lockKeys } from './redis/keys.ts';
 import { quorum } from './redlock/quorum.ts';
+import { homeOf, shardIdentity } from './shards.ts';
 import { parseStoreUrl, type RedisTarget } from './url.ts';
 
 /**
@@ -121,23 +122,56 @@ async function readOne(c: Connection, namespace: string, lock: string): Promise<
  */
 export async function openStoreReader(url: string, what: string, readyWithinMs = 2000): Promise<StoreReader> {
   const spec = parseStoreUrl(url, what);
-  const targets = spec.kind === 'redis' ? [spec.target] : spec.masters;
-  const conns = targets.map((t) =>
-    connection(t, t.mode === 'standalone' ? `${t.endpoint.host}:${t.endpoint.port}` : t.mode),
-  );
+  const targets =
+    spec.kind === 'redis'
+      ? [spec.target]
+      : spec.kind === 'redlock'
+        ? spec.masters
+        : [...spec.shards, ...(spec.previous ?? [])];
+  const byId = new Map<string, Connection>();
+  for (const t of targets) {
+    const id = t.mode === 'standalone' ? shardIdentity(t) : t.mode;
+    if (!byId.has(id)) byId.set(id, connection(t, id));
+  }
+  const conns = [...byId.values()];
   await Promise.all(conns.map((c) => whenReady(c.client, readyWithinMs)));
   const readyCount = (): number => conns.filter((c) => c.client.status === 'ready').length;
+  const of = (t: RedisTarget): Connection => {
+    const c = byId.get(t.mode === 'standalone' ? shardIdentity(t) : t.mode);
+    if (c === undefined) throw new Error(`${spec.display}: a Redis was not opened`);
+    return c;
+  };
+  const single = async (c: Connection, namespace: string, name: string): Promise<ObservedLock> => {
+    const r = await readOne(c, namespace, name);
+    return { owner: r.owner, ttlMs: r.ttlMs, token: r.owner !== undefined ? r.counter : undefined };
+  };
   return {
-    kind: spec.kind,
+    kind: spec.kind === 'redlock' ? 'redlock' : 'redis',
     display: spec.display,
     async read(namespace, name) {
-      if (spec.kind === 'redis') {
-        const [c] = conns as [Connection];
-        const r = await readOne(c, namespace, name);
-        return { owner: r.owner, ttlMs: r.ttlMs, token: r.owner !== undefined ? r.counter : undefined };
+      switch (spec.kind) {
+        case 'redis':
+          return single(of(spec.target), namespace, name);
+        case 'redlock':
+          return combineRedlock(
+            await Promise.all(conns.map((c) => readOne(c, namespace, name).catch(() => undefined))),
+          );
+        case 'shards': {
+          // Its home; while a change rolls out and the lock moved, the old home first: a client on
+          // the old set alone holds it there, one on both sets holds it on both (stores/shards.ts).
+          const home = of(spec.shards[homeOf(spec.shards.map(shardIdentity), namespace, name)] ?? spec.shards[0]!);
+          const previous = spec.previous;
+          if (previous === undefined) return single(home, namespace, name);
+          const old = of(previous[homeOf(previous.map(shardIdentity), namespace, name)] ?? previous[0]!);
+          if (old === home) return single(home, namespace, name);
+          const [o, h] = await Promise.all([single(old, namespace, name), single(home, namespace, name)]);
+          const held = o.owner !== undefined ? o : h;
+          const tokens = [o.token, h.token].filter((t): t is bigint => t !== undefined);
+          const token =
+            held.owner !== undefined && tokens.length > 0 ? tokens.reduce((a, b) => (a > b ? a : b)) : undefined;
+          return { ...held, token };
+        }
       }
-      const reads = await Promise.all(conns.map((c) => readOne(c, namespace, name).catch(() => undefined)));
-      return combineRedlock(reads);
     },
     async onRelease(listener) {
       await Promise.all(
@@ -156,7 +190,7 @@ export async function openStoreReader(url: string, what: string, readyWithinMs =
         }),
       );
     },
-    ready: () => (spec.kind === 'redis' ? readyCount() === 1 : readyCount() >= quorum(conns.length)),
+    ready: () => (spec.kind === 'redlock' ? readyCount() >= quorum(conns.length) : readyCount() === conns.length),
     async close() {
       for (const c of conns) {
         c.subscriber?.disconnect();

@@ -4,6 +4,7 @@
  */
 import type { TimerClock } from '../runtime/clock.ts';
 import { openRedisStore } from './redis/backend.ts';
+import { openShardedStore } from './redis/sharded.ts';
 import { openRedlockStore } from './redlock/masters.ts';
 import type { LockStore } from './store.ts';
 import { parseStoreUrl } from './url.ts';
@@ -24,7 +25,12 @@ export async function openStore(
   readyWithinMs?: number,
 ): Promise<LockStore> {
   const spec = parseStoreUrl(url, what);
-  return spec.kind === 'redis'
-    ? openRedisStore(spec.target, spec.display, clock, readyWithinMs)
-    : openRedlockStore(spec.masters, spec.display, clock, readyWithinMs);
+  switch (spec.kind) {
+    case 'redis':
+      return openRedisStore(spec.target, spec.display, clock, readyWithinMs);
+    case 'shards':
+      return openShardedStore(spec.shards, spec.previous, spec.display, clock, readyWithinMs);
+    case 'redlock':
+      return openRedlockStore(spec.masters, spec.display, clock, readyWithinMs);
+  }
 }

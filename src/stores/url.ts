@@ -5,6 +5,10 @@
  *   redis+sentinel://[[user]:password@]h1:p1,h2:p2/master[/db]   a Sentinel-managed master
  *   redis+cluster://[[user]:password@]h1:p1,h2:p2        a Redis Cluster (seed nodes)
  *   redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db]  Redlock over N independent masters (N ≥ 3)
+ *   redis+shards://[[user]:password@]h1:p1,h2:p2[/db][?previous=h1:p1,h3:p3]
+ *                                                        several Redis, each lock on one of them by a
+ *                                                        stable hash of namespace/name (stores/shards.ts);
+ *                                                        `previous`: the set before a change, while it rolls out
  *
  * The default port is 6379 (26379 for Sentinels). Several hosts are a comma-separated list, which
  * WHATWG URL cannot parse, so the parsing is by hand. Errors name the option (`what`) and the URL
@@ -44,6 +48,13 @@ export type RedisTarget =
 /** StoreSpec is a parsed store URL; `display` is the URL with the password redacted. */
 export type StoreSpec =
   | { readonly kind: 'redis'; readonly target: RedisTarget; readonly display: string }
+  | {
+      readonly kind: 'shards';
+      readonly shards: readonly RedisTarget[];
+      /** previous: the shard set before a change, while clients move over (stores/shards.ts). */
+      readonly previous: readonly RedisTarget[] | undefined;
+      readonly display: string;
+    }
   | { readonly kind: 'redlock'; readonly masters: readonly RedisTarget[]; readonly display: string };
 
 /** MIN_REDLOCK_MASTERS: with fewer than three, one master's failure stops every grant; use five. */
@@ -74,7 +85,9 @@ export function parseStoreUrl(url: string, what: string): StoreSpec {
   const scheme = (m[1] ?? '').toLowerCase();
   const auth = parseAuth(m[2], fail);
   const path = (m[4] ?? '').replace(/^\//, '');
-  if (m[5] !== undefined) fail('takes no query or fragment');
+  const query = m[5];
+  if (query !== undefined && !(scheme === 'redis+shards' && /^\?previous=[^&#]+$/.test(query)))
+    fail(scheme === 'redis+shards' ? 'takes one query parameter, ?previous=h1:p1,h2:p2' : 'takes no query or fragment');
   const hosts = (m[3] ?? '').split(',');
   const defaultPort = scheme === 'redis+sentinel' ? 26379 : 6379;
   const endpoints = hosts.map((h) => parseEndpoint(h, defaultPort, fail));
@@ -131,9 +144,32 @@ export function parseStoreUrl(url: string, what: string): StoreSpec {
         display,
       };
     }
+    case 'redis+shards': {
+      if (path.includes('/')) fail('the path is the database number only');
+      const n = db(path);
+      const distinct = (list: readonly Endpoint[], which: string): void => {
+        const seen = new Set<string>();
+        for (const e of list) {
+          const key = `${e.host.toLowerCase()}:${e.port}`;
+          if (seen.has(key)) fail(`shard ${key} is named twice in ${which}`);
+          seen.add(key);
+        }
+      };
+      distinct(endpoints, 'the shards');
+      const previous =
+        query !== undefined
+          ? query
+              .slice('?previous='.length)
+              .split(',')
+              .map((h) => parseEndpoint(h, defaultPort, fail))
+          : undefined;
+      if (previous !== undefined) distinct(previous, 'previous');
+      const target = (endpoint: Endpoint): RedisTarget => ({ mode: 'standalone', endpoint, db: n, tls: false, auth });
+      return { kind: 'shards', shards: endpoints.map(target), previous: previous?.map(target), display };
+    }
     default:
       return fail(
-        `scheme ${scheme}:// is not a store; use redis://, rediss://, redis+sentinel://, redis+cluster:// or redlock://`,
+        `scheme ${scheme}:// is not a store; use redis://, rediss://, redis+sentinel://, redis+cluster://, redis+shards:// or redlock://`,
       );
   }
 }

@@ -9,10 +9,11 @@ import { lockKeys } from '../redis/keys.ts';
 import { redisLockBackend } from '../redis/lock-backend.ts';
 import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from '../redis/scripts.ts';
 import { masterPort } from '../redlock/master-port.ts';
-import { quorum, redlockBackend } from '../redlock/quorum.ts';
+import { redlockBackend } from '../redlock/quorum.ts';
+import { shardedLock, shardIdentity, type Shard } from '../shards.ts';
 import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../redlock/scripts.ts';
 import type { LockStore } from '../store.ts';
-import { parseStoreUrl } from '../url.ts';
+import { parseStoreUrl, type RedisTarget } from '../url.ts';
 import { bunRuntime, BunConnection, targetUrl } from './client.ts';
 
 export type { LockStore } from '../store.ts';
@@ -29,53 +30,82 @@ export async function openStore(
   const spec = parseStoreUrl(url, what);
   const bun = bunRuntime();
   if (bun === undefined) throw new Error(`${what}: stores/bun needs the Bun runtime (Bun.RedisClient)`);
-  const targets = spec.kind === 'redis' ? [spec.target] : spec.masters;
-  const conns = targets.map(
-    (t) =>
-      new BunConnection(
-        bun,
-        targetUrl(t, what),
-        t.mode === 'standalone' ? `${t.endpoint.host}:${t.endpoint.port}` : spec.display,
-      ),
-  );
+  const targets =
+    spec.kind === 'redis'
+      ? [spec.target]
+      : spec.kind === 'redlock'
+        ? spec.masters
+        : [...spec.shards, ...(spec.previous ?? [])];
+  // One connection per Redis (a shard named in both sets is one Redis).
+  const conns = new Map<string, BunConnection>();
+  for (const t of targets) {
+    const id = t.mode === 'standalone' ? shardIdentity(t) : spec.display;
+    if (!conns.has(id)) conns.set(id, new BunConnection(bun, targetUrl(t, what), id));
+  }
   // As the ioredis stores: a majority (or the one Redis) ready, or the wait is over.
-  await Promise.all(conns.map((c) => c.ready(Math.min(readyWithinMs ?? 2000, spec.kind === 'redis' ? 2000 : 1000))));
+  const wait = Math.min(readyWithinMs ?? 2000, spec.kind === 'redlock' ? 1000 : 2000);
+  await Promise.all([...conns.values()].map((c) => c.ready(wait)));
   const close = (): Promise<void> => {
-    for (const c of conns) c.close();
+    for (const c of conns.values()) c.close();
     return Promise.resolve();
   };
-  if (spec.kind === 'redis') {
-    const [c] = conns as [BunConnection];
-    const scripts = {
+  const listen = (c: BunConnection) => (channel: string, fn: (message: string) => void) => c.listen(channel, fn);
+  const shard = (c: BunConnection): Shard => ({
+    id: c.name,
+    scripts: {
       acquire: c.script(ACQUIRE_LUA, 2),
       renew: c.script(RENEW_LUA, 1),
       release: c.script(RELEASE_LUA, 1),
-      listen: (channel: string, fn: (message: string) => void) => c.listen(channel, fn),
-    };
-    return {
-      kind: 'redis',
-      display: spec.display,
-      lock: (namespace, name) => redisLockBackend(scripts, lockKeys(namespace, name), clock, spec.display),
-      close,
-    };
+      listen: listen(c),
+    },
+    master: {
+      name: c.name,
+      acquire: c.script(REDLOCK_ACQUIRE_LUA, 2),
+      raise: c.script(REDLOCK_RAISE_LUA, 2),
+      renew: c.script(RENEW_LUA, 1),
+      release: c.script(RELEASE_LUA, 1),
+      listen: listen(c),
+    },
+  });
+  const all = new Map([...conns].map(([id, c]) => [id, shard(c)]));
+  const of = (list: readonly RedisTarget[]): Shard[] =>
+    list.map((t) => {
+      const sh = all.get(t.mode === 'standalone' ? shardIdentity(t) : spec.display);
+      if (sh === undefined) throw new Error(`${what}: ${spec.display}: a Redis was not opened`);
+      return sh;
+    });
+  switch (spec.kind) {
+    case 'redis': {
+      const [only] = of([spec.target]) as [Shard];
+      return {
+        kind: 'redis',
+        display: spec.display,
+        lock: (namespace, name) => redisLockBackend(only.scripts, lockKeys(namespace, name), clock, spec.display),
+        close,
+      };
+    }
+    case 'shards': {
+      const now = of(spec.shards);
+      const before = spec.previous !== undefined ? of(spec.previous) : undefined;
+      return {
+        kind: 'redis',
+        display: spec.display,
+        lock: (namespace, name) => shardedLock(now, before, namespace, name, clock, spec.display),
+        close,
+      };
+    }
+    case 'redlock': {
+      const masters = of(spec.masters).map((m) => m.master);
+      return {
+        kind: 'redlock',
+        display: spec.display,
+        lock: (namespace, name) =>
+          redlockBackend(
+            masters.map((m) => masterPort(m, lockKeys(namespace, name))),
+            { clock },
+          ),
+        close,
+      };
+    }
   }
-  if (conns.length < 3 || quorum(conns.length) > conns.length) throw new Error(`${what}: too few Redlock masters`);
-  const masters = conns.map((c) => ({
-    name: c.name,
-    acquire: c.script(REDLOCK_ACQUIRE_LUA, 2),
-    raise: c.script(REDLOCK_RAISE_LUA, 2),
-    renew: c.script(RENEW_LUA, 1),
-    release: c.script(RELEASE_LUA, 1),
-    listen: (channel: string, fn: (message: string) => void) => c.listen(channel, fn),
-  }));
-  return {
-    kind: 'redlock',
-    display: spec.display,
-    lock: (namespace, name) =>
-      redlockBackend(
-        masters.map((m) => masterPort(m, lockKeys(namespace, name))),
-        { clock },
-      ),
-    close,
-  };
 }

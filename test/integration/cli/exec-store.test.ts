@@ -227,6 +227,15 @@ describe('fencepost-agent exec --store (the compiled agent, on Bun)', () => {
     expect((await running).code).toBe(EXIT_LOST);
   });
 
+  it('holds a lock on its home shard of a redis+shards:// store', async () => {
+    const url = `redis+shards://${[redis, ...masters].map((m) => m.url.replace(/^redis:\/\//, '')).join(',')}`;
+    const runs = [];
+    for (const lock of ['sh-a', 'sh-b', 'sh-a'])
+      runs.push(await agentExec('--store', url, '--lock', lock, '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN'));
+    expect(runs.map((r) => r.code)).toEqual([0, 0, 0]);
+    expect(Number(runs[2]?.stdout.trim())).toBe(Number(runs[0]?.stdout.trim()) + 1); // sh-a's counter on its shard
+  });
+
   it('refuses a Sentinel URL naming where it works, exit 2', async () => {
     const r = await agentExec('--store', 'redis+sentinel://127.0.0.1:26379/mymaster', '--lock', 'x', '--', 'true');
     expect(r.code).toBe(2);
