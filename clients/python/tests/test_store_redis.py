@@ -233,12 +233,28 @@ def test_a_release_channel_stays_subscribed_a_while_then_is_unsubscribed(
             ((_, n),) = r.pubsub_numsub(channel)
             return int(n)
 
-        with st.acquire(name, ttl=2):
-            assert subscribers() == 1
+        def contended() -> None:
+            # A free lock costs one attempt and no SUBSCRIBE; a waiter subscribes after its first
+            # refusal, and gets the lock when the holder releases it.
+            holder = st.acquire(name, ttl=2)
+            assert subscribers() == 0
+            tokens: list[int] = []
+
+            def wait_for_it() -> None:
+                with st.acquire(name, ttl=2, wait=5) as lk:
+                    tokens.append(lk.token)
+
+            t = threading.Thread(target=wait_for_it)
+            t.start()
+            until(lambda: subscribers() == 1)
+            holder.release()
+            t.join(5)
+            assert tokens == [holder.token + 1]
+
+        contended()
         assert subscribers() == 1  # kept for the next acquire of the same lock
         until(lambda: subscribers() == 0, 3.0)
-        with st.acquire(name, ttl=2):  # subscribes again
-            assert subscribers() == 1
+        contended()  # subscribes again
 
 
 def test_if_held_fail_and_a_bounded_wait(single: RedisServer) -> None:
@@ -446,3 +462,63 @@ def test_redlock_wakes_waiters_on_release(masters: list[RedisServer]) -> None:
         holder.release()
         t.join(5)
         assert got and got[0] - released_at < 0.5, got[0] - released_at
+
+
+def test_redlock_waiters_are_not_woken_by_give_backs_only_by_the_holders_release(
+    masters: list[RedisServer],
+) -> None:
+    # Another owner holds the key on masters 0-2 (a majority of 5). Two waiters take turns at
+    # masters 3 and 4: each failed attempt gives them back with a release that publishes its own
+    # owner id on those two masters — its own, and not a majority's, so it wakes neither waiter
+    # (store.json "timing.waiting"). Only the holder's release, published on three masters, does.
+    name = unique("redlock-storm")
+    keys = fs.lock_keys("default", name)
+    for m in masters[:3]:
+        with m.client() as r:
+            r.set(keys.holder, "someone-else", px=20_000)
+    attempts = [0]
+    got: list[float] = []
+    with fs.connect(redlock_url(masters)) as st:
+
+        def counted() -> str:
+            attempts[0] += 1
+            return fs.new_owner_id()
+
+        def wait_for_it() -> None:
+            with hold(
+                st.backend("default", name),
+                name=name,
+                namespace="default",
+                ttl_ms=5_000,
+                wait=10,
+                if_held="wait",
+                floor=lambda: 0,
+                clock=st._clock,
+                random=lambda: 1 - 2**-53,  # the backoff alone: 50, 100, 200, 400, 800, 1600 ms
+                new_owner=counted,
+            ):
+                got.append(time.monotonic())
+
+        threads = [threading.Thread(target=wait_for_it) for _ in range(2)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(2.0)
+        waited, before = time.monotonic() - started, attempts[0]
+        assert not got
+        released_at = time.monotonic()
+        for m in masters[:3]:  # the holder's release: compare-and-DEL and publish, on its majority
+            with m.client() as r:
+                assert r.eval(fs_release_lua(), 1, keys.holder, "someone-else", keys.channel) == 1
+        for t in threads:
+            t.join(10)
+    # About 7 each (the first, one after subscribing, five on the backoff). Woken by each other's
+    # (and their own) give-backs, they made over a thousand: 1,029-1,581 in two seconds.
+    assert before <= 30, f"{before} attempts in {waited:.2f} s against a held lock"
+    # The holder's release wakes a waiter at once: the backoff's next retry was 1.15 s away or more.
+    assert len(got) == 2 and got[0] - released_at < 0.8, (got, released_at)
+
+
+def fs_release_lua() -> str:
+    """fs_release_lua is the release script every client sends (store-release.lua)."""
+    return (HERE / "src/fencepost/store/store-release.lua").read_text(encoding="utf-8")

@@ -1,7 +1,9 @@
 package io.fencepost;
 
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -9,6 +11,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
 
 /**
  * One lock over N independent Redlock masters, with fencing tokens that stay monotonic across
@@ -202,12 +205,36 @@ final class RedlockBackend implements StoreBackend {
     releaseAll(owner);
   }
 
-  /** Listens on every master; returns as soon as one listens (a master down must not hold up a waiter), or after waitMs. */
+  /** How many owner ids' per-master release messages a waiter counts (the oldest is forgotten first). */
+  static final int HEARD_OWNERS = 64;
+
+  /**
+   * Listens on every master; returns as soon as one listens (a master down must not hold up a
+   * waiter), or after waitMs.
+   *
+   * <p>The waiter is told of a release only once a majority of the masters published the same
+   * owner id, and once: a holder's release publishes on every master it held (a majority), while a
+   * failed attempt that gives back the minority it took publishes on fewer. Woken by those
+   * give-backs, waiters retried at once for as long as the holder held (two waiters on a lock held
+   * on 3 of 5 masters: 3,260-3,616 grants on the other two in 2 s). A release heard on fewer
+   * masters (keys that expired there, a master down) is found by the backoff.
+   */
   @Override
-  public Runnable subscribe(Runnable onRelease, long waitMs) throws InterruptedException {
+  public Runnable subscribe(Consumer<String> onRelease, long waitMs) throws InterruptedException {
     CountDownLatch listening = new CountDownLatch(1);
+    Map<String, Integer> heard = new LinkedHashMap<>(); // owner id → masters that published it, oldest first
+    Consumer<String> count = owner -> {
+      int c;
+      synchronized (heard) {
+        Integer before = heard.remove(owner); // put back last
+        c = before == null ? 1 : before + 1;
+        if (heard.size() >= HEARD_OWNERS) heard.remove(heard.keySet().iterator().next());
+        heard.put(owner, c);
+      }
+      if (c == q) onRelease.accept(owner);
+    };
     List<Runnable> offs = new ArrayList<>();
-    for (RedisMaster m : masters) offs.add(m.channels.listen(keys.channel(), onRelease, listening::countDown));
+    for (RedisMaster m : masters) offs.add(m.channels.listen(keys.channel(), count, listening::countDown));
     listening.await(waitMs, TimeUnit.MILLISECONDS);
     return () -> offs.forEach(Runnable::run);
   }

@@ -6,6 +6,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 import redis.clients.jedis.Connection;
 import redis.clients.jedis.JedisPubSub;
@@ -23,11 +24,11 @@ final class ReleaseChannels implements AutoCloseable {
 
   /** One listener: its callbacks, and whether it has been told the channel is listened to. */
   private static final class Listener {
-    final Runnable onMessage;
+    final Consumer<String> onMessage;
     final Runnable onListening;
     boolean told;
 
-    Listener(Runnable onMessage, Runnable onListening) {
+    Listener(Consumer<String> onMessage, Runnable onListening) {
       this.onMessage = onMessage;
       this.onListening = onListening;
     }
@@ -77,20 +78,20 @@ final class ReleaseChannels implements AutoCloseable {
 
     @Override
     public void onMessage(String channel, String message) {
-      List<Runnable> call = new ArrayList<>();
+      List<Consumer<String>> call = new ArrayList<>();
       synchronized (ReleaseChannels.this) {
         for (Listener l : listeners.getOrDefault(channel, List.of())) call.add(l.onMessage);
       }
-      call.forEach(Runnable::run);
+      for (Consumer<String> c : call) c.accept(message);
     }
   }
 
   /**
-   * Calls {@code onMessage} on every release published on {@code channel}, from the subscriber
-   * thread, and {@code onListening} once, when the channel is subscribed (at once if it already
-   * is). Returns the unsubscribe; it is idempotent.
+   * Calls {@code onMessage} with every message published on {@code channel} (a release publishes
+   * the released owner id), from the subscriber thread, and {@code onListening} once, when the
+   * channel is subscribed (at once if it already is). Returns the unsubscribe; it is idempotent.
    */
-  Runnable listen(String channel, Runnable onMessage, Runnable onListening) {
+  Runnable listen(String channel, Consumer<String> onMessage, Runnable onListening) {
     Listener l = new Listener(onMessage, onListening);
     boolean tell = false;
     synchronized (this) {

@@ -3,6 +3,7 @@ package io.fencepost;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * One lock on the single Redis: a grant is one script (SET NX PX and the token together:
@@ -56,7 +57,7 @@ final class SingleRedisBackend implements StoreBackend {
   }
 
   @Override
-  public Runnable subscribe(Runnable onRelease, long waitMs) throws InterruptedException {
+  public Runnable subscribe(Consumer<String> onRelease, long waitMs) throws InterruptedException {
     CountDownLatch listening = new CountDownLatch(1);
     Runnable off = redis.channels.listen(keys.channel(), onRelease, listening::countDown);
     listening.await(waitMs, TimeUnit.MILLISECONDS);

@@ -1,5 +1,7 @@
 package io.fencepost;
 
+import java.util.function.Consumer;
+
 /**
  * One lock in one store (single Redis, or N Redlock masters): the I/O, knowing nothing of timers.
  * The holding logic (the waiter loop, the watchdog, release) is {@link StoreLock}'s, the same for
@@ -32,8 +34,9 @@ interface StoreBackend {
   void release(String owner);
 
   /**
-   * Calls {@code onRelease} when the lock is released anywhere; waits at most {@code waitMs} for
+   * Calls {@code onRelease} with the releasing owner id when the lock is released (on Redlock: once
+   * a majority of the masters published that owner's release); waits at most {@code waitMs} for
    * the subscription to be listening; returns the unsubscribe.
    */
-  Runnable subscribe(Runnable onRelease, long waitMs) throws InterruptedException;
+  Runnable subscribe(Consumer<String> onRelease, long waitMs) throws InterruptedException;
 }

@@ -2,6 +2,7 @@ package io.fencepost;
 
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Objects;
@@ -27,10 +28,13 @@ import java.util.regex.Pattern;
  *   <li><b>Acquire</b>: a new 128-bit owner id from the CSPRNG for every attempt (followed by the
  *       holder's pod, when it runs in one: {@link Options#pod}); the grant is
  *       trusted until the time the request was SENT + ttl − drift (1 % of the TTL + 2 ms).
- *   <li><b>Waiting</b>: after the first refusal it subscribes to the lock's release channel and
- *       tries again at once (a release between the refusal and the subscription is not missed),
- *       then retries the moment a release is published; otherwise after a backoff with full jitter
- *       (50 ms doubling to 2 s, never longer than the holder's key has left nor the wait).
+ *   <li><b>Waiting</b>: the first attempt goes out at once (a free lock costs one round trip);
+ *       after the first refusal it subscribes to the lock's release channel and tries again at
+ *       once (a release between the refusal and the subscription is not missed), then retries the
+ *       moment a release is published by another owner than its own recent attempts (a failed
+ *       attempt's give-back publishes too) — on Redlock, once a majority of the masters published
+ *       the same owner id; otherwise after a backoff with full jitter (50 ms doubling to 2 s, never
+ *       longer than the holder's key has left nor the wait).
  *   <li><b>Watchdog</b> (a daemon thread): every third of the TTL a compare-and-PEXPIRE; a success
  *       extends the trust to its send time + ttl − drift. A renew with no answer is retried every
  *       100 ms until the trust runs out; one that finds the key gone or another owner's ends the
@@ -224,11 +228,30 @@ public final class StoreLock implements AutoCloseable {
     return pod.valid() ? pod : null;
   }
 
-  /** Wakes a waiter when a release is published; a release while an attempt is out is kept. */
+  /** How many of a waiter's latest owner ids it recognises in release messages (older attempts' give-backs have long arrived). */
+  static final int OWN_OWNERS = 8;
+
+  /**
+   * Wakes a waiter when a release is published by another owner than its own recent attempts; a
+   * release while an attempt is out is kept.
+   *
+   * <p>An attempt that failed gives back what it took, and that release publishes its owner id
+   * too: heard as a release, it would make the waiter retry at once, every time (on Redlock the
+   * backend's majority rule keeps out a minority's give-back; this keeps out the rest, such as a
+   * grant answered too late and given back).
+   */
   private static final class Waker {
     private boolean notified;
+    private final ArrayDeque<String> mine = new ArrayDeque<>(OWN_OWNERS);
 
-    synchronized void fire() {
+    /** Notes the owner id of the attempt about to go out, before it is sent. */
+    synchronized void attempting(String owner) {
+      if (mine.size() == OWN_OWNERS) mine.removeFirst();
+      mine.addLast(owner);
+    }
+
+    synchronized void fire(String owner) {
+      if (mine.contains(owner)) return;
       notified = true;
       notifyAll();
     }
@@ -257,7 +280,12 @@ public final class StoreLock implements AutoCloseable {
     Objects.requireNonNull(o);
     StoreKeys keys = StoreKeys.of(o.namespace, name);
     long ttlMs = StoreTiming.checkTtl(o.ttlMs, "ttl");
-    StoreBackend backend = store.backend(keys);
+    return hold(store, store.backend(keys), name, o, ttlMs, ownsStore);
+  }
+
+  /** The waiter loop on {@code backend} (StoreHoldTest gives it a scripted one). */
+  static StoreLock hold(LockStore store, StoreBackend backend, String name, Options o, long ttlMs, boolean ownsStore)
+      throws FencepostException {
     StoreClock clock = store.clock;
     long deadline = o.wait == null ? Long.MAX_VALUE : clock.nowMs() + o.wait.toMillis();
     Waker waker = new Waker();
@@ -273,6 +301,7 @@ public final class StoreLock implements AutoCloseable {
           throw new IllegalArgumentException("floor: must be in [0, " + (Token.MAX - 1) + "], got " + floor);
         }
         String owner = newOwnerId(o.pod);
+        waker.attempting(owner);
         StoreBackend.Attempt a;
         try {
           a = backend.tryAcquire(owner, ttlMs, floor);

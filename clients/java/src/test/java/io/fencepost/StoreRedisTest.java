@@ -29,6 +29,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.condition.EnabledIf;
 import redis.clients.jedis.RedisClient;
+import redis.clients.jedis.params.SetParams;
 
 /**
  * The Redis and Redlock stores on real redis-servers that this class starts (one single, five
@@ -300,6 +301,65 @@ class StoreRedisTest {
     wokenByRelease(masters.redlockUrl());
   }
 
+  /**
+   * Another owner holds the key on masters 0-2 (a majority of 5). Two waiters take turns at masters
+   * 3 and 4: each failed attempt gives them back with a release that publishes its own owner id on
+   * those two masters — its own, and not a majority's, so it wakes neither waiter (store.json
+   * "timing.waiting"). Only the holder's release, published on its three masters, does, at once.
+   */
+  @Test
+  void redlock_waiters_are_not_woken_by_give_backs_only_by_the_holder_s_release() throws Exception {
+    String name = lockName();
+    StoreKeys keys = StoreKeys.of("default", name);
+    List<RedisServers.Server> ms = masters.servers;
+    for (RedisServers.Server m : ms.subList(0, 3)) {
+      try (RedisClient c = m.client()) {
+        c.set(keys.holder(), "someone-else", SetParams.setParams().px(20_000));
+      }
+    }
+    try (LockStore store = LockStore.open(masters.redlockUrl())) {
+      StoreLock.Options o = StoreLock.options().ttl(Duration.ofSeconds(5)).waitFor(Duration.ofSeconds(10));
+      o.random = () -> 0.999; // the backoff alone: 50, 100, 200, 400, 800, 1600 ms
+      List<Long> got = new CopyOnWriteArrayList<>();
+      ExecutorService pool = Executors.newFixedThreadPool(2);
+      try {
+        List<Future<Long>> waiters = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+          waiters.add(pool.submit(() -> {
+            try (StoreLock l = store.acquire(name, o)) {
+              got.add(System.nanoTime());
+              return l.token();
+            }
+          }));
+        }
+        Thread.sleep(2000);
+        assertTrue(got.isEmpty());
+        // Every attempt that took master 3 (or 4) advanced its counter there: the attempts, nearly.
+        long taken = 0;
+        for (RedisServers.Server m : ms.subList(3, 5)) {
+          try (RedisClient c = m.client()) {
+            String v = c.get(keys.counter());
+            taken += v == null ? 0 : Long.parseLong(v);
+          }
+        }
+        long releasedAt = System.nanoTime();
+        for (RedisServers.Server m : ms.subList(0, 3)) { // the holder's release: compare-and-DEL and publish
+          try (RedisClient c = m.client()) {
+            assertEquals(1L, StoreScripts.RELEASE.run(c, List.of(keys.holder()), List.of("someone-else", keys.channel())));
+          }
+        }
+        for (Future<Long> w : waiters) w.get(10, TimeUnit.SECONDS);
+        // About 7 attempts each: the first, one after subscribing, five on the backoff.
+        assertTrue(taken <= 40, taken + " grants on masters 3 and 4 in 2 s against a held lock: the waiters woke each other");
+        long ms0 = (Collections.min(got) - releasedAt) / 1_000_000;
+        // The backoff's next retry was 1.15 s away or more: only the release can have woken it.
+        assertTrue(ms0 < 800, "granted " + ms0 + " ms after the holder's release");
+      } finally {
+        pool.shutdownNow();
+      }
+    }
+  }
+
   @Test
   void redlock_raises_the_token_to_the_largest_counter_of_the_majority_on_every_master_that_granted() throws Exception {
     String name = lockName();
@@ -347,7 +407,7 @@ class StoreRedisTest {
       try (ReleaseChannels channels = m.channels) {
         CountDownLatch listening = new CountDownLatch(1);
         Semaphore heard = new Semaphore(0);
-        Runnable off = channels.listen(keys.channel(), heard::release, listening::countDown);
+        Runnable off = channels.listen(keys.channel(), message -> heard.release(), listening::countDown);
         assertTrue(listening.await(2, TimeUnit.SECONDS));
         try (RedisClient c = one.servers.get(0).client()) {
           c.publish(keys.channel(), "released");
