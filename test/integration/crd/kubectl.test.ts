@@ -22,7 +22,7 @@ describe('kubectl and the DistributedLock CRD', () => {
     namespace = await freshNamespace(kc, 'kubectl-');
   });
 
-  it('applies the example lock and prints READY, HOLDER, TOKEN, HELD-FOR and AGE (MODE, TRANSITIONS, HELD and PERMITS with -o wide)', async () => {
+  it('applies the example lock and prints READY, HOLDER, TOKEN, HELD-FOR and AGE (MODE, STORE, TRANSITIONS, HELD and PERMITS with -o wide)', async () => {
     expect(await kubectl('apply', '-f', example)).toContain('distributedlock.fencepost.io/billing created');
     await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObjectStatus(
       {
@@ -65,12 +65,13 @@ describe('kubectl and the DistributedLock CRD', () => {
       'TOKEN',
       'HELD-FOR',
       'MODE',
+      'STORE',
       'TRANSITIONS',
       'HELD',
       'PERMITS',
       'AGE',
     ]);
-    expect(wide).toMatch(/Election\s+3\s+\d+s/); // HELD and PERMITS are blank: Semaphore-only
+    expect(wide).toMatch(/Election\s+Lease\s+3\s+\d+s/); // HELD and PERMITS are blank: Semaphore-only
   });
 
   it('refuses an invalid lock on kubectl apply with a message naming the field', async () => {
