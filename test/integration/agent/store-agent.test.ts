@@ -5,7 +5,7 @@
 //   that pod and labels it; the holder's agent is SIGKILLed (its key is never released): the other
 //   agent takes the lock once the key expires, with a larger token, and the controller reports the
 //   expiry (HolderExpired) and the new holder.
-// - Mutex in Redlock: the lock is taken on POST …/acquire and given back on POST …/release, which
+// - Mutex in Redlock (five masters): the lock is taken on POST …/acquire and given back on POST …/release, which
 //   the controller hears as a release (StoreReleased).
 // - An agent whose lock is a store lock but that has no --store-url exits 2 naming the flag.
 import { execFile } from 'node:child_process';
@@ -37,7 +37,7 @@ describe('the shipped agent holding store locks, observed by the controller', ()
   const agents: AgentProcess[] = [];
 
   beforeAll(async () => {
-    servers.push(...(await Promise.all(Array.from({ length: 4 }, () => startRedis()))));
+    servers.push(...(await Promise.all(Array.from({ length: 6 }, () => startRedis()))));
     redisUrl = servers[0]?.url ?? '';
     redlockUrl = `redlock://${servers
       .slice(1)
@@ -119,7 +119,7 @@ describe('the shipped agent holding store locks, observed by the controller', ()
     }, 5000);
   });
 
-  it('Mutex in Redlock: taken on request, given back on release, heard as a release', async () => {
+  it('Mutex in Redlock, five masters: taken on request, given back on release, heard as a release', async () => {
     await createLock(t, lockBody('mx', 'mx', { store: 'Redlock', mode: 'Mutex', leaseDurationSeconds: 2 }));
     const a = await agentFor('mx', 'mx-a', redlockUrl);
     expect((await a.snapshot()).held).toBe(false); // Mutex: nothing until asked

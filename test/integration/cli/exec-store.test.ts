@@ -179,7 +179,7 @@ describe('fencepost-agent exec --store (the compiled agent, on Bun)', () => {
   const agentExec = (...args: string[]): Promise<Run> => run(agentBinary(), ['exec', ...args]);
   const masters: RedisServer[] = [];
   beforeAll(async () => {
-    masters.push(...(await Promise.all([startRedis(), startRedis(), startRedis()])));
+    masters.push(...(await Promise.all(Array.from({ length: 5 }, () => startRedis()))));
   });
   afterAll(async () => {
     await Promise.all(masters.map((m) => m.stop()));
@@ -210,7 +210,7 @@ describe('fencepost-agent exec --store (the compiled agent, on Bun)', () => {
     }
   });
 
-  it('holds a Redlock lock on three masters; a lost lock stops the command (EXIT_LOST)', async () => {
+  it('holds a Redlock lock on five masters; a lost lock stops the command (EXIT_LOST)', async () => {
     const url = `redlock://${masters.map((m) => m.url.replace(/^redis:\/\//, '')).join(',')}`;
     const ok = await agentExec('--store', url, '--lock', 'rl', '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN');
     expect(ok).toMatchObject({ code: 0, stderr: '' });

@@ -30,7 +30,7 @@ describe('store locks in a cluster: observed, never granted', () => {
   let redis: Redis;
 
   beforeAll(async () => {
-    servers.push(...(await Promise.all(Array.from({ length: 4 }, () => startRedis()))));
+    servers.push(...(await Promise.all(Array.from({ length: 6 }, () => startRedis()))));
     [single] = servers as [RedisServer];
     redlockUrl = `redlock://${servers
       .slice(1)
@@ -144,7 +144,7 @@ describe('store locks in a cluster: observed, never granted', () => {
     await redis.del(k.holder);
   });
 
-  it('Redlock: a library holder on a majority of masters shows with its token', async () => {
+  it('Redlock, five masters: a library holder on a majority shows with its token', async () => {
     await createLock(t, lockBody('sl', 'sl', { store: 'Redlock' }));
     const pod = await createPod(t, 'sl-a', { app: 'sl' });
     const held = await acquire('sl', {
