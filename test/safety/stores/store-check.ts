@@ -7,7 +7,24 @@
  *   or the end). Expected under pauses and data loss — a lock alone cannot prevent them (the
  *   issue says so): they are counted and reported, never a violation. The guard is what makes
  *   them harmless, and S3 checks that it did.
+ * - Reported beside them, not violations: `sharedTokens`, applied writes whose token equals the
+ *   highest applied so far but came from another worker (two holders were handed one token — a
+ *   failover to a replica that had missed exactly one grant does that — and the guard, which
+ *   refuses only tokens *below* its mark, accepts both); `grantRegressions`, grants whose token is
+ *   not above an earlier grant's (the counter went back: data loss).
  */
+
+/** AppliedWrite is one write the guard's Redis applied (from MONITOR): its token and who wrote it. */
+export interface AppliedWrite {
+  readonly token: bigint;
+  readonly writer: string;
+}
+
+/** parseAppliedValue reads a data value `<token>:<writer>` (store-worker.ts); undefined: not one. */
+export function parseAppliedValue(value: string): AppliedWrite | undefined {
+  const m = /^(\d+):(.+)$/.exec(value);
+  return m?.[1] !== undefined && m[2] !== undefined ? { token: BigInt(m[1]), writer: m[2] } : undefined;
+}
 
 /** WorkerEvent is one line a worker printed (store-worker.ts), with which worker printed it. */
 export interface WorkerEvent {
@@ -23,6 +40,8 @@ export interface WorkerEvent {
 /** StoreTrialVerdict: the S3 violations and the overlap windows of a trial. */
 export interface StoreTrialVerdict {
   readonly s3: readonly string[];
+  readonly sharedTokens: number;
+  readonly grantRegressions: number;
   readonly overlaps: readonly { readonly workers: readonly [number, number]; readonly ms: number }[];
   readonly appliedWrites: number;
 }
@@ -37,18 +56,32 @@ export function parseWorkerLine(worker: number, line: string): WorkerEvent | und
   return undefined;
 }
 
-/** checkStoreTrial: `applied` is the data key's values in the store's order; `events` every worker line; `endAt` the trial's end. */
+/**
+ * checkStoreTrial: `applied` is the data key's writes in the store's order (a bare token: writer
+ * unknown); `events` every worker line (in arrival order); `endAt` the trial's end.
+ */
 export function checkStoreTrial(
-  applied: readonly bigint[],
+  applied: readonly (AppliedWrite | bigint)[],
   events: readonly WorkerEvent[],
   endAt: number,
 ): StoreTrialVerdict {
   const s3: string[] = [];
-  let max: bigint | undefined;
-  for (const [i, t] of applied.entries()) {
-    if (max !== undefined && t < max) s3.push(`write #${i} with token ${t} applied after token ${max}`);
-    if (max === undefined || t > max) max = t;
+  let max: AppliedWrite | undefined;
+  let sharedTokens = 0;
+  for (const [i, a] of applied.entries()) {
+    const w = typeof a === 'bigint' ? { token: a, writer: '' } : a;
+    if (max !== undefined && w.token < max.token)
+      s3.push(`write #${i} with token ${w.token} applied after token ${max.token}`);
+    else if (max !== undefined && w.token === max.token && w.writer !== max.writer) sharedTokens++;
+    if (max === undefined || w.token > max.token) max = w;
   }
+  let grantRegressions = 0;
+  let highestGrant: bigint | undefined;
+  for (const e of events)
+    if (e.kind === 'granted') {
+      if (highestGrant !== undefined && e.token <= highestGrant) grantRegressions++;
+      if (highestGrant === undefined || e.token > highestGrant) highestGrant = e.token;
+    }
   // Beliefs per worker: from a grant to its loss or release (or the end).
   const beliefs: { worker: number; from: number; to: number }[] = [];
   const open = new Map<number, { worker: number; from: number; to: number }>();
@@ -72,5 +105,5 @@ export function checkStoreTrial(
       const ms = Math.min(a.to, b.to) - Math.max(a.from, b.from);
       if (ms > 0) overlaps.push({ workers: [a.worker, b.worker], ms });
     }
-  return { s3, overlaps, appliedWrites: applied.length };
+  return { s3, sharedTokens, grantRegressions, overlaps, appliedWrites: applied.length };
 }
