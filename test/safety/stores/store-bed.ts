@@ -217,6 +217,8 @@ export interface FaultSummary {
   appliedWrites: number;
   sharedTokens: number;
   trialsWithSharedToken: number;
+  interleavedSharedTokens: number;
+  trialsWithInterleavedSharedToken: number;
   grantRegressions: number;
   variants: Record<string, number>;
   checks: Record<string, { yes: number; of: number }>;
@@ -248,6 +250,8 @@ const emptySummary = (): FaultSummary => ({
   appliedWrites: 0,
   sharedTokens: 0,
   trialsWithSharedToken: 0,
+  interleavedSharedTokens: 0,
+  trialsWithInterleavedSharedToken: 0,
   grantRegressions: 0,
   variants: {},
   checks: {},
@@ -378,6 +382,8 @@ export class StoreBed {
       s.appliedWrites += r.appliedWrites;
       s.sharedTokens += r.sharedTokens;
       if (r.sharedTokens > 0) s.trialsWithSharedToken++;
+      s.interleavedSharedTokens += r.interleavedSharedTokens;
+      if (r.interleavedSharedTokens > 0) s.trialsWithInterleavedSharedToken++;
       s.grantRegressions += r.grantRegressions;
       s.variants[r.variant] = (s.variants[r.variant] ?? 0) + 1;
       for (const [k, v] of Object.entries(r.checks)) {

@@ -10,7 +10,9 @@
  * - Reported beside them, not violations: `sharedTokens`, applied writes whose token equals the
  *   highest applied so far but came from another worker (two holders were handed one token — a
  *   failover to a replica that had missed exactly one grant does that — and the guard, which
- *   refuses only tokens *below* its mark, accepts both); `grantRegressions`, grants whose token is
+ *   refuses only tokens *below* its mark, accepts both); of them `interleavedSharedTokens`, those
+ *   from a writer that had already written that token before the other did (both holders of
+ *   one token writing in turn: the guard cannot tell their writes apart); `grantRegressions`, grants whose token is
  *   not above an earlier grant's (the counter went back: data loss).
  */
 
@@ -41,6 +43,7 @@ export interface WorkerEvent {
 export interface StoreTrialVerdict {
   readonly s3: readonly string[];
   readonly sharedTokens: number;
+  readonly interleavedSharedTokens: number;
   readonly grantRegressions: number;
   readonly overlaps: readonly { readonly workers: readonly [number, number]; readonly ms: number }[];
   readonly appliedWrites: number;
@@ -68,12 +71,25 @@ export function checkStoreTrial(
   const s3: string[] = [];
   let max: AppliedWrite | undefined;
   let sharedTokens = 0;
+  let interleavedSharedTokens = 0;
+  // The writers of the highest token so far, and the last of them.
+  let writers = new Set<string>();
+  let lastWriter = '';
   for (const [i, a] of applied.entries()) {
     const w = typeof a === 'bigint' ? { token: a, writer: '' } : a;
     if (max !== undefined && w.token < max.token)
       s3.push(`write #${i} with token ${w.token} applied after token ${max.token}`);
-    else if (max !== undefined && w.token === max.token && w.writer !== max.writer) sharedTokens++;
-    if (max === undefined || w.token > max.token) max = w;
+    else if (max !== undefined && w.token === max.token) {
+      if (w.writer !== lastWriter && writers.has(w.writer)) interleavedSharedTokens++;
+      if (w.writer !== max.writer) sharedTokens++;
+      writers.add(w.writer);
+      lastWriter = w.writer;
+    }
+    if (max === undefined || w.token > max.token) {
+      max = w;
+      writers = new Set([w.writer]);
+      lastWriter = w.writer;
+    }
   }
   let grantRegressions = 0;
   let highestGrant: bigint | undefined;
@@ -105,5 +121,5 @@ export function checkStoreTrial(
       const ms = Math.min(a.to, b.to) - Math.max(a.from, b.from);
       if (ms > 0) overlaps.push({ workers: [a.worker, b.worker], ms });
     }
-  return { s3, sharedTokens, grantRegressions, overlaps, appliedWrites: applied.length };
+  return { s3, sharedTokens, interleavedSharedTokens, grantRegressions, overlaps, appliedWrites: applied.length };
 }
