@@ -13,7 +13,7 @@
  *   refuses only tokens *below* its mark, accepts both); of them `interleavedSharedTokens`, those
  *   from a writer that had already written that token before the other did (both holders of
  *   one token writing in turn: the guard cannot tell their writes apart); `grantRegressions`, grants whose token is
- *   not above an earlier grant's (the counter went back: data loss).
+ *   not above that of a grant reported before this one was asked for (the counter went back: data loss).
  */
 
 /** AppliedWrite is one write the guard's Redis applied (from MONITOR): its token and who wrote it. */
@@ -35,6 +35,8 @@ export interface WorkerEvent {
   readonly token: bigint;
   /** at: Date.now() of grants and ends; undefined for writes. */
   readonly at?: number;
+  /** askedAt: for grants, Date.now() when the worker began to ask for it (its acquire() call). */
+  readonly askedAt?: number;
   /** applied: for writes, whether the store applied it. */
   readonly applied?: boolean;
 }
@@ -51,9 +53,11 @@ export interface StoreTrialVerdict {
 
 /** parseWorkerLine reads one stdout line of a store worker (undefined: not an event). */
 export function parseWorkerLine(worker: number, line: string): WorkerEvent | undefined {
-  const [kind, token, third] = line.trim().split(' ');
+  const [kind, token, third, fourth] = line.trim().split(' ');
   if (token === undefined || !/^\d+$/.test(token)) return undefined;
   if (kind === 'write') return { worker, kind, token: BigInt(token), applied: third === 'true' };
+  if (kind === 'granted' && fourth !== undefined)
+    return { worker, kind, token: BigInt(token), at: Number(third), askedAt: Number(fourth) };
   if (kind === 'granted' || kind === 'lost' || kind === 'released')
     return { worker, kind, token: BigInt(token), at: Number(third) };
   return undefined;
@@ -91,13 +95,18 @@ export function checkStoreTrial(
       lastWriter = w.writer;
     }
   }
+  // A grant G reported before H began to ask (G.at < H.askedAt) was counted before H's request
+  // left, so H's token must be larger. Lines of two processes reach us in either order (a worker
+  // starved of CPU prints late), so arrival order alone would show regressions that are not;
+  // without askedAt (older lines) arrival order is all there is.
   let grantRegressions = 0;
-  let highestGrant: bigint | undefined;
-  for (const e of events)
-    if (e.kind === 'granted') {
-      if (highestGrant !== undefined && e.token <= highestGrant) grantRegressions++;
-      if (highestGrant === undefined || e.token > highestGrant) highestGrant = e.token;
-    }
+  const grants = events.filter((e) => e.kind === 'granted');
+  for (const [i, h] of grants.entries()) {
+    const asked = h.askedAt;
+    const before =
+      asked !== undefined ? grants.filter((g) => g !== h && g.at !== undefined && g.at < asked) : grants.slice(0, i);
+    if (before.some((g) => g.token >= h.token)) grantRegressions++;
+  }
   // Beliefs per worker: from a grant to its loss or release (or the end).
   const beliefs: { worker: number; from: number; to: number }[] = [];
   const open = new Map<number, { worker: number; from: number; to: number }>();

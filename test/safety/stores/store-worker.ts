@@ -17,8 +17,8 @@
  *   checked before it was paused).
  * - `end`: stop asking, release, close the store, answer `done <id>`.
  * - `quit`: exit (after ending a trial still running).
- * Every event is a line on stdout: `granted <token> <ms>`, `lost <token> <ms>`, `released <token>
- * <ms>`, `write <token> <applied>`, `done <id>`. Times are Date.now(): the trial's processes share
+ * Every event is a line on stdout: `granted <token> <ms> <asked-ms>` (asked: when it began to
+ * ask for that grant), `lost <token> <ms>`, `released <token> <ms>`, `write <token> <applied>`, `done <id>`. Times are Date.now(): the trial's processes share
  * one clock (only the redis-servers of a clock-jump trial run under faketime). The value written
  * is `<token>:<worker-name>`, so that the store's own log (MONITOR) says who wrote it.
  */
@@ -62,6 +62,8 @@ function startTrial(id: string, storeUrl: string, lock: string, ttlMs: number, d
     try {
       while (!ended.signal.aborted) {
         let held: HeldLock;
+        // When this worker started asking: a grant reported before it must have a smaller token.
+        const askedAt = Date.now();
         try {
           held = await acquire(lock, { store, ttlMs, waitMs: 2000, signal: ended.signal });
         } catch {
@@ -72,7 +74,7 @@ function startTrial(id: string, storeUrl: string, lock: string, ttlMs: number, d
         }
         current = held;
         trial.last = held.token;
-        say(`granted ${held.token} ${Date.now()}`);
+        say(`granted ${held.token} ${Date.now()} ${askedAt}`);
         // Each term ends in exactly one line: `lost` when the lock went while the worker held it
         // (the abort, or isHeld() false first — it compares the deadline itself, before the
         // abort's timer has run), `released` when the worker let it go.
