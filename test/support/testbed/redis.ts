@@ -96,11 +96,12 @@ const LIB_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/u
 
 /**
  * faketimePreload is the LD_PRELOAD that lets libfaketime run inside Debian's redis-server.
- * That redis-server links the system jemalloc, and jemalloc's initialization reads the clock
- * while libfaketime is still initializing itself: libfaketime then gives up ("Unexpected recursive
- * calls to clock_gettime()") and the server exits at once. glibc's libc_malloc_debug.so, preloaded
- * first, puts glibc's malloc (and free, realloc, malloc_usable_size) in front of jemalloc's, so no
- * allocator reads the clock during that start. Redis only counts its memory differently then.
+ * Under libfaketime alone that redis-server exits at once: libfaketime reports "Unexpected
+ * recursive calls to clock_gettime() without proper initialization" and gives up. The server links
+ * the system jemalloc, which reads the clock as it initializes — most likely while libfaketime is
+ * still initializing itself. glibc's libc_malloc_debug.so, preloaded first, puts glibc's malloc
+ * (and free, realloc, malloc_usable_size) in front of jemalloc's, and the server then starts and
+ * sees the steps (a PX key expires early). Redis only counts its memory differently then.
  */
 function faketimePreload(): string {
   const find = (names: readonly string[]): string | undefined => {
