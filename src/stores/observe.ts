@@ -14,7 +14,7 @@ import { connectTarget, defineScript, failure, whenReady, type RedisClient, type
 import { lockKeys } from './redis/keys.ts';
 import { quorum } from './redlock/quorum.ts';
 import { homeOf, shardIdentity } from './shards.ts';
-import { parseStoreUrl, type RedisTarget } from './url.ts';
+import { parseStoreUrl, storeTargets, type RedisTarget } from './url.ts';
 
 /**
  * READ_LUA: KEYS[1] = holder key, KEYS[2] = counter key. {owner or false, PTTL of the holder key,
@@ -122,12 +122,7 @@ async function readOne(c: Connection, namespace: string, lock: string): Promise<
  */
 export async function openStoreReader(url: string, what: string, readyWithinMs = 2000): Promise<StoreReader> {
   const spec = parseStoreUrl(url, what);
-  const targets =
-    spec.kind === 'redis'
-      ? [spec.target]
-      : spec.kind === 'redlock'
-        ? spec.masters
-        : [...spec.shards, ...(spec.previous ?? [])];
+  const targets = storeTargets(spec);
   const byId = new Map<string, Connection>();
   for (const t of targets) {
     const id = t.mode === 'standalone' ? shardIdentity(t) : t.mode;

@@ -57,6 +57,18 @@ export type StoreSpec =
     }
   | { readonly kind: 'redlock'; readonly masters: readonly RedisTarget[]; readonly display: string };
 
+/** storeTargets: every Redis a store URL names (a shard named in both sets once per set). */
+export function storeTargets(spec: StoreSpec): readonly RedisTarget[] {
+  switch (spec.kind) {
+    case 'redis':
+      return [spec.target];
+    case 'redlock':
+      return spec.masters;
+    case 'shards':
+      return [...spec.shards, ...(spec.previous ?? [])];
+  }
+}
+
 /** MIN_REDLOCK_MASTERS: with fewer than three, one master's failure stops every grant; use five. */
 export const MIN_REDLOCK_MASTERS = 3;
 

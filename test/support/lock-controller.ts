@@ -10,6 +10,9 @@ import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
 import { freshNamespace, sharedKubeConfig, sharedRedisUrl } from './env.ts';
 import { testKube, type TestKube } from './fixtures.ts';
+import { openStoreObserver } from '../../src/controllers/distributedlock/store-observer.ts';
+import type { StoreObserver } from '../../src/controllers/distributedlock/store-locks.ts';
+import { startRedis, type RedisServer } from './testbed/redis.ts';
 
 /** ControllerFixture gives tests the namespace's clients once beforeAll has run. */
 export interface ControllerFixture {
@@ -70,4 +73,60 @@ export function useLockController(prefix: string, redisUrl: (() => string) | nul
       return controller;
     },
   };
+}
+
+/** StoreFixture: a namespace, the controller observing store locks, and the Redis it reads. */
+export interface StoreFixture {
+  readonly t: TestKube;
+  /** redisUrl: one Redis (spec.store Redis); redlockUrl: five masters (spec.store Redlock). */
+  readonly redisUrl: string;
+  readonly redlockUrl: string;
+}
+
+/**
+ * useStoreController registers beforeAll/afterAll: six redis-servers of the file's own (one for
+ * Redis store locks, five Redlock masters), a fresh namespace, and the lock controller observing
+ * both stores (--redis-store-url, --redlock-store-url), as the store-lock tests need.
+ */
+export function useStoreController(prefix: string): StoreFixture {
+  const kc = sharedKubeConfig();
+  let t: TestKube | undefined;
+  let controller: LockController | undefined;
+  let observer: StoreObserver | undefined;
+  const servers: RedisServer[] = [];
+  beforeAll(async () => {
+    servers.push(...(await Promise.all(Array.from({ length: 6 }, () => startRedis()))));
+    t = testKube(kc, await freshNamespace(kc, prefix));
+    observer = await openStoreObserver({ redis: fixture.redisUrl, redlock: fixture.redlockUrl }, silentLogger);
+    controller = await startLockController({
+      kc,
+      redisUrl: undefined,
+      namespace: t.namespace,
+      identity: 'test-controller',
+      clock: realClock,
+      log: silentLogger,
+      stores: observer,
+    });
+  });
+  afterAll(async () => {
+    await controller?.stop();
+    await observer?.close();
+    await Promise.all(servers.map((s) => s.stop()));
+  });
+  const fixture: StoreFixture = {
+    get t() {
+      if (t === undefined) throw new Error('useStoreController: used before beforeAll');
+      return t;
+    },
+    get redisUrl() {
+      return servers[0]?.url ?? '';
+    },
+    get redlockUrl() {
+      return `redlock://${servers
+        .slice(1)
+        .map((s) => s.url.replace(/^redis:\/\//, ''))
+        .join(',')}`;
+    },
+  };
+  return fixture;
 }

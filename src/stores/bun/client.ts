@@ -13,6 +13,7 @@
  * Cluster, which the library on Node does.
  */
 import { createHash } from 'node:crypto';
+import { ChannelListeners } from '../channel-listeners.ts';
 import type { Script } from '../store.ts';
 import { StoreUrlError, type RedisTarget } from '../url.ts';
 
@@ -80,7 +81,21 @@ export class BunConnection {
   readonly name: string;
   readonly #client: BunRedisClient;
   #sub: Promise<BunRedisClient> | undefined;
-  readonly #listeners = new Map<string, Set<(message: string) => void>>();
+  readonly #channels = new ChannelListeners(
+    async (channel) => {
+      const sub = await this.#subscriber();
+      await withTimeout(
+        sub.subscribe(channel, (message) => {
+          this.#channels.deliver(channel, message);
+        }),
+        COMMAND_TIMEOUT_MS,
+        this.name,
+      );
+    },
+    async (channel) => {
+      await (await this.#subscriber()).unsubscribe(channel);
+    },
+  );
   #connecting: Promise<void> | undefined;
   #closed = false;
 
@@ -138,42 +153,19 @@ export class BunConnection {
   }
 
   /** listen calls `fn` on every message on `channel`; resolves once subscribed; returns the unsubscribe. */
-  async listen(channel: string, fn: (message: string) => void): Promise<() => void> {
-    // A subscribing connection can send nothing else: a second one, made on first use.
+  listen(channel: string, fn: (message: string) => void): Promise<() => void> {
+    return this.#channels.listen(channel, fn);
+  }
+
+  /** #subscriber: a subscribing connection can send nothing else, so a second one, made on first use. */
+  #subscriber(): Promise<BunRedisClient> {
     this.#sub ??= this.#client.duplicate();
-    const sub = await this.#sub;
-    let set = this.#listeners.get(channel);
-    if (set === undefined) {
-      const fresh = new Set<(message: string) => void>();
-      set = fresh;
-      this.#listeners.set(channel, fresh);
-      try {
-        await withTimeout(
-          sub.subscribe(channel, (message) => {
-            for (const l of [...fresh]) l(message);
-          }),
-          COMMAND_TIMEOUT_MS,
-          this.name,
-        );
-      } catch (err) {
-        this.#listeners.delete(channel);
-        throw err;
-      }
-    }
-    set.add(fn);
-    const own = set;
-    return () => {
-      own.delete(fn);
-      if (own.size === 0 && this.#listeners.get(channel) === own) {
-        this.#listeners.delete(channel);
-        sub.unsubscribe(channel).catch(() => undefined);
-      }
-    };
+    return this.#sub;
   }
 
   close(): void {
     this.#closed = true;
-    this.#listeners.clear();
+    this.#channels.clear();
     this.#client.close();
     void this.#sub?.then((s) => {
       s.close();

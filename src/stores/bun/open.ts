@@ -13,7 +13,7 @@ import { redlockBackend } from '../redlock/quorum.ts';
 import { shardedLock, shardIdentity, type Shard } from '../shards.ts';
 import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../redlock/scripts.ts';
 import type { LockStore } from '../store.ts';
-import { parseStoreUrl, type RedisTarget } from '../url.ts';
+import { parseStoreUrl, storeTargets, type RedisTarget } from '../url.ts';
 import { bunRuntime, BunConnection, targetUrl } from './client.ts';
 
 export type { LockStore } from '../store.ts';
@@ -30,12 +30,7 @@ export async function openStore(
   const spec = parseStoreUrl(url, what);
   const bun = bunRuntime();
   if (bun === undefined) throw new Error(`${what}: stores/bun needs the Bun runtime (Bun.RedisClient)`);
-  const targets =
-    spec.kind === 'redis'
-      ? [spec.target]
-      : spec.kind === 'redlock'
-        ? spec.masters
-        : [...spec.shards, ...(spec.previous ?? [])];
+  const targets = storeTargets(spec);
   // One connection per Redis (a shard named in both sets is one Redis).
   const conns = new Map<string, BunConnection>();
   for (const t of targets) {

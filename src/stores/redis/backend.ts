@@ -10,6 +10,7 @@ import type { RedisTarget } from '../url.ts';
 import { Cluster } from 'ioredis';
 import { connectTarget, defineScript, whenReady, type RedisClient } from './connect.ts';
 import { lockKeys } from './keys.ts';
+import { ChannelListeners } from '../channel-listeners.ts';
 import { redisLockBackend } from './lock-backend.ts';
 import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from './scripts.ts';
 
@@ -56,39 +57,26 @@ export async function openRedisStore(
 export class ReleaseChannels {
   readonly #client: RedisClient;
   #sub: RedisClient | undefined;
-  readonly #listeners = new Map<string, Set<(message: string) => void>>();
+  readonly #channels = new ChannelListeners(
+    async (channel) => {
+      await this.#subscriber().subscribe(channel);
+    },
+    async (channel) => {
+      await this.#subscriber().unsubscribe(channel);
+    },
+  );
 
   constructor(client: RedisClient) {
     this.#client = client;
   }
 
   /** listen calls `fn` on every message on `channel`; resolves once subscribed; returns the unsubscribe. */
-  async listen(channel: string, fn: (message: string) => void): Promise<() => void> {
-    const sub = this.#subscriber();
-    let set = this.#listeners.get(channel);
-    if (set === undefined) {
-      set = new Set();
-      this.#listeners.set(channel, set);
-      try {
-        await sub.subscribe(channel);
-      } catch (err) {
-        this.#listeners.delete(channel);
-        throw err;
-      }
-    }
-    set.add(fn);
-    const own = set;
-    return () => {
-      own.delete(fn);
-      if (own.size === 0 && this.#listeners.get(channel) === own) {
-        this.#listeners.delete(channel);
-        sub.unsubscribe(channel).catch(() => undefined);
-      }
-    };
+  listen(channel: string, fn: (message: string) => void): Promise<() => void> {
+    return this.#channels.listen(channel, fn);
   }
 
   close(): void {
-    this.#listeners.clear();
+    this.#channels.clear();
     this.#sub?.disconnect();
   }
 
@@ -99,7 +87,7 @@ export class ReleaseChannels {
       this.#client instanceof Cluster ? this.#client.duplicate() : this.#client.duplicate({ enableOfflineQueue: true });
     sub.on('error', () => undefined);
     sub.on('message', (channel: string, message: string) => {
-      for (const fn of [...(this.#listeners.get(channel) ?? [])]) fn(message);
+      this.#channels.deliver(channel, message);
     });
     this.#sub = sub;
     return sub;

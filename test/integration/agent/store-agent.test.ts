@@ -12,55 +12,28 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
-import { openStoreObserver } from '../../../src/controllers/distributedlock/store-observer.ts';
-import type { StoreObserver } from '../../../src/controllers/distributedlock/store-locks.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
+import { useStoreController } from '../../support/lock-controller.ts';
+import { afterAll, beforeAll, expect, it, describe } from 'vitest';
 import { podKeys } from '../../../src/protocol/names.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
 import { agentBinary } from '../../support/agent-binary.ts';
 import { startAgent, type AgentProcess } from '../../support/agent-processes.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
-import { createLock, createPod, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
-import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
+import { createLock, createPod, getLock, lockBody, type TestKube } from '../../support/fixtures.ts';
 
 describe('the shipped agent holding store locks, observed by the controller', () => {
-  const kc = sharedKubeConfig();
+  const fx = useStoreController('store-agent-');
   let t: TestKube;
-  let controller: LockController | undefined;
-  let observer: StoreObserver | undefined;
-  const servers: RedisServer[] = [];
   let redisUrl = '';
   let redlockUrl = '';
   let dir = '';
   const agents: AgentProcess[] = [];
 
-  beforeAll(async () => {
-    servers.push(...(await Promise.all(Array.from({ length: 6 }, () => startRedis()))));
-    redisUrl = servers[0]?.url ?? '';
-    redlockUrl = `redlock://${servers
-      .slice(1)
-      .map((s) => s.url.replace(/^redis:\/\//, ''))
-      .join(',')}`;
+  beforeAll(() => {
+    ({ t, redisUrl, redlockUrl } = fx);
     dir = mkdtempSync(join(tmpdir(), 'fencepost-store-agent-'));
-    t = testKube(kc, await freshNamespace(kc, 'store-agent-'));
-    observer = await openStoreObserver({ redis: redisUrl, redlock: redlockUrl }, silentLogger);
-    controller = await startLockController({
-      kc,
-      redisUrl: undefined,
-      namespace: t.namespace,
-      identity: 'test-controller',
-      clock: realClock,
-      log: silentLogger,
-      stores: observer,
-    });
   });
   afterAll(async () => {
     await Promise.all(agents.map((a) => a.process.stop()));
-    await controller?.stop();
-    await observer?.close();
-    await Promise.all(servers.map((s) => s.stop()));
     rmSync(dir, { recursive: true, force: true });
   });
 

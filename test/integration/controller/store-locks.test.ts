@@ -6,54 +6,27 @@
 // release from an expiry. Owner ids are writable by anyone with access to the store, so a forged
 // owner naming a pod that is no candidate (or a candidate's name with another uid) labels nothing.
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useStoreController } from '../../support/lock-controller.ts';
+import { afterAll, beforeAll, expect, it, describe } from 'vitest';
 import { podKeys } from '../../../src/protocol/names.ts';
 import { lockKeys } from '../../../src/stores/redis/keys.ts';
 import { acquire } from '../../../src/index.ts';
-import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
-import { openStoreObserver } from '../../../src/controllers/distributedlock/store-observer.ts';
-import type { StoreObserver } from '../../../src/controllers/distributedlock/store-locks.ts';
-import { silentLogger } from '../../../src/observability/logger.ts';
-import { realClock } from '../../../src/runtime/clock.ts';
-import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
-import { createLock, createPod, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
-import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import { eventually } from '../../support/env.ts';
+import { createLock, createPod, getLock, lockBody, type TestKube } from '../../support/fixtures.ts';
 
 describe('store locks in a cluster: observed, never granted', () => {
-  const kc = sharedKubeConfig();
+  const fx = useStoreController('store-locks-');
   let t: TestKube;
-  let controller: LockController | undefined;
-  let observer: StoreObserver | undefined;
-  const servers: RedisServer[] = [];
-  let single: RedisServer;
+  let single = '';
   let redlockUrl = '';
   let redis: Redis;
 
-  beforeAll(async () => {
-    servers.push(...(await Promise.all(Array.from({ length: 6 }, () => startRedis()))));
-    [single] = servers as [RedisServer];
-    redlockUrl = `redlock://${servers
-      .slice(1)
-      .map((s) => s.url.replace(/^redis:\/\//, ''))
-      .join(',')}`;
-    redis = new Redis(single.url);
-    t = testKube(kc, await freshNamespace(kc, 'store-locks-'));
-    observer = await openStoreObserver({ redis: single.url, redlock: redlockUrl }, silentLogger);
-    controller = await startLockController({
-      kc,
-      redisUrl: undefined,
-      namespace: t.namespace,
-      identity: 'test-controller',
-      clock: realClock,
-      log: silentLogger,
-      stores: observer,
-    });
+  beforeAll(() => {
+    ({ t, redisUrl: single, redlockUrl } = fx);
+    redis = new Redis(single);
   });
-  afterAll(async () => {
-    await controller?.stop();
-    await observer?.close();
+  afterAll(() => {
     redis.disconnect();
-    await Promise.all(servers.map((s) => s.stop()));
   });
 
   const reasons = async (lock: string): Promise<string[]> =>
@@ -66,7 +39,7 @@ describe('store locks in a cluster: observed, never granted', () => {
     await createLock(t, lockBody('sr', 'sr', { store: 'Redis', mode: 'Mutex' }));
     const pod = await createPod(t, 'sr-a', { app: 'sr' });
     const held = await acquire('sr', {
-      store: single.url,
+      store: single,
       namespace: t.namespace,
       ttlMs: 2000,
       pod: { name: 'sr-a', uid: pod.metadata?.uid ?? '' },
