@@ -14,6 +14,10 @@ import { stripTypeScriptTypes } from 'node:module';
 import { INDEX_HTML } from './page/index-html.ts';
 import { STYLE_CSS } from './page/style-css.ts';
 
+/** ICON_SVG: the page's icon, a padlock (a file, so that img-src 'self' covers it). */
+const ICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect x="2" y="7" width="12" height="8" rx="1" fill="#0a6b2e"/><path d="M5 7V5a3 3 0 0 1 6 0v2" fill="none" stroke="#0a6b2e" stroke-width="2"/></svg>';
+
 /** Asset is one file the server sends. */
 export interface Asset {
   readonly body: Buffer;
@@ -38,14 +42,17 @@ function moduleSource(name: string): string {
 }
 
 /**
- * loadAssets returns the files by URL path: `/` (the page), `/assets/app.css`, and each module as
+ * loadAssets returns the files by URL path: `/` (the page), `/assets/app.css`, the icon, and each module as
  * `/assets/NAME.js` and `/assets/NAME.ts`.
  */
 export function loadAssets(): ReadonlyMap<string, Asset> {
   const files = new Map<string, Asset>([
     ['/', asset(INDEX_HTML, 'text/html; charset=utf-8')],
     ['/assets/app.css', asset(STYLE_CSS, 'text/css; charset=utf-8')],
+    ['/assets/icon.svg', asset(ICON_SVG, 'image/svg+xml')],
   ]);
+  // Browsers ask for /favicon.ico whatever the page says; the same icon answers there.
+  files.set('/favicon.ico', files.get('/assets/icon.svg') ?? asset(ICON_SVG, 'image/svg+xml'));
   for (const name of PAGE_MODULES) {
     const js = asset(moduleSource(name), 'text/javascript; charset=utf-8');
     files.set(`/assets/${name}.js`, js);
