@@ -47,13 +47,18 @@ interface Sample {
   readonly serverRssMB: number;
   readonly rendererRssMB: number;
   readonly rendererPssMB: number;
+  readonly rendererUssMB: number;
   readonly jsHeapMB: number;
 }
 
-/** pssMB: the process's proportional set size (shared pages divided among their users), from smaps_rollup. */
-function pssMB(pid: number): number {
-  const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-  return m !== null ? Number(m[1]) / 1024 : 0;
+/**
+ * memoryMB reads smaps_rollup: PSS (shared pages divided among their users) and USS (the pages only
+ * this process maps: Private_Clean + Private_Dirty, close to Chrome's task manager "memory footprint").
+ */
+function memoryMB(pid: number): { pss: number; uss: number } {
+  const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kB = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
+  return { pss: kB('Pss') / 1024, uss: (kB('Private_Clean') + kB('Private_Dirty')) / 1024 };
 }
 
 function procStat(pid: number): { cpuTicks: number; rssMB: number } {
@@ -166,6 +171,20 @@ async function main(): Promise<void> {
     // 3. The page.
     browser = await launchBrowser();
     const page: Page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const browserCdp = await browser.newBrowserCDPSession();
+    const rendererPids = async (): Promise<number[]> => {
+      const info = await browserCdp.send('SystemInfo.getProcessInfo');
+      return info.processInfo.filter((p) => p.type === 'renderer').map((p) => p.id);
+    };
+    // The baseline: the same tab on about:blank, before the dashboard.
+    await page.goto('about:blank');
+    await sleep(1000);
+    const blankPids = await rendererPids();
+    const blankPage = {
+      rssMB: Number(Math.max(0, ...blankPids.map((p) => procStat(p).rssMB)).toFixed(1)),
+      pssMB: Number(Math.max(0, ...blankPids.map((p) => memoryMB(p).pss)).toFixed(1)),
+      ussMB: Number(Math.max(0, ...blankPids.map((p) => memoryMB(p).uss)).toFixed(1)),
+    };
     t0 = performance.now();
     await page.goto(url);
     await page.waitForFunction(
@@ -180,13 +199,6 @@ async function main(): Promise<void> {
     process.stderr.write(`page shows ${N} rows after ${firstPaintMs.toFixed(0)} ms\n`);
     const cdp = await page.context().newCDPSession(page);
     await cdp.send('Performance.enable');
-    const browserCdp = await browser.newBrowserCDPSession();
-    const rendererPids = async (): Promise<number[]> => {
-      const info = (await browserCdp.send('SystemInfo.getProcessInfo')) as {
-        processInfo: { type: string; id: number }[];
-      };
-      return info.processInfo.filter((p) => p.type === 'renderer').map((p) => p.id);
-    };
 
     // 4. Churn, 5. sample.
     const end = performance.now() + seconds * 1000;
@@ -307,7 +319,8 @@ async function main(): Promise<void> {
       const at = performance.now();
       const pids = await rendererPids();
       const rendererRss = Math.max(0, ...pids.map((p) => procStat(p).rssMB));
-      const rendererPss = Math.max(0, ...pids.map((p) => pssMB(p)));
+      const rendererPss = Math.max(0, ...pids.map((p) => memoryMB(p).pss));
+      const rendererUss = Math.max(0, ...pids.map((p) => memoryMB(p).uss));
       const metrics = await cdp.send('Performance.getMetrics');
       const heap = metrics.metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
       samples.push({
@@ -316,6 +329,7 @@ async function main(): Promise<void> {
         serverRssMB: s.rssMB,
         rendererRssMB: rendererRss,
         rendererPssMB: rendererPss,
+        rendererUssMB: rendererUss,
         jsHeapMB: heap / 2 ** 20,
       });
       prev = { cpuTicks: s.cpuTicks, at };
@@ -341,6 +355,8 @@ async function main(): Promise<void> {
       tab: {
         rendererRssMBMax: Number(max('rendererRssMB').toFixed(1)),
         rendererPssMBMax: Number(max('rendererPssMB').toFixed(1)),
+        rendererUssMBMax: Number(max('rendererUssMB').toFixed(1)),
+        blankPage,
         jsHeapUsedMBMax: Number(max('jsHeapMB').toFixed(1)),
       },
       updateLatencyMs: {
