@@ -335,6 +335,10 @@ async function main(): Promise<void> {
       prev = { cpuTicks: s.cpuTicks, at };
     }
     await Promise.all([renewLoop, handoverLoop]);
+    // Reclaimable or kept? A full garbage collection in the page, then the renderer once more.
+    await cdp.send('HeapProfiler.collectGarbage');
+    await sleep(2000);
+    const afterGc = Math.max(0, ...(await rendererPids()).map((p) => memoryMB(p).uss));
     const rows = await page.locator('#lock-rows tr').count();
     const max = (k: keyof Sample): number => Math.max(...samples.map((s) => s[k]));
     const mean = (k: keyof Sample): number => samples.reduce((a, s) => a + s[k], 0) / samples.length;
@@ -356,6 +360,7 @@ async function main(): Promise<void> {
         rendererRssMBMax: Number(max('rendererRssMB').toFixed(1)),
         rendererPssMBMax: Number(max('rendererPssMB').toFixed(1)),
         rendererUssMBMax: Number(max('rendererUssMB').toFixed(1)),
+        rendererUssMBAfterGc: Number(afterGc.toFixed(1)),
         blankPage,
         jsHeapUsedMBMax: Number(max('jsHeapMB').toFixed(1)),
       },

@@ -13,11 +13,28 @@ export interface El {
   value: string;
   setAttribute(name: string, value: string): void;
   append(...nodes: (El | string)[]): void;
-  replaceChildren(...nodes: (El | string)[]): void;
+  replaceChildren(...nodes: (El | TextNode | string)[]): void;
   insertBefore(node: El, before: El): void;
   remove(): void;
   addEventListener(type: string, listener: (event: Ev) => void): void;
 }
+
+/** TextNode is a Text node: its `data` is rewritten in place. */
+export interface TextNode {
+  data: string;
+}
+
+/** IntersectionEntry: an element came on screen (within the root margin) or left it. */
+export interface IntersectionEntry {
+  readonly target: El;
+  readonly isIntersecting: boolean;
+}
+
+/** IntersectionObserverConstructor is the IntersectionObserver class. */
+export type IntersectionObserverConstructor = new (
+  callback: (entries: readonly IntersectionEntry[]) => void,
+  options?: { readonly rootMargin?: string },
+) => { observe(el: El): void; unobserve(el: El): void };
 
 /** Ev is an event: `preventDefault` for the filter form. */
 export interface Ev {
@@ -29,6 +46,7 @@ export interface Doc {
   title: string;
   getElementById(id: string): El | null;
   createElement(tag: string): El;
+  createTextNode(data: string): TextNode;
 }
 
 /** MessageEv is an EventSource message. */
