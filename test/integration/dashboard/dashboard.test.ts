@@ -15,13 +15,23 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
+import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import type { Snapshot } from '../../../src/dashboard/wire.ts';
 import { startDashboard, type Dashboard } from '../../../src/dashboard/start.ts';
 import { CONTENT_SECURITY_POLICY } from '../../../src/dashboard/headers.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { launchBrowser } from '../../support/browser.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
-import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  getLease,
+  lockBody,
+  serviceAccountKubeConfig,
+  testKube,
+  type TestKube,
+} from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 
 const LEASE = { fencing: { backend: 'Lease' as const } };
@@ -204,6 +214,58 @@ describe('fencepost dashboard in chromium', () => {
       expect(s2).toBeLessThanOrEqual(c2);
     } finally {
       await phone.close();
+    }
+  });
+
+  it('works with a read-only ServiceAccount: get, list and watch, nothing else', async () => {
+    const kc = sharedKubeConfig();
+    await t.core.createNamespacedServiceAccount({ namespace: t.namespace, body: { metadata: { name: 'viewer' } } });
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace: t.namespace,
+      body: {
+        metadata: { name: 'dashboard-viewer' },
+        rules: [
+          { apiGroups: ['fencepost.io'], resources: ['distributedlocks'], verbs: ['get', 'list', 'watch'] },
+          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch'] },
+          { apiGroups: [''], resources: ['events', 'pods'], verbs: ['get', 'list', 'watch'] },
+        ],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: t.namespace,
+      body: {
+        metadata: { name: 'dashboard-viewer' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'dashboard-viewer' },
+        subjects: [{ kind: 'ServiceAccount', name: 'viewer', namespace: t.namespace }],
+      },
+    });
+    const viewer = await serviceAccountKubeConfig(kc, t.namespace, 'viewer');
+    const d = await eventually(
+      () =>
+        startDashboard({
+          kc: viewer,
+          namespace: t.namespace,
+          host: '127.0.0.1',
+          port: 0,
+          clock: realClock,
+          log: silentLogger,
+          syncTimeoutMs: 5_000,
+        }),
+      30_000,
+      500,
+    );
+    try {
+      const alpha = await eventually(async () => {
+        const snap = (await (await fetch(new URL('/api/locks', d.url))).json()) as Snapshot;
+        const v = snap.locks.find((l) => l.name === 'alpha');
+        expect(v?.holder).toBe('web-0');
+        expect(snap.synced).toBe(true);
+        return v;
+      });
+      expect(alpha?.recent.map((e) => e.kind)).toContain('LeaseGranted');
+    } finally {
+      await d.stop();
     }
   });
 
