@@ -9,8 +9,9 @@
 #   components: the testbed binaries the caller needs, as for hack/testbed/build.sh
 #               (default: kube-apiserver kubectl etcd helm), `go` when the caller runs Go
 #               itself (the tests of clients/go), `python` when it runs Python 3.11+ with
-#               venv (the tests of clients/python: hack/python-venv.sh), and `java` when it runs a
-#               JDK >= 17 and Maven (the tests of clients/java). Otherwise Go is needed only when one of them
+#               venv (the tests of clients/python: hack/python-venv.sh), `java` when it runs a
+#               JDK >= 17 and Maven (the tests of clients/java), and `chromium` when it drives a
+#               browser (the dashboard's tests and benchmark: test/support/browser.ts). Otherwise Go is needed only when one of them
 #               is neither in $KUBEBUILDER_ASSETS nor in build.sh's cache; never with
 #               --no-control-plane (a caller that starts only redis-server).
 #
@@ -48,11 +49,13 @@ elif [[ ${#components[@]} -eq 0 ]]; then components=(kube-apiserver kubectl etcd
 want_go=0
 want_python=0
 want_java=0
+want_chromium=0
 kept=()
 for c in "${components[@]}"; do
   if [[ $c == go ]]; then want_go=1
   elif [[ $c == python ]]; then want_python=1
   elif [[ $c == java ]]; then want_java=1
+  elif [[ $c == chromium ]]; then want_chromium=1
   else kept+=("$c"); fi
 done
 components=("${kept[@]}")
@@ -94,6 +97,11 @@ have_java() {
   v=$(java -version 2>&1 | sed -n '1s/.*version "\([0-9]*\).*/\1/p')
   [[ $v =~ ^[0-9]+$ ]] && (( v >= 17 ))
 }
+# have_chromium: CHROMIUM when set (it must then be executable), else chromium on PATH
+# (test/support/browser.ts looks in the same places).
+have_chromium() {
+  if [[ -n ${CHROMIUM:-} ]]; then [[ -x $CHROMIUM ]]; else command -v chromium >/dev/null; fi
+}
 # need_go: true when a component is in neither KUBEBUILDER_ASSETS nor build.sh's cache.
 need_go() {
   local c
@@ -116,6 +124,7 @@ missing() {
   have_faketime || { names+=(faketime); pkgs+=(faketime); }
   if (( want_python )) && ! have_python; then names+=("python3 >= 3.11 with venv"); pkgs+=(python3 python3-venv); fi
   if (( want_java )) && ! have_java; then names+=("a JDK >= 17 and Maven"); pkgs+=(default-jdk-headless maven); fi
+  if (( want_chromium )) && ! have_chromium; then names+=(chromium); pkgs+=(chromium); fi
   if need_go && ! have_go; then names+=("go >= 1.$GO_MIN_MINOR"); go_missing=1; fi
 }
 

@@ -99,8 +99,13 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
       'stores',
     ],
   },
+  dashboard: {
+    holds:
+      'the read-only web dashboard: a pure model folding lock, Lease and Event watches, the page, the HTTP/SSE server',
+    imports: ['protocol', 'runtime', 'api', 'lease', 'kube'],
+  },
   cli: {
-    holds: 'the command-line entry points: controller, agent, exec, the kubectl plugin',
+    holds: 'the command-line entry points: controller, agent, exec, the kubectl plugin, the dashboard',
     imports: [
       'protocol',
       'runtime',
@@ -116,6 +121,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
       'controllers',
       'agent',
       'client',
+      'dashboard',
     ],
   },
   '(root)': {

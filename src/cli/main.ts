@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `fencepost` command (Node): `fencepost controller|agent|exec|version`. The sidecar image
+ * The `fencepost` command (Node): `fencepost controller|agent|exec|dashboard|version`. The sidecar image
  * runs the same agent and exec code compiled by Bun into `fencepost-agent` (src/cli/agent-main.ts).
  */
 import { AGENT, EXEC } from './agent-commands.ts';
@@ -28,5 +28,10 @@ run('fencepost', {
       (await import('../client/store-loader.ts')).provideStores(() => import('../stores/open.ts'));
       return EXEC.run(argv);
     },
+  },
+  dashboard: {
+    summary: 'a read-only web page of every lock, live (see: PROGRAM dashboard --help)',
+    usage: async () => (await import('../config/dashboard.ts')).DASHBOARD_USAGE,
+    run: async (argv) => (await import('./dashboard.ts')).runDashboard(argv),
   },
 });
