@@ -25,6 +25,8 @@ import { isStoreFault, STORE_FAULTS, StoreBed, type RunSummary, type StoreFault 
 
 const PER_FAULT = Number(process.env['SAFETY_STORE_TRIALS'] ?? '3');
 const CALIBRATION = Number(process.env['SAFETY_STORE_CALIBRATION_TRIALS'] ?? '2');
+/** MORE_CALIBRATION: the calibration trials a fault that has not bitten yet gets once more (at 55 %, all 12 miss with p ≈ 7e-5). */
+const MORE_CALIBRATION = 12;
 const CONCURRENCY = Number(process.env['SAFETY_STORE_CONCURRENCY'] ?? '4');
 const TTL_MS = Number(process.env['SAFETY_STORE_TTL_MS'] ?? '400');
 const FAULTS: readonly StoreFault[] = (process.env['SAFETY_STORE_FAULTS'] ?? STORE_FAULTS.join(','))
@@ -123,12 +125,24 @@ describe('lock stores under faults: locks may overlap, the guard refuses every s
       for (const f of FAULTS) {
         const v = s.faults[f];
         if (!BITES.has(f) || v === undefined) continue;
-        expect(
-          v.trialsWithS3 + v.trialsWithSharedToken,
-          `${f}: calibration trials with S3 or a shared token`,
-        ).toBeGreaterThan(0);
+        let found = v.trialsWithS3 + v.trialsWithSharedToken;
+        // Some faults bite in only part of the trials (failover: 11 of 20 in the soak, docs/safety.md),
+        // so a small CI run may miss by chance: it tries up to MORE_CALIBRATION more before it fails.
+        if (found === 0 && CALIBRATION < MORE_CALIBRATION) {
+          const more = await bed.run({
+            faults: [f],
+            perFault: MORE_CALIBRATION,
+            mode: 'plain',
+            seed: SEED + 2_000_000,
+            label: `plain-${f}-more`,
+          });
+          const w = more.faults[f];
+          found = (w?.trialsWithS3 ?? 0) + (w?.trialsWithSharedToken ?? 0);
+          process.stdout.write(line(`store-faults calibration, ${f} again`, more));
+        }
+        expect(found, `${f}: calibration trials with S3 or a shared token`).toBeGreaterThan(0);
       }
     },
-    Math.max(120_000, CALIBRATION * FAULTS.length * 15_000),
+    Math.max(240_000, (CALIBRATION * FAULTS.length + MORE_CALIBRATION * 2) * 15_000),
   );
 });
