@@ -6,26 +6,15 @@
 // acquire, never together, every token distinct, every fenced write applied — for a redis:// and
 // a redlock:// URL. Then the README's store example runs on both. The Go code is built once per
 // file into a temporary folder.
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GO_MODULE, requireGo } from '../../support/client-toolchains.ts';
 import { assertContention, runStoreContention } from '../../support/store-contention.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
-
-const GO_MODULE = resolve(import.meta.dirname, '../../../clients/go');
-
-/** requireGo returns `go version`, or throws saying how to get Go: nothing is skipped silently. */
-function requireGo(): string {
-  const r = spawnSync('go', ['version'], { encoding: 'utf8' });
-  if (r.error !== undefined || r.status !== 0)
-    throw new Error(
-      'go not found on PATH: the Go client tests build clients/go with Go >= 1.26 (https://go.dev/dl/); install it or put it on PATH',
-    );
-  return r.stdout.trim();
-}
 
 describe('the Go lock stores against real redis-servers and the TypeScript library', () => {
   const servers: RedisServer[] = [];

@@ -8,11 +8,11 @@
 //   and its agent, as in a VM pause — is SIGSTOPped between its lock check and its write, past
 //   the lease; the successor's Go writes are accepted through the Go guards (Redis and SQL); the
 //   resumed worker's late write is refused by them, and its lock reports lost.
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
@@ -22,22 +22,12 @@ import { fenceTableSql } from '../../../src/guards/sql-guard.ts';
 import { startAgent, type AgentProcess } from '../../support/agent-processes.ts';
 import { eventually, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
+import { GO_MODULE, requireGo } from '../../support/client-toolchains.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { startPostgres, type PostgresServer } from '../../support/testbed/postgres.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 
-const GO_MODULE = resolve(import.meta.dirname, '../../../clients/go');
 const LEASE_SECONDS = 3;
-
-/** requireGo returns `go version`, or throws saying how to get Go: nothing is skipped silently. */
-function requireGo(): string {
-  const r = spawnSync('go', ['version'], { encoding: 'utf8' });
-  if (r.error !== undefined || r.status !== 0)
-    throw new Error(
-      'go not found on PATH: the Go client tests build clients/go with Go >= 1.26 (https://go.dev/dl/); install it or put it on PATH',
-    );
-  return r.stdout.trim();
-}
 
 /** Worker is a Go scenario worker: its process and its JSON lines. */
 interface Worker {

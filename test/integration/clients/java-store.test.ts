@@ -6,46 +6,16 @@
 // README's store example runs, and the Java store tests (StoreRedisTest) run on real servers
 // here rather than being skipped. The Java code is built once per file (mvn package, offline when
 // the Maven repository under the fencepost cache is warm) into a temporary folder.
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mvn, requireJava } from '../../support/client-toolchains.ts';
 import { assertContention, runStoreContention, type ContentionEvent } from '../../support/store-contention.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
-
-const JAVA_PROJECT = resolve(import.meta.dirname, '../../../clients/java');
-const M2 = join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost', 'm2');
-
-/** requireJava returns `java -version`'s first line, or throws saying how to get a JDK and Maven: nothing is skipped silently. */
-function requireJava(): string {
-  const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
-  const mvn = spawnSync('mvn', ['-v'], { encoding: 'utf8' });
-  if (java.error !== undefined || java.status !== 0 || mvn.error !== undefined || mvn.status !== 0)
-    throw new Error(
-      'java or mvn not found on PATH: the Java client tests build clients/java with a JDK >= 17 and Maven >= 3.8 (Debian: apt-get install default-jdk-headless maven); install them or put them on PATH',
-    );
-  return java.stderr.split('\n')[0] ?? '';
-}
-
-/** mvn runs Maven in clients/java, offline first: online only when an artifact is missing. */
-async function mvn(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const run = (offline: boolean) =>
-    promisify(execFile)('mvn', ['-B', '-q', ...(offline ? ['-o'] : []), `-Dmaven.repo.local=${M2}`, ...args], {
-      cwd: JAVA_PROJECT,
-      env,
-      maxBuffer: 16 << 20,
-    });
-  try {
-    await run(true);
-  } catch (e) {
-    const out = String((e as { stdout?: string }).stdout ?? '') + String((e as { stderr?: string }).stderr ?? '');
-    if (!out.includes('in offline mode')) throw new Error(`mvn ${args.join(' ')} failed:\n${out}`, { cause: e });
-    await run(false);
-  }
-}
 
 /** switches counts how often the holder changed worker between consecutive grants. */
 function switches(events: readonly ContentionEvent[]): number {

@@ -9,10 +9,10 @@
 //   and its agent, as in a VM pause — is SIGSTOPped between its lock check and its write, past
 //   the lease; the successor's Java writes are accepted through the Java guards (Redis and SQL); the
 //   resumed worker's late write is refused by them, and its lock reports lost.
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
@@ -23,42 +23,12 @@ import { fenceTableSql } from '../../../src/guards/sql-guard.ts';
 import { startAgent, type AgentProcess } from '../../support/agent-processes.ts';
 import { eventually, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
+import { mvn, requireJava, JAVA_PROJECT } from '../../support/client-toolchains.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { startPostgres, type PostgresServer } from '../../support/testbed/postgres.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 
-const JAVA_PROJECT = resolve(import.meta.dirname, '../../../clients/java');
-const M2 = join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost', 'm2');
 const LEASE_SECONDS = 3;
-
-/** requireJava returns `java -version`'s first line, or throws saying how to get a JDK and Maven: nothing is skipped silently. */
-function requireJava(): string {
-  const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
-  const mvn = spawnSync('mvn', ['-v'], { encoding: 'utf8' });
-  if (java.error !== undefined || java.status !== 0 || mvn.error !== undefined || mvn.status !== 0)
-    throw new Error(
-      'java or mvn not found on PATH: the Java client tests build clients/java with a JDK >= 17 and Maven >= 3.8 (Debian: apt-get install default-jdk-headless maven); install them or put them on PATH',
-    );
-  return java.stderr.split('\n')[0] ?? '';
-}
-
-/** mvn runs Maven in clients/java, offline first: online only when an artifact is missing. */
-async function mvn(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const run = (offline: boolean) =>
-    promisify(execFile)('mvn', ['-B', '-q', ...(offline ? ['-o'] : []), `-Dmaven.repo.local=${M2}`, ...args], {
-      cwd: JAVA_PROJECT,
-      env,
-      maxBuffer: 16 << 20,
-    });
-  try {
-    await run(true);
-  } catch (e) {
-    const out = String((e as { stdout?: string }).stdout ?? '') + String((e as { stderr?: string }).stderr ?? '');
-    if (!out.includes('in offline mode')) throw new Error(`mvn ${args.join(' ')} failed:\n${out}`, { cause: e });
-    await run(false);
-  }
-}
-
 /** Worker is a Java scenario worker: its process and its JSON lines. */
 interface Worker {
   readonly process: ManagedProcess;
