@@ -113,10 +113,18 @@ export interface HeldLock extends AsyncDisposable {
   readonly permit: number | undefined;
   /**
    * counterMissing (store locks only): the Redis fencing counter did not exist before this grant,
-   * so the token restarted from the floor — a new lock's first grant, or the store lost its data
+   * so the token started from the Redis server's clock — a new lock's first grant, or the store lost its data
    * (logged as a warning too; docs/stores.md). Undefined for Lease locks.
    */
   readonly counterMissing?: boolean;
+  /**
+   * clockFloored (store locks only): the token was floored at the Redis server's clock in
+   * microseconds, because another Redis process issued it than the one that issued the last (a
+   * new or lost counter, a failover to a replica, a restart, a moved slot): the counter may have
+   * been behind tokens already handed out (docs/stores.md "Tokens across failover"). Undefined for
+   * Lease locks.
+   */
+  readonly clockFloored?: boolean;
   /** signal aborts when the lock is lost or released; stop writing then. */
   readonly signal: AbortSignal;
   /** timings: this term's lease duration, renew deadline and renew period. */

@@ -160,6 +160,7 @@ async function holdOne(
     token: hold.token,
     permit: undefined,
     counterMissing: hold.counterMissing,
+    clockFloored: hold.clockFloored,
     timings: hold.timings,
     signal: hold.signal,
     isHeld: () => hold.isHeld(),

@@ -37,6 +37,8 @@ export interface StoreHold {
   readonly token: bigint;
   /** counterMissing: see Grant.counterMissing (stores/store.ts). */
   readonly counterMissing: boolean;
+  /** clockFloored: see Grant.clockFloored (stores/store.ts). */
+  readonly clockFloored: boolean;
   readonly timings: TermTimings;
   /** signal aborts when the lock is lost or released. */
   readonly signal: AbortSignal;
@@ -253,13 +255,19 @@ function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): St
   if (g.counterMissing)
     o.log.warn(
       { lock: o.lock, token },
-      'Fencing counter was missing; the token restarted from the floor (a new lock, or the store lost its data)',
+      "Fencing counter was missing (a new lock, or the store lost its data): the token starts from the Redis server's clock",
+    );
+  else if (g.clockFloored)
+    o.log.warn(
+      { lock: o.lock, token },
+      "This lock's tokens now come from another Redis process (a failover, a restart, a moved slot): the token was floored at the server's clock",
     );
 
   let released: Promise<void> | undefined;
   return {
     token: g.token,
     counterMissing: g.counterMissing,
+    clockFloored: g.clockFloored,
     timings: storeTimings(o.ttlMs),
     signal: ended.signal,
     isHeld: () => state === 'held' && clock.monotonicMs() < validUntilMs,

@@ -16,6 +16,12 @@ export interface Grant {
    * its data; the store cannot tell which without a high-water mark elsewhere (docs/stores.md).
    */
   readonly counterMissing: boolean;
+  /**
+   * clockFloored: the token was floored at the Redis server's clock in microseconds, because the
+   * process issuing it is not the one that issued the last (a new or lost counter, a failover, a
+   * restart, a moved slot: fence-next.lua fence_epoch; on Redlock, on any master of the majority).
+   */
+  readonly clockFloored: boolean;
 }
 
 /** Refusal is an attempt that did not take the lock. */

@@ -93,7 +93,14 @@ export interface GuardVectors {
 /** StoreVectors is store.json: the lock stores' keys, script compositions, token and timing rules. */
 export interface StoreVectors {
   readonly keys: {
-    readonly vectors: readonly { namespace: string; name: string; counter: string; holder: string; channel: string }[];
+    readonly vectors: readonly {
+      namespace: string;
+      name: string;
+      counter: string;
+      holder: string;
+      epoch: string;
+      channel: string;
+    }[];
     readonly invalid: readonly string[];
   };
   readonly scripts: {

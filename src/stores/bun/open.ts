@@ -7,11 +7,11 @@
 import type { TimerClock } from '../../runtime/clock.ts';
 import { lockKeys } from '../redis/keys.ts';
 import { redisLockBackend } from '../redis/lock-backend.ts';
-import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from '../redis/scripts.ts';
+import { ACQUIRE_KEYS, ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from '../redis/scripts.ts';
 import { masterPort } from '../redlock/master-port.ts';
 import { redlockBackend } from '../redlock/quorum.ts';
 import { shardedLock, shardIdentity, type Shard } from '../shards.ts';
-import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../redlock/scripts.ts';
+import { REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../redlock/scripts.ts';
 import type { LockStore } from '../store.ts';
 import { parseStoreUrl, storeTargets, type RedisTarget } from '../url.ts';
 import { bunRuntime, BunConnection, targetUrl } from './client.ts';
@@ -48,14 +48,14 @@ export async function openStore(
   const shard = (c: BunConnection): Shard => ({
     id: c.name,
     scripts: {
-      acquire: c.script(ACQUIRE_LUA, 2),
+      acquire: c.script(ACQUIRE_LUA, ACQUIRE_KEYS),
       renew: c.script(RENEW_LUA, 1),
       release: c.script(RELEASE_LUA, 1),
       listen: listen(c),
     },
     master: {
       name: c.name,
-      acquire: c.script(REDLOCK_ACQUIRE_LUA, 2),
+      acquire: c.script(REDLOCK_ACQUIRE_LUA, REDLOCK_ACQUIRE_KEYS),
       raise: c.script(REDLOCK_RAISE_LUA, 2),
       renew: c.script(RENEW_LUA, 1),
       release: c.script(RELEASE_LUA, 1),

@@ -12,7 +12,7 @@ import { connectTarget, defineScript, whenReady, type RedisClient } from './conn
 import { lockKeys } from './keys.ts';
 import { ChannelListeners } from '../channel-listeners.ts';
 import { redisLockBackend } from './lock-backend.ts';
-import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from './scripts.ts';
+import { ACQUIRE_KEYS, ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from './scripts.ts';
 
 /** OPEN_WAIT_MS: how long opening a store waits for the first connection before going on (attempts then retry). */
 const OPEN_WAIT_MS = 2000;
@@ -27,7 +27,7 @@ export async function openRedisStore(
   const client = connectTarget(target);
   await whenReady(client, Math.min(readyWithinMs, OPEN_WAIT_MS));
   const channels = new ReleaseChannels(client);
-  const acquire = defineScript(client, 'fencepostStoreAcquire', 2, ACQUIRE_LUA, display);
+  const acquire = defineScript(client, 'fencepostStoreAcquire', ACQUIRE_KEYS, ACQUIRE_LUA, display);
   const renew = defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA, display);
   const release = defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA, display);
   return {

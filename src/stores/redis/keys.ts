@@ -3,7 +3,7 @@
  * (fencing/redis-fence.ts fenceCounterKey: `fencepost:fence:<namespace>/<name>`), so a lock's
  * tokens continue when it moves between the controller's grants and a Redis store. The holder
  * key carries that counter key as a Redis Cluster hash tag — `fencepost:lock:{fencepost:fence:<ns>/<name>}`
- * — so that both keys hash to one slot and one script may touch both on a Cluster too (a key
+ * — and so does the epoch key, so that the three keys hash to one slot and one script may touch both on a Cluster too (a key
  * with no braces hashes whole; a key with a tag hashes its tag; the tag is the counter key). Lock
  * and namespace names are DNS labels (checked before this is called), so no `{`, `}` or `/` of
  * theirs can change what is hashed or climb out of the namespace's prefix. None of these keys
@@ -17,6 +17,11 @@ export interface LockKeys {
   readonly holder: string;
   /** counter: the fencing counter (never deleted, never given a TTL). */
   readonly counter: string;
+  /**
+   * epoch: the run_id of the Redis process that last issued a token for this lock (fence-next.lua
+   * fence_epoch): when another process issues the next one, its token is floored at the clock.
+   */
+  readonly epoch: string;
   /** channel: where a release is published, for waiters. */
   readonly channel: string;
 }
@@ -27,6 +32,7 @@ export function lockKeys(namespace: string, name: string): LockKeys {
   return {
     holder: `fencepost:lock:{${counter}}`,
     counter,
+    epoch: `fencepost:epoch:{${counter}}`,
     channel: `fencepost:released:${namespace}/${name}`,
   };
 }

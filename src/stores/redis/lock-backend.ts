@@ -24,9 +24,9 @@ export function redisLockBackend(s: StoreScripts, keys: LockKeys, clock: Clock, 
     async tryAcquire(owner, ttlMs, floor) {
       // Before the request: the key's TTL starts no earlier than this (stores/redis/timing.ts).
       const sentAt = clock.monotonicMs();
-      const reply = await s.acquire([keys.holder, keys.counter], [owner, String(ttlMs), floor.toString()]);
+      const reply = await s.acquire([keys.holder, keys.counter, keys.epoch], [owner, String(ttlMs), floor.toString()]);
       if (!Array.isArray(reply)) throw new Error(`unexpected reply to the acquire script: ${String(reply)}`);
-      const [granted, tokenOrPttl, , , existed] = reply as unknown[];
+      const [granted, tokenOrPttl, , , existed, epochChanged] = reply as unknown[];
       if (granted !== 1) {
         const pttl = typeof tokenOrPttl === 'number' ? tokenOrPttl : undefined;
         return {
@@ -38,7 +38,13 @@ export function redisLockBackend(s: StoreScripts, keys: LockKeys, clock: Clock, 
       }
       const token = parseToken(tokenOrPttl, `token from Redis key ${keys.counter}`);
       if (token <= floor) throw new Error(`Redis issued token ${token} not above floor ${floor} for ${keys.counter}`);
-      return { granted: true, token, validUntilMs: validUntil(sentAt, ttlMs), counterMissing: existed !== 1 };
+      return {
+        granted: true,
+        token,
+        validUntilMs: validUntil(sentAt, ttlMs),
+        counterMissing: existed !== 1,
+        clockFloored: epochChanged === 1,
+      };
     },
     async renew(owner, ttlMs) {
       return (await s.renew([keys.holder], [owner, String(ttlMs)])) === 1 ? 'renewed' : 'notOwner';

@@ -3,13 +3,13 @@
  * the URL, old and new sets together, and stores/shards.ts to place each lock.
  */
 import type { TimerClock } from '../../runtime/clock.ts';
-import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../redlock/scripts.ts';
+import { REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../redlock/scripts.ts';
 import { shardedLock, shardIdentity, type Shard } from '../shards.ts';
 import type { LockStore } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 import { ReleaseChannels } from './backend.ts';
 import { connectTarget, defineScript, whenReady } from './connect.ts';
-import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from './scripts.ts';
+import { ACQUIRE_KEYS, ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from './scripts.ts';
 
 /** openShardedStore connects to every shard of both sets (in the background, up to 2 s each) and returns the store. */
 export async function openShardedStore(
@@ -31,10 +31,15 @@ export async function openShardedStore(
     open.set(id, {
       shard: {
         id,
-        scripts: { acquire: defineScript(client, 'fencepostStoreAcquire', 2, ACQUIRE_LUA, id), renew, release, listen },
+        scripts: {
+          acquire: defineScript(client, 'fencepostStoreAcquire', ACQUIRE_KEYS, ACQUIRE_LUA, id),
+          renew,
+          release,
+          listen,
+        },
         master: {
           name: id,
-          acquire: defineScript(client, 'fencepostRedlockAcquire', 2, REDLOCK_ACQUIRE_LUA, id),
+          acquire: defineScript(client, 'fencepostRedlockAcquire', REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, id),
           raise: defineScript(client, 'fencepostRedlockRaise', 2, REDLOCK_RAISE_LUA, id),
           renew,
           release,

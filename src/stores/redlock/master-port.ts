@@ -23,11 +23,16 @@ export function masterPort(m: MasterScripts, keys: LockKeys): MasterPort {
   return {
     name: m.name,
     async acquire(owner, ttlMs, floor) {
-      const reply = await m.acquire([keys.holder, keys.counter], [owner, String(ttlMs), floor.toString()]);
+      const reply = await m.acquire([keys.holder, keys.counter, keys.epoch], [owner, String(ttlMs), floor.toString()]);
       if (!Array.isArray(reply)) throw new Error(`${m.name}: unexpected reply ${String(reply)}`);
-      const [took, value, existed] = reply as unknown[];
+      const [took, value, existed, epochChanged] = reply as unknown[];
       if (took !== 1) return { ok: false, heldForMs: typeof value === 'number' ? value : -1 };
-      return { ok: true, counter: parseToken(value, `counter ${keys.counter} on ${m.name}`), existed: existed === 1 };
+      return {
+        ok: true,
+        counter: parseToken(value, `counter ${keys.counter} on ${m.name}`),
+        existed: existed === 1,
+        epochChanged: epochChanged === 1,
+      };
     },
     async raise(owner, token) {
       return (await m.raise([keys.holder, keys.counter], [owner, token.toString()])) === 1;

@@ -12,7 +12,7 @@ import type { LockStore } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 import { masterPort } from './master-port.ts';
 import { quorum, redlockBackend } from './quorum.ts';
-import { REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from './scripts.ts';
+import { REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from './scripts.ts';
 
 /** OPEN_WAIT_MS: how long opening waits for the masters' first connections (a master down stays down, the rest go on). */
 const OPEN_WAIT_MS = 1000;
@@ -44,7 +44,7 @@ export async function openRedlockStore(
       name,
       client,
       channels: new ReleaseChannels(client),
-      acquire: defineScript(client, 'fencepostRedlockAcquire', 2, REDLOCK_ACQUIRE_LUA, name),
+      acquire: defineScript(client, 'fencepostRedlockAcquire', REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, name),
       raise: defineScript(client, 'fencepostRedlockRaise', 2, REDLOCK_RAISE_LUA, name),
       renew: defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA, name),
       release: defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA, name),

@@ -32,7 +32,7 @@ import type { Attempt, LockBackend, RenewAnswer } from '../store.ts';
 
 /** MasterAcquire: what one master answered to the acquire script (taken: the counter's new value, and whether it existed before). */
 export type MasterAcquire =
-  | { readonly ok: true; readonly counter: bigint; readonly existed: boolean }
+  | { readonly ok: true; readonly counter: bigint; readonly existed: boolean; readonly epochChanged: boolean }
   | { readonly ok: false; readonly heldForMs: number };
 
 /** MasterPort is one master, for one lock. Every method may throw (down, timeout). */
@@ -102,14 +102,16 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
       const answers = await Promise.all(
         masters.map((m) => ask(o.clock, timeout, () => m.acquire(owner, ttlMs, floor))),
       );
-      const took: { master: MasterPort; counter: bigint; existed: boolean }[] = [];
+      const took: { master: MasterPort; counter: bigint; existed: boolean; epochChanged: boolean }[] = [];
       let held = 0;
       let heldForMs: number | undefined;
       answers.forEach((a, i) => {
         const master = masters[i];
         if (!a.ok || master === undefined) return;
-        if (a.value.ok) took.push({ master, counter: a.value.counter, existed: a.value.existed });
-        else {
+        if (a.value.ok) {
+          const { counter, existed, epochChanged } = a.value;
+          took.push({ master, counter, existed, epochChanged });
+        } else {
           held++;
           heldForMs = Math.min(heldForMs ?? Infinity, a.value.heldForMs);
         }
@@ -137,10 +139,11 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
         throw new Error(`the fencing counter reached its maximum ${MAX_TOKEN}`);
       }
       const counterMissing = took.every((t) => !t.existed);
+      const clockFloored = took.some((t) => t.epochChanged);
       // 4. Already at the token on a majority: counted. Else raised on the masters that granted,
       // and counted only when a majority acknowledged it in time.
       if (took.filter((t) => t.counter === token).length >= q)
-        return { granted: true, token, validUntilMs: validity, counterMissing };
+        return { granted: true, token, validUntilMs: validity, counterMissing, clockFloored };
       const acks = await Promise.all(took.map((t) => ask(o.clock, timeout, () => t.master.raise(owner, token))));
       const acked = acks.filter((a) => a.ok && a.value).length;
       if (acked < q || o.clock.monotonicMs() >= validity) {
@@ -154,7 +157,7 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
               : 'the validity was spent writing the token',
         };
       }
-      return { granted: true, token, validUntilMs: validity, counterMissing };
+      return { granted: true, token, validUntilMs: validity, counterMissing, clockFloored };
     },
     async renew(owner, ttlMs): Promise<RenewAnswer> {
       const answers = await Promise.all(masters.map((m) => ask(o.clock, timeout, () => m.renew(owner, ttlMs))));

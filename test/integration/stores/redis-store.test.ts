@@ -46,12 +46,20 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** nowUs: this host's clock in microseconds, which the Redis server on loopback floors tokens at. */
+function nowUs(): bigint {
+  return BigInt(Date.now()) * 1000n;
+}
+
 describe('acquire with a Redis store', () => {
   it('needs no pod identity: grants, reports the token, releases idempotently', async () => {
     expect(process.env['POD_NAME']).toBeUndefined();
+    const before = nowUs();
     const lock = await acquire('plain', { store: redis.url, ttlMs: 2000 });
-    expect(lock.token).toBe(1n);
-    expect(lock.counterMissing).toBe(true); // the first grant of a new lock
+    // The first grant of a new lock: its token is the Redis server's clock in µs (this host's).
+    expect(lock.token).toBeGreaterThan(before);
+    expect(lock.token).toBeLessThanOrEqual(nowUs() + 1n);
+    expect(lock).toMatchObject({ counterMissing: true, clockFloored: true });
     expect(lock.isHeld()).toBe(true);
     expect(lock.timings).toEqual({ leaseDurationMs: 2000, renewDeadlineMs: 2000 - 22, renewPeriodMs: 666 });
     await Promise.all([lock.release(), lock.release()]);
@@ -60,7 +68,7 @@ describe('acquire with a Redis store', () => {
     const c = redis.client();
     try {
       expect(await c.exists('fencepost:lock:{fencepost:fence:default/plain}')).toBe(0);
-      expect(await c.get('fencepost:fence:default/plain')).toBe('1');
+      expect(await c.get('fencepost:fence:default/plain')).toBe(lock.token.toString());
       expect(await c.ttl('fencepost:fence:default/plain')).toBe(-1); // the counter never expires
     } finally {
       c.disconnect();
@@ -196,19 +204,21 @@ describe('acquire with a Redis store', () => {
     expect(both.signal.aborted).toBe(true);
   });
 
-  it('reports a lost counter (FLUSHALL) and re-floors from the floor hook', async () => {
+  it('reports a lost counter (FLUSHALL): the next token is floored at the clock, above the lost ones; and at the floor hook when that is higher', async () => {
     const first = await acquire('flushed', { store: redis.url, ttlMs: 2000 });
     await first.release();
     const second = await acquire('flushed', { store: redis.url, ttlMs: 2000 });
-    expect(second.counterMissing).toBe(false);
+    expect(second).toMatchObject({ token: first.token + 1n, counterMissing: false, clockFloored: false });
     await second.release();
     await redis.flushAll();
-    const regressed = await acquire('flushed', { store: redis.url, ttlMs: 2000 });
-    expect(regressed).toMatchObject({ token: 1n, counterMissing: true }); // the residual risk: a guard refuses it
-    await regressed.release();
+    const after = await acquire('flushed', { store: redis.url, ttlMs: 2000 });
+    expect(after).toMatchObject({ counterMissing: true, clockFloored: true });
+    expect(after.token).toBeGreaterThan(second.token);
+    await after.release();
     await redis.flushAll();
-    const floored = await acquire('flushed', { store: redis.url, ttlMs: 2000, floor: () => 2n });
-    expect(floored).toMatchObject({ token: 3n, counterMissing: true });
+    const high = 10n ** 17n; // above the clock in µs until the year 5138
+    const floored = await acquire('flushed', { store: redis.url, ttlMs: 2000, floor: () => high });
+    expect(floored).toMatchObject({ token: high + 1n, counterMissing: true });
     await floored.release();
   });
 
@@ -218,10 +228,13 @@ describe('acquire with a Redis store', () => {
       const controller = redisFence(c);
       const viaController = await controller.next('fencepost:fence:default/moved', 0n);
       expect(viaController).toEqual({ token: 1n, refloored: false, existed: false, hadTtl: false });
+      // The store's first grant here: the counter exists, but no store process issued from it yet,
+      // so its token is floored at the clock, still above the controller's.
       const viaStore = await acquire('moved', { store: redis.url, ttlMs: 2000 });
-      expect(viaStore).toMatchObject({ token: 2n, counterMissing: false });
+      expect(viaStore).toMatchObject({ counterMissing: false, clockFloored: true });
+      expect(viaStore.token).toBeGreaterThan(1n);
       await viaStore.release();
-      expect((await controller.next('fencepost:fence:default/moved', 0n)).token).toBe(3n);
+      expect((await controller.next('fencepost:fence:default/moved', 0n)).token).toBe(viaStore.token + 1n);
       // The shared fence_next raises a counter below the floor, and removes a TTL, in either script.
       await c.set('fencepost:fence:default/moved', '1', 'EX', 3600);
       const raised = await acquire('moved', { store: redis.url, ttlMs: 2000, floor: () => 10n });
@@ -251,7 +264,7 @@ describe('acquire with a Redis store', () => {
   it('keeps the namespaces apart', async () => {
     const a = await acquire('shared-name', { store: redis.url, ttlMs: 2000, namespace: 'team-a' });
     const b = await acquire('shared-name', { store: redis.url, ttlMs: 2000, namespace: 'team-b', ifHeld: 'fail' });
-    expect([a.token, b.token]).toEqual([1n, 1n]);
+    expect([a.counterMissing, b.counterMissing]).toEqual([true, true]); // each its own counter
     await Promise.all([a.release(), b.release()]);
   });
 

@@ -62,7 +62,12 @@ describe('the shared Lua scripts', () => {
 
 describe('store vectors against the lock stores', () => {
   it.each(store.keys.vectors.map((v) => [`${v.namespace}/${v.name}`, v] as const))('keys of %s', (_n, v) => {
-    expect(lockKeys(v.namespace, v.name)).toEqual({ holder: v.holder, counter: v.counter, channel: v.channel });
+    expect(lockKeys(v.namespace, v.name)).toEqual({
+      holder: v.holder,
+      counter: v.counter,
+      epoch: v.epoch,
+      channel: v.channel,
+    });
   });
   it.each(store.keys.invalid.map((n) => [JSON.stringify(n), n] as const))(
     '%s is no lock or namespace name',

@@ -34,6 +34,7 @@ class Scripted implements LockBackend {
       granted: true,
       token: ++this.next,
       validUntilMs: validUntil(this.clock.monotonicMs(), ttlMs),
+      clockFloored: false,
       counterMissing: this.next === 1n,
     });
   }

@@ -32,6 +32,7 @@ describe('lockKeys', () => {
     expect(lockKeys('team-a', 'billing')).toEqual({
       holder: 'fencepost:lock:{fencepost:fence:team-a/billing}',
       counter: 'fencepost:fence:team-a/billing',
+      epoch: 'fencepost:epoch:{fencepost:fence:team-a/billing}',
       channel: 'fencepost:released:team-a/billing',
     });
     expect(lockKeys('team-a', 'billing').counter).toBe(fenceCounterKey('team-a', 'billing'));

@@ -1,8 +1,11 @@
 /**
  * In-memory Redlock masters for the model test (redlock-model.test.ts): each keeps a holder key
- * with an expiry and a counter, as the Lua scripts of src/stores/redlock/scripts.ts do, and fails
- * calls as planned. `restart(i, keepData)` is a restart with persistence (everything kept) or
- * without (everything lost).
+ * with an expiry, a counter and an epoch, as the Lua scripts of src/stores/redlock/scripts.ts do,
+ * and fails calls as planned. `restart(i, keepData)` is a restart with persistence (everything
+ * kept) or without (everything lost); either way the master is a new process (a new run_id), so
+ * its next grant floors the token at its clock (fence-next.lua fence_epoch) unless the world was
+ * made with `epochFloor: false` (the scripts before the epoch key). A master's clock is the
+ * model's, in microseconds (ms × 1000), plus its skew.
  */
 import type { TimerClock } from '../../../src/runtime/clock.ts';
 import { redlockBackend, type MasterAcquire, type MasterPort } from '../../../src/stores/redlock/quorum.ts';
@@ -17,6 +20,16 @@ export type Fault = 'ok' | 'down' | 'dropRequest' | 'dropReply';
 interface MasterState {
   holder: { owner: string; expiresAt: number } | undefined;
   counter: bigint | undefined;
+  /** process: this master's current process (its run_id); epoch: the process that issued the last token. */
+  process: number;
+  epoch: number | undefined;
+  /** skewUs: how far this master's clock is ahead (negative: behind) of the model's. */
+  skewUs: bigint;
+}
+
+/** WorldOptions: epochFloor false models the acquire script without fence_epoch. */
+export interface WorldOptions {
+  readonly epochFloor?: boolean;
 }
 
 /** ModelWorld: n masters on one model clock. */
@@ -35,8 +48,17 @@ export class ModelWorld {
     },
   };
 
-  constructor(n: number) {
-    this.#masters = Array.from({ length: n }, () => ({ holder: undefined, counter: undefined }));
+  readonly #epochFloor: boolean;
+
+  constructor(n: number, o: WorldOptions = {}) {
+    this.#epochFloor = o.epochFloor ?? true;
+    this.#masters = Array.from({ length: n }, () => ({
+      holder: undefined,
+      counter: undefined,
+      process: 0,
+      epoch: undefined,
+      skewUs: 0n,
+    }));
   }
 
   tick(): void {
@@ -55,10 +77,19 @@ export class ModelWorld {
 
   restart(i: number, keepData: boolean): void {
     const m = this.#masters[i];
-    if (m !== undefined && !keepData) {
+    if (m === undefined) return;
+    m.process++;
+    if (!keepData) {
       m.holder = undefined;
       m.counter = undefined;
+      m.epoch = undefined;
     }
+  }
+
+  /** skew sets master i's clock `us` microseconds ahead of the model's (negative: behind). */
+  skew(i: number, us: bigint): void {
+    const m = this.#masters[i];
+    if (m !== undefined) m.skewUs = us;
   }
 
   /** holders: each master's live holder (undefined when free). */
@@ -92,12 +123,17 @@ export class ModelWorld {
         call(this.#acquireFaults[i], (): MasterAcquire => {
           const h = this.#live(m);
           if (h !== undefined) return { ok: false, heldForMs: h.expiresAt - this.#now };
-          // fence_next: INCR (a missing counter counts as 0), re-floored above the floor.
+          // fence_epoch: another process than the last issuer, or no counter: floor at the clock.
           const existed = m.counter !== undefined;
+          const epochChanged = this.#epochFloor && (m.epoch !== m.process || !existed);
+          const clockUs = BigInt(this.#now) * 1000n + m.skewUs;
+          const f = epochChanged && clockUs > floor ? clockUs : floor;
+          // fence_next: INCR (a missing counter counts as 0), re-floored above the floor.
           const next = (m.counter ?? 0n) + 1n;
-          m.counter = next > floor ? next : floor + 1n;
+          m.counter = next > f ? next : f + 1n;
+          m.epoch = m.process;
           m.holder = { owner, expiresAt: this.#now + ttlMs };
-          return { ok: true, counter: m.counter, existed };
+          return { ok: true, counter: m.counter, existed, epochChanged };
         }),
       raise: (owner, token) =>
         call(this.#raiseFaults[i], () => {
