@@ -104,10 +104,34 @@ function connection(t: RedisTarget, name: string): Connection {
   return { name, client, read: defineScript(client, 'fencepostStoreRead', 2, READ_LUA, name) };
 }
 
+/** BARRIER_MS bounds the wait for a subscriber's PING answer (a subscriber that is down is no barrier). */
+const BARRIER_MS = 1000;
+
+/**
+ * heardUpTo resolves once every release published on `c` before now has reached the listener:
+ * a PING on the subscriber connection is answered after the messages already queued for it, in
+ * order. A release deletes the key and publishes in one script, so a read that found the key gone
+ * and then this barrier leave no release unheard — without it, a loaded controller's timer could
+ * decide "expired" before it read the message waiting on the socket (docs/stores.md). A Cluster's
+ * messages travel between nodes on the bus, after the script: there the observer's grace remains.
+ */
+async function heardUpTo(c: Connection): Promise<void> {
+  const sub = c.subscriber;
+  if (sub === undefined || sub instanceof Cluster || sub.status !== 'ready') return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    sub.ping().catch(() => undefined),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, BARRIER_MS);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
 async function readOne(c: Connection, namespace: string, lock: string): Promise<HolderRead> {
   const keys = lockKeys(namespace, lock);
   const reply = await c.read([keys.holder, keys.counter], []);
   if (!Array.isArray(reply)) throw failure(c.client, c.name, new Error(`unexpected reply ${String(reply)}`));
+  await heardUpTo(c);
   const [owner, ttl, counter] = reply as unknown[];
   return {
     owner: typeof owner === 'string' ? owner : undefined,
