@@ -397,9 +397,18 @@ export class StoreBed {
         c.of++;
         if (v) c.yes++;
       }
-      summary.violations.push(
-        ...r.s3.map((v) => `trial ${r.n} (${r.fault} ${r.variant}, seed ${opts.seed + r.n}): S3: ${v}`),
-      );
+      const at = `trial ${r.n} (${r.fault} ${r.variant}, seed ${opts.seed + r.n})`;
+      summary.violations.push(...r.s3.map((v) => `${at}: S3: ${v}`));
+      // S1 for the stores: a token handed out twice (two holders' writes applied at one token) or a
+      // grant not above one counted before it was asked for. Since the epoch floor
+      // (fence-next.lua fence_epoch) neither a failover nor lost data may do it; bare-SET
+      // calibration runs count them as findings instead.
+      if (opts.mode === 'guard') {
+        if (r.sharedTokens > 0)
+          summary.violations.push(`${at}: S1: ${r.sharedTokens} writes at a token another holder had`);
+        if (r.grantRegressions > 0)
+          summary.violations.push(`${at}: S1: ${r.grantRegressions} grants not above an earlier grant's token`);
+      }
       opts.onTrial?.(r);
     };
     await Promise.all(
