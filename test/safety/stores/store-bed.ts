@@ -20,6 +20,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
+import { lockKeys, type LockKeys } from '../../../src/stores/redis/keys.ts';
 import { mulberry32 } from '../../support/prng.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { startRedis, startReplica, type RedisServer, type Replica } from '../../support/testbed/redis.ts';
@@ -258,10 +259,23 @@ const emptySummary = (): FaultSummary => ({
   overlapsByVariant: {},
 });
 
-const lockKeys = (lock: string): { holder: string; counter: string } => ({
-  counter: `fencepost:fence:default/${lock}`,
-  holder: `fencepost:lock:{fencepost:fence:default/${lock}}`,
-});
+/** keysOf: the store's own key names of a trial's lock (namespace `default`). */
+const keysOf = (lock: string): LockKeys => lockKeys('default', lock);
+
+/**
+ * forgeEpoch defeats the epoch floor on `s` for `lock`, for the calibration (Defeat): it records
+ * the server's own run_id as the last issuer, and — when the counter was lost — puts it back at 0,
+ * which is what the acquire scripts did before fence_epoch. The next grant then continues the
+ * counter it finds, however far behind.
+ */
+async function forgeEpoch(s: RedisServer, lock: string): Promise<void> {
+  const info = await call(s, 'INFO', 'server');
+  const id = typeof info === 'string' ? /run_id:([0-9a-f]+)/.exec(info)?.[1] : undefined;
+  if (id === undefined) throw new Error('forgeEpoch: no run_id in INFO server');
+  const k = keysOf(lock);
+  await call(s, 'SET', k.counter, '0', 'NX');
+  await call(s, 'SET', k.epoch, id);
+}
 
 async function call(s: RedisServer, ...args: [string, ...string[]]): Promise<unknown> {
   const c = s.client();
@@ -274,7 +288,7 @@ async function call(s: RedisServer, ...args: [string, ...string[]]): Promise<unk
 
 /** keysOn says, per master, whether the lock's holder key exists there (one snapshot, read in parallel). */
 async function keysOn(masters: readonly RedisServer[], lock: string): Promise<Map<RedisServer, boolean>> {
-  const found = await Promise.all(masters.map((m) => call(m, 'EXISTS', lockKeys(lock).holder)));
+  const found = await Promise.all(masters.map((m) => call(m, 'EXISTS', keysOf(lock).holder)));
   return new Map(masters.map((m, i) => [m, found[i] === 1]));
 }
 
@@ -343,6 +357,8 @@ export class StoreBed {
     readonly mode: 'guard' | 'plain';
     readonly seed: number;
     readonly label: string;
+    /** defeatEpochFloor: calibration — after `failover` and `restart-lose`, forge the epoch (forgeEpoch). */
+    readonly defeatEpochFloor?: boolean;
     readonly onTrial?: (r: TrialResult) => void;
   }): Promise<RunSummary> {
     const started = performance.now();
@@ -414,7 +430,15 @@ export class StoreBed {
     await Promise.all(
       this.slots.map(async (slot) => {
         for (let t = take(); t !== undefined; t = take()) {
-          const r = await this.trial(slot, t.n, t.fault, opts.mode, mulberry32(opts.seed + t.n), opts.label);
+          const r = await this.trial(
+            slot,
+            t.n,
+            t.fault,
+            opts.mode,
+            mulberry32(opts.seed + t.n),
+            opts.label,
+            opts.defeatEpochFloor ?? false,
+          );
           record(r);
           if (!r.faulted && (retries.get(t.fault) ?? 0) > 0) {
             retries.set(t.fault, (retries.get(t.fault) ?? 0) - 1);
@@ -436,6 +460,7 @@ export class StoreBed {
     mode: 'guard' | 'plain',
     rnd: () => number,
     label: string,
+    defeatEpochFloor: boolean,
   ): Promise<TrialResult> {
     const ttl = this.ttlMs;
     const lock = `trial-${label}-${n}`;
@@ -532,6 +557,8 @@ export class StoreBed {
         case 'restart-lose':
           variant = 'restart empty';
           await server?.restart({ loseData: true });
+          // Racing the workers' reconnects: a trial they win is one the calibration does not count.
+          if (defeatEpochFloor && server !== undefined) await forgeEpoch(server, lock);
           faulted = true;
           break;
         case 'restart-keep': {
@@ -541,7 +568,7 @@ export class StoreBed {
           if (crash) await server.crash();
           else await server.restart({ loseData: false });
           faulted = true;
-          const k = lockKeys(lock);
+          const k = keysOf(lock);
           const counter = await call(server, 'GET', k.counter);
           const holderKey = await call(server, 'EXISTS', k.holder);
           checks['counter kept'] = typeof counter === 'string' && BigInt(counter) >= h.token;
@@ -556,7 +583,7 @@ export class StoreBed {
           replica.cut();
           // Every grant whose token is above the primary's counter as read after the cut ran after
           // the cut: the replica misses it (its replication bytes are held in the blackholed link).
-          const atCut = await call(primary, 'GET', lockKeys(lock).counter);
+          const atCut = await call(primary, 'GET', keysOf(lock).counter);
           const cutToken = typeof atCut === 'string' ? BigInt(atCut) : 0n;
           const after = 1 + Math.floor(rnd() * 2);
           await waitFor(`${after} grant(s) after the cut`, () => {
@@ -572,7 +599,8 @@ export class StoreBed {
           const highest = events.reduce((m, e) => (e.kind === 'granted' && e.token > m ? e.token : m), 0n);
           await replica.promote(primary);
           // What the promoted replica has, read before any worker can reach it.
-          const counter = await call(replica.server, 'GET', lockKeys(lock).counter);
+          const counter = await call(replica.server, 'GET', keysOf(lock).counter);
+          if (defeatEpochFloor) await forgeEpoch(replica.server, lock);
           proxy.retarget(replica.server.port);
           faulted = true;
           const lag = highest - (typeof counter === 'string' ? BigInt(counter) : 0n);
