@@ -63,12 +63,12 @@ const API: Readonly<
     {
       call: 'fencepost.acquire("billing", wait=30)',
       file: 'clients/python/src/fencepost/_lock.py',
-      defined: /def acquire\(\n    lock: str,\n    \*,\n    wait: float \| None = None,/,
+      defined: /def acquire\(\n {4}lock: str,\n {4}\*,\n {4}wait: float \| None = None,/,
     },
     {
       call: 'RedisGuard(rdb, lock="billing")',
       file: 'clients/python/src/fencepost/guard/_redis.py',
-      defined: /client: redis\.Redis,\n        \*,\n        lock: str \| None = None,/,
+      defined: /client: redis\.Redis,\n {8}\*,\n {8}lock: str \| None = None,/,
     },
     {
       call: 'guard.write("ledger", lock.token,',
@@ -78,7 +78,7 @@ const API: Readonly<
     {
       call: 'r.accepted',
       file: 'clients/python/src/fencepost/guard/_redis.py',
-      defined: /@property\n    def accepted\(self\) -> bool/,
+      defined: /@property\n {4}def accepted\(self\) -> bool/,
     },
     { call: 'r.mark', file: 'clients/python/src/fencepost/guard/_redis.py', defined: /mark: int \| None/ },
   ],
