@@ -69,6 +69,7 @@ export interface LeaseSeen {
   readonly pod: string | undefined;
   readonly token: string | undefined;
   readonly renewTime: number | undefined;
+  readonly leaseSeconds: number | undefined;
   /** expiredTold: the expiry of this term was reported already. */
   readonly expiredTold: boolean;
 }
@@ -82,20 +83,36 @@ export interface LeasePoll {
 }
 
 /** NOTHING_SEEN: the watcher's state before the first poll. */
-export const NOTHING_SEEN: LeaseSeen = { pod: undefined, token: undefined, renewTime: undefined, expiredTold: false };
+export const NOTHING_SEEN: LeaseSeen = {
+  pod: undefined,
+  token: undefined,
+  renewTime: undefined,
+  leaseSeconds: undefined,
+  expiredTold: false,
+};
 
 /**
  * leaseEvents compares one poll of the Lease with the last: a new token is a grant, a new
  * renewTime a renewal (with the time the lease runs out), and a renewTime older than the lease
  * duration at `now` an expiry, reported once per term. The expiry is judged by this machine's
- * clock from the agent's renewTime, which is the same machine's clock here; the controller judges
- * by its own observation, so its grant follows within a poll or two.
+ * clock from the agent's renewTime, which is the same machine's clock here. The controller judges
+ * by its own observation of the renewal, a few milliseconds later, and grants at once: the next
+ * poll may see the new grant before any poll saw the old term expired. A new term whose
+ * predecessor ran out unreported reports that expiry first, dated when it happened.
  */
 export function leaseEvents(seen: LeaseSeen, poll: LeasePoll, now: number): { seen: LeaseSeen; events: RaceEvent[] } {
   const { pod, token, renewTime, leaseSeconds } = poll;
   if (pod === undefined || token === undefined) return { seen, events: [] };
   const events: RaceEvent[] = [];
   const newTerm = token !== seen.token;
+  if (newTerm && seen.pod !== undefined && seen.token !== undefined && !seen.expiredTold) {
+    const ranOut =
+      seen.renewTime !== undefined && seen.leaseSeconds !== undefined
+        ? seen.renewTime + seen.leaseSeconds * 1000
+        : undefined;
+    if (ranOut !== undefined && ranOut <= now)
+      events.push({ type: 'expired', at: ranOut, pod: seen.pod, token: seen.token });
+  }
   if (newTerm)
     events.push({
       type: 'grant',
@@ -116,5 +133,5 @@ export function leaseEvents(seen: LeaseSeen, poll: LeasePoll, now: number): { se
       expiredTold = true;
     }
   }
-  return { seen: { pod, token, renewTime, expiredTold }, events };
+  return { seen: { pod, token, renewTime, leaseSeconds, expiredTold }, events };
 }

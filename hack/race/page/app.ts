@@ -124,7 +124,7 @@ function render(): void {
   guard.disabled = pending || frozen;
   byId('freeze').disabled = pending || !canFreeze(view);
   byId('thaw').hidden = !frozen;
-  byId('race').textContent = view.round === undefined ? 'Race worker A and worker B' : 'Race again';
+  setText(byId('race'), view.round === undefined ? 'Race worker A and worker B' : 'Race again');
   drawLanes(now);
 }
 

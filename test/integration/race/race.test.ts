@@ -83,7 +83,7 @@ function send(url: string, method: string, path: string, headers: Record<string,
       done(r.statusCode ?? 0);
     });
     req.on('error', fail);
-    req.end('{}');
+    req.end(method === 'POST' ? '{}' : undefined);
   });
 }
 
@@ -203,8 +203,14 @@ describe('the race page in chromium', () => {
         `SIGCONT ${frozen.pod}`,
         `REFUSED by the Redis guard (stale token ${stale.token} < ${stale.highWater})`,
       ].map((s) => timeline.indexOf(s));
-      expect(order.every((i) => i >= 0)).toBe(true);
-      expect([...order].sort((a, b) => a - b)).toEqual(order);
+      expect(
+        order.every((i) => i >= 0),
+        timeline,
+      ).toBe(true);
+      expect(
+        [...order].sort((a, b) => a - b),
+        timeline,
+      ).toEqual(order);
       expect(await page.locator('#outcome').innerText()).toContain(
         `refused ${frozen.pod}'s stale token ${frozen.token}`,
       );

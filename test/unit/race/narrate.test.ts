@@ -88,10 +88,31 @@ describe('leaseEvents', () => {
     expect(r.events).toEqual([]);
   });
 
+  it("reports the old term's expiry, dated when it ran out, when the new grant is seen first", () => {
+    const s = leaseEvents(NOTHING_SEEN, poll('a', '7', 1000), 1010).seen;
+    const { events } = leaseEvents(s, poll('b', '8', 3050), 3060);
+    expect(events.map((e) => [e.type, e.at])).toEqual([
+      ['expired', 3000],
+      ['grant', 3060],
+      ['lease', 3060],
+    ]);
+  });
+
+  it('reports no expiry for a term that was handed over before it ran out (a release)', () => {
+    const s = leaseEvents(NOTHING_SEEN, poll('a', '7', 1000), 1010).seen;
+    expect(leaseEvents(s, poll('b', '8', 1500), 1510).events.map((e) => e.type)).toEqual(['grant', 'lease']);
+  });
+
   it('names the previous holder on a handover', () => {
     const s = leaseEvents(NOTHING_SEEN, poll('a', '7', 1000), 1010).seen;
     const { events } = leaseEvents(s, poll('b', '8', 4000), 4010);
-    expect(events[0]).toEqual({ type: 'grant', at: 4010, pod: 'b', token: '8', previous: 'a' });
+    expect(events.find((e) => e.type === 'grant')).toEqual({
+      type: 'grant',
+      at: 4010,
+      pod: 'b',
+      token: '8',
+      previous: 'a',
+    });
   });
 
   it('ignores a Lease nobody holds', () => {
