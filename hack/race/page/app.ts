@@ -74,6 +74,8 @@ function apply(e: RaceEvent, live: boolean): void {
   if (r.entry !== undefined) {
     byId('timeline').append(entryItem(r.entry));
     if (live && r.entry.important) setText(byId('announce'), r.entry.text);
+    // The freeze's confirmation under the buttons is stale once the pod wakes up.
+    if (live && e.type === 'thawed') status('');
   }
 }
 

@@ -24,32 +24,34 @@ export const RACE_HTML = `<!doctype html>
     <div class="layout">
       <main id="main" tabindex="-1">
         <h1>A lock holder freezes. Does its late write get through?</h1>
-        <p class="lede">Two pods, <b>worker-a</b> and <b>worker-b</b>, each run a fencepost agent and a worker that
-          writes to the Redis key <code id="key">ledger</code> while its agent says it holds the lock
-          <code id="lock">billing</code>. Freeze the holder (a real <code>SIGSTOP</code>) for longer than its
-          <span id="lease-seconds">2</span> s lease and watch what its write does when it wakes up.</p>
+        <p class="lede">Two pods each run a fencepost agent and a worker that writes to the Redis key
+          <code id="key">ledger</code> while its agent says it holds the lock <code id="lock">billing</code>.
+          Freeze the holder (a real <code>SIGSTOP</code>) past its <span id="lease-seconds">2</span> s lease and
+          watch its write when it wakes up.</p>
         <section class="controls" aria-labelledby="controls-title">
           <h2 id="controls-title" class="visually-hidden">Controls</h2>
           <div class="row">
             <button id="race" type="button" class="primary">Race worker A and worker B</button>
-            <div class="switch">
-              <input id="guard" type="checkbox" role="switch" checked aria-describedby="guard-help">
-              <label for="guard">Fencing guard</label>
-            </div>
-          </div>
-          <p id="guard-help" class="help">On: writes go through the Redis guard, which refuses a token below the highest
-            it has accepted. Off: a plain <code>SET</code>.</p>
-          <div class="row">
-            <label for="pause">Freeze the holder for</label>
-            <input id="pause" type="number" min="1" max="120" step="1" value="15" inputmode="numeric" aria-describedby="pause-help">
-            <span id="pause-help">seconds (1–120)</span>
+            <span class="group">
+              <label for="pause">Freeze the holder for</label>
+              <input id="pause" type="number" min="1" max="120" step="1" value="15" inputmode="numeric" aria-describedby="pause-help">
+              <span id="pause-help">s <span class="visually-hidden">(seconds, 1 to 120)</span></span>
+            </span>
             <button id="freeze" type="button" disabled>Freeze the holder</button>
             <button id="thaw" type="button" hidden>Wake it now</button>
+          </div>
+          <div class="row">
+            <span class="switch">
+              <input id="guard" type="checkbox" role="switch" checked aria-describedby="guard-help">
+              <label for="guard">Fencing guard</label>
+            </span>
+            <span id="guard-help" class="help">on: the Redis guard refuses a token below the highest it has accepted;
+              off: a plain <code>SET</code></span>
           </div>
           <p id="status" class="status" role="status"></p>
         </section>
         <section class="board" aria-labelledby="board-title">
-          <h2 id="board-title">Now</h2>
+          <h2 id="board-title" class="visually-hidden">Now</h2>
           <div class="cards">
             <article class="card pod" id="pod-worker-a" data-pod="worker-a" aria-labelledby="pod-worker-a-name">
               <h3 id="pod-worker-a-name"><span class="swatch a" aria-hidden="true"></span>worker-a</h3>

@@ -28,13 +28,18 @@ export const SNIPPETS: Readonly<Record<Language, Snippet>> = {
     code: `import { acquire, redisGuard } from 'fencepost';
 import { Redis } from 'ioredis';
 
-const guard = redisGuard(new Redis(redisUrl), { lock: 'billing' }); // one mark for the lock
+// One mark for the lock: a token below it is refused.
+const redis = new Redis(redisUrl);
+const guard = redisGuard(redis, { lock: 'billing' });
 
-await using lock = await acquire('billing', { waitMs: 30_000 }); // NotAcquiredError after 30 s
-// A pause here (GC, VM stall, SIGSTOP) can outlast the lease: lock.token goes stale.
-const r = await guard.write('ledger', lock.token, \`written by \${pod} with token \${lock.token}\`);
+// NotAcquiredError if not granted within 30 s.
+await using lock = await acquire('billing', { waitMs: 30_000 });
+// A pause here (GC, VM stall, SIGSTOP) can outlast the
+// lease: then lock.token is stale when the write runs.
+const value = \`written by \${pod} with token \${lock.token}\`;
+const r = await guard.write('ledger', lock.token, value);
 if (!r.accepted) {
-  throw new Error(\`stale token \${lock.token} < \${r.highWater}: a newer holder has written\`);
+  throw new Error(\`stale token \${lock.token} < \${r.highWater}\`);
 }`,
   },
   go: {
@@ -45,24 +50,28 @@ if (!r.accepted) {
 	"github.com/fencepost/fencepost/clients/go/guard"
 )
 
-lock, err := fencepost.Acquire(ctx, "billing", fencepost.Options{Wait: 30 * time.Second})
+opts := fencepost.Options{Wait: 30 * time.Second}
+lock, err := fencepost.Acquire(ctx, "billing", opts)
 if err != nil {
-	return err // errors.Is(err, fencepost.ErrNotAcquired) after 30 s
+	return err // errors.Is(err, fencepost.ErrNotAcquired)
 }
 defer lock.Release()
 
-g, err := guard.NewRedis(rdb, guard.RedisOptions{Lock: "billing"}) // one mark for the lock
+// One mark for the lock: a token below it is refused.
+o := guard.RedisOptions{Lock: "billing"}
+g, err := guard.NewRedis(rdb, o)
 if err != nil {
 	return err
 }
-// A pause here can outlast the lease: lock.Token() goes stale.
-value := fmt.Sprintf("written by %s with token %s", pod, lock.Token())
+// A pause here can outlast the lease: the token goes stale.
+value := fmt.Sprintf("written by %s with token %s",
+	pod, lock.Token())
 r, err := g.Write(ctx, "ledger", lock.Token(), value)
 if err != nil {
 	return err
 }
 if !r.Accepted() {
-	return fmt.Errorf("stale token %s < %s: a newer holder has written", lock.Token(), r.Mark)
+	return fmt.Errorf("stale token %s < %s", lock.Token(), r.Mark)
 }`,
   },
   python: {
@@ -72,14 +81,17 @@ if !r.Accepted() {
 import redis
 from fencepost.guard import RedisGuard
 
+# One mark for the lock: a token below it is refused.
 rdb = redis.Redis.from_url(redis_url, decode_responses=True)
-guard = RedisGuard(rdb, lock="billing")  # one mark for the lock
+guard = RedisGuard(rdb, lock="billing")
 
-with fencepost.acquire("billing", wait=30) as lock:  # NotAcquiredError after 30 s
-    # A pause here can outlast the lease: lock.token goes stale.
-    r = guard.write("ledger", lock.token, f"written by {pod} with token {lock.token}")
+# NotAcquiredError if not granted within 30 s.
+with fencepost.acquire("billing", wait=30) as lock:
+    # A pause here can outlast the lease: the token goes stale.
+    value = f"written by {pod} with token {lock.token}"
+    r = guard.write("ledger", lock.token, value)
     if not r.accepted:
-        raise RuntimeError(f"stale token {lock.token} < {r.mark}: a newer holder has written")`,
+        raise RuntimeError(f"stale token {lock.token} < {r.mark}")`,
   },
   java: {
     label: 'Java',
@@ -88,14 +100,19 @@ with fencepost.acquire("billing", wait=30) as lock:  # NotAcquiredError after 30
 import io.fencepost.guard.RedisGuard;
 import redis.clients.jedis.RedisClient;
 
-try (Lock lock = Lock.acquire("billing", Lock.options().waitFor(Duration.ofSeconds(30))); // NotAcquiredException
-    RedisClient redis = RedisClient.create(URI.create(redisUrl))) {
-  RedisGuard guard = new RedisGuard(redis, "billing"); // one mark for the lock
-  // A pause here can outlast the lease: lock.token() goes stale.
-  RedisGuard.Result r = guard.write("ledger", lock.token(), "written by " + pod + " with token " + lock.token());
+// NotAcquiredException if not granted within 30 s.
+var opts = Lock.options().waitFor(Duration.ofSeconds(30));
+try (Lock lock = Lock.acquire("billing", opts);
+    var redis = RedisClient.create(URI.create(redisUrl))) {
+  // One mark for the lock: a token below it is refused.
+  RedisGuard guard = new RedisGuard(redis, "billing");
+  // A pause here can outlast the lease: the token goes stale.
+  String value = "written by " + pod
+      + " with token " + lock.token();
+  var r = guard.write("ledger", lock.token(), value); // a Result
   if (!r.accepted()) {
-    throw new IllegalStateException(
-        "stale token " + lock.token() + " < " + r.mark().getAsLong() + ": a newer holder has written");
+    throw new IllegalStateException("stale token " + lock.token()
+        + " < " + r.mark().getAsLong());
   }
 }`,
   },

@@ -30,14 +30,16 @@ code, pre { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, mono
 .conn.ok { color: var(--good); }
 .conn.down { color: var(--bad); font-weight: 600; }
 .layout { display: grid; grid-template-columns: minmax(0, 1fr); gap: 0 1.5rem; padding: 0 1rem 2rem; max-width: 1500px; }
-@media (min-width: 1100px) { .layout { grid-template-columns: minmax(0, 1fr) 27rem; } }
-h1 { font-size: 1.35rem; margin: 1rem 0 .25rem; }
+@media (min-width: 1100px) { .layout { grid-template-columns: minmax(0, 1fr) 30rem; } }
+h1 { font-size: 1.3rem; margin: .75rem 0 .25rem; }
 h2 { font-size: 1.1rem; margin: 1rem 0 .5rem; }
 h3 { font-size: 1rem; margin: 0 0 .25rem; }
 .lede { margin: .25rem 0 .75rem; max-width: 60rem; }
 .help { color: var(--muted); font-size: .9rem; margin: .25rem 0 .5rem; }
+.group { display: inline-flex; align-items: center; gap: .4rem; }
 .row { display: flex; flex-wrap: wrap; align-items: center; gap: .5rem .75rem; margin: .5rem 0; }
-.controls { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: .5rem 1rem; }
+.controls { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: .25rem 1rem; margin-bottom: .75rem; }
+.controls .help { margin: 0; }
 button {
   font: inherit; min-height: 2.5rem; padding: .35rem .9rem; border-radius: 6px; cursor: pointer;
   border: 1px solid #5c5c5c; background: var(--bg); color: var(--fg);
@@ -51,7 +53,7 @@ input[type=number] {
 .switch input { width: 1.4rem; height: 1.4rem; accent-color: var(--good); margin: 0; }
 .status { min-height: 1.5em; margin: .25rem 0; font-weight: 600; }
 .status.error { color: var(--bad); }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: .75rem; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(10.5rem, 1fr)); gap: .75rem; }
 .card { border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; overflow-wrap: anywhere; }
 .card p { margin: .2rem 0; }
 .pod[data-status=holding] { border-color: var(--good); box-shadow: inset 4px 0 0 var(--good); }
@@ -90,7 +92,7 @@ progress { width: 100%; height: .8rem; accent-color: var(--good); }
 .tabs [role=tab] { border-radius: 6px 6px 0 0; border-bottom: 0; min-height: 2.5rem; }
 .tabs [role=tab][aria-selected=true] { background: var(--fg); border-color: var(--fg); color: #ffffff; font-weight: 600; }
 .code-panel { border: 1px solid var(--line); border-top: 0; background: #f7f7f9; }
-.code-panel pre { margin: 0; padding: .75rem; overflow-x: auto; font-size: .82rem; line-height: 1.4; }
+.code-panel pre { margin: 0; padding: .75rem; overflow-x: auto; font-size: .78rem; line-height: 1.4; tab-size: 4; }
 @media (min-width: 1100px) { .code { position: sticky; top: 0; align-self: start; max-height: 100vh; overflow-y: auto; } }
 @media (max-width: 760px) {
   .layout { padding: 0 .5rem 1.5rem; }

@@ -23,7 +23,7 @@ const API: Readonly<
       defined: /readonly waitMs\?: number/,
     },
     {
-      call: "redisGuard(new Redis(redisUrl), { lock: 'billing' })",
+      call: "redisGuard(redis, { lock: 'billing' })",
       file: 'src/guards/redis-guard.ts',
       defined: /readonly lock\?: string/,
     },
@@ -39,14 +39,16 @@ const API: Readonly<
     },
   ],
   go: [
+    { call: 'fencepost.Options{Wait: 30 * time.Second}', file: 'clients/go/lock.go', defined: /\tWait time\.Duration/ },
     {
-      call: 'fencepost.Acquire(ctx, "billing", fencepost.Options{Wait: 30 * time.Second})',
+      call: 'fencepost.Acquire(ctx, "billing", opts)',
       file: 'clients/go/lock.go',
       defined: /func Acquire\(ctx context\.Context, lock string, o Options\) \(\*Lock, error\)/,
     },
     { call: 'fencepost.ErrNotAcquired', file: 'clients/go/errors.go', defined: /ErrNotAcquired = / },
+    { call: 'guard.RedisOptions{Lock: "billing"}', file: 'clients/go/guard/redis.go', defined: /\tLock string/ },
     {
-      call: 'guard.NewRedis(rdb, guard.RedisOptions{Lock: "billing"})',
+      call: 'guard.NewRedis(rdb, o)',
       file: 'clients/go/guard/redis.go',
       defined: /func NewRedis\(client redis\.Cmdable, o RedisOptions\) \(\*Redis, error\)/,
     },
@@ -84,7 +86,13 @@ const API: Readonly<
   ],
   java: [
     {
-      call: 'Lock.acquire("billing", Lock.options().waitFor(Duration.ofSeconds(30)))',
+      call: 'Lock.options().waitFor(Duration.ofSeconds(30))',
+      file: 'clients/java/src/main/java/io/fencepost/Lock.java',
+      defined:
+        /public static Options options\(\)[\s\S]*public Options waitFor\(Duration wait\)|public Options waitFor\(Duration wait\)[\s\S]*public static Options options\(\)/,
+    },
+    {
+      call: 'Lock.acquire("billing", opts)',
       file: 'clients/java/src/main/java/io/fencepost/Lock.java',
       defined: /public static Lock acquire\(String name, Options o\)/,
     },
