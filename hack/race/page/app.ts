@@ -111,7 +111,7 @@ function render(): void {
   setText(
     outcome,
     last?.type === 'refused'
-      ? `The guard refused ${last.pod}'s stale token ${last.token}: the newer write is intact.`
+      ? `The guard refused ${last.pod}'s stale token ${last.token}.`
       : last?.type === 'overwrote'
         ? `${last.pod}'s stale token ${last.token} overwrote the newer write.`
         : '',

@@ -1,13 +1,22 @@
 /**
- * The timeline's drawing, as pure geometry: one lane per worker over the last WINDOW_MS, with the
+ * The timeline's drawing, as pure geometry: one lane per worker over the last {@link windowMs}, with the
  * terms it held (bars labelled with their token), its freezes (dashed boxes), lease expiries
  * (lines), and its stale writes (a green dot: refused; a red one: overwrote). The page turns the
  * shapes into SVG; the timeline's list says the same in words for screen readers.
  */
 import type { RaceEvent } from '../events.ts';
 
-/** WINDOW_MS: how much time the drawing shows, ending now. Long enough for a 15 s freeze and what follows. */
+/** WINDOW_MS: the most the drawing shows, ending now. Long enough for a 15 s freeze and what follows. */
 export const WINDOW_MS = 45_000;
+
+/** MIN_WINDOW_MS: the least it shows, so that a young page's first seconds are not stretched across it. */
+export const MIN_WINDOW_MS = 20_000;
+
+/** windowMs: the time the drawing spans at now — all of it since the first event (and 2 s more), within the bounds. */
+export function windowMs(firstAt: number | undefined, now: number): number {
+  const since = firstAt === undefined ? 0 : now - firstAt + 2000;
+  return Math.min(WINDOW_MS, Math.max(MIN_WINDOW_MS, since));
+}
 
 /** Shape is one SVG element: its tag, attributes and, for text, its content. */
 export interface Shape {
@@ -56,16 +65,17 @@ export function intervals(events: readonly RaceEvent[], now: number): { held: In
   return { held, frozen };
 }
 
-/** laneShapes draws the lanes of `pods` (in order) for the WINDOW_MS ending at now. */
+/** laneShapes draws the lanes of `pods` (in order) for the {@link windowMs} ending at now; the axis has four ticks. */
 export function laneShapes(
   events: readonly RaceEvent[],
   pods: readonly string[],
   now: number,
   g: Geometry,
 ): { shapes: Shape[]; height: number } {
-  const from = now - WINDOW_MS;
+  const span = windowMs(events[0]?.at, now);
+  const from = now - span;
   const plot = Math.max(1, g.width - g.labelWidth - 8);
-  const x = (t: number): number => g.labelWidth + ((Math.min(Math.max(t, from), now) - from) / WINDOW_MS) * plot;
+  const x = (t: number): number => g.labelWidth + ((Math.min(Math.max(t, from), now) - from) / span) * plot;
   const laneY = (i: number): number => 4 + i * (g.laneHeight + g.gap);
   const lane = new Map(pods.map((p, i) => [p, i]));
   const cls = (pod: string): string => ((lane.get(pod) ?? 0) % 2 === 0 ? 'a' : 'b');
@@ -137,12 +147,12 @@ export function laneShapes(
     }
   }
   const axisY = laneY(pods.length) + 4;
-  for (let s = 0; s <= WINDOW_MS / 1000; s += 15) {
-    const t = from + s * 1000;
+  for (let k = 0; k <= 4; k++) {
+    const ago = (span * (4 - k)) / 4;
     shapes.push({
       tag: 'text',
-      attrs: { class: 'tick', x: n(Math.min(x(t), g.labelWidth + plot - 24)), y: n(axisY + 8) },
-      text: s === WINDOW_MS / 1000 ? 'now' : `−${WINDOW_MS / 1000 - s} s`,
+      attrs: { class: 'tick', x: n(Math.min(x(now - ago), g.labelWidth + plot - 24)), y: n(axisY + 8) },
+      text: k === 4 ? 'now' : `−${Math.round(ago / 1000)} s`,
     });
   }
   return { shapes, height: axisY + 12 };

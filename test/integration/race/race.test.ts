@@ -232,7 +232,7 @@ describe('the race page in chromium', () => {
       expect(await page.locator('#ledger').innerText()).toMatch(/^"written by worker-[ab] with token \d+"$/);
 
       await page.locator('#thaw').waitFor({ state: 'hidden' });
-      await page.screenshot({ path: join(shots, 'race.png') });
+      await page.screenshot({ path: join(shots, 'race.png'), fullPage: true });
     },
   );
 

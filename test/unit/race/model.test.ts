@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RaceEvent } from '../../../hack/race/events.ts';
-import { intervals, laneShapes, WINDOW_MS } from '../../../hack/race/page/lanes.ts';
+import { intervals, laneShapes, MIN_WINDOW_MS, WINDOW_MS, windowMs } from '../../../hack/race/page/lanes.ts';
 import {
   canFreeze,
   initialView,
@@ -103,6 +103,13 @@ describe('the lanes', () => {
       { pod: 'worker-b', from: 4200, to: 20_000, token: '8' },
     ]);
     expect(frozen).toEqual([{ pod: 'worker-a', from: 2000, to: 17000, token: '7' }]);
+  });
+
+  it('spans everything since the first event, from 20 s up to 45 s', () => {
+    expect(windowMs(undefined, 5000)).toBe(MIN_WINDOW_MS);
+    expect(windowMs(0, 5000)).toBe(MIN_WINDOW_MS);
+    expect(windowMs(0, 30_000)).toBe(32_000);
+    expect(windowMs(0, 300_000)).toBe(WINDOW_MS);
   });
 
   it('places the shapes inside the width, with a dot for the stale write', () => {
