@@ -34,7 +34,10 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 
 let info: RaceInfo | undefined;
 let view: RaceView = initialView([]);
+/** events: what the lanes are drawn from (renewals left out: they only move the lease card's countdown). */
 let events: RaceEvent[] = [];
+/** lastStale: the latest stale write, for the ledger card's outcome line. */
+let lastStale: Extract<RaceEvent, { type: 'refused' | 'overwrote' }> | undefined;
 let offsetMs = 0;
 let pending = false;
 const serverNow = (): number => Date.now() + offsetMs;
@@ -68,7 +71,8 @@ function entryItem(e: Entry): Control {
 
 /** apply folds one event in; `live` events also go to the list and the live region. */
 function apply(e: RaceEvent, live: boolean): void {
-  events.push(e);
+  if (e.type !== 'lease') events.push(e);
+  if (e.type === 'refused' || e.type === 'overwrote') lastStale = e;
   const r = step(view, e);
   view = r.view;
   if (r.entry !== undefined) {
@@ -107,7 +111,7 @@ function render(): void {
   bar.setAttribute('value', String(Math.round((left / ((info?.leaseSeconds ?? 1) * 1000)) * 1000)));
   setText(byId('ledger'), quote(view.ledger));
   const outcome = byId('outcome');
-  const last = [...events].reverse().find((e) => e.type === 'refused' || e.type === 'overwrote');
+  const last = lastStale;
   setText(
     outcome,
     last?.type === 'refused'
@@ -207,6 +211,7 @@ function hello(h: Hello): void {
   offsetMs = h.now - Date.now();
   view = initialView(h.info.pods);
   events = [];
+  lastStale = undefined;
   byId('timeline').replaceChildren();
   setText(byId('key'), h.info.key);
   setText(byId('lock'), h.info.lock);
