@@ -32,7 +32,7 @@ export interface Hello {
 export type RaceEvent =
   /** round: both workers were (re)started, writing through the guard or with a plain SET. */
   | { readonly type: 'round'; readonly at: number; readonly guard: boolean }
-  /** guard: the guard setting changed (it applies from the next round, which starts at once when idle). */
+  /** guard: the guard setting changed (a running round restarts with it; otherwise the next round uses it). */
   | { readonly type: 'guard'; readonly at: number; readonly on: boolean }
   /** grant: the controller gave the lock to pod with a new token (previous: the pod that had it). */
   | {
