@@ -11,6 +11,8 @@
  *   node hack/demo.ts          narrate, print a summary, tear everything down
  *   node hack/demo.ts --json   the narration goes to stderr and the summary to stdout as JSON
  *   node hack/demo.ts --keep   leave the testbed running afterwards (until Ctrl-C)
+ *   node hack/demo.ts --web    the same testbed, driven from a web page instead (hack/race/,
+ *                              docs/race.md): race, freeze the holder, toggle the guard; until Ctrl-C
  *
  * Binaries: KUBEBUILDER_ASSETS or the hack/testbed/build.sh cache, built on first use.
  */
@@ -23,31 +25,48 @@ import { findBinary } from '../test/support/testbed/assets.ts';
 import { Demo, type Cleanups } from './demo/story.ts';
 import { formatSummary } from './demo/summary.ts';
 import { timeline } from './demo/timeline.ts';
+import { DEFAULT_PAUSE_SECONDS, DEFAULT_RACE_ADDRESS, raceOptions, type RaceOptions } from './race/options.ts';
+import { startRacePage } from './race/web.ts';
 
 const startedAt = performance.now();
 const root = resolve(import.meta.dirname, '..');
 
-let flags: { json: boolean; keep: boolean };
+const USAGE = `Usage: node hack/demo.ts [--json] [--keep]
+       node hack/demo.ts --web [--address HOST:PORT] [--pause SECONDS] [--allow-remote]
+
+  --json           print the summary as JSON on stdout (the narration goes to stderr)
+  --keep           leave the testbed running afterwards, until Ctrl-C
+  --web            serve the race page on the testbed instead of narrating (docs/race.md), until Ctrl-C
+  --address H:P    where the page listens (default ${DEFAULT_RACE_ADDRESS}; port 0: a free one)
+  --pause SECONDS  the freeze the page proposes (default ${DEFAULT_PAUSE_SECONDS}; 1-120)
+  --allow-remote   permit a non-loopback --address (whoever reaches it can freeze processes here)
+`;
+
+let flags: { json: boolean; keep: boolean; web: RaceOptions | undefined };
 try {
   const { values } = parseArgs({
     strict: true,
     options: {
       json: { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
+      web: { type: 'boolean', default: false },
+      address: { type: 'string', default: DEFAULT_RACE_ADDRESS },
+      pause: { type: 'string', default: String(DEFAULT_PAUSE_SECONDS) },
+      'allow-remote': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) {
-    process.stdout.write(
-      'Usage: node hack/demo.ts [--json] [--keep]\n\n  --json   print the summary as JSON on stdout (the narration goes to stderr)\n  --keep   leave the testbed running afterwards, until Ctrl-C\n',
-    );
+    process.stdout.write(USAGE);
     process.exit(0);
   }
-  flags = { json: values.json, keep: values.keep };
+  if (values.web && values.json) throw new Error('--json: not with --web (the page is the output)');
+  const web = values.web
+    ? raceOptions({ address: values.address, pause: values.pause, allowRemote: values['allow-remote'] })
+    : undefined;
+  flags = { json: values.json, keep: values.keep, web };
 } catch (err) {
-  process.stderr.write(
-    `demo: ${err instanceof Error ? err.message : String(err)}\nUsage: node hack/demo.ts [--json] [--keep]\n`,
-  );
+  process.stderr.write(`demo: ${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
   process.exit(2);
 }
 
@@ -87,7 +106,7 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     interrupted = true;
     tl.step(`${sig}: stopping everything the demo started`);
     void teardown().then(() => {
-      process.exit(flags.keep ? 0 : 130);
+      process.exit(flags.keep || flags.web !== undefined ? 0 : 130);
     });
   });
 }
@@ -120,21 +139,29 @@ function kubectlDir(): string | undefined {
 
 const demo = new Demo(tl, dir, cleanups);
 try {
-  tl.heading('fencepost demo: a lock holder freezes, wakes up, and writes with a stale fencing token');
-  await demo.setup(assetsDir());
-  await demo.act(true);
-  await demo.act(false);
-  const summary = demo.summary();
-  if (flags.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
-  else tl.plain(formatSummary(summary, tl.paint));
-  if (flags.keep && !interrupted) {
-    tl.plain(demo.keepInstructions(kubectlDir()));
+  if (flags.web !== undefined) {
+    tl.heading('fencepost demo --web: the race page, on real servers and processes');
+    await demo.setup(assetsDir());
+    const page = await startRacePage(demo, cleanups, flags.web);
+    tl.step(`Race page: ${tl.paint.bold(page.url)} (Ctrl-C stops the page and the testbed)`);
     setInterval(() => undefined, 1 << 30); // until Ctrl-C
   } else {
-    tl.step('Stopping the workers, agents, controller, redis-server and control plane');
-    await teardown();
-    tl.step('Done');
-    process.exit(0); // do not wait for the stopped servers' grace timers
+    tl.heading('fencepost demo: a lock holder freezes, wakes up, and writes with a stale fencing token');
+    await demo.setup(assetsDir());
+    await demo.act(true);
+    await demo.act(false);
+    const summary = demo.summary();
+    if (flags.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+    else tl.plain(formatSummary(summary, tl.paint));
+    if (flags.keep && !interrupted) {
+      tl.plain(demo.keepInstructions(kubectlDir()));
+      setInterval(() => undefined, 1 << 30); // until Ctrl-C
+    } else {
+      tl.step('Stopping the workers, agents, controller, redis-server and control plane');
+      await teardown();
+      tl.step('Done');
+      process.exit(0); // do not wait for the stopped servers' grace timers
+    }
   }
 } catch (err) {
   if (!interrupted) {

@@ -11,7 +11,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../../src/api/v1alpha1/distributedlock.ts';
 import type { Redis } from 'ioredis';
 import { startLockController } from '../../src/controllers/distributedlock/setup.ts';
-import { parseLease } from '../../src/lease/record.ts';
+import { parseLease, type LockRecord } from '../../src/lease/record.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
 import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../test/support/fixtures.ts';
@@ -44,12 +44,29 @@ export interface Cleanups {
   add(name: string, stop: () => Promise<void> | void): void;
 }
 
-interface DemoPod {
+/** DemoPod is one of the two pods: its name and UID, its agent's port and process. */
+export interface DemoPod {
   readonly name: string;
   readonly uid: string;
   readonly port: number;
   readonly agent: ManagedProcess;
 }
+
+/**
+ * DemoTestbed is what setup() started, for a caller that runs its own story on it (the race page,
+ * hack/race/): the pods and their agents, Redis, and a client of it for reading the ledger.
+ */
+export interface DemoTestbed {
+  readonly pods: readonly DemoPod[];
+  readonly redisUrl: string;
+  readonly ledger: Redis;
+  readonly leaseSeconds: number;
+  /** logDir: where worker and agent logs go. */
+  readonly logDir: string;
+}
+
+/** LeaseListener is told the lock's Lease at every poll (undefined: no Lease yet). */
+export type LeaseListener = (rec: LockRecord | undefined) => void;
 
 /** ActState is the bookkeeping of one act, fed by the workers' events. */
 interface ActState {
@@ -87,6 +104,7 @@ export class Demo {
   readonly #grants: Grant[] = [];
   #withGuard: ActSummary | undefined;
   #withoutGuard: ActSummary | undefined;
+  readonly #leaseListeners = new Set<LeaseListener>();
 
   constructor(tl: Timeline, dir: string, cleanups: Cleanups) {
     this.#tl = tl;
@@ -339,6 +357,28 @@ export class Demo {
     };
   }
 
+  /** testbed is what setup() started; call after setup. */
+  testbed(): DemoTestbed {
+    return {
+      pods: PODS.map((n) => this.#pod(n)),
+      redisUrl: this.#need(this.#redis, 'redis').url,
+      ledger: this.#need(this.#ledger, 'ledger'),
+      leaseSeconds: LEASE_SECONDS,
+      logDir: join(this.#dir, 'logs'),
+    };
+  }
+
+  /**
+   * onLease calls listener with the lock's Lease at every poll of the grant watcher (every 50 ms,
+   * from setup on), until the returned function is called. The listener must not throw.
+   */
+  onLease(listener: LeaseListener): () => void {
+    this.#leaseListeners.add(listener);
+    return () => {
+      this.#leaseListeners.delete(listener);
+    };
+  }
+
   /** keepInstructions tells a person how to look at the testbed left running. */
   keepInstructions(kubectlDir: string | undefined): string {
     const plane = this.#need(this.#plane, 'control plane');
@@ -397,6 +437,7 @@ export class Demo {
         try {
           const lease = await getLease(t, LOCK);
           const rec = lease !== undefined ? parseLease(lease) : undefined;
+          for (const l of this.#leaseListeners) l(rec);
           const token = rec?.token?.toString();
           const holder = rec?.holder?.name;
           if (holder !== undefined && token !== undefined && token !== lastToken) {

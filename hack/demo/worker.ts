@@ -92,7 +92,7 @@ function askAgent(): Promise<AgentView> {
 
 const client = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
 client.on('error', () => undefined); // a failed command rejects; the loop reports it
-const guard = redisGuard(client);
+const guard = redisGuard(client, { lock: values.lock }); // one mark for the lock, as the race page's snippets show
 
 const stop = (): void => {
   client.disconnect();
