@@ -120,14 +120,14 @@ describe('LeaderElector against a real API server', () => {
     const [leader, follower] = await pair('release', true);
     await sleep(3 * RETRY_MS);
 
-    const cancelledAt = performance.now();
     leader.cancel.abort();
     await leader.run;
     expect(leader.stoppedAt).toHaveLength(1);
+    // Released by the time run() returns (it did not leave the Lease to expire): nobody named, or
+    // the follower already. Asserted on the Lease, not by timing the handover (a loaded CI machine
+    // once took longer than the 4 s lease to schedule the follower's next attempt).
+    expect((await holderOf('release')).holder, leader.logs.join('\n')).not.toBe(leader.identity);
     await eventually(() => expect(follower.startedAt).toHaveLength(1), HANG_MS);
-
-    const handover = (follower.startedAt[0] ?? Infinity) - cancelledAt;
-    expect(handover, leader.logs.join('\n')).toBeLessThan(LEASE_MS); // it did not wait for the lease to expire
     expect(await holderOf('release')).toEqual({ holder: follower.identity, transitions: 1 });
   });
 
