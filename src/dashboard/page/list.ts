@@ -49,8 +49,6 @@ interface Row {
   };
   /** state: the row's data-state attribute as last written. */
   state: string;
-  /** recent: the Last transitions text as last written (also the cell's title, as it may be cut). */
-  recent: string;
   /** index: the row's place in the filtered list, as last written to aria-rowindex. */
   index: number;
 }
@@ -97,7 +95,14 @@ function makeRow(v: LockView): Row {
     cells.state,
     cells.recent,
   );
-  return { tr, cells, state: '', recent: '', index: -1 };
+  return { tr, cells, state: '', index: -1 };
+}
+
+/** setLongText is setText for a cell whose text may be cut with an ellipsis: its title shows it whole. */
+function setLongText(el: El, text: string): void {
+  if (el.textContent === text) return;
+  el.textContent = text;
+  el.setAttribute('title', text);
 }
 
 /** fill writes a lock into its row; only what changed is written (every write invalidates style). */
@@ -105,19 +110,14 @@ function fill(row: Row, v: LockView): void {
   const c = row.cells;
   setText(c.namespace, v.namespace);
   setText(c.mode, v.store === 'Lease' ? v.mode : `${v.mode} (${v.store})`);
-  setText(c.holder, v.mode === 'Semaphore' ? v.holders.map((p) => p.holder).join(', ') || '—' : (v.holder ?? '—'));
+  setLongText(c.holder, v.mode === 'Semaphore' ? v.holders.map((p) => p.holder).join(', ') || '—' : (v.holder ?? '—'));
   setText(c.token, v.token ?? '—');
   countdown(c.expires, v.expireTime);
   setText(c.permits, permitsText(v));
-  setText(c.state, stateText(v));
+  setLongText(c.state, stateText(v));
   const cls = `state ${v.state.toLowerCase()}${v.degraded ? ' degraded' : ''}`;
   if (c.state.className !== cls) c.state.className = cls;
-  const recent = recentText(v.recent);
-  if (row.recent !== recent) {
-    row.recent = recent;
-    c.recent.textContent = recent;
-    c.recent.setAttribute('title', recent);
-  }
+  setLongText(c.recent, recentText(v.recent));
   if (row.state !== v.state) {
     row.state = v.state;
     row.tr.setAttribute('data-state', v.state);

@@ -49,11 +49,11 @@ thead th { background: var(--panel); position: sticky; top: 0; }
 /* The list is windowed (page/list.ts): every row one line high, and column widths that do not
    follow whichever rows are rendered; long text is cut with an ellipsis (the lock's page has it whole). */
 table#locks { table-layout: fixed; }
-#locks thead th:nth-child(1) { width: 13%; } #locks thead th:nth-child(2) { width: 11%; }
-#locks thead th:nth-child(3) { width: 8%; } #locks thead th:nth-child(4) { width: 11%; }
+#locks thead th:nth-child(1) { width: 12%; } #locks thead th:nth-child(2) { width: 11%; }
+#locks thead th:nth-child(3) { width: 8%; } #locks thead th:nth-child(4) { width: 10%; }
 #locks thead th:nth-child(5) { width: 6%; } #locks thead th:nth-child(6) { width: 8%; }
-#locks thead th:nth-child(7) { width: 9%; } #locks thead th:nth-child(8) { width: 15%; }
-#locks thead th:nth-child(9) { width: 19%; }
+#locks thead th:nth-child(7) { width: 8%; } #locks thead th:nth-child(8) { width: 19%; }
+#locks thead th:nth-child(9) { width: 18%; }
 #locks tbody th, #locks tbody td { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 #locks tr.spacer td { padding: 0; border: 0; }
 td.recent { color: var(--muted); font-size: .85rem; }
