@@ -1,17 +1,20 @@
 /**
- * dashboard.ts — `node bench/dashboard.ts [--locks N] [--seconds S] [--renew-every S] [--handovers-per-second R]`:
+ * dashboard.ts — `node bench/dashboard.ts [--locks N] [--seconds S] [--renew-every S] [--handovers-per-second R] [--scroll-every S]`:
  * the dashboard holding N DistributedLocks (default 1,000) with live updates, measured.
  *
  * On a fresh control plane of its own (etcd + kube-apiserver on loopback, CRDs installed):
  *   1. N locks, each with its Lease (`dlock-<lock>`, held by a pod name, a token, a 15 s lease);
  *   2. `fencepost dashboard` as its own process (node src/cli/main.ts), on 127.0.0.1, port 0;
- *   3. Debian's chromium (playwright-core) opens the page at 1280×800 and waits for N rows;
+ *   3. Debian's chromium (playwright-core) opens the page at 1280×800 and waits until it counts N
+ *      locks (the list is windowed: only a screenful of rows is in the DOM);
  *   4. for `--seconds` (default 60) the benchmark churns: every Lease is renewed once per
  *      `--renew-every` seconds (default 10: N/10 PATCHes per second), and `--handovers-per-second`
  *      times a second (default 5) a lock changes holder — its Lease gets a new holder and token,
  *      its status (holder, token, acquireTime, Held condition) is patched and a LeaseGranted Event
- *      is recorded, as the controller would. Once per 5 s it times one handover until the page's
- *      row shows the new token (the update latency);
+ *      is recorded, as the controller would. Once per 5 s it times one handover of a lock whose row
+ *      is rendered until that row shows the new token (the update latency); and every
+ *      `--scroll-every` seconds (default 1; 0: never) it scrolls the list to a random place, as a
+ *      reader would, so rows keep entering and leaving the DOM;
  *   5. every 2 s: the dashboard process's CPU (utime + stime from /proc, per wall second) and RSS,
  *      and the tab's memory: the renderer processes' RSS (their pids from CDP
  *      SystemInfo.getProcessInfo; RSS and PSS — shared pages divided among their users — from
@@ -35,11 +38,16 @@ import { launchBrowser } from '../test/support/browser.ts';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';
 import { describeMachine, loadAverage, percentile, runMain, writeResult } from './lib.ts';
 
-const USAGE = `Usage: node bench/dashboard.ts [--locks N] [--seconds S] [--renew-every S] [--handovers-per-second R]\n`;
+const USAGE = `Usage: node bench/dashboard.ts [--locks N] [--seconds S] [--renew-every S] [--handovers-per-second R] [--scroll-every S]\n`;
 const MAIN = join(import.meta.dirname, '../src/cli/main.ts');
 const SAMPLE_MS = 2000;
 const PAGE_SIZE = 4096; // bytes per page for /proc/<pid>/statm
 const TICKS = 100; // USER_HZ on Linux
+
+/** Attrs: the part of a DOM element read in the page (the benchmark type-checks without the DOM library). */
+interface Attrs {
+  getAttribute(name: string): string | null;
+}
 
 interface Sample {
   readonly t: number;
@@ -92,6 +100,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '60' },
       'renew-every': { type: 'string', default: '10' },
       'handovers-per-second': { type: 'string', default: '5' },
+      'scroll-every': { type: 'string', default: '1' },
       help: { type: 'boolean' },
     },
   });
@@ -103,6 +112,7 @@ async function main(): Promise<void> {
   const seconds = Number(values.seconds);
   const renewEvery = Number(values['renew-every']);
   const handoversPerSecond = Number(values['handovers-per-second']);
+  const scrollEvery = Number(values['scroll-every']);
   const machine = describeMachine();
   const loadStart = loadAverage();
   const plane = await startControlPlane();
@@ -188,15 +198,29 @@ async function main(): Promise<void> {
     t0 = performance.now();
     await page.goto(url);
     await page.waitForFunction(
-      (n: number) =>
-        (
-          globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }
-        ).document.querySelectorAll('#lock-rows tr').length >= n,
+      (n: number) => {
+        const doc = (
+          globalThis as unknown as {
+            document: {
+              getElementById(id: string): { textContent: string | null } | null;
+              querySelectorAll(s: string): { length: number };
+            };
+          }
+        ).document;
+        return (
+          doc.getElementById('count')?.textContent === `${n} of ${n} locks shown` &&
+          doc.querySelectorAll('#lock-rows tr[data-key]').length > 0
+        );
+      },
       N,
       { timeout: 120_000 },
     );
     const firstPaintMs = performance.now() - t0;
-    process.stderr.write(`page shows ${N} rows after ${firstPaintMs.toFixed(0)} ms\n`);
+    process.stderr.write(`page lists ${N} locks after ${firstPaintMs.toFixed(0)} ms\n`);
+    const renderedKeys = (): Promise<string[]> =>
+      page
+        .locator('#lock-rows tr[data-key]')
+        .evaluateAll((trs) => trs.map((tr) => (tr as unknown as Attrs).getAttribute('data-key') ?? ''));
     const cdp = await page.context().newCDPSession(page);
     await cdp.send('Performance.enable');
 
@@ -281,14 +305,31 @@ async function main(): Promise<void> {
       handovers++;
       return String(token);
     };
+    /** timing: a timed handover is waiting for its row, which scrolling must not take away. */
+    let timing = false;
+    let scrolls = 0;
+    const scrollLoop = (async () => {
+      while (scrollEvery > 0 && performance.now() < end) {
+        await sleep(scrollEvery * 1000);
+        if (timing) continue;
+        await page.evaluate(
+          `window.scrollTo(0, Math.random() * (document.documentElement.scrollHeight - window.innerHeight))`,
+        );
+        scrolls++;
+      }
+    })();
     const handoverLoop = (async () => {
       let k = 0;
       let lastTimed = 0;
       while (performance.now() < end) {
-        const name = names[Math.floor(Math.random() * N)] ?? '';
+        let name = names[Math.floor(Math.random() * N)] ?? '';
         try {
           if (performance.now() - lastTimed > 5000) {
             lastTimed = performance.now();
+            timing = true;
+            // A lock on screen: only rendered rows are updated in the DOM.
+            const onScreen = await renderedKeys();
+            name = (onScreen[Math.floor(Math.random() * onScreen.length)] ?? `${ns}/${name}`).split('/')[1] ?? name;
             const started = performance.now();
             const token = await handover(name);
             await page.waitForFunction(
@@ -305,6 +346,8 @@ async function main(): Promise<void> {
           } else await handover(name);
         } catch {
           failures++;
+        } finally {
+          timing = false;
         }
         k++;
         await sleep(1000 / handoversPerSecond);
@@ -334,12 +377,13 @@ async function main(): Promise<void> {
       });
       prev = { cpuTicks: s.cpuTicks, at };
     }
-    await Promise.all([renewLoop, handoverLoop]);
+    await Promise.all([renewLoop, handoverLoop, scrollLoop]);
     // Reclaimable or kept? A full garbage collection in the page, then the renderer once more.
     await cdp.send('HeapProfiler.collectGarbage');
     await sleep(2000);
     const afterGc = Math.max(0, ...(await rendererPids()).map((p) => memoryMB(p).uss));
-    const rows = await page.locator('#lock-rows tr').count();
+    const rowsRendered = await page.locator('#lock-rows tr[data-key]').count();
+    const rowsListed = Number(await page.locator('#locks').getAttribute('aria-rowcount')) - 1;
     const max = (k: keyof Sample): number => Math.max(...samples.map((s) => s[k]));
     const mean = (k: keyof Sample): number => samples.reduce((a, s) => a + s[k], 0) / samples.length;
     const result = {
@@ -347,8 +391,16 @@ async function main(): Promise<void> {
       machine,
       loadStart,
       loadEnd: loadAverage(),
-      settings: { locks: N, seconds, renewEverySeconds: renewEvery, handoversPerSecond },
-      rowsShown: rows,
+      settings: {
+        locks: N,
+        seconds,
+        renewEverySeconds: renewEvery,
+        handoversPerSecond,
+        scrollEverySeconds: scrollEvery,
+      },
+      rowsListed,
+      rowsRendered,
+      scrolls,
       firstPaintMs: Math.round(firstPaintMs),
       writes: { renewals, handovers, failures },
       server: {

@@ -26,7 +26,7 @@ export interface Asset {
 }
 
 /** PAGE_MODULES: the page's modules loaded at run time (dom.ts and the wire types are imported as types only). */
-const PAGE_MODULES = ['app', 'view'] as const;
+const PAGE_MODULES = ['app', 'list', 'lock', 'ui', 'view', 'window'] as const;
 
 function asset(body: string, type: string): Asset {
   const buf = Buffer.from(body, 'utf8');

@@ -7,6 +7,7 @@ import { eventually } from '../support/env.ts';
 import { ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 import { believers, watchHolders, type HolderTerm } from './holders.ts';
 import { leaseName } from '../../src/protocol/names.ts';
+import type { LockDetail } from '../../src/dashboard/wire.ts';
 
 const NS = 'e2e-singleton';
 const LOCK = 'singleton';
@@ -17,7 +18,19 @@ const DEPLOYMENT = 'singleton-worker';
 // runs as a local process with the pod's bound ServiceAccount token; the controller is the chart's
 // Deployment (two replicas, leader election), run the same way.
 describe('a 3-replica singleton Deployment with the agent sidecar (examples/singleton-deployment.yaml)', () => {
-  const e = useE2eCluster([NS]);
+  // The chart's dashboard too, serving its Service (0.0.0.0 and allowRemote: under crun a pod's
+  // loopback is out of the test's reach; the process runner moves it to a loopback port anyway).
+  const e = useE2eCluster(
+    [NS],
+    [
+      '--set',
+      'dashboard.enabled=true',
+      '--set',
+      'dashboard.address=0.0.0.0:8300',
+      '--set',
+      'dashboard.allowRemote=true',
+    ],
+  );
 
   /** pods lists the Deployment's pods that are Running, Ready and not terminating. */
   const readyPods = async (): Promise<{ name: string; hash: string; ip: string }[]> => {
@@ -142,6 +155,33 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
       30_000,
       250,
     );
+  });
+
+  it("the chart's dashboard, on its read-only ServiceAccount, shows the lock held by the holder with its token", async () => {
+    const { pod, token } = await oneHolder();
+    const dashboard = await eventually(
+      () => {
+        const c = e.runner
+          .running()
+          .find((r) => r.namespace === SYSTEM_NAMESPACE && r.pod.startsWith('fencepost-dashboard-'));
+        expect(c?.container).toBe('dashboard');
+        return c;
+      },
+      60_000,
+      250,
+    );
+    const url = `http://127.0.0.1:${dashboard?.ports.get(8300) ?? 0}`;
+    await eventually(
+      async () => {
+        const r = await getStatus(`${url}/api/locks/${NS}/${LOCK}`);
+        expect(r.status).toBe(200);
+        const view = (JSON.parse(r.body) as LockDetail).lock;
+        expect([view.holder, view.token, view.state]).toEqual([pod, token.toString(), 'Held']);
+      },
+      30_000,
+      250,
+    );
+    expect((await getStatus(`${url}/api/raw/pods/${NS}/${pod}`)).status).toBe(200);
   });
 
   it('kubectl rollout restart: the lock moves to a new pod with a larger token, and there are never two holders', async () => {

@@ -121,3 +121,58 @@ fencepost.redisSecretName is fencing.redisUrlSecret.name when the backend is Red
 {{- define "fencepost.redisSecretName" -}}
 {{- if eq .Values.fencing.backend "Redis" }}{{ .Values.fencing.redisUrlSecret.name }}{{ end }}
 {{- end }}
+
+{{/*
+fencepost.dashboardLabels are fencepost.labels plus app.kubernetes.io/component: dashboard.
+*/}}
+{{- define "fencepost.dashboardLabels" -}}
+{{ include "fencepost.labels" . }}
+app.kubernetes.io/component: dashboard
+{{- end }}
+
+{{/*
+fencepost.dashboardSelectorLabels select the dashboard pod; the component keeps them apart from
+the controller's (two Deployments must never select each other's pods).
+*/}}
+{{- define "fencepost.dashboardSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "fencepost.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dashboard
+{{- end }}
+
+{{/*
+fencepost.dashboardPort is the port of dashboard.address (the container port and the Service's).
+*/}}
+{{- define "fencepost.dashboardPort" -}}
+{{- regexFind "[0-9]+$" .Values.dashboard.address }}
+{{- end }}
+
+{{/*
+fencepost.dashboardLoopback is "true" when dashboard.address is a loopback address (as the
+command's own check: 127.0.0.0/8, ::1, localhost), else empty. An empty host is every interface.
+*/}}
+{{- define "fencepost.dashboardLoopback" -}}
+{{- $host := regexReplaceAll ":[0-9]+$" .Values.dashboard.address "" | trimPrefix "[" | trimSuffix "]" }}
+{{- if or (eq $host "localhost") (eq $host "::1") (regexMatch "^127(\\.[0-9]{1,3}){3}$" $host) }}true{{ end }}
+{{- end }}
+
+{{/*
+fencepost.dashboardRules are what `fencepost dashboard` reads, and nothing else: it watches the
+locks, their Leases and Events (informers: list and watch), and its page's links get a Lease or
+a pod and list a lock's Events. No write verb: the dashboard is read-only by its RBAC, not only
+by its code (test/integration/chart/dashboard.test.ts checks both).
+*/}}
+{{- define "fencepost.dashboardRules" -}}
+- apiGroups: ["fencepost.io"]
+  resources: ["distributedlocks"]
+  verbs: ["list", "watch"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get"]
+{{- end }}

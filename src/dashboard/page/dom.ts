@@ -17,24 +17,29 @@ export interface El {
   insertBefore(node: El, before: El): void;
   remove(): void;
   addEventListener(type: string, listener: (event: Ev) => void): void;
+  getBoundingClientRect(): Rect;
+  /** style: written through the CSSOM, which the CSP's `style-src 'self'` allows (a `style` attribute it would not). */
+  readonly style: { height: string };
+}
+
+/** Rect is a box in viewport pixels. */
+export interface Rect {
+  readonly top: number;
+  readonly bottom: number;
+  readonly height: number;
+}
+
+/** Win is `window`: the viewport's height, its scroll and resize events, and animation frames. */
+export interface Win {
+  readonly innerHeight: number;
+  addEventListener(type: string, listener: () => void, options?: { readonly passive?: boolean }): void;
+  requestAnimationFrame(callback: () => void): number;
 }
 
 /** TextNode is a Text node: its `data` is rewritten in place. */
 export interface TextNode {
   data: string;
 }
-
-/** IntersectionEntry: an element came on screen (within the root margin) or left it. */
-export interface IntersectionEntry {
-  readonly target: El;
-  readonly isIntersecting: boolean;
-}
-
-/** IntersectionObserverConstructor is the IntersectionObserver class. */
-export type IntersectionObserverConstructor = new (
-  callback: (entries: readonly IntersectionEntry[]) => void,
-  options?: { readonly rootMargin?: string },
-) => { observe(el: El): void; unobserve(el: El): void };
 
 /** Ev is an event: `preventDefault` for the filter form. */
 export interface Ev {

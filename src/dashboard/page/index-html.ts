@@ -48,7 +48,7 @@ export const INDEX_HTML = `<!doctype html>
           <table id="locks" aria-busy="true">
             <caption class="visually-hidden">Every DistributedLock this kubeconfig can list; countdowns are estimates from the Lease's renewTime by this browser's clock</caption>
             <thead>
-              <tr>
+              <tr aria-rowindex="1">
                 <th scope="col">Lock</th>
                 <th scope="col">Namespace</th>
                 <th scope="col">Mode</th>

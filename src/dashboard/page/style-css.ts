@@ -46,12 +46,20 @@ table { border-collapse: collapse; width: 100%; font-size: .9rem; }
 th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 thead th { background: var(--panel); position: sticky; top: 0; }
 .num { font-variant-numeric: tabular-nums; }
-td.token, td.expires { white-space: nowrap; }
+/* The list is windowed (page/list.ts): every row one line high, and column widths that do not
+   follow whichever rows are rendered; long text is cut with an ellipsis (the lock's page has it whole). */
+table#locks { table-layout: fixed; }
+#locks thead th:nth-child(1) { width: 12%; } #locks thead th:nth-child(2) { width: 11%; }
+#locks thead th:nth-child(3) { width: 8%; } #locks thead th:nth-child(4) { width: 10%; }
+#locks thead th:nth-child(5) { width: 6%; } #locks thead th:nth-child(6) { width: 8%; }
+#locks thead th:nth-child(7) { width: 8%; } #locks thead th:nth-child(8) { width: 19%; }
+#locks thead th:nth-child(9) { width: 18%; }
+#locks tbody th, #locks tbody td { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+#locks tr.spacer td { padding: 0; border: 0; }
 td.recent { color: var(--muted); font-size: .85rem; }
 .state.held { color: var(--held); font-weight: 600; }
 .state.free { color: var(--free); }
 .state.degraded { color: var(--warn); }
-tr[hidden] { display: none; }
 .fields { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; margin: .5rem 0; }
 .fields dt { color: var(--muted); }
 .fields dd { margin: 0; }
@@ -69,7 +77,8 @@ tr[hidden] { display: none; }
   table#locks thead { position: absolute; left: -10000px; }
   table#locks, table#locks tbody, table#locks tr, table#locks th, table#locks td { display: block; width: 100%; }
   table#locks tr { border: 1px solid var(--line); border-radius: 6px; margin: .5rem 0; padding: .25rem 0; }
-  table#locks tr[hidden] { display: none; }
+  table#locks tr.spacer { border: 0; margin: 0; padding: 0; }
+  table#locks tr.spacer td::before { content: none; }
   table#locks th, table#locks td { border: 0; padding: .15rem .6rem; overflow-wrap: anywhere; }
   table#locks td::before { content: attr(data-label) ": "; color: var(--muted); }
   table#locks th[scope=row] { font-size: 1.05rem; }

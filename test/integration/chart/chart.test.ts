@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAllYaml, loadYaml } from '@kubernetes/client-node';
+import {
+  loadAllYaml,
+  loadYaml,
+  type V1ClusterRole,
+  type V1ClusterRoleBinding,
+  type V1Deployment,
+  type V1Service,
+} from '@kubernetes/client-node';
 import { createControllerMetrics } from '../../../src/observability/metrics.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
 import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
@@ -59,6 +66,12 @@ function kubectl(args: readonly string[], stdin = ''): Promise<Result> {
     });
     child.stdin.end(stdin);
   });
+}
+
+/** Manifest is what every rendered object has: a kind and metadata. */
+interface Manifest {
+  readonly kind: string;
+  readonly metadata: { readonly name: string; readonly namespace?: string; readonly labels?: Record<string, string> };
 }
 
 /** docsOf splits rendered manifests into the documents of one kind. */
@@ -375,6 +388,89 @@ describe('the fencepost Helm chart', () => {
     expect(unprotected.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
   });
 
+  it('leaves the dashboard out by default', async () => {
+    const r = await template(ns);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toMatch(/dashboard/);
+  });
+
+  it('with dashboard.enabled, renders a read-only dashboard: its own Deployment, ServiceAccount, ClusterRole and Service, which the API server accepts', async () => {
+    const r = await template(ns, ['--set', 'dashboard.enabled=true']);
+    expect(r.code, r.stderr).toBe(0);
+    const docs = (loadAllYaml(r.stdout) as (Manifest | null)[]).filter(
+      (d): d is Manifest => d !== null && d.metadata.labels?.['app.kubernetes.io/component'] === 'dashboard',
+    );
+    expect(docs.map((d) => `${d.kind} ${d.metadata.name}`).sort()).toEqual([
+      'ClusterRole r-fencepost-dashboard',
+      'ClusterRoleBinding r-fencepost-dashboard',
+      'Deployment r-fencepost-dashboard',
+      'Service r-fencepost-dashboard',
+      'ServiceAccount r-fencepost-dashboard',
+    ]);
+    const deployment = docs.find((d) => d.kind === 'Deployment') as V1Deployment;
+    const pod = deployment.spec?.template.spec;
+    const container = pod?.containers[0];
+    // Loopback in its pod by default, like the command: reached with kubectl port-forward.
+    expect(container?.args).toEqual(['dashboard', '--address=127.0.0.1:8300', '--log-level=info']);
+    expect(container?.ports).toEqual([{ name: 'http', containerPort: 8300, protocol: 'TCP' }]);
+    expect(container?.readinessProbe).toBeUndefined(); // the kubelet probes the pod IP, where nothing listens
+    expect(container?.securityContext?.readOnlyRootFilesystem).toBe(true);
+    expect(pod?.serviceAccountName).toBe('r-fencepost-dashboard');
+    // Its pods are its own: the controller's Deployment and Services must not select them, nor it theirs.
+    expect(deployment.spec?.selector.matchLabels?.['app.kubernetes.io/component']).toBe('dashboard');
+    const service = docs.find((d) => d.kind === 'Service') as V1Service;
+    expect(service.spec?.selector?.['app.kubernetes.io/component']).toBe('dashboard');
+    expect(service.spec?.ports).toEqual([{ name: 'http', port: 8300, targetPort: 'http', protocol: 'TCP' }]);
+    // Read-only RBAC: reading verbs only, on what the dashboard reads.
+    const role = docs.find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
+    expect(role.rules?.map((rule) => `${rule.resources?.join()}: ${rule.verbs.join()}`)).toEqual([
+      'distributedlocks: list,watch',
+      'leases: get,list,watch',
+      'events: list,watch',
+      'pods: get',
+    ]);
+    const binding = docs.find((d) => d.kind === 'ClusterRoleBinding') as V1ClusterRoleBinding;
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'r-fencepost-dashboard', namespace: ns }]);
+    const applied = await kubectlApply(r.stdout, ns);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain('deployment.apps/r-fencepost-dashboard created (server dry run)');
+  });
+
+  it('serves the dashboard beyond loopback only with dashboard.allowRemote, and one namespace with a Role there', async () => {
+    const refused = await template(ns, ['--set', 'dashboard.enabled=true', '--set', 'dashboard.address=0.0.0.0:8300']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('set dashboard.allowRemote=true');
+    const r = await template(ns, [
+      '--set',
+      'dashboard.enabled=true',
+      '--set',
+      'dashboard.address=0.0.0.0:9090',
+      '--set',
+      'dashboard.allowRemote=true',
+      '--set',
+      `dashboard.namespace=${ns}`,
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    const docs = (loadAllYaml(r.stdout) as (Manifest | null)[]).filter(
+      (d): d is Manifest => d !== null && d.metadata.labels?.['app.kubernetes.io/component'] === 'dashboard',
+    );
+    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
+    expect(docs.find((d) => d.kind === 'Role')?.metadata.namespace).toBe(ns);
+    const container = (docs.find((d) => d.kind === 'Deployment') as V1Deployment).spec?.template.spec?.containers[0];
+    expect(container?.args).toEqual([
+      'dashboard',
+      '--address=0.0.0.0:9090',
+      '--allow-remote',
+      `--namespace=${ns}`,
+      '--log-level=info',
+    ]);
+    expect(container?.readinessProbe?.tcpSocket?.port).toBe('http');
+    expect((docs.find((d) => d.kind === 'Service') as V1Service).spec?.ports?.[0]?.port).toBe(9090);
+    const bad = await template(ns, ['--set', 'dashboard.enabled=true', '--set', 'dashboard.address=127.0.0.1:0']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('/dashboard/address');
+  });
+
   it('renders strict YAML (no duplicate keys) with every optional object on', async () => {
     const r = await template(ns, [
       '--set',
@@ -389,6 +485,8 @@ describe('the fencepost Helm chart', () => {
       'fencing.redisUrlSecret.name=redis-auth',
       '--set',
       `watchNamespaces={${ns}}`,
+      '--set',
+      'dashboard.enabled=true',
     ]);
     expect(r.code, r.stderr).toBe(0);
     const docs = loadAllYaml(r.stdout).filter((d) => d !== null) as {

@@ -2,9 +2,11 @@
  * `fencepost dashboard` in a real browser (Debian's chromium, driven by playwright-core) against
  * the shared API server, with the lock controller running in-process: the page shows a lock
  * within a second of its grant, with its holder and token, and its countdown moves; the filters
- * by namespace and state work; the keyboard reaches a lock's link and its page (holder pod,
- * Events, Lease, timeline); a phone-width viewport needs no sideways scrolling; the CSP holds
- * (no violation), and the server answers only GET/HEAD and only to loopback names.
+ * by namespace and state work; the list is windowed (only a screenful of rows in the DOM, with
+ * aria-rowcount/aria-rowindex for the whole), yet scrolling and Tab reach every lock; the keyboard
+ * reaches a lock's link and its page (holder pod, Events, Lease, timeline); a phone-width viewport
+ * needs no sideways scrolling; the CSP holds (no violation), and the server answers only GET/HEAD
+ * and only to loopback names.
  *
  * FENCEPOST_SCREENSHOTS=docs/images writes the README's screenshots (dashboard.png,
  * dashboard-lock.png); otherwise they go to a temporary folder that is removed.
@@ -16,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
 import type { Snapshot } from '../../../src/dashboard/wire.ts';
 import { startDashboard, type Dashboard } from '../../../src/dashboard/start.ts';
 import { CONTENT_SECURITY_POLICY } from '../../../src/dashboard/headers.ts';
@@ -82,7 +85,9 @@ describe('fencepost dashboard in chromium', () => {
     page.on('console', (m) => {
       if (m.type() === 'error') cspViolations.push(m.text());
     });
-    await page.goto(dashboard.url);
+    // Filtered to this file's namespace from the start: the list renders only a screenful of rows,
+    // and the other files' locks on the shared API server could push this file's below it.
+    await page.goto(`${dashboard.url}?namespace=${t.namespace}`);
     await page.waitForSelector('#conn.ok');
   });
   afterAll(async () => {
@@ -134,7 +139,8 @@ describe('fencepost dashboard in chromium', () => {
   it('filters by namespace and by state', async () => {
     await createLock(t, lockBody('gamma', 'nobody', LEASE)); // no candidate: stays Free
     await createLock(other, lockBody('beta', 'web', LEASE)); // no controller there: stays Free
-    await page.waitForSelector(row(other.namespace, 'beta'), { state: 'attached' });
+    // beta is filtered out (its namespace is not selected), so not rendered: wait for its namespace's option.
+    await page.waitForSelector(`#f-namespace option[value="${other.namespace}"]`, { state: 'attached' });
     await page.waitForSelector(row(t.namespace, 'gamma'), { state: 'attached' });
     const visible = async (ns: string, name: string) => await page.locator(row(ns, name)).isVisible();
 
@@ -195,6 +201,67 @@ describe('fencepost dashboard in chromium', () => {
       spec: { holderIdentity: string };
     };
     expect(lease.spec.holderIdentity).toMatch(/^web-0\//);
+  });
+
+  it('keeps a screenful of rows in the DOM; scrolling, Tab and the filters still reach every lock', async () => {
+    const many = testKube(sharedKubeConfig(), await freshNamespace(sharedKubeConfig(), 'dash-many-'));
+    const N = 150;
+    const names = Array.from({ length: N }, (_, i) => `lock-${String(i).padStart(3, '0')}`);
+    for (let i = 0; i < N; i += 15)
+      await Promise.all(names.slice(i, i + 15).map((n) => createLock(many, lockBody(n, 'nobody', LEASE))));
+    const tab = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    try {
+      await tab.goto(`${dashboard.url}?namespace=${many.namespace}`);
+      await expect.poll(() => tab.locator('#count').textContent()).toMatch(new RegExp(`^${N} of \\d+ locks shown$`));
+      const rendered = () => tab.locator('#lock-rows tr[data-key]');
+      const keyOf = (name: string) => `${many.namespace}/${name}`;
+      const focused = () =>
+        tab.evaluate<{ href: string | null; index: string | null }>(
+          `({ href: document.activeElement?.getAttribute('href') ?? null,
+              index: document.activeElement?.closest('tr')?.getAttribute('aria-rowindex') ?? null })`,
+        );
+
+      // A screenful (800 px: about 17 rows) and the overscan, not 150; the table tells its real size.
+      const atTop = await rendered().count();
+      expect(atTop).toBeGreaterThan(10);
+      expect(atTop).toBeLessThan(50);
+      expect(await tab.locator('#locks').getAttribute('aria-rowcount')).toBe(String(N + 1));
+      expect(await tab.locator(row(many.namespace, 'lock-000')).getAttribute('aria-rowindex')).toBe('2');
+
+      // Scrolled to the bottom: the last lock is rendered, in its place, and still only a screenful.
+      await tab.evaluate('window.scrollTo(0, document.documentElement.scrollHeight)');
+      const lastRow = tab.locator(row(many.namespace, 'lock-149'));
+      await lastRow.waitFor();
+      expect(await lastRow.getAttribute('aria-rowindex')).toBe(String(N + 1));
+      expect(await tab.locator(row(many.namespace, 'lock-000')).count()).toBe(0);
+      expect(await rendered().count()).toBeLessThan(50);
+
+      // Tab walks the links row by row past the first window, and Shift+Tab walks back.
+      await tab.evaluate('window.scrollTo(0, 0)');
+      await tab.locator(row(many.namespace, 'lock-000')).waitFor();
+      await tab.focus('#f-text');
+      for (let i = 0; i < 60; i++) await tab.keyboard.press('Tab');
+      expect(await focused()).toEqual({ href: `/?lock=${encodeURIComponent(keyOf('lock-059'))}`, index: '61' });
+      for (let i = 0; i < 55; i++) await tab.keyboard.press('Shift+Tab');
+      expect(await focused()).toEqual({ href: `/?lock=${encodeURIComponent(keyOf('lock-004'))}`, index: '6' });
+      expect(await rendered().count()).toBeLessThan(50);
+
+      // The text filter searches every lock, rendered or not.
+      await tab.fill('#f-text', 'lock-14');
+      await expect.poll(() => tab.locator('#count').textContent()).toMatch(/^10 of \d+ locks shown$/);
+      expect(
+        await rendered().evaluateAll((trs) => trs.map((tr) => (tr as unknown as Attributes).getAttribute('data-key'))),
+      ).toEqual(names.slice(140).map(keyOf));
+      expect(await tab.locator('#locks').getAttribute('aria-rowcount')).toBe('11');
+    } finally {
+      await tab.close();
+      await many.custom.deleteCollectionNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: many.namespace,
+        plural: PLURAL,
+      });
+    }
   });
 
   it('renders at phone width without horizontal scrolling', async () => {

@@ -91,8 +91,9 @@ const DEFAULT_PORTS: Readonly<Record<string, readonly (readonly [flag: string, p
     ['--metrics-bind-address', 8080],
     ['--health-probe-bind-address', 8081],
   ],
+  dashboard: [['--address', 8300]],
 };
-const ADDRESS_FLAG = /^(--listen|--[a-z-]*bind-address)$/;
+const ADDRESS_FLAG = /^(--listen|--address|--[a-z-]*bind-address)$/;
 
 /** isFencepostImage: the image's repository is `fencepost` or ends in `/fencepost`. */
 export function isFencepostImage(image: string | undefined): boolean {
@@ -153,7 +154,7 @@ export async function rewriteAddresses(
 
 /**
  * listenPorts lists the ports a fencepost command listens on: those of its listen flags
- * (`--listen`, `--*-bind-address`; "0" disables one) and the defaults of the flags it does not set.
+ * (`--listen`, `--address`, `--*-bind-address`; "0" disables one) and the defaults of the flags it does not set.
  */
 export function listenPorts(args: readonly string[]): number[] {
   const out: number[] = [];

@@ -66,6 +66,17 @@ describe('the pod runner', () => {
     ]);
   });
 
+  it("moves the dashboard's --address (the chart's, or its default) to a new loopback port", async () => {
+    const ports = [41010, 41011];
+    const next = (): Promise<number> => Promise.resolve(ports.shift() ?? 0);
+    const chart = await rewriteAddresses(['dashboard', '--address=0.0.0.0:8300', '--allow-remote'], next);
+    expect(chart.args).toEqual(['dashboard', '--address=127.0.0.1:41010', '--allow-remote']);
+    expect([...chart.ports]).toEqual([[8300, 41010]]);
+    const bare = await rewriteAddresses(['dashboard'], next);
+    expect(bare.args).toEqual(['dashboard', '--address=127.0.0.1:41011']);
+    expect(listenPorts(['dashboard', '--address', '127.0.0.1:9000'])).toEqual([9000]);
+  });
+
   it('leaves a disabled listener (port 0) and other commands alone', async () => {
     const r = await rewriteAddresses(['controller', '--metrics-bind-address=0', '--health-probe-bind-address=0'], () =>
       Promise.reject(new Error('no port needed')),
