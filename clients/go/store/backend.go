@@ -18,6 +18,7 @@ type attempt struct {
 	token          fencepost.Token
 	sent           time.Time
 	counterMissing bool
+	clockFloored   bool
 
 	held        bool
 	heldFor     time.Duration
@@ -92,7 +93,8 @@ type redisBackend struct {
 func (b *redisBackend) tryAcquire(ctx context.Context, owner string, ttl time.Duration, floor fencepost.Token) (attempt, error) {
 	// Before the request: the key's TTL starts no earlier than this.
 	sent := time.Now()
-	reply, err := acquireScript.Run(ctx, b.client, []string{b.keys.Holder, b.keys.Counter}, owner, ms(ttl), floor.String()).Slice()
+	keys := []string{b.keys.Holder, b.keys.Counter, b.keys.Epoch}
+	reply, err := acquireScript.Run(ctx, b.client, keys, owner, ms(ttl), floor.String()).Slice()
 	if err != nil {
 		return attempt{}, fmt.Errorf("%s: acquire: %w", b.display, err)
 	}
@@ -114,11 +116,13 @@ func (b *redisBackend) tryAcquire(ctx context.Context, owner string, ttl time.Du
 	if token <= floor {
 		return attempt{}, fmt.Errorf("%s: Redis issued token %s not above floor %s for %s", b.display, token, floor, b.keys.Counter)
 	}
-	existed := int64(0)
-	if len(reply) >= 5 {
+	// {1, token, refloored, hadTtl, existed, epochChanged} (store-acquire.lua).
+	existed, epochChanged := int64(0), int64(0)
+	if len(reply) >= 6 {
 		existed, _ = asInt(reply[4])
+		epochChanged, _ = asInt(reply[5])
 	}
-	return attempt{granted: true, token: token, sent: sent, counterMissing: existed != 1}, nil
+	return attempt{granted: true, token: token, sent: sent, counterMissing: existed != 1, clockFloored: epochChanged == 1}, nil
 }
 
 func (b *redisBackend) renew(ctx context.Context, owner string, ttl time.Duration) (bool, error) {

@@ -16,7 +16,7 @@ var conformanceDir = filepath.Join("..", "..", "conformance")
 type storeVectors struct {
 	Keys struct {
 		Vectors []struct {
-			Namespace, Name, Counter, Holder, Channel string
+			Namespace, Name, Counter, Holder, Epoch, Channel string
 		}
 		Invalid []string
 	}
@@ -60,7 +60,7 @@ func TestKeysAreTheConformanceKeys(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s/%s: %v", c.Namespace, c.Name, err)
 		}
-		want := Keys{Counter: c.Counter, Holder: c.Holder, Channel: c.Channel}
+		want := Keys{Counter: c.Counter, Holder: c.Holder, Epoch: c.Epoch, Channel: c.Channel}
 		if got != want {
 			t.Errorf("%s/%s: keys %+v, want %+v", c.Namespace, c.Name, got, want)
 		}

@@ -1,5 +1,6 @@
--- fence-next.lua: defines fence_greater(a, b) and fence_next(key, floor), the fencing-token
--- dispenser's whole step on one counter key. Not a script on its own: the lock stores' acquire and
+-- fence-next.lua: defines fence_greater(a, b), fence_next(key, floor), the fencing-token
+-- dispenser's whole step on one counter key, and fence_epoch(counter, epoch, floor), the lock
+-- stores' guard against a counter that went back. Not a script on its own: the lock stores' acquire and
 -- raise scripts are this file followed by their own (store.json "scripts"), and the controller's
 -- dispenser is this file followed by "return fence_next(KEYS[1], ARGV[1])".
 -- fence_next: floor is a decimal string (the highest token recorded elsewhere for this lock, or
@@ -28,4 +29,24 @@ local function fence_next(key, floor)
     refloored = 1
   end
   return {v, refloored, hadTtl, existed}
+end
+-- fence_epoch: the lock stores' floor for the next token, and the epoch to record after it.
+-- The epoch key holds the run_id of the Redis process that last issued a token for this lock. Any
+-- other value means the counter may be behind tokens already handed out, by an amount nothing
+-- here can know: a replica promoted after missing the last grants (asynchronous replication), a
+-- restart from a snapshot or an AOF that lost its last second, a slot moved to another node. No
+-- value, or no counter, means the counter is new or lost. In each case the floor becomes this
+-- server's clock in microseconds (TIME): above every token issued before, which were themselves a
+-- clock floor plus one per grant, as long as this server's clock is not behind the clock of the
+-- one that set that floor by more than the time since (docs/stores.md). Returns {floor, changed,
+-- run_id}; the caller records run_id in the epoch key after fence_next, when changed is 1.
+local function fence_epoch(counter, epoch, floor)
+  local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  if redis.call('GET', epoch) == id and redis.call('EXISTS', counter) == 1 then
+    return {floor, 0, id}
+  end
+  local t = redis.call('TIME')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  if fence_greater(now, floor) then return {now, 1, id} end
+  return {floor, 1, id}
 end

@@ -17,8 +17,14 @@ type Keys struct {
 	// never given a TTL.
 	Counter string
 	// Holder holds the current owner id with the TTL: fencepost:lock:{COUNTER}. The braces are a
-	// Redis Cluster hash tag naming the counter key, so both keys are in one slot.
+	// Redis Cluster hash tag naming the counter key, so the holder, counter and epoch keys are in
+	// one slot.
 	Holder string
+	// Epoch holds the run_id of the Redis process that last issued a token for the lock:
+	// fencepost:epoch:{COUNTER} (same hash tag). When another process issues the next one (a new
+	// or lost counter, a failover, a restart, a moved slot), that token is floored at the server's
+	// clock in microseconds (fence-next.lua fence_epoch; Lock.ClockFloored).
+	Epoch string
 	// Channel is where a release is published, for waiters: fencepost:released:NS/NAME.
 	Channel string
 }
@@ -45,6 +51,7 @@ func LockKeys(namespace, name string) (Keys, error) {
 	return Keys{
 		Counter: counter,
 		Holder:  "fencepost:lock:{" + counter + "}",
+		Epoch:   "fencepost:epoch:{" + counter + "}",
 		Channel: "fencepost:released:" + namespace + "/" + name,
 	}, nil
 }

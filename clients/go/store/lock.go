@@ -20,6 +20,7 @@ type Lock struct {
 	ttl            time.Duration
 	token          fencepost.Token
 	counterMissing bool
+	clockFloored   bool
 	b              backend
 	owner          string
 	base           time.Time // the grant's send time: validUntil is measured from it
@@ -41,7 +42,7 @@ type Lock struct {
 
 func newLock(name string, c checked, b backend, owner string, a attempt, done func()) *Lock {
 	l := &Lock{
-		name: name, keys: c.keys, ttl: c.ttl, token: a.token, counterMissing: a.counterMissing,
+		name: name, keys: c.keys, ttl: c.ttl, token: a.token, counterMissing: a.counterMissing, clockFloored: a.clockFloored,
 		b: b, owner: owner, base: a.sent, done: done,
 		validUntil: Validity(c.ttl),
 		events:     make(chan fencepost.Event, 64),
@@ -64,9 +65,18 @@ func (l *Lock) Keys() Keys { return l.keys }
 func (l *Lock) Token() fencepost.Token { return l.token }
 
 // CounterMissing reports that the fencing counter did not exist before this grant (Redlock: on
-// none of the majority), so the token restarted from the floor: a new lock's first grant, or the
-// store lost its data — it cannot tell which (docs/stores.md).
+// none of the majority): a new lock's first grant, or the store lost its data — it cannot tell
+// which (docs/stores.md). The token then starts from the Redis server's clock (ClockFloored).
 func (l *Lock) CounterMissing() bool { return l.counterMissing }
+
+// ClockFloored reports that this grant's token was floored at the Redis server's clock in
+// microseconds (about 1.8e15 today), because the Redis process issuing it is not the one that
+// issued the lock's last token: a new or lost counter, a failover, a restart, a moved slot
+// (fence-next.lua fence_epoch; on Redlock, on any master of the majority). The token is still above
+// every earlier one as long as that server's clock is not behind the previous issuer's by more
+// than the time since (docs/stores.md). Without CounterMissing it means the lock's tokens now come
+// from another Redis process; worth a log line, not an error.
+func (l *Lock) ClockFloored() bool { return l.clockFloored }
 
 // TTL is the holder key's time to live.
 func (l *Lock) TTL() time.Duration { return l.ttl }

@@ -65,10 +65,11 @@ func ask[T any](ctx context.Context, b *redlockBackend, f func(ctx context.Conte
 }
 
 type masterGrant struct {
-	took    bool
-	counter fencepost.Token
-	existed bool
-	heldFor int64
+	took         bool
+	counter      fencepost.Token
+	existed      bool
+	epochChanged bool
+	heldFor      int64
 }
 
 func (b *redlockBackend) releaseAll(ctx context.Context, owner string) error {
@@ -83,7 +84,8 @@ func (b *redlockBackend) tryAcquire(ctx context.Context, owner string, ttl time.
 	// 1. The time before anything is sent: every key's TTL starts after it.
 	sent := time.Now()
 	answers, errs := ask(ctx, b, func(ctx context.Context, m master) (masterGrant, error) {
-		reply, err := redlockAcquireScript.Run(ctx, m.client, []string{b.keys.Holder, b.keys.Counter}, owner, ms(ttl), floor.String()).Slice()
+		keys := []string{b.keys.Holder, b.keys.Counter, b.keys.Epoch}
+		reply, err := redlockAcquireScript.Run(ctx, m.client, keys, owner, ms(ttl), floor.String()).Slice()
 		if err != nil {
 			return masterGrant{}, err
 		}
@@ -102,11 +104,13 @@ func (b *redlockBackend) tryAcquire(ctx context.Context, owner string, ttl time.
 		if err != nil {
 			return masterGrant{}, fmt.Errorf("counter %s: %w", b.keys.Counter, err)
 		}
-		existed := int64(0)
-		if len(reply) >= 3 {
+		// {1, v, existed, epochChanged} (redlock-acquire.lua).
+		existed, epochChanged := int64(0), int64(0)
+		if len(reply) >= 4 {
 			existed, _ = asInt(reply[2])
+			epochChanged, _ = asInt(reply[3])
 		}
-		return masterGrant{took: true, counter: v, existed: existed == 1}, nil
+		return masterGrant{took: true, counter: v, existed: existed == 1, epochChanged: epochChanged == 1}, nil
 	})
 	var took []int
 	held := 0
@@ -147,10 +151,11 @@ func (b *redlockBackend) tryAcquire(ctx context.Context, owner string, ttl time.
 	}
 	// 3. The token: the largest counter the majority advanced to (each is above the floor).
 	token := floor + 1
-	missing := true
+	missing, floored := true, false
 	for _, i := range took {
 		token = max(token, answers[i].counter)
 		missing = missing && !answers[i].existed
+		floored = floored || answers[i].epochChanged
 	}
 	if token > fencepost.MaxToken || token <= floor {
 		_ = b.releaseAll(ctx, owner)
@@ -165,7 +170,7 @@ func (b *redlockBackend) tryAcquire(ctx context.Context, owner string, ttl time.
 	// 4. Already at the token on a majority: counted. Else raised on the masters that granted, and
 	// counted only when a majority acknowledged it in time.
 	if at >= q {
-		return attempt{granted: true, token: token, sent: sent, counterMissing: missing}, nil
+		return attempt{granted: true, token: token, sent: sent, counterMissing: missing, clockFloored: floored}, nil
 	}
 	grantedBy := &redlockBackend{keys: b.keys, timeout: b.timeout}
 	for _, i := range took {
@@ -189,7 +194,7 @@ func (b *redlockBackend) tryAcquire(ctx context.Context, owner string, ttl time.
 		}
 		return attempt{reason: reason}, nil
 	}
-	return attempt{granted: true, token: token, sent: sent, counterMissing: missing}, nil
+	return attempt{granted: true, token: token, sent: sent, counterMissing: missing, clockFloored: floored}, nil
 }
 
 func (b *redlockBackend) renew(ctx context.Context, owner string, ttl time.Duration) (bool, error) {

@@ -69,13 +69,19 @@ func TestASingleRedisGrantUsesTheSharedKeysAndScripts(t *testing.T) {
 	srv := startRedis(t, 1)[0]
 	st := openStore(t, srv.url)
 	ctx := context.Background()
+	before := nowMicros()
 	l := mustAcquire(t, st, "billing", Options{Namespace: "team-a", TTL: 2 * time.Second})
-	if l.Token() != 1 || !l.CounterMissing() || !l.Held() || l.Err() != nil {
-		t.Fatalf("token %s, counter missing %v, held %v, err %v", l.Token(), l.CounterMissing(), l.Held(), l.Err())
+	// A new lock: its first token is the Redis server's clock in µs (this host's, on loopback).
+	if l.Token() <= before || l.Token() > nowMicros()+1 || !l.CounterMissing() || !l.ClockFloored() || !l.Held() || l.Err() != nil {
+		t.Fatalf("token %s (clock %s µs before), counter missing %v, clock floored %v, held %v, err %v",
+			l.Token(), before, l.CounterMissing(), l.ClockFloored(), l.Held(), l.Err())
 	}
 	keys := l.Keys()
-	if keys.Holder != "fencepost:lock:{fencepost:fence:team-a/billing}" {
+	if keys.Holder != "fencepost:lock:{fencepost:fence:team-a/billing}" || keys.Epoch != "fencepost:epoch:{fencepost:fence:team-a/billing}" {
 		t.Fatalf("keys %+v", keys)
+	}
+	if e := srv.client.Get(ctx, keys.Epoch).Val(); e != runID(t, srv) {
+		t.Fatalf("epoch key %q, want the server's run_id %q", e, runID(t, srv))
 	}
 	owner, err := srv.client.Get(ctx, keys.Holder).Result()
 	if err != nil || len(owner) != 32 {
@@ -84,8 +90,8 @@ func TestASingleRedisGrantUsesTheSharedKeysAndScripts(t *testing.T) {
 	if pttl := srv.client.PTTL(ctx, keys.Holder).Val(); pttl <= 0 || pttl > 2*time.Second {
 		t.Fatalf("holder key PTTL %s", pttl)
 	}
-	if c := srv.client.Get(ctx, keys.Counter).Val(); c != "1" {
-		t.Fatalf("counter %q", c)
+	if c := srv.client.Get(ctx, keys.Counter).Val(); c != l.Token().String() {
+		t.Fatalf("counter %q, token %s", c, l.Token())
 	}
 
 	_, err = st.Acquire(ctx, "billing", Options{Namespace: "team-a", IfHeld: fencepost.IfHeldFail})
@@ -120,8 +126,95 @@ func TestASingleRedisGrantUsesTheSharedKeysAndScripts(t *testing.T) {
 	}
 
 	l2 := mustAcquire(t, st, "billing", Options{Namespace: "team-a"})
-	if l2.Token() != 2 || l2.CounterMissing() {
-		t.Fatalf("second grant: token %s, counter missing %v", l2.Token(), l2.CounterMissing())
+	if l2.Token() != l.Token()+1 || l2.CounterMissing() || l2.ClockFloored() {
+		t.Fatalf("second grant: token %s after %s, counter missing %v, clock floored %v", l2.Token(), l.Token(), l2.CounterMissing(), l2.ClockFloored())
+	}
+}
+
+// nowMicros is this host's clock in microseconds: what a redis-server on loopback floors tokens at.
+func nowMicros() fencepost.Token { return fencepost.Token(time.Now().UnixMicro()) }
+
+// runID is the server's INFO server run_id: what the acquire scripts record in a lock's epoch key.
+func runID(t *testing.T, s *testRedis) string {
+	t.Helper()
+	info, err := s.client.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return id
+		}
+	}
+	t.Fatalf("no run_id in INFO server: %q", info)
+	return ""
+}
+
+// seedCounter sets the lock's counter on s to v as if this server process had issued token v: the
+// epoch key holds its run_id, so the next grant there is v + 1, not floored at the clock. Tests that
+// count attempts by a counter's value start from it.
+func seedCounter(t *testing.T, s *testRedis, keys Keys, v string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.client.Set(ctx, keys.Counter, v, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Set(ctx, keys.Epoch, runID(t, s), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestALostCounterOrAnotherRedisProcessFloorsTheNextTokenAtTheClock(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			servers := startRedis(t, k.servers)
+			st := openStore(t, k.url(servers))
+			ctx := context.Background()
+			grant := func() *Lock {
+				t.Helper()
+				l := mustAcquire(t, st, "flushed", Options{TTL: 2 * time.Second})
+				if err := l.Release(); err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			first := grant()
+			if !first.CounterMissing() || !first.ClockFloored() {
+				t.Fatalf("first grant: counter missing %v, clock floored %v", first.CounterMissing(), first.ClockFloored())
+			}
+			// Redlock too: the first grant raised the majority to one token, so they agree again.
+			second := grant()
+			if second.Token() != first.Token()+1 || second.CounterMissing() || second.ClockFloored() {
+				t.Fatalf("second grant: token %s after %s, counter missing %v, clock floored %v",
+					second.Token(), first.Token(), second.CounterMissing(), second.ClockFloored())
+			}
+			// The store lost its data: without the floor, the token would start again from 1.
+			for _, s := range servers {
+				if err := s.client.FlushAll(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			flushed := grant()
+			if flushed.Token() <= second.Token() || !flushed.CounterMissing() || !flushed.ClockFloored() {
+				t.Fatalf("after FLUSHALL: token %s after %s, counter missing %v, clock floored %v",
+					flushed.Token(), second.Token(), flushed.CounterMissing(), flushed.ClockFloored())
+			}
+			// Another Redis process issued the last token (a failover, a restart): the counter is
+			// there, but may be behind; floored at the clock again.
+			for _, s := range servers {
+				if err := s.client.Set(ctx, flushed.Keys().Epoch, "another-process", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			moved := grant()
+			if moved.Token() <= flushed.Token() || moved.CounterMissing() || !moved.ClockFloored() {
+				t.Fatalf("after another process: token %s after %s, counter missing %v, clock floored %v",
+					moved.Token(), flushed.Token(), moved.CounterMissing(), moved.ClockFloored())
+			}
+			if next := grant(); next.Token() != moved.Token()+1 || next.ClockFloored() {
+				t.Fatalf("then: token %s after %s, clock floored %v", next.Token(), moved.Token(), next.ClockFloored())
+			}
+		})
 	}
 }
 
@@ -129,10 +222,12 @@ func TestTokensStartAboveTheFloor(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			st := openStore(t, k.url(startRedis(t, k.servers)))
-			floor := func(context.Context, string) (fencepost.Token, error) { return 41, nil }
+			// Above the clock in µs (the floor a new lock's token starts from) until the year 5138.
+			const high fencepost.Token = 100_000_000_000_000_000
+			floor := func(context.Context, string) (fencepost.Token, error) { return high, nil }
 			l := mustAcquire(t, st, "floored", Options{Floor: floor})
-			if l.Token() != 42 {
-				t.Fatalf("token %s, want 42", l.Token())
+			if l.Token() != high+1 {
+				t.Fatalf("token %s, want %s", l.Token(), high+1)
 			}
 		})
 	}
@@ -307,15 +402,25 @@ func TestRedlockRaisesTheTokenOnTheMajorityWhenItsCountersDisagree(t *testing.T)
 	st := openStore(t, redlockURL(servers))
 	ctx := context.Background()
 	keys, _ := LockKeys("", "raised")
-	servers[0].client.Set(ctx, keys.Counter, "10", 0)
+	// Master 0's counter is far above the others' (each floors a new counter at its own clock, so
+	// on a new lock the masters disagree by microseconds anyway).
+	const ahead fencepost.Token = 100_000_000_000_000_000
+	seedCounter(t, servers[0], keys, ahead.String())
 	l := mustAcquire(t, st, "raised", Options{})
-	if l.Token() != 11 || l.CounterMissing() {
-		t.Fatalf("token %s, counter missing %v: want 11 (the largest of the majority)", l.Token(), l.CounterMissing())
+	if l.Token() != ahead+1 || l.CounterMissing() || !l.ClockFloored() {
+		t.Fatalf("token %s, counter missing %v, clock floored %v: want %s (the largest of the majority), floored on the others",
+			l.Token(), l.CounterMissing(), l.ClockFloored(), ahead+1)
 	}
 	for i, s := range servers {
-		if v := s.client.Get(ctx, keys.Counter).Val(); v != "11" {
-			t.Errorf("master %d counter %q after the raise, want 11", i, v)
+		if v := s.client.Get(ctx, keys.Counter).Val(); v != l.Token().String() {
+			t.Errorf("master %d counter %q after the raise, want %s", i, v, l.Token())
 		}
+	}
+	_ = l.Release()
+	// Raised, the masters agree: the next grant is one more everywhere, in one round trip.
+	next := mustAcquire(t, st, "raised", Options{})
+	if next.Token() != l.Token()+1 || next.ClockFloored() {
+		t.Fatalf("next grant: token %s after %s, clock floored %v", next.Token(), l.Token(), next.ClockFloored())
 	}
 }
 
@@ -362,6 +467,9 @@ func TestARedlockWaiterIsNotWokenByTheReleasesOfItsOwnFailedAttempts(t *testing.
 	st := openStore(t, redlockURL(servers))
 	ctx := context.Background()
 	keys, _ := LockKeys("", "split")
+	for _, s := range servers {
+		seedCounter(t, s, keys, "0") // master 4's counter then counts the attempts
+	}
 	for _, s := range servers[:3] {
 		s.client.Set(ctx, keys.Holder, "someone-else", time.Second)
 	}
@@ -383,6 +491,9 @@ func TestRedlockWaitersAreNotWokenByEachOthersFailedAttempts(t *testing.T) {
 	url := redlockURL(servers)
 	ctx := context.Background()
 	keys, _ := LockKeys("", "three")
+	for _, s := range servers {
+		seedCounter(t, s, keys, "0") // master 4's counter then counts the attempts
+	}
 	for _, s := range servers[:3] {
 		s.client.Set(ctx, keys.Holder, "someone-else", time.Second)
 	}

@@ -33,7 +33,7 @@ class Scripted:
         if self.free:
             self.free = False
             self.next += 1
-            return Grant(self.next, self.clock.ms() + ttl_ms - 12, counter_missing=False)
+            return Grant(self.next, self.clock.ms() + ttl_ms - 12, counter_missing=False, clock_floored=False)
         return Refusal(held=True, reason="held by another owner", held_for_ms=60_000)
 
     def renew(self, owner: str, ttl_ms: int) -> bool:

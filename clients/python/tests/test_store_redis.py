@@ -57,6 +57,24 @@ def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def now_us() -> int:
+    """now_us is this host's clock in microseconds: what a redis-server on loopback floors tokens at."""
+    return time.time_ns() // 1000
+
+
+HIGH = 10**17
+"""HIGH is above the clock in microseconds (what a new lock's token starts from) until the year 5138."""
+
+
+def seed_counter(server: RedisServer, keys: fs.LockKeys, value: int) -> None:
+    """seed_counter sets the lock's counter on ``server`` as if that Redis process had issued token
+    ``value``: the epoch key holds its run_id, so the next grant there is ``value`` + 1, not floored
+    at the clock."""
+    with server.client() as r:
+        r.set(keys.counter, str(value))
+        r.set(keys.epoch, r.info("server")["run_id"])
+
+
 def contend(url: str, lock: str, workers: int, rounds: int, ttl: float = 2.0) -> list[int]:
     """contend runs ``workers`` threads, each acquiring ``lock`` ``rounds`` times through one shared
     store; inside, an unsynchronised counter checks that nobody else is inside. Returns the tokens
@@ -98,20 +116,59 @@ def contend(url: str, lock: str, workers: int, rounds: int, ttl: float = 2.0) ->
 def test_a_grant_sets_the_holder_key_with_the_ttl_and_advances_the_counter(single: RedisServer) -> None:
     name = unique("keys")
     keys = fs.lock_keys("team-a", name)
+    before = now_us()
     with single.client() as r, fs.acquire(name, single.url, namespace="team-a", ttl=5) as lock:
-        assert lock.token == 1 and isinstance(lock.token, int)
-        assert lock.counter_missing
+        # A new lock: its first token is the Redis server's clock in µs (this host's, on loopback).
+        assert isinstance(lock.token, int) and before < lock.token <= now_us() + 1
+        assert lock.counter_missing and lock.clock_floored
         owner = r.get(keys.holder)
         assert owner is not None and len(owner) == 32
         assert 4000 < r.pttl(keys.holder) <= 5000
-        assert r.get(keys.counter) == "1" and r.pttl(keys.counter) == -1
+        assert r.get(keys.counter) == str(lock.token) and r.pttl(keys.counter) == -1
+        assert keys.epoch == f"fencepost:epoch:{{{keys.counter}}}"
+        assert r.get(keys.epoch) == r.info("server")["run_id"]
         assert lock.held() and lock.error is None and not lock.ended.is_set()
     assert isinstance(lock.error, fencepost.LockReleasedError) and not lock.held()
     with single.client() as r:
         assert r.exists(keys.holder) == 0
-        assert r.get(keys.counter) == "1"  # the counter is never deleted
+        assert r.get(keys.counter) == str(lock.token)  # the counter is never deleted
     with fs.acquire(name, single.url, namespace="team-a") as again:
-        assert again.token == 2 and not again.counter_missing
+        assert again.token == lock.token + 1 and not again.counter_missing and not again.clock_floored
+
+
+@pytest.mark.parametrize("kind", ["redis", "redlock"])
+def test_a_lost_counter_or_another_redis_process_floors_the_next_token_at_the_clock(
+    kind: str, single: RedisServer, masters: list[RedisServer]
+) -> None:
+    servers = [single] if kind == "redis" else masters
+    url = single.url if kind == "redis" else redlock_url(masters)
+    name = unique("flushed")
+    keys = fs.lock_keys("default", name)
+
+    def grant() -> fs.StoreLock:
+        with fs.acquire(name, url, ttl=2) as lock:
+            return lock
+
+    first = grant()
+    assert first.counter_missing and first.clock_floored
+    # Redlock too: the first grant raised the majority to one token, so they agree again.
+    second = grant()
+    assert (second.token, second.counter_missing, second.clock_floored) == (first.token + 1, False, False)
+    # The store lost its data: without the floor, the token would start again from 1.
+    for s in servers:
+        with s.client() as r:
+            r.flushall()
+    flushed = grant()
+    assert flushed.token > second.token and flushed.counter_missing and flushed.clock_floored
+    # Another Redis process issued the last token (a failover, a restart): the counter is there,
+    # but may be behind; floored at the clock again.
+    for s in servers:
+        with s.client() as r:
+            r.set(keys.epoch, "another-process")
+    moved = grant()
+    assert moved.token > flushed.token and not moved.counter_missing and moved.clock_floored
+    after = grant()
+    assert (after.token, after.clock_floored) == (moved.token + 1, False)
 
 
 def test_owner_ids_name_the_pod_and_a_release_publishes_the_owner_id(
@@ -139,7 +196,8 @@ def test_many_acquisitions_by_contending_threads_exclude_each_other_with_strictl
 ) -> None:
     tokens = contend(single.url, unique("mutex"), workers=6, rounds=40)
     assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
-    assert tokens == list(range(1, 241))  # one Redis: every grant advances the one counter by one
+    # One Redis: the first grant floors at the clock, then every grant advances the counter by one.
+    assert tokens == list(range(tokens[0], tokens[0] + 240))
 
 
 def test_the_lock_is_lost_at_once_when_its_key_is_deleted(single: RedisServer) -> None:
@@ -274,10 +332,10 @@ def test_if_held_fail_and_a_bounded_wait(single: RedisServer) -> None:
 
 def test_a_floor_lifts_the_token(single: RedisServer) -> None:
     name = unique("floor")
-    with fs.acquire(name, single.url, floor=lambda lock: 1000 if lock == name else 0) as lock:
-        assert lock.token == 1001
+    with fs.acquire(name, single.url, floor=lambda lock: HIGH if lock == name else 0) as lock:
+        assert lock.token == HIGH + 1
     with fs.acquire(name, single.url, floor=10) as lock:
-        assert lock.token == 1002
+        assert lock.token == HIGH + 2
 
 
 def test_a_store_that_is_down_is_retried_until_the_wait_ends(single: RedisServer) -> None:
@@ -419,19 +477,21 @@ def test_redlock_is_lost_when_a_majority_says_not_the_owner(masters: list[RedisS
 
 def test_redlock_raises_the_token_to_the_majoritys_largest_counter(masters: list[RedisServer]) -> None:
     name = unique("raise")
-    counter = fs.lock_keys("default", name).counter
-    with masters[0].client() as r:
-        r.set(counter, "41")  # one master ahead: the others answer 1, master 0 answers 42
+    keys = fs.lock_keys("default", name)
+    counter = keys.counter
+    # One master far ahead: the others floor the new counter at their clocks (so on a new lock the
+    # masters disagree by microseconds anyway), master 0 answers HIGH + 1.
+    seed_counter(masters[0], keys, HIGH)
     with fs.acquire(name, redlock_url(masters)) as lock:
-        assert lock.token == 42
-        assert not lock.counter_missing
+        assert lock.token == HIGH + 1
+        assert not lock.counter_missing and lock.clock_floored
         values = []
         for m in masters:
             with m.client() as r:
                 values.append(r.get(counter))
-        assert values == ["42"] * 5  # raised on every master that granted
+        assert values == [str(HIGH + 1)] * 5  # raised on every master that granted
     with fs.acquire(name, redlock_url(masters)) as lock:
-        assert lock.token == 43
+        assert lock.token == HIGH + 2 and not lock.clock_floored
 
 
 def test_redlock_wakes_waiters_on_release(masters: list[RedisServer]) -> None:

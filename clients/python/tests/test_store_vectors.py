@@ -39,7 +39,12 @@ S = vectors("store.json")
 @pytest.mark.parametrize("case", S["keys"]["vectors"], ids=lambda c: f"{c['namespace']}/{c['name']}")
 def test_the_keys_of_a_lock_are_store_jsons(case: dict[str, str]) -> None:
     k = lock_keys(case["namespace"], case["name"])
-    assert (k.counter, k.holder, k.channel) == (case["counter"], case["holder"], case["channel"])
+    assert (k.counter, k.holder, k.epoch, k.channel) == (
+        case["counter"],
+        case["holder"],
+        case["epoch"],
+        case["channel"],
+    )
 
 
 @pytest.mark.parametrize("name", S["keys"]["invalid"], ids=repr)

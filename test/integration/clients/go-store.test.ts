@@ -95,13 +95,20 @@ describe('the Go lock stores against real redis-servers and the TypeScript libra
     async (kind) => {
       const lock = `go-readme-${kind}`;
       const env = { ...process.env, FENCEPOST_STORE: storeUrl(kind), FENCEPOST_LOCK: lock, REDIS_URL: guard().url };
-      const first = await promisify(execFile)(join(bin, 'store'), [], { env });
-      expect(first.stdout).toBe('wrote "report written under token 1" (applied)\n');
-      const second = await promisify(execFile)(join(bin, 'store'), [], { env });
-      expect(second.stdout).toBe('wrote "report written under token 2" (applied)\n');
+      const written = (stdout: string): bigint => {
+        const m = /^wrote "report written under token (\d+)" \(applied\)\n$/.exec(stdout);
+        expect(m, stdout).not.toBeNull();
+        return BigInt(m?.[1] ?? '0');
+      };
+      // A new lock's first token is the Redis server's clock in µs (fence_epoch), then +1.
+      const before = BigInt(Date.now()) * 1000n;
+      const first = written((await promisify(execFile)(join(bin, 'store'), [], { env })).stdout);
+      expect(first).toBeGreaterThan(before);
+      const second = written((await promisify(execFile)(join(bin, 'store'), [], { env })).stdout);
+      expect(second).toBe(first + 1n);
       const c = guard().client();
       try {
-        expect(await c.get('report:latest')).toBe('report written under token 2');
+        expect(await c.get('report:latest')).toBe(`report written under token ${second}`);
       } finally {
         c.disconnect();
       }

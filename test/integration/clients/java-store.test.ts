@@ -112,11 +112,14 @@ describe('the Java Redis stores against the TypeScript ones, on real redis-serve
     const r = await promisify(execFile)('java', ['-cp', classpath, 'example.StoreExample'], {
       env: { ...process.env, FENCEPOST_STORE: storeUrl('redis'), FENCEPOST_LOCK: lock, REDIS_URL: guard?.url ?? '' },
     });
-    const runs = [...r.stdout.matchAll(/^run (\d): token (\d+), write applied$/gm)].map((m) => Number(m[2]));
-    expect(runs, r.stdout + r.stderr).toEqual([1, 2, 3]);
+    const runs = [...r.stdout.matchAll(/^run (\d): token (\d+), write applied$/gm)].map((m) => BigInt(m[2] ?? '0'));
+    // A new lock's first token is the Redis server's clock in µs (fence_epoch), then +1 per grant.
+    const first = runs[0] ?? 0n;
+    expect(runs, r.stdout + r.stderr).toEqual([first, first + 1n, first + 2n]);
+    expect(first).toBeGreaterThan(1_000_000_000_000_000n);
     const c = guard?.client();
     try {
-      expect(await c?.get('report:latest')).toBe('report 3 written under token 3');
+      expect(await c?.get('report:latest')).toBe(`report 3 written under token ${first + 2n}`);
     } finally {
       c?.disconnect();
     }

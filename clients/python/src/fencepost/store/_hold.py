@@ -82,7 +82,11 @@ class StoreLock:
     ) -> None:
         self._name, self._namespace = name, namespace
         self._backend, self._owner = backend, owner
-        self._token, self._counter_missing = grant.token, grant.counter_missing
+        self._token, self._counter_missing, self._clock_floored = (
+            grant.token,
+            grant.counter_missing,
+            grant.clock_floored,
+        )
         self._ttl_ms, self._clock = ttl_ms, clock
         self._mu = threading.Lock()
         self._valid_until = grant.valid_until_ms
@@ -119,9 +123,21 @@ class StoreLock:
     @property
     def counter_missing(self) -> bool:
         """counter_missing: the fencing counter did not exist before this grant (on Redlock: on
-        none of the majority), so the token restarted from the floor — a new lock's first grant, or
-        the store lost its data (docs/stores.md, "Tokens when Redis loses its data")."""
+        none of the majority) — a new lock's first grant, or the store lost its data
+        (docs/stores.md, "Tokens when Redis loses its data"). The token then starts from the Redis
+        server's clock (clock_floored)."""
         return self._counter_missing
+
+    @property
+    def clock_floored(self) -> bool:
+        """clock_floored: this grant's token was floored at the Redis server's clock in
+        microseconds (about 1.8e15 today), because the Redis process issuing it is not the one that
+        issued the lock's last token — a new or lost counter, a failover, a restart, a moved slot
+        (fence-next.lua fence_epoch; on Redlock, on any master of the majority). The token is still
+        above every earlier one as long as that server's clock is not behind the previous issuer's
+        by more than the time since (docs/stores.md). Without counter_missing: the lock's tokens now
+        come from another Redis process."""
+        return self._clock_floored
 
     @property
     def ttl(self) -> float:

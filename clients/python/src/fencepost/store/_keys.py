@@ -3,7 +3,8 @@
 The fencing counter is the controller's own key, ``fencepost:fence:<namespace>/<name>``, so a
 lock's tokens continue when it moves between the controller's grants and a store. The holder key
 carries that counter key as a Redis Cluster hash tag, ``fencepost:lock:{fencepost:fence:<ns>/<name>}``,
-so that both keys hash to one slot and one script may touch both. Lock and namespace names are DNS
+and so does the epoch key, ``fencepost:epoch:{fencepost:fence:<ns>/<name>}``, so that the three keys
+hash to one slot and one script may touch them all. Lock and namespace names are DNS
 labels, checked before a key is made, so no ``{``, ``}`` or ``/`` of theirs can change what is
 hashed or climb out of the namespace's prefix.
 """
@@ -44,6 +45,9 @@ class LockKeys:
     """holder: the key whose value is the current owner id (set with a TTL)."""
     counter: str
     """counter: the fencing counter (never deleted, never given a TTL)."""
+    epoch: str
+    """epoch: the run_id of the Redis process that last issued a token for this lock (fence-next.lua
+    fence_epoch): when another process issues the next one, its token is floored at the clock."""
     channel: str
     """channel: where a release is published, for waiters."""
 
@@ -56,5 +60,6 @@ def lock_keys(namespace: str, name: str) -> LockKeys:
     return LockKeys(
         holder=f"fencepost:lock:{{{counter}}}",
         counter=counter,
+        epoch=f"fencepost:epoch:{{{counter}}}",
         channel=f"fencepost:released:{namespace}/{name}",
     )

@@ -50,12 +50,15 @@ class StoreError(FencepostError):
 @dataclass(frozen=True, slots=True)
 class Grant:
     """Grant is an attempt that took the lock: its token, the end of trust on the store's clock,
-    and whether the counter was missing (a new lock, or Redis lost its data: the token restarted
-    from the floor)."""
+    whether the counter was missing (a new lock, or Redis lost its data), and whether the token was
+    floored at the Redis server's clock (the Redis process issuing it is not the one that issued the
+    last: a new or lost counter, a failover, a restart, a moved slot; on Redlock, on any master of
+    the majority)."""
 
     token: int
     valid_until_ms: float
     counter_missing: bool
+    clock_floored: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +278,7 @@ class RedisBackend:
         reply = run_script(
             self._client,
             script("acquire"),
-            [k.holder, k.counter],
+            [k.holder, k.counter, k.epoch],
             [owner, str(ttl_ms), str(floor)],
             self._display,
         )
@@ -290,8 +293,12 @@ class RedisBackend:
             raise StoreError(f"{self._display}: {e}") from e
         if token <= floor:
             raise StoreError(f"{self._display}: token {token} not above floor {floor} for {k.counter}")
+        # {1, token, refloored, hadTtl, existed, epochChanged} (store-acquire.lua).
         existed = reply[4] if len(reply) > 4 else 0
-        return Grant(token, valid_until(sent, ttl_ms), counter_missing=existed != 1)
+        epoch_changed = reply[5] if len(reply) > 5 else 0
+        return Grant(
+            token, valid_until(sent, ttl_ms), counter_missing=existed != 1, clock_floored=epoch_changed == 1
+        )
 
     def renew(self, owner: str, ttl_ms: int) -> bool:
         reply = run_script(
@@ -326,6 +333,7 @@ class _Took:
     master: Master
     counter: int
     existed: bool
+    epoch_changed: bool
 
 
 class RedlockBackend:
@@ -389,7 +397,7 @@ class RedlockBackend:
         answers = self._each(
             self._masters,
             lambda m: run_script(
-                m.client, acquire, [k.holder, k.counter], [owner, str(ttl_ms), str(floor)], m.name
+                m.client, acquire, [k.holder, k.counter, k.epoch], [owner, str(ttl_ms), str(floor)], m.name
             ),
         )
         took: list[_Took] = []
@@ -403,7 +411,8 @@ class RedlockBackend:
                     counter = parse_token(_text(a[1]), f"counter {k.counter} on {m.name}")
                 except FencepostError:
                     continue
-                took.append(_Took(m, counter, len(a) > 2 and a[2] == 1))
+                # {1, v, existed, epochChanged} (redlock-acquire.lua).
+                took.append(_Took(m, counter, len(a) > 2 and a[2] == 1, len(a) > 3 and a[3] == 1))
             else:
                 held += 1
                 if isinstance(a[1], int) and a[1] >= 0:
@@ -429,10 +438,11 @@ class RedlockBackend:
             self._release_all(owner)
             raise StoreError(f"the fencing counter reached its maximum {MAX_TOKEN}")
         counter_missing = all(not t.existed for t in took)
+        clock_floored = any(t.epoch_changed for t in took)
         # 4. Already at the token on a majority: counted. Else raised on the masters that granted,
         # and counted only when a majority acknowledged it in time.
         if sum(1 for t in took if t.counter == token) >= q:
-            return Grant(token, validity, counter_missing)
+            return Grant(token, validity, counter_missing, clock_floored)
         raise_ = script("redlockRaise")
         acks = self._each(
             [t.master for t in took],
@@ -449,7 +459,7 @@ class RedlockBackend:
                     else "the validity was spent writing the token"
                 ),
             )
-        return Grant(token, validity, counter_missing)
+        return Grant(token, validity, counter_missing, clock_floored)
 
     def renew(self, owner: str, ttl_ms: int) -> bool:
         k, n, q = self._keys, self._n, self._q

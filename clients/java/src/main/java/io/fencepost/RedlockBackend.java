@@ -98,8 +98,11 @@ final class RedlockBackend implements StoreBackend {
     ask(calls);
   }
 
-  /** One master's part of a grant: took (its counter's new value) or held (the key's PTTL). */
-  private record Took(boolean ok, long counter, boolean existed, long heldForMs) {}
+  /**
+   * One master's part of a grant: took (its counter's new value, whether the counter existed,
+   * whether its epoch changed) or held (the key's PTTL).
+   */
+  private record Took(boolean ok, long counter, boolean existed, boolean epochChanged, long heldForMs) {}
 
   @Override
   public Attempt tryAcquire(String owner, long ttlMs, long floor) {
@@ -108,16 +111,17 @@ final class RedlockBackend implements StoreBackend {
     List<Callable<Took>> calls = new ArrayList<>();
     for (RedisMaster m : masters) {
       calls.add(() -> {
-        Object reply = m.run(StoreScripts.REDLOCK_ACQUIRE, List.of(keys.holder(), keys.counter()),
+        Object reply = m.run(StoreScripts.REDLOCK_ACQUIRE, List.of(keys.holder(), keys.counter(), keys.epoch()),
             List.of(owner, Long.toString(ttlMs), Long.toString(floor)));
         if (!(reply instanceof List<?> l) || l.size() < 2) {
           throw new IllegalStateException(m.name + ": unexpected reply " + reply);
         }
         if (!Long.valueOf(1).equals(l.get(0))) {
-          return new Took(false, 0, false, l.get(1) instanceof Long p ? p : -1);
+          return new Took(false, 0, false, false, l.get(1) instanceof Long p ? p : -1);
         }
-        if (l.size() < 3 || !(l.get(1) instanceof String v)) throw new IllegalStateException(m.name + ": unexpected reply " + reply);
-        return new Took(true, Token.parse(v), Long.valueOf(1).equals(l.get(2)), -1);
+        // {1, v, existed, epochChanged} (redlock-acquire.lua).
+        if (l.size() < 4 || !(l.get(1) instanceof String v)) throw new IllegalStateException(m.name + ": unexpected reply " + reply);
+        return new Took(true, Token.parse(v), Long.valueOf(1).equals(l.get(2)), Long.valueOf(1).equals(l.get(3)), -1);
       });
     }
     List<Settled<Took>> answers = ask(calls);
@@ -148,15 +152,17 @@ final class RedlockBackend implements StoreBackend {
     // 3. The token: the largest counter the quorum advanced to (each is above the floor).
     long token = floor + 1;
     boolean counterMissing = true;
+    boolean clockFloored = false;
     for (int i : took) {
       token = Math.max(token, answers.get(i).value().counter());
       counterMissing &= !answers.get(i).value().existed();
+      clockFloored |= answers.get(i).value().epochChanged();
     }
     // 4. Already at the token on a quorum: counted. Else raised on the masters that granted, and
     // counted only when a quorum acknowledged it in time.
     int at = 0;
     for (int i : took) if (answers.get(i).value().counter() == token) at++;
-    if (at >= q) return Attempt.grant(token, validity, counterMissing);
+    if (at >= q) return Attempt.grant(token, validity, counterMissing, clockFloored);
     String t = Long.toString(token);
     List<Callable<Object>> raises = new ArrayList<>();
     for (int i : took) {
@@ -171,7 +177,7 @@ final class RedlockBackend implements StoreBackend {
           ? acked + " of " + n + " masters acknowledged token " + token + ", " + q + " needed"
           : "the validity was spent writing the token");
     }
-    return Attempt.grant(token, validity, counterMissing);
+    return Attempt.grant(token, validity, counterMissing, clockFloored);
   }
 
   private static <T> String firstError(List<Settled<T>> answers) {

@@ -26,7 +26,7 @@ final class SingleRedisBackend implements StoreBackend {
   public Attempt tryAcquire(String owner, long ttlMs, long floor) {
     // Before the request: the key's TTL starts no earlier than this.
     long sentAt = clock.nowMs();
-    Object reply = redis.run(StoreScripts.ACQUIRE, List.of(keys.holder(), keys.counter()),
+    Object reply = redis.run(StoreScripts.ACQUIRE, List.of(keys.holder(), keys.counter(), keys.epoch()),
         List.of(owner, Long.toString(ttlMs), Long.toString(floor)));
     if (!(reply instanceof List<?> l) || l.size() < 2) {
       throw new IllegalStateException(redis.name + ": unexpected reply to the acquire script: " + reply);
@@ -35,7 +35,8 @@ final class SingleRedisBackend implements StoreBackend {
       long pttl = l.get(1) instanceof Long p && p >= 0 ? p : -1;
       return Attempt.refusal(true, pttl, "held by another owner in " + redis.name);
     }
-    if (l.size() < 5 || !(l.get(1) instanceof String t)) {
+    // {1, token, refloored, hadTtl, existed, epochChanged} (store-acquire.lua).
+    if (l.size() < 6 || !(l.get(1) instanceof String t)) {
       throw new IllegalStateException(redis.name + ": unexpected reply to the acquire script: " + reply);
     }
     long token = Token.parse(t);
@@ -43,7 +44,8 @@ final class SingleRedisBackend implements StoreBackend {
       throw new IllegalStateException(
           redis.name + ": Redis issued token " + token + " not above floor " + floor + " for " + keys.counter());
     }
-    return Attempt.grant(token, StoreTiming.validUntil(sentAt, ttlMs), !Long.valueOf(1).equals(l.get(4)));
+    return Attempt.grant(token, StoreTiming.validUntil(sentAt, ttlMs), !Long.valueOf(1).equals(l.get(4)),
+        Long.valueOf(1).equals(l.get(5)));
   }
 
   @Override

@@ -11,16 +11,17 @@ import java.util.function.Consumer;
 interface StoreBackend {
   /**
    * One attempt: granted (token, validity on the store's clock in ms, whether the counter was
-   * missing), or refused (held by another owner or not; how long the holder's key has left when
-   * Redis said, else -1; why).
+   * missing, whether the token was floored at the Redis server's clock), or refused (held by
+   * another owner or not; how long the holder's key has left when Redis said, else -1; why).
    */
-  record Attempt(boolean granted, long token, long validUntilMs, boolean counterMissing, boolean held, long heldForMs, String reason) {
-    static Attempt grant(long token, long validUntilMs, boolean counterMissing) {
-      return new Attempt(true, token, validUntilMs, counterMissing, false, -1, "");
+  record Attempt(boolean granted, long token, long validUntilMs, boolean counterMissing, boolean clockFloored, boolean held,
+      long heldForMs, String reason) {
+    static Attempt grant(long token, long validUntilMs, boolean counterMissing, boolean clockFloored) {
+      return new Attempt(true, token, validUntilMs, counterMissing, clockFloored, false, -1, "");
     }
 
     static Attempt refusal(boolean held, long heldForMs, String reason) {
-      return new Attempt(false, 0, 0, false, held, heldForMs, reason);
+      return new Attempt(false, 0, 0, false, false, held, heldForMs, reason);
     }
   }
 

@@ -6,14 +6,17 @@ import java.util.regex.Pattern;
  * The Redis keys and the release channel of one store lock (clients/conformance/store.json
  * "keys"; the TypeScript reference: src/stores/redis/keys.ts). The counter is the controller's own
  * fencing counter, so a lock's tokens continue when it moves between the controller and a store;
- * the holder key carries the counter key as a Redis Cluster hash tag, so both are in one slot.
- * None of them is under the guards' reserved prefix {@code fencepost:guard:}.
+ * the holder and epoch keys carry the counter key as a Redis Cluster hash tag, so the three are in
+ * one slot. None of them is under the guards' reserved prefix {@code fencepost:guard:}.
  *
  * @param counter {@code fencepost:fence:NS/NAME}: the token counter (never deleted, never given a TTL)
  * @param holder {@code fencepost:lock:{fencepost:fence:NS/NAME}}: the owner id, with the TTL
+ * @param epoch {@code fencepost:epoch:{fencepost:fence:NS/NAME}}: the run_id of the Redis process
+ *     that last issued a token for the lock; when another process issues the next one, that token
+ *     is floored at the server's clock (fence-next.lua fence_epoch; {@link StoreLock#clockFloored()})
  * @param channel {@code fencepost:released:NS/NAME}: where a release is published
  */
-public record StoreKeys(String counter, String holder, String channel) {
+public record StoreKeys(String counter, String holder, String epoch, String channel) {
   /** The namespace of a store lock when none is given. */
   public static final String DEFAULT_NAMESPACE = "default";
 
@@ -28,7 +31,8 @@ public record StoreKeys(String counter, String holder, String channel) {
     check("namespace", namespace);
     check("lock name", name);
     String counter = "fencepost:fence:" + namespace + "/" + name;
-    return new StoreKeys(counter, "fencepost:lock:{" + counter + "}", "fencepost:released:" + namespace + "/" + name);
+    return new StoreKeys(counter, "fencepost:lock:{" + counter + "}", "fencepost:epoch:{" + counter + "}",
+        "fencepost:released:" + namespace + "/" + name);
   }
 
   /** Whether {@code s} is a DNS label (RFC 1123: a-z, 0-9 and inner dashes; 1 to 63 characters). */

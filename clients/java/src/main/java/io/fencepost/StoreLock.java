@@ -133,6 +133,7 @@ public final class StoreLock implements AutoCloseable {
   private final String owner;
   private final long token;
   private final boolean counterMissing;
+  private final boolean clockFloored;
   private final long ttlMs;
   private final List<Consumer<Event>> listeners = new CopyOnWriteArrayList<>();
   private final Object mu = new Object();
@@ -159,6 +160,7 @@ public final class StoreLock implements AutoCloseable {
     this.owner = owner;
     this.token = grant.token();
     this.counterMissing = grant.counterMissing();
+    this.clockFloored = grant.clockFloored();
     this.ttlMs = ttlMs;
     this.validUntilMs = grant.validUntilMs();
     this.nextRenewAtMs = store.clock.nowMs() + StoreTiming.renewEveryMs(ttlMs);
@@ -364,11 +366,24 @@ public final class StoreLock implements AutoCloseable {
 
   /**
    * Whether the fencing counter did not exist before this grant (on Redlock: on none of the
-   * majority), so that the token restarted from the floor: a new lock's first grant, or Redis lost
-   * its data — the store cannot tell which (docs/stores.md).
+   * majority): a new lock's first grant, or Redis lost its data — the store cannot tell which
+   * (docs/stores.md). The token then starts from the Redis server's clock ({@link #clockFloored()}).
    */
   public boolean counterMissing() {
     return counterMissing;
+  }
+
+  /**
+   * Whether this grant's token was floored at the Redis server's clock in microseconds (about
+   * 1.8e15 today), because the Redis process issuing it is not the one that issued the lock's last
+   * token: a new or lost counter, a failover, a restart, a moved slot (fence-next.lua fence_epoch;
+   * on Redlock, on any master of the majority). The token is still above every earlier one as long
+   * as that server's clock is not behind the previous issuer's by more than the time since
+   * (docs/stores.md). Without {@link #counterMissing()}: the lock's tokens now come from another
+   * Redis process.
+   */
+  public boolean clockFloored() {
+    return clockFloored;
   }
 
   /** The key's TTL. */

@@ -49,7 +49,7 @@ class StoreHoldTest {
       onAttempt.accept(owner);
       if (free) {
         free = false;
-        return Attempt.grant(++next, clock.nowMs() + ttlMs - 12, false);
+        return Attempt.grant(++next, clock.nowMs() + ttlMs - 12, false, false);
       }
       return Attempt.refusal(true, 60_000, "held by another owner");
     }

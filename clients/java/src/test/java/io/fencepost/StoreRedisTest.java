@@ -65,6 +65,33 @@ class StoreRedisTest {
     return single.servers.get(0).url();
   }
 
+  /** Above the clock in microseconds (what a new lock's token starts from) until the year 5138. */
+  static final long HIGH = 100_000_000_000_000_000L;
+
+  /** This host's clock in microseconds: what a redis-server on loopback floors tokens at. */
+  static long nowMicros() {
+    java.time.Instant now = java.time.Instant.now();
+    return now.getEpochSecond() * 1_000_000 + now.getNano() / 1_000;
+  }
+
+  /** The server's INFO server run_id: what the acquire scripts record in a lock's epoch key. */
+  static String runId(RedisClient c) {
+    for (String line : c.info("server").split("\r?\n")) {
+      if (line.startsWith("run_id:")) return line.substring("run_id:".length()).trim();
+    }
+    throw new IllegalStateException("no run_id in INFO server");
+  }
+
+  /**
+   * Sets the lock's counter on {@code c}'s server to {@code value} as if that Redis process had
+   * issued token {@code value}: the epoch key holds its run_id, so the next grant there is value + 1,
+   * not floored at the clock.
+   */
+  static void seedCounter(RedisClient c, StoreKeys keys, long value) {
+    c.set(keys.counter(), Long.toString(value));
+    c.set(keys.epoch(), runId(c));
+  }
+
   /** Runs {@code f} on a client of every server of {@code s}. */
   static <T> List<T> onEach(RedisServers s, Function<RedisClient, T> f) {
     List<T> out = new ArrayList<>();
@@ -83,11 +110,17 @@ class StoreRedisTest {
     List<Event> events = new CopyOnWriteArrayList<>();
     try (LockStore store = LockStore.open(singleUrl()); RedisClient r = single.servers.get(0).client()) {
       long first;
+      long before = nowMicros();
       try (StoreLock lock = store.acquire(name, StoreLock.options().ttl(Duration.ofMillis(600)))) {
         lock.addListener(events::add);
         first = lock.token();
-        assertEquals(1, first);
+        // A new lock: its first token is the Redis server's clock in µs (this host's, on loopback).
+        assertTrue(first > before && first <= nowMicros() + 1, first + " is not the clock in µs (" + before + " before)");
         assertTrue(lock.counterMissing(), "a new lock's first grant finds no counter");
+        assertTrue(lock.clockFloored(), "a new lock's first token is floored at the clock");
+        assertEquals(Long.toString(first), r.get(keys.counter()));
+        assertEquals("fencepost:epoch:{" + keys.counter() + "}", keys.epoch());
+        assertEquals(runId(r), r.get(keys.epoch()), "the epoch key names the Redis process that issued it");
         assertNotNull(r.get(keys.holder()));
         assertEquals(-1, r.pttl(keys.counter()), "the counter never expires");
         Thread.sleep(1500); // 2.5 TTLs: only renews keep it
@@ -101,8 +134,54 @@ class StoreRedisTest {
       try (StoreLock again = store.acquire(name, StoreLock.options().waitFor(Duration.ZERO))) {
         assertEquals(first + 1, again.token());
         assertFalse(again.counterMissing());
+        assertFalse(again.clockFloored());
       }
     }
+  }
+
+  /** A grant of {@code name} in {@code store}, released at once. */
+  static StoreLock grant(LockStore store, String name) throws FencepostException {
+    try (StoreLock lock = store.acquire(name, StoreLock.options().ttl(Duration.ofSeconds(2)))) {
+      return lock;
+    }
+  }
+
+  void lostCounterOrAnotherProcess(String url, RedisServers servers) throws Exception {
+    String name = lockName();
+    StoreKeys keys = StoreKeys.of("default", name);
+    try (LockStore store = LockStore.open(url)) {
+      StoreLock first = grant(store, name);
+      assertTrue(first.counterMissing() && first.clockFloored());
+      // Redlock too: the first grant raised the majority to one token, so they agree again.
+      StoreLock second = grant(store, name);
+      assertEquals(first.token() + 1, second.token());
+      assertFalse(second.counterMissing() || second.clockFloored());
+      // The store lost its data: without the floor, the token would start again from 1.
+      onEach(servers, RedisClient::flushAll);
+      StoreLock flushed = grant(store, name);
+      assertTrue(flushed.token() > second.token(), flushed.token() + " after " + second.token());
+      assertTrue(flushed.counterMissing() && flushed.clockFloored());
+      // Another Redis process issued the last token (a failover, a restart): the counter is there,
+      // but may be behind; floored at the clock again.
+      onEach(servers, c -> c.set(keys.epoch(), "another-process"));
+      StoreLock moved = grant(store, name);
+      assertTrue(moved.token() > flushed.token(), moved.token() + " after " + flushed.token());
+      assertFalse(moved.counterMissing());
+      assertTrue(moved.clockFloored());
+      StoreLock after = grant(store, name);
+      assertEquals(moved.token() + 1, after.token());
+      assertFalse(after.clockFloored());
+    }
+  }
+
+  @Test
+  void single_redis_floors_the_next_token_at_the_clock_after_flushall_or_another_process_s_epoch() throws Exception {
+    lostCounterOrAnotherProcess(singleUrl(), single);
+  }
+
+  @Test
+  void redlock_floors_the_next_token_at_the_clock_after_flushall_or_another_process_s_epoch() throws Exception {
+    lostCounterOrAnotherProcess(masters.redlockUrl(), masters);
   }
 
   @Test
@@ -122,13 +201,21 @@ class StoreRedisTest {
   void tokens_continue_from_the_controller_s_counter_and_above_the_floor() throws Exception {
     String name = lockName();
     try (LockStore store = LockStore.open(singleUrl()); RedisClient r = single.servers.get(0).client()) {
-      r.set(StoreKeys.of("default", name).counter(), "41");
+      r.set(StoreKeys.of("default", name).counter(), "41"); // the controller's last token
+      long store1;
       try (StoreLock lock = store.acquire(name)) {
-        assertEquals(42, lock.token());
+        // The store's first grant here: the counter exists, but no store process issued from it yet,
+        // so its token is floored at the clock, still above the controller's.
+        store1 = lock.token();
+        assertTrue(store1 > 41);
         assertFalse(lock.counterMissing());
+        assertTrue(lock.clockFloored());
       }
-      try (StoreLock lock = store.acquire(name, StoreLock.options().floor(() -> 100))) {
-        assertEquals(101, lock.token());
+      try (StoreLock lock = store.acquire(name)) {
+        assertEquals(store1 + 1, lock.token());
+      }
+      try (StoreLock lock = store.acquire(name, StoreLock.options().floor(() -> HIGH))) {
+        assertEquals(HIGH + 1, lock.token());
       }
     }
   }
@@ -312,6 +399,10 @@ class StoreRedisTest {
     String name = lockName();
     StoreKeys keys = StoreKeys.of("default", name);
     List<RedisServers.Server> ms = masters.servers;
+    onEach(masters, c -> {
+      seedCounter(c, keys, 0); // masters 3 and 4's counters then count the attempts
+      return null;
+    });
     for (RedisServers.Server m : ms.subList(0, 3)) {
       try (RedisClient c = m.client()) {
         c.set(keys.holder(), "someone-else", SetParams.setParams().px(20_000));
@@ -364,13 +455,23 @@ class StoreRedisTest {
   void redlock_raises_the_token_to_the_largest_counter_of_the_majority_on_every_master_that_granted() throws Exception {
     String name = lockName();
     StoreKeys keys = StoreKeys.of("default", name);
+    // Master 0 far ahead: the others floor the new counter at their clocks (so on a new lock the
+    // masters disagree by microseconds anyway), master 0 answers HIGH + 1.
     try (RedisClient m0 = masters.servers.get(0).client()) {
-      m0.set(keys.counter(), "10");
+      seedCounter(m0, keys, HIGH);
     }
-    try (LockStore store = LockStore.open(masters.redlockUrl()); StoreLock lock = store.acquire(name)) {
-      assertEquals(11, lock.token());
-      assertFalse(lock.counterMissing(), "one master of the majority had the counter");
-      assertEquals(List.of("11", "11", "11", "11", "11"), onEach(masters, c -> c.get(keys.counter())));
+    try (LockStore store = LockStore.open(masters.redlockUrl())) {
+      try (StoreLock lock = store.acquire(name)) {
+        assertEquals(HIGH + 1, lock.token());
+        assertFalse(lock.counterMissing(), "one master of the majority had the counter");
+        assertTrue(lock.clockFloored(), "the others floored theirs at the clock");
+        String t = Long.toString(HIGH + 1);
+        assertEquals(List.of(t, t, t, t, t), onEach(masters, c -> c.get(keys.counter())));
+      }
+      try (StoreLock lock = store.acquire(name)) {
+        assertEquals(HIGH + 2, lock.token());
+        assertFalse(lock.clockFloored());
+      }
     }
   }
 
@@ -381,7 +482,7 @@ class StoreRedisTest {
       five.kill(five.servers.get(3));
       five.kill(five.servers.get(4));
       StoreLock lock = store.acquire(name, StoreLock.options().ttl(Duration.ofMillis(1000)).waitFor(Duration.ofSeconds(5)));
-      assertEquals(1, lock.token());
+      assertTrue(lock.counterMissing() && lock.clockFloored(), "a new lock, on the three masters that answer");
       Thread.sleep(800); // renewed by the three that answer
       assertTrue(lock.held());
       long t0 = System.nanoTime();

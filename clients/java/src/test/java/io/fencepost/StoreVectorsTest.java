@@ -36,6 +36,7 @@ class StoreVectorsTest {
           StoreKeys k = StoreKeys.of((String) v.get("namespace"), (String) v.get("name"));
           assertEquals(v.get("counter"), k.counter());
           assertEquals(v.get("holder"), k.holder());
+          assertEquals(v.get("epoch"), k.epoch());
           assertEquals(v.get("channel"), k.channel());
           assertFalse(k.counter().startsWith("fencepost:guard:"));
         }));
