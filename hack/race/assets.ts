@@ -4,8 +4,8 @@
  * stripped (src/dashboard/static-files.ts). Every module answers to `/assets/NAME.js` (the
  * page's script tag) and `/assets/NAME.ts` (how the stripped modules import each other).
  */
-import { loadAssets, type Asset } from '../../src/dashboard/assets.ts';
-import { JS_TYPE, browserModule, staticAsset } from '../../src/dashboard/static-files.ts';
+import { loadAssets } from '../../src/dashboard/assets.ts';
+import { JS_TYPE, browserModule, staticAsset, type Asset } from '../../src/dashboard/static-files.ts';
 import { RACE_HTML } from './page/index-html.ts';
 import { RACE_CSS } from './page/style-css.ts';
 

@@ -1,7 +1,8 @@
 /**
  * The race page's HTTP server: the page and its files, the events over Server-Sent Events, and
- * the actions. Security headers, the Content-Security-Policy and the Host check are the
- * dashboard's (src/dashboard/headers.ts); actions also need this page's Origin (requests.ts).
+ * the actions. Listening, the security headers, the Content-Security-Policy, the Host check and
+ * the SSE streams are the dashboard's ({@link PageServer}, src/dashboard/page-server.ts); actions
+ * also need this page's Origin (requests.ts).
  *
  * Routes:
  * - `GET /`, `/assets/…` — the page, its stylesheet and modules.
@@ -12,10 +13,10 @@
  *   202 with the action's result; 409 when another action runs or the state forbids it; 400 on a
  *   malformed body; 403 from another origin.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Asset } from '../../src/dashboard/assets.ts';
-import { SECURITY_HEADERS, hostAllowed, isLoopbackHost } from '../../src/dashboard/headers.ts';
+import type { Asset } from '../../src/dashboard/static-files.ts';
+import { PageServer, sendAsset, sendJson, sseFrame } from '../../src/dashboard/page-server.ts';
 import type { Hello, RaceEvent, RaceInfo } from './events.ts';
 import { MAX_BODY, isJson, parseAction, sameOrigin, type Action } from './requests.ts';
 
@@ -46,39 +47,27 @@ export const MAX_LOG = 5000;
 /** RaceServer: see the module comment. */
 export class RaceServer {
   readonly #o: RaceServerOptions;
-  readonly #server: Server;
-  readonly #clients = new Set<ServerResponse>();
+  readonly #page: PageServer;
   readonly #log: RaceEvent[] = [];
   #lastLease: RaceEvent | undefined;
-  #heartbeat: NodeJS.Timeout | undefined;
-  #port = 0;
-  #loopback = true;
 
   constructor(o: RaceServerOptions) {
     this.#o = o;
-    this.#server = createServer((req, res) => {
-      this.#handle(req, res);
+    this.#page = new PageServer({
+      host: o.host,
+      port: o.port,
+      misdirected: (res) => {
+        sendJson(res, 421, { message: 'This page answers only to a loopback name (127.0.0.1, localhost, [::1]).' });
+      },
+      handle: (req, res) => {
+        this.#handle(req, res);
+      },
     });
-    this.#server.keepAliveTimeout = 5_000;
   }
 
   /** start listens; resolves with the address bound. */
-  async start(): Promise<AddressInfo> {
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(this.#o.port, this.#o.host, () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    const address = this.#server.address() as AddressInfo;
-    this.#port = address.port;
-    this.#loopback = isLoopbackHost(address.address);
-    this.#heartbeat = setInterval(() => {
-      for (const res of this.#clients) res.write(': keep-alive\n\n');
-    }, 15_000);
-    this.#heartbeat.unref();
-    return address;
+  start(): Promise<AddressInfo> {
+    return this.#page.start();
   }
 
   /** publish records an event and sends it to every page. */
@@ -88,17 +77,12 @@ export class RaceServer {
       this.#log.push(e);
       if (this.#log.length > MAX_LOG) this.#log.splice(0, this.#log.length - MAX_LOG);
     }
-    const frame = `event: race\ndata: ${JSON.stringify(e)}\n\n`;
-    for (const res of this.#clients) res.write(frame);
+    this.#page.broadcast(sseFrame('race', e));
   }
 
   /** close ends every stream and stops listening. */
-  async close(): Promise<void> {
-    clearInterval(this.#heartbeat);
-    for (const res of this.#clients) res.end();
-    this.#clients.clear();
-    this.#server.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  close(): Promise<void> {
+    return this.#page.close();
   }
 
   #hello(): Hello {
@@ -107,11 +91,6 @@ export class RaceServer {
   }
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
-    for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
-    if (this.#loopback && !hostAllowed(req.headers.host, this.#port)) {
-      this.#json(res, 421, { message: 'This page answers only to a loopback name (127.0.0.1, localhost, [::1]).' });
-      return;
-    }
     const path = new URL(req.url ?? '/', 'http://race.invalid').pathname;
     if (req.method === 'POST') {
       void this.#action(req, res, path);
@@ -119,85 +98,51 @@ export class RaceServer {
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD, POST');
-      this.#json(res, 405, { message: 'GET, HEAD and POST only.' });
+      sendJson(res, 405, { message: 'GET, HEAD and POST only.' });
       return;
     }
     const asset = this.#o.assets.get(path);
-    if (asset !== undefined) this.#asset(req, res, asset);
+    if (asset !== undefined) sendAsset(req, res, asset);
     else if (path === '/events') this.#events(req, res);
-    else if (path === '/api/state') this.#json(res, 200, this.#hello());
-    else this.#json(res, 404, { message: 'Not found.' });
+    else if (path === '/api/state') sendJson(res, 200, this.#hello());
+    else sendJson(res, 404, { message: 'Not found.' });
   }
 
   #events(req: IncomingMessage, res: ServerResponse): void {
-    res.writeHead(200, {
-      'Content-Type': 'text/event-stream; charset=utf-8',
-      'Cache-Control': 'no-store',
-      Connection: 'keep-alive',
-    });
-    if (req.method === 'HEAD') {
-      res.end();
-      return;
-    }
-    res.write(`retry: 1000\n\nevent: hello\ndata: ${JSON.stringify(this.#hello())}\n\n`);
-    this.#clients.add(res);
-    res.on('close', () => {
-      this.#clients.delete(res);
-    });
+    this.#page.openStream(req, res, sseFrame('hello', this.#hello()));
   }
 
   async #action(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     if (!sameOrigin(req.headers.origin, req.headers.host)) {
-      this.#json(res, 403, { message: 'Actions are accepted from this page only.' });
+      sendJson(res, 403, { message: 'Actions are accepted from this page only.' });
       return;
     }
     if (!isJson(req.headers['content-type'])) {
-      this.#json(res, 415, { message: 'Send application/json.' });
+      sendJson(res, 415, { message: 'Send application/json.' });
       return;
     }
     let body: string;
     try {
       body = await readBody(req);
     } catch (err) {
-      this.#json(res, 413, { message: err instanceof Error ? err.message : String(err) });
+      sendJson(res, 413, { message: err instanceof Error ? err.message : String(err) });
       return;
     }
     const action = parseAction(path, body);
     if (action === undefined) {
-      this.#json(res, 404, { message: 'No such action.' });
+      sendJson(res, 404, { message: 'No such action.' });
       return;
     }
     if ('error' in action) {
-      this.#json(res, 400, { message: action.error });
+      sendJson(res, 400, { message: action.error });
       return;
     }
     try {
-      this.#json(res, 202, { ok: true, result: (await this.#o.act(action)) ?? null });
+      sendJson(res, 202, { ok: true, result: (await this.#o.act(action)) ?? null });
     } catch (err) {
       const status = err instanceof ActionError ? err.status : 500;
-      this.#json(res, status, { message: err instanceof Error ? err.message : String(err) });
+      sendJson(res, status, { message: err instanceof Error ? err.message : String(err) });
     }
-  }
-
-  #asset(req: IncomingMessage, res: ServerResponse, a: Asset): void {
-    res.setHeader('ETag', a.etag);
-    res.setHeader('Cache-Control', 'no-cache');
-    if (req.headers['if-none-match'] === a.etag) {
-      res.writeHead(304).end();
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': a.type, 'Content-Length': a.body.length });
-    res.end(req.method === 'HEAD' ? undefined : a.body);
-  }
-
-  #json(res: ServerResponse, code: number, body: unknown): void {
-    const text = JSON.stringify(body);
-    res.writeHead(code, {
-      'Content-Type': 'application/json; charset=utf-8',
-      'Cache-Control': 'no-store',
-      'Content-Length': Buffer.byteLength(text),
-    });
-    res.end(text);
   }
 }
 

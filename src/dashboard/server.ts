@@ -16,11 +16,11 @@
  * read (more than {@link MAX_BUFFERED} bytes waiting) is disconnected; its EventSource reconnects
  * and starts again from a snapshot.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Asset } from './assets.ts';
-import { SECURITY_HEADERS, hostAllowed, isLoopbackHost } from './headers.ts';
+import type { Asset } from './static-files.ts';
 import type { DashboardModel } from './model.ts';
+import { PageServer, sendAsset, sendJson, sendText, sseFrame } from './page-server.ts';
 import type { Delta, DetailEvent, Snapshot } from './wire.ts';
 
 /** RawKind: the objects the page links to. */
@@ -58,41 +58,31 @@ const LOCK_KEY = new RegExp(`^(${NAME})/(${NAME})$`);
 /** DashboardServer: see the module comment. */
 export class DashboardServer {
   readonly #o: DashboardServerOptions;
-  readonly #server: Server;
+  readonly #page: PageServer;
   readonly #list = new Set<ServerResponse>();
   readonly #detail = new Map<ServerResponse, string>();
   readonly #pending = new Set<string>();
   #flushTimer: NodeJS.Timeout | undefined;
-  #heartbeat: NodeJS.Timeout | undefined;
-  #port = 0;
-  #loopback = true;
 
   constructor(o: DashboardServerOptions) {
     this.#o = o;
-    this.#server = createServer((req, res) => {
-      this.#handle(req, res);
+    this.#page = new PageServer({
+      host: o.host,
+      port: o.port,
+      ...(o.heartbeatMs !== undefined ? { heartbeatMs: o.heartbeatMs } : {}),
+      maxBuffered: MAX_BUFFERED,
+      misdirected: (res) => {
+        sendText(res, 421, 'This dashboard answers only to a loopback name (127.0.0.1, localhost, [::1]).\n');
+      },
+      handle: (req, res) => {
+        this.#handle(req, res);
+      },
     });
-    // Keep-alive sockets of finished page loads must not hold close() up.
-    this.#server.keepAliveTimeout = 5_000;
   }
 
   /** start listens; resolves with the address bound. */
-  async start(): Promise<AddressInfo> {
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(this.#o.port, this.#o.host, () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    const address = this.#server.address() as AddressInfo;
-    this.#port = address.port;
-    this.#loopback = isLoopbackHost(address.address);
-    this.#heartbeat = setInterval(() => {
-      for (const res of [...this.#list, ...this.#detail.keys()]) this.#write(res, ': keep-alive\n\n');
-    }, this.#o.heartbeatMs ?? 15_000);
-    this.#heartbeat.unref();
-    return address;
+  start(): Promise<AddressInfo> {
+    return this.#page.start();
   }
 
   /** changed marks a lock as changed; it is pushed with the next flush. Synchronous and cheap. */
@@ -107,18 +97,15 @@ export class DashboardServer {
 
   /** clients: how many SSE streams are open. */
   clients(): number {
-    return this.#list.size + this.#detail.size;
+    return this.#page.streams();
   }
 
   /** close ends every stream and stops listening. */
   async close(): Promise<void> {
     clearTimeout(this.#flushTimer);
-    clearInterval(this.#heartbeat);
-    for (const res of [...this.#list, ...this.#detail.keys()]) res.end();
     this.#list.clear();
     this.#detail.clear();
-    this.#server.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    await this.#page.close();
   }
 
   #flush(): void {
@@ -133,57 +120,42 @@ export class DashboardServer {
         else remove.push(k);
       }
       const delta: Delta = { now: new Date().toISOString(), upsert, remove };
-      const frame = `event: delta\ndata: ${JSON.stringify(delta)}\n\n`;
-      for (const res of this.#list) this.#write(res, frame);
+      const frame = sseFrame('delta', delta);
+      for (const res of [...this.#list]) this.#page.send(res, frame);
     }
     if (this.#detail.size > 0) {
       const changed = new Set(keys);
-      for (const [res, key] of this.#detail) if (changed.has(key)) this.#write(res, this.#detailFrame(key));
+      for (const [res, key] of this.#detail) if (changed.has(key)) this.#page.send(res, this.#detailFrame(key));
     }
   }
 
   #detailFrame(key: string): string {
     const e: DetailEvent = { now: new Date().toISOString(), detail: this.#o.model.detail(key) ?? null };
-    return `event: detail\ndata: ${JSON.stringify(e)}\n\n`;
-  }
-
-  #write(res: ServerResponse, frame: string): void {
-    if (res.writableLength > MAX_BUFFERED) {
-      this.#list.delete(res);
-      this.#detail.delete(res);
-      res.destroy();
-      return;
-    }
-    res.write(frame);
+    return sseFrame('detail', e);
   }
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
-    for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
-    if (this.#loopback && !hostAllowed(req.headers.host, this.#port)) {
-      this.#text(res, 421, 'This dashboard answers only to a loopback name (127.0.0.1, localhost, [::1]).\n');
-      return;
-    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
-      this.#text(res, 405, 'The dashboard is read-only: GET and HEAD only.\n');
+      sendText(res, 405, 'The dashboard is read-only: GET and HEAD only.\n');
       return;
     }
     const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
     const path = url.pathname;
     const asset = this.#o.assets.get(path);
     if (asset !== undefined) {
-      this.#asset(req, res, asset);
+      sendAsset(req, res, asset);
       return;
     }
     if (path === '/api/locks') {
-      this.#json(res, 200, this.#snapshot());
+      sendJson(res, 200, this.#snapshot());
       return;
     }
     const lock = LOCK_PATH.exec(path);
     if (lock !== null) {
       const d = this.#o.model.detail(`${lock[1] ?? ''}/${lock[2] ?? ''}`);
-      if (d === undefined) this.#json(res, 404, { message: 'no such lock (or not visible to this kubeconfig)' });
-      else this.#json(res, 200, d);
+      if (d === undefined) sendJson(res, 404, { message: 'no such lock (or not visible to this kubeconfig)' });
+      else sendJson(res, 200, d);
       return;
     }
     if (path === '/events') {
@@ -195,7 +167,7 @@ export class DashboardServer {
       void this.#raw(res, path, raw[1] as RawKind, raw[2] ?? '', raw[3] ?? '');
       return;
     }
-    this.#text(res, 404, 'Not found.\n');
+    sendText(res, 404, 'Not found.\n');
   }
 
   #snapshot(): Snapshot {
@@ -204,67 +176,27 @@ export class DashboardServer {
 
   #events(req: IncomingMessage, res: ServerResponse, lock: string | null): void {
     if (lock !== null && !LOCK_KEY.test(lock)) {
-      this.#text(res, 400, 'lock must be NAMESPACE/NAME.\n');
+      sendText(res, 400, 'lock must be NAMESPACE/NAME.\n');
       return;
     }
-    res.writeHead(200, {
-      'Content-Type': 'text/event-stream; charset=utf-8',
-      'Cache-Control': 'no-store',
-      Connection: 'keep-alive',
-    });
-    if (req.method === 'HEAD') {
-      res.end();
-      return;
-    }
-    // A reconnecting EventSource waits `retry` ms; 1 s keeps a restarted dashboard's page current.
-    res.write('retry: 1000\n\n');
-    if (lock === null) {
-      res.write(`event: snapshot\ndata: ${JSON.stringify(this.#snapshot())}\n\n`);
-      this.#list.add(res);
-    } else {
-      res.write(this.#detailFrame(lock));
-      this.#detail.set(res, lock);
-    }
-    res.on('close', () => {
+    const first = lock === null ? sseFrame('snapshot', this.#snapshot()) : this.#detailFrame(lock);
+    const forget = () => {
       this.#list.delete(res);
       this.#detail.delete(res);
-    });
+    };
+    if (!this.#page.openStream(req, res, first, forget)) return;
+    if (lock === null) this.#list.add(res);
+    else this.#detail.set(res, lock);
   }
 
   async #raw(res: ServerResponse, path: string, kind: RawKind, namespace: string, name: string): Promise<void> {
     try {
       const obj = await this.#o.raw(kind, namespace, name);
-      if (obj === undefined) this.#json(res, 404, { message: `${kind} ${namespace}/${name} not found` });
-      else this.#json(res, 200, obj);
+      if (obj === undefined) sendJson(res, 404, { message: `${kind} ${namespace}/${name} not found` });
+      else sendJson(res, 200, obj);
     } catch (err) {
       this.#o.onError?.(err, path);
-      this.#json(res, 502, { message: `reading ${kind} ${namespace}/${name} failed: ${String(err)}` });
+      sendJson(res, 502, { message: `reading ${kind} ${namespace}/${name} failed: ${String(err)}` });
     }
-  }
-
-  #asset(req: IncomingMessage, res: ServerResponse, a: Asset): void {
-    res.setHeader('ETag', a.etag);
-    res.setHeader('Cache-Control', 'no-cache');
-    if (req.headers['if-none-match'] === a.etag) {
-      res.writeHead(304).end();
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': a.type, 'Content-Length': a.body.length });
-    res.end(req.method === 'HEAD' ? undefined : a.body);
-  }
-
-  #json(res: ServerResponse, code: number, body: unknown): void {
-    const text = JSON.stringify(body);
-    res.writeHead(code, {
-      'Content-Type': 'application/json; charset=utf-8',
-      'Cache-Control': 'no-store',
-      'Content-Length': Buffer.byteLength(text),
-    });
-    res.end(text);
-  }
-
-  #text(res: ServerResponse, code: number, text: string): void {
-    res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
-    res.end(text);
   }
 }

@@ -1,12 +1,17 @@
 /**
- * Building blocks for serving a page's static files, shared by the pages that fencepost serves
- * (the dashboard's assets.ts does the same for its own files; the race page of `npm run demo --
- * --web`, hack/race/, uses these).
+ * Building blocks for serving a page's static files, shared by the pages that fencepost serves:
+ * the dashboard's (assets.ts) and the race page of `npm run demo -- --web` (hack/race/assets.ts).
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { stripTypeScriptTypes } from 'node:module';
-import type { Asset } from './assets.ts';
+
+/** Asset is one file the server sends. */
+export interface Asset {
+  readonly body: Buffer;
+  readonly type: string;
+  readonly etag: string;
+}
 
 /** staticAsset wraps a file's text with its content type and a strong ETag (a digest of the bytes). */
 export function staticAsset(body: string, type: string): Asset {

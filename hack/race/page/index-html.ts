@@ -1,23 +1,15 @@
+import { pageHtml } from '../../../src/dashboard/page/shell-html.ts';
+
 /**
  * RACE_HTML: the race page. Nothing inline (its stylesheet and module are files), so the
  * dashboard's Content-Security-Policy applies unchanged. The timeline's drawing is decorative
  * (aria-hidden): the list under it says the same in words, and the important lines are also
  * announced through a polite live region.
  */
-export const RACE_HTML = `<!doctype html>
-<html lang="en">
-  <head>
-    <meta charset="utf-8">
-    <meta name="viewport" content="width=device-width, initial-scale=1">
-    <meta name="color-scheme" content="light">
-    <title>fencepost: the race</title>
-    <link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
-    <link rel="stylesheet" href="/assets/race.css">
-    <script type="module" src="/assets/app.js"></script>
-  </head>
-  <body>
-    <a class="skip" href="#main">Skip to content</a>
-    <header class="top">
+export const RACE_HTML = pageHtml({
+  title: 'fencepost: the race',
+  stylesheet: '/assets/race.css',
+  body: `    <header class="top">
       <p class="brand"><strong>fencepost</strong> <span>the race · real processes on this machine</span></p>
       <p id="conn" class="conn" role="status">Connecting…</p>
     </header>
@@ -92,6 +84,5 @@ export const RACE_HTML = `<!doctype html>
         <p class="row"><button id="copy" type="button">Copy code</button> <span id="copied" role="status"></span></p>
       </aside>
     </div>
-  </body>
-</html>
-`;
+`,
+});

@@ -1,23 +1,15 @@
+import { pageHtml } from './shell-html.ts';
+
 /**
  * INDEX_HTML: the dashboard's only HTML page, for the list and for one lock (`?lock=NS/NAME`).
  * Nothing inline: its style and script are files (`/assets/app.css`, `/assets/app.js`), so the
  * Content-Security-Policy (headers.ts) allows only this origin's files. A string here rather than
  * a file beside it, so that the compiled package carries it (tsc copies only modules).
  */
-export const INDEX_HTML = `<!doctype html>
-<html lang="en">
-  <head>
-    <meta charset="utf-8">
-    <meta name="viewport" content="width=device-width, initial-scale=1">
-    <meta name="color-scheme" content="light">
-    <title>fencepost dashboard</title>
-    <link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
-    <link rel="stylesheet" href="/assets/app.css">
-    <script type="module" src="/assets/app.js"></script>
-  </head>
-  <body>
-    <a class="skip" href="#main">Skip to content</a>
-    <header class="top">
+export const INDEX_HTML = pageHtml({
+  title: 'fencepost dashboard',
+  stylesheet: '/assets/app.css',
+  body: `    <header class="top">
       <p class="brand"><a href="/">fencepost</a> <span>dashboard · read-only</span></p>
       <p id="conn" class="conn" role="status" aria-live="polite">Connecting…</p>
     </header>
@@ -70,6 +62,5 @@ export const INDEX_HTML = `<!doctype html>
         <div id="lock-body"></div>
       </section>
     </main>
-  </body>
-</html>
-`;
+`,
+});

@@ -5,54 +5,18 @@
  * that RBAC is enough to show a held lock with its holder and token and to answer the page's links
  * (Lease, holder pod, Events), nothing it asked for was forbidden, and it may read and nothing more.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { AuthorizationV1Api, KubeConfig, loadAllYaml, type V1Deployment } from '@kubernetes/client-node';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Snapshot } from '../../../src/dashboard/wire.ts';
 import { microTime } from '../../../src/lease/record.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName } from '../../../src/protocol/names.ts';
-import { writeServiceAccountKubeconfig } from '../../support/cluster/identity.ts';
-import { FENCEPOST_MAIN, rewriteAddresses } from '../../support/cluster/pod-runner.ts';
-import { findBinary } from '../../support/testbed/assets.ts';
-import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { allowed, describeAccess, helm, installChart, runDeployment, type Access } from '../../support/chart.ts';
+import { tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
+import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { createLock, createPod, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
-
-const run = promisify(execFile);
-const chart = resolve(import.meta.dirname, '../../../charts/fencepost');
-
-/** Access is one SelfSubjectAccessReview question: may this identity do verb on resource? */
-interface Access {
-  readonly verb: string;
-  readonly resource: string;
-  readonly group?: string;
-  readonly subresource?: string;
-  readonly namespace?: string;
-}
-
-const describeAccess = (a: Access): string =>
-  `${a.verb} ${a.group !== undefined ? `${a.group}/` : ''}${a.resource}${a.subresource !== undefined ? `/${a.subresource}` : ''}${a.namespace !== undefined ? ` in ${a.namespace}` : ' (cluster)'}`;
-
-async function allowed(kc: KubeConfig, a: Access): Promise<boolean> {
-  const r = await kc.makeApiClient(AuthorizationV1Api).createSelfSubjectAccessReview({
-    body: {
-      spec: {
-        resourceAttributes: {
-          verb: a.verb,
-          resource: a.resource,
-          group: a.group ?? '',
-          ...(a.subresource !== undefined ? { subresource: a.subresource } : {}),
-          ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
-        },
-      },
-    },
-  });
-  return r.status?.allowed === true;
-}
 
 describe('helm install with dashboard.enabled: a read-only dashboard on its own ServiceAccount', () => {
   const admin = sharedKubeConfig();
@@ -62,46 +26,25 @@ describe('helm install with dashboard.enabled: a read-only dashboard on its own 
   let dashboard: ManagedProcess | undefined;
   let url = '';
   let dashboardKc: KubeConfig;
-  const helm = (args: readonly string[]) =>
-    run(findBinary('helm'), ['--kubeconfig', sharedKubeconfigPath(), ...args], { maxBuffer: 16 * 1024 * 1024 });
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-dashboard-chart-'));
     t = testKube(admin, await freshNamespace(admin, 'dash-chart-'));
-    // As in install.test.ts: the shared API server has the CRD already, and the Lease protection
-    // is kept to this release's namespace so that the other test files' writers are not refused.
-    await helm([
-      'install',
-      release,
-      chart,
-      '--namespace',
-      t.namespace,
-      '--set',
-      'crds.enabled=false',
-      '--set',
-      `leaseProtection.namespaces={${t.namespace}}`,
-      '--set',
+    // Without the Lease protection: this file's admin writes the held Lease itself (no controller
+    // runs), and with the policy on that write raced the policy's arrival in the admission chain
+    // (refused with 403 in 2 of 4 runs). The policy has its own tests (install, lease-protection).
+    const deployments = await installChart(release, t.namespace, [
       'dashboard.enabled=true',
+      'leaseProtection.enabled=false',
     ]);
-    const manifest = (await helm(['get', 'manifest', release, '--namespace', t.namespace])).stdout;
-    const deployment = loadAllYaml(manifest).find(
-      (d) =>
-        (d as { kind?: string }).kind === 'Deployment' &&
-        (d as V1Deployment).metadata?.name === `${release}-fencepost-dashboard`,
-    ) as V1Deployment;
-    const sa = deployment.spec?.template.spec?.serviceAccountName ?? '';
-    expect(sa).toBe(`${release}-fencepost-dashboard`);
-    const kubeconfig = await writeServiceAccountKubeconfig(admin, t.namespace, sa, join(dir, 'dashboard.kubeconfig'));
-    dashboardKc = new KubeConfig();
-    dashboardKc.loadFromFile(kubeconfig);
-    const { args, ports } = await rewriteAddresses(deployment.spec?.template.spec?.containers[0]?.args ?? []);
-    expect(args[0]).toBe('dashboard');
-    url = `http://127.0.0.1:${ports.get(8300) ?? 0}`;
-    dashboard = spawnManaged('dashboard', process.execPath, {
-      args: [FENCEPOST_MAIN, ...args],
-      logFile: join(dir, 'dashboard.log'),
-      env: { ...process.env, KUBECONFIG: kubeconfig },
-    });
+    const deployment = deployments.find((d) => d.metadata?.name === `${release}-fencepost-dashboard`);
+    if (deployment === undefined) throw new Error('the release has no dashboard Deployment');
+    const r = await runDeployment(deployment, { name: 'dashboard', namespace: t.namespace, dir });
+    dashboard = r.process;
+    dashboardKc = r.kc;
+    expect(r.serviceAccount).toBe(`${release}-fencepost-dashboard`);
+    expect(r.args[0]).toBe('dashboard');
+    url = `http://127.0.0.1:${r.ports.get(8300) ?? 0}`;
   });
   afterAll(async () => {
     await dashboard?.stop();

@@ -1,27 +1,17 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import {
-  AdmissionregistrationV1Api,
-  AuthorizationV1Api,
-  CoordinationV1Api,
-  CoreV1Api,
-  KubeConfig,
-  loadAllYaml,
-  type V1Deployment,
-} from '@kubernetes/client-node';
+import { join } from 'node:path';
+import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockSnapshot } from '../../../src/agent/session.ts';
 import { renewedLease } from '../../../src/lease/record.ts';
+import { allowed, describeAccess, helm, installChart, runDeployment, type Access } from '../../support/chart.ts';
 import { writeServiceAccountKubeconfig } from '../../support/cluster/identity.ts';
-import { FENCEPOST_MAIN, rewriteAddresses } from '../../support/cluster/pod-runner.ts';
-import { findBinary } from '../../support/testbed/assets.ts';
+import { FENCEPOST_MAIN } from '../../support/cluster/pod-runner.ts';
 import { getStatus } from '../../support/testbed/http-probe.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
-import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import {
   createLock,
   deleteLock,
@@ -32,41 +22,6 @@ import {
   testKube,
   type TestKube,
 } from '../../support/fixtures.ts';
-
-const run = promisify(execFile);
-const chart = resolve(import.meta.dirname, '../../../charts/fencepost');
-
-/** Access is one SelfSubjectAccessReview question: may this identity do verb on resource? */
-interface Access {
-  readonly verb: string;
-  readonly resource: string;
-  readonly group?: string;
-  readonly subresource?: string;
-  readonly namespace?: string;
-  readonly name?: string;
-}
-
-const describeAccess = (a: Access): string =>
-  `${a.verb} ${a.group !== undefined && a.group !== '' ? `${a.group}/` : ''}${a.resource}${a.subresource !== undefined ? `/${a.subresource}` : ''}${a.name !== undefined ? ` ${a.name}` : ''}${a.namespace !== undefined ? ` in ${a.namespace}` : ' (cluster)'}`;
-
-/** allowed asks the API server, as the identity of kc, whether it may do a. */
-async function allowed(kc: KubeConfig, a: Access): Promise<boolean> {
-  const r = await kc.makeApiClient(AuthorizationV1Api).createSelfSubjectAccessReview({
-    body: {
-      spec: {
-        resourceAttributes: {
-          verb: a.verb,
-          resource: a.resource,
-          group: a.group ?? '',
-          ...(a.subresource !== undefined ? { subresource: a.subresource } : {}),
-          ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
-          ...(a.name !== undefined ? { name: a.name } : {}),
-        },
-      },
-    },
-  });
-  return r.status?.allowed === true;
-}
 
 function fromFile(file: string): KubeConfig {
   const kc = new KubeConfig();
@@ -90,68 +45,38 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
   let agentKc: KubeConfig;
   let controllerSa = '';
   const agents: ManagedProcess[] = [];
-  const helm = (args: readonly string[]) =>
-    run(findBinary('helm'), ['--kubeconfig', sharedKubeconfigPath(), ...args], { maxBuffer: 16 * 1024 * 1024 });
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-install-'));
     t = testKube(admin, await freshNamespace(admin, 'install-'));
-    // The shared API server already has the CRD (from crds/, not owned by Helm), so the chart's copy is off here;
-    // test/e2e installs it from the chart on a fresh cluster.
-    await helm([
-      'install',
-      release,
-      chart,
-      '--namespace',
-      t.namespace,
-      '--set',
-      'crds.enabled=false',
-      '--set',
+    // installChart keeps the CRD off and the Lease protection to this namespace (the API server is shared).
+    const [deployment] = await installChart(release, t.namespace, [
       `agentRbac.namespaces={${t.namespace}}`,
-      // The chart's default protects fencepost Leases in every namespace; the API server is shared
-      // with the other test files, whose admin and controllers write their own Leases, so this
-      // release protects its own namespace only (a CI run saw kubectl-plugin.test.ts's admin
-      // refused while this release was installed).
-      '--set',
-      `leaseProtection.namespaces={${t.namespace}}`,
-
-      '--set',
       'leaderElection.leaseDuration=4s',
-      '--set',
       'leaderElection.renewDeadline=3s',
-      '--set',
       'leaderElection.retryPeriod=1s',
-      '--set',
       'logLevel=debug',
     ]);
-    const manifest = (await helm(['get', 'manifest', release, '--namespace', t.namespace])).stdout;
-    const deployment = loadAllYaml(manifest).find(
-      (d) => (d as { kind?: string }).kind === 'Deployment',
-    ) as V1Deployment;
-    const container = deployment.spec?.template.spec?.containers[0];
-    controllerSa = deployment.spec?.template.spec?.serviceAccountName ?? '';
-    expect(controllerSa).toBe(`${release}-fencepost`);
-    const { args, ports } = await rewriteAddresses(container?.args ?? []);
-    metricsPort = ports.get(8080) ?? 0;
-    const kubeconfig = await writeServiceAccountKubeconfig(
-      admin,
-      t.namespace,
-      controllerSa,
-      join(dir, 'controller.kubeconfig'),
-    );
-    controllerKc = fromFile(kubeconfig);
-    agentKc = fromFile(
-      await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, 'agent.kubeconfig')),
-    );
-    controller = spawnManaged('controller', process.execPath, {
+    if (deployment === undefined) throw new Error('the release has no Deployment');
+    const r = await runDeployment(deployment, {
+      name: 'controller',
+      namespace: t.namespace,
+      dir,
       // The chart's controller watches every namespace (and its ClusterRole is what this file
       // checks), but this API server is shared: run it on its own namespace only, else it reconciles
       // (grants, revokes) the other test files' locks with its own fencing backend — a CI run saw
       // kubectl-plugin.test.ts's lock granted a token while that lock's own Redis was unreachable.
-      args: [FENCEPOST_MAIN, ...args, `--namespace=${t.namespace}`],
-      logFile: join(dir, 'controller.log'),
-      env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: `${release}-controller-0`, POD_NAMESPACE: t.namespace },
+      extraArgs: [`--namespace=${t.namespace}`],
+      env: { POD_NAME: `${release}-controller-0`, POD_NAMESPACE: t.namespace },
     });
+    controller = r.process;
+    controllerKc = r.kc;
+    controllerSa = r.serviceAccount;
+    expect(controllerSa).toBe(`${release}-fencepost`);
+    metricsPort = r.ports.get(8080) ?? 0;
+    agentKc = fromFile(
+      await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, 'agent.kubeconfig')),
+    );
   });
   afterAll(async () => {
     await Promise.all(agents.map((a) => a.stop()));

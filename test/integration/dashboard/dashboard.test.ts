@@ -127,7 +127,8 @@ describe('fencepost dashboard in chromium', () => {
     const token = lease?.metadata?.annotations?.['fencepost.io/fencing-token'];
     expect(token).toMatch(/^\d+$/);
     expect(await tr.locator('td.token').textContent()).toBe(token);
-    expect(await tr.locator('td.recent').textContent()).toContain('LeaseGranted');
+    // The LeaseGranted Event comes on its own watch, possibly a flush after the Lease's change.
+    await expect.poll(() => tr.locator('td.recent').textContent()).toContain('LeaseGranted');
 
     const first = await tr.locator('td.expires').textContent();
     expect(first).toMatch(/^(9m5\d|10m00)s$/);
