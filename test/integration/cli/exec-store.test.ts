@@ -5,8 +5,8 @@
  * with --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; a lock
  * lost while the command runs stops it (EXIT_LOST); bad flags exit 2. The compiled fencepost-agent
  * (Bun's built-in Redis client, stores/bun/) does the same on one Redis and on Redlock masters,
- * taking turns with the Node CLI on one lock (the same keys, scripts and tokens), and refuses a
- * Sentinel or Cluster URL naming where it works.
+ * taking turns with the Node CLI on one lock (the same keys, scripts and tokens), also on a primary
+ * with a replica through a failover, and refuses a Sentinel or Cluster URL naming where it works.
  */
 import { execFile, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXIT_LOST, EXIT_SKIPPED } from '../../../src/cli/exec-usage.ts';
 import { agentBinary } from '../../support/agent-binary.ts';
-import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import { startRedis, startReplica, type RedisServer } from '../../support/testbed/redis.ts';
+import { startTcpProxy } from '../../support/testbed/tcp-proxy.ts';
 
 const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
@@ -236,6 +237,39 @@ describe('fencepost-agent exec --store (the compiled agent, on Bun)', () => {
       runs.push(await agentExec('--store', url, '--lock', lock, '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN'));
     expect(runs.map((r) => r.code)).toEqual([0, 0, 0]);
     expect(Number(runs[2]?.stdout.trim())).toBe(Number(runs[0]?.stdout.trim()) + 1); // sh-a's counter on its shard
+  });
+
+  it('on a primary with a replica, through a failover to the replica that missed the last grant: both execs take turns, and the token after the failover is larger', async () => {
+    // The promotion is done as a Sentinel does it (REPLICAOF NO ONE, clients pointed at the new
+    // primary): the compiled agent speaks to one Redis, so a proxy stands for the Sentinel.
+    const primary = await startRedis();
+    const replica = await startReplica(primary);
+    const proxy = await startTcpProxy({ targetPort: primary.port });
+    try {
+      const url = `redis://127.0.0.1:${proxy.port}`;
+      const token = async (r: Promise<Run>): Promise<bigint> => {
+        const done = await r;
+        expect(done, done.stderr).toMatchObject({ code: 0 });
+        return BigInt(done.stdout.trim());
+      };
+      const echo = ['--lock', 'ha', '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN'];
+      const t1 = await token(agentExec('--store', url, ...echo));
+      const t2 = await token(exec('--store', url, ...echo));
+      expect(t2).toBe(t1 + 1n);
+      await replica.inSync(); // both grants replicated
+      replica.cut(); // from now on the replica misses every write
+      const t3 = await token(agentExec('--store', url, ...echo));
+      expect(t3).toBe(t2 + 1n); // on the primary only
+      await replica.promote(primary);
+      proxy.retarget(replica.server.port);
+      // Before the epoch floor the promoted replica handed out t3 again; now it floors at its clock.
+      const t4 = await token(exec('--store', url, ...echo));
+      expect(t4).toBeGreaterThan(t3);
+      const t5 = await token(agentExec('--store', url, ...echo));
+      expect(t5).toBe(t4 + 1n);
+    } finally {
+      await Promise.allSettled([proxy.close(), replica.stop(), primary.stop()]);
+    }
   });
 
   it('refuses a Sentinel URL naming where it works, exit 2', async () => {

@@ -9,7 +9,9 @@
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +19,9 @@ import { acquire } from '../../../src/index.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { redisServerBinary, startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+
+const execFileAsync = promisify(execFile);
+const cliMain = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
 let dir: string;
 const started: ManagedProcess[] = [];
@@ -197,6 +202,23 @@ describe('redis+sentinel:// with a primary and a replica: a failover while the l
       expect(next).toMatchObject({ clockFloored: true, counterMissing: false });
       expect(next.token).toBeGreaterThan(lock.token + 1n);
       await next.release();
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('fencepost exec (the Node CLI) holds the lock through the Sentinel on the promoted replica, with the token of its counter', async () => {
+    const store = `redis+sentinel://127.0.0.1:${sentinelPort}/fpfail`;
+    const { KUBECONFIG: _k, POD_NAME: _n, POD_NAMESPACE: _ns, POD_UID: _u, ...env } = process.env;
+    const { stdout } = await execFileAsync(
+      process.execPath,
+      [cliMain, 'exec', '--store', store, '--lock', 'failover', '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN'],
+      { env, timeout: 30_000 },
+    );
+    const r = new Redis({ port: replicaPort, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    try {
+      expect(await r.get('fencepost:fence:default/failover')).toBe(stdout.trim()); // on the new primary
+      expect(await r.exists('fencepost:lock:{fencepost:fence:default/failover}')).toBe(0); // released
     } finally {
       r.disconnect();
     }
