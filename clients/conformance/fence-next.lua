@@ -1,8 +1,9 @@
 -- fence-next.lua: defines fence_greater(a, b), fence_next(key, floor), the fencing-token
--- dispenser's whole step on one counter key, and fence_epoch(counter, epoch, floor), the lock
--- stores' guard against a counter that went back. Not a script on its own: the lock stores' acquire and
--- raise scripts are this file followed by their own (store.json "scripts"), and the controller's
--- dispenser is this file followed by "return fence_next(KEYS[1], ARGV[1])".
+-- dispenser's whole step on one counter key, and fence_issue(counter, epoch, floor), the lock
+-- stores' step: fence_next guarded against a counter that went back (fence_epoch). Not a script
+-- on its own: the lock stores' acquire and raise scripts are this file followed by their own
+-- (store.json "scripts"), and the controller's dispenser is this file followed by
+-- "return fence_next(KEYS[1], ARGV[1])".
 -- fence_next: floor is a decimal string (the highest token recorded elsewhere for this lock, or
 -- 0); returns {token, refloored, hadTtl, existed} with token a decimal string. Values travel as
 -- strings because Lua numbers are doubles and lose precision above 2^53: the comparison is on
@@ -39,7 +40,7 @@ end
 -- server's clock in microseconds (TIME): above every token issued before, which were themselves a
 -- clock floor plus one per grant, as long as this server's clock is not behind the clock of the
 -- one that set that floor by more than the time since (docs/stores.md). Returns {floor, changed,
--- run_id}; the caller records run_id in the epoch key after fence_next, when changed is 1.
+-- run_id}; fence_issue records run_id in the epoch key after fence_next, when changed is 1.
 local function fence_epoch(counter, epoch, floor)
   local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
   if redis.call('GET', epoch) == id and redis.call('EXISTS', counter) == 1 then
@@ -49,4 +50,13 @@ local function fence_epoch(counter, epoch, floor)
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
   if fence_greater(now, floor) then return {now, 1, id} end
   return {floor, 1, id}
+end
+-- fence_issue: the lock stores' token. fence_epoch's floor (never below floor), fence_next from
+-- it, then the epoch recorded if it changed: after the token, so that a failing INCR records
+-- nothing. Returns {token, refloored, hadTtl, existed, epochChanged}.
+local function fence_issue(counter, epoch, floor)
+  local e = fence_epoch(counter, epoch, floor)
+  local f = fence_next(counter, e[1])
+  if e[2] == 1 then redis.call('SET', epoch, e[3]) end
+  return {f[1], f[2], f[3], f[4], e[2]}
 end

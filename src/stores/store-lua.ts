@@ -8,17 +8,16 @@ export const STORE_ACQUIRE_BODY_LUA = `-- store-acquire.lua (after fence-next.lu
 -- KEYS[1] = holder key, KEYS[2] = counter key, KEYS[3] = epoch key; ARGV[1] = owner id, ARGV[2] =
 -- TTL (ms), ARGV[3] = token floor (decimal). Granted: {1, token, refloored, hadTtl, existed,
 -- epochChanged}; held by another: {0, PTTL of the holder key}. epochChanged is 1 when the token
--- was floored at the server's clock (fence_epoch: a new or lost counter, a failover, a restart). The token is issued BEFORE the SET, after checking the key is free:
--- Redis does not roll a script back, so a failing INCR (a counter at 2^63-1) must stop the script
--- before it has written a holder that has no token.
+-- was floored at the server's clock (fence_epoch: a new or lost counter, a failover, a restart).
+-- The token is issued BEFORE the SET, after checking the key is free: Redis does not roll a
+-- script back, so a failing INCR (a counter at 2^63-1) must stop the script before it has written
+-- a holder that has no token.
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local e = fence_epoch(KEYS[2], KEYS[3], ARGV[3])
-local f = fence_next(KEYS[2], e[1])
-if e[2] == 1 then redis.call('SET', KEYS[3], e[3]) end
+local f = fence_issue(KEYS[2], KEYS[3], ARGV[3])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, f[1], f[2], f[3], f[4], e[2]}
+return {1, f[1], f[2], f[3], f[4], f[5]}
 `;
 
 /**
@@ -55,16 +54,14 @@ export const REDLOCK_ACQUIRE_BODY_LUA = `-- redlock-acquire.lua (after fence-nex
 -- KEYS[1] = holder key, KEYS[2] = counter key, KEYS[3] = epoch key; ARGV[1] = owner id, ARGV[2] =
 -- TTL (ms), ARGV[3] = floor (decimal). Held by another: {0, PTTL}. Taken: {1, v, existed,
 -- epochChanged} where v is this master's counter after fence_next advanced it, from a floor at
--- this master's clock when its epoch changed (fence_epoch: a master restarted or new). The token is decided by the client over the majority
--- that granted (store.json "redlock").
+-- this master's clock when its epoch changed (fence_epoch: a master restarted or new). The token
+-- is decided by the client over the majority that granted (store.json "redlock").
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local e = fence_epoch(KEYS[2], KEYS[3], ARGV[3])
-local f = fence_next(KEYS[2], e[1])
-if e[2] == 1 then redis.call('SET', KEYS[3], e[3]) end
+local f = fence_issue(KEYS[2], KEYS[3], ARGV[3])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, f[1], f[4], e[2]}
+return {1, f[1], f[4], f[5]}
 `;
 
 /**
