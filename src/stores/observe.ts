@@ -10,6 +10,7 @@
  */
 import { Cluster } from 'ioredis';
 import { parseToken } from '../protocol/token.ts';
+import { withTimeout } from '../runtime/timeout.ts';
 import { connectTarget, defineScript, failure, whenReady, type RedisClient, type Script } from './redis/connect.ts';
 import { lockKeys } from './redis/keys.ts';
 import { quorum } from './redlock/quorum.ts';
@@ -118,13 +119,7 @@ const BARRIER_MS = 1000;
 async function heardUpTo(c: Connection): Promise<void> {
   const sub = c.subscriber;
   if (sub === undefined || sub instanceof Cluster || sub.status !== 'ready') return;
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    sub.ping().catch(() => undefined),
-    new Promise((resolve) => {
-      timer = setTimeout(resolve, BARRIER_MS);
-    }),
-  ]).finally(() => clearTimeout(timer));
+  await withTimeout(sub.ping(), BARRIER_MS, `${c.name}: release barrier`).catch(() => undefined);
 }
 
 async function readOne(c: Connection, namespace: string, lock: string): Promise<HolderRead> {

@@ -13,6 +13,7 @@
  * Cluster, which the library on Node does.
  */
 import { createHash } from 'node:crypto';
+import { withTimeout } from '../../runtime/timeout.ts';
 import { ChannelListeners } from '../channel-listeners.ts';
 import type { Script } from '../store.ts';
 import { StoreUrlError, type RedisTarget } from '../url.ts';
@@ -60,20 +61,6 @@ export function targetUrl(t: RedisTarget, what: string): string {
   const auth = user !== '' || pass !== '' ? `${user}${pass}@` : '';
   const host = t.endpoint.host.includes(':') ? `[${t.endpoint.host}]` : t.endpoint.host;
   return `${t.tls ? 'rediss' : 'redis'}://${auth}${host}:${t.endpoint.port}/${t.db}`;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        reject(new Error(`${what}: no answer within ${ms} ms`));
-      }, ms);
-    }),
-  ]).finally(() => {
-    clearTimeout(timer);
-  });
 }
 
 /** BunConnection is one Redis: its scripts and its release channels. */
