@@ -9,7 +9,9 @@
  * with a replica through a failover, and refuses a Sentinel or Cluster URL naming where it works.
  */
 import { execFile, spawn } from 'node:child_process';
-import { resolve } from 'node:path';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXIT_LOST, EXIT_SKIPPED } from '../../../src/cli/exec-usage.ts';
@@ -30,12 +32,33 @@ function run(file: string, args: readonly string[]): Promise<Run> {
   const { KUBECONFIG: _k, POD_NAME: _n, POD_NAMESPACE: _ns, POD_UID: _u, ...env } = process.env;
   return new Promise((res) => {
     execFile(file, [...args], { env, timeout: 30_000 }, (err, stdout, stderr) => {
-      res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+      // Killed by the timeout, exec forwards the SIGTERM and exits 143: report a hang as one.
+      if (err?.killed === true) res({ code: null, stdout, stderr: `${stderr}[killed by the test's 30 s timeout]\n` });
+      else res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
     });
   });
 }
 
 const exec = (...args: string[]): Promise<Run> => run(process.execPath, [main, 'exec', ...args]);
+
+/**
+ * startedCommand is a command that creates a file and sleeps, and untilStarted waits for that file:
+ * the command runs only once the grant counted, so deleting the lock's keys after it is a loss
+ * while the command runs, never a race with the acquire. The bound only catches hangs.
+ */
+const dir = mkdtempSync(join(tmpdir(), 'fencepost-exec-store-'));
+const startedCommand = (name: string): [string, string[], string] => {
+  const marker = join(dir, name);
+  return ['sh', ['-c', 'touch "$0"; sleep 30', marker], marker];
+};
+async function untilStarted(marker: string): Promise<boolean> {
+  const deadline = performance.now() + 25_000;
+  while (!existsSync(marker)) {
+    if (performance.now() > deadline) return false;
+    await sleep(50);
+  }
+  return true;
+}
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -43,6 +66,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await redis.stop();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('fencepost exec --store', () => {
@@ -148,11 +172,12 @@ describe('fencepost exec --store', () => {
 
   it('a lock lost while the command runs (its key deleted) stops the command: exit EXIT_LOST', async () => {
     const started = performance.now();
-    const running = exec('--store', redis.url, '--ttl', '900ms', '--lock', 'doomed', '--', 'sh', '-c', 'sleep 30');
+    const [cmd, args, marker] = startedCommand('doomed');
+    const running = exec('--store', redis.url, '--ttl', '900ms', '--lock', 'doomed', '--', cmd, ...args);
     const c = redis.client();
     try {
       const key = 'fencepost:lock:{fencepost:fence:default/doomed}';
-      for (let i = 0; i < 100 && (await c.exists(key)) === 0; i++) await sleep(50);
+      expect(await untilStarted(marker)).toBe(true);
       expect(await c.del(key)).toBe(1); // as if it expired and was taken over
     } finally {
       c.disconnect();
@@ -218,12 +243,15 @@ describe('fencepost-agent exec --store (the compiled agent, on Bun)', () => {
     const ok = await agentExec('--store', url, '--lock', 'rl', '--', 'sh', '-c', 'echo $FENCEPOST_TOKEN');
     expect(ok).toMatchObject({ code: 0, stderr: '' });
     expect(Number(ok.stdout.trim())).toBeGreaterThan(0);
-    const running = agentExec('--store', url, '--ttl', '900ms', '--lock', 'rl-doomed', '--', 'sh', '-c', 'sleep 30');
+    const [cmd, args, marker] = startedCommand('rl-doomed');
+    const running = agentExec('--store', url, '--ttl', '900ms', '--lock', 'rl-doomed', '--', cmd, ...args);
     const clients = masters.map((m) => m.client());
     try {
       const key = 'fencepost:lock:{fencepost:fence:default/rl-doomed}';
-      for (let i = 0; i < 100 && (await clients[0]?.exists(key)) === 0; i++) await sleep(50);
-      for (const cl of clients) await cl.del(key); // every master lost it: renews find another owner's (none)
+      expect(await untilStarted(marker)).toBe(true);
+      // Every master lost it (the grant counted on a majority): renews find another owner's (none).
+      const deleted = await Promise.all(clients.map((cl) => cl.del(key)));
+      expect(deleted.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(3);
     } finally {
       for (const cl of clients) cl.disconnect();
     }
