@@ -159,18 +159,39 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     asA = await tokenConfig(holder);
     asB = await tokenConfig(b);
     unbound = await tokenConfig(undefined);
-    // The policies take effect once the API server has loaded them: wait until B's forged renew is refused.
+    // The policies take effect once the API server has loaded them, each on its own: wait until a
+    // write each of the three refuses is refused (CI once ran the pod and Event cases, 10 of them,
+    // before their policies had loaded: 200). Dry runs: admission runs, nothing is stored.
     await eventually(
       async () => {
         const l = await getLease(fx.t, lock);
-        const r = await failure(() =>
-          asB.makeApiClient(CoordinationV1Api).replaceNamespacedLease({
-            namespace: ns,
-            name: leaseName(lock),
-            body: renewedLease(l as V1Lease, new Date()),
-          }),
-        );
-        expect(r.code).toBe(403);
+        const probes = await Promise.all([
+          failure(() =>
+            asB.makeApiClient(CoordinationV1Api).replaceNamespacedLease({
+              namespace: ns,
+              name: leaseName(lock),
+              body: renewedLease(l as V1Lease, new Date()),
+              dryRun: 'All',
+            }),
+          ),
+          failure(() =>
+            asB.makeApiClient(CoreV1Api).patchNamespacedPod(
+              {
+                namespace: ns,
+                name: 'pod-b',
+                body: { metadata: { labels: { [podKeys(lock).holder]: 'true' } } },
+                dryRun: 'All',
+              },
+              mergePatch,
+            ),
+          ),
+          failure(() =>
+            asA
+              .makeApiClient(CoreV1Api)
+              .createNamespacedEvent({ namespace: ns, body: agentEvent('pod-b', 'fencepost-agent'), dryRun: 'All' }),
+          ),
+        ]);
+        expect(probes.map((r) => r.code)).toEqual([403, 403, 403]);
       },
       30_000,
       250,
