@@ -279,11 +279,14 @@ function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): St
       released ??= (async () => {
         const wasHeld = state === 'held';
         state = 'released';
+        // The request goes out first (also after a loss: if the key is still ours after all,
+        // waiters need not wait out its TTL); the bookkeeping below is done while Redis answers
+        // rather than before it is asked. Nothing else in this process runs in between.
+        const sent = backend.release(owner);
         stopTimers();
         ended.abort(stacklessError(`lock ${o.lock} released`));
         try {
-          // Also after a loss: if the key is still ours after all, waiters need not wait out its TTL.
-          await backend.release(owner);
+          await sent;
         } finally {
           if (wasHeld) emit({ type: 'released' });
         }

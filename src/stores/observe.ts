@@ -11,7 +11,15 @@
 import { Cluster } from 'ioredis';
 import { parseToken } from '../protocol/token.ts';
 import { withTimeout } from '../runtime/timeout.ts';
-import { connectTarget, defineScript, failure, whenReady, type RedisClient, type Script } from './redis/connect.ts';
+import {
+  connectTarget,
+  defineScript,
+  failure,
+  SUBSCRIBER_OPTIONS,
+  whenReady,
+  type RedisClient,
+  type Script,
+} from './redis/connect.ts';
 import { lockKeys } from './redis/keys.ts';
 import { quorum } from './redlock/quorum.ts';
 import { homeOf, shardIdentity } from './shards.ts';
@@ -192,8 +200,7 @@ export async function openStoreReader(url: string, what: string, readyWithinMs =
         conns.map(async (c) => {
           // A connection in subscriber mode can send nothing else: a second one per Redis.
           // It needs the offline queue: PSUBSCRIBE sent while it still connects must wait, not fail.
-          const sub =
-            c.client instanceof Cluster ? c.client.duplicate() : c.client.duplicate({ enableOfflineQueue: true });
+          const sub = c.client instanceof Cluster ? c.client.duplicate() : c.client.duplicate(SUBSCRIBER_OPTIONS);
           c.subscriber = sub;
           sub.on('error', () => undefined); // reconnects on its own; reads report the outage
           sub.on('pmessage', (_pattern: string, channel: string, owner: string) => {

@@ -8,7 +8,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { LockBackend, LockStore } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 import { Cluster } from 'ioredis';
-import { connectTarget, defineScript, whenReady, type RedisClient } from './connect.ts';
+import { connectTarget, defineScript, SUBSCRIBER_OPTIONS, whenReady, type RedisClient } from './connect.ts';
 import { lockKeys } from './keys.ts';
 import { ChannelListeners } from '../channel-listeners.ts';
 import { redisLockBackend } from './lock-backend.ts';
@@ -82,9 +82,8 @@ export class ReleaseChannels {
 
   #subscriber(): RedisClient {
     if (this.#sub !== undefined) return this.#sub;
-    // A subscriber needs the offline queue: SUBSCRIBE sent while it still connects must wait, not fail.
-    const sub =
-      this.#client instanceof Cluster ? this.#client.duplicate() : this.#client.duplicate({ enableOfflineQueue: true });
+    // A subscriber needs the offline queue (SUBSCRIBER_OPTIONS): SUBSCRIBE sent while it still connects must wait, not fail.
+    const sub = this.#client instanceof Cluster ? this.#client.duplicate() : this.#client.duplicate(SUBSCRIBER_OPTIONS);
     sub.on('error', () => undefined);
     sub.on('message', (channel: string, message: string) => {
       this.#channels.deliver(channel, message);

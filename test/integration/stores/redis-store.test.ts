@@ -261,6 +261,25 @@ describe('acquire with a Redis store', () => {
     expect(performance.now() - started).toBeLessThan(2000);
   });
 
+  it('a Redis that stops answering (SIGSTOP): a release gives up at the command bound, naming the store and the bound', async () => {
+    // The bound is defineScript's (stores/redis/connect.ts), not ioredis's commandTimeout.
+    const frozen = await startRedis();
+    try {
+      const held = await acquire('frozen', { store: frozen.url, ttlMs: 10_000 });
+      frozen.process().signal('SIGSTOP');
+      try {
+        const started = performance.now();
+        const err = await held.release().catch((e: unknown) => e);
+        expect((err as Error).message).toBe(`${frozen.url}: fencepostStoreRelease: no answer within 2000 ms`);
+        expect(performance.now() - started).toBeLessThan(15_000); // a hang, not a timing
+      } finally {
+        frozen.process().signal('SIGCONT');
+      }
+    } finally {
+      await frozen.stop();
+    }
+  });
+
   it('keeps the namespaces apart', async () => {
     const a = await acquire('shared-name', { store: redis.url, ttlMs: 2000, namespace: 'team-a' });
     const b = await acquire('shared-name', { store: redis.url, ttlMs: 2000, namespace: 'team-b', ifHeld: 'fail' });
