@@ -64,11 +64,22 @@ interface ImplResult {
 /** ROUNDS: the latency runs are interleaved in this many rounds over the implementations, so that warm-up and drift of the machine fall on all alike. */
 const ROUNDS = 10;
 
-/** latencies times `runs` acquire+release pairs of a free lock per implementation, interleaved in ROUNDS rounds (each pair timed; one warm-up round first). */
+/**
+ * latencies times `runs` acquire+release pairs of a free lock per implementation, interleaved in
+ * ROUNDS rounds (each pair timed; one warm-up round first). Each round starts with the next
+ * implementation: what one leaves running in the background (the Lease store's controller goes on
+ * reconciling after its last release) falls on the first pairs of whichever comes after it, and
+ * with a fixed order that was always the fencepost Redis store (its p99 was 2.1–2.4 ms, the
+ * peers' 0.4–0.6 ms, in the runs before this order).
+ */
 async function latencies(impls: readonly { impl: BenchLockImpl; runs: number; tag: string }[]): Promise<number[][]> {
   const out = impls.map(() => [] as number[]);
   for (let round = -1; round < ROUNDS; round++) {
-    for (const [k, { impl, runs, tag }] of impls.entries()) {
+    for (let j = 0; j < impls.length; j++) {
+      const k = (j + round + 1) % impls.length;
+      const entry = impls[k];
+      if (entry === undefined) continue;
+      const { impl, runs, tag } = entry;
       const n = Math.max(1, Math.round(runs / ROUNDS));
       for (let i = 0; i < n; i++) {
         const t0 = performance.now();

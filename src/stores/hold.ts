@@ -192,6 +192,7 @@ function stacklessError(message: string): Error {
 /** keep runs the watchdog of a grant and returns its handle. */
 function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): StoreHold {
   const clock = conservativeClock(o.clock);
+  const timings = storeTimings(o.ttlMs);
   const token = g.token.toString();
   const listeners = new Set<(e: StoreEvent) => void>();
   const ended = new AbortController();
@@ -250,8 +251,16 @@ function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): St
   const scheduleRenew = (inMs: number): void => {
     renewTimer = clock.setTimeout(() => void renew(), inMs);
   };
-  armLapse();
-  scheduleRenew(storeTimings(o.ttlMs).renewPeriodMs);
+  // The watchdog's timers are armed once the promise chain that hands the grant to the caller has
+  // run (process.nextTick runs after the microtasks queued now): a caller that releases at once
+  // sends its release first. Nothing depends on them being armed sooner: isHeld() reads the
+  // clock, and a timer cannot fire before the event loop turns anyway. A hold released by then
+  // arms none.
+  process.nextTick(() => {
+    if (state !== 'held') return;
+    armLapse();
+    scheduleRenew(timings.renewPeriodMs);
+  });
   if (g.counterMissing)
     o.log.warn(
       { lock: o.lock, token },
@@ -268,7 +277,7 @@ function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): St
     token: g.token,
     counterMissing: g.counterMissing,
     clockFloored: g.clockFloored,
-    timings: storeTimings(o.ttlMs),
+    timings,
     signal: ended.signal,
     isHeld: () => state === 'held' && clock.monotonicMs() < validUntilMs,
     onEvent(listener) {

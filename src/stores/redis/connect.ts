@@ -117,23 +117,26 @@ export function whenReady(client: RedisClient, ms: number): Promise<void> {
 
 export type { Script } from '../store.ts';
 
-/** defineScript registers `lua` on `client` under `name` (once per client) and returns a caller whose errors name `where`. */
+/**
+ * defineScript registers `lua` on `client` under `name` (once per client) and returns a caller whose
+ * errors name `where`. Each call is bounded by COMMAND_TIMEOUT_MS, unless `bound` is false: for a
+ * caller that bounds every call itself (a Redlock master's, in redlock/quorum.ts ask, at 500 ms).
+ */
 export function defineScript(
   client: RedisClient,
   name: string,
   numberOfKeys: number,
   lua: string,
   where: string,
+  bound = true,
 ): Script {
   if (!(name in client)) client.defineCommand(name, { numberOfKeys, lua });
   const command: unknown = Reflect.get(client, name);
   if (typeof command !== 'function') throw new Error(`ioredis did not define the command ${name}`);
+  const call = (keys: readonly string[], args: readonly string[]): Promise<unknown> =>
+    Promise.resolve((command as (...a: string[]) => unknown).call(client, ...keys, ...args));
   return (keys, args) =>
-    withTimeout(
-      Promise.resolve((command as (...a: string[]) => unknown).call(client, ...keys, ...args)),
-      COMMAND_TIMEOUT_MS,
-      name,
-    ).catch((err: unknown) => {
+    (bound ? withTimeout(call(keys, args), COMMAND_TIMEOUT_MS, name) : call(keys, args)).catch((err: unknown) => {
       throw failure(client, where, err);
     });
 }

@@ -44,10 +44,11 @@ export async function openRedlockStore(
       name,
       client,
       channels: new ReleaseChannels(client),
-      acquire: defineScript(client, 'fencepostRedlockAcquire', REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, name),
-      raise: defineScript(client, 'fencepostRedlockRaise', 2, REDLOCK_RAISE_LUA, name),
-      renew: defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA, name),
-      release: defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA, name),
+      // Unbounded here: quorum.ts asks every master with its own, shorter bound.
+      acquire: defineScript(client, 'fencepostRedlockAcquire', REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, name, false),
+      raise: defineScript(client, 'fencepostRedlockRaise', 2, REDLOCK_RAISE_LUA, name, false),
+      renew: defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA, name, false),
+      release: defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA, name, false),
     };
   });
   await majorityReady(

@@ -71,9 +71,13 @@ function options(clock: FakeClock, o: Partial<HoldOptions> = {}): HoldOptions {
   };
 }
 
+/** nextTick: the watchdog arms its timers on the next tick after the grant (hold.ts keep). */
+const nextTick = (): Promise<void> => new Promise((resolve) => process.nextTick(resolve));
+
 async function held(b: Scripted, clock: FakeClock, o: Partial<HoldOptions> = {}): Promise<StoreHold> {
   const r = await holdLock(b, options(clock, o));
   if (r.kind !== 'held') throw new Error(`not held: ${r.kind}`);
+  await nextTick();
   return r.hold;
 }
 
@@ -274,5 +278,24 @@ describe('holdLock: the watchdog', () => {
     expect(events).toEqual([{ type: 'released', lock: 'billing', token: '1' }]);
     expect(h.signal.aborted).toBe(true);
     expect(h.isHeld()).toBe(false);
+  });
+
+  it('arms its two timers on the next tick; a hold released before then sends the release first and arms none', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const r = await holdLock(b, options(clock));
+    if (r.kind !== 'held') throw new Error(r.kind);
+    expect(r.hold.isHeld()).toBe(true); // the clock decides, not the timers
+    expect(clock.pendingTimers()).toBe(0);
+    const releasing = r.hold.release();
+    expect(b.calls).toEqual(['acquire o1', 'release o1']); // sent before release() returned
+    await releasing;
+    await nextTick();
+    expect(clock.pendingTimers()).toBe(0);
+
+    const h = await held(b, clock);
+    expect(clock.pendingTimers()).toBe(2); // the renew and the lapse
+    await h.release();
+    expect(clock.pendingTimers()).toBe(0);
   });
 });
