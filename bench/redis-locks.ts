@@ -23,6 +23,7 @@ import {
   loadAverage,
   machineLine,
   onInterrupt,
+  percentile,
   runMain,
   summarize,
   textTable,
@@ -59,6 +60,19 @@ interface ImplResult {
   };
   /** tokensIncreasing: every token seen under contention was above the one before (undefined: no tokens). */
   readonly tokensIncreasing: boolean | undefined;
+  /** latencyP50Us: the latency p50 in µs, unrounded to 0.1 (Stats round to 0.01 ms: ±5% on a ratio of 0.2 ms figures). */
+  readonly latencyP50Us: number;
+  /** p50VsFastestPeer: a fencepost store's latencyP50Us over the fastest peer's on as many masters (the issue's target: 1.2). */
+  readonly p50VsFastestPeer?: number;
+}
+
+/** withPeerRatios adds p50VsFastestPeer to each result that issues tokens (fencepost's stores; the peers issue none). */
+function withPeerRatios(results: readonly ImplResult[]): ImplResult[] {
+  return results.map((r) => {
+    const peers = results.filter((p) => !p.issuesTokens && p.masters === r.masters).map((p) => p.latencyP50Us);
+    if (!r.issuesTokens || peers.length === 0) return r;
+    return { ...r, p50VsFastestPeer: Math.round((r.latencyP50Us / Math.min(...peers)) * 100) / 100 };
+  });
 }
 
 /** ROUNDS: the latency runs are interleaved in this many rounds over the implementations, so that warm-up and drift of the machine fall on all alike. */
@@ -175,7 +189,7 @@ async function main(): Promise<void> {
     const ones = plans.map((p) => ({ impl: p.make(), runs: p.runs, tag: p.tag }));
     process.stderr.write(`latency: ${ROUNDS} interleaved rounds…\n`);
     const lat = await latencies(ones);
-    const results: ImplResult[] = [];
+    const measured: ImplResult[] = [];
     for (const [k, p] of plans.entries()) {
       if (interrupt.signal.aborted) throw new Error('interrupted');
       process.stderr.write(`contention: ${p.tag}…\n`);
@@ -185,15 +199,17 @@ async function main(): Promise<void> {
         seconds,
         `contended-${p.tag}`,
       );
-      results.push({
+      measured.push({
         name: one.name,
         masters: one.masters,
         issuesTokens: one.issuesTokens,
         latencyMs: summarize(lat[k] ?? []),
         contention: { workers, perSecond: c.perSecond, waitMs: summarize(c.waits), perWorker: c.perWorker },
         tokensIncreasing: c.tokensIncreasing,
+        latencyP50Us: Math.round(percentile(lat[k] ?? [], 50) * 10_000) / 10,
       });
     }
+    const results = withPeerRatios(measured);
     const loadEnd = loadAverage();
     const machine = describeMachine();
     const file = writeResult(values.out, {
@@ -210,6 +226,7 @@ async function main(): Promise<void> {
         'masters',
         'token',
         'acq+rel p50',
+        '÷ fastest peer',
         'p90',
         'p99',
         `${workers} workers/s`,
@@ -221,6 +238,7 @@ async function main(): Promise<void> {
         String(r.masters),
         r.issuesTokens ? (r.tokensIncreasing === true ? 'yes, increasing' : 'yes, NOT increasing') : 'no',
         f(r.latencyMs.p50),
+        r.p50VsFastestPeer !== undefined ? `${r.p50VsFastestPeer.toFixed(2)}×` : '',
         f(r.latencyMs.p90),
         f(r.latencyMs.p99),
         String(r.contention.perSecond),

@@ -1,0 +1,194 @@
+/**
+ * Where the Redis store's acquire+release time goes, layer by layer, against node-redlock on the
+ * same redis-server (docs/benchmarks.md, "after the client-path changes"). Each layer adds one
+ * thing to the one above it:
+ *
+ *   - `ioredis, scripts`: the store's acquire and release scripts called on a bare ioredis client
+ *     (ioredis's defaults), with a random owner id: the floor under every layer below;
+ *   - `+ commandTimeout`: the same on a client with ioredis's commandTimeout (what the lock
+ *     connections had before; kept here to show its cost);
+ *   - `backend`: the store's LockBackend (stores/redis/lock-backend.ts) on its own connection: the
+ *     scripts through defineScript (a 2 s bound per call), the reply parsed, the owner id;
+ *   - `holdLock`: the waiter and the watchdog (stores/hold.ts) on that backend;
+ *   - `acquire()`: the library call with a connectStore connection, as an app makes it.
+ *
+ * The pairs are interleaved one by one over the layers, so that drift falls on all alike. The
+ * absolute figures move by 20% from run to run on this machine; the differences between layers
+ * in one run are the result. Run it with the machine alone.
+ */
+import { randomUUID } from 'node:crypto';
+import { relative } from 'node:path';
+import { Redis } from 'ioredis';
+import { acquire } from '../src/index.ts';
+import { connectStore } from '../src/client/store-acquire.ts';
+import { silentLogger } from '../src/observability/logger.ts';
+import { realClock } from '../src/runtime/clock.ts';
+import { holdLock } from '../src/stores/hold.ts';
+import { newOwnerId } from '../src/stores/owner.ts';
+import { ACQUIRE_KEYS, ACQUIRE_LUA, RELEASE_LUA } from '../src/stores/redis/scripts.ts';
+import { startRedis } from '../test/support/testbed/redis.ts';
+import {
+  describeMachine,
+  loadAverage,
+  machineLine,
+  parseRuns,
+  percentile,
+  runMain,
+  textTable,
+  writeResult,
+} from './lib.ts';
+import { nodeRedlock } from './peers/redis-lock-peers.ts';
+
+const USAGE = `Usage: node bench/redis-store-layers.ts [--runs N]
+
+  --runs N   acquire+release pairs per layer, interleaved one by one (default 10000)
+
+Writes bench/results/redis-store-layers.json.
+`;
+
+const TTL_MS = 10_000;
+
+/** Pair is one timed acquire+release. */
+type Pair = () => Promise<void>;
+
+/** scriptPair: the store's two scripts on a bare ioredis client, on keys of their own. */
+function scriptPair(client: Redis, tag: string): Pair {
+  client.defineCommand('layerAcquire', { numberOfKeys: ACQUIRE_KEYS, lua: ACQUIRE_LUA });
+  client.defineCommand('layerRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+  const call = (name: string, ...a: string[]): Promise<unknown> =>
+    (Reflect.get(client, name) as (...x: string[]) => Promise<unknown>).call(client, ...a);
+  const [holder, counter, epoch] = [`layer:lock:{${tag}}`, tag, `layer:epoch:{${tag}}`];
+  return async () => {
+    const owner = randomUUID();
+    await call('layerAcquire', holder, counter, epoch, owner, String(TTL_MS), '0');
+    await call('layerRelease', holder, owner, `layer:released:${tag}`);
+  };
+}
+
+async function main(): Promise<void> {
+  const runs = parseRuns(10_000, USAGE);
+  if (runs === undefined) return;
+  const loadStart = loadAverage();
+  const redis = await startRedis();
+  const clients: Redis[] = [];
+  const client = (options: { commandTimeout?: number } = {}): Redis => {
+    const c = new Redis(redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, ...options });
+    clients.push(c);
+    return c;
+  };
+  // Three store connections: the backend's, the hold's, acquire()'s (each layer on its own).
+  const conns = await Promise.all([1, 2, 3].map(() => connectStore(redis.url, { waitMs: 10_000 })));
+  try {
+    const [backendConn, holdConn, conn] = conns;
+    if (backendConn === undefined || holdConn === undefined || conn === undefined) throw new Error('no connections');
+    await Promise.all(
+      [client(), client({ commandTimeout: 2000 }), client()].map((c) => new Promise((r) => c.once('ready', r))),
+    );
+    const [bare, timed, peerClient] = clients;
+    if (bare === undefined || timed === undefined || peerClient === undefined) throw new Error('no clients');
+    const backend = backendConn.store.lock('default', 'layer-backend');
+    const held = holdConn.store.lock('default', 'layer-hold');
+    const peer = nodeRedlock([peerClient]);
+    const layers: [string, Pair][] = [
+      ['ioredis, scripts', scriptPair(bare, 'bare')],
+      ['+ commandTimeout', scriptPair(timed, 'timed')],
+      [
+        'backend',
+        async () => {
+          const owner = newOwnerId();
+          const a = await backend.tryAcquire(owner, TTL_MS, 0n);
+          if (!a.granted) throw new Error(`backend: not granted: ${a.reason}`);
+          await backend.release(owner);
+        },
+      ],
+      [
+        'holdLock',
+        async () => {
+          const r = await holdLock(held, {
+            lock: 'layer-hold',
+            ttlMs: TTL_MS,
+            clock: realClock,
+            log: silentLogger,
+            ifHeld: 'fail',
+            floor: () => 0n,
+          });
+          if (r.kind !== 'held') throw new Error(`holdLock: ${r.kind}`);
+          await r.hold.release();
+        },
+      ],
+      [
+        'acquire()',
+        async () => {
+          const h = await acquire('layer-acquire', { store: conn, ttlMs: TTL_MS, ifHeld: 'fail' });
+          await h.release();
+        },
+      ],
+      [
+        'node-redlock (no token)',
+        async () => {
+          const h = await peer.acquire('layer-peer', TTL_MS);
+          await h.release();
+        },
+      ],
+    ];
+    process.stderr.write(`${runs} pairs per layer, interleaved…\n`);
+    for (const [, pair] of layers) for (let i = 0; i < 1000; i++) await pair(); // warm-up
+    const times = layers.map(() => [] as number[]);
+    for (let i = 0; i < runs; i++)
+      for (const [k, [, pair]] of layers.entries()) {
+        const t0 = performance.now();
+        await pair();
+        times[k]?.push(performance.now() - t0);
+      }
+    const us = (ms: number): number => Math.round(ms * 10_000) / 10;
+    const base = us(percentile(times[0] ?? [], 50));
+    const peerP50 = us(percentile(times[layers.length - 1] ?? [], 50));
+    const results = layers.map(([name], k) => {
+      const p50 = us(percentile(times[k] ?? [], 50));
+      return {
+        name,
+        p50Us: p50,
+        p99Us: us(percentile(times[k] ?? [], 99)),
+        overScriptsUs: Math.round((p50 - base) * 10) / 10,
+        vsNodeRedlock: Math.round((p50 / peerP50) * 100) / 100,
+      };
+    });
+    const loadEnd = loadAverage();
+    const machine = describeMachine();
+    const file = writeResult('redis-store-layers.json', {
+      benchmark: 'redis-store-layers',
+      machine,
+      loadAverage: { start: loadStart, end: loadEnd },
+      settings: { runs, ttlMs: TTL_MS },
+      results,
+    });
+    process.stdout.write(
+      [
+        machineLine(machine),
+        `load ${loadStart.one} → ${loadEnd.one}`,
+        ...textTable(
+          [
+            ['layer', 'p50 µs', 'p99 µs', 'over the bare scripts µs', '÷ node-redlock'],
+            ...results.map((r) => [
+              r.name,
+              r.p50Us.toFixed(1),
+              r.p99Us.toFixed(1),
+              r.overScriptsUs.toFixed(1),
+              `${r.vsNodeRedlock.toFixed(2)}×`,
+            ]),
+          ],
+          1,
+        ),
+        relative(process.cwd(), file),
+      ]
+        .join('\n')
+        .concat('\n'),
+    );
+  } finally {
+    await Promise.all(conns.map((c) => c.close()));
+    for (const c of clients) c.disconnect();
+    await redis.stop();
+  }
+}
+
+runMain('redis-store-layers', main);
