@@ -1,10 +1,11 @@
 /**
  * Where the Redis store's acquire+release time goes, layer by layer, against node-redlock on the
- * same redis-server (docs/benchmarks.md, "after the client-path changes"). Each layer adds one
- * thing to the one above it:
+ * same redis-server (docs/benchmarks.md, "after the client-path changes"); with `--masters 5`,
+ * the Redlock store's on five. Each layer adds one thing to the one above it:
  *
- *   - `ioredis, scripts`: the store's acquire and release scripts called on a bare ioredis client
- *     (ioredis's defaults), with a random owner id: the floor under every layer below;
+ *   - `ioredis, scripts`: the store's acquire and release scripts called on bare ioredis clients
+ *     (ioredis's defaults; on every master at once), with a random owner id: the floor under
+ *     every layer below;
  *   - `+ commandTimeout`: the same on a client with ioredis's commandTimeout (what the lock
  *     connections had before; kept here to show its cost);
  *   - `backend`: the store's LockBackend (stores/redis/lock-backend.ts) on its own connection: the
@@ -18,6 +19,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { relative } from 'node:path';
+import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { acquire } from '../src/index.ts';
 import { connectStore } from '../src/client/store-acquire.ts';
@@ -26,24 +28,17 @@ import { realClock } from '../src/runtime/clock.ts';
 import { holdLock } from '../src/stores/hold.ts';
 import { newOwnerId } from '../src/stores/owner.ts';
 import { ACQUIRE_KEYS, ACQUIRE_LUA, RELEASE_LUA } from '../src/stores/redis/scripts.ts';
+import { REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA } from '../src/stores/redlock/scripts.ts';
 import { startRedis } from '../test/support/testbed/redis.ts';
-import {
-  describeMachine,
-  loadAverage,
-  machineLine,
-  parseRuns,
-  percentile,
-  runMain,
-  textTable,
-  writeResult,
-} from './lib.ts';
+import { describeMachine, loadAverage, machineLine, percentile, runMain, textTable, writeResult } from './lib.ts';
 import { nodeRedlock } from './peers/redis-lock-peers.ts';
 
-const USAGE = `Usage: node bench/redis-store-layers.ts [--runs N]
+const USAGE = `Usage: node bench/redis-store-layers.ts [--runs N] [--masters 1|5]
 
-  --runs N   acquire+release pairs per layer, interleaved one by one (default 10000)
+  --runs N      acquire+release pairs per layer, interleaved one by one (default 10000)
+  --masters M   1: the Redis store (default); 5: the Redlock store on five redis-servers
 
-Writes bench/results/redis-store-layers.json.
+Writes bench/results/redis-store-layers.json (redis-store-layers-5.json for five masters).
 `;
 
 const TTL_MS = 10_000;
@@ -51,44 +46,76 @@ const TTL_MS = 10_000;
 /** Pair is one timed acquire+release. */
 type Pair = () => Promise<void>;
 
-/** scriptPair: the store's two scripts on a bare ioredis client, on keys of their own. */
-function scriptPair(client: Redis, tag: string): Pair {
-  client.defineCommand('layerAcquire', { numberOfKeys: ACQUIRE_KEYS, lua: ACQUIRE_LUA });
-  client.defineCommand('layerRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
-  const call = (name: string, ...a: string[]): Promise<unknown> =>
-    (Reflect.get(client, name) as (...x: string[]) => Promise<unknown>).call(client, ...a);
+/** scriptPair: the store's two scripts on bare ioredis clients (all at once, as a quorum asks), on keys of their own. */
+function scriptPair(clients: readonly Redis[], tag: string): Pair {
+  const [keys, lua] = clients.length > 1 ? [REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA] : [ACQUIRE_KEYS, ACQUIRE_LUA];
+  for (const c of clients) {
+    c.defineCommand('layerAcquire', { numberOfKeys: keys, lua });
+    c.defineCommand('layerRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+  }
+  const call = (c: Redis, name: string, ...a: string[]): Promise<unknown> =>
+    (Reflect.get(c, name) as (...x: string[]) => Promise<unknown>).call(c, ...a);
   const [holder, counter, epoch] = [`layer:lock:{${tag}}`, tag, `layer:epoch:{${tag}}`];
   return async () => {
     const owner = randomUUID();
-    await call('layerAcquire', holder, counter, epoch, owner, String(TTL_MS), '0');
-    await call('layerRelease', holder, owner, `layer:released:${tag}`);
+    await Promise.all(clients.map((c) => call(c, 'layerAcquire', holder, counter, epoch, owner, String(TTL_MS), '0')));
+    await Promise.all(clients.map((c) => call(c, 'layerRelease', holder, owner, `layer:released:${tag}`)));
   };
 }
 
+/** parseOptions reads --runs and --masters (undefined after --help), naming a bad flag and its value. */
+function parseOptions(): { runs: number; masters: 1 | 5 } | undefined {
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '10000' },
+      masters: { type: 'string', default: '1' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return undefined;
+  }
+  const runs = Number(values.runs);
+  if (!Number.isInteger(runs) || runs < 1)
+    throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
+  if (values.masters !== '1' && values.masters !== '5')
+    throw new Error(`--masters: must be 1 or 5, got ${JSON.stringify(values.masters)}`);
+  return { runs, masters: values.masters === '1' ? 1 : 5 };
+}
+
 async function main(): Promise<void> {
-  const runs = parseRuns(10_000, USAGE);
-  if (runs === undefined) return;
+  const options = parseOptions();
+  if (options === undefined) return;
+  const { runs, masters } = options;
   const loadStart = loadAverage();
-  const redis = await startRedis();
+  const servers = await Promise.all(Array.from({ length: masters }, () => startRedis()));
+  const url =
+    masters === 1
+      ? (servers[0]?.url ?? '')
+      : `redlock://${servers.map((r) => r.url.replace(/^redis:\/\//, '')).join(',')}`;
   const clients: Redis[] = [];
-  const client = (options: { commandTimeout?: number } = {}): Redis => {
-    const c = new Redis(redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, ...options });
-    clients.push(c);
-    return c;
+  // One client per server, ready: for the bare scripts, the same with commandTimeout, the peer.
+  const connectAll = async (extra: { commandTimeout?: number } = {}): Promise<Redis[]> => {
+    const cs = servers.map(
+      (r) => new Redis(r.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true, ...extra }),
+    );
+    clients.push(...cs);
+    await Promise.all(cs.map((c) => c.connect()));
+    return cs;
   };
   // Three store connections: the backend's, the hold's, acquire()'s (each layer on its own).
-  const conns = await Promise.all([1, 2, 3].map(() => connectStore(redis.url, { waitMs: 10_000 })));
+  const conns = await Promise.all([1, 2, 3].map(() => connectStore(url, { waitMs: 10_000 })));
   try {
     const [backendConn, holdConn, conn] = conns;
     if (backendConn === undefined || holdConn === undefined || conn === undefined) throw new Error('no connections');
-    await Promise.all(
-      [client(), client({ commandTimeout: 2000 }), client()].map((c) => new Promise((r) => c.once('ready', r))),
-    );
-    const [bare, timed, peerClient] = clients;
-    if (bare === undefined || timed === undefined || peerClient === undefined) throw new Error('no clients');
+    const bare = await connectAll();
+    const timed = await connectAll({ commandTimeout: 2000 });
+    const peerClients = await connectAll();
     const backend = backendConn.store.lock('default', 'layer-backend');
     const held = holdConn.store.lock('default', 'layer-hold');
-    const peer = nodeRedlock([peerClient]);
+    const peer = nodeRedlock(peerClients);
     const layers: [string, Pair][] = [
       ['ioredis, scripts', scriptPair(bare, 'bare')],
       ['+ commandTimeout', scriptPair(timed, 'timed')],
@@ -155,11 +182,11 @@ async function main(): Promise<void> {
     });
     const loadEnd = loadAverage();
     const machine = describeMachine();
-    const file = writeResult('redis-store-layers.json', {
+    const file = writeResult(masters === 1 ? 'redis-store-layers.json' : `redis-store-layers-${masters}.json`, {
       benchmark: 'redis-store-layers',
       machine,
       loadAverage: { start: loadStart, end: loadEnd },
-      settings: { runs, ttlMs: TTL_MS },
+      settings: { runs, masters, ttlMs: TTL_MS },
       results,
     });
     process.stdout.write(
@@ -187,7 +214,7 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all(conns.map((c) => c.close()));
     for (const c of clients) c.disconnect();
-    await redis.stop();
+    await Promise.all(servers.map((r) => r.stop()));
   }
 }
 

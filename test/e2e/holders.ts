@@ -63,24 +63,23 @@ export function watchHolders(
   let maxBelievers = 0;
   let rounds = 0;
   let stopped = false;
+  const poll = async (): Promise<void> => {
+    rounds++;
+    const [lease, held] = await Promise.all([
+      e.leases.readNamespacedLease({ namespace, name: leaseName(lock) }).catch(() => undefined),
+      believers(e, namespace, lock),
+    ]);
+    maxBelievers = Math.max(maxBelievers, held.length);
+    if (lease !== undefined) {
+      const r = parseLease(lease);
+      const last = terms.at(-1);
+      if (r.holder !== undefined && r.token !== undefined && (last?.holder !== r.holder.name || last.token !== r.token))
+        terms.push({ holder: r.holder.name, token: r.token });
+    }
+  };
   const loop = (async () => {
     while (!stopped) {
-      rounds++;
-      const [lease, held] = await Promise.all([
-        e.leases.readNamespacedLease({ namespace, name: leaseName(lock) }).catch(() => undefined),
-        believers(e, namespace, lock),
-      ]);
-      maxBelievers = Math.max(maxBelievers, held.length);
-      if (lease !== undefined) {
-        const r = parseLease(lease);
-        const last = terms.at(-1);
-        if (
-          r.holder !== undefined &&
-          r.token !== undefined &&
-          (last?.holder !== r.holder.name || last.token !== r.token)
-        )
-          terms.push({ holder: r.holder.name, token: r.token });
-      }
+      await poll();
       await sleep(intervalMs);
     }
   })();
@@ -88,6 +87,10 @@ export function watchHolders(
     async stop() {
       stopped = true;
       await loop;
+      // One more look: a term granted since the last poll (up to intervalMs ago) is in the report.
+      // CI once stopped the watch right after the rollout's new holder was found, and the report's
+      // last term was still the old pod's.
+      await poll();
       return { terms, maxBelievers, rounds };
     },
   };
