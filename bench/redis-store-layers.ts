@@ -43,6 +43,9 @@ Writes bench/results/redis-store-layers.json (redis-store-layers-5.json for five
 
 const TTL_MS = 10_000;
 
+/** SERVER_PAIRS: pairs of acquire() alone, then of node-redlock alone, under INFO commandstats. */
+const SERVER_PAIRS = 2000;
+
 /** Pair is one timed acquire+release. */
 type Pair = () => Promise<void>;
 
@@ -180,14 +183,29 @@ async function main(): Promise<void> {
         vsNodeRedlock: Math.round((p50 / peerP50) * 100) / 100,
       };
     });
+    // The servers' side: INFO commandstats of the first server over SERVER_PAIRS pairs of
+    // acquire() alone, then of node-redlock alone (µs per EVALSHA, and per INFO: the epoch floor).
+    const serverSide: Record<string, { evalshaUsPerCall: number; infoUsPerCall: number }> = {};
+    const first = peerClients[0];
+    for (const k of [layers.length - 2, layers.length - 1]) {
+      const [name, pair] = layers[k] ?? [];
+      if (first === undefined || name === undefined || pair === undefined) continue;
+      await first.config('RESETSTAT');
+      for (let i = 0; i < SERVER_PAIRS; i++) await pair();
+      const stats = await first.info('commandstats');
+      const perCall = (cmd: string): number =>
+        Number(new RegExp(`^cmdstat_${cmd}:.*usec_per_call=([0-9.]+)`, 'm').exec(stats)?.[1] ?? 0);
+      serverSide[name] = { evalshaUsPerCall: perCall('evalsha'), infoUsPerCall: perCall('info') };
+    }
     const loadEnd = loadAverage();
     const machine = describeMachine();
     const file = writeResult(masters === 1 ? 'redis-store-layers.json' : `redis-store-layers-${masters}.json`, {
       benchmark: 'redis-store-layers',
       machine,
       loadAverage: { start: loadStart, end: loadEnd },
-      settings: { runs, masters, ttlMs: TTL_MS },
+      settings: { runs, masters, ttlMs: TTL_MS, serverPairs: SERVER_PAIRS },
       results,
+      serverSide,
     });
     process.stdout.write(
       [
@@ -205,6 +223,10 @@ async function main(): Promise<void> {
             ]),
           ],
           1,
+        ),
+        ...Object.entries(serverSide).map(
+          ([name, v]) =>
+            `${name}, on the first server over ${SERVER_PAIRS} pairs: ${v.evalshaUsPerCall} µs per EVALSHA, ${v.infoUsPerCall} µs per INFO`,
         ),
         relative(process.cwd(), file),
       ]
