@@ -9,8 +9,9 @@
  *   (SIGSTOP, a partition) fails the call rather than holding it. Not ioredis's commandTimeout on
  *   the lock connections: it costs about 14 µs per command (measured in an acquire+release loop
  *   against node-redlock, whose clients have none), more than the rest of the hold's bookkeeping;
- *   one timer around the call costs nothing measurable. Subscribers (SUBSCRIBER_OPTIONS) and
- *   Cluster clients keep it: neither is on a lock's round trip;
+ *   one timer around the call costs nothing measurable. Release subscribers keep it
+ *   (SUBSCRIBER_OPTIONS: not on a lock's round trip), and so do Cluster clients (set per node in
+ *   redisOptions; not measured), whose scripts are then bounded twice;
  * - reconnects in the background, 50 ms doubling to 1 s, for ever: a master that comes back is
  *   used again.
  */
