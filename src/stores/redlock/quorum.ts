@@ -102,16 +102,14 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
       const answers = await Promise.all(
         masters.map((m) => ask(o.clock, timeout, () => m.acquire(owner, ttlMs, floor))),
       );
-      const took: { master: MasterPort; counter: bigint; existed: boolean; epochChanged: boolean }[] = [];
+      const took: (Extract<MasterAcquire, { ok: true }> & { readonly master: MasterPort })[] = [];
       let held = 0;
       let heldForMs: number | undefined;
       answers.forEach((a, i) => {
         const master = masters[i];
         if (!a.ok || master === undefined) return;
-        if (a.value.ok) {
-          const { counter, existed, epochChanged } = a.value;
-          took.push({ master, counter, existed, epochChanged });
-        } else {
+        if (a.value.ok) took.push({ ...a.value, master });
+        else {
           held++;
           heldForMs = Math.min(heldForMs ?? Infinity, a.value.heldForMs);
         }
