@@ -32,20 +32,30 @@ local function fence_next(key, floor)
   return {v, refloored, hadTtl, existed}
 end
 -- fence_epoch: the lock stores' floor for the next token, and the epoch to record after it.
--- The epoch key holds the run_id of the Redis process that last issued a token for this lock. Any
--- other value means the counter may be behind tokens already handed out, by an amount nothing
--- here can know: a replica promoted after missing the last grants (asynchronous replication), a
--- restart from a snapshot or an AOF that lost its last second, a slot moved to another node. No
--- value, or no counter, means the counter is new or lost. In each case the floor becomes this
--- server's clock in microseconds (TIME): above every token issued before, which were themselves a
--- clock floor plus one per grant, as long as this server's clock is not behind the clock of the
--- one that set that floor by more than the time since (docs/stores.md). Returns {floor, changed,
--- run_id}; fence_issue records run_id in the epoch key after fence_next, when changed is 1.
+-- The epoch key holds the replication ID (INFO replication master_replid) of the Redis master
+-- that last issued a token for this lock. Redis draws a new replication ID whenever a node becomes
+-- a master: a replica promoted (REPLICAOF NO ONE, a Sentinel or Cluster failover), an old primary
+-- demoted and promoted again (failback, whether or not it resynced meanwhile), a master
+-- restarted. Any other value therefore means the counter may be behind tokens already handed out,
+-- by an amount nothing here can know: a replica promoted after missing the last grants
+-- (asynchronous replication), a node promoted again after another one issued tokens it never
+-- saw, a restart from a snapshot or an AOF that lost its last second, a slot moved to another
+-- node. No value, or no counter, means the counter is new or lost. On a change the counter first
+-- jumps by FENCE_JUMP (INCRBY: exact in int64, where Lua numbers are doubles), so that a node that
+-- missed fewer grants than that never repeats one, whatever its clock says; and the floor becomes
+-- this server's clock in microseconds (TIME), above the tokens issued by a node whose counter this
+-- one never saw, as long as this server's clock is not behind that node's by more than the time
+-- since (docs/stores.md "Tokens across failover and lost data"). Returns {floor, changed, replid};
+-- fence_issue records replid in the epoch key after fence_next, when changed is 1.
+local FENCE_JUMP = 1000
 local function fence_epoch(counter, epoch, floor)
-  local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-  if redis.call('GET', epoch) == id and redis.call('EXISTS', counter) == 1 then
+  local id = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
+    or string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') -- Redis before 4.0: no replid
+  local exists = redis.call('EXISTS', counter) == 1
+  if exists and redis.call('GET', epoch) == id then
     return {floor, 0, id}
   end
+  if exists then redis.call('INCRBY', counter, FENCE_JUMP) end
   local t = redis.call('TIME')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
   if fence_greater(now, floor) then return {now, 1, id} end

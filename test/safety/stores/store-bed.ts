@@ -22,6 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { lockKeys, type LockKeys } from '../../../src/stores/redis/keys.ts';
 import { mulberry32 } from '../../support/prng.ts';
+import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { startRedis, startReplica, type RedisServer, type Replica } from '../../support/testbed/redis.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
@@ -47,6 +48,18 @@ const WORKER = resolve(import.meta.dirname, 'store-worker.ts');
  *   proxy pointed at it, as a Sentinel would: the lock is free there and its counter lags;
  * - `restart-keep`: the store Redis, with appendonly yes + appendfsync always, is SIGKILLed (or
  *   shut down) and started again while the lock is held: the holder key and the counter survive;
+ * - `failback`: as `failover` (the link cut in half the trials, so that the replica misses the
+ *   last grants), but the primary is not killed: it is demoted under a master nobody reaches and
+ *   its clients are disconnected, the replica promoted and granted on, then the promoted replica
+ *   is SIGKILLed before the old primary resynced from it, and the old primary — the same process —
+ *   is promoted again as Sentinel does (REPLICAOF the lost node, then REPLICAOF NO ONE);
+ * - `failback-resync`: as `failback`, but the old primary first resyncs from the promoted replica,
+ *   which is then demoted under it (a planned failback);
+ * - `flap`: as `failback`, then 2–10 promotions in all, back and forth between the two nodes, each
+ *   time the other one demoted under a master nobody reaches (they never resync) and one grant
+ *   waited for;
+ * - `promote-clock-behind`: `failover` to a replica whose wall clock is 1–30 s behind the
+ *   primary's (libfaketime), after it missed the last grant(s);
  * - `redlock-pause`: as `pause`, on a Redlock over 5 masters;
  * - `redlock-clock-jump`: the wall clocks of 1–5 of the 5 masters step forward by 1.5–4 TTL
  *   (libfaketime), so the holder's keys there expire early; with 3 or more the lock is free;
@@ -56,6 +69,10 @@ export type StoreFault =
   | 'pause'
   | 'restart-lose'
   | 'failover'
+  | 'failback'
+  | 'failback-resync'
+  | 'flap'
+  | 'promote-clock-behind'
   | 'restart-keep'
   | 'redlock-pause'
   | 'redlock-clock-jump'
@@ -65,6 +82,10 @@ export const STORE_FAULTS: readonly StoreFault[] = [
   'pause',
   'restart-lose',
   'failover',
+  'failback',
+  'failback-resync',
+  'flap',
+  'promote-clock-behind',
   'restart-keep',
   'redlock-pause',
   'redlock-clock-jump',
@@ -264,14 +285,14 @@ const keysOf = (lock: string): LockKeys => lockKeys('default', lock);
 
 /**
  * forgeEpoch defeats the epoch floor on `s` for `lock`, for the calibration (Defeat): it records
- * the server's own run_id as the last issuer, and — when the counter was lost — puts it back at 0,
- * which is what the acquire scripts did before fence_epoch. The next grant then continues the
- * counter it finds, however far behind.
+ * the server's own replication ID (INFO replication master_replid) as the last issuer's, and —
+ * when the counter was lost — puts it back at 0, which is what the acquire scripts did before
+ * fence_epoch. The next grant then continues the counter it finds, however far behind.
  */
 async function forgeEpoch(s: RedisServer, lock: string): Promise<void> {
-  const info = await call(s, 'INFO', 'server');
-  const id = typeof info === 'string' ? /run_id:([0-9a-f]+)/.exec(info)?.[1] : undefined;
-  if (id === undefined) throw new Error('forgeEpoch: no run_id in INFO server');
+  const info = await call(s, 'INFO', 'replication');
+  const id = typeof info === 'string' ? /master_replid:([0-9a-f]+)/.exec(info)?.[1] : undefined;
+  if (id === undefined) throw new Error('forgeEpoch: no master_replid in INFO replication');
   const k = keysOf(lock);
   await call(s, 'SET', k.counter, '0', 'NX');
   await call(s, 'SET', k.epoch, id);
@@ -283,6 +304,34 @@ async function call(s: RedisServer, ...args: [string, ...string[]]): Promise<unk
     return await c.call(...args);
   } finally {
     c.disconnect();
+  }
+}
+
+/** REPLICATED: the fault types whose store is a primary with a replica behind the workers' proxy. */
+const REPLICATED: ReadonlySet<StoreFault> = new Set([
+  'failover',
+  'failback',
+  'failback-resync',
+  'flap',
+  'promote-clock-behind',
+]);
+
+/** inSyncWith waits (at most 15 s) until `replica` has everything `primary` had when asked. */
+async function inSyncWith(replica: RedisServer, primary: RedisServer): Promise<void> {
+  const field = (text: unknown, f: string): number =>
+    Number(new RegExp(`^${f}:(\\d+)`, 'm').exec(typeof text === 'string' ? text : '')?.[1] ?? '-1');
+  const target = field(await call(primary, 'INFO', 'replication'), 'master_repl_offset');
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const text = await call(replica, 'INFO', 'replication');
+    if (
+      typeof text === 'string' &&
+      text.includes('master_link_status:up') &&
+      field(text, 'slave_repl_offset') >= target
+    )
+      return;
+    if (Date.now() > end) throw new Error(`${replica.port} did not catch up with ${primary.port}`);
+    await sleep(10);
   }
 }
 
@@ -500,11 +549,20 @@ export class StoreBed {
       } else if (fault === 'restart-keep') {
         server = await slot.aof();
         url = server.url;
-      } else if (fault === 'failover') {
+      } else if (REPLICATED.has(fault)) {
         const primary = await startRedis();
         cleanup.push(() => primary.stop());
-        const replica = await startReplica(primary);
+        const replica = await startReplica(primary, { faketime: fault === 'promote-clock-behind' });
         cleanup.push(() => replica.stop());
+        // The primary draws a new replication ID when its first replica syncs, which floors its
+        // next token at its clock: settle that before the first grant, so that the grants a
+        // replica misses are the lock's ordinary ones (docs/stores.md says what else breaks).
+        await replica.inSync();
+        if (fault === 'promote-clock-behind') {
+          const behindMs = Math.round(1000 + rnd() * 29_000);
+          replica.server.stepClock(-behindMs);
+          variant = behindMs < 10_000 ? 'clock 1-10 s behind, ' : 'clock 10-30 s behind, ';
+        }
         const proxy = await startTcpProxy({ targetPort: primary.port });
         cleanup.push(() => proxy.close());
         failover = { primary, replica, proxy };
@@ -576,7 +634,8 @@ export class StoreBed {
           if (holderNow()?.token === h.token) checks['holder key kept'] = holderKey === 1;
           break;
         }
-        case 'failover': {
+        case 'failover':
+        case 'promote-clock-behind': {
           if (failover === undefined) throw new Error('no failover set');
           const { primary, replica, proxy } = failover;
           await replica.inSync();
@@ -601,13 +660,87 @@ export class StoreBed {
           // What the promoted replica has, read before any worker can reach it.
           const counter = await call(replica.server, 'GET', keysOf(lock).counter);
           if (defeatEpochFloor) await forgeEpoch(replica.server, lock);
+          // A clock behind keeps a replicated holder key alive that much longer (Redis expires at
+          // an absolute time): removed, as if expired, so that the promoted replica grants soon.
+          if (fault === 'promote-clock-behind') await call(replica.server, 'DEL', keysOf(lock).holder);
           proxy.retarget(replica.server.port);
           faulted = true;
+          if (fault === 'promote-clock-behind') {
+            const g = grants();
+            checks['grant on the promoted replica'] = await waitFor(
+              'a grant on the promoted replica',
+              () => grants() > g,
+              5000,
+            ).then(
+              () => true,
+              () => false,
+            );
+          }
           const lag = highest - (typeof counter === 'string' ? BigInt(counter) : 0n);
-          variant =
+          variant +=
             lag <= 0n ? 'replica not behind' : lag === 1n ? 'replica 1 grant behind' : 'replica 2+ grants behind';
           // (Its holder key may still be there: an earlier holder's, whose release never reached it.)
           checks['replica missed the grant'] = lag > 0n;
+          break;
+        }
+        case 'failback':
+        case 'failback-resync':
+        case 'flap': {
+          if (failover === undefined) throw new Error('no failover set');
+          const { primary, replica, proxy } = failover;
+          const promoted = replica.server;
+          const nobody = await freePort(); // a master nobody reaches: a node demoted under it never resyncs
+          const missed = rnd() < 0.5;
+          if (missed) {
+            replica.cut();
+            const g = grants();
+            await waitFor('a grant after the cut', () => grants() > g);
+          }
+          // Each promotion as Sentinel makes it: the node that was master is demoted (here under a
+          // master nobody reaches) and its clients disconnected, then the other is promoted and the
+          // workers' store proxy pointed at it. Demoted first, so that no grant is made on the old
+          // side after the new one's: two masters at once is a split brain no lock store survives.
+          const promote = async (up: RedisServer, down: RedisServer | undefined, what: string): Promise<boolean> => {
+            if (down !== undefined) {
+              await call(down, 'REPLICAOF', '127.0.0.1', String(nobody));
+              await call(down, 'CLIENT', 'KILL', 'TYPE', 'normal');
+            }
+            await call(up, 'REPLICAOF', 'NO', 'ONE');
+            if (defeatEpochFloor) await forgeEpoch(up, lock);
+            proxy.retarget(up.port);
+            const g = grants();
+            return waitFor(what, () => grants() > g, 5000).then(
+              () => true,
+              () => false,
+            );
+          };
+          checks['grant on the promoted replica'] = await promote(promoted, primary, 'a grant on the promoted replica');
+          let flaps = 1;
+          if (fault === 'failback') {
+            // The promoted replica is lost before the old primary resynced from it; Sentinel then
+            // demotes the old primary under it and, finding it gone, promotes the old primary again.
+            promoted.process().signal('SIGKILL');
+            await promoted.process().exited;
+            await call(primary, 'REPLICAOF', '127.0.0.1', String(promoted.port));
+            checks['grant after the failback'] = await promote(primary, undefined, 'a grant after the failback');
+            variant = missed ? 'replica missed grants, lost after its own' : 'replica in sync, lost after its own';
+          } else if (fault === 'failback-resync') {
+            await call(primary, 'REPLICAOF', '127.0.0.1', String(promoted.port));
+            await inSyncWith(primary, promoted);
+            checks['grant after the failback'] = await promote(primary, promoted, 'a grant after the failback');
+            variant = missed ? 'replica missed grants, resynced back' : 'replica in sync, resynced back';
+          } else {
+            const n = 2 + Math.floor(rnd() * 9);
+            let [up, down] = [promoted, primary];
+            let all = checks['grant on the promoted replica'];
+            for (; flaps < n; flaps++) {
+              [up, down] = [down, up];
+              all = (await promote(up, down, `a grant after flap ${flaps + 1}`)) && all;
+            }
+            checks['a grant after every promotion'] = all;
+            variant = `${n < 5 ? '2-4' : '5-10'} promotions${missed ? ', replica missed grants' : ''}`;
+          }
+          faulted = true;
           break;
         }
         case 'redlock-clock-jump': {

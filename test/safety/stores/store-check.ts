@@ -13,7 +13,8 @@
  *   refuses only tokens *below* its mark, accepts both); of them `interleavedSharedTokens`, those
  *   from a writer that had already written that token before the other did (both holders of
  *   one token writing in turn: the guard cannot tell their writes apart); `grantRegressions`, grants whose token is
- *   not above that of a grant reported before this one was asked for (the counter went back: data loss).
+ *   not above that of a grant reported before this one was asked for, or equal to any earlier
+ *   grant's (the counter went back: data loss, a failover, a failback).
  */
 
 /** AppliedWrite is one write the guard's Redis applied (from MONITOR): its token and who wrote it. */
@@ -105,7 +106,9 @@ export function checkStoreTrial(
     const asked = h.askedAt;
     const before =
       asked !== undefined ? grants.filter((g) => g !== h && g.at !== undefined && g.at < asked) : grants.slice(0, i);
-    if (before.some((g) => g.token >= h.token)) grantRegressions++;
+    // A token granted twice is a regression in one of the two orders, whenever each was asked.
+    const repeated = grants.slice(0, i).some((g) => g.token === h.token);
+    if (repeated || before.some((g) => g.token >= h.token)) grantRegressions++;
   }
   // Beliefs per worker: from a grant to its loss or release (or the end).
   const beliefs: { worker: number; from: number; to: number }[] = [];

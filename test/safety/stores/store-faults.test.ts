@@ -3,7 +3,8 @@
  * (store-worker.ts) contend for one store lock — the Redis store (src/stores/redis) or Redlock
  * over five masters (src/stores/redlock) — on real redis-servers, and write a second real
  * redis-server through the Redis guard; each trial injects one fault (store-bed.ts says what each
- * does): `pause`, `restart-lose`, `failover`, `restart-keep`, `redlock-pause`,
+ * does): `pause`, `restart-lose`, `failover`, `failback`, `failback-resync`, `flap`,
+ * `promote-clock-behind`, `restart-keep`, `redlock-pause`,
  * `redlock-clock-jump`, `redlock-restart-lose`.
  * The verdict (store-check.ts) reads the data key's writes in the order the guard's Redis applied
  * them (MONITOR): S3 — no token below an earlier one — must hold, and S1 — no token handed out
@@ -53,7 +54,9 @@ const OUT = process.env['SAFETY_STORE_OUT'];
 const BITES: ReadonlySet<StoreFault> = new Set(['pause', 'redlock-pause']);
 
 /** FLOOR_FAULTS: where the epoch floor is what keeps tokens unique and rising; calibrated by defeating it. */
-const FLOOR_FAULTS: readonly StoreFault[] = (['failover', 'restart-lose'] as const).filter((f) => FAULTS.includes(f));
+const FLOOR_FAULTS: readonly StoreFault[] = (
+  ['failover', 'restart-lose', 'failback', 'flap', 'promote-clock-behind'] as const
+).filter((f) => FAULTS.includes(f));
 
 const results: { guard?: RunSummary; calibration?: RunSummary; floorCalibration?: RunSummary } = {};
 const save = (): void => {
@@ -107,7 +110,12 @@ describe('lock stores under faults: locks may overlap, the guard refuses every s
       );
       // Real faults, verified: the replica really lagged, Redis really saw its clock step, the AOF kept the counter.
       for (const c of checks)
-        if (c.k === 'Redis saw the jump' || c.k === 'counter kept' || c.k === 'replica missed the grant')
+        if (
+          c.k === 'Redis saw the jump' ||
+          c.k === 'counter kept' ||
+          c.k === 'replica missed the grant' ||
+          c.k === 'grant on the promoted replica'
+        )
           expect(c.yes, `${c.f}: ${c.k}`).toBe(c.of);
       expect(Object.values(s.faults).reduce((a, v) => a + v.appliedWrites, 0)).toBeGreaterThan(0);
     },
@@ -152,7 +160,7 @@ describe('lock stores under faults: locks may overlap, the guard refuses every s
   );
 
   it.skipIf(CALIBRATION === 0 || FLOOR_FAULTS.length === 0)(
-    'calibration: with the epoch floor defeated (the new Redis forged to look like the last issuer), failover and lost data hand out a token twice or going back (S1 found)',
+    'calibration: with the epoch floor defeated (the new Redis forged to look like the last issuer), failover, failback, flapping and lost data hand out a token twice or going back (S1 found)',
     async () => {
       const s = await bed.run({
         faults: FLOOR_FAULTS,

@@ -32,6 +32,14 @@ describe('store trial checker', () => {
     expect(v.overlaps).toEqual([{ workers: [0, 1], ms: 400 }]);
   });
 
+  it('a token granted twice counts as a grant regression, even when the second was asked before the first was granted', () => {
+    const asked = (e: WorkerEvent, askedAt: number): WorkerEvent => ({ ...e, askedAt });
+    const twice = [asked(ev(0, 'granted', 7n, 100), 90), asked(ev(1, 'granted', 7n, 300), 50)];
+    expect(checkStoreTrial([], twice, 1000).grantRegressions).toBe(1);
+    const rising = [asked(ev(0, 'granted', 7n, 100), 90), asked(ev(1, 'granted', 8n, 300), 50)];
+    expect(checkStoreTrial([], rising, 1000).grantRegressions).toBe(0);
+  });
+
   it('reads the worker lines', () => {
     expect(parseWorkerLine(1, 'granted 7 1234')).toEqual({ worker: 1, kind: 'granted', token: 7n, at: 1234 });
     expect(parseWorkerLine(0, 'write 7 false')).toEqual({ worker: 0, kind: 'write', token: 7n, applied: false });

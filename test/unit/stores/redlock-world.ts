@@ -2,8 +2,9 @@
  * In-memory Redlock masters for the model test (redlock-model.test.ts): each keeps a holder key
  * with an expiry, a counter and an epoch, as the Lua scripts of src/stores/redlock/scripts.ts do,
  * and fails calls as planned. `restart(i, keepData)` is a restart with persistence (everything
- * kept) or without (everything lost); either way the master is a new process (a new run_id), so
- * its next grant floors the token at its clock (fence-next.lua fence_epoch) unless the world was
+ * kept) or without (everything lost); either way the master takes a new replication ID, as a
+ * restarted or promoted Redis master does, so its next grant jumps the counter by FENCE_JUMP and
+ * floors the token at its clock (fence-next.lua fence_epoch) unless the world was
  * made with `epochFloor: false` (the scripts before the epoch key). A master's clock is the
  * model's, in microseconds (ms × 1000), plus its skew.
  */
@@ -20,12 +21,15 @@ export type Fault = 'ok' | 'down' | 'dropRequest' | 'dropReply';
 interface MasterState {
   holder: { owner: string; expiresAt: number } | undefined;
   counter: bigint | undefined;
-  /** process: this master's current process (its run_id); epoch: the process that issued the last token. */
+  /** process: this master's current replication ID (new at every restart); epoch: the one that issued the last token. */
   process: number;
   epoch: number | undefined;
   /** skewUs: how far this master's clock is ahead (negative: behind) of the model's. */
   skewUs: bigint;
 }
+
+/** FENCE_JUMP: fence-next.lua's jump of an existing counter when the epoch changed. */
+const FENCE_JUMP = 1000n;
 
 /** WorldOptions: epochFloor false models the acquire script without fence_epoch. */
 export interface WorldOptions {
@@ -123,9 +127,11 @@ export class ModelWorld {
         call(this.#acquireFaults[i], (): MasterAcquire => {
           const h = this.#live(m);
           if (h !== undefined) return { ok: false, heldForMs: h.expiresAt - this.#now };
-          // fence_epoch: another process than the last issuer, or no counter: floor at the clock.
+          // fence_epoch: another replication ID than the last issuer's, or no counter: the counter
+          // jumps by FENCE_JUMP (when there is one) and the floor is the clock.
           const existed = m.counter !== undefined;
           const epochChanged = this.#epochFloor && (m.epoch !== m.process || !existed);
+          if (epochChanged && m.counter !== undefined) m.counter += FENCE_JUMP;
           const clockUs = BigInt(this.#now) * 1000n + m.skewUs;
           const f = epochChanged && clockUs > floor ? clockUs : floor;
           // fence_next: INCR (a missing counter counts as 0), re-floored above the floor.
