@@ -1,12 +1,15 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	fencepost "github.com/fencepost/fencepost/clients/go"
 )
 
 // conformanceDir holds the vectors and the Lua scripts every client shares (clients/conformance).
@@ -24,6 +27,15 @@ type storeVectors struct {
 	OwnerVectors []struct {
 		Owner string
 		Pod   *struct{ Name, UID string }
+	}
+	EpochVectors []struct {
+		Name         string
+		Counter      *string
+		Epoch        *string
+		Floor        string
+		Token        string
+		EpochChanged int64
+		Error        bool
 	}
 	Timing struct {
 		TTLMs struct {
@@ -177,5 +189,68 @@ func TestEmbeddedScriptsAreTheSharedOnes(t *testing.T) {
 		if s == "" || len(scriptFiles[name]) == 0 {
 			t.Errorf("script %s: no files or no SHA", name)
 		}
+	}
+}
+
+// TestEpochVectorsOnARealRedis runs store.json's epochVectors: the acquire script's token after
+// an epoch change (the counter's jump, the clock floor, the 2^63-1 bound).
+func TestEpochVectorsOnARealRedis(t *testing.T) {
+	v := readStoreVectors(t)
+	if len(v.EpochVectors) == 0 {
+		t.Fatal("store.json has no epoch vectors")
+	}
+	srv := startRedis(t, 1)[0]
+	ctx := context.Background()
+	keys, err := LockKeys("", "vector")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range v.EpochVectors {
+		t.Run(c.Name, func(t *testing.T) {
+			srv.client.Del(ctx, keys.Holder, keys.Counter, keys.Epoch)
+			id := replID(t, srv)
+			if c.Counter != nil {
+				srv.client.Set(ctx, keys.Counter, *c.Counter, 0)
+			}
+			if c.Epoch != nil {
+				e := "another-replication-id"
+				if *c.Epoch == "same" {
+					e = id
+				}
+				srv.client.Set(ctx, keys.Epoch, e, 0)
+			}
+			now, err := srv.client.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			reply, err := acquireScript.Run(ctx, srv.client, []string{keys.Holder, keys.Counter, keys.Epoch}, "o", "1000", c.Floor).Slice()
+			if c.Error {
+				if err == nil || !strings.Contains(err.Error(), "overflow") || srv.client.Exists(ctx, keys.Holder).Val() != 0 {
+					t.Fatalf("answer %v, error %v: want the overflow error and no holder key", reply, err)
+				}
+				return
+			}
+			if err != nil || len(reply) != 6 {
+				t.Fatalf("answer %v, error %v", reply, err)
+			}
+			token, _ := reply[1].(string)
+			got, err := fencepost.ParseToken(token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Token == "clock" {
+				if got <= fencepost.Token(now.UnixMicro()) {
+					t.Errorf("token %s, want above the clock %d µs", got, now.UnixMicro())
+				}
+			} else if token != c.Token {
+				t.Errorf("token %s, want %s", token, c.Token)
+			}
+			if changed, _ := reply[5].(int64); changed != c.EpochChanged {
+				t.Errorf("epochChanged %d, want %d", changed, c.EpochChanged)
+			}
+			if e := srv.client.Get(ctx, keys.Epoch).Val(); e != id {
+				t.Errorf("epoch key %q, want %q", e, id)
+			}
+		})
 	}
 }

@@ -20,10 +20,12 @@ type Keys struct {
 	// Redis Cluster hash tag naming the counter key, so the holder, counter and epoch keys are in
 	// one slot.
 	Holder string
-	// Epoch holds the run_id of the Redis process that last issued a token for the lock:
-	// fencepost:epoch:{COUNTER} (same hash tag). When another process issues the next one (a new
-	// or lost counter, a failover, a restart, a moved slot), that token is floored at the server's
-	// clock in microseconds (fence-next.lua fence_epoch; Lock.ClockFloored).
+	// Epoch holds the replication ID (INFO replication master_replid) of the Redis master that
+	// last issued a token for the lock: fencepost:epoch:{COUNTER} (same hash tag). Redis draws a
+	// new one whenever a node becomes a master; when another one issues the next token (a new or
+	// lost counter, a failover, a failback, a restart, a moved slot), the counter jumps by 1,000
+	// and the token is floored at the server's clock in microseconds (fence-next.lua fence_epoch;
+	// Lock.ClockFloored).
 	Epoch string
 	// Channel is where a release is published, for waiters: fencepost:released:NS/NAME.
 	Channel string

@@ -80,8 +80,8 @@ func TestASingleRedisGrantUsesTheSharedKeysAndScripts(t *testing.T) {
 	if keys.Holder != "fencepost:lock:{fencepost:fence:team-a/billing}" || keys.Epoch != "fencepost:epoch:{fencepost:fence:team-a/billing}" {
 		t.Fatalf("keys %+v", keys)
 	}
-	if e := srv.client.Get(ctx, keys.Epoch).Val(); e != runID(t, srv) {
-		t.Fatalf("epoch key %q, want the server's run_id %q", e, runID(t, srv))
+	if e := srv.client.Get(ctx, keys.Epoch).Val(); e != replID(t, srv) {
+		t.Fatalf("epoch key %q, want the server's replication ID %q", e, replID(t, srv))
 	}
 	owner, err := srv.client.Get(ctx, keys.Holder).Result()
 	if err != nil || len(owner) != 32 {
@@ -134,24 +134,25 @@ func TestASingleRedisGrantUsesTheSharedKeysAndScripts(t *testing.T) {
 // nowMicros is this host's clock in microseconds: what a redis-server on loopback floors tokens at.
 func nowMicros() fencepost.Token { return fencepost.Token(time.Now().UnixMicro()) }
 
-// runID is the server's INFO server run_id: what the acquire scripts record in a lock's epoch key.
-func runID(t *testing.T, s *testRedis) string {
+// replID is the server's INFO replication master_replid: what the acquire scripts record in a
+// lock's epoch key.
+func replID(t *testing.T, s *testRedis) string {
 	t.Helper()
-	info, err := s.client.Info(context.Background(), "server").Result()
+	info, err := s.client.Info(context.Background(), "replication").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok {
 			return id
 		}
 	}
-	t.Fatalf("no run_id in INFO server: %q", info)
+	t.Fatalf("no master_replid in INFO replication: %q", info)
 	return ""
 }
 
 // seedCounter sets the lock's counter on s to v as if this server process had issued token v: the
-// epoch key holds its run_id, so the next grant there is v + 1, not floored at the clock. Tests that
+// epoch key holds its replication ID, so the next grant there is v + 1, not floored at the clock. Tests that
 // count attempts by a counter's value start from it.
 func seedCounter(t *testing.T, s *testRedis, keys Keys, v string) {
 	t.Helper()
@@ -159,7 +160,7 @@ func seedCounter(t *testing.T, s *testRedis, keys Keys, v string) {
 	if err := s.client.Set(ctx, keys.Counter, v, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.client.Set(ctx, keys.Epoch, runID(t, s), 0).Err(); err != nil {
+	if err := s.client.Set(ctx, keys.Epoch, replID(t, s), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,8 +18,10 @@ export interface LockKeys {
   /** counter: the fencing counter (never deleted, never given a TTL). */
   readonly counter: string;
   /**
-   * epoch: the run_id of the Redis process that last issued a token for this lock (fence-next.lua
-   * fence_epoch): when another process issues the next one, its token is floored at the clock.
+   * epoch: the replication ID (INFO replication master_replid) of the Redis master that last
+   * issued a token for this lock, new whenever a node becomes a master (fence-next.lua
+   * fence_epoch): when another one issues the next token (a failover, a failback, a restart), the
+   * counter jumps by 1,000 and the token is floored at the clock.
    */
   readonly epoch: string;
   /** channel: where a release is published, for waiters. */

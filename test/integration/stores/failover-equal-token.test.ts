@@ -7,9 +7,13 @@
 // The fix (fence-next.lua fence_epoch): the epoch key records the run_id of the Redis process that
 // issued the last token; the promoted replica is another process, so its first token is floored at
 // its clock in microseconds, above every token the old primary handed out.
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire, redisGuard } from '../../../src/index.ts';
+import { lockKeys } from '../../../src/stores/redis/keys.ts';
+import { ACQUIRE_LUA } from '../../../src/stores/redis/scripts.ts';
 import { startRedis, startReplica, type RedisServer, type Replica } from '../../support/testbed/redis.ts';
 
 describe('Redis store: failover to a replica one grant behind', () => {
@@ -172,5 +176,57 @@ describe('Redis store: failback, flapping and a promoted node whose clock is beh
     await replica.promote(p);
     const t3 = await grant(replica.server, 'behind');
     expectIncreasing([t0, t1, t2, t3]);
+  });
+});
+
+/** EpochVector is one of clients/conformance/store.json's epochVectors (its "tokens.epoch" says how to run them). */
+interface EpochVector {
+  readonly name: string;
+  readonly counter: string | null;
+  readonly epoch: 'same' | 'other' | null;
+  readonly floor: string;
+  readonly token?: string;
+  readonly epochChanged?: number;
+  readonly error?: boolean;
+}
+
+describe('conformance: store.json epochVectors on a real Redis', () => {
+  const vectors = (
+    JSON.parse(readFileSync(resolve(import.meta.dirname, '../../../clients/conformance/store.json'), 'utf8')) as {
+      epochVectors: EpochVector[];
+    }
+  ).epochVectors;
+  let server: RedisServer;
+  let c: Redis;
+  beforeAll(async () => {
+    server = await startRedis();
+    c = server.client();
+  });
+  afterAll(async () => {
+    c.disconnect();
+    await server.stop();
+  });
+
+  it.each(vectors.map((v) => [v.name, v] as const))('%s', async (_, v) => {
+    const k = lockKeys('default', 'vector');
+    await c.del(k.holder, k.counter, k.epoch);
+    const replid = /master_replid:([0-9a-f]+)/.exec(await c.info('replication'))?.[1] ?? '';
+    if (v.counter !== null) await c.set(k.counter, v.counter);
+    if (v.epoch !== null) await c.set(k.epoch, v.epoch === 'same' ? replid : 'another-replication-id');
+    const [sec, us] = (await c.time()) as [string | number, string | number];
+    const clock = BigInt(sec) * 1_000_000n + BigInt(us);
+    const run = c.eval(ACQUIRE_LUA, 3, k.holder, k.counter, k.epoch, 'o', '1000', v.floor) as Promise<unknown[]>;
+    if (v.error === true) {
+      await expect(run).rejects.toThrow(/overflow/);
+      expect(await c.exists(k.holder)).toBe(0);
+      return;
+    }
+    const answer = await run;
+    const token = BigInt(String(answer[1]));
+    if (v.token === 'clock') expect(token).toBeGreaterThan(clock);
+    else expect(token).toBe(BigInt(v.token ?? ''));
+    expect(answer[5]).toBe(v.epochChanged);
+    expect(await c.get(k.epoch)).toBe(replid);
+    expect(await c.get(k.counter)).toBe(token.toString());
   });
 });

@@ -46,8 +46,10 @@ class LockKeys:
     counter: str
     """counter: the fencing counter (never deleted, never given a TTL)."""
     epoch: str
-    """epoch: the run_id of the Redis process that last issued a token for this lock (fence-next.lua
-    fence_epoch): when another process issues the next one, its token is floored at the clock."""
+    """epoch: the replication ID (INFO replication master_replid) of the Redis master that last
+    issued a token for this lock, new whenever a node becomes a master (fence-next.lua fence_epoch):
+    when another one issues the next token (a failover, a failback, a restart), the counter jumps by
+    1,000 and the token is floored at the clock."""
     channel: str
     """channel: where a release is published, for waiters."""
 

@@ -11,9 +11,11 @@ import java.util.regex.Pattern;
  *
  * @param counter {@code fencepost:fence:NS/NAME}: the token counter (never deleted, never given a TTL)
  * @param holder {@code fencepost:lock:{fencepost:fence:NS/NAME}}: the owner id, with the TTL
- * @param epoch {@code fencepost:epoch:{fencepost:fence:NS/NAME}}: the run_id of the Redis process
- *     that last issued a token for the lock; when another process issues the next one, that token
- *     is floored at the server's clock (fence-next.lua fence_epoch; {@link StoreLock#clockFloored()})
+ * @param epoch {@code fencepost:epoch:{fencepost:fence:NS/NAME}}: the replication ID (INFO
+ *     replication master_replid) of the Redis master that last issued a token for the lock, new
+ *     whenever a node becomes a master; when another one issues the next token (a failover, a
+ *     failback, a restart), the counter jumps by 1,000 and the token is floored at the server's
+ *     clock (fence-next.lua fence_epoch; {@link StoreLock#clockFloored()})
  * @param channel {@code fencepost:released:NS/NAME}: where a release is published
  */
 public record StoreKeys(String counter, String holder, String epoch, String channel) {
