@@ -18,13 +18,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 
 import fencepost
+from conftest import vectors
 from fencepost import store as fs
 from fencepost.store import _redis as store_redis
 from fencepost.store._hold import Waiter, hold
+from fencepost.store._scripts import script
 from redis_servers import RedisServer, free_port, redis_servers
 
 HERE = Path(__file__).resolve().parents[1]
@@ -67,12 +71,18 @@ HIGH = 10**17
 
 
 def seed_counter(server: RedisServer, keys: fs.LockKeys, value: int) -> None:
-    """seed_counter sets the lock's counter on ``server`` as if that Redis process had issued token
-    ``value``: the epoch key holds its run_id, so the next grant there is ``value`` + 1, not floored
-    at the clock."""
+    """seed_counter sets the lock's counter on ``server`` as if that Redis master had issued token
+    ``value``: the epoch key holds its replication ID, so the next grant there is ``value`` + 1, not
+    floored at the clock."""
     with server.client() as r:
         r.set(keys.counter, str(value))
-        r.set(keys.epoch, r.info("server")["run_id"])
+        r.set(keys.epoch, repl_id(r))
+
+
+def repl_id(r: redis.Redis) -> str:
+    """repl_id is the server's INFO replication master_replid: what the acquire scripts record in a
+    lock's epoch key."""
+    return str(r.info("replication")["master_replid"])
 
 
 def contend(url: str, lock: str, workers: int, rounds: int, ttl: float = 2.0) -> list[int]:
@@ -126,7 +136,7 @@ def test_a_grant_sets_the_holder_key_with_the_ttl_and_advances_the_counter(singl
         assert 4000 < r.pttl(keys.holder) <= 5000
         assert r.get(keys.counter) == str(lock.token) and r.pttl(keys.counter) == -1
         assert keys.epoch == f"fencepost:epoch:{{{keys.counter}}}"
-        assert r.get(keys.epoch) == r.info("server")["run_id"]
+        assert r.get(keys.epoch) == repl_id(r)
         assert lock.held() and lock.error is None and not lock.ended.is_set()
     assert isinstance(lock.error, fencepost.LockReleasedError) and not lock.held()
     with single.client() as r:
@@ -582,3 +592,33 @@ def test_redlock_waiters_are_not_woken_by_give_backs_only_by_the_holders_release
 def fs_release_lua() -> str:
     """fs_release_lua is the release script every client sends (store-release.lua)."""
     return (HERE / "src/fencepost/store/store-release.lua").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("case", vectors("store.json")["epochVectors"], ids=lambda c: str(c["name"]))
+def test_the_epoch_vectors_on_a_real_redis(case: dict[str, Any], single: RedisServer) -> None:
+    """store.json's epochVectors: the acquire script's token after an epoch change (the counter's
+    jump, the clock floor, the 2^63-1 bound)."""
+    keys = fs.lock_keys("default", "vector")
+    with single.client() as r:
+        r.delete(keys.holder, keys.counter, keys.epoch)
+        rid = repl_id(r)
+        if case["counter"] is not None:
+            r.set(keys.counter, case["counter"])
+        if case["epoch"] is not None:
+            r.set(keys.epoch, rid if case["epoch"] == "same" else "another-replication-id")
+        sec, us = r.time()
+        clock = sec * 1_000_000 + us
+        args = [keys.holder, keys.counter, keys.epoch, "o", "1000", case["floor"]]
+        if case.get("error"):
+            with pytest.raises(redis.ResponseError, match="overflow"):
+                r.eval(script("acquire").source, 3, *args)
+            assert r.exists(keys.holder) == 0
+            return
+        answer = r.eval(script("acquire").source, 3, *args)
+        token = int(answer[1])
+        if case["token"] == "clock":
+            assert token > clock
+        else:
+            assert str(token) == case["token"]
+        assert answer[5] == case["epochChanged"]
+        assert r.get(keys.epoch) == rid
