@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -74,22 +75,25 @@ class StoreRedisTest {
     return now.getEpochSecond() * 1_000_000 + now.getNano() / 1_000;
   }
 
-  /** The server's INFO server run_id: what the acquire scripts record in a lock's epoch key. */
-  static String runId(RedisClient c) {
-    for (String line : c.info("server").split("\r?\n")) {
-      if (line.startsWith("run_id:")) return line.substring("run_id:".length()).trim();
+  /**
+   * The server's INFO replication master_replid: what the acquire scripts record in a lock's epoch
+   * key.
+   */
+  static String replId(RedisClient c) {
+    for (String line : c.info("replication").split("\r?\n")) {
+      if (line.startsWith("master_replid:")) return line.substring("master_replid:".length()).trim();
     }
-    throw new IllegalStateException("no run_id in INFO server");
+    throw new IllegalStateException("no master_replid in INFO replication");
   }
 
   /**
-   * Sets the lock's counter on {@code c}'s server to {@code value} as if that Redis process had
-   * issued token {@code value}: the epoch key holds its run_id, so the next grant there is value + 1,
-   * not floored at the clock.
+   * Sets the lock's counter on {@code c}'s server to {@code value} as if that Redis master had
+   * issued token {@code value}: the epoch key holds its replication ID, so the next grant there is
+   * value + 1, not floored at the clock.
    */
   static void seedCounter(RedisClient c, StoreKeys keys, long value) {
     c.set(keys.counter(), Long.toString(value));
-    c.set(keys.epoch(), runId(c));
+    c.set(keys.epoch(), replId(c));
   }
 
   /** Runs {@code f} on a client of every server of {@code s}. */
@@ -120,7 +124,7 @@ class StoreRedisTest {
         assertTrue(lock.clockFloored(), "a new lock's first token is floored at the clock");
         assertEquals(Long.toString(first), r.get(keys.counter()));
         assertEquals("fencepost:epoch:{" + keys.counter() + "}", keys.epoch());
-        assertEquals(runId(r), r.get(keys.epoch()), "the epoch key names the Redis process that issued it");
+        assertEquals(replId(r), r.get(keys.epoch()), "the epoch key names the Redis master that issued it");
         assertNotNull(r.get(keys.holder()));
         assertEquals(-1, r.pttl(keys.counter()), "the counter never expires");
         Thread.sleep(1500); // 2.5 TTLs: only renews keep it
@@ -528,6 +532,41 @@ class StoreRedisTest {
         off.run();
       } finally {
         m.redis.close();
+      }
+    }
+  }
+
+  /**
+   * store.json's epochVectors: the acquire script's token after an epoch change (the counter's
+   * jump, the clock floor, the 2^63-1 bound), on a real Redis.
+   */
+  @Test
+  void the_epoch_vectors_on_a_real_redis() throws Exception {
+    List<Map<String, Object>> vectors = Vectors.list(StoreVectorsTest.store(), "epochVectors");
+    assertFalse(vectors.isEmpty(), "store.json has no epoch vectors");
+    StoreKeys keys = StoreKeys.of("default", "vector");
+    try (RedisClient r = single.servers.get(0).client()) {
+      for (Map<String, Object> v : vectors) {
+        String name = (String) v.get("name");
+        r.del(keys.holder(), keys.counter(), keys.epoch());
+        String id = replId(r);
+        if (v.get("counter") instanceof String counter) r.set(keys.counter(), counter);
+        if (v.get("epoch") instanceof String epoch) r.set(keys.epoch(), "same".equals(epoch) ? id : "another-replication-id");
+        long clock = Long.parseLong(String.valueOf(r.eval("local t = redis.call('TIME') return t[1] .. string.format('%06d', tonumber(t[2]))")));
+        List<String> ks = List.of(keys.holder(), keys.counter(), keys.epoch());
+        List<String> args = List.of("o", "1000", (String) v.get("floor"));
+        if (Boolean.TRUE.equals(v.get("error"))) {
+          Exception e = assertThrows(Exception.class, () -> StoreScripts.ACQUIRE.run(r, ks, args), name);
+          assertTrue(String.valueOf(e.getMessage()).contains("overflow"), name + ": " + e.getMessage());
+          assertFalse(r.exists(keys.holder()), name + ": no holder key");
+          continue;
+        }
+        List<?> answer = (List<?>) StoreScripts.ACQUIRE.run(r, ks, args);
+        String token = answer.get(1) instanceof byte[] b ? new String(b, java.nio.charset.StandardCharsets.UTF_8) : String.valueOf(answer.get(1));
+        if ("clock".equals(v.get("token"))) assertTrue(Long.parseLong(token) > clock, name + ": " + token + " not above the clock " + clock);
+        else assertEquals(v.get("token"), token, name);
+        assertEquals(((Number) v.get("epochChanged")).longValue(), ((Number) answer.get(5)).longValue(), name);
+        assertEquals(id, r.get(keys.epoch()), name);
       }
     }
   }
