@@ -36,6 +36,7 @@ import {
   transition,
   viewOf,
   type LockState,
+  type MinDrain,
   type RenewFailure,
   type SessionAction,
   type SessionEvent,
@@ -119,6 +120,13 @@ export interface LockSessionOptions {
    * Lease changes itself); defaults to a list+watch informer made from api.
    */
   readonly leaseInformer?: LeaseInformer;
+  /**
+   * minDrainMs: the shortest drain period of a planned handover this session's app needs, as a
+   * function of the held term's timings, so that it can stop its work before the release
+   * (session-machine.ts, SessionState.minDrainMs); the app answers with drained() once it has.
+   * Default: 0, the period the handover asks for.
+   */
+  readonly minDrainMs?: MinDrain;
 }
 
 /** LeaseInformer is the part of a Lease informer a session uses. */
@@ -156,7 +164,7 @@ export class LockSession {
   constructor(o: LockSessionOptions) {
     this.#o = o;
     this.#clock = conservativeClock(o.clock);
-    this.#s = initialState(o.self);
+    this.#s = initialState(o.self, o.minDrainMs);
     this.#leases = o.leases ?? leaseRequests<V1Lease>(o.api);
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#mutex = new MutexRequests(o);

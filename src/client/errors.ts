@@ -48,3 +48,27 @@ export class LockHeldError extends NotAcquiredError {
     this.holder = holder;
   }
 }
+
+/**
+ * HandingOverError is the reason a HeldLock's signal aborts with when a planned handover of its
+ * term starts (`kubectl fencepost handover`, the lock's handover annotation, Lease
+ * preferredHolder): the lock is still held, and renewed, until the app answers with drained() or
+ * the drain period (`drainMs`) runs out; then it is released to `to`. Stop writing, finish or
+ * abandon what is in flight, then call drained(). Not a NotAcquiredError: nothing was refused.
+ */
+export class HandingOverError extends Error {
+  readonly lock: string;
+  /** to: the successor pod's name. */
+  readonly to: string;
+  /** drainMs: the drain period in force when the handover started (the release comes at its end at the latest). */
+  readonly drainMs: number;
+  constructor(lock: string, to: string, drainMs: number) {
+    super(
+      `lock ${lock} is being handed over to pod ${to}: stop writing, then call drained() (released within ${drainMs} ms otherwise)`,
+    );
+    this.name = 'HandingOverError';
+    this.lock = lock;
+    this.to = to;
+    this.drainMs = drainMs;
+  }
+}

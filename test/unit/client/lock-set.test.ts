@@ -63,6 +63,9 @@ class World {
         this.listeners.set(lock, l);
         return () => this.listeners.delete(lock);
       },
+      onHandover: () => () => undefined,
+      draining: () => undefined,
+      drained: () => Promise.resolve(false),
       complete: () => Promise.resolve(),
       release: () => {
         this.log.push(`released ${lock}`);
