@@ -18,11 +18,15 @@
  * the handover (drained()) and release every lock, so the successor is granted after the old job
  * is gone. exec asks each session to hold a handover at least grace + DRAIN_MARGIN_MS
  * (acquire's minDrainMs), so a handover with a drain period of 0 waits for the job too.
+ * Immediately before CMD starts exec checks that every lock is still held (against the clock) and
+ * none is being handed over; otherwise CMD does not run, every lock is released, and exec exits
+ * EXIT_NOT_ACQUIRED (acquire() already refuses a set with a lock lost while a later one was awaited).
  * SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to exec are forwarded to the group. Processes CMD
  * leaves behind when it exits normally are stopped the same way before the lock is released.
  *
  * Exit codes: CMD's own (128 + signal number when it was killed by a signal), or
- *   EXIT_NOT_ACQUIRED (3): not granted within --wait (or held, with --if-held fail);
+ *   EXIT_NOT_ACQUIRED (3): not granted within --wait (or held, with --if-held fail; or a lock lost
+ *     or handed over before CMD started: CMD did not run);
  *   EXIT_LOST (4): a lock was lost, or handed over, while CMD ran (CMD was stopped);
  *   EXIT_ALREADY_DONE (5): --run-id was already reported completed (CMD did not run);
  *   EXIT_SKIPPED (6): --if-held skip, and another pod held a lock (CMD did not run);
@@ -134,6 +138,19 @@ export async function runExec(
   let handover: { readonly lock: HeldLock; readonly drainEndsAt: number } | undefined;
   let killAt = 0;
   let killTimer: NodeJS.Timeout | undefined;
+  // Immediately before the command starts, every lock is still held (checked against the clock
+  // now: a pause since the grant may have outlasted a term) and none is being handed over. From
+  // here to the subscriptions below nothing awaits, so no later event can slip in between.
+  const notHeld = set.locks.filter((l) => !l.isHeld() || (followHandover && l.draining() !== undefined));
+  if (notHeld.length > 0) {
+    const names = notHeld.map((l) => l.lock).join(', ');
+    process.stderr.write(`fencepost exec: lock ${names} lost or handed over before the command started; not run\n`);
+    for (const l of notHeld) if (l.draining() !== undefined) await l.drained().catch(() => false);
+    await set.release({ timeoutMs: windowMs }).catch((err: unknown) => {
+      log.error({ err }, 'Failed to release the locks of a set not held whole');
+    });
+    return EXIT_NOT_ACQUIRED;
+  }
   const group = spawn(cmd, args, commandEnv(process.env, set.locks));
   /** stopGroup: SIGTERM (once), and SIGKILL after `afterMs` — or when an earlier stop set it, if sooner. */
   const stopGroup = (afterMs: number): void => {
@@ -185,13 +202,6 @@ export async function runExec(
         }),
       )
     : [];
-  if (set.signal.aborted) {
-    // A handover that started while the set was being acquired aborted the signal too.
-    const draining = followHandover ? set.locks.find((l) => l.draining() !== undefined) : undefined;
-    const d = draining?.draining();
-    if (draining !== undefined && d !== undefined && draining.isHeld()) onDraining(draining, d.to, d.deadlineInMs);
-    else onLost();
-  }
   const forward = (sig: NodeJS.Signals) => (): void => {
     group.signal(sig);
   };

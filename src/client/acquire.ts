@@ -3,7 +3,7 @@
  *
  *   await using lock = await acquire('billing');
  *   await store.write(key, value, lock.token);          // pass the token to every fenced write
- *   doWork({ signal: lock.signal });                     // aborted the moment the lock is lost
+ *   doWork({ signal: lock.signal });                     // aborted when the lock is lost, or handed over
  *
  * The pod identity comes from the downward API (POD_NAME, POD_NAMESPACE, POD_UID) unless given.
  * The controller decides who is granted (Election mode: the oldest Ready candidate); acquire
@@ -22,7 +22,7 @@ import { claimSession, SessionClaimedError } from '../agent/session-claim.ts';
 import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
 import { HandingOverError, LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
 import { podIdentity } from './identity.ts';
-import type { IfHeld } from './if-held.ts';
+import { heldElsewhere, semaphorePermits, type HeldElsewhere, type IfHeld } from './if-held.ts';
 import { acquireSet, type HeldLockSet, type SetScope } from './lock-set.ts';
 import { acquireFromStore, type StoreConnection } from './store-acquire.ts';
 import { LockSession, type HandoverNotice, type LockEvent } from '../agent/session.ts';
@@ -251,13 +251,27 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
     throw err;
   }
   const ifHeld = opts.ifHeld ?? 'wait';
+  // A Semaphore is held only when every permit is (client/if-held.ts): how many it has.
+  let permits: number | undefined;
+  if (ifHeld === 'fail') {
+    try {
+      permits = await semaphorePermits(api, namespace, lock);
+    } catch (err) {
+      await session.stop();
+      await claim.release();
+      closeOwn();
+      throw err;
+    }
+  }
+  const heldNow = (): HeldElsewhere | undefined => heldElsewhere(session, permits);
+  const lockHeld = (h: HeldElsewhere): LockHeldError => new LockHeldError(lock, h.holder, h.permits);
   // Held when asked: give up before requesting anything, so there is nothing to withdraw.
-  const holderNow = session.otherHolder();
-  if (ifHeld === 'fail' && holderNow !== undefined) {
+  const holderNow = ifHeld === 'fail' ? heldNow() : undefined;
+  if (holderNow !== undefined) {
     await session.stop();
     await claim.release();
     closeOwn();
-    throw new LockHeldError(lock, holderNow);
+    throw lockHeld(holderNow);
   }
   try {
     await requestRun(
@@ -280,8 +294,8 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
           // Granted to another pod while this one waited (it was free when asked, or another
           // requester was ahead in the queue): under `fail`, that is the same as held when asked.
           const checkHolder = (): void => {
-            const other = session.otherHolder();
-            if (ifHeld === 'fail' && other !== undefined) finish(new LockHeldError(lock, other));
+            const other = ifHeld === 'fail' ? heldNow() : undefined;
+            if (other !== undefined) finish(lockHeld(other));
           };
           const offHolder = session.onHolderChange(checkHolder);
           const onAbort = (): void => {

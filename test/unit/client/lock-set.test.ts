@@ -123,6 +123,21 @@ describe('acquireSet', () => {
     await expect(acquireSet(['a'], w.opts({ waitMs: 1000 }), w.one, w.scope)).rejects.toBe(own);
   });
 
+  it('is not handed over when a lock taken first was lost while a later one was awaited: all released, NotAcquiredError names it', async () => {
+    const w = new World();
+    const one = w.one;
+    // b's grant arrives after a was lost (its Lease deleted while the set waited for b).
+    const losingA = (lock: string, o: AcquireOptions): Promise<HeldLock> => {
+      if (lock === 'b') w.lost.get('a')?.abort(new Error('lost a'));
+      return one(lock, o);
+    };
+    const err = await acquireSet(['a', 'b'], w.opts(), losingA, w.scope).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotAcquiredError);
+    expect((err as Error).message).toBe('acquire([a, b]): lock a lost before the set was held whole; released a, b');
+    expect(w.log).toEqual(['acquired a', 'acquired b', 'released b', 'released a']);
+    expect(w.closed).toBe(1);
+  });
+
   it('is lost when any of its locks is: the signal aborts, isHeld is false, the rest stay held until release', async () => {
     const w = new World();
     const set = await acquireSet(['a', 'b'], w.opts(), w.one, w.scope);
