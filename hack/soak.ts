@@ -13,6 +13,7 @@
  *   node hack/soak.ts --calibrate key-scope --fault multi-key        ... the multi-key guard with one mark per key
  *   node hack/soak.ts --calibrate status-floor --fault co-tenant     ... a co-tenant lowering Lease and status (no status floor)
  *   node hack/soak.ts --calibrate child-only --fault exec-tree       ... exec signalling only its direct child
+ *   node hack/soak.ts --calibrate no-drain --fault exec-handover     ... exec deaf to planned handovers
  *   node hack/soak.ts --calibrate phase-proof --fault node-loss      ... a controller taking phase Failed as proof
  *   node hack/soak.ts --calibrate permits --fault semaphore          ... a controller granting one permit more than spec.permits
  *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (T24) instead of trials
@@ -281,7 +282,8 @@ const total15 = (names: readonly string[]): number =>
   summaries.reduce((a, s) => a + names.reduce((b, k) => b + (s.counters[k] ?? 0), 0), 0);
 const TREE = ['treeWritesAfterGrant', 'treeAttemptsAfterGrant', 'treeWritesAfterResume', 'treeProcessesLeft'];
 const tree = total15(TREE);
-if (tree > 0) process.stdout.write(`${tree} tree write(s) after the grant or process(es) left (exec-tree)\n`);
+if (tree > 0)
+  process.stdout.write(`${tree} tree write(s) after the grant or process(es) left (exec-tree, exec-handover)\n`);
 const beforeLeaseEnd = total15(['grantedBeforeLeaseEnd']);
 if (beforeLeaseEnd > 0)
   process.stdout.write(
@@ -296,7 +298,7 @@ const ok =
     ? early > 0
     : opts.calibrate === 'no-recheck'
       ? runTwice > 0
-      : opts.calibrate === 'child-only'
+      : opts.calibrate === 'child-only' || opts.calibrate === 'no-drain'
         ? tree > 0
         : opts.calibrate === 'phase-proof'
           ? beforeLeaseEnd > 0

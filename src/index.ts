@@ -15,6 +15,7 @@ provideStores(() => import('./stores/open.ts'));
 export {
   acquire,
   AlreadyDoneError,
+  HandingOverError,
   LockHeldError,
   NotAcquiredError,
   RequestTimeoutError,
@@ -27,5 +28,5 @@ export {
 } from './client/acquire.ts';
 export { connectStore, StoreLockHeldError, type StoreConnection } from './client/store-acquire.ts';
 export { StoreUrlError } from './stores/url.ts';
-export type { LockEvent, LockSnapshot, LockState } from './agent/session.ts';
+export type { HandoverNotice, LockEvent, LockSnapshot, LockState } from './agent/session.ts';
 export * from './guards/index.ts';

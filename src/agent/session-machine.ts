@@ -89,7 +89,7 @@
  * | W   | ReleaseAnswered     |                                                     | unchanged             | — (the written Lease becomes the newest)                   |
  * | H   | GiveBackDone        |                                                     | unchanged             | — (the next hand-back may start)                           |
  * | S1  | Stop                | held(t)                                             | stopped               | ClearTimers, Emit lost "session stopped", as S2            |
- * | V1  | LeaseSeen, L5       | held(t), a handover mark for t to another pod, not draining t | held(t), draining | ArmDrain(drainMs), Emit draining (drainMs 0: as V3) |
+ * | V1  | LeaseSeen, L5       | held(t), a handover mark for t to another pod, not draining t | held(t), draining | ArmDrain(max(drainMs, minDrainMs)), Emit draining (that 0: as V3) |
  * | V2  | LeaseSeen, L5       | held(t), draining, the mark gone or for another token/pod | held(t)        | ClearDrain, Emit handoverCancelled                         |
  * | V3  | DrainTimerFired / DrainDone | held(t), draining t                         | released              | ClearTimers, Emit released "handed over to X", Release(t, handedOver) |
  * | V4  | DrainTimerFired / DrainDone | otherwise                                   | unchanged             | —                                                          |
@@ -177,7 +177,18 @@ export interface SessionState {
   readonly givingBack: boolean;
   /** draining: a planned handover of the held term is under way (V1–V3): to whom, and until when (monotonic ms). */
   readonly draining: Draining | undefined;
+  /**
+   * minDrainMs: the shortest drain this session's app needs (V1), a pure function of the held
+   * term's timings: a handover mark's drain period below it is lengthened to it, so that an app
+   * that must stop work before the release (exec stopping its job's process group, whose grace
+   * follows from the term's timings) holds the handover until it answers (DrainDone), however
+   * short the period the user asked for. Returning 0: the mark's period as given.
+   */
+  readonly minDrainMs: MinDrain;
 }
+
+/** MinDrain is SessionState.minDrainMs: the app's shortest drain for a term of these timings. */
+export type MinDrain = (timings: TermTimings) => number;
 
 /** Draining is a planned handover in progress: the held term's token, the successor's pod name, the drain's end. */
 export interface Draining {
@@ -313,9 +324,10 @@ export const RETRY_MIN_MS = 50;
 export const RETRY_MAX_MS = 500;
 
 /** initialState is a session that has seen nothing yet. */
-export function initialState(self: HolderRef): SessionState {
+export function initialState(self: HolderRef, minDrainMs: MinDrain = () => 0): SessionState {
   return {
     self,
+    minDrainMs,
     phase: { name: 'waiting' },
     lease: undefined,
     endedToken: undefined,
@@ -561,16 +573,19 @@ class Step {
       return;
     }
     if (d.draining?.token === token && d.draining.to === mark.to.name) return;
-    d.draining = { token, to: mark.to.name, untilMs: this.#now + mark.drainMs };
+    // The app's own floor may lengthen the period (never shorten it): the event says the period in force.
+    const term = heldTerm(d);
+    const drainMs = Math.max(mark.drainMs, term !== undefined ? d.minDrainMs(term.timings) : 0);
+    d.draining = { token, to: mark.to.name, untilMs: this.#now + drainMs };
     this.actions.push({
       type: 'Emit',
       event: 'draining',
       token,
       reason: `handing over to pod ${mark.to.name}`,
-      handover: { to: mark.to.name, drainMs: mark.drainMs },
+      handover: { to: mark.to.name, drainMs },
     });
-    if (mark.drainMs <= 0) return this.#handOver();
-    this.actions.push({ type: 'ArmDrain', token, inMs: mark.drainMs });
+    if (drainMs <= 0) return this.#handOver();
+    this.actions.push({ type: 'ArmDrain', token, inMs: drainMs });
   }
 
   /** #handOver ends a draining term (V3): stop believing first, then release as HandedOver. */

@@ -17,7 +17,7 @@ import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
 import { heldByAnother, sameHolder, type HolderRef } from '../protocol/holder.ts';
-import { leaseName, lockLabelSelector, permitOfLease } from '../protocol/names.ts';
+import { leaseName, lockLabelSelector, permitLeaseName, permitOfLease } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
@@ -36,6 +36,7 @@ import {
   transition,
   viewOf,
   type LockState,
+  type MinDrain,
   type RenewFailure,
   type SessionAction,
   type SessionEvent,
@@ -119,6 +120,13 @@ export interface LockSessionOptions {
    * Lease changes itself); defaults to a list+watch informer made from api.
    */
   readonly leaseInformer?: LeaseInformer;
+  /**
+   * minDrainMs: the shortest drain period of a planned handover this session's app needs, as a
+   * function of the held term's timings, so that it can stop its work before the release
+   * (session-machine.ts, SessionState.minDrainMs); the app answers with drained() once it has.
+   * Default: 0, the period the handover asks for.
+   */
+  readonly minDrainMs?: MinDrain;
 }
 
 /** LeaseInformer is the part of a Lease informer a session uses. */
@@ -156,7 +164,7 @@ export class LockSession {
   constructor(o: LockSessionOptions) {
     this.#o = o;
     this.#clock = conservativeClock(o.clock);
-    this.#s = initialState(o.self);
+    this.#s = initialState(o.self, o.minDrainMs);
     this.#leases = o.leases ?? leaseRequests<V1Lease>(o.api);
     this.#informer = o.leaseInformer ?? leaseInformerOf(o);
     this.#mutex = new MutexRequests(o);
@@ -217,6 +225,21 @@ export class LockSession {
   otherHolder(): HolderRef | undefined {
     const holder = this.holder();
     return heldByAnother(holder, this.#o.self) ? holder : undefined;
+  }
+
+  /**
+   * otherPermitHolders: for a Semaphore of `permits` permits, the holders its permit Leases
+   * 0…permits−1 name (as the watch last saw them) other than this pod incarnation, one per permit
+   * whose Lease names one. Like {@link holder}, who the server granted each permit to.
+   */
+  otherPermitHolders(permits: number): HolderRef[] {
+    const out: HolderRef[] = [];
+    for (let i = 0; i < permits; i++) {
+      const lease = this.#informer.get(this.#o.namespace, permitLeaseName(this.#o.lock, i));
+      const holder = lease !== undefined ? viewOf(lease).view.record?.holder : undefined;
+      if (heldByAnother(holder, this.#o.self)) out.push(holder);
+    }
+    return out;
   }
 
   /**

@@ -32,9 +32,10 @@ Identity (downward API, required without --store): POD_NAME, POD_NAMESPACE, POD_
                      request exec made is withdrawn first (locks already taken are released)
   --run-id ID        run once per ID (Mutex locks, one --lock only): if a holder already completed ID,
                      exit ${EXIT_ALREADY_DONE} without running; when CMD exits 0, report ID completed
-  --grace D          on loss, SIGKILL CMD's process group this long after SIGTERM (default: half of
-                     lease − renew deadline, and never longer than lease − renew deadline; with several
-                     locks, of the shortest)
+  --grace D          on loss or a planned handover, SIGKILL CMD's process group this long after SIGTERM
+                     (default: half of lease − renew deadline, and never longer than lease − renew
+                     deadline; with several locks, of the shortest; in a handover also at the latest
+                     0.5 s before the drain ends)
   --kubeconfig PATH  (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --store URL        hold the locks in Redis instead of on Kubernetes Leases, for apps outside a cluster
                      (no pod identity, no kubeconfig, no controller): redis://[[user]:pass@]host[:port][/db]
@@ -51,8 +52,10 @@ taken) and FENCEPOST_TOKEN_<LOCK> for each lock (the name upper-cased, other cha
 as _: db-migrate -> FENCEPOST_TOKEN_DB_MIGRATE; two --lock that map to one variable are refused); with
 one lock also FENCEPOST_LOCK and FENCEPOST_TOKEN (with several these are unset). A Semaphore lock adds
 FENCEPOST_PERMIT_<LOCK>, its permit number (one lock: also FENCEPOST_PERMIT). Losing any lock stops
-CMD. exec signals the whole group: on loss, when exec gets SIGTERM, SIGINT, SIGHUP or SIGQUIT, and when
+CMD. So does a planned handover of any lock (kubectl fencepost handover), when it starts: exec stops the
+group and only then releases, so the successor is granted after CMD is gone (a drain period shorter than
+the grace + 0.5 s is held that long). exec signals the whole group: on loss or handover, when exec gets SIGTERM, SIGINT, SIGHUP or SIGQUIT, and when
 CMD exits leaving processes behind. A process that leaves the group (setsid) is not reached. Exit
-status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired, ${EXIT_LOST} when a lock was lost while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was
+status: CMD's, ${EXIT_NOT_ACQUIRED} when not acquired, ${EXIT_LOST} when a lock was lost or handed over while CMD ran, ${EXIT_ALREADY_DONE} when --run-id was
 already completed, ${EXIT_SKIPPED} when skipped (--if-held skip).
 `;

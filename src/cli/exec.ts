@@ -12,19 +12,36 @@
  * renew deadline, of the shortest lock), and the requests exec makes after a loss (release,
  * complete) are aborted at the end of that window (HeldLock's request bounds): exec then exits
  * instead of waiting on an API server it cannot reach.
+ * A planned handover of any lock (`kubectl fencepost handover`: the session reports draining) stops
+ * the group the same way before the lock is released: SIGTERM, SIGKILL after the grace (cut to
+ * end DRAIN_MARGIN_MS before the drain does), and only once the group is empty does exec answer
+ * the handover (drained()) and release every lock, so the successor is granted after the old job
+ * is gone. exec asks each session to hold a handover at least grace + DRAIN_MARGIN_MS
+ * (acquire's minDrainMs), so a handover with a drain period of 0 waits for the job too.
+ * Immediately before CMD starts exec checks that every lock is still held (against the clock) and
+ * none is being handed over; otherwise CMD does not run, every lock is released, and exec exits
+ * EXIT_NOT_ACQUIRED (acquire() already refuses a set with a lock lost while a later one was awaited).
  * SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to exec are forwarded to the group. Processes CMD
  * leaves behind when it exits normally are stopped the same way before the lock is released.
  *
  * Exit codes: CMD's own (128 + signal number when it was killed by a signal), or
- *   EXIT_NOT_ACQUIRED (3): not granted within --wait (or held, with --if-held fail);
- *   EXIT_LOST (4): a lock was lost while CMD ran (CMD was stopped);
+ *   EXIT_NOT_ACQUIRED (3): not granted within --wait (or held, with --if-held fail; or a lock lost
+ *     or handed over before CMD started: CMD did not run);
+ *   EXIT_LOST (4): a lock was lost, or handed over, while CMD ran (CMD was stopped);
  *   EXIT_ALREADY_DONE (5): --run-id was already reported completed (CMD did not run);
  *   EXIT_SKIPPED (6): --if-held skip, and another pod held a lock (CMD did not run);
  *   2: bad usage.
  */
 import { StoreUrlError } from '../stores/url.ts';
 import { constants } from 'node:os';
-import { acquire, AlreadyDoneError, LockHeldError, NotAcquiredError, type HeldLockSet } from '../client/acquire.ts';
+import {
+  acquire,
+  AlreadyDoneError,
+  LockHeldError,
+  NotAcquiredError,
+  type HeldLock,
+  type HeldLockSet,
+} from '../client/acquire.ts';
 import { NO_STORES, storesAvailable } from '../client/store-loader.ts';
 import { UsageError } from '../config/usage-error.ts';
 import { createLogger } from '../observability/logger.ts';
@@ -36,11 +53,32 @@ import { spawnGroup } from './process-group.ts';
 export { EXIT_ALREADY_DONE, EXIT_LOST, EXIT_NOT_ACQUIRED, EXIT_SKIPPED } from './exec-usage.ts';
 
 /**
+ * DRAIN_MARGIN_MS: in a planned handover, how long before the drain's end exec SIGKILLs the
+ * group at the latest, and what it adds to its grace as the shortest drain it asks the session
+ * to hold: time for the kernel to tear the group down and for exec to see it empty and answer.
+ */
+export const DRAIN_MARGIN_MS = 500;
+
+/**
+ * ExecCalibration weakens exec for the safety suite's calibration runs only (test/safety/faults/):
+ * `ignoreHandover` makes exec deaf to planned handovers, as it was before it stopped the job on
+ * draining (the job is stopped only once the handover's release ends the term, like a loss).
+ */
+export interface ExecCalibration {
+  readonly ignoreHandover?: boolean;
+}
+
+/**
  * runExec runs the command under the lock and returns the exit status. `spawn` starts the command
  * (spawnGroup); only the safety suite's calibration passes another (test/safety/faults/child-only-exec.ts,
- * which signals the direct child alone, as exec did before issue 15's finding 1).
+ * which signals the direct child alone, as exec did before issue 15's finding 1), or a calibration.
  */
-export async function runExec(argv: readonly string[], spawn: typeof spawnGroup = spawnGroup): Promise<number> {
+export async function runExec(
+  argv: readonly string[],
+  spawn: typeof spawnGroup = spawnGroup,
+  calibration: ExecCalibration = {},
+): Promise<number> {
+  const followHandover = calibration.ignoreHandover !== true;
   const o = parseExecArgs(argv);
   // An entry that provides no lock stores (client/store-loader.ts): say so as a usage error.
   if (o.store !== undefined && !storesAvailable()) throw new UsageError('--store', NO_STORES);
@@ -57,6 +95,8 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
       ...(o.namespace !== undefined ? { namespace: o.namespace } : {}),
       // skip and fail make the same decision; only the exit status tells them apart.
       ifHeld: o.ifHeld === 'wait' ? 'wait' : 'fail',
+      // exec is the app of a handover: it holds one long enough to stop the group first.
+      ...(followHandover ? { minDrainMs: (t: TermTimings) => graceFor(t, o.graceMs) + DRAIN_MARGIN_MS } : {}),
       program: 'fencepost exec',
       log,
     });
@@ -92,10 +132,38 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
   // Aborted at the end of the post-loss window: every request still out is then cancelled.
   const windowEnd = new AbortController();
   let running = true;
-  let lostWhileRunning = false;
+  // The group is being stopped: a lock was lost, or is being handed over.
+  let stopping = false;
+  // The lock being handed over (the first to drain); exec answers its handover once the group is gone.
+  let handover: { readonly lock: HeldLock; readonly drainEndsAt: number } | undefined;
   let killAt = 0;
   let killTimer: NodeJS.Timeout | undefined;
+  // Immediately before the command starts, every lock is still held (checked against the clock
+  // now: a pause since the grant may have outlasted a term) and none is being handed over. From
+  // here to the subscriptions below nothing awaits, so no later event can slip in between.
+  const notHeld = set.locks.filter((l) => !l.isHeld() || (followHandover && l.draining() !== undefined));
+  if (notHeld.length > 0) {
+    const names = notHeld.map((l) => l.lock).join(', ');
+    process.stderr.write(`fencepost exec: lock ${names} lost or handed over before the command started; not run\n`);
+    for (const l of notHeld) if (l.draining() !== undefined) await l.drained().catch(() => false);
+    await set.release({ timeoutMs: windowMs }).catch((err: unknown) => {
+      log.error({ err }, 'Failed to release the locks of a set not held whole');
+    });
+    return EXIT_NOT_ACQUIRED;
+  }
   const group = spawn(cmd, args, commandEnv(process.env, set.locks));
+  /** stopGroup: SIGTERM (once), and SIGKILL after `afterMs` — or when an earlier stop set it, if sooner. */
+  const stopGroup = (afterMs: number): void => {
+    if (!stopping) group.signal('SIGTERM');
+    stopping = true;
+    const at = performance.now() + afterMs;
+    if (killTimer !== undefined && killAt <= at) return;
+    killAt = at;
+    clearTimeout(killTimer);
+    killTimer = setTimeout(() => {
+      group.signal('SIGKILL');
+    }, afterMs);
+  };
   const onLost = (): void => {
     if (lostAt !== undefined) return;
     lostAt = performance.now();
@@ -105,24 +173,35 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
       windowEnd.abort(new Error(`abandoned ${windowMs} ms after losing the lock`));
     }, windowMs).unref();
     if (!running) return;
-    lostWhileRunning = true;
     log.error({ graceMs: grace }, 'Lost lock; stopping command');
-    group.signal('SIGTERM');
-    killAt = lostAt + grace;
-    killTimer = setTimeout(() => {
-      group.signal('SIGKILL');
-    }, grace);
+    stopGroup(grace);
+  };
+  const onDraining = (l: HeldLock, to: string, drainMs: number): void => {
+    if (handover !== undefined) return;
+    handover = { lock: l, drainEndsAt: performance.now() + drainMs };
+    if (!running) return; // the command is done: exec releases next anyway
+    // SIGKILL ends before the drain does, so the group is gone before the session's own release.
+    const afterMs = Math.max(0, Math.min(grace, drainMs - DRAIN_MARGIN_MS));
+    log.warn({ lock: l.lock, to, drainMs, graceMs: afterMs }, 'Handing lock over; stopping command');
+    stopGroup(afterMs);
   };
   const offEvents = set.onEvent((e) => {
-    // A term released while the command runs can only be a planned handover (exec itself releases
-    // after the command exits): the lock is no longer held, so the command stops as on a loss.
-    if (
-      (e.type === 'lost' || e.type === 'released') &&
-      set.locks.some((l) => l.lock === e.lock && l.token.toString() === e.token)
-    )
-      onLost();
+    const l = set.locks.find((h) => h.lock === e.lock && h.token.toString() === e.token);
+    if (l === undefined) return;
+    // The release that ends a handover exec answered (or whose drain ran out while the group was
+    // being stopped) is the handover's end, not a loss: the other locks are still held.
+    if (e.type === 'released' && handover !== undefined && handover.lock === l) return;
+    // Any other release while the command runs is not exec's own (exec releases after the command
+    // exits): the lock is no longer held, so the command stops as on a loss.
+    if (e.type === 'lost' || e.type === 'released') onLost();
   });
-  if (set.signal.aborted) onLost();
+  const offHandovers = followHandover
+    ? set.locks.map((l) =>
+        l.onHandover((n) => {
+          if (n.type === 'draining') onDraining(l, n.to ?? '?', n.drainMs ?? 0);
+        }),
+      )
+    : [];
   const forward = (sig: NodeJS.Signals) => (): void => {
     group.signal(sig);
   };
@@ -143,7 +222,7 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
     });
   });
   running = false;
-  if (lostWhileRunning) {
+  if (stopping) {
     // The group may outlive its leader (the shell died of SIGTERM, its child ignores it): the
     // rest get what is left of the grace, then SIGKILL.
     if (!(await group.emptied(killAt - performance.now()))) group.signal('SIGKILL');
@@ -156,7 +235,17 @@ export async function runExec(argv: readonly string[], spawn: typeof spawnGroup 
   }
   clearTimeout(killTimer);
   for (const off of forwarded) off();
-
+  if (handover !== undefined) {
+    // Answer the handover only once the group is gone (SIGKILLed above; the kernel may take a
+    // moment): then the release, and the successor's grant, come after the old job's last write.
+    // A group that will not empty (zombies under PID 1) is left to the drain's end.
+    const gone = await group.emptied(handover.drainEndsAt - performance.now());
+    if (gone)
+      await handover.lock.drained().catch((err: unknown) => log.error({ err }, 'Failed to answer the handover'));
+    log.info({ lock: handover.lock.lock, groupGone: gone }, 'Command stopped for the handover');
+  }
+  for (const off of offHandovers) off();
+  const lostWhileRunning = stopping;
   const code = lostWhileRunning ? EXIT_LOST : status;
   // Before a loss these requests wait as long as the HTTP client does (a failure is exec's own);
   // after one, each is bounded by the window and aborted on the wire at its end.

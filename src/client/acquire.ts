@@ -3,7 +3,7 @@
  *
  *   await using lock = await acquire('billing');
  *   await store.write(key, value, lock.token);          // pass the token to every fenced write
- *   doWork({ signal: lock.signal });                     // aborted the moment the lock is lost
+ *   doWork({ signal: lock.signal });                     // aborted when the lock is lost, or handed over
  *
  * The pod identity comes from the downward API (POD_NAME, POD_NAMESPACE, POD_UID) unless given.
  * The controller decides who is granted (Election mode: the oldest Ready candidate); acquire
@@ -20,12 +20,12 @@
 import { requestRun } from '../agent/run-once.ts';
 import { claimSession, SessionClaimedError } from '../agent/session-claim.ts';
 import { bounded, waitBounded, type RequestBounds } from './bounds.ts';
-import { LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
+import { HandingOverError, LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
 import { podIdentity } from './identity.ts';
-import type { IfHeld } from './if-held.ts';
+import { heldElsewhere, semaphorePermits, type HeldElsewhere, type IfHeld } from './if-held.ts';
 import { acquireSet, type HeldLockSet, type SetScope } from './lock-set.ts';
 import { acquireFromStore, type StoreConnection } from './store-acquire.ts';
-import { LockSession, type LockEvent } from '../agent/session.ts';
+import { LockSession, type HandoverNotice, type LockEvent } from '../agent/session.ts';
 import { silentLogger, type Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { realClock, type TimerClock } from '../runtime/clock.ts';
@@ -90,13 +90,21 @@ export interface AcquireOptions {
    * "Tokens when Redis loses its data").
    */
   readonly floor?: (lock: string) => bigint | Promise<bigint>;
+  /**
+   * minDrainMs (Lease locks): the shortest drain period this app needs when its lock is handed
+   * over (docs/agent.md "Planned handover"): a handover asking for less (`--drain 0`) is held this
+   * long, so that the app can stop before the release; answer with drained() as soon as it has.
+   * Default 0: the handover's own period. A function gets the held term's timings (`fencepost
+   * exec` passes its grace, which follows from them, plus a margin).
+   */
+  readonly minDrainMs?: number | ((timings: TermTimings) => number);
   readonly log?: Logger;
   readonly clock?: TimerClock;
 }
 
 export { AlreadyDoneError } from '../agent/run-once.ts';
 export { RequestTimeoutError, type RequestBounds } from './bounds.ts';
-export { LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
+export { HandingOverError, LockHeldError, NotAcquiredError, SessionInUseError } from './errors.ts';
 export type { IfHeld } from './if-held.ts';
 export type { HeldLockSet } from './lock-set.ts';
 
@@ -125,7 +133,11 @@ export interface HeldLock extends AsyncDisposable {
    * Lease locks.
    */
   readonly clockFloored?: boolean;
-  /** signal aborts when the lock is lost or released; stop writing then. */
+  /**
+   * signal aborts when the lock is lost or released, and when a planned handover of it starts
+   * (reason: a HandingOverError; the lock is still held until drained() or the drain's end):
+   * stop writing then.
+   */
   readonly signal: AbortSignal;
   /** timings: this term's lease duration, renew deadline and renew period. */
   readonly timings: TermTimings;
@@ -133,6 +145,19 @@ export interface HeldLock extends AsyncDisposable {
   isHeld(): boolean;
   /** onEvent subscribes to renewed/lost/released events of this session. */
   onEvent(listener: (e: LockEvent) => void): () => void;
+  /**
+   * onHandover subscribes to the planned-handover notices of this term (draining: with the
+   * successor and the drain period in force; handoverCancelled). Store locks have none.
+   */
+  onHandover(listener: (e: HandoverNotice) => void): () => void;
+  /** draining: the planned handover of this term under way (successor, time left), or undefined. */
+  draining(): { readonly to: string; readonly deadlineInMs: number } | undefined;
+  /**
+   * drained answers a planned handover: the app has stopped, so the lock is released to the
+   * successor now instead of at the end of the drain period. Resolves true once released, false
+   * (and does nothing) when no handover is under way; `bounds` abort the release request.
+   */
+  drained(bounds?: RequestBounds): Promise<boolean>;
   /**
    * complete reports this acquire's run id completed (requires options.runId); call before
    * release. `bounds` abort the request (see RequestBounds).
@@ -164,6 +189,11 @@ export interface HeldLock extends AsyncDisposable {
 export function acquire(lock: string, opts?: AcquireOptions): Promise<HeldLock>;
 export function acquire(locks: readonly string[], opts?: AcquireOptions): Promise<HeldLockSet>;
 export function acquire(lock: string | readonly string[], opts: AcquireOptions = {}): Promise<HeldLock | HeldLockSet> {
+  const min = opts.minDrainMs;
+  if (typeof min === 'number' && !(Number.isFinite(min) && min >= 0))
+    return Promise.reject(
+      new TypeError(`acquire(${String(lock)}): options.minDrainMs must be a number of ms ≥ 0, got ${min}`),
+    );
   const store = opts.store;
   if (store !== undefined) return acquireFromStore(lock, { ...opts, store });
   return typeof lock === 'string' ? acquireOne(lock, opts) : acquireSet(lock, opts, acquireOne, kubeScope(opts));
@@ -201,7 +231,16 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
       throw err instanceof SessionClaimedError ? new SessionInUseError(lock, err) : err;
     },
   );
-  const session = new LockSession({ api, namespace, lock, self, clock, log: opts.log ?? silentLogger });
+  const minDrain = opts.minDrainMs;
+  const session = new LockSession({
+    api,
+    namespace,
+    lock,
+    self,
+    clock,
+    log: opts.log ?? silentLogger,
+    ...(minDrain !== undefined ? { minDrainMs: typeof minDrain === 'number' ? () => minDrain : minDrain } : {}),
+  });
   const lost = new AbortController();
   try {
     await session.start();
@@ -212,13 +251,27 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
     throw err;
   }
   const ifHeld = opts.ifHeld ?? 'wait';
+  // A Semaphore is held only when every permit is (client/if-held.ts): how many it has.
+  let permits: number | undefined;
+  if (ifHeld === 'fail') {
+    try {
+      permits = await semaphorePermits(api, namespace, lock);
+    } catch (err) {
+      await session.stop();
+      await claim.release();
+      closeOwn();
+      throw err;
+    }
+  }
+  const heldNow = (): HeldElsewhere | undefined => heldElsewhere(session, permits);
+  const lockHeld = (h: HeldElsewhere): LockHeldError => new LockHeldError(lock, h.holder, h.permits);
   // Held when asked: give up before requesting anything, so there is nothing to withdraw.
-  const holderNow = session.otherHolder();
-  if (ifHeld === 'fail' && holderNow !== undefined) {
+  const holderNow = ifHeld === 'fail' ? heldNow() : undefined;
+  if (holderNow !== undefined) {
     await session.stop();
     await claim.release();
     closeOwn();
-    throw new LockHeldError(lock, holderNow);
+    throw lockHeld(holderNow);
   }
   try {
     await requestRun(
@@ -241,8 +294,8 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
           // Granted to another pod while this one waited (it was free when asked, or another
           // requester was ahead in the queue): under `fail`, that is the same as held when asked.
           const checkHolder = (): void => {
-            const other = session.otherHolder();
-            if (ifHeld === 'fail' && other !== undefined) finish(new LockHeldError(lock, other));
+            const other = ifHeld === 'fail' ? heldNow() : undefined;
+            if (other !== undefined) finish(lockHeld(other));
           };
           const offHolder = session.onHolderChange(checkHolder);
           const onAbort = (): void => {
@@ -289,6 +342,22 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
     if ((e.type === 'lost' || e.type === 'released') && e.token === token.toString())
       lost.abort(new Error(`lock ${lock} ${e.type}: ${e.reason ?? ''}`));
   });
+  // A handover ends the term at the drain's end at the latest: the app stops writing now, while
+  // the lock is still held, and answers with drained() (before, the signal waited for the release).
+  const onDraining = (n: HandoverNotice): void => {
+    if (n.type === 'draining' && n.token === token.toString())
+      lost.abort(new HandingOverError(lock, n.to ?? '?', n.drainMs ?? 0));
+  };
+  session.onHandover(onDraining);
+  const drainingNow = session.snapshot().draining;
+  if (drainingNow !== undefined)
+    onDraining({
+      type: 'draining',
+      lock,
+      token: token.toString(),
+      to: drainingNow.to,
+      drainMs: drainingNow.deadlineInMs,
+    });
   let released: Promise<void> | undefined;
   const release = (bounds?: RequestBounds): Promise<void> => {
     if (released !== undefined) return waitBounded(released, bounds, clock, `release(${lock})`);
@@ -314,6 +383,19 @@ async function acquireOne(lock: string, opts: AcquireOptions): Promise<HeldLock>
     signal: lost.signal,
     isHeld: () => session.heldToken() === token,
     onEvent: (l) => session.onEvent(l),
+    onHandover: (l) =>
+      session.onHandover((n) => {
+        if (n.token === token.toString()) l(n);
+      }),
+    draining: () => (session.heldToken() === token ? session.snapshot().draining : undefined),
+    drained: async (bounds?: RequestBounds) => {
+      let answered = false;
+      await bounded(bounds, clock, `drained(${lock})`, async (signal) => {
+        if (session.heldToken() !== token) return;
+        answered = await session.drained(signal !== undefined ? { signal } : undefined);
+      });
+      return answered;
+    },
     complete: async (bounds?: RequestBounds) => {
       const runId = opts.runId;
       if (runId === undefined) throw new Error(`lock ${lock}: complete() needs options.runId`);

@@ -32,19 +32,54 @@ export class SessionInUseError extends NotAcquiredError {
 
 /**
  * LockHeldError (options.ifHeld `fail`): another pod held the lock when this one asked, or was
- * granted it while this one waited. Nothing of this acquire is left behind: a request it had made
+ * granted it while this one waited (a Semaphore: other pods held every permit; client/if-held.ts). Nothing of this acquire is left behind: a request it had made
  * was withdrawn before the error was thrown (if withdrawing fails, acquire throws that failure
  * instead). A NotAcquiredError; `fencepost exec --if-held skip` exits 6 on it, `fail` exits 3.
  */
 export class LockHeldError extends NotAcquiredError {
   /** lock is the lock that was held. */
   readonly lock: string;
-  /** holder is the pod incarnation the lock's Lease named. */
+  /** holder is the pod incarnation the lock's Lease named (a Semaphore: the first permit's holder). */
   readonly holder: HolderRef;
-  constructor(lock: string, holder: HolderRef) {
-    super(`acquire(${lock}): held by pod ${holder.name}`);
+  /** permits: for a Semaphore, how many permits it has and the pods holding them (all taken). */
+  readonly permits: { readonly of: number; readonly holders: readonly HolderRef[] } | undefined;
+  constructor(
+    lock: string,
+    holder: HolderRef,
+    permits?: { readonly of: number; readonly holders: readonly HolderRef[] },
+  ) {
+    super(
+      permits !== undefined
+        ? `acquire(${lock}): all ${permits.of} permits held (by pods ${permits.holders.map((h) => h.name).join(', ')})`
+        : `acquire(${lock}): held by pod ${holder.name}`,
+    );
     this.name = 'LockHeldError';
     this.lock = lock;
     this.holder = holder;
+    this.permits = permits;
+  }
+}
+
+/**
+ * HandingOverError is the reason a HeldLock's signal aborts with when a planned handover of its
+ * term starts (`kubectl fencepost handover`, the lock's handover annotation, Lease
+ * preferredHolder): the lock is still held, and renewed, until the app answers with drained() or
+ * the drain period (`drainMs`) runs out; then it is released to `to`. Stop writing, finish or
+ * abandon what is in flight, then call drained(). Not a NotAcquiredError: nothing was refused.
+ */
+export class HandingOverError extends Error {
+  readonly lock: string;
+  /** to: the successor pod's name. */
+  readonly to: string;
+  /** drainMs: the drain period in force when the handover started (the release comes at its end at the latest). */
+  readonly drainMs: number;
+  constructor(lock: string, to: string, drainMs: number) {
+    super(
+      `lock ${lock} is being handed over to pod ${to}: stop writing, then call drained() (released within ${drainMs} ms otherwise)`,
+    );
+    this.name = 'HandingOverError';
+    this.lock = lock;
+    this.to = to;
+    this.drainMs = drainMs;
   }
 }

@@ -7,7 +7,9 @@
  * - waitMs bounds the whole set: each lock waits for what is left of it;
  * - when a lock is not granted (the bound ran out, the wait was aborted, it is held under ifHeld
  *   `fail`, another session of the pod holds it), the locks already held are released, in reverse
- *   order, and acquire throws that lock's error;
+ *   order, and acquire throws that lock's error; so they are when a lock taken earlier was lost
+ *   while a later one was awaited (NotAcquiredError naming it): every lock is held when the set
+ *   is returned;
  * - once held, the set is lost when any of its locks is: the set's signal aborts, and isHeld() is
  *   false. The other locks stay held (and renewed) until the set is released, so that the work
  *   can stop before anyone else is granted them; release gives every lock up, in reverse order.
@@ -99,6 +101,17 @@ export async function acquireSet(
         );
       throw err;
     }
+  }
+  // All or none when the set is handed over: a lock taken first may have been lost while a later
+  // one was awaited (its Lease deleted, a pause past its deadline). Such a set was never held
+  // whole, so it is not handed over (before, it was, with its signal already aborted).
+  const lost = held.filter((h) => !h.isHeld());
+  if (lost.length > 0) {
+    for (const h of [...held].reverse()) await h.release().catch(() => undefined);
+    closeOwn();
+    throw new NotAcquiredError(
+      `${what}: lock ${lost.map((h) => h.lock).join(', ')} lost before the set was held whole; released ${held.map((h) => h.lock).join(', ')}`,
+    );
   }
   const signal = AbortSignal.any(held.map((h) => h.signal));
   let released: Promise<void> | undefined;

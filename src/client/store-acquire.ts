@@ -165,6 +165,10 @@ async function holdOne(
     signal: hold.signal,
     isHeld: () => hold.isHeld(),
     onEvent: (l) => hold.onEvent(l),
+    // No planned handover moves a store lock: nothing to drain for.
+    onHandover: () => () => undefined,
+    draining: () => undefined,
+    drained: () => Promise.resolve(false),
     complete: () => Promise.reject(new Error(`lock ${lock}: complete() needs a Lease lock (options.runId)`)),
     release,
     [Symbol.asyncDispose]: () => release(),

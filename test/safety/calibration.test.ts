@@ -16,7 +16,9 @@
  * - exec signalling its direct child only (before issue 15's finding 1): the exec-tree trials must
  *   count tree writes after the successor's grant, or tree processes left alive;
  * - a pod's phase taken as proof that its containers stopped (before finding 3): the node-loss
- *   trials must count grants before the cut-off holder's lease (+ lock delay) ended.
+ *   trials must count grants before the cut-off holder's lease (+ lock delay) ended;
+ * - exec deaf to planned handovers (it stopped its job only once the handover's release ended the
+ *   term): the exec-handover trials must count tree writes sent after the successor's grant.
  * Same faults, same checker, same seeds as the real suite (SAFETY_SEED).
  */
 import { describe, expect, it } from 'vitest';
@@ -199,6 +201,32 @@ describe('calibration: the suite fails when a protection is removed', () => {
       expect(
         (s?.counters['treeAttemptsAfterGrant'] ?? 0) + (s?.counters['treeProcessesLeft'] ?? 0),
         'tree writes after the grant and tree processes left',
+      ).toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('counts tree writes after the grant when exec does not stop its job on a planned handover (drain)', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['exec-handover'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'no-drain',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: exec deaf to planned handovers', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
+      expect(
+        s?.counters['treeAttemptsAfterGrant'] ?? 0,
+        'tree writes sent after the successor was granted',
       ).toBeGreaterThan(0);
     } finally {
       await bed.close();

@@ -27,7 +27,7 @@ import { checkMultiKey, multiKey, readFinalKeys } from './faults/multi-key.ts';
 import { checkCoTenant, coTenant, coTenantLockSpec } from './faults/co-tenant.ts';
 import { watchDelay } from './faults/watch-delay.ts';
 import { runIdFleet } from './faults/run-id-fleet.ts';
-import { execTree } from './faults/exec-tree.ts';
+import { execHandover, execTree } from './faults/exec-tree.ts';
 import { nodeLoss } from './faults/node-loss.ts';
 import {
   semaphoreFault,
@@ -63,6 +63,7 @@ export const FAULT_TYPES = [
   'node-loss',
   'semaphore',
   'handover',
+  'exec-handover',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -80,6 +81,7 @@ export const CALIBRATIONS = [
   'child-only',
   'phase-proof',
   'permits',
+  'no-drain',
 ] as const;
 export type Calibration = (typeof CALIBRATIONS)[number];
 
@@ -96,7 +98,8 @@ export interface TrialSpec {
    * new Lease itself, at once and without the `Lost` marker, as the controller did before it
    * waited out a deleted Lease's term (the suite must then count early grants); `child-only`: the
    * exec-tree trials run an exec that signals only its direct child (faults/child-only-exec.ts);
-   * `phase-proof`: the bed's controller takes a pod's phase Failed as proof (node-loss).
+   * `phase-proof`: the bed's controller takes a pod's phase Failed as proof (node-loss); `no-drain`:
+   * the exec-handover trials run an exec deaf to planned handovers (faults/no-drain-exec.ts).
    */
   readonly calibrate?: Calibration;
 }
@@ -512,7 +515,8 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
   ['run-id-fleet']: runIdFleet,
   ['multi-key']: (ctx, h, other) => multiKey(ctx, h, other, scripts),
   ['co-tenant']: coTenant,
-  ['exec-tree']: execTree,
+  ['exec-tree']: (ctx, h) => execTree(ctx, h),
+  ['exec-handover']: execHandover,
   ['node-loss']: nodeLoss,
   semaphore: (ctx, h, other) => semaphoreFault(ctx, h, other, scripts),
   handover,

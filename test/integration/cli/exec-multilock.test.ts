@@ -13,7 +13,7 @@
  *   the other; the library's acquire(['b', 'a']) takes both in order, and when the second is not
  *   granted within waitMs, releases the first and leaves no request.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -87,6 +87,32 @@ describe('fencepost exec --if-held and several --lock', () => {
     expect(await requestOf(t, 'skip-b', 'skip')).toBeUndefined();
     expect((await getLock(t, 'skip')).status?.queue ?? []).toEqual([]);
   });
+
+  it(`--if-held skip with a Semaphore: runs while a permit is free, exits ${EXIT_SKIPPED} once every permit is taken`, async () => {
+    const pods = [];
+    for (const n of ['sem-0', 'sem-1', 'sem-2']) pods.push(await podRef(t, n, 'sem'));
+    const [p0, p1, p2] = pods as [ExecPod, ExecPod, ExecPod];
+    await createLock(t, lockBody('sem', 'sem', { mode: 'Semaphore', permits: 2, leaseDurationSeconds: 30 }));
+    await using _first = await acquire('sem', { kubeconfig: kc, namespace: t.namespace, pod: p1, waitMs: 30_000 });
+    // One of two permits taken: the Semaphore is not held, the command runs.
+    const ranFree = join(dir, 'sem-free-ran');
+    const free = await execAs(t, p0, ['--lock', 'sem', '--if-held', 'skip', '--wait', '30s', '--', 'touch', ranFree]);
+    expect(free.code, free.stderr).toBe(0);
+    expect(existsSync(ranFree), 'the command did not run while a permit was free').toBe(true);
+    // Both permits taken by other pods: held; skip at once, nothing run, no request left.
+    await using _second = await acquire('sem', { kubeconfig: kc, namespace: t.namespace, pod: p2, waitMs: 30_000 });
+    const ranFull = join(dir, 'sem-full-ran');
+    const started = performance.now();
+    const full = await execAs(t, p0, ['--lock', 'sem', '--if-held', 'skip', '--wait', '15s', '--', 'touch', ranFull]);
+    process.stdout.write(
+      `semaphore --if-held skip, all permits taken: exit ${String(full.code)} after ${Math.round(performance.now() - started)} ms; ${full.stderr.trim()}\n`,
+    );
+    expect(full.code, full.stderr).toBe(EXIT_SKIPPED);
+    expect(full.stderr).toContain('all 2 permits');
+    expect(existsSync(ranFull)).toBe(false);
+    expect(performance.now() - started).toBeLessThan(14_000); // at once, not after --wait
+    expect(await requestOf(t, 'sem-0', 'sem')).toBeUndefined();
+  }, 90_000);
 
   it(`--if-held skip in Election mode: the elected pod holds the lock, another exits ${EXIT_SKIPPED}`, async () => {
     const elected = await podRef(t, 'elect-a', 'elect');
@@ -211,6 +237,44 @@ describe('fencepost exec --if-held and several --lock', () => {
     expect(after.holder).toBeUndefined();
     expect(after.released).toBe('Released');
     expect(await requestOf(t, 'two-0', 'two-a')).toBeUndefined();
+  }, 90_000);
+
+  it(`a lock lost while waiting for the next: the command never starts, exit ${EXIT_NOT_ACQUIRED}, the rest released`, async () => {
+    const pod = await podRef(t, 'gap-0', 'gap');
+    const other = await podRef(t, 'gap-1', 'gap');
+    await createLock(t, lockBody('gap-a', 'gap', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    await createLock(t, lockBody('gap-b', 'gap', { mode: 'Mutex', leaseDurationSeconds: 30 }));
+    // Another pod holds gap-b, so exec holds gap-a (first in the global order) and waits for gap-b.
+    const blocker = await acquire('gap-b', { kubeconfig: kc, namespace: t.namespace, pod: other, waitMs: 30_000 });
+    const ranFile = join(dir, 'gap.ran');
+    const running = execAs(t, pod, [
+      '--lock',
+      'gap-a',
+      '--lock',
+      'gap-b',
+      '--wait',
+      '60s',
+      '--log-level',
+      'info',
+      '--',
+      'sh',
+      '-c',
+      `echo ran >> ${ranFile}`,
+    ]);
+    await eventually(async () => expect((await leaseOf(t, 'gap-a')).holder?.name).toBe('gap-0'), 30_000);
+    await eventually(async () => expect(await requestOf(t, 'gap-0', 'gap-b')).toBeDefined(), 30_000);
+    // gap-a is lost while exec waits for gap-b: deleting the lock, the controller revokes its Lease.
+    await deleteLock(t, 'gap-a');
+    await eventually(async () => expect((await leaseOf(t, 'gap-a')).holder).toBeUndefined(), 30_000);
+    await new Promise((r) => setTimeout(r, 1000)); // exec's session has seen the Lease go
+    await blocker.release();
+    const r = await running;
+    const ran = existsSync(ranFile);
+    process.stdout.write(`lost-before-start: exec exit ${String(r.code)}, command ran: ${String(ran)}\n`);
+    expect(ran, 'the command ran although gap-a was lost before it started').toBe(false);
+    expect(r.code, r.stderr).toBe(EXIT_NOT_ACQUIRED);
+    expect(r.stderr).toContain('gap-a');
+    expect((await leaseOf(t, 'gap-b')).holder?.name).not.toBe('gap-0');
   }, 90_000);
 
   it('calibration: one lock at a time in opposite orders deadlocks; the same sets through acquire([...]) do not', async () => {

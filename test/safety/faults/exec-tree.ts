@@ -38,6 +38,18 @@
  *
  * Calibration `--calibrate child-only`: exec is child-only-exec.ts, which signals the direct child
  * alone (before finding 1); trees deeper than one must then show in these counters.
+ *
+ * The `exec-handover` fault (execHandover) is the same trial with a planned handover instead of a
+ * loss: once the successor-to-be is a candidate again, the lock held by exec is handed over to it
+ * as `kubectl fencepost handover` asks (the lock's handover annotation against exec's token), with
+ * a drain period of 0 or 1 s. Its trees never exit early at the top (the job runs until stopped)
+ * and each writer ignores SIGTERM with probability 2/3 (only SIGKILL stops it). Variants:
+ * `handover` (exec holds the trial's lock) and `handover-multi` (exec holds the trial's lock and a
+ * second lock `<trial>-x`; the writers use FENCEPOST_TOKEN_<LOCK> of the trial's lock; the handover
+ * of one lock must stop the job, then both are released). The same counters must be 0: exec stops
+ * the group before it answers the handover, so no tree write is sent after the successor's grant.
+ * Calibration `--calibrate no-drain`: exec is no-drain-exec.ts, deaf to the handover (it stops the
+ * job only once the release ended the term): the counters must then show writes after the grant.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -46,7 +58,8 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { agentBinary } from '../../support/agent-binary.ts';
-import { createPod, setPodStatus } from '../../support/fixtures.ts';
+import { tokenEnvName } from '../../../src/cli/exec-flags.ts';
+import { askHandover, createLock, createPod, lockBody, setPodStatus } from '../../support/fixtures.ts';
 import { startTcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import type { LeaseVersion } from '../history.ts';
 import { trialPrefix } from '../recorders.ts';
@@ -55,9 +68,12 @@ import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
 import { patchLockSpec, wallMs } from './node-loss.ts';
 
 const CHILD_ONLY_EXEC = resolve(import.meta.dirname, 'child-only-exec.ts');
+const NO_DRAIN_EXEC = resolve(import.meta.dirname, 'no-drain-exec.ts');
 const WRITER = resolve(import.meta.dirname, 'tree-writer.ts');
 /** MARKER: in every tree shell script (a comment line), so a reader of `ps` knows whose they are. */
 const MARKER = 'fencepost-safety-exec-tree';
+/** MULTI_LABEL: the pod label that makes exec's pod the only candidate of a handover-multi trial's second lock. */
+const MULTI_LABEL = 'safety-multi-lock';
 
 /**
  * EXEC_MIN_LEASE_SECONDS: exec-tree trials' lease at least. A `fencepost exec` and its tree cost
@@ -67,6 +83,9 @@ const MARKER = 'fencepost-safety-exec-tree';
 export const EXEC_MIN_LEASE_SECONDS = 2;
 
 export const EXEC_TREE_FAULTS = ['partition', 'partition+store-delay', 'pause-exec'] as const;
+
+/** EXEC_HANDOVER_FAULTS: what an exec-handover trial draws (see the header). */
+export const EXEC_HANDOVER_FAULTS = ['handover', 'handover', 'handover-multi'] as const;
 
 interface Leaf {
   readonly kind: 'leaf';
@@ -83,11 +102,14 @@ interface Shell {
 }
 type TreeNode = Leaf | Shell;
 
-/** drawTree draws a tree of `depth` levels of processes under exec, with 1–3 writers. */
-function drawTree(ctx: Ctx, depth: number): TreeNode {
+/**
+ * drawTree draws a tree of `depth` levels of processes under exec, with 1–3 writers. `stubborn`
+ * (exec-handover): writers ignore SIGTERM with probability 2/3, and the top shell never exits early.
+ */
+function drawTree(ctx: Ctx, depth: number, stubborn = false): TreeNode {
   let n = 0;
   const ignore = (): boolean => ctx.rnd() < 1 / 3;
-  const leaf = (): Leaf => ({ kind: 'leaf', name: `w${++n}`, ignoreTerm: ignore() });
+  const leaf = (): Leaf => ({ kind: 'leaf', name: `w${++n}`, ignoreTerm: stubborn ? ctx.rnd() < 2 / 3 : ignore() });
   const shell = (d: number, top: boolean): TreeNode => {
     if (d === 1) return leaf();
     const children: TreeNode[] = [shell(d - 1, false)];
@@ -100,7 +122,9 @@ function drawTree(ctx: Ctx, depth: number): TreeNode {
       // An early exit at the top ends the command itself: one tree in six.
       mode: ctx.pick(
         top
-          ? (['wait', 'pipe', 'wait', 'pipe', 'wait', 'exit-early'] as const)
+          ? stubborn
+            ? (['wait', 'pipe'] as const)
+            : (['wait', 'pipe', 'wait', 'pipe', 'wait', 'exit-early'] as const)
           : (['wait', 'pipe', 'exit-early'] as const),
       ),
     };
@@ -115,14 +139,22 @@ function describeTree(t: TreeNode): string {
 }
 
 /** commandOf: the argv that runs a node (a writer, or `sh <script>`), writing scripts into dir. */
-function commandOf(t: TreeNode, dir: string): string[] {
+function commandOf(t: TreeNode, dir: string, tokenVar = 'FENCEPOST_TOKEN'): string[] {
   if (t.kind === 'leaf')
-    return [process.execPath, WRITER, '--name', t.name, ...(t.ignoreTerm ? ['--ignore-term'] : [])];
+    return [
+      process.execPath,
+      WRITER,
+      '--name',
+      t.name,
+      '--token-var',
+      tokenVar,
+      ...(t.ignoreTerm ? ['--ignore-term'] : []),
+    ];
   const quoted = (argv: string[]): string => argv.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-  const kids = t.children.map((c) => quoted(commandOf(c, dir)));
+  const kids = t.children.map((c) => quoted(commandOf(c, dir, tokenVar)));
   const lines = [
     `# ${MARKER}`,
-    `printf '{"trial":"%s","kind":"tree","holder":"","token":"%s","detail":"%s"}\\n' "$SAFETY_TRIAL" "$FENCEPOST_TOKEN" "$$" >&2`,
+    `printf '{"trial":"%s","kind":"tree","holder":"","token":"%s","detail":"%s"}\\n' "$SAFETY_TRIAL" "$${tokenVar}" "$$" >&2`,
     ...(t.ignoreTerm ? [`trap '' TERM`] : []),
   ];
   if (t.mode === 'pipe') {
@@ -166,26 +198,43 @@ process.on('exit', () => {
   for (const f of live) f();
 });
 
+/** execHandover runs one exec-handover trial: execTree with a planned handover as the fault (see the header). */
+export function execHandover(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
+  return execTree(ctx, h, true);
+}
+
 /** execTree runs one exec-tree trial (see the header); h is the trial's first holder, other the successor-to-be. */
-export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
+export async function execTree(ctx: Ctx, h: Holder, handover = false): Promise<FaultOutcome> {
   const { t } = ctx.bed;
   const id = ctx.spec.id;
   const depth = ctx.pick([1, 2, 3] as const);
-  const tree = drawTree(ctx, depth);
+  const tree = drawTree(ctx, depth, handover);
   const commandExits = tree.kind === 'shell' && tree.mode === 'exit-early';
-  const fault = commandExits ? 'command-exits' : ctx.pick(EXEC_TREE_FAULTS);
+  const fault = handover ? ctx.pick(EXEC_HANDOVER_FAULTS) : commandExits ? 'command-exits' : ctx.pick(EXEC_TREE_FAULTS);
+  const drainSeconds = handover ? ctx.pick([0, 1] as const) : 0;
+  // handover-multi: exec holds a second lock too; the writers fence with the trial lock's token.
+  const second = fault === 'handover-multi' ? `${id}-x` : undefined;
   const successorPod = h.pod === `${id}-a` ? `${id}-b` : `${id}-a`;
   const dir = join(ctx.bed.dir, `exec-tree-${id}`);
   mkdirSync(dir, { recursive: true });
-  const argv = commandOf(tree, dir);
+  const argv = commandOf(tree, dir, second !== undefined ? tokenEnvName(id) : 'FENCEPOST_TOKEN');
   // exec's term lasts at least EXEC_MIN_LEASE_SECONDS (the lock's spec is raised before C's grant).
   const leaseSeconds = Math.max(ctx.spec.leaseSeconds, EXEC_MIN_LEASE_SECONDS);
   const leaseMs = leaseSeconds * 1000;
   if (leaseSeconds > ctx.spec.leaseSeconds) await patchLockSpec(t, id, 'leaseDurationSeconds', leaseSeconds);
+  // Its only candidate is exec's pod (label MULTI_LABEL): the trial's workers never ask for it.
+  if (second !== undefined)
+    await createLock(
+      t,
+      lockBody(second, id, {
+        leaseDurationSeconds: leaseSeconds,
+        candidates: { selector: { matchLabels: { [MULTI_LABEL]: id } } },
+      }),
+    );
 
   // The successor-to-be waits unready; C is created and its exec started.
   await setPodStatus(t, successorPod, 'unready');
-  const c = await createPod(t, `${id}-c`, { app: id });
+  const c = await createPod(t, `${id}-c`, { app: id, ...(second !== undefined ? { [MULTI_LABEL]: id } : {}) });
   const cId = `${id}-c/${c.metadata?.uid ?? ''}`;
   const admin = new KubeConfig();
   admin.loadFromFile(ctx.bed.kubeconfigPath);
@@ -197,17 +246,19 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     mode: 0o600,
   });
   const childOnly = ctx.spec.calibrate === 'child-only';
+  const noDrain = ctx.spec.calibrate === 'no-drain';
   const out = openSync(join(dir, 'exec.out'), 'a');
   const exec: ChildProcess = spawn(
-    childOnly ? process.execPath : agentBinary(),
+    childOnly || noDrain ? process.execPath : agentBinary(),
     [
-      ...(childOnly ? [CHILD_ONLY_EXEC] : ['exec']),
+      ...(childOnly ? [CHILD_ONLY_EXEC] : noDrain ? [NO_DRAIN_EXEC] : ['exec']),
       '--kubeconfig',
       kubeconfig,
       '--log-level',
       'info',
       '--lock',
       id,
+      ...(second !== undefined ? ['--lock', second] : []),
       '--wait',
       '60s',
       '--',
@@ -265,7 +316,14 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     if (o['trial'] !== id) {
       // exec's own log line
       log.push(line);
-      if (typeof o['msg'] === 'string' && o['msg'].startsWith('Lost lock') && token !== undefined)
+      // The tree's belief ends when exec has stopped it: on a loss when exec says so; in a
+      // handover once the group is gone (exec's answer), before the release.
+      const msg = o['msg'];
+      if (
+        typeof msg === 'string' &&
+        (msg.startsWith('Lost lock') || msg.startsWith('Command stopped for the handover')) &&
+        token !== undefined
+      )
         ctx.events.push({ kind: 'lost', at, holder: cId, token });
       return;
     }
@@ -341,6 +399,11 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
       resumedWall = performance.timeOrigin + performance.now();
       exec.kill('SIGCONT');
       ctx.note('resumed', cId);
+    } else if (fault === 'handover' || fault === 'handover-multi') {
+      // Mid-write: the writers write every 100 ms; the request lands anywhere in that cycle.
+      await sleep(ctx.uniform(0, leaseMs / 2));
+      startAt = performance.now();
+      await askHandover(t, id, successorPod, cToken, { drainSeconds, by: 'safety-suite' });
     } else {
       await sleep(ctx.uniform(0, leaseMs / 2));
       apiProxy.blackhole();
@@ -373,7 +436,7 @@ export async function execTree(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const cToken = token ?? 0n;
   const grace = Math.floor((leaseMs - Math.floor((leaseMs * 2) / 3)) / 2);
   return {
-    variant: `${fault} ${describeTree(tree)}`,
+    variant: `${fault}${handover ? ` (drain ${drainSeconds} s)` : ''} ${describeTree(tree)}`,
     faultMs: performance.now() - startAt,
     startAt,
     above: cToken,

@@ -12,7 +12,8 @@
  *
  * Environment: FENCEPOST_TOKEN (from exec), POD_NAME, POD_UID, SAFETY_STORE_URL, SAFETY_TRIAL,
  * SAFETY_PREFIX. Flags: --name N (unique in the tree), --ignore-term (SIGTERM is ignored: only
- * SIGKILL stops it).
+ * SIGKILL stops it), --token-var V (read the token from V instead: a multi-lock exec sets
+ * FENCEPOST_TOKEN_<LOCK> for each lock and no FENCEPOST_TOKEN).
  */
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -25,7 +26,11 @@ const MAX_WRITES = 600;
 
 const { values } = parseArgs({
   strict: true,
-  options: { name: { type: 'string' }, 'ignore-term': { type: 'boolean', default: false } },
+  options: {
+    name: { type: 'string' },
+    'ignore-term': { type: 'boolean', default: false },
+    'token-var': { type: 'string', default: 'FENCEPOST_TOKEN' },
+  },
 });
 const env = (k: string): string => {
   const v = process.env[k];
@@ -35,7 +40,7 @@ const env = (k: string): string => {
   }
   return v;
 };
-const token = env('FENCEPOST_TOKEN');
+const token = env(values['token-var']);
 const trial = env('SAFETY_TRIAL');
 const prefix = env('SAFETY_PREFIX');
 const holder = `${env('POD_NAME')}/${env('POD_UID')}`;

@@ -982,6 +982,22 @@ describe('session machine: planned handover (rows V1–V4)', () => {
     expect(t.actions.find((a) => a.type === 'Release')).toMatchObject({ handedOver: true });
   });
 
+  it("V1 the app's shortest drain (minDrainMs, from the term's timings) lengthens a shorter period, and a drain of 0 waits for the app", () => {
+    const floor = (t: TermTimings): number => t.leaseDurationMs - t.renewDeadlineMs;
+    const t = transition(state(held(7n), { minDrainMs: floor }), seen(marked(3, 7n, OTHER, 7n, 0)), 500);
+    expect(t.state.phase.name).toBe('held');
+    expect(t.actions.map(show)).toEqual(['Emit draining 7 (handing over to pod web-1)', 'ArmDrain']);
+    const gap = TIMINGS.leaseDurationMs - TIMINGS.renewDeadlineMs;
+    expect(t.state.draining).toEqual({ token: 7n, to: 'web-1', untilMs: 500 + gap });
+    expect(t.actions.find((a) => a.type === 'Emit')).toMatchObject({ handover: { drainMs: gap } });
+    // Never shortens: a longer period asked for stays as asked.
+    const long = transition(state(held(7n), { minDrainMs: floor }), seen(marked(3, 7n, OTHER, 7n, 60_000)), 500);
+    expect(long.state.draining?.untilMs).toBe(60_500);
+    // The app answers once it has stopped: the handover goes on at once.
+    const answered = transition(t.state, { type: 'DrainDone' }, 700);
+    expect(answered.state.phase.name).toBe('released');
+  });
+
   it('V2 the mark removed while draining cancels the drain; the term goes on', () => {
     const t = transition(state(held(7n), draining(7n, 1500)), seen(ours(5, 7n)), 600);
     expect(showPhase(t.state.phase)).toBe('held 7 until 2000');

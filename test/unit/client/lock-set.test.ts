@@ -63,6 +63,9 @@ class World {
         this.listeners.set(lock, l);
         return () => this.listeners.delete(lock);
       },
+      onHandover: () => () => undefined,
+      draining: () => undefined,
+      drained: () => Promise.resolve(false),
       complete: () => Promise.resolve(),
       release: () => {
         this.log.push(`released ${lock}`);
@@ -118,6 +121,21 @@ describe('acquireSet', () => {
     const own = new NotAcquiredError('acquire(a): not granted within 1000 ms');
     const w = new World(new Map([['a', own]]));
     await expect(acquireSet(['a'], w.opts({ waitMs: 1000 }), w.one, w.scope)).rejects.toBe(own);
+  });
+
+  it('is not handed over when a lock taken first was lost while a later one was awaited: all released, NotAcquiredError names it', async () => {
+    const w = new World();
+    const one = w.one;
+    // b's grant arrives after a was lost (its Lease deleted while the set waited for b).
+    const losingA = (lock: string, o: AcquireOptions): Promise<HeldLock> => {
+      if (lock === 'b') w.lost.get('a')?.abort(new Error('lost a'));
+      return one(lock, o);
+    };
+    const err = await acquireSet(['a', 'b'], w.opts(), losingA, w.scope).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotAcquiredError);
+    expect((err as Error).message).toBe('acquire([a, b]): lock a lost before the set was held whole; released a, b');
+    expect(w.log).toEqual(['acquired a', 'acquired b', 'released b', 'released a']);
+    expect(w.closed).toBe(1);
   });
 
   it('is lost when any of its locks is: the signal aborts, isHeld is false, the rest stay held until release', async () => {
