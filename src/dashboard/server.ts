@@ -9,7 +9,10 @@
  * - `GET /events` — SSE: a `snapshot` event, then `delta` events with only the locks that changed.
  * - `GET /events?lock=NS/NAME` — SSE: `detail` events, the lock and its timeline, on each change.
  * - `GET /api/raw/{pods,leases,events}/NS/NAME` — the object as the API server has it (events: the
- *   lock's Events), for the page's links to the holder pod, the Lease and the Events.
+ *   lock's Events), for the page's links to the holder pod, the Lease and the Events. Only objects
+ *   of a lock the model shows: its Lease and permit Leases, its Events, the pods its state names
+ *   and the pods its candidate selector selects; anything else is 404, as if it did not exist —
+ *   the dashboard's credentials may read every pod, and the raw views must not pass that on.
  *
  * Changes are pushed at most every `flushMs` (default 100 ms), each lock once however often it
  * changed in between, and each delta is serialized once for every client. A client that does not
@@ -18,6 +21,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { LabelSelector } from '../api/v1alpha1/distributedlock.ts';
 import type { Asset } from './static-files.ts';
 import type { DashboardModel } from './model.ts';
 import { PageServer, sendAsset, sendJson, sendText, sseFrame } from './page-server.ts';
@@ -26,8 +30,18 @@ import type { Delta, DetailEvent, Snapshot } from './wire.ts';
 /** RawKind: the objects the page links to. */
 export type RawKind = 'pods' | 'leases' | 'events';
 
-/** RawReader reads one object (for events: the lock's Events) from the API server; undefined when not found. */
-export type RawReader = (kind: RawKind, namespace: string, name: string) => Promise<unknown>;
+/**
+ * RawReader reads one object (for events: the lock's Events) from the API server; undefined when
+ * not found. With `selectors` (pods only), the pod is read only when one of them selects it
+ * (undefined otherwise): the server passes the namespace's candidate selectors for a pod that no
+ * lock's state names.
+ */
+export type RawReader = (
+  kind: RawKind,
+  namespace: string,
+  name: string,
+  selectors?: readonly LabelSelector[],
+) => Promise<unknown>;
 
 /** DashboardServerOptions configures {@link DashboardServer}. */
 export interface DashboardServerOptions {
@@ -190,9 +204,21 @@ export class DashboardServer {
   }
 
   async #raw(res: ServerResponse, path: string, kind: RawKind, namespace: string, name: string): Promise<void> {
+    const notFound = (): void => {
+      sendJson(res, 404, {
+        message: `${kind} ${namespace}/${name} not found among the objects of the locks (a lock's Lease, Events, holder and candidate pods)`,
+      });
+    };
+    const scope = this.#o.model.rawScope(namespace);
+    const named =
+      kind === 'events' ? scope.locks.has(name) : kind === 'leases' ? scope.leases.has(name) : scope.pods.has(name);
+    if (!named && (kind !== 'pods' || scope.selectors.length === 0)) {
+      notFound();
+      return;
+    }
     try {
-      const obj = await this.#o.raw(kind, namespace, name);
-      if (obj === undefined) sendJson(res, 404, { message: `${kind} ${namespace}/${name} not found` });
+      const obj = await this.#o.raw(kind, namespace, name, named ? undefined : scope.selectors);
+      if (obj === undefined) notFound();
       else sendJson(res, 200, obj);
     } catch (err) {
       this.#o.onError?.(err, path);
