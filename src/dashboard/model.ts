@@ -15,7 +15,7 @@
  */
 import type { CoreV1Event, V1Lease } from '@kubernetes/client-node';
 import { ConditionType, findCondition } from '../api/v1alpha1/conditions.ts';
-import { DEFAULT_MODE, storeOf, type DistributedLock, type LabelSelector } from '../api/v1alpha1/distributedlock.ts';
+import { DEFAULT_MODE, storeOf, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { parseLease } from '../lease/record.ts';
 import { LOCK_LABEL, leaseName, permitOfLease } from '../protocol/names.ts';
 import { entryOfEvent, lockKeyOfEvent, timeOf } from './timeline.ts';
@@ -36,8 +36,6 @@ export interface RawScope {
   readonly leases: ReadonlySet<string>;
   /** pods: the pods their state names: holders, permit holders, queued requests. */
   readonly pods: ReadonlySet<string>;
-  /** selectors: their candidate selectors. */
-  readonly selectors: readonly LabelSelector[];
 }
 
 /** Change is how a watch saw an object change. */
@@ -198,14 +196,12 @@ export class DashboardModel {
   /**
    * rawScope says which objects of a namespace belong to its locks, for the raw views (server.ts):
    * a lock's Events (by the lock's name), its Lease and permit Leases, the pods its state names
-   * (holder, permit holders, queued requests), and the candidate selectors of its locks (a pod
-   * belongs when one of them selects it). Only locks the model has seen count.
+   * (holder, permit holders, queued requests). Only locks the model has seen count.
    */
   rawScope(namespace: string): RawScope {
     const locks = new Set<string>();
     const leases = new Set<string>();
     const pods = new Set<string>();
-    const selectors: LabelSelector[] = [];
     for (const [key, e] of this.#entries) {
       if (e.lock === undefined || e.lock.metadata.namespace !== namespace) continue;
       const name = e.lock.metadata.name ?? '';
@@ -217,9 +213,8 @@ export class DashboardModel {
       if (v.holder !== undefined) pods.add(v.holder);
       for (const p of v.holders) pods.add(p.holder);
       for (const q of v.queue) pods.add(q);
-      selectors.push(e.lock.spec.candidates.selector);
     }
-    return { locks, leases, pods, selectors };
+    return { locks, leases, pods };
   }
 
   /** detail renders one lock with its timeline (Events and renewals, oldest first), or undefined. */

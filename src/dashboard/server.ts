@@ -11,8 +11,9 @@
  * - `GET /api/raw/{pods,leases,events}/NS/NAME` — the object as the API server has it (events: the
  *   lock's Events), for the page's links to the holder pod, the Lease and the Events. Only objects
  *   of a lock the model shows: its Lease and permit Leases, its Events, the pods its state names
- *   and the pods its candidate selector selects; anything else is 404, as if it did not exist —
- *   the dashboard's credentials may read every pod, and the raw views must not pass that on.
+ *   (holders, queued requests) and the candidate pods that carry its keys (a Mutex request, the
+ *   holder marks); anything else is 404, as if it did not exist — the dashboard's credentials
+ *   may read every pod, and the raw views must not pass that on.
  *
  * Changes are pushed at most every `flushMs` (default 100 ms), each lock once however often it
  * changed in between, and each delta is serialized once for every client. A client that does not
@@ -21,7 +22,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { LabelSelector } from '../api/v1alpha1/distributedlock.ts';
+import { podKeys } from '../protocol/names.ts';
 import type { Asset } from './static-files.ts';
 import type { DashboardModel } from './model.ts';
 import { PageServer, sendAsset, sendJson, sendText, sseFrame } from './page-server.ts';
@@ -30,18 +31,8 @@ import type { Delta, DetailEvent, Snapshot } from './wire.ts';
 /** RawKind: the objects the page links to. */
 export type RawKind = 'pods' | 'leases' | 'events';
 
-/**
- * RawReader reads one object (for events: the lock's Events) from the API server; undefined when
- * not found. With `selectors` (pods only), the pod is read only when one of them selects it
- * (undefined otherwise): the server passes the namespace's candidate selectors for a pod that no
- * lock's state names.
- */
-export type RawReader = (
-  kind: RawKind,
-  namespace: string,
-  name: string,
-  selectors?: readonly LabelSelector[],
-) => Promise<unknown>;
+/** RawReader reads one object (for events: the lock's Events) from the API server; undefined when not found. */
+export type RawReader = (kind: RawKind, namespace: string, name: string) => Promise<unknown>;
 
 /** DashboardServerOptions configures {@link DashboardServer}. */
 export interface DashboardServerOptions {
@@ -212,17 +203,34 @@ export class DashboardServer {
     const scope = this.#o.model.rawScope(namespace);
     const named =
       kind === 'events' ? scope.locks.has(name) : kind === 'leases' ? scope.leases.has(name) : scope.pods.has(name);
-    if (!named && (kind !== 'pods' || scope.selectors.length === 0)) {
+    if (!named && (kind !== 'pods' || scope.locks.size === 0)) {
       notFound();
       return;
     }
     try {
-      const obj = await this.#o.raw(kind, namespace, name, named ? undefined : scope.selectors);
-      if (obj === undefined) notFound();
+      const obj = await this.#o.raw(kind, namespace, name);
+      if (obj === undefined || (!named && !carriesLockKeys(obj, scope.locks))) notFound();
       else sendJson(res, 200, obj);
     } catch (err) {
       this.#o.onError?.(err, path);
       sendJson(res, 502, { message: `reading ${kind} ${namespace}/${name} failed: ${String(err)}` });
     }
   }
+}
+
+/**
+ * carriesLockKeys: the pod carries one of the locks' keys — a Mutex request its agent made, or the
+ * holder marks the controller put on it: a candidate that asked, or a holder the model has not
+ * seen yet. Read from the pod itself (with `get`, the only pod verb the dashboard has), not from
+ * the lock's selector, which would need a second selector evaluator or `list` on every pod.
+ */
+function carriesLockKeys(obj: unknown, locks: ReadonlySet<string>): boolean {
+  const meta = (obj as { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> } })
+    .metadata;
+  for (const lock of locks) {
+    const k = podKeys(lock);
+    if (meta?.annotations?.[k.request] !== undefined || meta?.annotations?.[k.token] !== undefined) return true;
+    if (meta?.labels?.[k.holder] !== undefined) return true;
+  }
+  return false;
 }

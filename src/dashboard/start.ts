@@ -4,7 +4,6 @@
  * command (cli/dashboard.ts), the browser tests and the benchmark all start it this way.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { LabelSelector } from '../api/v1alpha1/distributedlock.ts';
 import { jsonClient } from '../kube/json-client.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { TimerClock } from '../runtime/clock.ts';
@@ -49,41 +48,14 @@ function rawReader(kc: KubeConfig): RawReader {
     events: (ns, name) =>
       `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.kind=DistributedLock,involvedObject.name=${name}`)}`,
   };
-  // Whether one of the selectors selects the pod, as the API server evaluates label selectors.
-  const selected = async (namespace: string, name: string, selectors: readonly LabelSelector[]): Promise<boolean> => {
-    for (const q of new Set(selectors.map(selectorQuery))) {
-      if (q === '') continue; // an empty selector selects nothing here, as for the controller
-      const fields = encodeURIComponent(`metadata.name=${name}`);
-      const list = await json.request<{ items?: readonly unknown[] }>({
-        method: 'GET',
-        path: `/api/v1/namespaces/${namespace}/pods?fieldSelector=${fields}&labelSelector=${encodeURIComponent(q)}`,
-      });
-      if ((list.items ?? []).length > 0) return true;
-    }
-    return false;
-  };
-  return async (kind, namespace, name, selectors) => {
+  return async (kind, namespace, name) => {
     try {
-      if (selectors !== undefined && !(await selected(namespace, name, selectors))) return undefined;
       return await json.request<unknown>({ method: 'GET', path: paths[kind](namespace, name) });
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
     }
   };
-}
-
-/** selectorQuery writes a LabelSelector in the API server's query syntax (`app=web,tier in (a,b)`). */
-function selectorQuery(s: LabelSelector): string {
-  const terms = Object.entries(s.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`);
-  for (const e of s.matchExpressions ?? []) {
-    const values = (e.values ?? []).join(',');
-    if (e.operator === 'In') terms.push(`${e.key} in (${values})`);
-    else if (e.operator === 'NotIn') terms.push(`${e.key} notin (${values})`);
-    else if (e.operator === 'Exists') terms.push(e.key);
-    else terms.push(`!${e.key}`);
-  }
-  return terms.join(',');
 }
 
 /**

@@ -5,13 +5,15 @@ import { realClock } from '../../../src/runtime/clock.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
+import { mergePatch } from '../../../src/kube/patch.ts';
+import { podKeys } from '../../../src/protocol/names.ts';
 
 const LEASE = { fencing: { backend: 'Lease' as const } };
 
 // The dashboard reads the cluster with its user's (or its ServiceAccount's) credentials, which may
 // read every pod. Its raw views exist for the page's links — a lock's holder and candidate pods,
 // its Lease, its Events — so they must not become a way to read any other object: a pod that is no
-// lock's candidate (its spec, env and annotations), a co-tenant's Lease, Events of another kind.
+// lock's candidate (its spec, env and annotations), a co-tenant's Lease, Events of no lock.
 describe('the dashboard raw views serve only objects that belong to a lock', () => {
   const fx = useLockController('raw-', null);
   let t: TestKube;
@@ -35,7 +37,18 @@ describe('the dashboard raw views serve only objects that belong to a lock', () 
       namespace: t.namespace,
       body: { metadata: { name: 'app-leader' }, spec: { holderIdentity: 'someone-else' } },
     });
-    await createLock(t, lockBody('alpha', 'web', { leaseDurationSeconds: 600, ...LEASE }));
+    // A Mutex: both pods ask (the request annotation their agents write); one is granted, the
+    // other waits in the queue — a candidate that does not hold.
+    await createLock(t, lockBody('alpha', 'web', { leaseDurationSeconds: 600, mode: 'Mutex', ...LEASE }));
+    for (const pod of ['web-0', 'web-1'])
+      await t.core.patchNamespacedPod(
+        {
+          namespace: t.namespace,
+          name: pod,
+          body: { metadata: { annotations: { [podKeys('alpha').request]: new Date().toISOString() } } },
+        },
+        mergePatch,
+      );
     holder = await eventually(async () => {
       const h = (await getLease(t, 'alpha'))?.spec?.holderIdentity?.split('/')[0];
       expect(h).toBeDefined();
@@ -74,7 +87,7 @@ describe('the dashboard raw views serve only objects that belong to a lock', () 
     }
   });
 
-  it('serves the holder pod, a candidate that does not hold, the Lease and the Events (positive controls)', async () => {
+  it('serves the holder pod, a candidate waiting in the queue, the Lease and the Events (positive controls)', async () => {
     const candidate = holder === 'web-0' ? 'web-1' : 'web-0';
     for (const [path, name] of [
       [`/api/raw/pods/${t.namespace}/${holder}`, holder],
