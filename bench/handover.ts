@@ -81,14 +81,24 @@ interface WriteRecord {
 
 function http(port: number, method: string, path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, timeout: 5000 }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        timeout: 5000,
+        ...(method === 'POST' ? { headers: { 'content-type': 'application/json' } } : {}),
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', reject);
-    req.end();
+    req.end(method === 'POST' ? '{}' : undefined);
   });
 }
 

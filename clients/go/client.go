@@ -58,10 +58,20 @@ func (a *agent) url(suffix string, q url.Values) string {
 
 // do sends a request and decodes a 200 answer into a Snapshot; any other answer is a
 // *ProblemError when the agent sent problem details, else a plain error.
+//
+// A POST carries Content-Type: application/json and the body {}: the agent refuses any other
+// POST (415), so that a web page cannot send one across sites (docs/agent.md).
 func (a *agent) do(ctx context.Context, method, u string) (*Snapshot, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	var payload io.Reader
+	if method == http.MethodPost {
+		payload = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, payload)
 	if err != nil {
 		return nil, err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	res, err := a.http.Do(req)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -72,7 +73,17 @@ func newFakeAgent(t *testing.T) (*fakeAgent, *httptest.Server) {
 			}
 		}
 	})
-	srv := httptest.NewServer(mux)
+	// As the real agent: a POST without Content-Type: application/json and the body {} is 415.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if r.Header.Get("Content-Type") != "application/json" || string(body) != "{}" {
+				answer(w, http.StatusUnsupportedMediaType, `{"type":"https://fencepost.io/problems/json-body-required","title":"POST requires Content-Type: application/json and a JSON object body","status":415,"detail":"not JSON"}`)
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return f, srv
 }

@@ -25,10 +25,14 @@
  *   POST /v1/locks/NAME/release          → withdraws the request and releases the Lease; 200 after
  *   GET  /healthz, /readyz               → for the pod's own containers (the kubelet's probes and
  *                                          /metrics have their own listeners, see cli/agent.ts)
- * Every error is an RFC 9457 problem (problem.ts).
+ * Every error is an RFC 9457 problem (problem.ts). Every request must name the agent by a loopback
+ * Host and come from no web page, and every POST carries `Content-Type: application/json` and the
+ * body `{}` (local-only.ts says why); otherwise 403 `foreign-host` / `browser-request` or 415
+ * `json-body-required`, before anything else is looked at.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { parseDuration } from '../config/duration.ts';
+import { bodyRefusal, browserRefusal, contentTypeRefusal, hostRefusal, MAX_BODY_BYTES } from './local-only.ts';
 import { problem, sendProblem } from './problem.ts';
 import { NotRunHolderError } from './run-completions.ts';
 import { AlreadyDoneError, requestRun } from './run-once.ts';
@@ -90,9 +94,9 @@ class HeldElsewhere extends Error {
 
 /**
  * waitHeld resolves true once the session holds the lock, false after waitMs or if the client went
- * away. With `failIfHeld`, it rejects with HeldElsewhere as soon as the Lease names another holder.
+ * away (the response closed). With `failIfHeld`, it rejects with HeldElsewhere as soon as the Lease names another holder.
  */
-function waitHeld(session: AgentSession, waitMs: number, req: IncomingMessage, failIfHeld: boolean): Promise<boolean> {
+function waitHeld(session: AgentSession, waitMs: number, res: ServerResponse, failIfHeld: boolean): Promise<boolean> {
   if (session.heldToken() !== undefined) return Promise.resolve(true);
   const other = failIfHeld ? session.otherHolder() : undefined;
   if (other !== undefined) return Promise.reject(new HeldElsewhere(other));
@@ -102,7 +106,7 @@ function waitHeld(session: AgentSession, waitMs: number, req: IncomingMessage, f
       clearTimeout(timer);
       off();
       offHolder();
-      req.off('close', gone);
+      res.off('close', gone);
       if (v instanceof HeldElsewhere) reject(v);
       else resolve(v);
     };
@@ -119,7 +123,8 @@ function waitHeld(session: AgentSession, waitMs: number, req: IncomingMessage, f
     const timer = setTimeout(() => {
       done(session.heldToken() !== undefined);
     }, waitMs);
-    req.on('close', gone);
+    // The response's close, not the request's: the request closes as soon as its body was read.
+    res.on('close', gone);
   });
 }
 
@@ -175,13 +180,51 @@ export async function serveAgentApi(
         if (answering === 0) for (const f of answered.splice(0)) f();
       });
     }
-    try {
-      handle(req, res);
-    } catch (err) {
-      routes.log?.error({ err, method: req.method, url: req.url?.slice(0, 200) }, 'HTTP handler failed');
-      if (!res.headersSent) sendProblem(res, problem('internal-error', 'the request failed; see the agent log'));
-      else res.destroy();
+    const run = (): void => {
+      try {
+        handle(req, res);
+      } catch (err) {
+        routes.log?.error({ err, method: req.method, url: req.url?.slice(0, 200) }, 'HTTP handler failed');
+        if (!res.headersSent) sendProblem(res, problem('internal-error', 'the request failed; see the agent log'));
+        else res.destroy();
+      }
+    };
+    // Who may ask at all (local-only.ts), before the path is even read: reads of lock state too.
+    const refused = hostRefusal(req.headers, host) ?? browserRefusal(req.headers);
+    if (refused !== undefined) {
+      sendProblem(res, refused, { connection: 'close' });
+      return;
     }
+    if (req.method !== 'POST') {
+      run();
+      return;
+    }
+    const notJson = contentTypeRefusal(req.headers);
+    if (notJson !== undefined) {
+      sendProblem(res, notJson, { connection: 'close' });
+      return;
+    }
+    let body = '';
+    let tooLong = false;
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => {
+      if (tooLong) return;
+      body += chunk;
+      if (body.length > MAX_BODY_BYTES) {
+        tooLong = true;
+        sendProblem(
+          res,
+          problem('json-body-required', `the body is longer than ${MAX_BODY_BYTES} bytes; it is {}`, { rule: 'body' }),
+          { connection: 'close' },
+        );
+      }
+    });
+    req.on('end', () => {
+      if (tooLong) return;
+      const bad = bodyRefusal(body);
+      if (bad !== undefined) sendProblem(res, bad);
+      else run();
+    });
   });
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     let url: URL;
@@ -327,7 +370,7 @@ export async function serveAgentApi(
           sendHeld(heldNow);
           return;
         }
-        requestRun(session, name, runId, () => waitHeld(session, waitMs, req, failIfHeld)).then(
+        requestRun(session, name, runId, () => waitHeld(session, waitMs, res, failIfHeld)).then(
           async (held) => {
             if (held) {
               if (!res.writableEnded && !res.destroyed) json(res, 200, session.snapshot());

@@ -28,6 +28,12 @@ export const PROBLEMS = {
   /** A drained call while no planned handover of the lock is under way on this pod. */
   'not-draining': { status: 409, title: 'No planned handover under way' },
   'invalid-parameter': { status: 400, title: 'Invalid query parameter' },
+  /** The Host header names no loopback name of this agent (local-only.ts): DNS rebinding, or a misaddressed request. */
+  'foreign-host': { status: 403, title: 'Host is not a loopback name of this agent' },
+  /** The request carries Origin, or Sec-Fetch-Site other than none (local-only.ts): a web page sent it. */
+  'browser-request': { status: 403, title: 'Requests from web browsers are refused' },
+  /** A POST without Content-Type: application/json and a JSON object body (local-only.ts). */
+  'json-body-required': { status: 415, title: 'POST requires Content-Type: application/json and a JSON object body' },
   /** The request target is not a path this server can read (malformed percent-encoding, not a URL). */
   'invalid-request': { status: 400, title: 'Malformed request' },
   /** The handler failed unexpectedly; the agent keeps serving (the error is logged). */

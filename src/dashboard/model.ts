@@ -28,6 +28,16 @@ export const MAX_RENEWALS = 20;
 /** RECENT: timeline entries shown in the list's "last transitions" column. */
 export const RECENT = 3;
 
+/** RawScope: see {@link DashboardModel.rawScope}. */
+export interface RawScope {
+  /** locks: the names of the namespace's locks (their Events belong to them). */
+  readonly locks: ReadonlySet<string>;
+  /** leases: their Leases' names (lock and permit Leases). */
+  readonly leases: ReadonlySet<string>;
+  /** pods: the pods their state names: holders, permit holders, queued requests. */
+  readonly pods: ReadonlySet<string>;
+}
+
 /** Change is how a watch saw an object change. */
 export type Change = 'add' | 'update' | 'delete';
 
@@ -181,6 +191,30 @@ export class DashboardModel {
       .sort()
       .map((k) => this.view(k))
       .filter((v): v is LockView => v !== undefined);
+  }
+
+  /**
+   * rawScope says which objects of a namespace belong to its locks, for the raw views (server.ts):
+   * a lock's Events (by the lock's name), its Lease and permit Leases, the pods its state names
+   * (holder, permit holders, queued requests). Only locks the model has seen count.
+   */
+  rawScope(namespace: string): RawScope {
+    const locks = new Set<string>();
+    const leases = new Set<string>();
+    const pods = new Set<string>();
+    for (const [key, e] of this.#entries) {
+      if (e.lock === undefined || e.lock.metadata.namespace !== namespace) continue;
+      const name = e.lock.metadata.name ?? '';
+      locks.add(name);
+      leases.add(leaseName(name));
+      if (e.lock.status?.leaseName !== undefined) leases.add(e.lock.status.leaseName);
+      for (const l of e.leases.keys()) leases.add(l);
+      const v = viewOf(key, e.lock, e);
+      if (v.holder !== undefined) pods.add(v.holder);
+      for (const p of v.holders) pods.add(p.holder);
+      for (const q of v.queue) pods.add(q);
+    }
+    return { locks, leases, pods };
   }
 
   /** detail renders one lock with its timeline (Events and renewals, oldest first), or undefined. */

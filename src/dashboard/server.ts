@@ -9,7 +9,11 @@
  * - `GET /events` — SSE: a `snapshot` event, then `delta` events with only the locks that changed.
  * - `GET /events?lock=NS/NAME` — SSE: `detail` events, the lock and its timeline, on each change.
  * - `GET /api/raw/{pods,leases,events}/NS/NAME` — the object as the API server has it (events: the
- *   lock's Events), for the page's links to the holder pod, the Lease and the Events.
+ *   lock's Events), for the page's links to the holder pod, the Lease and the Events. Only objects
+ *   of a lock the model shows: its Lease and permit Leases, its Events, the pods its state names
+ *   (holders, queued requests) and the candidate pods that carry its keys (a Mutex request, the
+ *   holder marks); anything else is 404, as if it did not exist — the dashboard's credentials
+ *   may read every pod, and the raw views must not pass that on.
  *
  * Changes are pushed at most every `flushMs` (default 100 ms), each lock once however often it
  * changed in between, and each delta is serialized once for every client. A client that does not
@@ -18,6 +22,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { podKeys } from '../protocol/names.ts';
 import type { Asset } from './static-files.ts';
 import type { DashboardModel } from './model.ts';
 import { PageServer, sendAsset, sendJson, sendText, sseFrame } from './page-server.ts';
@@ -190,13 +195,42 @@ export class DashboardServer {
   }
 
   async #raw(res: ServerResponse, path: string, kind: RawKind, namespace: string, name: string): Promise<void> {
+    const notFound = (): void => {
+      sendJson(res, 404, {
+        message: `${kind} ${namespace}/${name} not found among the objects of the locks (a lock's Lease, Events, holder and candidate pods)`,
+      });
+    };
+    const scope = this.#o.model.rawScope(namespace);
+    const named =
+      kind === 'events' ? scope.locks.has(name) : kind === 'leases' ? scope.leases.has(name) : scope.pods.has(name);
+    if (!named && (kind !== 'pods' || scope.locks.size === 0)) {
+      notFound();
+      return;
+    }
     try {
       const obj = await this.#o.raw(kind, namespace, name);
-      if (obj === undefined) sendJson(res, 404, { message: `${kind} ${namespace}/${name} not found` });
+      if (obj === undefined || (!named && !carriesLockKeys(obj, scope.locks))) notFound();
       else sendJson(res, 200, obj);
     } catch (err) {
       this.#o.onError?.(err, path);
       sendJson(res, 502, { message: `reading ${kind} ${namespace}/${name} failed: ${String(err)}` });
     }
   }
+}
+
+/**
+ * carriesLockKeys: the pod carries one of the locks' keys — a Mutex request its agent made, or the
+ * holder marks the controller put on it: a candidate that asked, or a holder the model has not
+ * seen yet. Read from the pod itself (with `get`, the only pod verb the dashboard has), not from
+ * the lock's selector, which would need a second selector evaluator or `list` on every pod.
+ */
+function carriesLockKeys(obj: unknown, locks: ReadonlySet<string>): boolean {
+  const meta = (obj as { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> } })
+    .metadata;
+  for (const lock of locks) {
+    const k = podKeys(lock);
+    if (meta?.annotations?.[k.request] !== undefined || meta?.annotations?.[k.token] !== undefined) return true;
+    if (meta?.labels?.[k.holder] !== undefined) return true;
+  }
+  return false;
 }

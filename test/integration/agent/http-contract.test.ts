@@ -40,7 +40,9 @@ interface Answer {
 /** call sends one request and reads the whole answer (headers: e.g. Last-Event-ID). */
 function call(port: number, method: string, path: string, headers: Record<string, string> = {}): Promise<Answer> {
   return new Promise((done, fail) => {
-    const req = request({ host: '127.0.0.1', port, method, path, headers, timeout: 20_000 }, (res) => {
+    // Every POST as the API requires it (Content-Type: application/json, the body {}).
+    const json = method === 'POST' ? { 'content-type': 'application/json', ...headers } : headers;
+    const req = request({ host: '127.0.0.1', port, method, path, headers: json, timeout: 20_000 }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => {
@@ -51,7 +53,7 @@ function call(port: number, method: string, path: string, headers: Record<string
       });
     });
     req.on('error', fail);
-    req.end();
+    req.end(method === 'POST' ? '{}' : undefined);
   });
 }
 
@@ -497,6 +499,24 @@ describe('the agent HTTP API against its OpenAPI document', () => {
     validateAs('HandoverNotice', notice?.data);
     expect(notice?.data).toMatchObject({ type: 'draining', to: 'api-1', drainMs: 60_000, token: before.token });
     expect(parseLease((await getLease(t, 'api')) ?? {}).released).toBe('Released'); // the agent policy allows an agent no other kind
+  });
+
+  it('refuses a foreign Host or a browser (403) and a POST that is not JSON (415), as documented', async () => {
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const method of Object.keys(ops).filter((m) => m !== 'parameters')) {
+        const real = path.replace('{name}', 'api');
+        const m = method.toUpperCase();
+        expect(check(path, m, await call(ready, m, real, { host: 'evil.example' }))).toMatchObject({
+          type: 'https://fencepost.io/problems/foreign-host',
+        });
+        expect(check(path, m, await call(ready, m, real, { origin: 'http://evil.example' }))).toMatchObject({
+          type: 'https://fencepost.io/problems/browser-request',
+        });
+        if (m === 'POST')
+          expect(check(path, m, await call(ready, m, real, { 'content-type': 'text/plain' }))).toMatchObject({
+            type: 'https://fencepost.io/problems/json-body-required',
+          });
+      }
   });
 
   it('produced every documented path, method and status with a real request', () => {

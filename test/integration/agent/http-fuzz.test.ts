@@ -73,21 +73,24 @@ describe("the agent's HTTP API survives any request", () => {
   };
 
   it.each([
-    ['a malformed percent-encoding in the lock name', 'GET /v1/locks/%E0%A4%A HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['a lone percent sign', 'GET /v1/locks/% HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['an absolute-form target with a bad port', 'GET http://a:99999/v1/locks/fz HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['an absolute-form target that is not a URL', 'GET http://[/ HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['an asterisk target', 'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['a CONNECT', 'CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['a NUL in the path', 'GET /v1/locks/f\u0000z HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['a 64 KiB header', `GET /v1/locks/fz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(65_536)}\r\n\r\n`],
+    ['a malformed percent-encoding in the lock name', 'GET /v1/locks/%E0%A4%A HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    ['a lone percent sign', 'GET /v1/locks/% HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    ['an absolute-form target with a bad port', 'GET http://a:99999/v1/locks/fz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    ['an absolute-form target that is not a URL', 'GET http://[/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    ['an asterisk target', 'OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    ['a CONNECT', 'CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    ['a NUL in the path', 'GET /v1/locks/f\u0000z HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    ['a 64 KiB header', `GET /v1/locks/fz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(65_536)}\r\n\r\n`],
     [
       'a 1 MiB body on a POST',
-      `POST /v1/locks/fz/release HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n${'b'.repeat(1_048_576)}`,
+      `POST /v1/locks/fz/release HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n${'b'.repeat(1_048_576)}`,
     ],
-    ['a bad Content-Length', 'POST /v1/locks/fz/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n'],
-    ['an unknown method', 'BREW /v1/locks/fz HTTP/1.1\r\nHost: x\r\n\r\n'],
-    ['a wait that is not a duration', 'POST /v1/locks/fz/acquire?wait=%FF HTTP/1.1\r\nHost: x\r\n\r\n'],
+    ['a bad Content-Length', 'POST /v1/locks/fz/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n'],
+    ['an unknown method', 'BREW /v1/locks/fz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'],
+    [
+      'a wait that is not a duration',
+      'POST /v1/locks/fz/acquire?wait=%FF HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    ],
     ['garbage', '\u0016\u0003\u0001\u0002\u0000\u0001\u0000\u0001\u00fc\u0003\u0003 not http at all\r\n\r\n'],
   ])('%s: answered (or the connection closed), and the agent keeps serving', async (_what, request) => {
     const status = await raw(agent.port, request);
@@ -128,7 +131,12 @@ describe("the agent's HTTP API survives any request", () => {
       const n = 1 + Math.floor(rnd() * 10);
       for (let k = 0; k < n; k++) path += alphabet[Math.floor(rnd() * alphabet.length)] ?? '';
       const method = ['GET', 'POST', 'DELETE', 'PUT'][Math.floor(rnd() * 4)] ?? 'GET';
-      await raw(agent.port, `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`);
+      await raw(
+        agent.port,
+        method === 'POST'
+          ? `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`
+          : `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n`,
+      );
       if (!agent.process.isRunning()) throw new Error(`the agent exited after ${method} ${path}`);
     }
     await alive();

@@ -36,18 +36,28 @@ const expectSchema = (name: string, body: unknown): void => {
 /** post sends POST path to the agent and reads the answer (the timeout only catches hangs). */
 const post = (port: number, path: string): Promise<{ status: number; body: Record<string, unknown> }> =>
   new Promise((done, fail) => {
-    const req = request({ host: '127.0.0.1', port, method: 'POST', path, timeout: 90_000 }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => {
-        text += c;
-      });
-      res.on('end', () => {
-        done({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> });
-      });
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path,
+        headers: { 'content-type': 'application/json' },
+        timeout: 90_000,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => {
+          done({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> });
+        });
+      },
+    );
     req.on('error', fail);
-    req.end();
+    req.end('{}');
   });
 
 const requestOf = async (t: TestKube, pod: string, lock: string): Promise<string | undefined> =>

@@ -132,14 +132,17 @@ describe('SIGTERM to an agent in the plain-sidecar form', () => {
 
 function post(port: number, path: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: 'POST' }, (res) => {
-      res.resume();
-      res.on('end', () => {
-        resolve(res.statusCode ?? 0);
-      });
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => {
+          resolve(res.statusCode ?? 0);
+        });
+      },
+    );
     req.on('error', reject);
-    req.end();
+    req.end('{}');
   });
 }
 

@@ -96,13 +96,21 @@ describe('the shipped agent holding store locks, observed by the controller', ()
     await createLock(t, lockBody('mx', 'mx', { store: 'Redlock', mode: 'Mutex', leaseDurationSeconds: 2 }));
     const a = await agentFor('mx', 'mx-a', redlockUrl);
     expect((await a.snapshot()).held).toBe(false); // Mutex: nothing until asked
-    const acquired = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/acquire?wait=5s`, { method: 'POST' });
+    const acquired = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/acquire?wait=5s`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(acquired.status).toBe(200);
     const token = ((await acquired.json()) as { token: string }).token;
     await eventually(async () => {
       expect((await getLock(t, 'mx')).status?.holder?.name).toBe('mx-a');
     }, 5000);
-    const released = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/release`, { method: 'POST' });
+    const released = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/release`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(released.status).toBeLessThan(300);
     await eventually(async () => {
       const l = await getLock(t, 'mx');

@@ -13,6 +13,15 @@ import {
   type V1Service,
 } from '@kubernetes/client-node';
 import { createControllerMetrics } from '../../../src/observability/metrics.ts';
+import { HANDOVER_MARK_ANNOTATION } from '../../../src/protocol/handover.ts';
+import {
+  LOCK_LABEL,
+  RELEASE_ANNOTATION,
+  RENEW_DEADLINE_ANNOTATION,
+  RENEW_PERIOD_ANNOTATION,
+  TOKEN_ANNOTATION,
+  podKeys,
+} from '../../../src/protocol/names.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
 import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 
@@ -385,7 +394,50 @@ describe('the fencepost Helm chart', () => {
     expect(none.stdout).not.toMatch(agentPolicy);
     expect(none.stdout).toMatch(/^ {2}name: r-fencepost-leases$/m);
     const unprotected = await template(ns, ['--set', 'leaseProtection.enabled=false']);
-    expect(unprotected.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
+    expect(unprotected.stdout).not.toMatch(/^ {2}name: r-fencepost-leases$/m);
+    // The controller's own policies follow rbac.admissionPolicies.enabled (and rbac.create).
+    expect(none.stdout).toMatch(/^ {2}name: r-fencepost-controller-leases$/m);
+    expect(none.stdout).toMatch(/^ {2}name: r-fencepost-controller-pods$/m);
+    const noController = await template(ns, [
+      '--set',
+      'rbac.admissionPolicies.enabled=false',
+      '--set',
+      'leaseProtection.enabled=false',
+    ]);
+    expect(noController.stdout).not.toMatch(/^kind: ValidatingAdmissionPolicy/m);
+  });
+
+  it("names in its CEL policies only the protocol's label and annotation keys (src/protocol)", async () => {
+    const r = await template(ns, ['--set', 'agentRbac.namespaces={a}']);
+    expect(r.code, r.stderr).toBe(0);
+    const cel = (loadAllYaml(r.stdout) as ({ kind: string; spec: unknown } | null)[])
+      .filter((d) => d?.kind === 'ValidatingAdmissionPolicy')
+      .map((d) => JSON.stringify(d?.spec))
+      .join('\n');
+    // Whole keys: fencepost.io/NAME.
+    const whole = new Set(
+      [...cel.matchAll(/(?<![.\w])fencepost\.io\/([a-z-]+)/g)].map((m) => `fencepost.io/${m[1] ?? ''}`),
+    );
+    const known = new Set<string>([
+      LOCK_LABEL,
+      TOKEN_ANNOTATION,
+      RELEASE_ANNOTATION,
+      RENEW_DEADLINE_ANNOTATION,
+      RENEW_PERIOD_ANNOTATION,
+      HANDOVER_MARK_ANNOTATION,
+    ]);
+    expect([...whole].filter((k) => !known.has(k))).toEqual([]);
+    expect(whole.size).toBeGreaterThan(0);
+    // Per-lock pod keys: <lock>.lock.fencepost.io/SUFFIX, written out or listed as suffixes.
+    const suffixes = new Set(
+      (Object.values(podKeys('')) as string[]).map((k) => k.replace(/^\.lock\.fencepost\.io\//, '')),
+    );
+    const written = [...cel.matchAll(/\.lock\.fencepost\.io\/([a-z-]+)/g)].map((m) => m[1] ?? '');
+    const listed = [...cel.matchAll(/\[((?:\\?'[a-z-]+\\?'(?:, )?)+)\]/g)].flatMap((m) =>
+      (m[1] ?? '').split(', ').map((x) => x.replaceAll(/\\?'/g, '')),
+    );
+    expect(listed.length).toBeGreaterThan(0);
+    expect([...written, ...listed].filter((k) => !suffixes.has(k))).toEqual([]);
   });
 
   it('leaves the dashboard out by default', async () => {

@@ -94,10 +94,26 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       return l;
     }, 30_000);
     expect(lease.metadata?.namespace).toBe(t.namespace);
-    // Every admission binding the release made is scoped to its own namespace (see beforeAll).
-    const bindings = (
-      await admin.makeApiClient(AdmissionregistrationV1Api).listValidatingAdmissionPolicyBinding()
-    ).items.filter((b) => b.metadata?.name?.startsWith(`${release}-`));
+    // Every admission binding the release made is scoped to its own namespace (see beforeAll), but
+    // the controller's: those apply wherever the controller writes, and only to the requests of
+    // this release's controller ServiceAccount (their policies' match condition), so they leave
+    // the other test files on this API server alone.
+    const adm = admin.makeApiClient(AdmissionregistrationV1Api);
+    const all = (await adm.listValidatingAdmissionPolicyBinding()).items.filter((b) =>
+      b.metadata?.name?.startsWith(`${release}-`),
+    );
+    const controllerBindings = all.filter((b) => b.metadata?.name?.startsWith(`${release}-fencepost-controller-`));
+    expect(controllerBindings.map((b) => b.metadata?.name).sort()).toEqual([
+      `${release}-fencepost-controller-leases`,
+      `${release}-fencepost-controller-pods`,
+    ]);
+    for (const b of controllerBindings) {
+      const policy = await adm.readValidatingAdmissionPolicy({ name: b.spec?.policyName ?? '' });
+      expect(policy.spec?.matchConditions?.map((c) => c.expression)).toEqual([
+        `request.userInfo.username == "system:serviceaccount:${t.namespace}:${release}-fencepost"`,
+      ]);
+    }
+    const bindings = all.filter((b) => !controllerBindings.includes(b));
     expect(bindings.map((b) => b.metadata?.name).sort()).toContain(`${release}-fencepost-leases`);
     for (const b of bindings) {
       expect(b.spec?.matchResources?.namespaceSelector?.matchExpressions?.[0]?.values, b.metadata?.name).toEqual([

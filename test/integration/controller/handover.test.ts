@@ -26,14 +26,17 @@ import { useLockController } from '../../support/lock-controller.ts';
 /** post sends a POST to an agent's local API and resolves with the status and body. */
 function post(port: number, path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method: 'POST', path }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      { host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', reject);
-    req.end();
+    req.end('{}');
   });
 }
 

@@ -25,12 +25,15 @@ function slowReleaseSession(ms: number): { session: LockSession; held: () => boo
 
 function post(port: number, path: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path, method: 'POST', agent: false, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
-    req.end();
+    req.end('{}');
   });
 }
 

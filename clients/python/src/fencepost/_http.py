@@ -80,7 +80,17 @@ class Agent:
         conn = self.connect(timeout)
         url = self.base + path.removeprefix(self._prefix)
         try:
-            conn.request(method, path, headers={"Accept": "application/json"})
+            # A POST carries Content-Type: application/json and the body {}: the agent refuses any
+            # other POST (415), so that a web page cannot send one across sites.
+            if method == "POST":
+                conn.request(
+                    method,
+                    path,
+                    body=b"{}",
+                    headers={"Accept": "application/json", "Content-Type": "application/json"},
+                )
+            else:
+                conn.request(method, path, headers={"Accept": "application/json"})
             res = conn.getresponse()
             body = res.read(_MAX_BODY)
             status, ctype = res.status, res.getheader("Content-Type", "")

@@ -50,8 +50,13 @@ final class Agent {
    * answer is the exception of its problem details, or a plain {@link FencepostException}.
    */
   Snapshot send(String method, URI uri, Duration timeout) throws FencepostException, InterruptedException {
+    // A POST carries Content-Type: application/json and the body {}: the agent refuses any other
+    // POST (415), so that a web page cannot send one across sites.
+    HttpRequest.Builder b = HttpRequest.newBuilder(uri).timeout(timeout);
     HttpRequest req =
-        HttpRequest.newBuilder(uri).timeout(timeout).method(method, HttpRequest.BodyPublishers.noBody()).build();
+        method.equals("POST")
+            ? b.header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString("{}")).build()
+            : b.method(method, HttpRequest.BodyPublishers.noBody()).build();
     HttpResponse<String> res;
     try {
       res = http.send(req, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));

@@ -87,7 +87,13 @@ final class FakeAgent implements AutoCloseable {
     String suffix = path.substring(("/v1/locks/" + lock).length());
     requests.add(x.getRequestMethod() + " " + suffix + (query == null ? "" : "?" + query));
     Answer a;
-    switch (x.getRequestMethod() + " " + suffix) {
+    // As the real agent: a POST without Content-Type: application/json and the body {} is 415.
+    boolean json =
+        !x.getRequestMethod().equals("POST")
+            || ("application/json".equals(x.getRequestHeaders().getFirst("Content-Type"))
+                && new String(x.getRequestBody().readAllBytes(), StandardCharsets.UTF_8).equals("{}"));
+    switch (json ? x.getRequestMethod() + " " + suffix : "415") {
+      case "415" -> a = problem(415, "json-body-required", "not JSON");
       case "POST /acquire" -> a = acquire.apply(query == null ? "" : query);
       case "GET " -> a = snapshot();
       case "POST /release" -> {
