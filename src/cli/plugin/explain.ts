@@ -283,6 +283,12 @@ function lockReasons(
   // 3: What decide waits for (or that it would grant now).
   const grant = dec.actions.find((a) => a.type === 'Grant');
   const notConfigured = unactionable(obs, dec);
+  const t = dec.tampered;
+  if (t !== undefined && dec.waiting !== 'TokenRegressed')
+    out.push({
+      code: 'TokenRegressed',
+      message: `The Lease's fencing token (${t.leaseToken}) is below status.fencingToken (${t.statusToken}), the last one issued: someone other than the controller lowered it. The next grant takes a token above ${t.floor}; the lock shows Ready=False (LeaseTampered) until then.`,
+    });
   if (notConfigured !== undefined) {
     out.push({
       code: 'FencingNotConfigured',
@@ -374,7 +380,7 @@ function waitingReasons(
       return [
         {
           code: 'TokenRegressed',
-          message: `The Lease's fencing token (${record?.token?.toString() ?? '?'}) is below status.fencingToken (${lock.status?.fencingToken ?? '?'}), the last one issued, or one is at the largest token: someone changed it. No grant until it is restored: kubectl annotate lease ${leaseName(lock.metadata.name ?? '')} ${TOKEN_ANNOTATION}=${lock.status?.fencingToken ?? '?'} --overwrite`,
+          message: `No fencing token is left to issue: the Lease's fencing token (${record?.token?.toString() ?? '?'}) or status.fencingToken (${lock.status?.fencingToken ?? '?'}) is at the largest token, 2^63-1 (someone raised it). No grant until it is set back below it.`,
         },
       ];
     case 'LeaseNotRecorded':
