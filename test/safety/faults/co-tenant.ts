@@ -26,16 +26,21 @@
  * lease duration — must keep S1–S5 (tokens never repeat).
  *
  * After the attacks and 2–3 lease durations in which the controller could misbehave, an
- * operator repairs what the LeaseTampered Event asks for (admin): a token annotation or status
- * lowered or raised by the attacker is set back to the last token issued (and with the Redis
- * backend a counter raised to 2^63−1 is deleted, to be refloored), and the first holder hands the
- * lock over (pod unready, release), so that every trial ends with a grant after the attacks.
+ * operator repairs only what no controller can: a token annotation or status raised to 2^63−1 is
+ * set back to the last token issued (and with the Redis backend a counter raised to 2^63−1 is
+ * deleted, to be refloored). A lowered token is left as the attacker wrote it: the controller
+ * must grant above every token known by itself. Then the first holder hands the lock over (pod
+ * unready, release), and a grant above every token reported must follow within 6 lease durations
+ * + 15 s (counter `wedged`, which must be 0): no attack may wedge the lock.
  *
  * The attacker's token values are not the controller's: the Lease history handed to the checker
  * has each lowered one, and each raised one no holder adopted, replaced by the token it overwrote
  * (only in versions after the attack that still carry it and name no other holder), so S1's
  * "the annotation never decreases" and "each term's token is above the last" check the
  * controller's grants, not the attacker's writes.
+ *
+ * Calibration `wedge`: no policy, one `raise-token` (2^63−1, which leaves no token to issue) and
+ * no repair: the hand-off is followed by no grant, which the wedge check must report.
  *
  * Calibration `status-floor`: no policy, the Lease backend, and each `lower-token` also lowers
  * status.fencingToken to the same value — the controller's floor is then the Lease alone, as
@@ -132,6 +137,8 @@ interface TrialState {
   readonly attempts: Attempt[];
   policy: boolean;
   repairs: number;
+  /** wedged: no grant above the tokens reported came within the bound after the hand-off. */
+  wedged?: boolean;
 }
 const trials = new WeakMap<Ctx, TrialState>();
 
@@ -292,7 +299,8 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const { t } = ctx.bed;
   const ns = t.namespace;
   const calibrating = ctx.spec.calibrate === 'status-floor';
-  state.policy = calibrating ? false : ctx.rnd() < 0.5;
+  const wedging = ctx.spec.calibrate === 'wedge';
+  state.policy = calibrating || wedging ? false : ctx.rnd() < 0.5;
   let setup = beds.get(ctx.bed);
   if (setup === undefined) {
     setup = setUp(ctx.bed);
@@ -431,9 +439,9 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     },
   };
 
-  const n = calibrating ? 1 : 1 + Math.floor(ctx.rnd() * 3);
+  const n = calibrating || wedging ? 1 : 1 + Math.floor(ctx.rnd() * 3);
   const plan: Attack[] = Array.from({ length: n }, () =>
-    calibrating ? 'lower-token' : ctx.pick(state.policy ? ATTACKS : NO_POLICY_ATTACKS),
+    calibrating ? 'lower-token' : wedging ? 'raise-token' : ctx.pick(state.policy ? ATTACKS : NO_POLICY_ATTACKS),
   );
   const startAt = performance.now();
   for (const a of plan) {
@@ -443,8 +451,17 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   // Give the controller 2–3 lease durations to misbehave before the operator steps in; then the
   // holder hands over (if it still holds), so that every trial ends with a grant after the attacks.
   await sleep(ctx.uniform(2, 3) * ctx.leaseMs);
-  if (!calibrating) await repair(ctx, state, h);
+  if (!calibrating && !wedging) await repair(ctx, state, h);
+  const handedOffAt = performance.now();
   await ctx.handOff(h.w, h.id);
+  // No wedge: a grant above every token reported so far must follow the hand-off — by itself, for
+  // a lowered token (nobody repairs that any more), within a bound generous enough for a Lost
+  // Lease's wait, the longer lease duration and a lock-delay.
+  const reported = ctx.events.reduce((m, e) => (e.kind === 'granted' && e.token > m ? e.token : m), h.token);
+  const boundMs = 6 * ctx.leaseMs + 15_000;
+  while (ctx.firstGrantAbove(reported, handedOffAt) === undefined && performance.now() - handedOffAt < boundMs)
+    await sleep(100);
+  state.wedged = ctx.firstGrantAbove(reported, handedOffAt) === undefined;
   return {
     variant: `${state.policy ? 'policy' : 'no-policy'}/${state.backend}: ${plan.join('+')}`,
     faultMs: performance.now() - startAt,
@@ -512,7 +529,9 @@ async function repair(ctx: Ctx, state: TrialState, h: Holder): Promise<void> {
     const l = await t.leases.readNamespacedLease({ namespace: ns, name }).catch(() => undefined);
     const ann = l?.metadata?.annotations?.[TOKEN_ANNOTATION];
     const cur = ann !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(ann) ? BigInt(ann) : undefined;
-    if (l !== undefined && cur !== undefined && (cur < issued || cur === MAX_TOKEN)) {
+    // Only a token raised to the largest: a lowered one needs no operator (the controller grants
+    // above every token known by itself, which the wedge check holds it to).
+    if (l !== undefined && cur === MAX_TOKEN) {
       await t.leases
         .replaceNamespacedLease({
           namespace: ns,
@@ -612,6 +631,12 @@ export function checkCoTenant(ctx: Ctx, h: TrialHistory): { report: TrialReport;
       // With the policy installed every Lease and status write of the attacker must be denied by it.
       policyBypassed: state?.policy === true ? leaseWrites.filter((a) => a.code === 200).length : 0,
       repairs: state?.repairs ?? 0,
+      // The lowered-token attack that went through (no policy): the controller must grant above by itself.
+      loweredAllowed: attempts.filter(
+        (a) => (a.attack === 'lower-token' || a.attack === 'impostor-lease') && a.code === 200,
+      ).length,
+      // No grant followed the hand-off within the bound: the lock was wedged.
+      wedged: state?.wedged === true ? 1 : 0,
     },
   };
 }
