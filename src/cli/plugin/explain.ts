@@ -25,6 +25,7 @@ import {
 } from '../../api/v1alpha1/distributedlock.ts';
 import {
   decide,
+  describeTamper,
   unactionable,
   type Decision,
   type FencingState,
@@ -287,7 +288,7 @@ function lockReasons(
   if (t !== undefined && dec.waiting !== 'TokenRegressed')
     out.push({
       code: 'TokenRegressed',
-      message: `The Lease's fencing token (${t.leaseToken}) is below status.fencingToken (${t.statusToken}), the last one issued: someone other than the controller lowered it. The next grant takes a token above ${t.floor}; the lock shows Ready=False (LeaseTampered) until then.`,
+      message: `The Lease's fencing-token annotation is ${describeTamper(t)}: someone other than the controller wrote it. The next grant takes a token above ${t.floor}; the lock shows Ready=False (LeaseTampered) until then.`,
     });
   if (notConfigured !== undefined) {
     out.push({

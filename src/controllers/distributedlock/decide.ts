@@ -80,6 +80,8 @@ export interface Observation {
    * fail, or a grant succeeded since), for the Ready condition only; decide does not read it.
    */
   readonly grantFailure?: string;
+  /** malformedToken: the Lease's token annotation as found when it is no token (parseLeaseTolerant); undefined otherwise. */
+  readonly malformedToken?: string;
 }
 
 /** GrantCause says why the lock is being (re)granted. */
@@ -143,19 +145,29 @@ export interface Decision {
  * token issued (status.fencingToken): someone other than the controller lowered it.
  */
 export interface TokenTamper {
-  /** leaseToken: the value found on the Lease (annotation fencepost.io/fencing-token). */
-  readonly leaseToken: bigint;
-  /** statusToken: status.fencingToken, the last token the controller recorded issuing. */
-  readonly statusToken: bigint;
+  /** leaseToken: the value found on the Lease (annotation fencepost.io/fencing-token); undefined when it is no token. */
+  readonly leaseToken: bigint | undefined;
+  /** malformed: the annotation's text when it is no token (someone wrote it); undefined otherwise. */
+  readonly malformed?: string;
+  /** statusToken: status.fencingToken, the last token the controller recorded issuing (undefined: none yet). */
+  readonly statusToken: bigint | undefined;
   /**
-   * revision: with the Lease backend, the Lease's resourceVersion, an etcd revision: every token
-   * that backend issued on this Lease is at most the revision of the write that recorded it, so a
-   * token issued after status was last written (a crash between the grant and the status write)
-   * is below it too. Undefined with the Redis backend, whose counter is above every token it issued.
+   * revision: with the Lease backend (or a malformed annotation), the Lease's resourceVersion, an
+   * etcd revision: every token that backend issued on this Lease is at most the revision of the
+   * write that recorded it, so a token issued after status was last written (a crash between the
+   * grant and the status write) is below it too. Undefined with the Redis backend, whose counter
+   * is above every token it issued.
    */
   readonly revision: bigint | undefined;
   /** floor: the largest of them, which the next grant's token is above. */
   readonly floor: bigint;
+}
+
+/** describeTamper: what was found on the Lease, for messages: `5, below status.fencingToken 9` or `"x", which is not a token`. */
+export function describeTamper(t: TokenTamper): string {
+  return t.malformed !== undefined
+    ? `${JSON.stringify(t.malformed)}, which is not a token`
+    : `${String(t.leaseToken)}, below status.fencingToken ${String(t.statusToken)}`;
 }
 
 /** RESYNC_MS is the safety resync when nothing time-driven is pending (events do the real work). */
@@ -467,21 +479,29 @@ export function unactionable(obs: Observation, dec: Decision): string | undefine
 }
 
 /**
- * tokenTamper: the Lease's token is below the last token status records (the controller writes
- * status and never lowers its fencingToken; the leader-election Role a co-tenant app has does not
- * reach it): someone lowered the annotation. The next grant is then taken from above every token
+ * tokenTamper: the Lease's token annotation is no token (obs.malformedToken), or it is below the
+ * last token status records (the controller writes status and never lowers its fencingToken; the
+ * leader-election Role a co-tenant app has does not reach it): someone wrote the annotation. The next grant is then taken from above every token
  * known — status's, the Lease's, and with the Lease backend the Lease's resourceVersion (see
  * TokenTamper.revision); the Redis backend's counter is above every token it issued by itself.
- * Undefined when the Lease's token is not below status's.
+ * Undefined when the Lease's token is a token not below status's.
  */
 export function tokenTamper(obs: Observation, record: LockRecord): TokenTamper | undefined {
   const statusToken = lastIssued(obs);
-  if (record.token === undefined || statusToken === undefined || record.token >= statusToken) return undefined;
+  const malformed = obs.malformedToken;
+  const lowered = record.token !== undefined && statusToken !== undefined && record.token < statusToken;
+  if (malformed === undefined && !lowered) return undefined;
   const revision =
-    obs.fencing.backend === 'Lease' && /^[0-9]{1,19}$/.test(record.resourceVersion)
+    (obs.fencing.backend === 'Lease' || malformed !== undefined) && /^[0-9]{1,19}$/.test(record.resourceVersion)
       ? BigInt(record.resourceVersion)
       : undefined;
-  return { leaseToken: record.token, statusToken, revision, floor: maxOf(statusToken, revision) };
+  return {
+    leaseToken: record.token,
+    ...(malformed !== undefined ? { malformed } : {}),
+    statusToken,
+    revision,
+    floor: maxOf(maxOf(statusToken ?? 0n, revision), record.token),
+  };
 }
 
 /** maxOf: the larger of a and b (b may be unknown). */

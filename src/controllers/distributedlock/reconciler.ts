@@ -34,6 +34,7 @@ import {
   leaseDurationSecondsFor,
   newLease,
   parseLease,
+  parseLeaseTolerant,
   raisedAnchor,
   releasedLease,
   renewFingerprint,
@@ -79,6 +80,7 @@ import {
 import type { HandoverAnswer } from './decide-handover.ts';
 import {
   decide,
+  describeTamper,
   unactionable,
   type Action,
   type Decision,
@@ -633,9 +635,11 @@ export class DistributedLockReconciler implements Reconciler {
   #observe(key: ObjectKey, lock: DistributedLock, lease: V1Lease | undefined): Observation {
     const namespace = lock.metadata.namespace ?? '';
     let leaseView: Observation['lease'];
+    let malformedToken: string | undefined;
     if (lease !== undefined) {
-      const record = parseLease(lease);
-      leaseView = { record, observedAtMs: this.#observedAt(key, record) };
+      const parsed = parseLeaseTolerant(lease);
+      malformedToken = parsed.malformedToken;
+      leaseView = { record: parsed.record, observedAtMs: this.#observedAt(key, parsed.record) };
     }
     const fencing = this.#d.fencing.forLock(lock);
     const obs: Observation = {
@@ -653,6 +657,7 @@ export class DistributedLockReconciler implements Reconciler {
       requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
       ...this.#handoverSeen(key, leaseView?.record),
       ...grantFailureOf(this.#grantFailures.get(key)),
+      ...(malformedToken !== undefined ? { malformedToken } : {}),
       wallNowMs: this.#d.clock.now().getTime(),
     };
     return obs;
@@ -978,7 +983,7 @@ export class DistributedLockReconciler implements Reconciler {
       dec.waiting === 'TokenRegressed'
         ? `exhausted|${obs.lease?.record.token ?? ''}|${lock.status?.fencingToken ?? ''}`
         : t !== undefined
-          ? `lowered|${t.leaseToken}|${t.statusToken}`
+          ? `tampered|${describeTamper(t)}`
           : undefined;
     if (found === undefined) {
       this.#tampered.delete(key);
@@ -989,15 +994,15 @@ export class DistributedLockReconciler implements Reconciler {
     if (t !== undefined && dec.waiting !== 'TokenRegressed') {
       log.info(
         {
-          leaseToken: t.leaseToken.toString(),
-          statusToken: t.statusToken.toString(),
+          leaseToken: t.malformed ?? t.leaseToken?.toString(),
+          statusToken: t.statusToken?.toString(),
           revision: t.revision?.toString(),
           floor: t.floor.toString(),
         },
         'Lease fencing token went backwards',
       );
       const above = [
-        `status.fencingToken ${t.statusToken}`,
+        ...(t.statusToken !== undefined ? [`status.fencingToken ${t.statusToken}`] : []),
         ...(t.revision !== undefined ? [`the Lease's resourceVersion ${t.revision}`] : []),
         ...(obs.fencing.backend === 'Redis' ? ['the Redis counter'] : []),
       ].join(', ');
@@ -1005,7 +1010,7 @@ export class DistributedLockReconciler implements Reconciler {
         lock,
         'Warning',
         EventReason.LeaseTampered,
-        `Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${t.leaseToken}, below status.fencingToken ${t.statusToken}, the last token issued: someone other than the controller lowered it. The next grant takes a token above every token known (${above})${dec.holder !== undefined ? `, once the term of pod ${dec.holder.name} ends` : ''}`,
+        `Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${describeTamper(t)}: someone other than the controller wrote it. The next grant takes a token above every token known (${above})${dec.holder !== undefined ? `, once the term of pod ${dec.holder.name} ends` : ''}`,
       );
       return;
     }
@@ -1163,11 +1168,11 @@ export class DistributedLockReconciler implements Reconciler {
     const lName = leaseName(lock.metadata.name ?? '');
     const lease = await this.#d.leaseStore.get(namespace, lName, { signal });
     if (lease !== undefined) {
-      const record = parseLease(lease);
+      const { record } = parseLeaseTolerant(lease); // a token someone made unreadable must not block the deletion
       const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
       if (record.holder !== undefined) {
         const ended = await this.#d.leaseStore.replace(namespace, lName, releasedLease(lease, 'Lost'), { signal }); // CAS
-        this.#observedAt(key, parseLease(ended)); // the wait starts now
+        this.#observedAt(key, parseLeaseTolerant(ended).record); // the wait starts now
         log.info({ lease: lName, holder: record.holder.name }, 'Ended the term of a lock being deleted');
         return { pending: true, requeueAfterMs: leaseMs + EXPIRY_WAIT_MARGIN_MS };
       }

@@ -25,7 +25,7 @@ import { TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { tokenOrUndefined } from '../../protocol/token.ts';
 import type { SemaphoreDecision, SemaphoreObservation } from './decide-semaphore.ts';
-import type { Decision, FencingState, Observation, Waiting } from './decide.ts';
+import { describeTamper, type Decision, type FencingState, type Observation, type Waiting } from './decide.ts';
 import { isCandidate, nextQueue } from './pods.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
@@ -193,7 +193,7 @@ export function notReady(obs: Observation, dec: Decision): NotReady | undefined 
   if (dec.tampered !== undefined)
     return {
       reason: Reason.LeaseTampered,
-      message: `Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${dec.tampered.leaseToken}, below status.fencingToken ${dec.tampered.statusToken} (someone lowered it); the next grant takes a token above ${dec.tampered.floor}${dec.holder !== undefined ? ` once the term of pod ${dec.holder.name} ends` : ''}`,
+      message: `Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${describeTamper(dec.tampered)} (someone other than the controller wrote it); the next grant takes a token above ${dec.tampered.floor}${dec.holder !== undefined ? ` once the term of pod ${dec.holder.name} ends` : ''}`,
     };
   if (obs.grantFailure !== undefined && dec.holder === undefined)
     return { reason: Reason.GrantFailed, message: `The last grant failed: ${obs.grantFailure}` };

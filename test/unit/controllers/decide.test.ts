@@ -410,6 +410,25 @@ const rows: readonly Row[] = [
     want: { actions: [], holder: undefined, waiting: 'TokenRegressed' },
   },
   {
+    // Before: parseLease threw on it in every reconcile — no grant and no status write, for good.
+    name: 'a Lease token annotation that is no token (someone wrote "abc") is granted above status and the resourceVersion, whatever the backend',
+    obs: {
+      ...obs(
+        withLease(aLeaseView(released('Released'), lastHolder(a), rv('40'))),
+        withPods(a, b),
+        lockWith((d) => {
+          d.status = { ...d.status, fencingToken: '9' };
+        }),
+      ),
+      malformedToken: 'abc',
+    },
+    nowMs: 0,
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Released', floor: 40n }],
+      tampered: { leaseToken: undefined, malformed: 'abc', statusToken: 9n, revision: 40n, floor: 40n },
+    },
+  },
+  {
     name: 'an expired holder whose Lease token was lowered is followed by a grant above status.fencingToken',
     obs: obs(
       heldByA(),
