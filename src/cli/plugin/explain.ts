@@ -143,7 +143,7 @@ export function explainLock(input: ExplainInput): Explanation {
   if (problem !== null) {
     reasons.push({
       code: 'LeaseUnreadable',
-      message: `The Lease ${leaseName(lock.metadata.name ?? '')} cannot be read: ${problem}. The controller grants nothing until it is repaired.`,
+      message: `The Lease ${leaseName(lock.metadata.name ?? '')} cannot be read: ${problem}. A token annotation that is no token the controller reads as absent (Ready=False, LeaseTampered) and grants next above status.fencingToken and the Lease's resourceVersion; anything else it cannot read stops grants until it is repaired.`,
     });
   } else {
     reasons.push(...lockReasons(s, obs, dec, record, nowMs));
