@@ -392,6 +392,13 @@ function waitingReasons(
             'The controller is recording the new Lease in status before the first grant (this passes by itself).',
         },
       ];
+    case 'TamperedTerm':
+      return [
+        {
+          code: 'LeaseLost',
+          message: `The Lease's token was lowered and its holder cleared by someone other than the controller; the controller waits a full lease duration before the next grant, since the last holder status recorded (pod ${lock.status?.holder?.name ?? '?'}) may still believe it holds the lock.`,
+        },
+      ];
     case 'CacheNotSynced':
     case undefined:
       return [];

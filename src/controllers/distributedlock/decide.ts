@@ -113,6 +113,7 @@ export type Waiting =
   | 'NoCandidates'
   | 'LockDelay'
   | 'LeaseLost'
+  | 'TamperedTerm'
   | 'LeaseNotRecorded'
   | 'TokenRegressed'
   | 'FencingUnavailable'
@@ -429,6 +430,26 @@ function decideLock(obs: Observation, nowMs: number): Decision {
     };
   }
   if (exhausted) return refuse([]);
+  // A Lease found lowered and vacant while status last recorded a holder: the write that vacated
+  // it may be the tamperer's, not that holder's release, and the holder may still believe (cut
+  // off, it cannot see the write). As for a Lease deleted while held: wait a full lease duration
+  // of its term from our first sight of this version before the grant.
+  const lastKnown = obs.lock.status?.holder;
+  if (tampered !== undefined && lastKnown !== undefined && target === undefined) {
+    const termMs = Math.max(
+      (obs.lock.status?.leaseDurationSeconds ?? 0) * 1000,
+      termTimingsOf(undefined, obs.lock.spec).leaseDurationMs,
+    );
+    if (elapsed < termMs)
+      return {
+        ...base,
+        actions: marks(undefined, undefined),
+        requeueAfterMs: termMs - elapsed + EXPIRY_MARGIN_MS,
+        holder: undefined,
+        expiresInMs: undefined,
+        waiting: 'TamperedTerm',
+      };
+  }
   const cause: GrantCause =
     target !== undefined
       ? 'HandedOver'

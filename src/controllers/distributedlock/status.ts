@@ -32,6 +32,7 @@ const WAITING_REASON: Record<Waiting, string> = {
   NoCandidates: Reason.Waiting,
   LockDelay: Reason.LockDelay,
   LeaseLost: Reason.LeaseLost,
+  TamperedTerm: Reason.LeaseTampered,
   LeaseNotRecorded: Reason.Initializing,
   TokenRegressed: Reason.LeaseTampered,
   FencingUnavailable: Reason.RedisUnavailable,
@@ -54,6 +55,8 @@ const WAITING_MESSAGE: Record<Waiting, string> = {
     "The Lease's fencing-token annotation or status.fencingToken is at the largest token, 2^63-1 (someone raised it): no token is left to issue. No grant until it is set back",
   LeaseLost:
     "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",
+  TamperedTerm:
+    "Someone other than the controller lowered the Lease's token and cleared its holder; the last holder status recorded may still believe it holds the lock, so the next grant waits a full lease duration of its term",
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
   CacheNotSynced: 'The controller is still filling its pod cache',
 };

@@ -429,6 +429,47 @@ const rows: readonly Row[] = [
     },
   },
   {
+    name: 'a Lease lowered and vacated while status last recorded a holder waits a full lease duration of its term (it may still believe)',
+    obs: obs(
+      withLease(aLeaseView(token(5n), observedAt(0))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = {
+          ...d.status,
+          fencingToken: '9',
+          holder: { name: a.ref.name, uid: a.ref.uid },
+          leaseDurationSeconds: 10,
+        };
+      }),
+    ),
+    nowMs: 1_000,
+    want: {
+      actions: [],
+      waiting: 'TamperedTerm',
+      tampered: { leaseToken: 5n, statusToken: 9n, revision: undefined, floor: 9n },
+    },
+  },
+  {
+    name: '… and then grants above status.fencingToken',
+    obs: obs(
+      withLease(aLeaseView(token(5n), observedAt(0))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = {
+          ...d.status,
+          fencingToken: '9',
+          holder: { name: a.ref.name, uid: a.ref.uid },
+          leaseDurationSeconds: 10,
+        };
+      }),
+    ),
+    nowMs: LEASE_MS + 1,
+    want: {
+      actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 9n }],
+      waiting: undefined,
+    },
+  },
+  {
     name: 'an expired holder whose Lease token was lowered is followed by a grant above status.fencingToken',
     obs: obs(
       heldByA(),
