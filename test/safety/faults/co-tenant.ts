@@ -30,8 +30,9 @@
  * set back to the last token issued (and with the Redis backend a counter raised to 2^63−1 is
  * deleted, to be refloored). A lowered token is left as the attacker wrote it: the controller
  * must grant above every token known by itself. Then the first holder hands the lock over (pod
- * unready, release), and a grant above every token reported must follow within 6 lease durations
- * + 15 s (counter `wedged`, which must be 0): no attack may wedge the lock.
+ * unready, release), and within 6 lease durations + 15 s a term granted above the first holder's
+ * token must be held — granted and not lost or released since (counter `wedged`, which must be
+ * 0): no attack may wedge the lock.
  *
  * The attacker's token values are not the controller's: the Lease history handed to the checker
  * has each lowered one, and each raised one no holder adopted, replaced by the token it overwrote
@@ -454,14 +455,16 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   if (!calibrating && !wedging) await repair(ctx, state, h);
   const handedOffAt = performance.now();
   await ctx.handOff(h.w, h.id);
-  // No wedge: a grant above every token reported so far must follow the hand-off — by itself, for
-  // a lowered token (nobody repairs that any more), within a bound generous enough for a Lost
-  // Lease's wait, the longer lease duration and a lock-delay.
-  const reported = ctx.events.reduce((m, e) => (e.kind === 'granted' && e.token > m ? e.token : m), h.token);
+  // No wedge: by the bound after the hand-off (generous enough for a Lost Lease's wait, the longer
+  // lease duration and a lock-delay), a term granted after the first holder's must be held — the
+  // newest grant above its token not lost or released since. A lowered token is nobody's to
+  // repair any more: the controller must grant above it by itself.
   const boundMs = 6 * ctx.leaseMs + 15_000;
-  while (ctx.firstGrantAbove(reported, handedOffAt) === undefined && performance.now() - handedOffAt < boundMs)
-    await sleep(100);
-  state.wedged = ctx.firstGrantAbove(reported, handedOffAt) === undefined;
+  // First the hand-off itself: while the first holder's worker still holds a term (its own, or a
+  // raised token it adopted), wait for it to report that term released or lost.
+  while (holdsNow(ctx, h.id) && performance.now() - handedOffAt < boundMs) await sleep(100);
+  while (!heldAbove(ctx, h.token) && performance.now() - handedOffAt < boundMs) await sleep(100);
+  state.wedged = !heldAbove(ctx, h.token);
   return {
     variant: `${state.policy ? 'policy' : 'no-policy'}/${state.backend}: ${plan.join('+')}`,
     faultMs: performance.now() - startAt,
@@ -469,6 +472,36 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     above: h.token,
     resumed: h.w,
   };
+}
+
+/**
+ * heldAbove: some term with a token above `token` was granted, and the newest such grant has not
+ * been reported lost or released since (its holder still holds the lock).
+ */
+function heldAbove(ctx: Ctx, token: bigint): boolean {
+  let newest: { holder: string; token: bigint; at: number } | undefined;
+  for (const e of ctx.events)
+    if (e.kind === 'granted' && e.token > token && (newest === undefined || e.token > newest.token))
+      newest = { holder: e.holder, token: e.token, at: e.at };
+  if (newest === undefined) return false;
+  const n = newest;
+  return !ctx.events.some(
+    (e) => (e.kind === 'lost' || e.kind === 'released') && e.holder === n.holder && e.token === n.token && e.at >= n.at,
+  );
+}
+
+/** holdsNow: the newest term granted to `holder` has not been reported lost or released. */
+function holdsNow(ctx: Ctx, holder: string): boolean {
+  const grants = ctx.events.filter((e) => e.kind === 'granted' && e.holder === holder);
+  const newest = grants[grants.length - 1];
+  if (newest === undefined || newest.kind !== 'granted') return false;
+  return !ctx.events.some(
+    (e) =>
+      (e.kind === 'lost' || e.kind === 'released') &&
+      e.holder === holder &&
+      e.token === newest.token &&
+      e.at >= newest.at,
+  );
 }
 
 /** esc escapes a JSON-pointer segment. */
