@@ -137,13 +137,14 @@ export interface Decision {
   readonly candidates: readonly PodSummary[];
   /** queue: Mutex mode, requesters waiting behind the holder; 0 in Election mode. */
   readonly queue: number;
-  /** tampered: the Lease's token is below a token issued before (see tokenTamper); undefined when it is not. */
+  /** tampered: the Lease's token is below a token issued before, or no token (see tokenTamper); undefined otherwise. */
   readonly tampered?: TokenTamper;
 }
 
 /**
  * TokenTamper is what decide found when the Lease's fencing-token annotation is below the last
- * token issued (status.fencingToken): someone other than the controller lowered it.
+ * token issued (status.fencingToken), or is no token at all: someone other than the controller
+ * wrote it.
  */
 export interface TokenTamper {
   /** leaseToken: the value found on the Lease (annotation fencepost.io/fencing-token); undefined when it is no token. */
@@ -182,7 +183,8 @@ export const NOT_SYNCED_RETRY_MS = 500;
 
 /**
  * decide returns the actions for one lock at monotonic time nowMs. Pure and synchronous. When the
- * Lease's token was lowered (tokenTamper), the decision says so in `tampered`, whatever it does.
+ * Lease's token was lowered or made unreadable (tokenTamper), the decision says so in `tampered`,
+ * whatever it does.
  */
 export function decide(obs: Observation, nowMs: number): Decision {
   const dec = decideLock(obs, nowMs);
