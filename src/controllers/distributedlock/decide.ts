@@ -436,10 +436,15 @@ function decideLock(obs: Observation, nowMs: number): Decision {
   // it may be the tamperer's, not that holder's release, and the holder may still believe (cut
   // off, it cannot see the write). As for a Lease deleted while held: wait a full lease duration
   // of its term from our first sight of this version before the grant.
-  const lastKnown = obs.lock.status?.holder;
-  if (tampered !== undefined && lastKnown !== undefined && target === undefined) {
+  // The wait goes on once status no longer names that holder (the status written for this very
+  // wait drops it): the Held condition says LeaseTampered meanwhile, as LeaseLost carries its wait.
+  const stillWaiting = (obs.lock.status?.conditions ?? []).some(
+    (c) => c.type === ConditionType.Held && c.status === 'False' && c.reason === Reason.LeaseTampered,
+  );
+  if (tampered !== undefined && (obs.lock.status?.holder !== undefined || stillWaiting) && target === undefined) {
     const termMs = Math.max(
       (obs.lock.status?.leaseDurationSeconds ?? 0) * 1000,
+      (record.leaseDurationSeconds ?? 0) * 1000,
       termTimingsOf(undefined, obs.lock.spec).leaseDurationMs,
     );
     if (elapsed < termMs)

@@ -450,6 +450,32 @@ const rows: readonly Row[] = [
     },
   },
   {
+    // Found by co-tenant-token.test.ts: the status written for the wait drops status.holder, and
+    // the next reconcile granted at once (the wait lasted one status write).
+    name: '… and keeps waiting once status no longer names the holder, while Held says LeaseTampered',
+    obs: obs(
+      withLease(aLeaseView(token(5n), observedAt(0))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = {
+          ...d.status,
+          fencingToken: '9',
+          conditions: [
+            {
+              type: 'Held',
+              status: 'False',
+              reason: 'LeaseTampered',
+              message: '',
+              lastTransitionTime: '2026-01-01T00:00:00Z',
+            },
+          ],
+        };
+      }),
+    ),
+    nowMs: 1_000,
+    want: { actions: [], waiting: 'TamperedTerm' },
+  },
+  {
     name: '… and then grants above status.fencingToken',
     obs: obs(
       withLease(aLeaseView(token(5n), observedAt(0))),
