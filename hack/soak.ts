@@ -12,6 +12,7 @@
  *   node hack/soak.ts --calibrate no-recheck --fault run-id-fleet    ... the run-once gate without its check after the grant
  *   node hack/soak.ts --calibrate key-scope --fault multi-key        ... the multi-key guard with one mark per key
  *   node hack/soak.ts --calibrate status-floor --fault co-tenant     ... a co-tenant lowering Lease and status (no status floor)
+ *   node hack/soak.ts --calibrate wedge --fault co-tenant            ... a co-tenant raising the token to 2^63−1, nobody repairing it
  *   node hack/soak.ts --calibrate child-only --fault exec-tree       ... exec signalling only its direct child
  *   node hack/soak.ts --calibrate no-drain --fault exec-handover     ... exec deaf to planned handovers
  *   node hack/soak.ts --calibrate phase-proof --fault node-loss      ... a controller taking phase Failed as proof
@@ -277,6 +278,9 @@ if (runTwice > 0) process.stdout.write(`${runTwice} run id(s) run again after th
 // A Lease or status write of a co-tenant that the lease-protection policy let through (co-tenant, policy variant).
 const bypassed = summaries.reduce((a, s) => a + (s.counters['policyBypassed'] ?? 0), 0);
 if (bypassed > 0) process.stdout.write(`${bypassed} co-tenant write(s) the lease-protection policy let through\n`);
+// A lock that was granted no more after a co-tenant's attacks (co-tenant: no grant after the hand-off).
+const wedged = summaries.reduce((a, s) => a + (s.counters['wedged'] ?? 0), 0);
+if (wedged > 0) process.stdout.write(`${wedged} lock(s) granted no more after a co-tenant's attacks (co-tenant)\n`);
 // exec-tree (issue 15, finding 1) and node-loss (finding 3): counters that must be 0.
 const total15 = (names: readonly string[]): number =>
   summaries.reduce((a, s) => a + names.reduce((b, k) => b + (s.counters[k] ?? 0), 0), 0);
@@ -300,16 +304,19 @@ const ok =
       ? runTwice > 0
       : opts.calibrate === 'child-only' || opts.calibrate === 'no-drain'
         ? tree > 0
-        : opts.calibrate === 'phase-proof'
-          ? beforeLeaseEnd > 0
-          : opts.calibrate !== undefined
-            ? violations > 0
-            : violations === 0 &&
-              resumed === 0 &&
-              early === 0 &&
-              runTwice === 0 &&
-              bypassed === 0 &&
-              tree === 0 &&
-              beforeLeaseEnd === 0 &&
-              handoverWrong === 0;
+        : opts.calibrate === 'wedge'
+          ? wedged > 0
+          : opts.calibrate === 'phase-proof'
+            ? beforeLeaseEnd > 0
+            : opts.calibrate !== undefined
+              ? violations > 0
+              : violations === 0 &&
+                resumed === 0 &&
+                early === 0 &&
+                runTwice === 0 &&
+                bypassed === 0 &&
+                wedged === 0 &&
+                tree === 0 &&
+                beforeLeaseEnd === 0 &&
+                handoverWrong === 0;
 await stop(ok ? 0 : 1, !ok && opts.calibrate === undefined);

@@ -45,7 +45,7 @@ import {
   type ReleaseKind,
 } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
-import { parseToken } from '../protocol/token.ts';
+import { TokenError, parseToken } from '../protocol/token.ts';
 
 /** LockRecord is what a lock's Lease says, parsed. */
 export interface LockRecord {
@@ -226,6 +226,24 @@ export function parseLease(lease: V1Lease): LockRecord {
     completedRuns: parseCompletedRuns(ann[COMPLETED_RUNS_ANNOTATION]),
     resourceVersion: lease.metadata?.resourceVersion ?? '',
   };
+}
+
+/**
+ * parseLeaseTolerant reads a Lease as the controller must even when someone wrote a token
+ * annotation that is no token (any principal with `leases update` can): the record as if the
+ * annotation were absent — its floor is then the Lease's resourceVersion, an etcd revision above
+ * every token the Lease backend issued on it, and the controller adds status.fencingToken and the
+ * Redis counter — and the text found, for the controller to report. parseLease, which throws, is
+ * what the agent uses: an agent never takes up a term whose token it cannot read.
+ */
+export function parseLeaseTolerant(lease: V1Lease): { readonly record: LockRecord; readonly malformedToken?: string } {
+  const text = lease.metadata?.annotations?.[TOKEN_ANNOTATION];
+  try {
+    return { record: parseLease(lease) };
+  } catch (err) {
+    if (text === undefined || !(err instanceof TokenError)) throw err;
+    return { record: parseLease(withAnnotations(lease, { [TOKEN_ANNOTATION]: undefined })), malformedToken: text };
+  }
 }
 
 /**

@@ -10,6 +10,9 @@
  * - status floor removed: a co-tenant without the lease-protection policy lowers the Lease's token
  *   and status.fencingToken together (the controller's floor is then the Lease alone, as before
  *   issue 15's finding 2), so the next grant re-issues a token (S1);
+ * - nothing to stop a wedge (`wedge`): a co-tenant without the policy raises the Lease's token to
+ *   2^63−1 and nobody repairs it, so no token is left to issue and the lock is granted no more
+ *   after the hand-off: the co-tenant trials' `wedged` counter must count it;
  * - the run-once gate's check after the grant removed (`no-recheck`): the fleet pods of the
  *   run-id-fleet trials look only before asking, so run ids run again after their completion
  *   (issue 15's finding 4) must be counted;
@@ -152,6 +155,29 @@ describe('calibration: the suite fails when a protection is removed', () => {
       const [s] = summaries;
       expect(s?.trials, 'trials with the fault injected').toBe(TRIALS * 3);
       expect(s?.violations.S1, 'trials with a re-issued token').toBeGreaterThan(0);
+    } finally {
+      await bed.close();
+    }
+  }, 600_000);
+
+  it('counts wedged locks when a co-tenant leaves no token to issue and nobody repairs it (the wedge check bites)', async () => {
+    const bed = await startSafetyBed({ kubeconfigPath: sharedKubeconfigPath() });
+    try {
+      const summaries = await runTrials({
+        bed,
+        faults: ['co-tenant'],
+        trialsPerFault: TRIALS,
+        concurrency: CONCURRENCY,
+        baseSeed: SEED,
+        leaseSeconds: LEASE_SECONDS,
+        fenced: true,
+        calibrate: 'wedge',
+        setupRetries: SETUP_RETRIES,
+      });
+      print('calibration: a token raised to 2^63-1, no repair (co-tenant, no policy)', summaries);
+      const [s] = summaries;
+      expect(s?.trials, 'trials with the fault injected').toBe(TRIALS);
+      expect(s?.counters['wedged'] ?? 0, 'locks granted no more after the attacks').toBeGreaterThan(0);
     } finally {
       await bed.close();
     }

@@ -78,6 +78,7 @@ export const CALIBRATIONS = [
   'no-recheck',
   'key-scope',
   'status-floor',
+  'wedge',
   'child-only',
   'phase-proof',
   'permits',

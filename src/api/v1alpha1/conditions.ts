@@ -5,7 +5,8 @@ import type { Condition } from './distributedlock.ts';
 
 /**
  * ConditionType lists the condition types of a DistributedLock. `Ready` is the summary: True when
- * the lock is valid and its fencing backend is working. `Held`: True while someone holds the lock.
+ * the lock can be granted (valid, its fencing backend working, a token left to issue, its Lease's
+ * token not lowered, its last grant attempt not failed). `Held`: True while someone holds the lock.
  * `Degraded`: True when the lock cannot make progress as configured (e.g. Redis is unavailable, so
  * no new grants); holders keep renewing regardless.
  */
@@ -36,10 +37,14 @@ export const Reason = {
    */
   LeaseLost: 'LeaseLost',
   /**
-   * LeaseTampered: the Lease's fencing token is below status.fencingToken (the last token issued):
-   * someone lowered it. No grant until it is restored, since one could reissue a token.
+   * LeaseTampered (Ready=False): the Lease's fencing token is below status.fencingToken (the last
+   * token issued): someone lowered it; the next grant takes a token above every token known, and
+   * Ready is False until then. Also (Ready=False, Held=False) when a token is at the largest
+   * token, 2^63−1, so that none is left to issue: no grant until it is set back.
    */
   LeaseTampered: 'LeaseTampered',
+  /** GrantFailed (Ready=False): the controller's last attempt to grant the lock failed; the message carries the error. */
+  GrantFailed: 'GrantFailed',
   /** CacheNotSynced: the controller's pod cache has not synced yet; it decides nothing on absence. */
   CacheNotSynced: 'CacheNotSynced',
   /** StoreUnavailable: the lock's Redis or Redlock store (spec.store) does not answer the controller, or the controller has no URL for it. */
@@ -73,7 +78,11 @@ export const EventReason = {
   HolderTerminated: 'HolderTerminated',
   /** LeaseLost (Warning, on the lock): the lock's Lease was deleted while held; it was created again and the first grant waits a full lease duration. */
   LeaseLost: 'LeaseLost',
-  /** LeaseTampered (Warning, on the lock): the Lease's fencing token went below status.fencingToken (someone lowered it); no grant until it is restored. */
+  /**
+   * LeaseTampered (Warning, on the lock): the Lease's fencing token went below status.fencingToken
+   * (someone lowered it; the message names both values and the floor the next grant is taken
+   * above), or a token reached 2^63−1 so that no grant is possible until it is set back.
+   */
   LeaseTampered: 'LeaseTampered',
   /** CompletionRefused (Warning, on the lock): a completed run on the Lease was not recorded: its completedAt is in the future, or its token is above every token of the Lease. */
   CompletionRefused: 'CompletionRefused',

@@ -25,6 +25,7 @@ import {
 } from '../../api/v1alpha1/distributedlock.ts';
 import {
   decide,
+  describeTamper,
   unactionable,
   type Decision,
   type FencingState,
@@ -142,7 +143,7 @@ export function explainLock(input: ExplainInput): Explanation {
   if (problem !== null) {
     reasons.push({
       code: 'LeaseUnreadable',
-      message: `The Lease ${leaseName(lock.metadata.name ?? '')} cannot be read: ${problem}. The controller grants nothing until it is repaired.`,
+      message: `The Lease ${leaseName(lock.metadata.name ?? '')} cannot be read: ${problem}. A token annotation that is no token the controller reads as absent (Ready=False, LeaseTampered) and grants next above status.fencingToken and the Lease's resourceVersion; anything else it cannot read stops grants until it is repaired.`,
     });
   } else {
     reasons.push(...lockReasons(s, obs, dec, record, nowMs));
@@ -283,6 +284,12 @@ function lockReasons(
   // 3: What decide waits for (or that it would grant now).
   const grant = dec.actions.find((a) => a.type === 'Grant');
   const notConfigured = unactionable(obs, dec);
+  const t = dec.tampered;
+  if (t !== undefined && dec.waiting !== 'TokenRegressed')
+    out.push({
+      code: 'TokenRegressed',
+      message: `The Lease's fencing-token annotation is ${describeTamper(t)}: someone other than the controller wrote it. The next grant takes a token above ${t.floor}; the lock shows Ready=False (LeaseTampered) until then.`,
+    });
   if (notConfigured !== undefined) {
     out.push({
       code: 'FencingNotConfigured',
@@ -374,7 +381,7 @@ function waitingReasons(
       return [
         {
           code: 'TokenRegressed',
-          message: `The Lease's fencing token (${record?.token?.toString() ?? '?'}) is below status.fencingToken (${lock.status?.fencingToken ?? '?'}), the last one issued, or one is at the largest token: someone changed it. No grant until it is restored: kubectl annotate lease ${leaseName(lock.metadata.name ?? '')} ${TOKEN_ANNOTATION}=${lock.status?.fencingToken ?? '?'} --overwrite`,
+          message: `No fencing token is left to issue: the Lease's fencing token (${record?.token?.toString() ?? '?'}) or status.fencingToken (${lock.status?.fencingToken ?? '?'}) is at the largest token, 2^63-1 (someone raised it). No grant until it is set back below it.`,
         },
       ];
     case 'LeaseNotRecorded':
@@ -383,6 +390,13 @@ function waitingReasons(
           code: 'LeaseNotRecorded',
           message:
             'The controller is recording the new Lease in status before the first grant (this passes by itself).',
+        },
+      ];
+    case 'TamperedTerm':
+      return [
+        {
+          code: 'LeaseLost',
+          message: `The Lease's token was lowered and its holder cleared by someone other than the controller; the controller waits a full lease duration before the next grant, since the last holder status recorded (pod ${lock.status?.holder?.name ?? '?'}) may still believe it holds the lock.`,
         },
       ];
     case 'CacheNotSynced':

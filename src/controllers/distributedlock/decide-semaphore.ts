@@ -204,16 +204,23 @@ export function decideSemaphore(obs: SemaphoreObservation, nowMs: number): Semap
     expiresInMs: s.expiresInMs,
   }));
 
-  // 2: Tokens. The floor is every token the observation knows of; the anchor below a permit's
-  // token or status's was lowered by someone: no grant until it is repaired (as decide.ts).
+  // 2: Tokens. The floor is every token the observation knows of. An anchor below a permit's token
+  // or status's was lowered by someone: the floor is then also the anchor's resourceVersion with
+  // the Lease backend (every grant raised the anchor in a write of its own, so every token it
+  // issued is at most that write's etcd revision), and the grant goes on above it, as in decide.ts.
+  // Only a floor at the largest token stops grants: no token is left to issue.
   const permitMax = obs.permits.reduce<bigint | undefined>((m, p) => max(m, p.lease.record.token), undefined);
   const issued = tokenOrUndefined(obs.lock.status?.fencingToken);
   const anchorToken = obs.anchor.record.token;
-  const floor = max(max(tokenFloor(obs.anchor.record), permitMax), issued) ?? 0n;
-  const regressed =
-    (anchorToken !== undefined &&
-      ((permitMax !== undefined && anchorToken < permitMax) || (issued !== undefined && anchorToken < issued))) ||
-    floor >= MAX_TOKEN;
+  const lowered =
+    anchorToken !== undefined &&
+    ((permitMax !== undefined && anchorToken < permitMax) || (issued !== undefined && anchorToken < issued));
+  const revision =
+    lowered && obs.fencing.backend === 'Lease' && /^[0-9]{1,19}$/.test(obs.anchor.record.resourceVersion)
+      ? BigInt(obs.anchor.record.resourceVersion)
+      : undefined;
+  const floor = max(max(max(tokenFloor(obs.anchor.record), permitMax), issued), revision) ?? 0n;
+  const regressed = floor >= MAX_TOKEN;
 
   // 3: Hand the free capacity to the waiters, first come first served: first the permits whose
   // holder is gone (handed over directly, unless a lock-delay must pass), then vacant permits,

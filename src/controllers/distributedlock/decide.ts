@@ -32,7 +32,7 @@ import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { MAX_TOKEN, tokenOrUndefined } from '../../protocol/token.ts';
 import { forceReleaseStep, handoverStep, handoverTarget, type HandoverAction } from './decide-handover.ts';
-import { byPriority, isCandidate, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
+import { byPriority, isCandidate, matchesSelector, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
 export interface LeaseView {
@@ -75,6 +75,13 @@ export interface Observation {
   readonly wallNowMs?: number;
   /** handoverMarkSeenAtMs: our monotonic time when we first saw the Lease's current handover mark (undefined: none). */
   readonly handoverMarkSeenAtMs?: number;
+  /**
+   * grantFailure: why this process's last attempt to grant the lock failed (undefined: it did not
+   * fail, or a grant succeeded since), for the Ready condition only; decide does not read it.
+   */
+  readonly grantFailure?: string;
+  /** malformedToken: the Lease's token annotation as found when it is no token (parseLeaseTolerant); undefined otherwise. */
+  readonly malformedToken?: string;
 }
 
 /** GrantCause says why the lock is being (re)granted. */
@@ -106,6 +113,7 @@ export type Waiting =
   | 'NoCandidates'
   | 'LockDelay'
   | 'LeaseLost'
+  | 'TamperedTerm'
   | 'LeaseNotRecorded'
   | 'TokenRegressed'
   | 'FencingUnavailable'
@@ -129,6 +137,39 @@ export interface Decision {
   readonly candidates: readonly PodSummary[];
   /** queue: Mutex mode, requesters waiting behind the holder; 0 in Election mode. */
   readonly queue: number;
+  /** tampered: the Lease's token is below a token issued before, or no token (see tokenTamper); undefined otherwise. */
+  readonly tampered?: TokenTamper;
+}
+
+/**
+ * TokenTamper is what decide found when the Lease's fencing-token annotation is below the last
+ * token issued (status.fencingToken), or is no token at all: someone other than the controller
+ * wrote it.
+ */
+export interface TokenTamper {
+  /** leaseToken: the value found on the Lease (annotation fencepost.io/fencing-token); undefined when it is no token. */
+  readonly leaseToken: bigint | undefined;
+  /** malformed: the annotation's text when it is no token (someone wrote it); undefined otherwise. */
+  readonly malformed?: string;
+  /** statusToken: status.fencingToken, the last token the controller recorded issuing (undefined: none yet). */
+  readonly statusToken: bigint | undefined;
+  /**
+   * revision: with the Lease backend (or a malformed annotation), the Lease's resourceVersion, an
+   * etcd revision: every token that backend issued on this Lease is at most the revision of the
+   * write that recorded it, so a token issued after status was last written (a crash between the
+   * grant and the status write) is below it too. Undefined with the Redis backend, whose counter
+   * is above every token it issued.
+   */
+  readonly revision: bigint | undefined;
+  /** floor: the largest of them, which the next grant's token is above. */
+  readonly floor: bigint;
+}
+
+/** describeTamper: what was found on the Lease, for messages: `5, below status.fencingToken 9` or `"x", which is not a token`. */
+export function describeTamper(t: TokenTamper): string {
+  return t.malformed !== undefined
+    ? `${JSON.stringify(t.malformed)}, which is not a token`
+    : `${String(t.leaseToken)}, below status.fencingToken ${String(t.statusToken)}`;
 }
 
 /** RESYNC_MS is the safety resync when nothing time-driven is pending (events do the real work). */
@@ -140,8 +181,18 @@ export const FENCING_RETRY_MS = 1000;
 /** NOT_SYNCED_RETRY_MS: how soon to look again while the pod cache is still filling. */
 export const NOT_SYNCED_RETRY_MS = 500;
 
-/** decide returns the actions for one lock at monotonic time nowMs. Pure and synchronous. */
+/**
+ * decide returns the actions for one lock at monotonic time nowMs. Pure and synchronous. When the
+ * Lease's token was lowered or made unreadable (tokenTamper), the decision says so in `tampered`,
+ * whatever it does.
+ */
 export function decide(obs: Observation, nowMs: number): Decision {
+  const dec = decideLock(obs, nowMs);
+  const tampered = obs.lease !== undefined && obs.podsSynced ? tokenTamper(obs, obs.lease.record) : undefined;
+  return tampered !== undefined ? { ...dec, tampered } : dec;
+}
+
+function decideLock(obs: Observation, nowMs: number): Decision {
   const eligible = obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector));
   const keys = podKeys(obs.lock.metadata.name ?? '');
   // Mutex: only pods that asked (their agent's request annotation), in the order the controller
@@ -191,12 +242,13 @@ export function decide(obs: Observation, nowMs: number): Decision {
 
   // Every record of the tokens issued: the Lease's annotation and the token status last reported.
   // A Lease token below status's was lowered by someone (the chart's lease-protection policy stops
-  // that; without it, a grant from the lowered floor could reissue a token): no grant until fixed.
-  const issued = lastIssued(obs);
-  const floor = issued !== undefined && issued > tokenFloor(record) ? issued : tokenFloor(record);
+  // that; without it, any principal with `leases update` can). The next grant is then taken from
+  // above every token known, never refused: see tokenTamper.
+  const tampered = tokenTamper(obs, record);
+  const floor = tampered?.floor ?? maxOf(tokenFloor(record), lastIssued(obs));
   // A floor at the largest token (status or annotation raised to 2^63−1 by someone) leaves no
-  // token to issue: no grant until it is repaired, as for a lowered one — never a token above it.
-  const regressed = (record.token !== undefined && issued !== undefined && record.token < issued) || floor >= MAX_TOKEN;
+  // token to issue: no grant until it is repaired — never a token above it.
+  const exhausted = floor >= MAX_TOKEN;
   const refuse = (revoke: readonly Action[]): Decision => ({
     ...base,
     actions: [...marks(undefined, undefined), ...revoke],
@@ -223,7 +275,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
       // A forced release (a user's request naming this grant's token) ends the term now; it wins
       // over a planned handover of the same term.
       const force = forceReleaseStep(obs.lock, record);
-      if (force.some((a) => a.type === 'ForceRelease') && !regressed)
+      if (force.some((a) => a.type === 'ForceRelease') && !exhausted)
         return {
           ...base,
           actions: [...marks(undefined, undefined), ...force],
@@ -244,9 +296,16 @@ export function decide(obs: Observation, nowMs: number): Decision {
         },
         nowMs,
       );
+      // A held Lease whose token was lowered: the term stays to its end (its agent steps down on
+      // seeing a token that is not its own, or renews with it no more), but its pod no longer
+      // carries the lowered value as if it were the holder's token.
       return {
         ...base,
-        actions: [...marks(record.holder, record.token), ...handover.actions, ...force],
+        actions: [
+          ...marks(record.holder, tampered === undefined ? record.token : undefined),
+          ...handover.actions,
+          ...force,
+        ],
         requeueAfterMs: Math.min(expiresInMs + EXPIRY_MARGIN_MS, handover.requeueAfterMs ?? Number.POSITIVE_INFINITY),
         holder: record.holder,
         expiresInMs,
@@ -256,8 +315,8 @@ export function decide(obs: Observation, nowMs: number): Decision {
     // 2: The holder is gone (expired, or confirmed terminated). Hand over directly when we can:
     // with a lock-delay, revoke first and let step 3 wait it out.
     const cause = terminated ? 'HolderTerminated' : 'Expired';
-    const next = pickNext(candidates, record.holder);
-    if (regressed) return refuse([{ type: 'Revoke', holder: record.holder, cause }]);
+    const next = pickNext(obs, candidates, record.holder);
+    if (exhausted) return refuse([{ type: 'Revoke', holder: record.holder, cause }]);
     const canGrantNow = next !== undefined && obs.fencing.ready && obs.timings.lockDelayMs <= 0;
     if (canGrantNow) {
       return {
@@ -339,7 +398,7 @@ export function decide(obs: Observation, nowMs: number): Decision {
   // Mutex: a holder that released is granted again only on a new request, not on the one its term
   // answered (still in the pod cache when the release is seen before the withdrawal).
   const wanting = candidates.filter((c) => !answeredRequest(obs, record, c));
-  const next = target ?? (record.lastHolder !== undefined ? pickNext(wanting, record.lastHolder) : wanting[0]);
+  const next = target ?? (record.lastHolder !== undefined ? pickNext(obs, wanting, record.lastHolder) : wanting[0]);
   if (next === undefined) {
     return {
       ...base,
@@ -372,7 +431,32 @@ export function decide(obs: Observation, nowMs: number): Decision {
       waiting: 'LeaseNotRecorded',
     };
   }
-  if (regressed) return refuse([]);
+  if (exhausted) return refuse([]);
+  // A Lease found lowered and vacant while status last recorded a holder: the write that vacated
+  // it may be the tamperer's, not that holder's release, and the holder may still believe (cut
+  // off, it cannot see the write). As for a Lease deleted while held: wait a full lease duration
+  // of its term from our first sight of this version before the grant.
+  // The wait goes on once status no longer names that holder (the status written for this very
+  // wait drops it): the Held condition says LeaseTampered meanwhile, as LeaseLost carries its wait.
+  const stillWaiting = (obs.lock.status?.conditions ?? []).some(
+    (c) => c.type === ConditionType.Held && c.status === 'False' && c.reason === Reason.LeaseTampered,
+  );
+  if (tampered !== undefined && (obs.lock.status?.holder !== undefined || stillWaiting) && target === undefined) {
+    const termMs = Math.max(
+      (obs.lock.status?.leaseDurationSeconds ?? 0) * 1000,
+      (record.leaseDurationSeconds ?? 0) * 1000,
+      termTimingsOf(undefined, obs.lock.spec).leaseDurationMs,
+    );
+    if (elapsed < termMs)
+      return {
+        ...base,
+        actions: marks(undefined, undefined),
+        requeueAfterMs: termMs - elapsed + EXPIRY_MARGIN_MS,
+        holder: undefined,
+        expiresInMs: undefined,
+        waiting: 'TamperedTerm',
+      };
+  }
   const cause: GrantCause =
     target !== undefined
       ? 'HandedOver'
@@ -420,6 +504,37 @@ export function unactionable(obs: Observation, dec: Decision): string | undefine
   if (obs.fencing.notConfigured !== true || dec.holder !== undefined || dec.waiting === 'CacheNotSynced')
     return undefined;
   return `spec.fencing.backend is ${obs.fencing.backend} but the controller was started without it (${obs.fencing.detail ?? 'not configured'})`;
+}
+
+/**
+ * tokenTamper: the Lease's token annotation is no token (obs.malformedToken), or it is below the
+ * last token status records (the controller writes status and never lowers its fencingToken; the
+ * leader-election Role a co-tenant app has does not reach it): someone wrote the annotation. The next grant is then taken from above every token
+ * known — status's, the Lease's, and with the Lease backend the Lease's resourceVersion (see
+ * TokenTamper.revision); the Redis backend's counter is above every token it issued by itself.
+ * Undefined when the Lease's token is a token not below status's.
+ */
+export function tokenTamper(obs: Observation, record: LockRecord): TokenTamper | undefined {
+  const statusToken = lastIssued(obs);
+  const malformed = obs.malformedToken;
+  const lowered = record.token !== undefined && statusToken !== undefined && record.token < statusToken;
+  if (malformed === undefined && !lowered) return undefined;
+  const revision =
+    (obs.fencing.backend === 'Lease' || malformed !== undefined) && /^[0-9]{1,19}$/.test(record.resourceVersion)
+      ? BigInt(record.resourceVersion)
+      : undefined;
+  return {
+    leaseToken: record.token,
+    ...(malformed !== undefined ? { malformed } : {}),
+    statusToken,
+    revision,
+    floor: maxOf(maxOf(statusToken ?? 0n, revision), record.token),
+  };
+}
+
+/** maxOf: the larger of a and b (b may be unknown). */
+function maxOf(a: bigint, b: bigint | undefined): bigint {
+  return b !== undefined && b > a ? b : a;
 }
 
 /**
@@ -483,9 +598,33 @@ function requestOf(obs: Observation, p: PodSummary): { request?: string } {
   return v !== undefined ? { request: v } : {};
 }
 
-/** pickNext prefers a candidate other than the departing holder; the holder itself only as a last resort. */
-function pickNext(candidates: readonly PodSummary[], departing: HolderRef): PodSummary | undefined {
-  return candidates.find((c) => !sameHolder(c.ref, departing)) ?? candidates[0];
+/**
+ * pickNext prefers a candidate other than the departing holder; the holder itself only as a last
+ * resort — and in Mutex mode not while another pod's request waits (othersWaiting), even one that
+ * cannot be granted right now (its pod not Ready through a stall keeps its place in the queue):
+ * a freed Mutex is never handed straight back to the pod that just gave it up while others wait.
+ */
+function pickNext(obs: Observation, candidates: readonly PodSummary[], departing: HolderRef): PodSummary | undefined {
+  const other = candidates.find((c) => !sameHolder(c.ref, departing));
+  if (other !== undefined) return other;
+  if (obs.lock.spec.mode === 'Mutex' && othersWaiting(obs, departing)) return undefined;
+  return candidates[0];
+}
+
+/**
+ * othersWaiting (Mutex): a pod other than `departing` has a request waiting in the queue — the
+ * pods nextQueue (pods.ts) keeps: selected, not terminating, a request annotation that is a time,
+ * Ready or not.
+ */
+function othersWaiting(obs: Observation, departing: HolderRef): boolean {
+  const keys = podKeys(obs.lock.metadata.name ?? '');
+  return obs.pods.some(
+    (p) =>
+      !sameHolder(p.ref, departing) &&
+      !p.terminating &&
+      matchesSelector(obs.lock.spec.candidates.selector, p.labels) &&
+      requestedAt(p, keys) !== undefined,
+  );
 }
 
 /**

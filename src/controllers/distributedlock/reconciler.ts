@@ -34,6 +34,7 @@ import {
   leaseDurationSecondsFor,
   newLease,
   parseLease,
+  parseLeaseTolerant,
   raisedAnchor,
   releasedLease,
   renewFingerprint,
@@ -79,6 +80,7 @@ import {
 import type { HandoverAnswer } from './decide-handover.ts';
 import {
   decide,
+  describeTamper,
   unactionable,
   type Action,
   type Decision,
@@ -132,8 +134,8 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #marks = new Map<ObjectKey, Seen>();
   /** #degraded: locks whose fencing we last reported unavailable, for transition-only Events. */
   readonly #degraded = new Set<ObjectKey>();
-  /** #tampered: locks whose Lease token we last found below status.fencingToken, for transition-only Events. */
-  readonly #tampered = new Set<ObjectKey>();
+  /** #tampered: per lock, the tampering last reported (what was found), for once-per-finding Events. */
+  readonly #tampered = new Map<ObjectKey, string>();
   /**
    * #queues: per Mutex lock, this process's record of the queue (the requests in the order it
    * first saw them), the newest copy of status.queue: the lock cache may not show our last status
@@ -153,6 +155,8 @@ export class DistributedLockReconciler implements Reconciler {
    * EXPECTATION_TTL_MS in case the watch skips the version (a relist).
    */
   readonly #expected = new Map<ObjectKey, { readonly lease: V1Lease; readonly untilMs: number }>();
+  /** #grantFailures: per lock key, why this process's last grant attempt failed (Ready=False GrantFailed) until one succeeds. */
+  readonly #grantFailures = new Map<ObjectKey, string>();
   /** #delivered: per lock key, the resourceVersion of the Lease the informer delivered last. */
   readonly #delivered = new Map<ObjectKey, string>();
 
@@ -227,6 +231,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#badPriorities.delete(key);
       this.#expected.delete(key);
       this.#delivered.delete(key);
+      this.#grantFailures.delete(key);
       this.#stores?.forget(key);
       return {};
     }
@@ -267,6 +272,7 @@ export class DistributedLockReconciler implements Reconciler {
       const lease = known !== undefined ? known.lease : this.#cachedLease(key, namespace, lName);
       obs = this.#observe(key, current, lease);
       dec = decide(obs, this.#d.clock.monotonicMs());
+      this.#reportTampering(key, current, obs, dec, log);
       const leaseAction = dec.actions.find(
         (a) =>
           a.type === 'CreateLease' ||
@@ -280,10 +286,14 @@ export class DistributedLockReconciler implements Reconciler {
           known = { lease: await this.#actOnLease(key, current, obs, lease, leaseAction, io) };
         } catch (err) {
           this.#expected.delete(key);
-          if (!isConflict(err) || pass === MAX_PASSES - 1) throw err;
+          if (!isConflict(err) || pass === MAX_PASSES - 1) {
+            if (leaseAction.type === 'Grant') await this.#reportGrantFailure(key, current, obs, dec, err, signal);
+            throw err;
+          }
           log.debug({ lease: lName }, 'Lease changed since it was read; reading it again');
           known = { lease: await this.#d.leaseStore.get(namespace, lName, { signal }) };
         }
+        if (leaseAction.type === 'Grant') this.#grantFailures.delete(key);
         this.#expect(key, known.lease);
         continue;
       }
@@ -310,7 +320,6 @@ export class DistributedLockReconciler implements Reconciler {
     }
     // ### 4: Status, written only when it changed; fencing and tampering transitions as Events.
     this.#reportFencing(key, lock, obs.fencing, log);
-    this.#reportTampering(key, lock, obs, dec, log);
     const now = this.#d.clock.now();
     this.#reportRefusedCompletions(key, lock, obs, now, log);
     this.#reportBadPriorities(key, lock, dec, log);
@@ -321,6 +330,29 @@ export class DistributedLockReconciler implements Reconciler {
     const stuck = unactionable(obs, dec);
     if (stuck !== undefined) throw new TerminalError(`Cannot act on DistributedLock: ${stuck}`);
     return { requeueAfterMs: dec.requeueAfterMs };
+  }
+
+  /**
+   * #reportGrantFailure records why a grant failed (not a conflict: that is decided again) and
+   * writes status with Ready=False (GrantFailed, the error's message) before the error goes to the
+   * queue's backoff, so that a lock that cannot be granted never shows Ready. A failed status
+   * write is left to the retry; nothing is recorded after a shutdown.
+   */
+  async #reportGrantFailure(
+    key: ObjectKey,
+    lock: DistributedLock,
+    obs: Observation,
+    dec: Decision,
+    err: unknown,
+    signal: AbortSignal,
+  ): Promise<void> {
+    if (signal.aborted) return; // a shutdown is no failure of the lock, and nothing is written after it
+    const why = (e: unknown): string =>
+      e instanceof Error ? (e.cause !== undefined ? `${e.message}: ${why(e.cause)}` : e.message) : String(e);
+    const message = why(err);
+    this.#grantFailures.set(key, message);
+    const status = computeStatus({ ...obs, grantFailure: message }, dec, lock.status, this.#d.clock.now());
+    await this.#writeStatus(lock, status, signal).catch(() => undefined);
   }
 
   // ### 2c: A store lock (store-locks.ts, decide-store.ts): read, decide, and act as for a Lease
@@ -603,9 +635,11 @@ export class DistributedLockReconciler implements Reconciler {
   #observe(key: ObjectKey, lock: DistributedLock, lease: V1Lease | undefined): Observation {
     const namespace = lock.metadata.namespace ?? '';
     let leaseView: Observation['lease'];
+    let malformedToken: string | undefined;
     if (lease !== undefined) {
-      const record = parseLease(lease);
-      leaseView = { record, observedAtMs: this.#observedAt(key, record) };
+      const parsed = parseLeaseTolerant(lease);
+      malformedToken = parsed.malformedToken;
+      leaseView = { record: parsed.record, observedAtMs: this.#observedAt(key, parsed.record) };
     }
     const fencing = this.#d.fencing.forLock(lock);
     const obs: Observation = {
@@ -622,6 +656,8 @@ export class DistributedLockReconciler implements Reconciler {
       },
       requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
       ...this.#handoverSeen(key, leaseView?.record),
+      ...grantFailureOf(this.#grantFailures.get(key)),
+      ...(malformedToken !== undefined ? { malformedToken } : {}),
       wallNowMs: this.#d.clock.now().getTime(),
     };
     return obs;
@@ -933,21 +969,61 @@ export class DistributedLockReconciler implements Reconciler {
     }
   }
 
+  /**
+   * #reportTampering records a Warning Event once for each tampering found (per values found): the
+   * Lease's token lowered below status.fencingToken — the next grant is taken above every token
+   * known, and the Event names what was found — or no token left to issue. Called for every
+   * decision, before its actions, so that a lowered token on a vacant Lease, granted in the same
+   * reconcile, is reported too.
+   */
   #reportTampering(key: ObjectKey, lock: DistributedLock, obs: Observation, dec: Decision, log: Logger): void {
-    const tampered = dec.waiting === 'TokenRegressed';
-    if (tampered && !this.#tampered.has(key)) {
-      this.#tampered.add(key);
-      const token = obs.lease?.record.token?.toString() ?? '?';
-      log.info({ leaseToken: token, statusToken: lock.status?.fencingToken }, 'Lease fencing token went backwards');
+    const lease = leaseName(lock.metadata.name ?? '');
+    const t = dec.tampered;
+    const found =
+      dec.waiting === 'TokenRegressed'
+        ? `exhausted|${obs.lease?.record.token ?? ''}|${lock.status?.fencingToken ?? ''}`
+        : t !== undefined
+          ? `tampered|${describeTamper(t)}`
+          : undefined;
+    if (found === undefined) {
+      this.#tampered.delete(key);
+      return;
+    }
+    if (this.#tampered.get(key) === found) return;
+    this.#tampered.set(key, found);
+    if (t !== undefined && dec.waiting !== 'TokenRegressed') {
+      log.info(
+        {
+          leaseToken: t.malformed ?? t.leaseToken?.toString(),
+          statusToken: t.statusToken?.toString(),
+          revision: t.revision?.toString(),
+          floor: t.floor.toString(),
+        },
+        'Lease fencing token went backwards',
+      );
+      const above = [
+        ...(t.statusToken !== undefined ? [`status.fencingToken ${t.statusToken}`] : []),
+        ...(t.revision !== undefined ? [`the Lease's resourceVersion ${t.revision}`] : []),
+        ...(obs.fencing.backend === 'Redis' ? ['the Redis counter'] : []),
+      ].join(', ');
       this.#event(
         lock,
         'Warning',
         EventReason.LeaseTampered,
-        `The Lease's fencing token ${token} is below ${lock.status?.fencingToken ?? '?'}, the last one issued: someone lowered it. No grant until it is restored: kubectl annotate lease ${leaseName(lock.metadata.name ?? '')} fencepost.io/fencing-token=${lock.status?.fencingToken ?? '?'} --overwrite`,
+        `Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${describeTamper(t)}: someone other than the controller wrote it. The next grant takes a token above every token known (${above})${dec.holder !== undefined ? `, once the term of pod ${dec.holder.name} ends` : ''}`,
       );
-    } else if (!tampered) {
-      this.#tampered.delete(key);
+      return;
     }
+    log.info(
+      { leaseToken: obs.lease?.record.token?.toString(), statusToken: lock.status?.fencingToken },
+      'No fencing token left to issue',
+    );
+    this.#event(
+      lock,
+      'Warning',
+      EventReason.LeaseTampered,
+      `No fencing token is left to issue: status.fencingToken is ${lock.status?.fencingToken ?? 'unset'} and Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${obs.lease?.record.token?.toString() ?? 'unset'}; one of them is at the largest token, 2^63-1 (someone raised it). No grant until it is set back below it`,
+    );
   }
 
   /** #reportRefusedCompletions logs and records a Warning Event once for each refused completion on the Lease. */
@@ -1092,11 +1168,11 @@ export class DistributedLockReconciler implements Reconciler {
     const lName = leaseName(lock.metadata.name ?? '');
     const lease = await this.#d.leaseStore.get(namespace, lName, { signal });
     if (lease !== undefined) {
-      const record = parseLease(lease);
+      const { record } = parseLeaseTolerant(lease); // a token someone made unreadable must not block the deletion
       const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
       if (record.holder !== undefined) {
         const ended = await this.#d.leaseStore.replace(namespace, lName, releasedLease(lease, 'Lost'), { signal }); // CAS
-        this.#observedAt(key, parseLease(ended)); // the wait starts now
+        this.#observedAt(key, parseLeaseTolerant(ended).record); // the wait starts now
         log.info({ lease: lName, holder: record.holder.name }, 'Ended the term of a lock being deleted');
         return { pending: true, requeueAfterMs: leaseMs + EXPIRY_WAIT_MARGIN_MS };
       }
@@ -1220,6 +1296,11 @@ function describeCause(cause: string, previous: HolderRef | undefined): string {
     default:
       return 'it was vacant';
   }
+}
+
+/** grantFailureOf: the Observation field for a recorded grant failure (none: no field). */
+function grantFailureOf(failure: string | undefined): { grantFailure?: string } {
+  return failure !== undefined ? { grantFailure: failure } : {};
 }
 
 /** stableJson serialises with sorted keys, for change detection. */

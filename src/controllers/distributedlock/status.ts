@@ -21,17 +21,18 @@ import {
   type CompletionEntry,
   type CompletionVerdict,
 } from '../../lease/record.ts';
-import { leaseName, podKeys } from '../../protocol/names.ts';
+import { TOKEN_ANNOTATION, leaseName, podKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { tokenOrUndefined } from '../../protocol/token.ts';
 import type { SemaphoreDecision, SemaphoreObservation } from './decide-semaphore.ts';
-import type { Decision, FencingState, Observation, Waiting } from './decide.ts';
+import { describeTamper, type Decision, type FencingState, type Observation, type Waiting } from './decide.ts';
 import { isCandidate, nextQueue } from './pods.ts';
 
 const WAITING_REASON: Record<Waiting, string> = {
   NoCandidates: Reason.Waiting,
   LockDelay: Reason.LockDelay,
   LeaseLost: Reason.LeaseLost,
+  TamperedTerm: Reason.LeaseTampered,
   LeaseNotRecorded: Reason.Initializing,
   TokenRegressed: Reason.LeaseTampered,
   FencingUnavailable: Reason.RedisUnavailable,
@@ -51,9 +52,11 @@ const WAITING_MESSAGE: Record<Waiting, string> = {
     'The last holder expired or its containers terminated; waiting spec.lockDelaySeconds before the next grant',
   LeaseNotRecorded: 'Recording the new Lease in status before the first grant',
   TokenRegressed:
-    "The Lease's fencing token is below status.fencingToken, the last one issued (someone lowered it), or one of them is at the largest token, 2^63-1 (someone raised it). No grant until it is restored",
+    "The Lease's fencing-token annotation or status.fencingToken is at the largest token, 2^63-1 (someone raised it): no token is left to issue. No grant until it is set back",
   LeaseLost:
     "The lock's Lease was deleted while held; waiting a full lease duration (and spec.lockDelaySeconds) for the old holder to step down",
+  TamperedTerm:
+    "Someone other than the controller lowered the Lease's token and cleared its holder; the last holder status recorded may still believe it holds the lock, so the next grant waits a full lease duration of its term",
   FencingUnavailable: 'No new grant until the fencing backend can issue tokens',
   CacheNotSynced: 'The controller is still filling its pod cache',
 };
@@ -121,7 +124,7 @@ export function computeStatus(
         },
     now,
   );
-  conditions = readyCondition(conditions, obs.fencing, og, now);
+  conditions = readyCondition(conditions, obs.fencing, og, now, notReady(obs, dec));
 
   // status.fencingToken never goes down: it is the record of the last token issued that decide
   // holds a Lease's token against (a Lease token lowered by someone must not lower it too).
@@ -172,12 +175,44 @@ function degradedCondition(
   );
 }
 
-/** readyCondition sets Ready: False for a backend the controller lacks or one that is unavailable (every mode). */
+/** NotReady is why a lock cannot be granted as it stands, for the Ready condition. */
+interface NotReady {
+  readonly reason: string;
+  readonly message: string;
+}
+
+/**
+ * notReady: why the lock cannot grant (apart from its fencing backend, which readyCondition
+ * reads itself) — no token left to issue, the Lease's token lowered under a term that must run
+ * out first, or the last grant attempt failed — naming the field and the value found. Pure.
+ */
+export function notReady(obs: Observation, dec: Decision): NotReady | undefined {
+  const lease = leaseName(obs.lock.metadata.name ?? '');
+  if (dec.waiting === 'TokenRegressed')
+    return {
+      reason: Reason.LeaseTampered,
+      message: `No fencing token is left to issue: status.fencingToken is ${obs.lock.status?.fencingToken ?? 'unset'} and Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${obs.lease?.record.token?.toString() ?? 'unset'}; one of them is at the largest token, 2^63-1. No grant until it is set back`,
+    };
+  if (dec.tampered !== undefined)
+    return {
+      reason: Reason.LeaseTampered,
+      message: `Lease ${lease} annotation ${TOKEN_ANNOTATION} is ${describeTamper(dec.tampered)} (someone other than the controller wrote it); the next grant takes a token above ${dec.tampered.floor}${dec.holder !== undefined ? ` once the term of pod ${dec.holder.name} ends` : ''}`,
+    };
+  if (obs.grantFailure !== undefined && dec.holder === undefined)
+    return { reason: Reason.GrantFailed, message: `The last grant failed: ${obs.grantFailure}` };
+  return undefined;
+}
+
+/**
+ * readyCondition sets Ready: False for a backend the controller lacks or one that is unavailable,
+ * or for `blocked` (notReady), every mode; True otherwise.
+ */
 function readyCondition(
   list: readonly Condition[],
   fencing: FencingState,
   og: { readonly observedGeneration?: number },
   now: Date,
+  blocked?: NotReady,
 ): Condition[] {
   return setCondition(
     list,
@@ -197,13 +232,15 @@ function readyCondition(
             message: 'The lock cannot be granted while its fencing backend is unavailable',
             ...og,
           }
-        : {
-            type: ConditionType.Ready,
-            status: 'True',
-            reason: Reason.AsExpected,
-            message: 'The lock is managed and can be granted',
-            ...og,
-          },
+        : blocked !== undefined
+          ? { type: ConditionType.Ready, status: 'False', reason: blocked.reason, message: blocked.message, ...og }
+          : {
+              type: ConditionType.Ready,
+              status: 'True',
+              reason: Reason.AsExpected,
+              message: 'The lock is managed and can be granted',
+              ...og,
+            },
     now,
   );
 }
@@ -355,5 +392,12 @@ function semaphoreConditions(
         },
     now,
   );
-  return readyCondition(conditions, obs.fencing, og, now);
+  const exhausted =
+    dec.waiting === 'TokenRegressed'
+      ? {
+          reason: Reason.LeaseTampered,
+          message: `No fencing token is left to issue: status.fencingToken is ${obs.lock.status?.fencingToken ?? 'unset'} and Lease ${leaseName(obs.lock.metadata.name ?? '')} annotation ${TOKEN_ANNOTATION} is ${obs.anchor?.record.token?.toString() ?? 'unset'}; a token is at the largest token, 2^63-1. No grant until it is set back`,
+        }
+      : undefined;
+  return readyCondition(conditions, obs.fencing, og, now, exhausted);
 }

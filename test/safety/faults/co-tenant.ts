@@ -26,16 +26,22 @@
  * lease duration — must keep S1–S5 (tokens never repeat).
  *
  * After the attacks and 2–3 lease durations in which the controller could misbehave, an
- * operator repairs what the LeaseTampered Event asks for (admin): a token annotation or status
- * lowered or raised by the attacker is set back to the last token issued (and with the Redis
- * backend a counter raised to 2^63−1 is deleted, to be refloored), and the first holder hands the
- * lock over (pod unready, release), so that every trial ends with a grant after the attacks.
+ * operator repairs only what no controller can: a token annotation or status raised to 2^63−1 is
+ * set back to the last token issued (and with the Redis backend a counter raised to 2^63−1 is
+ * deleted, to be refloored). A lowered token is left as the attacker wrote it: the controller
+ * must grant above every token known by itself. Then the first holder hands the lock over (pod
+ * unready, release), and within 6 lease durations + 15 s a term granted above the first holder's
+ * token must be held — granted and not lost or released since (counter `wedged`, which must be
+ * 0): no attack may wedge the lock.
  *
  * The attacker's token values are not the controller's: the Lease history handed to the checker
  * has each lowered one, and each raised one no holder adopted, replaced by the token it overwrote
  * (only in versions after the attack that still carry it and name no other holder), so S1's
  * "the annotation never decreases" and "each term's token is above the last" check the
  * controller's grants, not the attacker's writes.
+ *
+ * Calibration `wedge`: no policy, one `raise-token` (2^63−1, which leaves no token to issue) and
+ * no repair: the hand-off is followed by no grant, which the wedge check must report.
  *
  * Calibration `status-floor`: no policy, the Lease backend, and each `lower-token` also lowers
  * status.fencingToken to the same value — the controller's floor is then the Lease alone, as
@@ -132,6 +138,8 @@ interface TrialState {
   readonly attempts: Attempt[];
   policy: boolean;
   repairs: number;
+  /** wedged: no grant above the tokens reported came within the bound after the hand-off. */
+  wedged?: boolean;
 }
 const trials = new WeakMap<Ctx, TrialState>();
 
@@ -292,7 +300,8 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const { t } = ctx.bed;
   const ns = t.namespace;
   const calibrating = ctx.spec.calibrate === 'status-floor';
-  state.policy = calibrating ? false : ctx.rnd() < 0.5;
+  const wedging = ctx.spec.calibrate === 'wedge';
+  state.policy = calibrating || wedging ? false : ctx.rnd() < 0.5;
   let setup = beds.get(ctx.bed);
   if (setup === undefined) {
     setup = setUp(ctx.bed);
@@ -431,9 +440,9 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     },
   };
 
-  const n = calibrating ? 1 : 1 + Math.floor(ctx.rnd() * 3);
+  const n = calibrating || wedging ? 1 : 1 + Math.floor(ctx.rnd() * 3);
   const plan: Attack[] = Array.from({ length: n }, () =>
-    calibrating ? 'lower-token' : ctx.pick(state.policy ? ATTACKS : NO_POLICY_ATTACKS),
+    calibrating ? 'lower-token' : wedging ? 'raise-token' : ctx.pick(state.policy ? ATTACKS : NO_POLICY_ATTACKS),
   );
   const startAt = performance.now();
   for (const a of plan) {
@@ -443,8 +452,19 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   // Give the controller 2–3 lease durations to misbehave before the operator steps in; then the
   // holder hands over (if it still holds), so that every trial ends with a grant after the attacks.
   await sleep(ctx.uniform(2, 3) * ctx.leaseMs);
-  if (!calibrating) await repair(ctx, state, h);
+  if (!calibrating && !wedging) await repair(ctx, state, h);
+  const handedOffAt = performance.now();
   await ctx.handOff(h.w, h.id);
+  // No wedge: by the bound after the hand-off (generous enough for a Lost Lease's wait, the longer
+  // lease duration and a lock-delay), a term granted after the first holder's must be held — the
+  // newest grant above its token not lost or released since. A lowered token is nobody's to
+  // repair any more: the controller must grant above it by itself.
+  const boundMs = 6 * ctx.leaseMs + 15_000;
+  // First the hand-off itself: while the first holder's worker still holds a term (its own, or a
+  // raised token it adopted), wait for it to report that term released or lost.
+  while (holdsNow(ctx, h.id) && performance.now() - handedOffAt < boundMs) await sleep(100);
+  while (!heldAbove(ctx, h.token) && performance.now() - handedOffAt < boundMs) await sleep(100);
+  state.wedged = !heldAbove(ctx, h.token);
   return {
     variant: `${state.policy ? 'policy' : 'no-policy'}/${state.backend}: ${plan.join('+')}`,
     faultMs: performance.now() - startAt,
@@ -452,6 +472,36 @@ export async function coTenant(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
     above: h.token,
     resumed: h.w,
   };
+}
+
+/**
+ * heldAbove: some term with a token above `token` was granted, and the newest such grant has not
+ * been reported lost or released since (its holder still holds the lock).
+ */
+function heldAbove(ctx: Ctx, token: bigint): boolean {
+  let newest: { holder: string; token: bigint; at: number } | undefined;
+  for (const e of ctx.events)
+    if (e.kind === 'granted' && e.token > token && (newest === undefined || e.token > newest.token))
+      newest = { holder: e.holder, token: e.token, at: e.at };
+  if (newest === undefined) return false;
+  const n = newest;
+  return !ctx.events.some(
+    (e) => (e.kind === 'lost' || e.kind === 'released') && e.holder === n.holder && e.token === n.token && e.at >= n.at,
+  );
+}
+
+/** holdsNow: the newest term granted to `holder` has not been reported lost or released. */
+function holdsNow(ctx: Ctx, holder: string): boolean {
+  const grants = ctx.events.filter((e) => e.kind === 'granted' && e.holder === holder);
+  const newest = grants[grants.length - 1];
+  if (newest === undefined || newest.kind !== 'granted') return false;
+  return !ctx.events.some(
+    (e) =>
+      (e.kind === 'lost' || e.kind === 'released') &&
+      e.holder === holder &&
+      e.token === newest.token &&
+      e.at >= newest.at,
+  );
 }
 
 /** esc escapes a JSON-pointer segment. */
@@ -512,7 +562,9 @@ async function repair(ctx: Ctx, state: TrialState, h: Holder): Promise<void> {
     const l = await t.leases.readNamespacedLease({ namespace: ns, name }).catch(() => undefined);
     const ann = l?.metadata?.annotations?.[TOKEN_ANNOTATION];
     const cur = ann !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(ann) ? BigInt(ann) : undefined;
-    if (l !== undefined && cur !== undefined && (cur < issued || cur === MAX_TOKEN)) {
+    // Only a token raised to the largest: a lowered one needs no operator (the controller grants
+    // above every token known by itself, which the wedge check holds it to).
+    if (l !== undefined && cur === MAX_TOKEN) {
       await t.leases
         .replaceNamespacedLease({
           namespace: ns,
@@ -612,6 +664,12 @@ export function checkCoTenant(ctx: Ctx, h: TrialHistory): { report: TrialReport;
       // With the policy installed every Lease and status write of the attacker must be denied by it.
       policyBypassed: state?.policy === true ? leaseWrites.filter((a) => a.code === 200).length : 0,
       repairs: state?.repairs ?? 0,
+      // The lowered-token attack that went through (no policy): the controller must grant above by itself.
+      loweredAllowed: attempts.filter(
+        (a) => (a.attack === 'lower-token' || a.attack === 'impostor-lease') && a.code === 200,
+      ).length,
+      // No grant followed the hand-off within the bound: the lock was wedged.
+      wedged: state?.wedged === true ? 1 : 0,
     },
   };
 }

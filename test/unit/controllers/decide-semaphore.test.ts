@@ -139,19 +139,25 @@ describe('decideSemaphore', () => {
     expect(dec.actions).toContainEqual(expect.objectContaining({ type: 'GrantPermit', floor: 30n }));
   });
 
-  it("grants nothing while the anchor is below status's token (someone lowered it)", () => {
+  // Before: no grant (TokenRegressed) until a person repaired the anchor — a wedge anyone with
+  // `leases update` could cause.
+  it("grants above status's token when the anchor is below it (someone lowered it)", () => {
     const dec = decideSemaphore(
       obs({ lock: aLock('db', permits(2), fencingToken(25n)), permits: [vacant(0)], pods: [a] }),
       0,
     );
-    expect(grants(dec.actions)).toEqual([]);
-    expect(dec.waiting).toBe('TokenRegressed');
+    expect(dec.actions).toContainEqual(expect.objectContaining({ type: 'GrantPermit', floor: 25n }));
+    expect(dec.waiting).toBeUndefined();
   });
 
-  it('grants nothing while the anchor is below a permit token (someone lowered it)', () => {
-    const dec = decideSemaphore(obs({ anchor: aLeaseView(token(8n)), permits: [vacant(0)], pods: [a] }), 0);
-    expect(grants(dec.actions)).toEqual([]);
-    expect(dec.waiting).toBe('TokenRegressed');
+  it('grants above a permit token when the anchor is below it, and with the Lease backend above the anchor resourceVersion', () => {
+    const below = { anchor: aLeaseView(token(8n), rv('90')), permits: [vacant(0)], pods: [a] };
+    expect(decideSemaphore(obs(below), 0).actions).toContainEqual(
+      expect.objectContaining({ type: 'GrantPermit', floor: 10n }),
+    );
+    expect(decideSemaphore({ ...obs(below), fencing: { backend: 'Lease', ready: true } }, 0).actions).toContainEqual(
+      expect.objectContaining({ type: 'GrantPermit', floor: 90n }),
+    );
   });
 
   it('seeds the first floor from the anchor resourceVersion when no token was ever issued', () => {

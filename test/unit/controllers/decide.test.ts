@@ -13,6 +13,7 @@ import {
   anObservation,
   createdAt,
   deepFreeze,
+  fencingBackend,
   fencingDown,
   fencingNotConfigured,
   fromKubelet,
@@ -360,16 +361,38 @@ const rows: readonly Row[] = [
   },
   // ----- A Lease token lowered by someone (issue 15, finding 2) -----
   {
-    name: 'a vacant Lease whose token is below status.fencingToken is not granted (TokenRegressed)',
+    // Before: no grant (TokenRegressed) until a person set the annotation back — a lock wedged by
+    // anyone with `leases update` (a co-tenant's leader-election Role), while Ready said True.
+    name: 'a vacant Lease whose token was lowered below status.fencingToken is granted above status (Redis backend: the counter is above its own tokens)',
     obs: obs(
-      withLease(aLeaseView(token(5n), released('Released'), lastHolder(a))),
+      withLease(aLeaseView(token(5n), released('Released'), lastHolder(a), rv('7'))),
       withPods(a, b),
       lockWith((d) => {
         d.status = { ...d.status, fencingToken: '9' };
       }),
     ),
     nowMs: 0,
-    want: { actions: [], holder: undefined, waiting: 'TokenRegressed' },
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Released', floor: 9n }],
+      waiting: undefined,
+      tampered: { leaseToken: 5n, statusToken: 9n, revision: undefined, floor: 9n },
+    },
+  },
+  {
+    name: 'with the Lease backend the floor of a lowered Lease is also its resourceVersion: tokens issued after status was last written are below it',
+    obs: obs(
+      withLease(aLeaseView(token(5n), released('Released'), lastHolder(a), rv('40'))),
+      withPods(a, b),
+      fencingBackend('Lease'),
+      lockWith((d) => {
+        d.status = { ...d.status, fencingToken: '9' };
+      }),
+    ),
+    nowMs: 0,
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Released', floor: 40n }],
+      tampered: { leaseToken: 5n, statusToken: 9n, revision: 40n, floor: 40n },
+    },
   },
   {
     // Found by the safety suite's co-tenant fault (seed 1392478744: delete-lease, patch-status,
@@ -387,7 +410,93 @@ const rows: readonly Row[] = [
     want: { actions: [], holder: undefined, waiting: 'TokenRegressed' },
   },
   {
-    name: 'an expired holder whose Lease token was lowered is revoked, and nobody granted',
+    // Before: parseLease threw on it in every reconcile — no grant and no status write, for good.
+    name: 'a Lease token annotation that is no token (someone wrote "abc") is granted above status and the resourceVersion, whatever the backend',
+    obs: {
+      ...obs(
+        withLease(aLeaseView(released('Released'), lastHolder(a), rv('40'))),
+        withPods(a, b),
+        lockWith((d) => {
+          d.status = { ...d.status, fencingToken: '9' };
+        }),
+      ),
+      malformedToken: 'abc',
+    },
+    nowMs: 0,
+    want: {
+      actions: [{ type: 'Grant', to: b.ref, previous: undefined, cause: 'Released', floor: 40n }],
+      tampered: { leaseToken: undefined, malformed: 'abc', statusToken: 9n, revision: 40n, floor: 40n },
+    },
+  },
+  {
+    name: 'a Lease lowered and vacated while status last recorded a holder waits a full lease duration of its term (it may still believe)',
+    obs: obs(
+      withLease(aLeaseView(token(5n), observedAt(0))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = {
+          ...d.status,
+          fencingToken: '9',
+          holder: { name: a.ref.name, uid: a.ref.uid },
+          leaseDurationSeconds: 10,
+        };
+      }),
+    ),
+    nowMs: 1_000,
+    want: {
+      actions: [],
+      waiting: 'TamperedTerm',
+      tampered: { leaseToken: 5n, statusToken: 9n, revision: undefined, floor: 9n },
+    },
+  },
+  {
+    // Found by co-tenant-token.test.ts: the status written for the wait drops status.holder, and
+    // the next reconcile granted at once (the wait lasted one status write).
+    name: '… and keeps waiting once status no longer names the holder, while Held says LeaseTampered',
+    obs: obs(
+      withLease(aLeaseView(token(5n), observedAt(0))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = {
+          ...d.status,
+          fencingToken: '9',
+          conditions: [
+            {
+              type: 'Held',
+              status: 'False',
+              reason: 'LeaseTampered',
+              message: '',
+              lastTransitionTime: '2026-01-01T00:00:00Z',
+            },
+          ],
+        };
+      }),
+    ),
+    nowMs: 1_000,
+    want: { actions: [], waiting: 'TamperedTerm' },
+  },
+  {
+    name: '… and then grants above status.fencingToken',
+    obs: obs(
+      withLease(aLeaseView(token(5n), observedAt(0))),
+      withPods(a, b),
+      lockWith((d) => {
+        d.status = {
+          ...d.status,
+          fencingToken: '9',
+          holder: { name: a.ref.name, uid: a.ref.uid },
+          leaseDurationSeconds: 10,
+        };
+      }),
+    ),
+    nowMs: LEASE_MS + 1,
+    want: {
+      actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 9n }],
+      waiting: undefined,
+    },
+  },
+  {
+    name: 'an expired holder whose Lease token was lowered is followed by a grant above status.fencingToken',
     obs: obs(
       heldByA(),
       withPods(marked(a, 5n), b),
@@ -396,19 +505,40 @@ const rows: readonly Row[] = [
       }),
     ),
     nowMs: LEASE_MS + 1,
-    want: { actions: [unmark(a), { type: 'Revoke', holder: a.ref, cause: 'Expired' }], waiting: 'TokenRegressed' },
+    want: {
+      actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 9n }],
+      waiting: undefined,
+      tampered: { leaseToken: 5n, statusToken: 9n, revision: undefined, floor: 9n },
+    },
   },
   {
-    name: 'a holder that keeps renewing keeps the lock even if its Lease token was lowered (its agent steps down by itself)',
+    name: 'a holder whose Lease token was lowered keeps its term to its end (its agent steps down by itself), unmarked, and the decision says tampered',
     obs: obs(
       heldByA(),
-      withPods(marked(a, 5n), b),
+      withPods(marked(a, 9n), b),
       lockWith((d) => {
         d.status = { ...d.status, fencingToken: '9' };
       }),
     ),
     nowMs: 1_000,
-    want: { holder: a.ref, waiting: undefined },
+    want: {
+      actions: [unmark(a)],
+      holder: a.ref,
+      waiting: undefined,
+      tampered: { leaseToken: 5n, statusToken: 9n, revision: undefined, floor: 9n },
+    },
+  },
+  {
+    name: 'a Lease token at or above status.fencingToken is no tampering',
+    obs: obs(
+      heldByA(),
+      withPods(marked(a, 5n), b),
+      lockWith((d) => {
+        d.status = { ...d.status, fencingToken: '5' };
+      }),
+    ),
+    nowMs: 1_000,
+    want: { actions: [], holder: a.ref },
   },
   {
     name: 'a Lease never granted takes its floor from status.fencingToken when that is above its resourceVersion',
@@ -1238,6 +1368,46 @@ describe('decide in Mutex mode', () => {
         observedAt(0),
       );
       const d = decide(withRecord(mutexObs([requested(answered)(a)], expiredA), [seen(a, answered)]), 1);
+      expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: a.ref }));
+    });
+  });
+
+  // A pod whose agent stalls for seconds can go not Ready while it waits; it keeps its place in
+  // the queue (nextQueue). Before: pickNext fell back to the only Ready candidate — the pod that
+  // had just released (or expired) and asked again — and handed it the lock straight back.
+  describe('a freed lock with another request waiting that cannot be granted right now (its pod not Ready)', () => {
+    const again = '2026-01-01T00:00:04.000Z';
+    const waitingB = requested('2026-01-01T00:00:02.000Z')(pod(b, unready()));
+    it('is not handed back to the pod that released it and asked again', () => {
+      const releasedByA = aLeaseView(released('Released'), lastHolder(a), token(5n), observedAt(0));
+      const d = decide(
+        withRecord(mutexObs([requested(again)(a), waitingB], releasedByA), [seen(b, '2026-01-01T00:00:02.000Z')]),
+        1,
+      );
+      expect(d.actions.filter((x) => x.type === 'Grant')).toEqual([]);
+      expect(d.waiting).toBe('NoCandidates');
+    });
+    it('is not handed back to a holder that expired (a stall) and still asks', () => {
+      const expiredA = aLeaseView(heldBy(a), token(5n), observedAt(0));
+      const d = decide(
+        withRecord(mutexObs([requested(again)(a), waitingB], expiredA), [seen(b, '2026-01-01T00:00:02.000Z')]),
+        LEASE_MS + 1,
+      );
+      expect(d.actions.filter((x) => x.type === 'Grant')).toEqual([]);
+      expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Revoke', holder: a.ref }));
+    });
+    it('goes to the waiter once it is Ready again', () => {
+      const releasedByA = aLeaseView(released('Released'), lastHolder(a), token(5n), observedAt(0));
+      const readyB = requested('2026-01-01T00:00:02.000Z')(b);
+      const d = decide(
+        withRecord(mutexObs([requested(again)(a), readyB], releasedByA), [seen(b, '2026-01-01T00:00:02.000Z')]),
+        1,
+      );
+      expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: b.ref }));
+    });
+    it('goes back to the releasing pod when nobody else asks (Election keeps its last resort too)', () => {
+      const releasedByA = aLeaseView(released('Released'), lastHolder(a), token(5n), observedAt(0));
+      const d = decide(withRecord(mutexObs([requested(again)(a), pod(b, unready())], releasedByA), []), 1);
       expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: a.ref }));
     });
   });

@@ -130,6 +130,45 @@ describe('computeStatus', () => {
     expect(cond(s, ConditionType.Degraded)).toMatchObject({ status: 'True', reason: Reason.RedisUnavailable });
   });
 
+  // Before: Ready stayed True (it read the fencing backend alone) while the lock could not be
+  // granted — a lowered Lease token, a token at 2^63-1, a grant that kept failing.
+  it('reports Ready False LeaseTampered while a held Lease carries a lowered token, naming the annotation and both values', () => {
+    const lowered = withLock(aLock('db', (d) => void (d.status = { ...d.status, fencingToken: '9' })));
+    const s = statusOf(anObservation(heldByA(), withPods(a, b), lowered), { fencingToken: '9' });
+    expect(cond(s, ConditionType.Ready)).toMatchObject({
+      status: 'False',
+      reason: Reason.LeaseTampered,
+      message: expect.stringMatching(
+        /annotation fencepost\.io\/fencing-token is 5, below status\.fencingToken 9/,
+      ) as string,
+    });
+    expect(s.fencingToken).toBe('9');
+  });
+
+  it('reports Ready False LeaseTampered when no token is left to issue (status.fencingToken at 2^63-1)', () => {
+    const max = '9223372036854775807';
+    const raised = withLock(
+      aLock('db', (d) => void (d.status = { ...d.status, leaseName: 'dlock-db', fencingToken: max })),
+    );
+    const s = statusOf(anObservation(withLease(aLeaseView(released('Released'), token(5n))), withPods(b), raised));
+    expect(cond(s, ConditionType.Ready)).toMatchObject({
+      status: 'False',
+      reason: Reason.LeaseTampered,
+      message: expect.stringContaining(`status.fencingToken is ${max}`) as string,
+    });
+  });
+
+  it('reports Ready False GrantFailed with the error while the last grant attempt failed, and True again once none did', () => {
+    const o = anObservation(withLease(aLeaseView(released('Released'), token(5n))), withPods(b));
+    const failed = statusOf({ ...o, grantFailure: 'admission webhook denied the request' });
+    expect(cond(failed, ConditionType.Ready)).toMatchObject({
+      status: 'False',
+      reason: Reason.GrantFailed,
+      message: 'The last grant failed: admission webhook denied the request',
+    });
+    expect(cond(statusOf(o, failed), ConditionType.Ready)).toMatchObject({ status: 'True' });
+  });
+
   it('keeps a renewing holder Held while fencing is down', () => {
     const s = statusOf(anObservation(fencingDown(), heldByA(), withPods(a, b)));
     expect(cond(s, ConditionType.Held)).toMatchObject({ status: 'True', reason: Reason.Granted });

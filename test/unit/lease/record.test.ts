@@ -5,6 +5,7 @@ import {
   leaseDurationSecondsFor,
   newLease,
   parseLease,
+  parseLeaseTolerant,
   raisedAnchor,
   releasedLease,
   renewFingerprint,
@@ -172,6 +173,17 @@ describe('parseLease', () => {
     const lease = aKubeLease({ holderIdentity: 'web-a/uid-a' }, { [TOKEN_ANNOTATION]: text });
     expect(() => parseLease(lease)).toThrow(TokenError);
     expect(() => parseLease(lease)).toThrow(TOKEN_ANNOTATION);
+  });
+
+  it('parseLeaseTolerant (the controller) reads such a Lease as if it had no token, and returns the text found', () => {
+    const lease = aKubeLease({ holderIdentity: 'web-a/uid-a' }, { [TOKEN_ANNOTATION]: 'abc' });
+    const { record, malformedToken } = parseLeaseTolerant(lease);
+    expect(malformedToken).toBe('abc');
+    expect(record.token).toBeUndefined();
+    expect(record.holder?.name).toBe('web-a');
+    expect(parseLeaseTolerant(aKubeLease({}, { [TOKEN_ANNOTATION]: '7' }))).toEqual({
+      record: expect.objectContaining({ token: 7n }) as unknown,
+    });
   });
 });
 
