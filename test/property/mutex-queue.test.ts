@@ -132,7 +132,10 @@ function run(
     const grant = d.actions.find((a) => a.type === 'Grant');
     if (grant !== undefined) {
       const i = Number(grant.to.name.slice(1));
-      const expected = sim.written.find((w) => sim.pods[w]?.ready === true);
+      // A freed Mutex goes to the pod that just released it only when no other request waits:
+      // FIFO among the others, ready or not (a not-ready one is skipped, not passed over for it).
+      const others = sim.written.filter((w) => w !== sim.lastHolder);
+      const expected = (others.length > 0 ? others : sim.written).find((w) => sim.pods[w]?.ready === true);
       if (expected !== i && sim.fifoBroken === undefined)
         sim.fifoBroken = `granted p${i}, but p${expected ?? '?'} asked first (written: ${sim.written.map((w) => `p${w}`).join(' ')})`;
       sim.holder = i;

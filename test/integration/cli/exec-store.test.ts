@@ -272,6 +272,9 @@ describe('fencepost-agent exec --store (the compiled agent, on Bun)', () => {
     // primary): the compiled agent speaks to one Redis, so a proxy stands for the Sentinel.
     const primary = await startRedis();
     const replica = await startReplica(primary);
+    // The primary's first replica sync draws it a new replication ID (a new epoch): settle that
+    // before the first grant, or t2 would be floored at the clock instead of t1 + 1.
+    await replica.inSync();
     const proxy = await startTcpProxy({ targetPort: primary.port });
     try {
       const url = `redis://127.0.0.1:${proxy.port}`;

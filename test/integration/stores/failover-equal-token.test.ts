@@ -4,8 +4,8 @@
 // old holder (still believing, within its validity) and the new holder then wrote with EQUAL
 // tokens, and the Redis guard, which refuses only tokens below its mark (an equal token is the
 // same holder writing again), applied the old holder's late write after the new holder's.
-// The fix (fence-next.lua fence_epoch): the epoch key records the run_id of the Redis process that
-// issued the last token; the promoted replica is another process, so its first token is floored at
+// The fix (fence-next.lua fence_epoch): the epoch key records the replication ID of the master that
+// issued the last token; the promoted replica draws a new one, so its first token is floored at
 // its clock in microseconds, above every token the old primary handed out.
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -23,6 +23,9 @@ describe('Redis store: failover to a replica one grant behind', () => {
   beforeAll(async () => {
     [primary, guardRedis] = await Promise.all([startRedis(), startRedis()]);
     replica = await startReplica(primary);
+    // A primary draws a new replication ID when its first replica syncs, and a new ID is a new
+    // epoch: a grant before that sync would make the next one clock-floored, not earlier + 1.
+    await replica.inSync();
   });
   afterAll(async () => {
     await Promise.allSettled([replica.stop(), primary.stop(), guardRedis.stop()]);
