@@ -78,7 +78,7 @@ export class StoreLockSession implements AgentSession {
       held: held !== undefined,
       token: held?.toString(),
       holder: held !== undefined ? this.#o.self.name : undefined,
-      expiresInMs: held !== undefined ? this.#expiresInMs() : undefined,
+      expiresInMs: held !== undefined ? this.#hold?.validForMs() : undefined,
       state: held === undefined && this.#state === 'held' ? 'lost' : this.#state,
     };
   }
@@ -143,19 +143,7 @@ export class StoreLockSession implements AgentSession {
     return Promise.resolve(false);
   }
 
-  #expiresInMs(): number | undefined {
-    const t = this.#hold?.timings;
-    const until = this.#validUntil;
-    return t !== undefined && until !== undefined
-      ? Math.max(0, Math.floor(until - this.#o.clock.monotonicMs()))
-      : undefined;
-  }
-
-  /** #validUntil: the hold's end of trust as its last event said (granted/renewed carry expiresInMs). */
-  #validUntil: number | undefined;
-
   #emit(e: LockEvent): void {
-    if (e.expiresInMs !== undefined) this.#validUntil = this.#o.clock.monotonicMs() + e.expiresInMs;
     for (const l of [...this.#listeners]) l(e);
   }
 
@@ -200,12 +188,9 @@ export class StoreLockSession implements AgentSession {
         // A loss in Election mode: a candidate again at once (the key is gone or another's).
         if (e.type === 'lost' && this.#wanted && !this.#stopped) this.#contendLater(0);
       });
-      this.#emit({
-        type: 'granted',
-        lock: this.#o.lock,
-        token: hold.token.toString(),
-        expiresInMs: Math.max(0, hold.timings.renewDeadlineMs),
-      });
+      // The validity the hold has left, counted from when its acquire was sent (not a whole TTL
+      // from now: the reply took time to come).
+      this.#emit({ type: 'granted', lock: this.#o.lock, token: hold.token.toString(), expiresInMs: hold.validForMs() });
     })().catch((err: unknown) => {
       this.#waiting = undefined;
       this.#o.log.warn({ lock: this.#o.lock, err }, 'Store lock contention failed; trying again');

@@ -5,8 +5,10 @@
  * moment its validity cannot be vouched for. The decisions are stores/redis/timing.ts's; this is
  * the timers and the bookkeeping around them.
  *
- * Times are read from a conservativeClock (runtime/clock.ts) over the caller's clock: a VM pause
- * that stops the monotonic clock must still end the term when the wall clock says it has.
+ * The validity is the hold's own reckoning, from the moment each acquire or renew request was sent
+ * (stores/redis/timing.ts validUntil), read on one conservativeClock (runtime/clock.ts) over the
+ * caller's clock from before the acquire was sent: a VM pause that stops the monotonic clock —
+ * also while the acquire is out — must still end the term when the wall clock says it has.
  */
 import type { Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
@@ -15,6 +17,7 @@ import {
   afterRenew,
   retryDelayMs,
   storeTimings,
+  validUntil,
   WAIT_BACKOFF,
   type Backoff,
   type RenewOutcome,
@@ -44,6 +47,12 @@ export interface StoreHold {
   readonly signal: AbortSignal;
   /** isHeld: not lost, not released, and the validity has not passed on the clock now. */
   isHeld(): boolean;
+  /**
+   * validForMs: how long the validity has left now, counted from when the request that granted or
+   * last renewed the lock was sent, on the hold's clock (so a slow reply shows as less); 0 once
+   * the lock is lost or released or the validity has passed. What the agent reports as expiresInMs.
+   */
+  validForMs(): number;
   onEvent(listener: (e: StoreEvent) => void): () => void;
   /** release stops the watchdog and gives the lock up (compare-and-delete). Idempotent. */
   release(): Promise<void>;
@@ -90,6 +99,10 @@ export type HoldResult =
 export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<HoldResult> {
   const random = o.random ?? Math.random;
   const newOwner = o.newOwner ?? (() => newOwnerId(o.holderPod));
+  // The hold's clock, from before the first request: the time a request is out counts against its
+  // grant's validity by the larger of the monotonic and the wall clock's progress (a VM paused
+  // while the acquire was out has the wall clock set forward on resume, the monotonic one not).
+  const holdClock = conservativeClock(o.clock);
   const deadline = o.waitMs !== undefined ? o.clock.monotonicMs() + o.waitMs : undefined;
   let wake: (() => void) | undefined;
   // A release notified while an attempt was out is not lost: the next wait is skipped.
@@ -129,18 +142,23 @@ export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<Ho
       mine.push(owner);
       if (mine.length > 8) mine.shift();
       let a: Attempt;
+      // Before the request: the key's TTL starts no earlier than this (stores/redis/timing.ts).
+      let sentAt = holdClock.monotonicMs();
       try {
-        a = await backend.tryAcquire(owner, o.ttlMs, await o.floor());
+        const floor = await o.floor();
+        sentAt = holdClock.monotonicMs();
+        a = await backend.tryAcquire(owner, o.ttlMs, floor);
       } catch (err) {
         a = { granted: false, held: false, reason: err instanceof Error ? err.message : String(err) };
         o.log.debug({ err }, 'Failed to try the lock');
       }
+      const validUntilMs = validUntil(sentAt, o.ttlMs);
       // A grant answered after its own validity (a slow reply, a pause) is worth nothing: given back.
-      if (a.granted && o.clock.monotonicMs() >= a.validUntilMs) {
+      if (a.granted && holdClock.monotonicMs() >= validUntilMs) {
         await backend.release(owner).catch(() => undefined);
         a = { granted: false, held: false, reason: `granted token ${a.token} too late: its validity had passed` };
       }
-      if (a.granted) return { kind: 'held', hold: keep(backend, owner, a, o) };
+      if (a.granted) return { kind: 'held', hold: keep(backend, owner, a, validUntilMs, holdClock, o) };
       lastReason = a.reason;
       if (a.held && o.ifHeld === 'fail') return { kind: 'heldByAnother', reason: a.reason };
       const left = deadline !== undefined ? deadline - o.clock.monotonicMs() : undefined;
@@ -189,14 +207,20 @@ function stacklessError(message: string): Error {
   }
 }
 
-/** keep runs the watchdog of a grant and returns its handle. */
-function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): StoreHold {
-  const clock = conservativeClock(o.clock);
+/** keep runs the watchdog of a grant, valid until `grantedUntilMs` on `clock`, and returns its handle. */
+function keep(
+  backend: LockBackend,
+  owner: string,
+  g: Grant,
+  grantedUntilMs: number,
+  clock: TimerClock,
+  o: HoldOptions,
+): StoreHold {
   const timings = storeTimings(o.ttlMs);
   const token = g.token.toString();
   const listeners = new Set<(e: StoreEvent) => void>();
   const ended = new AbortController();
-  let validUntilMs = g.validUntilMs;
+  let validUntilMs = grantedUntilMs;
   let state: 'held' | 'lost' | 'released' = 'held';
   let renewTimer: Timer | undefined;
   let lapseTimer: Timer | undefined;
@@ -204,6 +228,8 @@ function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): St
   const emit = (e: Omit<StoreEvent, 'lock' | 'token'>): void => {
     for (const l of [...listeners]) l({ ...e, lock: o.lock, token });
   };
+  // Whole milliseconds, rounded down: what is reported may only understate the validity.
+  const validForMs = (): number => (state === 'held' ? Math.max(0, Math.floor(validUntilMs - clock.monotonicMs())) : 0);
   const stopTimers = (): void => {
     renewTimer?.cancel();
     lapseTimer?.cancel();
@@ -246,7 +272,7 @@ function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): St
     validUntilMs = d.validUntilMs;
     armLapse();
     scheduleRenew(d.nextInMs);
-    emit({ type: 'renewed', expiresInMs: Math.max(0, validUntilMs - clock.monotonicMs()) });
+    emit({ type: 'renewed', expiresInMs: validForMs() });
   };
   const scheduleRenew = (inMs: number): void => {
     renewTimer = clock.setTimeout(() => void renew(), inMs);
@@ -280,6 +306,7 @@ function keep(backend: LockBackend, owner: string, g: Grant, o: HoldOptions): St
     timings,
     signal: ended.signal,
     isHeld: () => state === 'held' && clock.monotonicMs() < validUntilMs,
+    validForMs,
     onEvent(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

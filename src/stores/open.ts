@@ -27,7 +27,7 @@ export async function openStore(
   const spec = parseStoreUrl(url, what);
   switch (spec.kind) {
     case 'redis':
-      return openRedisStore(spec.target, spec.display, clock, readyWithinMs);
+      return openRedisStore(spec.target, spec.display, readyWithinMs);
     case 'shards':
       return openShardedStore(spec.shards, spec.previous, spec.display, clock, readyWithinMs);
     case 'redlock':

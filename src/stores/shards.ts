@@ -79,6 +79,6 @@ export function shardedLock(
         ]
       : undefined;
   if (old === undefined || old.id === home.id)
-    return redisLockBackend(home.scripts, keys, clock, `${display}, shard ${home.id}`);
+    return redisLockBackend(home.scripts, keys, `${display}, shard ${home.id}`);
   return redlockBackend([masterPort(old.master, keys), masterPort(home.master, keys)], { clock });
 }

@@ -4,12 +4,13 @@
  * for one lock and knows nothing of timers; the hold knows nothing of Redis.
  */
 
-/** Grant is an attempt that took the lock. */
+/**
+ * Grant is an attempt that took the lock. Its validity is the hold's to reckon (stores/hold.ts),
+ * from when it sent the request, on its own clock.
+ */
 export interface Grant {
   readonly granted: true;
   readonly token: bigint;
-  /** validUntilMs: end of trust, on the holder's monotonic clock (stores/redis/timing.ts validUntil). */
-  readonly validUntilMs: number;
   /**
    * counterMissing: the fencing counter did not exist before this grant (on Redlock: on none of
    * the majority), so the token restarted from the floor. A new lock's first grant, or Redis lost

@@ -75,7 +75,7 @@ export async function openStore(
       return {
         kind: 'redis',
         display: spec.display,
-        lock: (namespace, name) => redisLockBackend(only.scripts, lockKeys(namespace, name), clock, spec.display),
+        lock: (namespace, name) => redisLockBackend(only.scripts, lockKeys(namespace, name), spec.display),
         close,
       };
     }

@@ -4,7 +4,6 @@
  * and the token together), a renew a compare-and-PEXPIRE, a release a compare-and-DEL that
  * publishes on the lock's channel.
  */
-import type { Clock } from '../../runtime/clock.ts';
 import type { LockBackend, LockStore } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 import { Cluster } from 'ioredis';
@@ -21,7 +20,6 @@ const OPEN_WAIT_MS = 2000;
 export async function openRedisStore(
   target: RedisTarget,
   display: string,
-  clock: Clock,
   readyWithinMs = OPEN_WAIT_MS,
 ): Promise<LockStore> {
   const client = connectTarget(target);
@@ -37,7 +35,6 @@ export async function openRedisStore(
       return redisLockBackend(
         { acquire, renew, release, listen: (channel, fn) => channels.listen(channel, fn) },
         lockKeys(namespace, name),
-        clock,
         display,
       );
     },

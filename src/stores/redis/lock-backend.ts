@@ -4,10 +4,8 @@
  * (stores/bun/, the compiled agent). The reply parsing and the trust rule live here once.
  */
 import { parseToken } from '../../protocol/token.ts';
-import type { Clock } from '../../runtime/clock.ts';
 import type { LockBackend, Script } from '../store.ts';
 import type { LockKeys } from './keys.ts';
-import { validUntil } from './timing.ts';
 
 /** StoreScripts: the three scripts bound to a client, and its release channels. */
 export interface StoreScripts {
@@ -19,11 +17,9 @@ export interface StoreScripts {
 }
 
 /** redisLockBackend is the lock `keys` in the Redis behind `s` (`display` names it in errors). */
-export function redisLockBackend(s: StoreScripts, keys: LockKeys, clock: Clock, display: string): LockBackend {
+export function redisLockBackend(s: StoreScripts, keys: LockKeys, display: string): LockBackend {
   return {
     async tryAcquire(owner, ttlMs, floor) {
-      // Before the request: the key's TTL starts no earlier than this (stores/redis/timing.ts).
-      const sentAt = clock.monotonicMs();
       const reply = await s.acquire([keys.holder, keys.counter, keys.epoch], [owner, String(ttlMs), floor.toString()]);
       if (!Array.isArray(reply)) throw new Error(`unexpected reply to the acquire script: ${String(reply)}`);
       const [granted, tokenOrPttl, , , existed, epochChanged] = reply as unknown[];
@@ -41,7 +37,6 @@ export function redisLockBackend(s: StoreScripts, keys: LockKeys, clock: Clock, 
       return {
         granted: true,
         token,
-        validUntilMs: validUntil(sentAt, ttlMs),
         counterMissing: existed !== 1,
         clockFloored: epochChanged === 1,
       };

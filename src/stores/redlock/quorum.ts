@@ -141,7 +141,7 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
       // 4. Already at the token on a majority: counted. Else raised on the masters that granted,
       // and counted only when a majority acknowledged it in time.
       if (took.filter((t) => t.counter === token).length >= q)
-        return { granted: true, token, validUntilMs: validity, counterMissing, clockFloored };
+        return { granted: true, token, counterMissing, clockFloored };
       const acks = await Promise.all(took.map((t) => ask(o.clock, timeout, () => t.master.raise(owner, token))));
       const acked = acks.filter((a) => a.ok && a.value).length;
       if (acked < q || o.clock.monotonicMs() >= validity) {
@@ -155,7 +155,7 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
               : 'the validity was spent writing the token',
         };
       }
-      return { granted: true, token, validUntilMs: validity, counterMissing, clockFloored };
+      return { granted: true, token, counterMissing, clockFloored };
     },
     async renew(owner, ttlMs): Promise<RenewAnswer> {
       const answers = await Promise.all(masters.map((m) => ask(o.clock, timeout, () => m.renew(owner, ttlMs))));

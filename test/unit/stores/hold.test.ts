@@ -25,7 +25,7 @@ class Scripted implements LockBackend {
   constructor(clock: FakeClock) {
     this.clock = clock;
   }
-  tryAcquire(owner: string, ttlMs: number): Promise<Attempt> {
+  tryAcquire(owner: string, _ttlMs: number): Promise<Attempt> {
     this.calls.push(`acquire ${owner}`);
     if (!this.free)
       return Promise.resolve({ granted: false, held: true, heldForMs: 10_000, reason: 'held by another owner' });
@@ -33,7 +33,6 @@ class Scripted implements LockBackend {
     return Promise.resolve({
       granted: true,
       token: ++this.next,
-      validUntilMs: validUntil(this.clock.monotonicMs(), ttlMs),
       clockFloored: false,
       counterMissing: this.next === 1n,
     });
@@ -191,6 +190,38 @@ describe('holdLock: a grant that came too late', () => {
     expect(r.kind).toBe('held');
     expect(b.calls).toEqual(['acquire o1', 'release o1', 'subscribe', 'acquire o2']);
     if (r.kind === 'held') expect(r.hold.token).toBe(2n);
+  });
+
+  it('counts a VM pause during the request: a wall jump past the TTL with the monotonic clock frozen gives the grant back', async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const grant = b.tryAcquire.bind(b);
+    b.tryAcquire = async (owner, ttlMs) => {
+      // The VM was paused while the request was out: CLOCK_MONOTONIC stood still, the wall clock
+      // was set forward on resume.
+      clock.setWall(new Date(clock.now().getTime() + 5000));
+      return grant(owner, ttlMs);
+    };
+    const r = await holdLock(b, options(clock, { waitMs: 0 }));
+    expect(r).toMatchObject({ kind: 'timedOut', reason: 'granted token 1 too late: its validity had passed' });
+    expect(b.calls).toEqual(['acquire o1', 'release o1']);
+  });
+
+  it("reports the validity left counted from the request's send: a slow reply shortens it", async () => {
+    const clock = new FakeClock();
+    const b = new Scripted(clock);
+    const grant = b.tryAcquire.bind(b);
+    b.tryAcquire = async (owner, ttlMs) => {
+      const a = await grant(owner, ttlMs);
+      clock.advance(600); // the reply came 600 ms after the request was sent
+      return a;
+    };
+    const h = await held(b, clock);
+    expect(h.validForMs()).toBe(validUntil(0, TTL) - 600);
+    await clock.advanceAsync(100);
+    expect(h.validForMs()).toBe(validUntil(0, TTL) - 700);
+    await h.release();
+    expect(h.validForMs()).toBe(0);
   });
 });
 
