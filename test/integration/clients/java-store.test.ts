@@ -36,26 +36,33 @@ describe('the Java Redis stores against the TypeScript ones, on real redis-serve
     dir = mkdtempSync(join(tmpdir(), 'fencepost-java-store-'));
     build = join(dir, 'target');
     const started = performance.now();
-    // The servers start while Maven builds.
-    const servers = Promise.all([startRedis(), startRedis(), ...Array.from({ length: 5 }, () => startRedis())]);
-    await mvn([
-      `-Dfencepost.buildDir=${build}`,
-      '-DskipTests',
-      'package',
-      'dependency:build-classpath',
-      '-Dmdep.includeScope=test',
-      `-Dmdep.outputFile=${join(dir, 'classpath')}`,
-    ]);
+    // The servers start while Maven builds. They are recorded as soon as they are up, so that
+    // afterAll stops them even when the build fails (they were left running before).
+    const servers = Promise.all([startRedis(), startRedis(), ...Array.from({ length: 5 }, () => startRedis())]).then(
+      ([s, g, ...m]) => {
+        single = s;
+        guard = g;
+        masters.push(...m);
+      },
+    );
+    try {
+      await mvn([
+        `-Dfencepost.buildDir=${build}`,
+        '-DskipTests',
+        'package',
+        'dependency:build-classpath',
+        '-Dmdep.includeScope=test',
+        `-Dmdep.outputFile=${join(dir, 'classpath')}`,
+      ]);
+    } finally {
+      await servers;
+    }
     classpath = [
       join(build, 'fencepost-client-0.1.0.jar'),
       join(build, 'test-classes'),
       readFileSync(join(dir, 'classpath'), 'utf8').trim(),
     ].join(':');
     process.stdout.write(`java store: built in ${Math.round(performance.now() - started)} ms\n`);
-    const [s, g, ...m] = await servers;
-    single = s;
-    guard = g;
-    masters.push(...m);
   });
   afterAll(async () => {
     await Promise.all([single, guard, ...masters].map(async (s) => s?.stop()));
