@@ -249,14 +249,17 @@ function decideLock(obs: Observation, nowMs: number): Decision {
   // A floor at the largest token (status or annotation raised to 2^63−1 by someone) leaves no
   // token to issue: no grant until it is repaired — never a token above it.
   const exhausted = floor >= MAX_TOKEN;
-  const refuse = (revoke: readonly Action[]): Decision => ({
+  // vacant: the lock stays without a holder for now (its pod marks cleared), for the reason
+  // `waiting`, looked at again after requeueAfterMs; `also` are actions that go with it.
+  const vacant = (waiting: Waiting | undefined, requeueAfterMs: number, also: readonly Action[] = []): Decision => ({
     ...base,
-    actions: [...marks(undefined, undefined), ...revoke],
-    requeueAfterMs: RESYNC_MS,
+    actions: [...marks(undefined, undefined), ...also],
+    requeueAfterMs,
     holder: undefined,
     expiresInMs: undefined,
-    waiting: 'TokenRegressed',
+    waiting,
   });
+  const refuse = (revoke: readonly Action[]): Decision => vacant('TokenRegressed', RESYNC_MS, revoke);
 
   // 1: A holder that keeps renewing keeps the lock. The term's length is the longest of the
   // Lease's and the spec's: a Lease whose leaseDurationSeconds someone shortened must not make the
@@ -275,15 +278,7 @@ function decideLock(obs: Observation, nowMs: number): Decision {
       // A forced release (a user's request naming this grant's token) ends the term now; it wins
       // over a planned handover of the same term.
       const force = forceReleaseStep(obs.lock, record);
-      if (force.some((a) => a.type === 'ForceRelease') && !exhausted)
-        return {
-          ...base,
-          actions: [...marks(undefined, undefined), ...force],
-          requeueAfterMs: 0,
-          holder: undefined,
-          expiresInMs: undefined,
-          waiting: undefined,
-        };
+      if (force.some((a) => a.type === 'ForceRelease') && !exhausted) return vacant(undefined, 0, force);
       const handover = handoverStep(
         {
           lock: obs.lock,
@@ -349,14 +344,7 @@ function decideLock(obs: Observation, nowMs: number): Decision {
   if (record.released === 'Lost') {
     const waitMs = termTimingsOf(record, obs.lock.spec).leaseDurationMs + obs.timings.lockDelayMs;
     if (elapsed < waitMs) {
-      return {
-        ...base,
-        actions: marks(undefined, undefined),
-        requeueAfterMs: waitMs - elapsed + EXPIRY_MARGIN_MS,
-        holder: undefined,
-        expiresInMs: undefined,
-        waiting: 'LeaseLost',
-      };
+      return vacant('LeaseLost', waitMs - elapsed + EXPIRY_MARGIN_MS);
     }
   }
   // After an involuntary end (expiry, or the holder's containers terminated), honour the lock-delay
@@ -367,23 +355,9 @@ function decideLock(obs: Observation, nowMs: number): Decision {
   // A forced release is answered before the next grant moves the token on.
   const forceAnswers = forceReleaseStep(obs.lock, record);
   if (forceAnswers.some((a) => a.type === 'AnswerHandover' && a.answer.outcome === 'Completed'))
-    return {
-      ...base,
-      actions: [...marks(undefined, undefined), ...forceAnswers],
-      requeueAfterMs: 0,
-      holder: undefined,
-      expiresInMs: undefined,
-      waiting: undefined,
-    };
+    return vacant(undefined, 0, forceAnswers);
   if (involuntary && obs.timings.lockDelayMs > 0 && elapsed < obs.timings.lockDelayMs) {
-    return {
-      ...base,
-      actions: marks(undefined, undefined),
-      requeueAfterMs: obs.timings.lockDelayMs - elapsed + EXPIRY_MARGIN_MS,
-      holder: undefined,
-      expiresInMs: undefined,
-      waiting: 'LockDelay',
-    };
+    return vacant('LockDelay', obs.timings.lockDelayMs - elapsed + EXPIRY_MARGIN_MS);
   }
   // A planned handover's release (HandedOver) goes to the successor its mark names, if that pod is
   // still a candidate; else the usual order. Requests about a vacant lock are answered here too.
@@ -400,36 +374,15 @@ function decideLock(obs: Observation, nowMs: number): Decision {
   const wanting = candidates.filter((c) => !answeredRequest(obs, record, c));
   const next = target ?? (record.lastHolder !== undefined ? pickNext(obs, wanting, record.lastHolder) : wanting[0]);
   if (next === undefined) {
-    return {
-      ...base,
-      actions: [...marks(undefined, undefined), ...answers],
-      requeueAfterMs: RESYNC_MS,
-      holder: undefined,
-      expiresInMs: undefined,
-      waiting: 'NoCandidates',
-    };
+    return vacant('NoCandidates', RESYNC_MS, answers);
   }
   if (!obs.fencing.ready) {
-    return {
-      ...base,
-      actions: marks(undefined, undefined),
-      requeueAfterMs: FENCING_RETRY_MS,
-      holder: undefined,
-      expiresInMs: undefined,
-      waiting: 'FencingUnavailable',
-    };
+    return vacant('FencingUnavailable', FENCING_RETRY_MS);
   }
   // A lock's first grant waits until status records its Lease (status.leaseName): from then on, a
   // missing Lease is known to have existed, and may have had a holder (see lostTerm).
   if (obs.lock.status?.leaseName === undefined) {
-    return {
-      ...base,
-      actions: marks(undefined, undefined),
-      requeueAfterMs: 0,
-      holder: undefined,
-      expiresInMs: undefined,
-      waiting: 'LeaseNotRecorded',
-    };
+    return vacant('LeaseNotRecorded', 0);
   }
   if (exhausted) return refuse([]);
   // A Lease found lowered and vacant while status last recorded a holder: the write that vacated
@@ -447,15 +400,7 @@ function decideLock(obs: Observation, nowMs: number): Decision {
       (record.leaseDurationSeconds ?? 0) * 1000,
       termTimingsOf(undefined, obs.lock.spec).leaseDurationMs,
     );
-    if (elapsed < termMs)
-      return {
-        ...base,
-        actions: marks(undefined, undefined),
-        requeueAfterMs: termMs - elapsed + EXPIRY_MARGIN_MS,
-        holder: undefined,
-        expiresInMs: undefined,
-        waiting: 'TamperedTerm',
-      };
+    if (elapsed < termMs) return vacant('TamperedTerm', termMs - elapsed + EXPIRY_MARGIN_MS);
   }
   const cause: GrantCause =
     target !== undefined
