@@ -84,17 +84,26 @@ func asInt(v any) (int64, bool) {
 
 // redisBackend is one lock on one Redis deployment (src/stores/redis/backend.ts).
 type redisBackend struct {
-	client   redis.UniversalClient
-	channels *releaseChannels
-	keys     Keys
-	display  string
+	client    redis.UniversalClient
+	channels  *releaseChannels
+	failovers *sentinelFailovers // Sentinel only: the acquire script's ARGV[4]
+	keys      Keys
+	display   string
 }
 
 func (b *redisBackend) tryAcquire(ctx context.Context, owner string, ttl time.Duration, floor fencepost.Token) (attempt, error) {
 	// Before the request: the key's TTL starts no earlier than this.
 	sent := time.Now()
 	keys := []string{b.keys.Holder, b.keys.Counter, b.keys.Epoch}
-	reply, err := acquireScript.Run(ctx, b.client, keys, owner, ms(ttl), floor.String()).Slice()
+	args := []any{owner, ms(ttl), floor.String()}
+	if b.failovers != nil {
+		f, err := b.failovers.current(ctx)
+		if err != nil {
+			return attempt{}, fmt.Errorf("%s: acquire: %w", b.display, err)
+		}
+		args = append(args, f)
+	}
+	reply, err := acquireScript.Run(ctx, b.client, keys, args...).Slice()
 	if err != nil {
 		return attempt{}, fmt.Errorf("%s: acquire: %w", b.display, err)
 	}

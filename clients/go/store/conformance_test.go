@@ -29,13 +29,16 @@ type storeVectors struct {
 		Pod   *struct{ Name, UID string }
 	}
 	EpochVectors []struct {
-		Name         string
-		Counter      *string
-		Epoch        *string
-		Floor        string
-		Token        string
-		EpochChanged int64
-		Error        bool
+		Name    string
+		Counter *string
+		Epoch   *string
+		// RecordedFailover follows the recorded epoch after '@'; Failover is the script's ARGV[4].
+		RecordedFailover *string
+		Failover         *string
+		Floor            string
+		Token            string
+		EpochChanged     int64
+		Error            bool
 	}
 	Timing struct {
 		TTLMs struct {
@@ -217,13 +220,17 @@ func TestEpochVectorsOnARealRedis(t *testing.T) {
 				if *c.Epoch == "same" {
 					e = id
 				}
-				srv.client.Set(ctx, keys.Epoch, e, 0)
+				srv.client.Set(ctx, keys.Epoch, e+at(c.RecordedFailover), 0)
 			}
 			now, err := srv.client.Time(ctx).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			reply, err := acquireScript.Run(ctx, srv.client, []string{keys.Holder, keys.Counter, keys.Epoch}, "o", "1000", c.Floor).Slice()
+			args := []any{"o", "1000", c.Floor}
+			if c.Failover != nil {
+				args = append(args, *c.Failover)
+			}
+			reply, err := acquireScript.Run(ctx, srv.client, []string{keys.Holder, keys.Counter, keys.Epoch}, args...).Slice()
 			if c.Error {
 				if err == nil || !strings.Contains(err.Error(), "overflow") || srv.client.Exists(ctx, keys.Holder).Val() != 0 {
 					t.Fatalf("answer %v, error %v: want the overflow error and no holder key", reply, err)
@@ -248,9 +255,17 @@ func TestEpochVectorsOnARealRedis(t *testing.T) {
 			if changed, _ := reply[5].(int64); changed != c.EpochChanged {
 				t.Errorf("epochChanged %d, want %d", changed, c.EpochChanged)
 			}
-			if e := srv.client.Get(ctx, keys.Epoch).Val(); e != id {
-				t.Errorf("epoch key %q, want %q", e, id)
+			if e := srv.client.Get(ctx, keys.Epoch).Val(); e != id+at(c.Failover) {
+				t.Errorf("epoch key %q, want %q", e, id+at(c.Failover))
 			}
 		})
 	}
+}
+
+// at is what a failover count adds to the recorded epoch: "@" and the count, or nothing.
+func at(failover *string) string {
+	if failover == nil || *failover == "" {
+		return ""
+	}
+	return "@" + *failover
 }

@@ -19,6 +19,8 @@ type master struct {
 	name     string
 	client   redis.UniversalClient
 	channels *releaseChannels
+	// failovers is set for a Sentinel-managed master only (failovers.go).
+	failovers *sentinelFailovers
 }
 
 // redlockBackend is one lock over N independent masters, with fencing tokens that stay monotonic

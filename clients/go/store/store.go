@@ -98,7 +98,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		if u.Kind == KindRedlock {
 			name = t.Endpoints[0].String()
 		}
-		s.masters = append(s.masters, master{name: name, client: c, channels: newReleaseChannels(c)})
+		m := master{name: name, client: c, channels: newReleaseChannels(c)}
+		if t.Mode == Sentinel {
+			m.failovers = newSentinelFailovers(t)
+		}
+		s.masters = append(s.masters, m)
 	}
 	pctx, cancel := context.WithTimeout(ctx, openWait)
 	defer cancel()
@@ -133,6 +137,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		for _, m := range s.masters {
 			m.channels.close()
+			if m.failovers != nil {
+				m.failovers.close()
+			}
 		}
 		for _, c := range s.clients {
 			errs = append(errs, c.Close())
@@ -146,7 +153,7 @@ func (s *Store) backend(keys Keys) backend {
 		return &redlockBackend{masters: s.masters, keys: keys, timeout: MasterTimeout}
 	}
 	m := s.masters[0]
-	return &redisBackend{client: m.client, channels: m.channels, keys: keys, display: s.url.Display}
+	return &redisBackend{client: m.client, channels: m.channels, failovers: m.failovers, keys: keys, display: s.url.Display}
 }
 
 // Acquire opens url, acquires lock there (see Store.Acquire), and closes its connections when the

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The store on the other Redis topologies its URLs name, each as small as it gets: a one-node
@@ -62,5 +64,17 @@ func TestASentinelManagedMasterGrants(t *testing.T) {
 	l := mustAcquire(t, st, "watched", Options{TTL: time.Second})
 	if v := master.client.Get(context.Background(), l.Keys().Counter).Val(); v != l.Token().String() || !l.ClockFloored() {
 		t.Fatalf("the master's counter %q, token %s, clock floored %v", v, l.Token(), l.ClockFloored())
+	}
+	// The grant's epoch is the master's replication ID and the Sentinel's config-epoch for it
+	// (failovers.go): a failback to this master after a failover would then change it.
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.addr})
+	defer sc.Close()
+	m, err := sc.Master(context.Background(), "mymaster").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	configEpoch := m["config-epoch"]
+	if want := replID(t, master) + "@" + configEpoch; configEpoch == "" || master.client.Get(context.Background(), l.Keys().Epoch).Val() != want {
+		t.Fatalf("epoch key %q, want %q", master.client.Get(context.Background(), l.Keys().Epoch).Val(), want)
 	}
 }

@@ -594,6 +594,11 @@ def fs_release_lua() -> str:
     return (HERE / "src/fencepost/store/store-release.lua").read_text(encoding="utf-8")
 
 
+def _at(failover: str | None) -> str:
+    """What a failover count (Sentinel's config-epoch) adds to the recorded epoch: "@" and it, or nothing."""
+    return "@" + failover if failover else ""
+
+
 @pytest.mark.parametrize("case", vectors("store.json")["epochVectors"], ids=lambda c: str(c["name"]))
 def test_the_epoch_vectors_on_a_real_redis(case: dict[str, Any], single: RedisServer) -> None:
     """store.json's epochVectors: the acquire script's token after an epoch change (the counter's
@@ -605,10 +610,13 @@ def test_the_epoch_vectors_on_a_real_redis(case: dict[str, Any], single: RedisSe
         if case["counter"] is not None:
             r.set(keys.counter, case["counter"])
         if case["epoch"] is not None:
-            r.set(keys.epoch, rid if case["epoch"] == "same" else "another-replication-id")
+            recorded = rid if case["epoch"] == "same" else "another-replication-id"
+            r.set(keys.epoch, recorded + _at(case.get("recordedFailover")))
         sec, us = r.time()
         clock = sec * 1_000_000 + us
         args = [keys.holder, keys.counter, keys.epoch, "o", "1000", case["floor"]]
+        if "failover" in case:
+            args.append(case["failover"])
         if case.get("error"):
             with pytest.raises(redis.ResponseError, match="overflow"):
                 r.eval(script("acquire").source, 3, *args)
@@ -621,4 +629,4 @@ def test_the_epoch_vectors_on_a_real_redis(case: dict[str, Any], single: RedisSe
         else:
             assert str(token) == case["token"]
         assert answer[5] == case["epochChanged"]
-        assert r.get(keys.epoch) == rid
+        assert r.get(keys.epoch) == rid + _at(case.get("failover"))

@@ -11,6 +11,7 @@ import { connectTarget, defineScript, SUBSCRIBER_OPTIONS, whenReady, type RedisC
 import { lockKeys } from './keys.ts';
 import { ChannelListeners } from '../channel-listeners.ts';
 import { redisLockBackend } from './lock-backend.ts';
+import { sentinelFailovers } from './sentinel-failovers.ts';
 import { ACQUIRE_KEYS, ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from './scripts.ts';
 
 /** OPEN_WAIT_MS: how long opening a store waits for the first connection before going on (attempts then retry). */
@@ -28,18 +29,26 @@ export async function openRedisStore(
   const acquire = defineScript(client, 'fencepostStoreAcquire', ACQUIRE_KEYS, ACQUIRE_LUA, display);
   const renew = defineScript(client, 'fencepostStoreRenew', 1, RENEW_LUA, display);
   const release = defineScript(client, 'fencepostStoreRelease', 1, RELEASE_LUA, display);
+  const failovers = target.mode === 'sentinel' ? sentinelFailovers(target.sentinels, target.master) : undefined;
   return {
     kind: 'redis',
     display,
     lock(namespace, name): LockBackend {
       return redisLockBackend(
-        { acquire, renew, release, listen: (channel, fn) => channels.listen(channel, fn) },
+        {
+          acquire,
+          renew,
+          release,
+          listen: (channel, fn) => channels.listen(channel, fn),
+          ...(failovers !== undefined ? { failovers: () => failovers.current() } : {}),
+        },
         lockKeys(namespace, name),
         display,
       );
     },
     async close() {
       channels.close();
+      failovers?.close();
       client.disconnect();
       await Promise.resolve();
     },

@@ -14,13 +14,20 @@ export interface StoreScripts {
   readonly release: Script;
   /** listen calls `fn` on every message on `channel`; resolves once subscribed; returns the unsubscribe. */
   listen(channel: string, fn: (message: string) => void): Promise<() => void>;
+  /**
+   * failovers, for a Sentinel-managed master only: its config-epoch now, which the acquire script
+   * mixes into the lock's epoch (stores/redis/sentinel-failovers.ts says why).
+   */
+  readonly failovers?: () => Promise<string>;
 }
 
 /** redisLockBackend is the lock `keys` in the Redis behind `s` (`display` names it in errors). */
 export function redisLockBackend(s: StoreScripts, keys: LockKeys, display: string): LockBackend {
   return {
     async tryAcquire(owner, ttlMs, floor) {
-      const reply = await s.acquire([keys.holder, keys.counter, keys.epoch], [owner, String(ttlMs), floor.toString()]);
+      const args = [owner, String(ttlMs), floor.toString()];
+      if (s.failovers !== undefined) args.push(await s.failovers());
+      const reply = await s.acquire([keys.holder, keys.counter, keys.epoch], args);
       if (!Array.isArray(reply)) throw new Error(`unexpected reply to the acquire script: ${String(reply)}`);
       const [granted, tokenOrPttl, , , existed, epochChanged] = reply as unknown[];
       if (granted !== 1) {

@@ -187,6 +187,8 @@ interface EpochVector {
   readonly name: string;
   readonly counter: string | null;
   readonly epoch: 'same' | 'other' | null;
+  readonly recordedFailover?: string;
+  readonly failover?: string;
   readonly floor: string;
   readonly token?: string;
   readonly epochChanged?: number;
@@ -215,10 +217,14 @@ describe('conformance: store.json epochVectors on a real Redis', () => {
     await c.del(k.holder, k.counter, k.epoch);
     const replid = /master_replid:([0-9a-f]+)/.exec(await c.info('replication'))?.[1] ?? '';
     if (v.counter !== null) await c.set(k.counter, v.counter);
-    if (v.epoch !== null) await c.set(k.epoch, v.epoch === 'same' ? replid : 'another-replication-id');
+    const at = (failover: string | undefined): string =>
+      failover !== undefined && failover !== '' ? `@${failover}` : '';
+    if (v.epoch !== null)
+      await c.set(k.epoch, (v.epoch === 'same' ? replid : 'another-replication-id') + at(v.recordedFailover));
     const [sec, us] = (await c.time()) as [string | number, string | number];
     const clock = BigInt(sec) * 1_000_000n + BigInt(us);
-    const run = c.eval(ACQUIRE_LUA, 3, k.holder, k.counter, k.epoch, 'o', '1000', v.floor) as Promise<unknown[]>;
+    const args = ['o', '1000', v.floor, ...(v.failover !== undefined ? [v.failover] : [])];
+    const run = c.eval(ACQUIRE_LUA, 3, k.holder, k.counter, k.epoch, ...args) as Promise<unknown[]>;
     if (v.error === true) {
       await expect(run).rejects.toThrow(/overflow/);
       expect(await c.exists(k.holder)).toBe(0);
@@ -229,7 +235,7 @@ describe('conformance: store.json epochVectors on a real Redis', () => {
     if (v.token === 'clock') expect(token).toBeGreaterThan(clock);
     else expect(token).toBe(BigInt(v.token ?? ''));
     expect(answer[5]).toBe(v.epochChanged);
-    expect(await c.get(k.epoch)).toBe(replid);
+    expect(await c.get(k.epoch)).toBe(replid + at(v.failover));
     expect(await c.get(k.counter)).toBe(token.toString());
   });
 });

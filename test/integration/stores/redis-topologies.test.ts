@@ -18,7 +18,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire } from '../../../src/index.ts';
 import { freePort } from '../../support/testbed/ports.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
-import { redisServerBinary, startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import {
+  redisServerBinary,
+  startRedis,
+  startReplica,
+  type RedisServer,
+  type Replica,
+} from '../../support/testbed/redis.ts';
 
 const execFileAsync = promisify(execFile);
 const cliMain = resolve(import.meta.dirname, '../../../src/cli/main.ts');
@@ -223,6 +229,90 @@ describe('redis+sentinel:// with a primary and a replica: a failover while the l
       r.disconnect();
     }
   });
+});
+
+describe('redis+sentinel:// failback to a master that was never demoted', () => {
+  let primary: RedisServer;
+  let replica: Replica;
+  let sentinelPort: number;
+  beforeAll(async () => {
+    primary = await startRedis();
+    replica = await startReplica(primary);
+    await replica.inSync();
+    const conf = join(dir, 'sentinel-failback.conf');
+    writeFileSync(
+      conf,
+      [
+        `sentinel monitor fpback 127.0.0.1 ${primary.port} 1`,
+        'sentinel down-after-milliseconds fpback 1000',
+        'sentinel failover-timeout fpback 2000',
+        '',
+      ].join('\n'),
+    );
+    sentinelPort = await serve(
+      'sentinel-failback',
+      (port) => [conf, '--sentinel', '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+      async (c) => {
+        const replicas = await c.call('SENTINEL', 'replicas', 'fpback');
+        return Array.isArray(replicas) && replicas.length === 1;
+      },
+    );
+  });
+  afterAll(async () => {
+    await replica.stop();
+    await primary.stop();
+  });
+
+  /** masterIs waits (bounded) until the Sentinel names the master on `port`. */
+  async function masterIs(s: Redis, port: number): Promise<void> {
+    for (let i = 0; i < 600; i++) {
+      const addr = await s.call('SENTINEL', 'get-master-addr-by-name', 'fpback');
+      if (Array.isArray(addr) && addr[1] === String(port)) return;
+      await sleep(50);
+    }
+    throw new Error(`the Sentinel never named 127.0.0.1:${port} the master`);
+  }
+
+  it('tokens rise in grant order when the Sentinel fails over to the replica and back to the old primary', async () => {
+    // Sentinel promotes the replica (R) and only later tells the old primary (P) to follow it: it
+    // waits about 8 s, and not at all while R is down. R grants, dies, and the Sentinel fails back
+    // to P, which is still a master with its own replication ID and its counter below R's token.
+    const store = `redis+sentinel://127.0.0.1:${sentinelPort}/fpback`;
+    const t1 = await acquire('failback', { store, ttlMs: 2000 });
+    await t1.release();
+    await replica.inSync();
+    const s = new Redis({ port: sentinelPort, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    try {
+      for (let i = 0; ; i++) {
+        try {
+          await s.call('SENTINEL', 'FAILOVER', 'fpback');
+          break;
+        } catch (err) {
+          if (i >= 100 || !String(err).includes('NOGOODSLAVE')) throw err;
+          await sleep(100);
+        }
+      }
+      await masterIs(s, replica.server.port);
+      const t2 = await acquire('failback', { store, ttlMs: 2000 });
+      await t2.release();
+      await replica.server.stop();
+      await masterIs(s, primary.port);
+      const p = primary.client();
+      try {
+        // P was never told to follow R: the case this test is about.
+        expect(String(await p.call('INFO', 'replication'))).toContain('role:master');
+      } finally {
+        p.disconnect();
+      }
+      const t3 = await acquire('failback', { store, ttlMs: 2000 });
+      await t3.release();
+      expect(t2.token).toBeGreaterThan(t1.token);
+      expect(t3.token).toBeGreaterThan(t2.token);
+      expect(t3.clockFloored).toBe(true);
+    } finally {
+      s.disconnect();
+    }
+  }, 90_000);
 });
 
 describe('redis+cluster://', () => {

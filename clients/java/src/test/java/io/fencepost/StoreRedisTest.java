@@ -551,10 +551,12 @@ class StoreRedisTest {
         r.del(keys.holder(), keys.counter(), keys.epoch());
         String id = replId(r);
         if (v.get("counter") instanceof String counter) r.set(keys.counter(), counter);
-        if (v.get("epoch") instanceof String epoch) r.set(keys.epoch(), "same".equals(epoch) ? id : "another-replication-id");
+        if (v.get("epoch") instanceof String epoch)
+          r.set(keys.epoch(), ("same".equals(epoch) ? id : "another-replication-id") + at(v.get("recordedFailover")));
         long clock = Long.parseLong(String.valueOf(r.eval("local t = redis.call('TIME') return t[1] .. string.format('%06d', tonumber(t[2]))")));
         List<String> ks = List.of(keys.holder(), keys.counter(), keys.epoch());
-        List<String> args = List.of("o", "1000", (String) v.get("floor"));
+        List<String> args = new java.util.ArrayList<>(List.of("o", "1000", (String) v.get("floor")));
+        if (v.get("failover") instanceof String failover) args.add(failover);
         if (Boolean.TRUE.equals(v.get("error"))) {
           Exception e = assertThrows(Exception.class, () -> StoreScripts.ACQUIRE.run(r, ks, args), name);
           assertTrue(String.valueOf(e.getMessage()).contains("overflow"), name + ": " + e.getMessage());
@@ -566,8 +568,13 @@ class StoreRedisTest {
         if ("clock".equals(v.get("token"))) assertTrue(Long.parseLong(token) > clock, name + ": " + token + " not above the clock " + clock);
         else assertEquals(v.get("token"), token, name);
         assertEquals(((Number) v.get("epochChanged")).longValue(), ((Number) answer.get(5)).longValue(), name);
-        assertEquals(id, r.get(keys.epoch()), name);
+        assertEquals(id + at(v.get("failover")), r.get(keys.epoch()), name);
       }
     }
+  }
+
+  /** What a failover count (Sentinel's config-epoch) adds to the recorded epoch: "@" and it, or nothing. */
+  private static String at(Object failover) {
+    return failover instanceof String f && !f.isEmpty() ? "@" + f : "";
   }
 }

@@ -1,5 +1,5 @@
 -- fence-next.lua: defines fence_greater(a, b), fence_next(key, floor), the fencing-token
--- dispenser's whole step on one counter key, and fence_issue(counter, epoch, floor), the lock
+-- dispenser's whole step on one counter key, and fence_issue(counter, epoch, floor, failover), the lock
 -- stores' step: fence_next guarded against a counter that went back (fence_epoch). Not a script
 -- on its own: the lock stores' acquire and raise scripts are this file followed by their own
 -- (store.json "scripts"), and the controller's dispenser is this file followed by
@@ -45,12 +45,20 @@ end
 -- missed fewer grants than that never repeats one, whatever its clock says; and the floor becomes
 -- this server's clock in microseconds (TIME), above the tokens issued by a node whose counter this
 -- one never saw, as long as this server's clock is not behind that node's by more than the time
--- since (docs/stores.md "Tokens across failover and lost data"). Returns {floor, changed, replid};
--- fence_issue records replid in the epoch key after fence_next, when changed is 1.
+-- since (docs/stores.md "Tokens across failover and lost data"). Returns {floor, changed, id};
+-- fence_issue records id in the epoch key after fence_next, when changed is 1.
+-- failover is the client's count of failovers, when something other than this server keeps one:
+-- Sentinel's config-epoch for the master (SENTINEL MASTER), which every failover raises. The
+-- replication ID alone misses a failback to a master that was never demoted: Sentinel promoted a
+-- replica, which granted, and then went back to the old master before it had been told to
+-- follow; that master's replication ID never changed, its counter is behind the replica's tokens.
+-- With failover, the id is "<replid>@<failover>", so the failback is an epoch change. An empty or
+-- missing failover leaves the id the bare replication ID (a single Redis, a Cluster, Redlock).
 local FENCE_JUMP = 1000
-local function fence_epoch(counter, epoch, floor)
+local function fence_epoch(counter, epoch, floor, failover)
   local id = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
     or string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') -- Redis before 4.0: no replid
+  if failover and failover ~= '' then id = id .. '@' .. failover end
   local exists = redis.call('EXISTS', counter) == 1
   if exists and redis.call('GET', epoch) == id then
     return {floor, 0, id}
@@ -63,9 +71,10 @@ local function fence_epoch(counter, epoch, floor)
 end
 -- fence_issue: the lock stores' token. fence_epoch's floor (never below floor), fence_next from
 -- it, then the epoch recorded if it changed: after the token, so that a failing INCR records
--- nothing. Returns {token, refloored, hadTtl, existed, epochChanged}.
-local function fence_issue(counter, epoch, floor)
-  local e = fence_epoch(counter, epoch, floor)
+-- nothing. failover: as fence_epoch's (nil or '' when none). Returns {token, refloored, hadTtl,
+-- existed, epochChanged}.
+local function fence_issue(counter, epoch, floor, failover)
+  local e = fence_epoch(counter, epoch, floor, failover)
   local f = fence_next(counter, e[1])
   if e[2] == 1 then redis.call('SET', epoch, e[3]) end
   return {f[1], f[2], f[3], f[4], e[2]}
