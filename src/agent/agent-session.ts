@@ -17,6 +17,8 @@ export interface AgentSession {
   heldToken(): bigint | undefined;
   /** otherHolder: another pod that holds the lock, when known. */
   otherHolder(): HolderRef | undefined;
+  /** otherPermitHolders: for a Semaphore of `permits` permits, the other pods its permit Leases name. */
+  otherPermitHolders(permits: number): HolderRef[];
   onEvent(listener: (e: LockEvent) => void): () => void;
   onHandover(listener: (e: HandoverNotice) => void): () => void;
   onHolderChange(listener: (holder: HolderRef | undefined) => void): () => void;

@@ -38,7 +38,7 @@ import { NotRunHolderError } from './run-completions.ts';
 import { AlreadyDoneError, requestRun } from './run-once.ts';
 import { EventJournal, SSE_RETRY_MS, formatSse, type SseFrame, type StoppingEvent } from './sse.ts';
 import type { AgentSession } from './agent-session.ts';
-import type { HolderRef } from '../protocol/holder.ts';
+import { heldElsewhere, heldText, type HeldElsewhere } from './held-elsewhere.ts';
 import openapi from './openapi.json' with { type: 'json' };
 
 /** AgentApi is a listening API server. */
@@ -68,6 +68,11 @@ export interface AgentApiRoutes {
   readonly ready: () => boolean;
   /** log receives handler failures (a pino Logger fits). */
   readonly log?: { error(obj: object, msg: string): void };
+  /**
+   * permits is spec.permits of the lock when it is a Semaphore (held-elsewhere.ts
+   * semaphorePermits), asked for each `ifHeld=fail` request; absent: no lock is a Semaphore.
+   */
+  readonly permits?: (lock: string) => Promise<number | undefined>;
 }
 
 const OPENAPI_TEXT = `${JSON.stringify(openapi)}\n`;
@@ -82,40 +87,46 @@ function text(res: ServerResponse, status: number, body: string): void {
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-/** HeldElsewhere: under ifHeld=fail, the lock was granted to another pod while this one waited. */
-class HeldElsewhere extends Error {
-  readonly holder: HolderRef;
-  constructor(holder: HolderRef) {
-    super(`held by pod ${holder.name}`);
-    this.name = 'HeldElsewhere';
-    this.holder = holder;
+/** HeldElsewhereError: under ifHeld=fail, the lock was granted to other pods while this one waited. */
+class HeldElsewhereError extends Error {
+  readonly held: HeldElsewhere;
+  constructor(held: HeldElsewhere) {
+    super(`held by ${heldText(held)}`);
+    this.name = 'HeldElsewhereError';
+    this.held = held;
   }
 }
 
 /**
  * waitHeld resolves true once the session holds the lock, false after waitMs or if the client went
- * away (the response closed). With `failIfHeld`, it rejects with HeldElsewhere as soon as the Lease names another holder.
+ * away (the response closed). With `heldNow` (ifHeld=fail), it rejects with HeldElsewhereError as
+ * soon as that says other pods hold the lock.
  */
-function waitHeld(session: AgentSession, waitMs: number, res: ServerResponse, failIfHeld: boolean): Promise<boolean> {
+function waitHeld(
+  session: AgentSession,
+  waitMs: number,
+  res: ServerResponse,
+  heldNow: (() => HeldElsewhere | undefined) | undefined,
+): Promise<boolean> {
   if (session.heldToken() !== undefined) return Promise.resolve(true);
-  const other = failIfHeld ? session.otherHolder() : undefined;
-  if (other !== undefined) return Promise.reject(new HeldElsewhere(other));
+  const other = heldNow?.();
+  if (other !== undefined) return Promise.reject(new HeldElsewhereError(other));
   if (waitMs <= 0) return Promise.resolve(false);
   return new Promise((resolve, reject) => {
-    const done = (v: boolean | HeldElsewhere): void => {
+    const done = (v: boolean | HeldElsewhereError): void => {
       clearTimeout(timer);
       off();
       offHolder();
       res.off('close', gone);
-      if (v instanceof HeldElsewhere) reject(v);
+      if (v instanceof HeldElsewhereError) reject(v);
       else resolve(v);
     };
     const off = session.onEvent((e) => {
       if (e.type === 'granted') done(true);
     });
     const offHolder = session.onHolderChange(() => {
-      const holder = failIfHeld ? session.otherHolder() : undefined;
-      if (holder !== undefined) done(new HeldElsewhere(holder));
+      const held = heldNow?.();
+      if (held !== undefined) done(new HeldElsewhereError(held));
     });
     const gone = (): void => {
       done(false);
@@ -338,12 +349,12 @@ export async function serveAgentApi(
         }
         const failIfHeld = ifHeld === 'fail';
         const runId = url.searchParams.get('runId') ?? undefined;
-        const sendHeld = (holder: HolderRef): void => {
+        const sendHeld = (held: HeldElsewhere): void => {
           sendProblem(
             res,
-            problem('held', `lock ${name} is held by pod ${holder.name}; no request of this call is left queued`, {
+            problem('held', `lock ${name} is held by ${heldText(held)}; no request of this call is left queued`, {
               lock: name,
-              holder: holder.name,
+              holder: held.holder.name,
               snapshot: session.snapshot(),
             }),
           );
@@ -364,48 +375,67 @@ export async function serveAgentApi(
             return false;
           }
         };
-        // Held when asked: answer before requesting anything, so there is nothing to withdraw.
-        const heldNow = failIfHeld ? session.otherHolder() : undefined;
-        if (heldNow !== undefined) {
-          sendHeld(heldNow);
-          return;
-        }
-        requestRun(session, name, runId, () => waitHeld(session, waitMs, res, failIfHeld)).then(
-          async (held) => {
-            if (held) {
-              if (!res.writableEnded && !res.destroyed) json(res, 200, session.snapshot());
-              return;
-            }
-            // ifHeld=fail does not stay queued: not granted in time, the request is withdrawn.
-            if (failIfHeld && !(await withdrawRequest())) return;
-            if (res.writableEnded || res.destroyed) return;
-            sendProblem(
-              res,
-              problem(
-                'not-granted',
-                failIfHeld
-                  ? `lock ${name} was not granted to this pod within ${waitMs} ms; the request was withdrawn (ifHeld=fail)`
-                  : `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`,
-                { lock: name, snapshot: session.snapshot() },
-              ),
-            );
-          },
-          async (err: unknown) => {
-            if (err instanceof HeldElsewhere) {
-              if ((await withdrawRequest()) && !res.writableEnded && !res.destroyed) sendHeld(err.holder);
-              return;
-            }
-            if (res.writableEnded || res.destroyed) return;
-            if (err instanceof AlreadyDoneError) {
-              sendProblem(res, problem('already-done', `${err.message}; do not run it`, { lock: name, runId }));
-              return;
-            }
-            sendProblem(
-              res,
-              problem('kubernetes-unavailable', `Failed to request the lock: ${messageOf(err)}`, { lock: name }),
-            );
-          },
-        );
+        // ifHeld=fail: a Semaphore's permits are read first (held means every permit taken).
+        const permitsAsked = failIfHeld ? (routes.permits?.(name) ?? Promise.resolve(undefined)) : undefined;
+        const proceed = (heldNow: (() => HeldElsewhere | undefined) | undefined): void => {
+          // Held when asked: answer before requesting anything, so there is nothing to withdraw.
+          const held = heldNow?.();
+          if (held !== undefined) {
+            sendHeld(held);
+            return;
+          }
+          requestRun(session, name, runId, () => waitHeld(session, waitMs, res, heldNow)).then(
+            async (held) => {
+              if (held) {
+                if (!res.writableEnded && !res.destroyed) json(res, 200, session.snapshot());
+                return;
+              }
+              // ifHeld=fail does not stay queued: not granted in time, the request is withdrawn.
+              if (failIfHeld && !(await withdrawRequest())) return;
+              if (res.writableEnded || res.destroyed) return;
+              sendProblem(
+                res,
+                problem(
+                  'not-granted',
+                  failIfHeld
+                    ? `lock ${name} was not granted to this pod within ${waitMs} ms; the request was withdrawn (ifHeld=fail)`
+                    : `lock ${name} was not granted to this pod within ${waitMs} ms; the request stays queued (Mutex) — ask again, or release to withdraw it`,
+                  { lock: name, snapshot: session.snapshot() },
+                ),
+              );
+            },
+            async (err: unknown) => {
+              if (err instanceof HeldElsewhereError) {
+                if ((await withdrawRequest()) && !res.writableEnded && !res.destroyed) sendHeld(err.held);
+                return;
+              }
+              if (res.writableEnded || res.destroyed) return;
+              if (err instanceof AlreadyDoneError) {
+                sendProblem(res, problem('already-done', `${err.message}; do not run it`, { lock: name, runId }));
+                return;
+              }
+              sendProblem(
+                res,
+                problem('kubernetes-unavailable', `Failed to request the lock: ${messageOf(err)}`, { lock: name }),
+              );
+            },
+          );
+        };
+        if (permitsAsked === undefined) proceed(undefined);
+        else
+          permitsAsked.then(
+            (permits) => {
+              proceed(() => heldElsewhere(session, permits));
+            },
+            (err: unknown) => {
+              sendProblem(
+                res,
+                problem('kubernetes-unavailable', `Failed to read lock ${name}'s permits: ${messageOf(err)}`, {
+                  lock: name,
+                }),
+              );
+            },
+          );
         return;
       }
       case '/complete': {

@@ -251,10 +251,13 @@ export type SessionEvent =
 
 /**
  * mayFollow: whether the shell may turn to another Lease of the lock now (the Follow event): the
- * session is waiting or has lost its term, and no renew, re-read or hand-back is under way.
+ * session is waiting, has lost its term or released it, and no renew, re-read or hand-back is
+ * under way. Released too: a pod that gave a Semaphore permit back and asks again is granted
+ * whichever permit is free, often another one than it held.
  */
 export function mayFollow(state: SessionState): boolean {
-  return (state.phase.name === 'waiting' || state.phase.name === 'lost') && state.renew === 'idle' && !state.givingBack;
+  const between = state.phase.name === 'waiting' || state.phase.name === 'lost' || state.phase.name === 'released';
+  return between && state.renew === 'idle' && !state.givingBack;
 }
 
 /** LockEventType is the kind of a LockEvent. */

@@ -91,6 +91,10 @@ export class StoreLockSession implements AgentSession {
   otherHolder(): HolderRef | undefined {
     return undefined;
   }
+  /** otherPermitHolders: a store lock is never a Semaphore (the CRD refuses one), so none. */
+  otherPermitHolders(): HolderRef[] {
+    return [];
+  }
 
   onEvent(listener: (e: LockEvent) => void): () => void {
     this.#listeners.add(listener);

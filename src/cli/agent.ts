@@ -19,6 +19,7 @@
 import { stateFiles } from '../agent/state-file.ts';
 import { EventReason } from '../api/v1alpha1/conditions.ts';
 import { serveAgentApi, type AgentApi } from '../agent/http-api.ts';
+import { semaphorePermits } from '../agent/held-elsewhere.ts';
 import type { AgentSession } from '../agent/agent-session.ts';
 import { LockSession } from '../agent/session.ts';
 import { StoreLockSession } from '../agent/store-session.ts';
@@ -218,7 +219,16 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
   const metrics = await listen(
     named('--metrics-bind-address', serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry })),
   );
-  const api = await listen(named('--listen', serveAgentApi(host, port, sessions, { ready, log })));
+  const api = await listen(
+    named(
+      '--listen',
+      serveAgentApi(host, port, sessions, {
+        ready,
+        log,
+        permits: (lock) => semaphorePermits(kube, cfg.podNamespace, lock),
+      }),
+    ),
+  );
   log.info(
     {
       listen: api.address,

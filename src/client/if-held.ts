@@ -1,70 +1,11 @@
 /**
- * What acquire() does when another pod holds the lock (`fencepost exec --if-held`). The decision
- * is protocol/holder.ts's heldByAnother (LockSession.otherHolder); when the Lease is looked at and
- * withdrawing a request made meanwhile are acquire.ts's.
- *
- * "Held" is what the lock's Lease says: it names a holder. That is who the server granted the
- * lock to — in Election mode the elected pod, in Mutex mode the pod whose turn it is — whether or
- * not it is still renewing: a holder that died stays named until the controller expires it, and
- * the lock is held until then (nobody else can be granted it either).
- *
- * A Semaphore (spec.mode Semaphore, spec.permits N) is held when all N permits are: each of its
- * permit Leases 0…N−1 names another pod. While a permit is free (no Lease yet, or one naming no
- * holder) this pod would be granted one, so it is not held, whoever holds the others. Its anchor
- * Lease never names a holder, so before this a Semaphore was never held. N is read from the
- * DistributedLock (the agent's Role may get it) when acquire() is asked with ifHeld `fail`.
+ * What acquire() does when another pod holds the lock (`fencepost exec --if-held`). Whether it is
+ * held is agent/held-elsewhere.ts's (the agent's `ifHeld=fail` decides the same way); when the
+ * Lease is looked at and withdrawing a request made meanwhile are acquire.ts's.
  */
-import type { DistributedLock } from '../api/v1alpha1/distributedlock.ts';
-import { GROUP, PLURAL, VERSION } from '../api/v1alpha1/distributedlock.ts';
-import type { LockSession } from '../agent/session.ts';
-import type { HolderRef } from '../protocol/holder.ts';
-import type { ApiClient } from '../transport/client.ts';
-import { getCustomObject } from '../transport/resources.ts';
 /**
  * IfHeld: `wait` asks for the lock and waits (Mutex: joins the queue), as acquire() always did;
  * `fail` gives up at once (LockHeldError) when the lock is held by another pod when asked, or is
  * granted to another pod while this one waits for its grant.
  */
 export type IfHeld = 'wait' | 'fail';
-
-/**
- * HeldElsewhere is who holds a lock for ifHeld `fail`: one holder (Election, Mutex), or, for a
- * Semaphore, every permit's holder (`holder` is then the first of them).
- */
-export interface HeldElsewhere {
-  readonly holder: HolderRef;
-  readonly permits?: { readonly of: number; readonly holders: readonly HolderRef[] };
-}
-
-/**
- * semaphorePermits is spec.permits of `lock` when it is a Semaphore, else undefined (an Election
- * or Mutex lock, or no lock of that name).
- */
-export async function semaphorePermits(api: ApiClient, namespace: string, lock: string): Promise<number | undefined> {
-  const obj = await getCustomObject<DistributedLock>(
-    api,
-    { group: GROUP, version: VERSION, plural: PLURAL },
-    namespace,
-    lock,
-  );
-  return obj?.spec.mode === 'Semaphore' ? obj.spec.permits : undefined;
-}
-
-/**
- * heldElsewhere: whether the lock is held by other pods now, as the session's watch sees it (see
- * the module comment); `permits` is {@link semaphorePermits} of the lock.
- */
-export function heldElsewhere(
-  session: Pick<LockSession, 'otherHolder' | 'otherPermitHolders'>,
-  permits: number | undefined,
-): HeldElsewhere | undefined {
-  if (permits === undefined) {
-    const holder = session.otherHolder();
-    return holder !== undefined ? { holder } : undefined;
-  }
-  const holders = session.otherPermitHolders(permits);
-  const first = holders[0];
-  return first !== undefined && holders.length >= permits
-    ? { holder: first, permits: { of: permits, holders } }
-    : undefined;
-}

@@ -136,4 +136,44 @@ describe('the agent API: acquire with ifHeld=fail', () => {
     expect(again.body).toMatchObject({ type: 'https://fencepost.io/problems/held', holder: 'race-a' });
     expect(await requestOf(t, 'race-b', 'race')).toBeUndefined();
   }, 120_000);
+
+  it('answers 423 held at once for a Semaphore whose every permit another pod holds, and not while a permit is free', async () => {
+    controller ??= await startLockController({
+      kc,
+      redisUrl: sharedRedisUrl(),
+      namespace: t.namespace,
+      identity: 'if-held-controller',
+      clock: realClock,
+      log: silentLogger,
+    });
+    const pods = await Promise.all(['sem-a', 'sem-b', 'sem-c'].map((n) => createPod(t, n, { app: 'sem' })));
+    await createLock(t, lockBody('sem', 'sem', { mode: 'Semaphore', permits: 2, leaseDurationSeconds: 30 }));
+    const take = (i: number) =>
+      acquire('sem', {
+        kubeconfig: kc,
+        namespace: t.namespace,
+        pod: { name: pods[i]?.metadata?.name ?? '', uid: pods[i]?.metadata?.uid ?? '' },
+        waitMs: 60_000,
+      });
+    await using _a = await take(0);
+    const agent = await agentFor('sem-c', pods[2]?.metadata?.uid ?? '', 'sem');
+    {
+      // One permit free: not held; granted.
+      const r = await post(agent.port, '/v1/locks/sem/acquire?wait=30s&ifHeld=fail');
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      const rel = await post(agent.port, '/v1/locks/sem/release');
+      expect(rel.status).toBe(200);
+    }
+    await using _b = await take(1);
+    const r = await post(agent.port, '/v1/locks/sem/acquire?wait=30s&ifHeld=fail');
+    expect(r.status).toBe(423);
+    expect(r.body).toMatchObject({ type: 'https://fencepost.io/problems/held', lock: 'sem' });
+    expect(['sem-a', 'sem-b']).toContain(r.body.holder);
+    expectSchema('HeldProblem', r.body);
+    expect(String(r.body.detail)).toContain('every one of its 2 permits');
+    // sem-a gives its permit back: one is free again, whichever permit Lease the agent saw last.
+    await _a.release();
+    const again = await post(agent.port, '/v1/locks/sem/acquire?wait=30s&ifHeld=fail');
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+  }, 120_000);
 });

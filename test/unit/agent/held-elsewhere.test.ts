@@ -4,7 +4,7 @@
  * Semaphore, real sessions, the shipped exec) runs in test/integration/cli/exec-multilock.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { heldElsewhere } from '../../../src/client/if-held.ts';
+import { heldElsewhere } from '../../../src/agent/held-elsewhere.ts';
 import type { HolderRef } from '../../../src/protocol/holder.ts';
 
 const A: HolderRef = { name: 'a', uid: 'a1' };
