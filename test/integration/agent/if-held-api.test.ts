@@ -81,6 +81,15 @@ describe('the agent API: acquire with ifHeld=fail', () => {
   });
 
   const agentFor = (pod: string, uid: string, lock: string) => fleet.start(lock, pod, uid);
+  const startController = (): Promise<LockController> =>
+    startLockController({
+      kc,
+      redisUrl: sharedRedisUrl(),
+      namespace: t.namespace,
+      identity: 'if-held-controller',
+      clock: realClock,
+      log: silentLogger,
+    });
 
   it('withdraws its request and answers 423 not-granted when nobody is granted in time; 400 for a bad ifHeld', async () => {
     const p = await createPod(t, 'free-0', { app: 'free' });
@@ -116,14 +125,7 @@ describe('the agent API: acquire with ifHeld=fail', () => {
     await eventually(async () => {
       expect(await requestOf(t, 'race-b', 'race')).toBeDefined(); // free when asked: it requested
     }, 30_000);
-    controller = await startLockController({
-      kc,
-      redisUrl: sharedRedisUrl(),
-      namespace: t.namespace,
-      identity: 'if-held-controller',
-      clock: realClock,
-      log: silentLogger,
-    });
+    controller = await startController();
     const r = await answer;
     expect(r.status).toBe(423);
     expect(r.body).toMatchObject({ type: 'https://fencepost.io/problems/held', lock: 'race', holder: 'race-a' });
@@ -138,14 +140,7 @@ describe('the agent API: acquire with ifHeld=fail', () => {
   }, 120_000);
 
   it('answers 423 held at once for a Semaphore whose every permit another pod holds, and not while a permit is free', async () => {
-    controller ??= await startLockController({
-      kc,
-      redisUrl: sharedRedisUrl(),
-      namespace: t.namespace,
-      identity: 'if-held-controller',
-      clock: realClock,
-      log: silentLogger,
-    });
+    controller ??= await startController();
     const pods = await Promise.all(['sem-a', 'sem-b', 'sem-c'].map((n) => createPod(t, n, { app: 'sem' })));
     await createLock(t, lockBody('sem', 'sem', { mode: 'Semaphore', permits: 2, leaseDurationSeconds: 30 }));
     const take = (i: number) =>

@@ -72,6 +72,44 @@ async function serve(
   }
 }
 
+/** startSentinel starts a Sentinel watching `master` as `name` and waits until it knows its one replica. */
+function startSentinel(name: string, masterPort: number, failoverTimeoutMs: number): Promise<number> {
+  const conf = join(dir, `sentinel-${name}.conf`);
+  writeFileSync(
+    conf,
+    [
+      `sentinel monitor ${name} 127.0.0.1 ${masterPort} 1`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel failover-timeout ${name} ${failoverTimeoutMs}`,
+      '',
+    ].join('\n'),
+  );
+  return serve(
+    `sentinel-${name}`,
+    (port) => [conf, '--sentinel', '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+    async (c) => {
+      const replicas = await c.call('SENTINEL', 'replicas', name);
+      return Array.isArray(replicas) && replicas.length === 1;
+    },
+  );
+}
+
+/**
+ * forceFailover runs SENTINEL FAILOVER `name`, retried while the Sentinel does not count the
+ * replica as good yet (it learns of it by INFO, every few seconds).
+ */
+async function forceFailover(s: Redis, name: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await s.call('SENTINEL', 'FAILOVER', name);
+      return;
+    } catch (err) {
+      if (i >= 100 || !String(err).includes('NOGOODSLAVE')) throw err;
+      await sleep(100);
+    }
+  }
+}
+
 describe('redis+sentinel://', () => {
   let master: RedisServer;
   let sentinelPort: number;
@@ -139,24 +177,7 @@ describe('redis+sentinel:// with a primary and a replica: a failover while the l
       async (c) => String(await c.call('INFO', 'replication')).includes('master_link_status:up'),
     );
 
-    const conf = join(dir, 'sentinel-failover.conf');
-    writeFileSync(
-      conf,
-      [
-        `sentinel monitor fpfail 127.0.0.1 ${primary.port} 1`,
-        'sentinel down-after-milliseconds fpfail 1000',
-        'sentinel failover-timeout fpfail 5000',
-        '',
-      ].join('\n'),
-    );
-    sentinelPort = await serve(
-      'sentinel-failover',
-      (port) => [conf, '--sentinel', '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
-      async (c) => {
-        const replicas = await c.call('SENTINEL', 'replicas', 'fpfail');
-        return Array.isArray(replicas) && replicas.length === 1;
-      },
-    );
+    sentinelPort = await startSentinel('fpfail', primary.port, 5000);
   });
   afterAll(async () => {
     await primary.stop();
@@ -176,16 +197,7 @@ describe('redis+sentinel:// with a primary and a replica: a failover while the l
     }
     const s = new Redis({ port: sentinelPort, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     try {
-      // The Sentinel may not yet count the replica as good (it learns of it by INFO, every few seconds).
-      for (let i = 0; ; i++) {
-        try {
-          await s.call('SENTINEL', 'FAILOVER', 'fpfail');
-          break;
-        } catch (err) {
-          if (i >= 100 || !String(err).includes('NOGOODSLAVE')) throw err;
-          await sleep(100);
-        }
-      }
+      await forceFailover(s, 'fpfail');
       for (let i = 0; i < 200; i++) {
         const addr = await s.call('SENTINEL', 'get-master-addr-by-name', 'fpfail');
         if (Array.isArray(addr) && addr[1] === String(replicaPort)) break;
@@ -239,24 +251,7 @@ describe('redis+sentinel:// failback to a master that was never demoted', () => 
     primary = await startRedis();
     replica = await startReplica(primary);
     await replica.inSync();
-    const conf = join(dir, 'sentinel-failback.conf');
-    writeFileSync(
-      conf,
-      [
-        `sentinel monitor fpback 127.0.0.1 ${primary.port} 1`,
-        'sentinel down-after-milliseconds fpback 1000',
-        'sentinel failover-timeout fpback 2000',
-        '',
-      ].join('\n'),
-    );
-    sentinelPort = await serve(
-      'sentinel-failback',
-      (port) => [conf, '--sentinel', '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
-      async (c) => {
-        const replicas = await c.call('SENTINEL', 'replicas', 'fpback');
-        return Array.isArray(replicas) && replicas.length === 1;
-      },
-    );
+    sentinelPort = await startSentinel('fpback', primary.port, 2000);
   });
   afterAll(async () => {
     await replica.stop();
@@ -283,15 +278,7 @@ describe('redis+sentinel:// failback to a master that was never demoted', () => 
     await replica.inSync();
     const s = new Redis({ port: sentinelPort, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     try {
-      for (let i = 0; ; i++) {
-        try {
-          await s.call('SENTINEL', 'FAILOVER', 'fpback');
-          break;
-        } catch (err) {
-          if (i >= 100 || !String(err).includes('NOGOODSLAVE')) throw err;
-          await sleep(100);
-        }
-      }
+      await forceFailover(s, 'fpback');
       await masterIs(s, replica.server.port);
       const t2 = await acquire('failback', { store, ttlMs: 2000 });
       await t2.release();
