@@ -142,6 +142,7 @@ export function mountsBelow(dir: string): string[] {
 }
 
 interface Rules {
+  /** chains are the table's user-defined chains. */
   readonly chains: Set<string>;
   readonly rules: string[];
 }
@@ -154,34 +155,48 @@ function parseSave(text: string): Map<string, Rules> {
     if (line.startsWith('*')) {
       current = { chains: new Set(), rules: [] };
       tables.set(line.slice(1), current);
-    } else if (line.startsWith(':')) current?.chains.add(line.slice(1).split(' ')[0] ?? '');
-    else if (line.startsWith('-A ')) current?.rules.push(line);
+    } else if (line.startsWith(':')) {
+      // Only user-defined chains (policy "-"): a built-in chain is never flushed or deleted.
+      const [name, policy] = line.slice(1).split(' ');
+      if (policy === '-') current?.chains.add(name ?? '');
+    } else if (line.startsWith('-A ')) current?.rules.push(line);
   }
   return tables;
+}
+
+/**
+ * iptablesUndo lists the iptables commands (table, then arguments) that take the tables from now
+ * back to snapshot: every rule not in the snapshot deleted, newest first, then every chain not in
+ * it flushed and deleted. Both texts are `iptables-save` output.
+ */
+export function iptablesUndo(snapshot: string, now: string): { table: string; args: string[] }[] {
+  const out: { table: string; args: string[] }[] = [];
+  const before = parseSave(snapshot);
+  for (const [table, rules] of parseSave(now)) {
+    const old = before.get(table) ?? { chains: new Set<string>(), rules: [] };
+    const oldRules = new Set(old.rules);
+    for (const rule of [...rules.rules].reverse()) {
+      if (oldRules.has(rule)) continue;
+      // iptables-save quotes an argument with spaces and escapes its quotes (the CNI comments).
+      const words = (rule.match(/"(?:[^"\\]|\\.)*"|\S+/g) ?? []).map((w) =>
+        w.startsWith('"') ? w.slice(1, -1).replace(/\\(.)/g, '$1') : w,
+      );
+      out.push({ table, args: ['-D', ...words.slice(1)] });
+    }
+    for (const chain of rules.chains) {
+      if (old.chains.has(chain)) continue;
+      out.push({ table, args: ['-F', chain] }, { table, args: ['-X', chain] });
+    }
+  }
+  return out;
 }
 
 /** undoIptables deletes every rule and chain not in the snapshot. */
 function undoIptables(snapshot: string): string[] {
   const problems: string[] = [];
-  const before = parseSave(snapshot);
-  const now = parseSave(sh('iptables-save', []));
-  for (const [table, rules] of now) {
-    const old = before.get(table) ?? { chains: new Set<string>(), rules: [] };
-    const oldRules = new Set(old.rules);
-    // Rules first (jumps into the new chains), newest first; then the new chains themselves.
-    for (const rule of [...rules.rules].reverse()) {
-      if (oldRules.has(rule)) continue;
-      // iptables-save quotes arguments with spaces (comments): split on spaces outside quotes.
-      const words = (rule.match(/"[^"]*"|\S+/g) ?? []).map((w) => w.replace(/^"(.*)"$/, '$1'));
-      const r = spawnSync('iptables', ['-w', '-t', table, '-D', ...words.slice(1)], { encoding: 'utf8' });
-      if (r.status !== 0) problems.push(`iptables -t ${table} ${rule}: ${r.stderr.trim()}`);
-    }
-    for (const chain of rules.chains) {
-      if (old.chains.has(chain)) continue;
-      spawnSync('iptables', ['-w', '-t', table, '-F', chain]);
-      const r = spawnSync('iptables', ['-w', '-t', table, '-X', chain], { encoding: 'utf8' });
-      if (r.status !== 0) problems.push(`iptables -t ${table} -X ${chain}: ${r.stderr.trim()}`);
-    }
+  for (const { table, args } of iptablesUndo(snapshot, sh('iptables-save', []))) {
+    const r = spawnSync('iptables', ['-w', '-t', table, ...args], { encoding: 'utf8' });
+    if (r.status !== 0 && args[0] !== '-F') problems.push(`iptables -t ${table} ${args.join(' ')}: ${r.stderr.trim()}`);
   }
   return problems;
 }
