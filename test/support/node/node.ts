@@ -253,6 +253,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     sandbox = "${PAUSE_IMAGE}"
 
 [plugins."io.containerd.cri.v1.runtime"]
+  # The kubelet asks for negative OOM scores (-998 for the pause container); this machine's
+  # processes may not lower theirs ("failed to update /proc/self/oom_score_adj: Permission
+  # denied" from runc), so every score is kept at or above containerd's own.
+  restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   cdi_spec_dirs = ["${dir}/containerd/cdi"]
   [plugins."io.containerd.cri.v1.runtime".containerd]
@@ -319,7 +323,7 @@ failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 hairpinMode: hairpin-veth
-podLogsDirectory: ${dir}/pod-logs
+podLogsDir: ${dir}/pod-logs
 volumePluginDir: ${dir}/kubelet/volume-plugins
 # Test images are imported, never pulled: keep them however full the disk is.
 imageGCHighThresholdPercent: 100
@@ -565,6 +569,26 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
         'DNAT',
         '--to-destination',
         `127.0.0.1:${port}`,
+      ]);
+      // ... and from 127.0.0.1: a loopback-only server may refuse other sources (redis-server's
+      // protected mode closes the connection of a client that is not local).
+      changes.iptables([
+        '-t',
+        'nat',
+        '-A',
+        'INPUT',
+        '-i',
+        bridge,
+        '-d',
+        '127.0.0.1/32',
+        '-p',
+        'tcp',
+        '--dport',
+        String(port),
+        '-j',
+        'SNAT',
+        '--to-source',
+        '127.0.0.1',
       ]);
       return `${gateway}:${port}`;
     },

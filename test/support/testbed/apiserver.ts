@@ -63,6 +63,8 @@ export async function startApiServer(
     // What the API server shows a kubelet (logs, exec) on a real node: the admin's certificate.
     `--kubelet-client-certificate=${pki.adminCert}`,
     `--kubelet-client-key=${pki.adminKey}`,
+    // by its address: a test node's name is no host name the resolver knows
+    '--kubelet-preferred-address-types=InternalIP,Hostname',
     '--service-cluster-ip-range=10.0.0.0/24',
     '--allow-privileged=true',
     `--service-account-issuer=${url}/`,
