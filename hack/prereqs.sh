@@ -50,9 +50,12 @@ want_go=0
 want_python=0
 want_java=0
 want_chromium=0
+want_node=0
 kept=()
 for c in "${components[@]}"; do
   if [[ $c == go ]]; then want_go=1
+  # node: a real node's binaries (build.sh node), and what building and running them takes
+  elif [[ $c == node ]]; then want_node=1; kept+=(kubelet containerd runc cni crictl pause)
   elif [[ $c == python ]]; then want_python=1
   elif [[ $c == java ]]; then want_java=1
   elif [[ $c == chromium ]]; then want_chromium=1
@@ -125,6 +128,16 @@ missing() {
   if (( want_python )) && ! have_python; then names+=("python3 >= 3.11 with venv"); pkgs+=(python3 python3-venv); fi
   if (( want_java )) && ! have_java; then names+=("a JDK >= 17 and Maven"); pkgs+=(default-jdk-headless maven); fi
   if (( want_chromium )) && ! have_chromium; then names+=(chromium); pkgs+=(chromium); fi
+  if (( want_node )); then
+    # gcc builds pause and runc's C parts, libseccomp-dev links runc's seccomp; iptables, ip,
+    # nsenter and curl run the node and reach into its pods
+    command -v gcc >/dev/null || { names+=(gcc); pkgs+=(gcc libc6-dev); }
+    [[ -e /usr/include/seccomp.h ]] || { names+=(libseccomp-dev); pkgs+=(libseccomp-dev); }
+    command -v iptables >/dev/null || { names+=(iptables); pkgs+=(iptables); }
+    command -v ip >/dev/null || { names+=(ip); pkgs+=(iproute2); }
+    command -v nsenter >/dev/null || { names+=(nsenter); pkgs+=(util-linux); }
+    command -v curl >/dev/null || { names+=(curl); pkgs+=(curl); }
+  fi
   if need_go && ! have_go; then names+=("go >= 1.$GO_MIN_MINOR"); go_missing=1; fi
 }
 

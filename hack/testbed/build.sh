@@ -4,6 +4,7 @@
 #
 # Usage: hack/testbed/build.sh [component ...]
 #   components: kube-apiserver kubectl etcd helm kube-scheduler kube-controller-manager kwok
+#               kubelet containerd runc cni crictl pause, or node (all six: a real node)
 #   default:    kube-apiserver kubectl etcd helm
 # Prints, as its last line, the KUBEBUILDER_ASSETS folder (kube-apiserver, etcd, kubectl, and
 # whatever else was built, side by side) on standard output; progress goes to standard error.
@@ -18,6 +19,13 @@ KUBE_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 HELM_VERSION=v3.22.0
 KWOK_VERSION=v0.8.0
+# The real node's pieces (kubelet is KUBE_VERSION, from the kube wrapper). These have no replace
+# directives, so `go install pkg@version` builds them as released.
+CONTAINERD_VERSION=v2.4.2
+RUNC_VERSION=v1.5.3
+CNI_PLUGINS_VERSION=v1.10.0
+CRI_TOOLS_VERSION=v1.37.0
+PAUSE_VERSION=3.10
 
 cache=${FENCEPOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencepost}
 assets="$cache/assets/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -56,6 +64,60 @@ build_one() {
   ln -sfn "$out" "$assets/$name"
 }
 
+# go_install NAME MODULE_PKG VERSION CGO TAGS LDFLAGS: `go install PKG@VERSION` into the
+# version-keyed cache (GOBIN), unless it is already there, and link it into the assets folder.
+go_install() {
+  local name=$1 pkg=$2 version=$3 cgo=$4 tags=$5 ldflags=$6
+  local dir="$cache/bin/$name-$version" out="$cache/bin/$name-$version/$name"
+  if [[ ! -x $out ]]; then
+    log "building $name $version (first run only)"
+    mkdir -p "$dir/tmp"
+    local started=$SECONDS
+    GOBIN="$dir/tmp" CGO_ENABLED=$cgo go install -trimpath -tags "$tags" -ldflags "$ldflags" "$pkg@$version"
+    mv "$dir/tmp/$(basename "$pkg")" "$out"
+    rmdir "$dir/tmp"
+    log "built $name in $((SECONDS - started)) s"
+  else
+    log "cached $name $version"
+  fi
+  ln -sfn "$out" "$assets/$name"
+}
+
+# build_cni: the four CNI plugins the node's network needs, in one folder (containerd's CNI
+# bin_dir), linked as assets/cni.
+build_cni() {
+  local dir="$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" mod=github.com/containernetworking/plugins
+  if [[ ! -x $dir/portmap ]]; then
+    log "building CNI plugins $CNI_PLUGINS_VERSION (first run only)"
+    mkdir -p "$dir"
+    local started=$SECONDS
+    GOBIN="$dir" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
+      "$mod/plugins/main/bridge@$CNI_PLUGINS_VERSION" "$mod/plugins/ipam/host-local@$CNI_PLUGINS_VERSION" \
+      "$mod/plugins/main/loopback@$CNI_PLUGINS_VERSION" "$mod/plugins/meta/portmap@$CNI_PLUGINS_VERSION"
+    log "built CNI plugins in $((SECONDS - started)) s"
+  else
+    log "cached CNI plugins $CNI_PLUGINS_VERSION"
+  fi
+  ln -sfn "$dir" "$assets/cni"
+}
+
+# build_pause: the sandbox image's only binary, from pause.c in the kubernetes release module
+# (no registry is reachable, so the node imports a pause image made here: test/support/node).
+build_pause() {
+  local out="$cache/bin/pause-$PAUSE_VERSION/pause"
+  if [[ ! -x $out ]]; then
+    local src
+    src=$(cd "$here/kube" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+    mkdir -p "$(dirname "$out")"
+    gcc -Os -static -DVERSION="v$PAUSE_VERSION-fencepost" -o "$out.tmp" "$src/build/pause/linux/pause.c"
+    mv "$out.tmp" "$out"
+    log "built pause"
+  else
+    log "cached pause $PAUSE_VERSION"
+  fi
+  ln -sfn "$out" "$assets/pause"
+}
+
 components=("$@")
 [[ ${#components[@]} -gt 0 ]] || components=(kube-apiserver kubectl etcd helm)
 for c in "${components[@]}"; do
@@ -70,7 +132,26 @@ for c in "${components[@]}"; do
         "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     kwok)
       build_one kwok kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" "-s -w" ;;
-    *) echo "build.sh: unknown component '$c' (known: kube-apiserver kubectl etcd helm kube-scheduler kube-controller-manager kwok)" >&2; exit 2 ;;
+    kubelet)
+      build_one kubelet kube k8s.io/kubernetes/cmd/kubelet "$KUBE_VERSION" "$(stamp_kube)" ;;
+    containerd)
+      # the daemon, its runc shim and ctr (images import); btrfs needs cgo and headers: left out
+      for b in containerd containerd-shim-runc-v2 ctr; do
+        go_install "$b" "github.com/containerd/containerd/v2/cmd/$b" "$CONTAINERD_VERSION" 0 no_btrfs \
+          "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+      done ;;
+    runc)
+      # cgo for runc's nsenter; the seccomp tag links Debian's libseccomp (libseccomp-dev)
+      go_install runc github.com/opencontainers/runc "$RUNC_VERSION" 1 seccomp \
+        "-s -w -X main.version=${RUNC_VERSION#v}" ;;
+    cni) build_cni ;;
+    crictl)
+      go_install crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRI_TOOLS_VERSION" 0 "" \
+        "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION" ;;
+    pause) build_pause ;;
+    node)
+      "${BASH_SOURCE[0]}" kubelet containerd runc cni crictl pause >/dev/null ;;
+    *) echo "build.sh: unknown component '$c' (known: kube-apiserver kubectl etcd helm kube-scheduler kube-controller-manager kwok kubelet containerd runc cni crictl pause node)" >&2; exit 2 ;;
   esac
 done
 echo "$assets"

@@ -7,6 +7,11 @@
  * `npm run testbed:up -- --with-nodes` adds kube-scheduler, kube-controller-manager and kwok with
  * two fake nodes, and runs every fencepost container of a scheduled pod as a local process (the
  * first run builds the three extra binaries, about 10 minutes on 2 cores).
+ *
+ * `npm run testbed:up -- --node` adds kube-scheduler, kube-controller-manager and one real node
+ * instead: containerd, runc, the CNI plugins and a kubelet (test/support/node), with the
+ * fencepost image imported as fencepost:e2e. As root only: the node changes the host (a bridge,
+ * iptables rules, sysctls, cgroups, mounts), and `npm run testbed:down` undoes every change.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
@@ -32,11 +37,24 @@ if (running !== undefined) {
 }
 
 const withNodes = process.argv.includes('--with-nodes');
+const realNode = process.argv.includes('--node');
+if (withNodes && realNode) {
+  process.stderr.write(
+    'testbed:up: --with-nodes (kwok) and --node (a real kubelet) are two kinds of cluster: pick one\n',
+  );
+  process.exit(2);
+}
+if (realNode && process.getuid?.() !== 0) {
+  process.stderr.write('testbed:up --node: a real node needs root (bridge, iptables, cgroups, mounts)\n');
+  process.exit(2);
+}
 const components = withNodes
   ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'kwok']
-  : [];
+  : realNode
+    ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'node']
+    : [];
 const assets =
-  (withNodes ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
+  (withNodes || realNode ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
   execFileSync(join(root, 'hack/testbed/build.sh'), components, {
     stdio: ['ignore', 'pipe', 'inherit'],
     encoding: 'utf8',
@@ -50,14 +68,14 @@ const assets =
 rmSync(TESTBED_DIR, { recursive: true, force: true });
 mkdirSync(TESTBED_DIR, { recursive: true });
 const log = openSync(join(TESTBED_DIR, 'serve.log'), 'a');
-const child = spawn(process.execPath, [join(root, 'hack/testbed/serve.ts'), ...(withNodes ? ['--with-nodes'] : [])], {
+const child = spawn(process.execPath, [join(root, 'hack/testbed/serve.ts'), ...process.argv.slice(2)], {
   detached: true,
   stdio: ['ignore', log, log],
   env: { ...process.env, KUBEBUILDER_ASSETS: assets },
 });
 child.unref();
 
-const deadline = performance.now() + 180_000;
+const deadline = performance.now() + (realNode ? 300_000 : 180_000);
 for (;;) {
   const state = readState();
   if (state !== undefined) {

@@ -4,6 +4,8 @@
  * Redis fencing backend, two controller replicas with leader election), and a pod runner that runs
  * every fencepost container of every scheduled pod as a local process with that pod's identity
  * (or, with FENCEPOST_E2E_RUNTIME=crun, as a crun container of the image in a sandbox per pod).
+ * With FENCEPOST_E2E_RUNTIME=kubelet there are no fake nodes and no pod runner: one real node
+ * (test/support/node: kubelet, containerd, runc, CNI) runs every container from the image.
  * On failure the controller logs and Events are what to read: dumpDiagnostics prints them.
  */
 import { execFile } from 'node:child_process';
@@ -14,9 +16,11 @@ import { CoreV1Api, CustomObjectsApi, CoordinationV1Api, type KubeConfig } from 
 import { afterAll, beforeAll } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
 import { imageFromEnv } from '../support/cluster/crun-container.ts';
-import { ensureImageRootfs } from '../support/image/archive.ts';
+import { ensureImageArchive, ensureImageRootfs } from '../support/image/archive.ts';
+import type { RealNode } from '../support/node/node.ts';
 import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
-import { findBinary } from '../support/testbed/assets.ts';
+import { KUBE_VERSION, findBinary } from '../support/testbed/assets.ts';
+import { getStatus } from '../support/testbed/http-probe.ts';
 import { startRedis, type RedisServer } from '../support/testbed/redis.ts';
 
 const run = promisify(execFile);
@@ -33,45 +37,104 @@ export const SYSTEM_NAMESPACE = 'fencepost-system';
  * FENCEPOST_IMAGE_ARCHIVE, or hack/build-image.sh, cached); anything else, as local processes
  * (the fast default).
  */
-export const RUNTIME = process.env['FENCEPOST_E2E_RUNTIME'] === 'crun' ? 'crun' : 'process';
+export const RUNTIME: 'crun' | 'kubelet' | 'process' =
+  process.env['FENCEPOST_E2E_RUNTIME'] === 'crun'
+    ? 'crun'
+    : process.env['FENCEPOST_E2E_RUNTIME'] === 'kubelet'
+      ? 'kubelet'
+      : 'process';
+/** ON_KUBELET says whether the files that prove the kubelet's own behaviour run (they need the real node). */
+export const ON_KUBELET = RUNTIME === 'kubelet';
+/** IMAGE is the image fencepost's pods name (imported into the real node's store as it). */
+export const IMAGE = 'fencepost:e2e';
+/** EXAMPLE_IMAGE and EXAMPLE_APP_IMAGE are what examples/ name: the release's image and an application's. */
+export const EXAMPLE_IMAGE = 'ghcr.io/fencepost/fencepost:0.1.0';
+export const EXAMPLE_APP_IMAGE = 'registry.example.com/singleton-worker:1.0.0';
 
 /** E2e gives a file its cluster once beforeAll has run. */
 export interface E2e {
   readonly cluster: Cluster;
   readonly redis: RedisServer;
+  /** runner is the pod runner (fake nodes only: on the real node using it throws). */
   readonly runner: PodRunner;
+  /** node is the real node (FENCEPOST_E2E_RUNTIME=kubelet; using it otherwise throws). */
+  readonly node: RealNode;
   readonly kc: KubeConfig;
   readonly core: CoreV1Api;
   readonly leases: CoordinationV1Api;
   readonly custom: CustomObjectsApi;
   readonly kubectl: (args: readonly string[]) => Promise<string>;
   readonly helm: (args: readonly string[]) => Promise<string>;
-  /** agentOf is the running fencepost-agent container of a pod, if any. */
+  /** agentOf is the running fencepost-agent container of a pod, if any (pod runner only). */
   readonly agentOf: (namespace: string, pod: string) => RunningContainer | undefined;
+  /**
+   * running lists the pods of a namespace whose container (or native sidecar) is running now:
+   * the pod runner's, or on the real node the pod status the kubelet reports.
+   */
+  readonly running: (namespace: string, container: string) => Promise<string[]>;
+  /**
+   * podGet asks a container's port over HTTP as a neighbour in its pod would (the agent's API
+   * listens on the pod's loopback): through the pod runner's port map, or on the real node
+   * inside the pod's network namespace. Status 0 when nothing answered.
+   */
+  readonly podGet: (
+    namespace: string,
+    pod: string,
+    container: string,
+    port: number,
+    path: string,
+  ) => Promise<{ status: number; body: string }>;
 }
 
 /**
  * useE2eCluster registers beforeAll/afterAll: start everything, install the chart with agent
  * RBAC for appNamespaces (created here), and tear it all down after the file.
  */
-export function useE2eCluster(appNamespaces: readonly string[], extraValues: readonly string[] = []): E2e {
+export function useE2eCluster(
+  appNamespaces: readonly string[],
+  extraValues: readonly string[] = [],
+  nodeMonitorGracePeriod?: string,
+): E2e {
   let e: E2e | undefined;
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
     const image = RUNTIME === 'crun' ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
+    // The real node's binaries (kubelet, containerd, runc, CNI, crictl, pause): built once into the
+    // testbed's cache, where findBinary looks; cached, this takes a second.
+    if (RUNTIME === 'kubelet')
+      await run(join(ROOT, 'hack/testbed/build.sh'), ['node'], { cwd: ROOT, maxBuffer: 16 << 20 });
+    const archive = RUNTIME === 'kubelet' ? ensureImageArchive() : undefined;
     // Say in every run's output what ran fencepost's containers: the closing notes quote it.
     process.stderr.write(
-      `[e2e] fencepost's containers: ${image === undefined ? 'local processes (FENCEPOST_E2E_RUNTIME unset)' : `crun, image root ${image.rootfs}${'digest' in image ? ` (${String(image.digest)})` : ''}`}\n`,
+      `[e2e] fencepost's containers: ${
+        archive !== undefined
+          ? `kubelet ${KUBE_VERSION} + containerd + runc on a real node, image ${IMAGE} imported from ${archive}`
+          : image === undefined
+            ? 'local processes (FENCEPOST_E2E_RUNTIME unset)'
+            : `crun, image root ${image.rootfs}${'digest' in image ? ` (${String(image.digest)})` : ''}`
+      }\n`,
     );
     const [cluster, redis] = await Promise.all([
       startCluster({
         installCrds: false,
         nodes: 2,
-        runtime: RUNTIME,
+        ...(RUNTIME === 'kubelet' ? {} : { runtime: RUNTIME }),
         ...(image !== undefined ? { image } : {}),
+        ...(archive !== undefined
+          ? {
+              realNode: {
+                // The image under the tests' name and the examples' (the release's); the pause
+                // image stands in for the examples' application, as in hack/e2e-kind.sh.
+                images: [{ archive, names: [IMAGE, EXAMPLE_IMAGE] }],
+                pauseAs: [EXAMPLE_APP_IMAGE],
+              },
+              nodeMonitorGracePeriod: nodeMonitorGracePeriod ?? '5m',
+            }
+          : {}),
       }),
       startRedis(),
     ]);
+    const node = cluster.node;
     stopAll = async () => {
       await cluster.stop();
       await redis.stop();
@@ -83,7 +146,10 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
     const helm = async (args: readonly string[]) =>
       (await run(findBinary('helm'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 })).stdout;
     for (const ns of appNamespaces) await kubectl(['create', 'namespace', ns]);
-    const runner = cluster.runPods('all');
+    const runner = node === undefined ? cluster.runPods('all') : undefined;
+    const kc = cluster.plane.kubeConfig();
+    // On the real node the controller reaches the test's Redis through the node's bridge.
+    const redisUrl = node === undefined ? redis.url : `redis://${node.exposeLoopback(redis.port)}`;
     await helm([
       'install',
       RELEASE,
@@ -96,9 +162,11 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
       '--set',
       'image.tag=e2e',
       '--set',
+      'image.pullPolicy=IfNotPresent',
+      '--set',
       'fencing.backend=Redis',
       '--set',
-      `fencing.redisUrl=${redis.url}`,
+      `fencing.redisUrl=${redisUrl}`,
       '--set',
       `agentRbac.namespaces={${appNamespaces.join(',')}}`,
       '--wait',
@@ -106,19 +174,56 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
       '120s',
       ...extraValues,
     ]);
-    const kc = cluster.plane.kubeConfig();
+    // What runs the chart's pods, for the record: the runtime's own list of containers and images.
+    if (node !== undefined) process.stderr.write(`[e2e] crictl ps after helm install:\n${node.crictl(['ps'])}`);
+    const only = <T>(what: string, v: T | undefined): T => {
+      if (v === undefined) throw new Error(`e2e: no ${what} with FENCEPOST_E2E_RUNTIME=${RUNTIME}`);
+      return v;
+    };
     e = {
       cluster,
       redis,
-      runner,
+      get runner() {
+        return only('pod runner', runner);
+      },
+      get node() {
+        return only('real node', node);
+      },
       kc,
       kubectl,
       helm,
       core: kc.makeApiClient(CoreV1Api),
       leases: kc.makeApiClient(CoordinationV1Api),
       custom: kc.makeApiClient(CustomObjectsApi),
+      running: async (namespace, container) => {
+        if (runner !== undefined)
+          return runner
+            .running()
+            .filter((c) => c.namespace === namespace && c.container === container)
+            .map((c) => c.pod);
+        const pods = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace });
+        return pods.items
+          .filter((p) =>
+            [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])].some(
+              (c) => c.name === container && c.state?.running !== undefined,
+            ),
+          )
+          .map((p) => p.metadata?.name ?? '');
+      },
+      podGet: async (namespace, pod, container, port, path) => {
+        if (node !== undefined) return node.podGet(namespace, pod, `http://127.0.0.1:${port}${path}`);
+        const c = only('pod runner', runner)
+          .containers()
+          .find((x) => x.namespace === namespace && x.pod === pod && x.container === container && x.proc.isRunning());
+        const local = c?.ports.get(port);
+        if (local === undefined) return { status: 0, body: `no running ${container} in ${namespace}/${pod}` };
+        return getStatus(`http://127.0.0.1:${local}${path}`, undefined, 1000).catch((err: unknown) => ({
+          status: 0,
+          body: String(err),
+        }));
+      },
       agentOf: (namespace, pod) =>
-        runner
+        only('pod runner', runner)
           .containers()
           .find(
             (c) =>
@@ -139,9 +244,11 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
 
 /** dumpDiagnostics returns the controllers' logs and the Events of a namespace, for failure messages. */
 export async function dumpDiagnostics(e: E2e, namespace: string): Promise<string> {
-  const dir = join(e.cluster.plane.dir, 'pods');
-  const logs = readdirSync(dir)
-    .filter((f) => f.startsWith(`${SYSTEM_NAMESPACE}.`) && f.endsWith('.log'))
+  const dir = e.cluster.node === undefined ? join(e.cluster.plane.dir, 'pods') : join(e.cluster.node.dir, 'pod-logs');
+  // The pod runner's logs are files named <namespace>.<pod>…log; the kubelet's, folders
+  // <namespace>_<pod>_<uid>/<container>/<restart>.log.
+  const logs = (readdirSync(dir, { recursive: true }) as string[])
+    .filter((f) => f.startsWith(`${SYSTEM_NAMESPACE}${e.cluster.node === undefined ? '.' : '_'}`) && f.endsWith('.log'))
     .map((f) => `--- ${f}\n${readFileSync(join(dir, f), 'utf8').split('\n').slice(-40).join('\n')}`);
   const events = await e
     .kubectl(['get', 'events', '-n', namespace, '--sort-by=.lastTimestamp'])

@@ -6,7 +6,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockSnapshot } from '../../src/agent/session.ts';
 import { parseLease } from '../../src/lease/record.ts';
-import { getStatus } from '../support/testbed/http-probe.ts';
 import type { E2e } from './e2e-cluster.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 
@@ -32,12 +31,10 @@ export async function snapshotOf(
   pod: string,
   lock: string,
 ): Promise<LockSnapshot | undefined> {
-  const port = e.agentOf(namespace, pod)?.ports.get(7370);
-  if (port === undefined) return undefined;
+  const r = await e.podGet(namespace, pod, 'fencepost-agent', 7370, `/v1/locks/${lock}`);
+  if (r.status !== 200) return undefined;
   try {
-    return JSON.parse(
-      (await getStatus(`http://127.0.0.1:${port}/v1/locks/${lock}`, undefined, 1000)).body,
-    ) as LockSnapshot;
+    return JSON.parse(r.body) as LockSnapshot;
   } catch {
     return undefined;
   }
@@ -45,9 +42,9 @@ export async function snapshotOf(
 
 /** believers lists the pods whose running agent says it holds the lock now. */
 export async function believers(e: E2e, namespace: string, lock: string): Promise<{ pod: string; token: string }[]> {
-  const agents = e.runner.running().filter((c) => c.namespace === namespace && c.container === 'fencepost-agent');
+  const agents = await e.running(namespace, 'fencepost-agent');
   const snaps = await Promise.all(
-    agents.map(async (a) => ({ pod: a.pod, snap: await snapshotOf(e, namespace, a.pod, lock) })),
+    agents.map(async (pod) => ({ pod, snap: await snapshotOf(e, namespace, pod, lock) })),
   );
   return snaps.filter((s) => s.snap?.held === true).map((s) => ({ pod: s.pod, token: s.snap?.token ?? '' }));
 }

@@ -2,7 +2,6 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../src/api/v1alpha1/distributedlock.ts';
 import { parseLease } from '../../src/lease/record.ts';
-import { getStatus } from '../support/testbed/http-probe.ts';
 import { eventually } from '../support/env.ts';
 import { ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 import { believers, watchHolders, type HolderTerm } from './holders.ts';
@@ -20,6 +19,7 @@ const DEPLOYMENT = 'singleton-worker';
 describe('a 3-replica singleton Deployment with the agent sidecar (examples/singleton-deployment.yaml)', () => {
   // The chart's dashboard too, serving its Service (0.0.0.0 and allowRemote: under crun a pod's
   // loopback is out of the test's reach; the process runner moves it to a loopback port anyway).
+  // On the real node (FENCEPOST_E2E_RUNTIME=kubelet) the kubelet runs every pod from the image.
   const e = useE2eCluster(
     [NS],
     [
@@ -90,14 +90,12 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
   it('installs with helm (two controller replicas, one leading) and runs three Ready pods with exactly one holder', async () => {
     await eventually(
       async () => {
-        const controllers = e.runner
-          .running()
-          .filter((c) => c.namespace === SYSTEM_NAMESPACE && c.container === 'controller');
+        const controllers = await e.running(SYSTEM_NAMESPACE, 'controller');
         expect(controllers).toHaveLength(2);
         const leading = await Promise.all(
-          controllers.map(async (c) =>
+          controllers.map(async (pod) =>
             /^leader_election_master_status\{name="fencepost-controller"\} 1$/m.test(
-              (await getStatus(`http://127.0.0.1:${c.ports.get(8080) ?? 0}/metrics`)).body,
+              (await e.podGet(SYSTEM_NAMESPACE, pod, 'controller', 8080, '/metrics')).body,
             ),
           ),
         );
@@ -160,20 +158,21 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
   it("the chart's dashboard, on its read-only ServiceAccount, shows the lock held by the holder with its token", async () => {
     const { pod, token } = await oneHolder();
     const dashboard = await eventually(
-      () => {
-        const c = e.runner
-          .running()
-          .find((r) => r.namespace === SYSTEM_NAMESPACE && r.pod.startsWith('fencepost-dashboard-'));
-        expect(c?.container).toBe('dashboard');
-        return c;
+      async () => {
+        const pods = (await e.running(SYSTEM_NAMESPACE, 'dashboard')).filter((p) =>
+          p.startsWith('fencepost-dashboard-'),
+        );
+        expect(pods).toHaveLength(1);
+        return pods[0] ?? '';
       },
       60_000,
       250,
     );
-    const url = `http://127.0.0.1:${dashboard?.ports.get(8300) ?? 0}`;
+    const get = (path: string): Promise<{ status: number; body: string }> =>
+      e.podGet(SYSTEM_NAMESPACE, dashboard, 'dashboard', 8300, path);
     await eventually(
       async () => {
-        const r = await getStatus(`${url}/api/locks/${NS}/${LOCK}`);
+        const r = await get(`/api/locks/${NS}/${LOCK}`);
         expect(r.status).toBe(200);
         const view = (JSON.parse(r.body) as LockDetail).lock;
         expect([view.holder, view.token, view.state]).toEqual([pod, token.toString(), 'Held']);
@@ -181,7 +180,7 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
       30_000,
       250,
     );
-    expect((await getStatus(`${url}/api/raw/pods/${NS}/${pod}`)).status).toBe(200);
+    expect((await get(`/api/raw/pods/${NS}/${pod}`)).status).toBe(200);
   });
 
   it('kubectl rollout restart: the lock moves to a new pod with a larger token, and there are never two holders', async () => {

@@ -11,6 +11,7 @@ import { startControllerManager, startKwok, startScheduler } from './components.
 import { createNodes, waitNodesReady } from './nodes.ts';
 import type { ImageUnderTest } from './crun-container.ts';
 import { startPodRunner, type PodRunner, type PodRuntime } from './pod-runner.ts';
+import { startNode, type NodeOptions, type RealNode } from '../node/node.ts';
 
 /** ClusterOptions configures startCluster. */
 export interface ClusterOptions extends ControlPlaneOptions {
@@ -22,6 +23,13 @@ export interface ClusterOptions extends ControlPlaneOptions {
   readonly runtime?: PodRuntime;
   /** image is the unpacked fencepost image for crun mode. */
   readonly image?: ImageUnderTest;
+  /**
+   * realNode replaces kwok's fake nodes with one real node (test/support/node: containerd, runc,
+   * CNI and a kubelet) whose image store gets the given archives; pod runners are not for it.
+   */
+  readonly realNode?: NodeOptions;
+  /** nodeMonitorGracePeriod is kube-controller-manager's (default 5m: see components.ts). */
+  readonly nodeMonitorGracePeriod?: string;
 }
 
 /** Cluster is a running control plane with nodes. */
@@ -29,6 +37,8 @@ export interface Cluster {
   readonly plane: ControlPlane;
   readonly nodes: readonly string[];
   readonly components: readonly ManagedProcess[];
+  /** node is the real node (realNode), else undefined. */
+  readonly node: RealNode | undefined;
   /** runPods starts a pod runner for namespaces (stopped with the cluster). */
   runPods(namespaces: readonly string[] | 'all'): PodRunner;
   stop(): Promise<void>;
@@ -36,25 +46,46 @@ export interface Cluster {
 
 /** startCluster starts the control plane, the three components and the nodes, and waits until the nodes are Ready. */
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
-  const plane = await startControlPlane(opts);
+  const plane = await startControlPlane({
+    ...opts,
+    ...(opts.realNode !== undefined ? { serviceAccountAdmission: true } : {}),
+  });
   const pidFile = join(plane.dir, 'pids');
   const components: ManagedProcess[] = [];
   const runners: PodRunner[] = [];
+  let node: RealNode | undefined;
   const stop = async (): Promise<void> => {
     await Promise.allSettled(runners.map((r) => r.stop()));
+    // The node first: its kubelet talks to the API server until the end, and its pods' teardown
+    // needs containerd; then the control-plane components.
+    const nodeStopped = node?.stop();
     await Promise.allSettled(components.map((c) => c.stop()));
+    const [nodeResult] = await Promise.allSettled([nodeStopped]);
     await plane.stop();
+    // A node that could not undo a host change says so after everything else has stopped.
+    if (nodeResult.status === 'rejected') throw nodeResult.reason;
   };
   try {
-    components.push(startKwok(plane, pidFile), startScheduler(plane, pidFile), startControllerManager(plane, pidFile));
+    components.push(
+      ...(opts.realNode === undefined ? [startKwok(plane, pidFile)] : []),
+      startScheduler(plane, pidFile),
+      startControllerManager(plane, pidFile, opts.nodeMonitorGracePeriod),
+    );
     const admin = plane.kubeConfig();
-    const nodes = await createNodes(admin, opts.nodes ?? 2);
-    await waitNodesReady(admin, nodes);
+    let nodes: string[];
+    if (opts.realNode !== undefined) {
+      node = await startNode(plane, { pidFile, ...opts.realNode });
+      nodes = [node.name];
+    } else {
+      nodes = await createNodes(admin, opts.nodes ?? 2);
+      await waitNodesReady(admin, nodes);
+    }
     for (const c of components) if (!c.isRunning()) throw new Error(`${c.name} exited: see ${c.logFile}`);
     const cluster: Cluster = {
       plane,
       nodes,
       components,
+      node,
       runPods(namespaces) {
         const r = startPodRunner({
           admin: plane.kubeConfig(),

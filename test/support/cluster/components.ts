@@ -31,7 +31,11 @@ export function startScheduler(plane: ControlPlane, pidFile?: string): ManagedPr
 }
 
 /** startControllerManager runs kube-controller-manager against the plane. */
-export function startControllerManager(plane: ControlPlane, pidFile?: string): ManagedProcess {
+export function startControllerManager(
+  plane: ControlPlane,
+  pidFile?: string,
+  nodeMonitorGracePeriod = '5m',
+): ManagedProcess {
   return spawnManaged('kube-controller-manager', findBinary('kube-controller-manager'), {
     args: [
       `--kubeconfig=${plane.kubeconfigPath}`,
@@ -42,8 +46,9 @@ export function startControllerManager(plane: ControlPlane, pidFile?: string): M
       `--root-ca-file=${plane.pki.caCert}`,
       `--service-account-private-key-file=${plane.pki.saKey}`,
       // kwok renews the fake nodes' heartbeat Leases; on a loaded 2-core machine a renewal can be
-      // late, and a node marked NotReady would mark its pods unready. Node loss is not under test.
-      '--node-monitor-grace-period=5m',
+      // late, and a node marked NotReady would mark its pods unready. The node-loss test with a
+      // real node shortens it, to see its kubelet's silence turn the Node NotReady.
+      `--node-monitor-grace-period=${nodeMonitorGracePeriod}`,
       '--v=1',
     ],
     logFile: join(plane.dir, 'kube-controller-manager.log'),

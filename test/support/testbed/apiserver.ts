@@ -27,6 +27,11 @@ export interface ApiServer {
 export interface ApiServerOptions {
   /** name names its log file and cert folder (default kube-apiserver, apiserver-certs). */
   readonly name?: string;
+  /**
+   * serviceAccountAdmission turns the ServiceAccount admission plugin on (off by default, as in
+   * envtest): a real kubelet mounts a pod's token only where the plugin added the volume.
+   */
+  readonly serviceAccountAdmission?: boolean;
   /** extraArgs are appended to the command line. */
   readonly extraArgs?: readonly string[];
 }
@@ -55,6 +60,11 @@ export async function startApiServer(
     `--tls-private-key-file=${pki.serverKey}`,
     `--client-ca-file=${pki.caCert}`,
     '--authorization-mode=RBAC',
+    // What the API server shows a kubelet (logs, exec) on a real node: the admin's certificate.
+    `--kubelet-client-certificate=${pki.adminCert}`,
+    `--kubelet-client-key=${pki.adminKey}`,
+    // by its address: a test node's name is no host name the resolver knows
+    '--kubelet-preferred-address-types=InternalIP,Hostname',
     '--service-cluster-ip-range=10.0.0.0/24',
     '--allow-privileged=true',
     `--service-account-issuer=${url}/`,
@@ -62,7 +72,7 @@ export async function startApiServer(
     `--service-account-signing-key-file=${pki.saKey}`,
     // As envtest does: no ServiceAccount admission (no token controller runs here), and no
     // endpoint reconciler (as kwok does: there is no real node behind the advertise address).
-    '--disable-admission-plugins=ServiceAccount',
+    ...(opts.serviceAccountAdmission === true ? [] : ['--disable-admission-plugins=ServiceAccount']),
     '--endpoint-reconciler-type=none',
     // Coordinated Leader Election (KEP-4355, beta and off by default in 1.36): without the gate the
     // API server drops Lease.spec.strategy and spec.preferredHolder, which fencepost honours.

@@ -99,10 +99,11 @@ export function ensurePki(dir: string): Pki {
   ecKey(pki.serverKey);
   openssl(['req', '-new', '-key', pki.serverKey, '-subj', '/CN=kube-apiserver', '-out', p('apiserver.csr')]);
   // 10.0.2.2: the host's loopback as a crun-run pod sees it (slirp4netns; test/support/cluster/sandbox.ts),
-  // its KUBERNETES_SERVICE_HOST; in-cluster config verifies the server by that address.
+  // its KUBERNETES_SERVICE_HOST; in-cluster config verifies the server by that address. 10.0.0.1:
+  // the `kubernetes` Service, which a real node's pods use (test/support/node/node.ts forwards it).
   writeFileSync(
     p('apiserver.ext'),
-    'subjectAltName=IP:127.0.0.1,IP:10.0.2.2,DNS:localhost,DNS:kubernetes.default.svc\n' +
+    'subjectAltName=IP:127.0.0.1,IP:10.0.2.2,IP:10.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' +
       'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n',
   );
   openssl([

@@ -28,6 +28,8 @@ export interface ControlPlaneOptions {
   readonly dir?: string;
   /** installCrds applies every YAML file in crds/ and waits for Established (default true). */
   readonly installCrds?: boolean;
+  /** serviceAccountAdmission: see ApiServerOptions (on for a cluster with a real node). */
+  readonly serviceAccountAdmission?: boolean;
 }
 
 /** ControlPlane is a running test control plane. */
@@ -97,7 +99,9 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   const etcd = await startEtcd(dir, pidFile);
   let apiServer: ApiServer;
   try {
-    apiServer = await startApiServer(dir, pki, etcd.clientUrl, pidFile);
+    apiServer = await startApiServer(dir, pki, etcd.clientUrl, pidFile, {
+      ...(opts.serviceAccountAdmission === true ? { serviceAccountAdmission: true } : {}),
+    });
   } catch (err) {
     await etcd.stop();
     throw err;
