@@ -40,6 +40,8 @@ const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concu
                           [--nemesis-minutes M]
   --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
                           then reports the trials actually run); results are written after each fault type
+  --out FILE              the run's raw JSON (default .results/soak/soak-<time>.json, not committed;
+                          node hack/soak-totals.ts --write FILE adds it to the committed summaries)
   --nemesis-minutes M     the combined nemesis instead: 4 candidates, 3 locks, a seeded fault every U[5, 15] s
                           for M minutes, then a final heal (--seed, --lease and --out apply)
 Fault types: ${FAULT_TYPES.join(', ')}
