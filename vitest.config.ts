@@ -2,7 +2,9 @@ import { defineConfig } from 'vitest/config';
 
 // Two projects: unit tests are pure and need nothing; integration tests share one real control
 // plane and redis-server per run (started in test/support/global-setup.ts) and get a fresh
-// namespace each, so they run in few forks with generous timeouts that only catch hangs.
+// namespace each, so they run in few forks with generous timeouts that only catch hangs. The long
+// tier (`npm run test:long`, FENCEPOST_TEST_TIER=long, test/support/tier.ts) runs some of the same
+// files at larger sizes.
 export default defineConfig({
   test: {
     projects: [

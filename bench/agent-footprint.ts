@@ -21,12 +21,12 @@
  * modules it loads (a `module.registerHooks` load hook given with --import); the shipped agent's
  * modules are its bundle (Bun's metafile).
  *
- * Writes bench/results/agent-footprint.json and prints a table. Every process it starts is stopped
+ * Writes .results/bench/agent-footprint.json and prints a table. Every process it starts is stopped
  * by PID at the end, also on failure or Ctrl-C.
  */
 import { execFileSync } from 'node:child_process';
 import { loadavg, tmpdir } from 'node:os';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -51,12 +51,12 @@ import {
   runMain,
   startServers,
   textTable,
+  writeResult,
 } from './lib.ts';
 import { clientGoVersion, ensureClientGoPeer } from './peers/client-go-peer.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
-const OUT = join(ROOT, 'bench/results/agent-footprint.json');
 const LOCK = 'bench';
 /** PEER_LEASE: the Lease the client-go peer campaigns for (its own, not the DistributedLock's). */
 const PEER_LEASE = 'bench-client-go';
@@ -444,10 +444,9 @@ async function main(): Promise<void> {
       idle: { node: memOf(idle.node), bun: memOf(idle.bun) },
       modules: { node: modules, shipped: bundled },
     };
-    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-    writeFileSync(OUT, `${JSON.stringify(result, null, 2)}\n`);
+    const out = writeResult('agent-footprint.json', result);
     process.stdout.write(table(result));
-    process.stdout.write(`\nWrote ${relative(process.cwd(), OUT) || OUT}\n`);
+    process.stdout.write(`\nWrote ${relative(process.cwd(), out) || out}\n`);
   } finally {
     await Promise.allSettled(procs.map((p) => p.stop()));
     await controller?.stop().catch(() => undefined);

@@ -5,7 +5,7 @@
  * code (a module graph's RSS is mostly compiled code, parsed source and the objects its top level
  * builds). The agent (`src/cli/main.ts agent`) loads src/cli/agent.ts and its imports; main.ts
  * imports the other subcommands only when they run. No servers needed. Writes
- * bench/results/agent-imports.json.
+ * .results/bench/agent-imports.json.
  */
 import { execFileSync } from 'node:child_process';
 import { join, relative, resolve } from 'node:path';

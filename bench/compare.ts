@@ -33,7 +33,7 @@
  * and of etcd's revision (one per committed write) over a window, minus the idle window, per
  * minute. fencepost's figures include its controller's requests.
  *
- * Writes bench/results/compare.json (compare-quick.json with --quick) and prints a table.
+ * Writes .results/bench/compare.json (compare-quick.json with --quick) and prints a table.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,11 +88,11 @@ const USAGE = `Usage: node bench/compare.ts [--runs N] [--window S] [--defaults-
 
   --runs N       runs per scenario and system (default 30)
   --window S     steady-state measuring window per system, seconds (default 60)
-  --quick        write bench/results/compare-quick.json instead of compare.json
+  --quick        write .results/bench/compare-quick.json instead of compare.json
   --skip-steady  leave out the steady-state API load
   --defaults-crash-runs N  silent crashes of client-go at its defaults (15 s each; default 10)
   --only LIST    only these scenarios (comma-separated: handoff, crash-silent, crash-terminated; none: steady state only)
-  --out FILE     the results file name under bench/results/ (default compare.json / compare-quick.json)
+  --out FILE     the results file name under .results/bench/ (default compare.json / compare-quick.json)
 `;
 
 type Scenario = 'handoff' | 'crash-silent' | 'crash-terminated';

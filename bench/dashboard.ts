@@ -20,7 +20,7 @@
  *      SystemInfo.getProcessInfo; RSS and PSS — shared pages divided among their users — from
  *      /proc) and the page's JSHeapUsedSize (CDP
  *      Performance.getMetrics).
- * Prints a summary and writes bench/results/dashboard.json, with the machine and its load average
+ * Prints a summary and writes .results/bench/dashboard.json, with the machine and its load average
  * at start and end. The machine is shared: run it under `flock /tmp/fencepost-heavy.lock`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';

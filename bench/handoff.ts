@@ -23,10 +23,10 @@
  *
  * Two series, one control plane: the Redis fencing backend (controller given the Redis URL), then
  * the embedded Lease backend (controller without Redis), each in a fresh namespace with its own
- * controller. Writes bench/results/handoff.json and prints a table. Every process it starts is
+ * controller. Writes .results/bench/handoff.json and prints a table. Every process it starts is
  * stopped by PID at the end, also on failure or Ctrl-C.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
@@ -58,11 +58,11 @@ import {
   runMain,
   startServers,
   textTable,
+  writeResult,
 } from './lib.ts';
 import { leaseName } from '../src/protocol/names.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const OUT = join(ROOT, 'bench/results/handoff.json');
 const LOCK = 'bench';
 const LEASE = leaseName(LOCK);
 const SCRATCH = 'bench-scratch';
@@ -664,10 +664,9 @@ async function main(): Promise<void> {
       },
       series,
     };
-    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-    writeFileSync(OUT, `${JSON.stringify(result, null, 2)}\n`);
+    const out = writeResult('handoff.json', result);
     process.stdout.write(table(series, runs, result.machine, result.versions));
-    process.stdout.write(`\nWrote ${relative(process.cwd(), OUT) || OUT}\n`);
+    process.stdout.write(`\nWrote ${relative(process.cwd(), out) || out}\n`);
   } finally {
     await Promise.allSettled([plane?.stop(), redis?.stop()]);
     interrupt.dispose();

@@ -21,7 +21,7 @@
  * Reported per run: release observed → the new holder's first accepted write (the gap), request →
  * release observed, request → new holder's first accepted write; and, over the whole run, how many
  * writes of an old holder the store accepted after the new holder's first accepted write (must be
- * 0). Writes bench/results/handover.json with the machine and its load average.
+ * 0). Writes .results/bench/handover.json with the machine and its load average.
  */
 import { mkdtempSync } from 'node:fs';
 import { request } from 'node:http';

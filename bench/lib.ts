@@ -2,10 +2,11 @@
  * Pieces every benchmark in bench/ shares: nearest-rank percentiles, the --runs flag, stopping
  * on SIGINT/SIGTERM, starting the testbed's servers, and a description of the machine.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { arch, cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { RESULTS_DIR, resultsPath } from '../hack/results.ts';
 import { startControlPlane, type ControlPlane } from '../test/support/testbed/control-plane.ts';
 import { startRedis, type RedisServer } from '../test/support/testbed/redis.ts';
 
@@ -134,13 +135,18 @@ export function loadAverage(): LoadAverage {
   return { at: new Date().toISOString(), one: round2(one), five: round2(five), fifteen: round2(fifteen) };
 }
 
-/** RESULTS_DIR is where every benchmark writes its JSON. */
-export const RESULTS_DIR = join(import.meta.dirname, 'results');
+/** RAW_DIR is where every benchmark run writes its JSON: under the ignored raw results (hack/results.ts). */
+export const RAW_DIR = join(RESULTS_DIR, 'bench');
 
-/** writeResult writes bench/results/<file> (pretty JSON) and returns its path. */
+/**
+ * KEPT_DIR is the committed bench/results/: one file per benchmark, the run whose figures the docs
+ * quote (`npm run bench:keep -- NAME…` copies a run there; report.ts and plot.ts read it).
+ */
+export const KEPT_DIR = join(import.meta.dirname, 'results');
+
+/** writeResult writes RAW_DIR/<file> (pretty JSON) and returns its path. */
 export function writeResult(file: string, result: unknown): string {
-  mkdirSync(RESULTS_DIR, { recursive: true });
-  const path = join(RESULTS_DIR, file);
+  const path = resultsPath('bench', file);
   writeFileSync(path, `${JSON.stringify(result, null, 2)}\n`);
   return path;
 }

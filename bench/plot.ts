@@ -5,6 +5,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { KEPT_DIR } from './lib.ts';
 import { ecdf, lineChart, type Series } from './svg-chart.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -161,7 +162,7 @@ function plotScale(r: ScaleResult): void {
   );
 }
 
-const results = join(ROOT, 'bench/results');
+const results = KEPT_DIR;
 const compare = join(results, 'compare.json');
 const scale = join(results, 'scale.json');
 if (existsSync(compare)) plotCompare(JSON.parse(readFileSync(compare, 'utf8')) as CompareResult);

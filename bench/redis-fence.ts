@@ -7,7 +7,7 @@
  *   - guard throughput: fenced writes per second for S seconds with 1 and with 32 writes in flight
  *     on one connection (ioredis pipelines them), over 100 keys, the tokens rising; and the stale
  *     write rejection path (a token below the mark) at 32 in flight.
- * Writes bench/results/redis-fence.json and prints a table.
+ * Writes .results/bench/redis-fence.json and prints a table.
  */
 import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -30,7 +30,7 @@ const USAGE = `Usage: node bench/redis-fence.ts [--runs N] [--seconds S] [--out 
 
   --runs N      sequential round trips per figure (default 2000)
   --seconds S   seconds per throughput figure (default 5)
-  --out FILE    results file under bench/results/ (default redis-fence.json)
+  --out FILE    results file under .results/bench/ (default redis-fence.json)
 `;
 
 async function timeEach(n: number, fn: (i: number) => Promise<unknown>): Promise<number[]> {

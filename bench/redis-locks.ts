@@ -12,7 +12,7 @@
  *     over the implementations in 10 rounds after a warm-up round;
  *   - contention: W workers, each with its own connections, take and release the same lock
  *     for S seconds: acquisitions per second, and each acquire's wait (p50/p99).
- * Writes bench/results/redis-locks.json (machine, load average at start and end) and prints a table.
+ * Writes .results/bench/redis-locks.json (machine, load average at start and end) and prints a table.
  */
 import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -39,7 +39,7 @@ const USAGE = `Usage: node bench/redis-locks.ts [--runs N] [--seconds S] [--work
                 (default 2000; Lease: N/20)
   --seconds S   seconds of contention per implementation (default 5)
   --workers W   contending workers (default 8)
-  --out FILE    results file under bench/results/ (default redis-locks.json)
+  --out FILE    results file under .results/bench/ (default redis-locks.json)
 `;
 
 /** TTL_MS: every lock's time to live (Redis stores, peers) or lease (Lease store). */

@@ -38,7 +38,7 @@ const USAGE = `Usage: node bench/redis-store-layers.ts [--runs N] [--masters 1|5
   --runs N      acquire+release pairs per layer, interleaved one by one (default 10000)
   --masters M   1: the Redis store (default); 5: the Redlock store on five redis-servers
 
-Writes bench/results/redis-store-layers.json (redis-store-layers-5.json for five masters).
+Writes .results/bench/redis-store-layers.json (redis-store-layers-5.json for five masters).
 `;
 
 const TTL_MS = 10_000;

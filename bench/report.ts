@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { RESULTS_DIR, type Stats } from './lib.ts';
+import { KEPT_DIR, type Stats } from './lib.ts';
 
 interface Timings {
   readonly leaseDurationSeconds: number;
@@ -71,7 +71,7 @@ interface Scale {
 }
 
 const read = <T>(file: string): T | undefined => {
-  const p = join(RESULTS_DIR, file);
+  const p = join(KEPT_DIR, file);
   return existsSync(p) ? (JSON.parse(readFileSync(p, 'utf8')) as T) : undefined;
 };
 const ms = (v: number | undefined): string =>

@@ -1,7 +1,9 @@
 /**
  * run.ts — `npm run bench` (quick, a few minutes) and `npm run bench -- --full` (the published
  * figures, about an hour on 2 cores): every benchmark in turn, each in its own process so that
- * none shares an event loop or a control plane with another, then the plots.
+ * none shares an event loop or a control plane with another, then the plots. Every run writes its
+ * JSON under .results/bench/ (hack/results.ts); the full run then keeps its results in the committed
+ * bench/results/ (keep.ts), one file per benchmark, which the plots and docs/benchmarks.md use.
  *
  * quick: compare (3 runs, 15 s steady windows) → compare-quick.json; scale (100 and 1,000 locks,
  *   20 s steady) → scale-quick.json; Redis fencing (500 calls, 2 s) → redis-fence-quick.json.
@@ -43,11 +45,30 @@ const steps: [string, string, string[]][] = full
     ];
 const only = values.only?.split(',');
 let failed = 0;
+// The full run's results are the published ones: each is kept in bench/results/ (keep.ts) before
+// the plots are drawn from it. A quick run stays in the raw results only.
+const KEEP: Record<string, string[]> = {
+  compare: ['compare'],
+  scale: ['scale', 'scale-workers4'],
+  redis: ['redis-fence'],
+  agent: ['agent-footprint', 'agent-imports'],
+  handoff: ['handoff'],
+};
+const ran = new Set<string>();
+const broke = new Set<string>();
 for (const [name, file, args] of steps) {
   if (only !== undefined && !only.includes(name)) continue;
+  if (name === 'plot' && full) {
+    const names = [
+      ...new Set(Object.entries(KEEP).flatMap(([n, files]) => (ran.has(n) && !broke.has(n) ? files : []))),
+    ];
+    if (names.length > 0) spawnSync(process.execPath, [join(BENCH, 'keep.ts'), ...names], { stdio: 'inherit' });
+  }
   process.stderr.write(`\n=== ${name}: node bench/${file} ${args.join(' ')}\n`);
   const r = spawnSync(process.execPath, [join(BENCH, file), ...args], { stdio: 'inherit' });
+  ran.add(name);
   if (r.status !== 0) {
+    broke.add(name);
     failed++;
     process.stderr.write(`=== ${name} failed (exit ${r.status ?? r.signal ?? '?'})\n`);
   }

@@ -18,7 +18,7 @@
  * Locks: leaseDurationSeconds 300, renewPeriodSeconds 60 (N/60 renews per second at steady state),
  * so holders do not expire while the controller is still granting the rest.
  *
- * Writes bench/results/scale.json (one entry per N) and prints a table. A size that does not
+ * Writes .results/bench/scale.json (one entry per N) and prints a table. A size that does not
  * finish within --timeout is recorded as such, with how far it got.
  */
 import { readFileSync } from 'node:fs';
@@ -65,7 +65,7 @@ const USAGE = `Usage: node bench/scale.ts [--locks LIST] [--steady S] [--timeout
   --locks LIST   lock counts, comma-separated (default 100,1000,10000)
   --steady S     seconds of renewing after all are granted (default 60)
   --timeout S    give up on a size after this many seconds of cold start (default 600)
-  --out FILE     results file under bench/results/ (default scale.json)
+  --out FILE     results file under .results/bench/ (default scale.json)
   --workers N    the controller's --workers (default 4, its default)
   --node-options OPTS  NODE_OPTIONS for the controller (e.g. --max-old-space-size=192)
 `;

@@ -17,16 +17,17 @@
  *   node hack/soak.ts --calibrate no-drain --fault exec-handover     ... exec deaf to planned handovers
  *   node hack/soak.ts --calibrate phase-proof --fault node-loss      ... a controller taking phase Failed as proof
  *   node hack/soak.ts --calibrate permits --fault semaphore          ... a controller granting one permit more than spec.permits
- *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (T24) instead of trials
+ *   node hack/soak.ts --nemesis-minutes 15 --seed S       the combined nemesis (overlapping faults) instead of trials
  *
  * Exit code: 0 when every trial held S1–S5 and no holder took a term up again after reporting it
  * lost (or, calibrating, when violations were found), 1 otherwise.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';
+import { resultsPath } from './results.ts';
 import { formatFailures, runTrials, summarize, type FaultSummary } from '../test/safety/runner.ts';
 import { formatOutageTable } from '../test/safety/faults/apiserver.ts';
 import { formatStepDowns, formatTable } from '../test/safety/report.ts';
@@ -34,12 +35,13 @@ import { startSafetyBed } from '../test/safety/testbed.ts';
 import { CALIBRATIONS, FAULT_TYPES, type Calibration, type FaultType, type TrialResult } from '../test/safety/trial.ts';
 import { runNemesisSoak } from '../test/safety/nemesis-soak.ts';
 
-const root = resolve(import.meta.dirname, '..');
 const USAGE = `Usage: node hack/soak.ts [--trials N] [--fault TYPE ...] [--concurrency K] [--seed S] [--lease SECONDS]
                           [--calibrate ${CALIBRATIONS.join('|')}] [--minutes-per-fault M] [--out FILE] [--keep-logs]
                           [--nemesis-minutes M]
   --minutes-per-fault M   stop starting new trials of a fault type after M minutes (the table
                           then reports the trials actually run); results are written after each fault type
+  --out FILE              the run's raw JSON (default .results/soak/soak-<time>.json, not committed;
+                          node hack/soak-totals.ts --write FILE adds it to the committed summaries)
   --nemesis-minutes M     the combined nemesis instead: 4 candidates, 3 locks, a seeded fault every U[5, 15] s
                           for M minutes, then a final heal (--seed, --lease and --out apply)
 Fault types: ${FAULT_TYPES.join(', ')}
@@ -102,9 +104,8 @@ try {
     calibrate,
     out:
       values.out ??
-      join(
-        root,
-        'test/safety/results',
+      resultsPath(
+        'soak',
         `${values['nemesis-minutes'] !== undefined ? 'nemesis-' : ''}soak-${calibrate !== undefined ? `calibrate-${calibrate}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`,
       ),
     keepLogs: values['keep-logs'],
@@ -265,14 +266,16 @@ if (failures !== '') process.stdout.write(`\n${failures}\n`);
 process.stdout.write(
   `\nseed ${opts.seed}; ${ran()} trials in ${Math.round(wallMs / 1000)} s; ${violations} trial(s) with violations; results in ${opts.out}\n`,
 );
-// A term taken up again after its holder reported it lost breaks FAULTS T11 (a new term needs a new token).
+// A term taken up again after its holder reported it lost: a holder that stepped down must never use
+// its old token again, since the successor's writes may already be above it.
 const resumed = summaries.reduce((a, s) => a + (s.resumedAfterLoss ?? 0), 0);
-if (resumed > 0)
-  process.stdout.write(`${resumed} term(s) taken up again after their holder reported them lost (T11)\n`);
-// A grant before a cut-off holder stepped down after its Lease was deleted (issue 15, finding 7).
+if (resumed > 0) process.stdout.write(`${resumed} term(s) taken up again after their holder reported them lost\n`);
+// A grant before a cut-off holder stepped down after its Lease was deleted: the deleted Lease must
+// come back marked Lost, or the next pod is granted while the old holder still believes.
 const early = summaries.reduce((a, s) => a + (s.counters['grantedBeforeStepDown'] ?? 0), 0);
 if (early > 0) process.stdout.write(`${early} grant(s) before the cut-off holder stepped down (lease-delete)\n`);
-// A run id run again after its completion (issue 15, finding 4).
+// A run id run again after its completion: the run-once gate must look again after its grant, as a
+// slow pod watch lets a second pod in after the first finished.
 const runTwice = summaries.reduce((a, s) => a + (s.counters['runIdViolations'] ?? 0), 0);
 if (runTwice > 0) process.stdout.write(`${runTwice} run id(s) run again after their completion (run-id-fleet)\n`);
 // A Lease or status write of a co-tenant that the lease-protection policy let through (co-tenant, policy variant).
@@ -281,7 +284,8 @@ if (bypassed > 0) process.stdout.write(`${bypassed} co-tenant write(s) the lease
 // A lock that was granted no more after a co-tenant's attacks (co-tenant: no grant after the hand-off).
 const wedged = summaries.reduce((a, s) => a + (s.counters['wedged'] ?? 0), 0);
 if (wedged > 0) process.stdout.write(`${wedged} lock(s) granted no more after a co-tenant's attacks (co-tenant)\n`);
-// exec-tree (issue 15, finding 1) and node-loss (finding 3): counters that must be 0.
+// exec-tree (a grandchild of exec outliving the term) and node-loss (a pod's phase is no proof that its
+// containers stopped): counters that must be 0.
 const total15 = (names: readonly string[]): number =>
   summaries.reduce((a, s) => a + names.reduce((b, k) => b + (s.counters[k] ?? 0), 0), 0);
 const TREE = ['treeWritesAfterGrant', 'treeAttemptsAfterGrant', 'treeWritesAfterResume', 'treeProcessesLeft'];
@@ -293,7 +297,7 @@ if (beforeLeaseEnd > 0)
   process.stdout.write(
     `${beforeLeaseEnd} grant(s) before the cut-off holder's lease (+ lock delay) ended (node-loss)\n`,
   );
-// A planned handover (issue 18): two believers without a pause, or a stale request that moved the lock.
+// A planned handover: two believers without a pause, or a stale request that moved the lock.
 const handoverWrong = total15(['handoverOverlap', 'staleHandedOver']);
 if (handoverWrong > 0)
   process.stdout.write(`${handoverWrong} handover(s) with two believers or moved by a stale request (handover)\n`);

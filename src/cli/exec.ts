@@ -71,7 +71,8 @@ export interface ExecCalibration {
 /**
  * runExec runs the command under the lock and returns the exit status. `spawn` starts the command
  * (spawnGroup); only the safety suite's calibration passes another (test/safety/faults/child-only-exec.ts,
- * which signals the direct child alone, as exec did before issue 15's finding 1), or a calibration.
+ * which signals the direct child alone, as exec once did — and a grandchild outlived the term and
+ * wrote after the successor's grant), or a calibration.
  */
 export async function runExec(
   argv: readonly string[],

@@ -1,6 +1,6 @@
 /**
  * Shards: several Redis deployments for the controller's fencing counters, so that one Redis is
- * not every lock's bottleneck (issue 19). Each counter key is placed on one shard by rendezvous
+ * not every lock's bottleneck (one Redis caps the grants per second of every lock at once). Each counter key is placed on one shard by rendezvous
  * (highest-random-weight) hashing of the shard's identity and the key: stable while the shard set
  * is, and a change of the set moves only the keys of the shards added or removed (about 1/N of
  * them), never the others.

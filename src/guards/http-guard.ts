@@ -19,7 +19,7 @@
  * done). `httpGuard` (the middleware) and `book.guarded` do all of that; use `check`/`commit`
  * directly only inside `enter`.
  *
- * Scope (issue 15, finding 9). By default the middleware keeps **one mark per lock**
+ * Scope: a mark per resource let a stale holder write what its successor had not, so by default the middleware keeps **one mark per lock**
  * (`fencepost:lock:<lock>`, lock 'default') for every request it guards: once token N+1 has
  * written any path, token N can write none. `scope: 'resource'` keeps one mark per resource
  * (by default the normalised URL path, see normalizeResource) — weaker: a stale holder can still

@@ -9,7 +9,7 @@
  * then lexicographically): Lua numbers are doubles and would confuse 9007199254740993 with
  * 9007199254740992.
  *
- * Scope (issue 15, finding 9). By default a guard keeps **one mark per lock** for every key it
+ * Scope: a mark per key let a stale holder write what its successor had not, so by default a guard keeps **one mark per lock** for every key it
  * writes or deletes: once the holder of token N+1 has written (or deleted, or `advance`d) anything,
  * the holder of token N can write nothing, not even a key N+1 never touched, and cannot bring back
  * a key N+1 deleted. `scope: 'key'` keeps one mark per data key instead, which is weaker: a stale

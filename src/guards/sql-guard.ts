@@ -2,7 +2,8 @@
  * The SQL fencing guard, as statement text (no driver): every fenced write is a single statement,
  * so the database's row lock makes check and write atomic.
  *
- * Two scopes (issue 15, finding 9):
+ * Two scopes (a mark per row let a stale holder write the rows its successor had not, hence the
+ * per-lock default):
  * - **One mark per lock** (the default of postgresGuard; `lockFenced*Sql`): a fence table holds
  *   one row per lock, `(lock text PRIMARY KEY, token bigint)` (`fenceTableSql` creates it), and
  *   each statement first raises that row to the token — only if it is not above it — and writes

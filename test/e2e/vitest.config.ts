@@ -1,5 +1,16 @@
 import { resolve } from 'node:path';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+import { LONG } from '../support/tier.ts';
+
+/**
+ * LONG_ONLY: e2e files that run only in the long tier (`hack/npm run test:long`). node-loss waits
+ * out kube-controller-manager's pod GC and a 90 s lease (about 100 s of the suite's 190 s); the rule
+ * it proves on a real cluster — a holder whose pod the GC marked Failed keeps the lock until its
+ * lease and lock delay have passed — is checked on every CI run by the safety suite's node-loss
+ * trials (the real controller and API server, the GC's two calls made by the trial) and by the
+ * decision's unit tests (test/unit/controllers/decide.test.ts, pods.test.ts).
+ */
+const LONG_ONLY = ['test/e2e/node-loss.test.ts'];
 
 // `npm run test:e2e`: each file starts its own cluster with nodes (about 5 s), installs the chart
 // with helm and runs scenarios that take tens of seconds; files run one at a time (2 cores).
@@ -9,6 +20,7 @@ export default defineConfig({
   test: {
     name: 'e2e',
     include: ['test/e2e/**/*.test.ts'],
+    exclude: [...configDefaults.exclude, ...(LONG ? [] : LONG_ONLY)],
     pool: 'forks',
     maxWorkers: 1,
     fileParallelism: false,

@@ -1,12 +1,14 @@
 /**
- * The combined nemesis in CI (docs/safety.md T24): about 90 seconds of overlapping faults (pauses,
- * kills, partitions, store delays, clock steps, counter Redis data loss, controller kills) on 4
- * candidate processes contending for 3 locks, on the shared control plane (no fault stops the
- * shared API server), then a healing final phase. Every lock's history must hold S1–S5 and H.
+ * The combined nemesis in CI (docs/safety.md, "The combined nemesis"): 30 seconds of overlapping
+ * faults (pauses, kills, partitions, store delays, clock steps, counter Redis data loss, controller
+ * kills) on 4 candidate processes contending for 3 locks, on the shared control plane (no fault
+ * stops the shared API server), then a healing final phase. Every lock's history must hold S1–S5
+ * and H.
  *
- * NEMESIS_SECONDS (default 60) and SAFETY_SEED (random and printed when unset) replay or stretch
- * it; the soak form is `node hack/soak.ts --nemesis-minutes M --seed S --lease 1`. The recovery
- * bound below only catches hangs: liveness is reported, not asserted.
+ * NEMESIS_SECONDS (default 30; 60 in the long tier, `hack/npm run test:long`) and SAFETY_SEED
+ * (random and printed when unset) replay or stretch it; the soak form is
+ * `node hack/soak.ts --nemesis-minutes M --seed S --lease 1`. The recovery bound below only
+ * catches hangs: liveness is reported, not asserted.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sharedKubeconfigPath } from '../support/env.ts';
@@ -14,8 +16,11 @@ import { LEASE_SECONDS, SEED } from './ci-settings.ts';
 import { runNemesis } from './nemesis.ts';
 import { formatNemesis } from './nemesis-report.ts';
 import { startSafetyBed, type SafetyBed } from './testbed.ts';
+import { tierSize } from '../support/tier.ts';
 
-const SECONDS = Number(process.env['NEMESIS_SECONDS'] ?? '60');
+// 30 s start about ten overlapping faults (one every U[1.5, 4] s) on each CI run; the long tier's
+// 60 s and the 15-minute soak are the lengths that find rare interleavings.
+const SECONDS = tierSize('NEMESIS_SECONDS', 30, 60);
 /** RECOVERY_BOUND_MS: a hang catcher, far above L + R + P + reconcile on a loaded machine. */
 const RECOVERY_BOUND_MS = 90_000;
 

@@ -1,5 +1,6 @@
 /**
- * The safety suite in CI: every fault type, SAFETY_TRIALS trials each (default 12), on the shared
+ * The safety suite in CI: every fault type, SAFETY_TRIALS trials each (default 4; 12 in the long
+ * tier, `hack/npm run test:long`; the soak, hack/soak.ts, runs the thousands), on the shared
  * control plane, each trial on its own lock, SAFETY_CONCURRENCY at a time (the calibration runs
  * are in calibration.test.ts). The seed is printed, and every failed trial with its replay
  * command (`npm run soak -- --fault F --trials 1 --seed S`).
@@ -13,9 +14,11 @@ import { CONCURRENCY, LEASE_SECONDS, printSummaries as print, SEED, SETUP_RETRIE
 import { runTrials } from './runner.ts';
 import { startSafetyBed, type SafetyBed } from './testbed.ts';
 import { FAULT_TYPES } from './trial.ts';
+import { tierSize } from '../support/tier.ts';
 
-// 12 per fault type keeps CI's warm run near its budget; the soak (hack/soak.ts) runs the thousands.
-const TRIALS = Number(process.env['SAFETY_TRIALS'] ?? '12');
+// 4 per fault type injects every fault and checks every counter on each CI run within its budget;
+// the long tier's 12 and the soak's thousands are what measure rates.
+const TRIALS = tierSize('SAFETY_TRIALS', 4, 12);
 
 /** OWN_PLANE: fault types that stop or pause the control plane, run on a plane of their own (never the shared one). */
 const OWN_PLANE = new Set<string>(['apiserver']);
@@ -57,35 +60,36 @@ describe('the safety suite', () => {
       expect
         .soft(
           s.resumedAfterLoss ?? 0,
-          `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`,
+          `${s.fault}: terms taken up again after their holder reported them lost (a new term needs a new token: the successor may have written above the old one)`,
         )
         .toBe(0);
       expect
         .soft(
           s.counters['grantedBeforeStepDown'] ?? 0,
-          `${s.fault}: grants before the cut-off holder stepped down (issue 15 finding 7: the Lease deleted)`,
+          `${s.fault}: grants before the cut-off holder stepped down (a deleted Lease must come back marked Lost)`,
         )
         .toBe(0);
       expect
         .soft(
           s.counters['runIdViolations'] ?? 0,
-          `${s.fault}: run ids run again after their completion (issue 15 finding 4)`,
+          `${s.fault}: run ids run again after their completion (the gate must look again after its grant)`,
         )
         .toBe(0);
       expect
         .soft(
           s.counters['policyBypassed'] ?? 0,
-          `${s.fault}: co-tenant Lease or status writes the lease-protection policy let through (issue 15 finding 2)`,
+          `${s.fault}: co-tenant Lease or status writes the lease-protection policy let through (a lowered token must not reach the Lease)`,
         )
         .toBe(0);
-      // Issue 15 finding 1 (exec-tree) and finding 3 (node-loss): see faults/exec-tree.ts and faults/node-loss.ts.
+      // exec-tree (a grandchild outliving the term) and node-loss (a pod's phase taken as proof that
+      // its containers stopped): see faults/exec-tree.ts and faults/node-loss.ts.
       for (const k of [
         'treeWritesAfterGrant',
         'treeAttemptsAfterGrant',
         'treeWritesAfterResume',
         'treeProcessesLeft',
         'grantedBeforeLeaseEnd',
-        // Issue 18: a planned handover never makes two believers; a stale request moves nothing.
+        // A planned handover never makes two believers; a stale request moves nothing.
         'handoverOverlap',
         'staleHandedOver',
         // co-tenant: a lock granted no more after the attacks (a lowered token needs no repair).
@@ -138,7 +142,7 @@ describe('the safety suite, control-plane outages (on a control plane of its own
       expect
         .soft(
           s.resumedAfterLoss ?? 0,
-          `${s.fault}: terms taken up again after their holder reported them lost (T11: a new term needs a new token)`,
+          `${s.fault}: terms taken up again after their holder reported them lost (a new term needs a new token: the successor may have written above the old one)`,
         )
         .toBe(0);
     }

@@ -1,5 +1,6 @@
-"""store_contention_worker: the Python side of issue 20 item 3's cross-language contention
-(test/support/store-contention.ts runs it against a Node worker on the same lock).
+"""store_contention_worker: the Python side of the cross-language contention
+test: a Python and a Node worker (test/support/store-contention.ts) on the same store lock must
+never both hold it, whichever language wrote the lock.
 
     python store_contention_worker.py --store URL --lock NAME --namespace NS --ttl-ms N
         --guard REDIS_URL --rounds N --hold-ms N

@@ -1,7 +1,7 @@
 /**
  * The list's window: which rows of a long list are in the DOM. Only the rows on screen and a few
  * above and below (the overscan) are rendered, so the page's DOM, style and text churn stay the
- * size of a screenful however many locks there are (issue 21: 1,000 locks in under 200 MB).
+ * size of a screenful however many locks there are (so that 1,000 locks stay under 200 MB in the browser).
  * Pure, so that the unit tests run it under Node; page/list.ts measures and renders.
  */
 

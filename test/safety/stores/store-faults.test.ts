@@ -17,11 +17,13 @@
  * Knobs: SAFETY_STORE_TRIALS (trials per fault type, default 3), SAFETY_STORE_FAULTS
  * (comma-separated, default all), SAFETY_STORE_CONCURRENCY (default 4), SAFETY_STORE_TTL_MS
  * (default 400), SAFETY_STORE_CALIBRATION_TRIALS (per fault type, default 2; 0 skips it),
- * SAFETY_STORE_OUT (write the run's JSON there), SAFETY_SEED (replays the fault plans),
+ * SAFETY_STORE_OUT (write the run's raw JSON there, e.g. under .results/; `node hack/soak-totals.ts
+ * --write` adds it to the committed summaries), SAFETY_SEED (replays the fault plans),
  * SAFETY_STORE_DEBUG=<fault> (print the grants and ends of that fault's trials with an overlap
  * window or a token that went back).
  */
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStoreFault, STORE_FAULTS, StoreBed, type RunSummary, type StoreFault } from './store-bed.ts';
 
@@ -58,9 +60,21 @@ const FLOOR_FAULTS: readonly StoreFault[] = (
   ['failover', 'restart-lose', 'failback', 'flap', 'promote-clock-behind'] as const
 ).filter((f) => FAULTS.includes(f));
 
-const results: { guard?: RunSummary; calibration?: RunSummary; floorCalibration?: RunSummary } = {};
+/** COMMAND: this run's command line, for the summaries (hack/soak-totals.ts --write). */
+const COMMAND = `${Object.entries(process.env)
+  .filter(([k]) => k.startsWith('SAFETY_STORE_') && k !== 'SAFETY_STORE_OUT')
+  .map(([k, v]) => `${k}=${v ?? ''} `)
+  .join('')}SAFETY_SEED=${SEED} node hack/run-tests.ts test/safety/stores/store-faults.test.ts`;
+const results: {
+  command: string;
+  guard?: RunSummary;
+  calibration?: RunSummary;
+  floorCalibration?: RunSummary;
+} = { command: COMMAND };
 const save = (): void => {
-  if (OUT !== undefined) writeFileSync(OUT, `${JSON.stringify(results, null, 2)}\n`);
+  if (OUT === undefined) return;
+  mkdirSync(dirname(resolve(OUT)), { recursive: true });
+  writeFileSync(OUT, `${JSON.stringify(results, null, 2)}\n`);
 };
 const line = (label: string, s: RunSummary): string =>
   `${label} (seed ${s.seed}, ${s.seconds} s, load ${s.loadAverage.start.map((x) => x.toFixed(2)).join('/')} → ${s.loadAverage.end.map((x) => x.toFixed(2)).join('/')}):\n` +
