@@ -14,6 +14,9 @@
 # test/integration/clients/{go,python,java}.test.ts run them (and the real-agent scenario).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Scratch space for the artifacts and the consumers that install them; removed however this ends.
+pkg=$(mktemp -d)
+trap 'rm -rf "$pkg"' EXIT
 
 echo "--- clients/go" >&2
 cd "$root/clients/go"
@@ -37,7 +40,8 @@ if [[ $have != "$need" ]]; then
   exit 1
 fi
 # Used as a user does, from a module of its own outside the checkout (replace points at this one).
-consumer=$(mktemp -d)
+consumer="$pkg/go-consumer"
+mkdir "$consumer"
 cat >"$consumer/go.mod" <<EOF
 module example.com/app
 
@@ -65,7 +69,6 @@ func main() {
 EOF
 cp go.sum "$consumer/go.sum"
 (cd "$consumer" && GOFLAGS=-mod=mod go run . | sed 's|^|clients/go: consumer: |' >&2)
-rm -rf "$consumer"
 
 echo "--- clients/python" >&2
 venv=$("$root/hack/python-venv.sh")
@@ -79,8 +82,6 @@ echo "--- clients/python: the sdist and the wheel, each installed into a fresh v
 # python -m build makes the sdist, then the wheel from it (so the sdist is proven to build), with
 # the dev venv's hatchling; installing the sdist has pip fetch hatchling into an isolated
 # environment, as it does for a user (from pip's cache when warm).
-pkg=$(mktemp -d)
-trap 'rm -rf "$pkg"' EXIT
 "$venv/bin/python" -m build --no-isolation --outdir "$pkg/dist" . >"$pkg/build.log" 2>&1 || {
   cat "$pkg/build.log" >&2
   exit 1
