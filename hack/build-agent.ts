@@ -209,7 +209,7 @@ export function packKrew(options: { readonly force?: boolean; readonly uriBase?:
       'spec:',
       `  version: v${version}`,
       '  homepage: https://github.com/fencepost/fencepost',
-      '  shortDescription: Inspect and hand over fencepost locks and their fencing tokens',
+      '  shortDescription: Inspect and hand over fencepost locks and fencing tokens',
       '  description: |',
       '    Shows who holds each fencepost DistributedLock, its fencing token, expiry and queue',
       "    (status), a lock's grants over time (history) and why nobody or another pod holds it",
