@@ -7,7 +7,8 @@ import { layersRule } from './hack/lint/layers.ts';
 const srcDir = join(import.meta.dirname, 'src');
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'hack/testbed/*/'] },
+  // clients/java/target: Maven's output, javadoc's scripts among it.
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'hack/testbed/*/', 'clients/java/target/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -3,6 +3,12 @@
  * in-pod agent (src/cli/agent-main.ts: `agent`, `exec`, `version`) with Bun into one executable,
  * dist/bin/fencepost-agent, and writes Bun's metafile beside it (every module in the bundle).
  *
+ * `node hack/build-agent.ts --kubectl-plugin [--force] [--krew-uri-base URL]` compiles the kubectl
+ * plugin (src/cli/kubectl-fencepost.ts) the same way into dist/bin/kubectl-fencepost, so that
+ * `kubectl fencepost` needs no Node on the user's machine, and packs it for krew: a .tar.gz with
+ * the executable and the LICENSE, and the krew manifest naming its URL and SHA-256, in dist/krew/.
+ * Bun compiles for the platform it runs on, so the manifest lists that one platform.
+ *
  * Why Bun: bench/agent-footprint.ts measured the same agent code on Node 24 and compiled by Bun
  * (docs/benchmarks.md, "Agent footprint"); the compiled agent needs a fraction of the memory and
  * starts faster, and it is one file to copy into an app image for `fencepost-agent exec`. The
@@ -16,6 +22,7 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -26,14 +33,25 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { basename, join, relative, resolve } from 'node:path';
+import { gzipSync } from 'node:zlib';
 
 const ROOT = resolve(import.meta.dirname, '..');
 /** AGENT_BINARY is where the compiled agent is written. */
 export const AGENT_BINARY = join(ROOT, 'dist/bin/fencepost-agent');
 /** AGENT_METAFILE is Bun's metafile of that build: `inputs` names every bundled module. */
 export const AGENT_METAFILE = `${AGENT_BINARY}.meta.json`;
-const STAMP = `${AGENT_BINARY}.inputs-sha256`;
-const ENTRY = 'src/cli/agent-main.ts';
+/** PLUGIN_BINARY is where the compiled kubectl plugin is written. */
+export const PLUGIN_BINARY = join(ROOT, 'dist/bin/kubectl-fencepost');
+/** KREW_DIR holds the plugin's krew archive and manifest. */
+export const KREW_DIR = join(ROOT, 'dist/krew');
+
+/** A Bun-compiled executable: its entry module and where it goes (its metafile and stamp beside it). */
+interface Target {
+  readonly entry: string;
+  readonly binary: string;
+}
+const AGENT: Target = { entry: 'src/cli/agent-main.ts', binary: AGENT_BINARY };
+const PLUGIN: Target = { entry: 'src/cli/kubectl-fencepost.ts', binary: PLUGIN_BINARY };
 
 /**
  * bunPath is the Bun the project pins (devDependency `bun`), never one from PATH. The `bun`
@@ -78,21 +96,32 @@ export interface AgentBuild {
 
 /** buildAgent compiles dist/bin/fencepost-agent unless it is up to date (or `force`). */
 export function buildAgent(options: { readonly force?: boolean } = {}): AgentBuild {
+  return compile(AGENT, options.force === true);
+}
+
+/** buildKubectlPlugin compiles dist/bin/kubectl-fencepost unless it is up to date (or `force`). */
+export function buildKubectlPlugin(options: { readonly force?: boolean } = {}): AgentBuild {
+  return compile(PLUGIN, options.force === true);
+}
+
+function compile(target: Target, force: boolean): AgentBuild {
   const bun = pinnedBun();
+  const metafile = `${target.binary}.meta.json`;
+  const stampFile = `${target.binary}.inputs-sha256`;
   const stamp = inputsHash(bun.version);
   const fresh =
-    options.force !== true &&
-    existsSync(AGENT_BINARY) &&
-    existsSync(AGENT_METAFILE) &&
-    existsSync(STAMP) &&
-    readFileSync(STAMP, 'utf8') === stamp;
+    !force &&
+    existsSync(target.binary) &&
+    existsSync(metafile) &&
+    existsSync(stampFile) &&
+    readFileSync(stampFile, 'utf8') === stamp;
   if (!fresh) {
     mkdirSync(join(ROOT, 'dist/bin'), { recursive: true });
     // Built beside the target and renamed over it, so a test run never starts a half-written file.
     // In a folder of its own under the final name: Bun embeds the output's file name in the
     // executable, and a per-process name would make every build's bytes (and the image) differ.
     const tmpDir = mkdtempSync(join(ROOT, 'dist/bin/.build-'));
-    const tmp = join(tmpDir, basename(AGENT_BINARY));
+    const tmp = join(tmpDir, basename(target.binary));
     try {
       execFileSync(
         bun.path,
@@ -101,20 +130,108 @@ export function buildAgent(options: { readonly force?: boolean } = {}): AgentBui
           '--compile',
           '--no-compile-autoload-dotenv',
           '--no-compile-autoload-bunfig',
-          `--metafile=${AGENT_METAFILE}`,
-          ENTRY,
+          `--metafile=${metafile}`,
+          target.entry,
           '--outfile',
           tmp,
         ],
         { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
       );
-      renameSync(tmp, AGENT_BINARY);
+      renameSync(tmp, target.binary);
     } finally {
       rmSync(tmpDir, { recursive: true, force: true });
     }
-    writeFileSync(STAMP, stamp);
+    writeFileSync(stampFile, stamp);
   }
-  return { path: AGENT_BINARY, metafile: AGENT_METAFILE, built: !fresh, inputs: bundledModules() };
+  return { path: target.binary, metafile, built: !fresh, inputs: bundledModules(metafile) };
+}
+
+/** KrewPackage: the plugin's archive for this platform and the krew manifest that names it. */
+export interface KrewPackage {
+  readonly archive: string;
+  readonly manifest: string;
+  readonly sha256: string;
+}
+
+/** KREW_URI_BASE is where a release's assets are downloaded from (the archive's name is appended). */
+export const KREW_URI_BASE = 'https://github.com/fencepost/fencepost/releases/download/v{version}/';
+
+/**
+ * packKrew compiles the plugin (unless up to date) and writes dist/krew/: the archive
+ * kubectl-fencepost_<version>_<os>_<arch>.tar.gz (the executable and LICENSE at its root) and
+ * fencepost.yaml, the krew manifest (krew.googlecontainertools.github.com/v1alpha2 Plugin) with
+ * the archive's URL under `uriBase` and its SHA-256.
+ */
+export function packKrew(options: { readonly force?: boolean; readonly uriBase?: string } = {}): KrewPackage {
+  const plugin = buildKubectlPlugin(options);
+  const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  const os = process.platform === 'win32' ? 'windows' : process.platform;
+  const arch = process.arch === 'x64' ? 'amd64' : process.arch;
+  mkdirSync(KREW_DIR, { recursive: true });
+  const name = `kubectl-fencepost_${version}_${os}_${arch}.tar.gz`;
+  const archive = join(KREW_DIR, name);
+  const stage = mkdtempSync(join(KREW_DIR, '.stage-'));
+  try {
+    copyFileSync(plugin.path, join(stage, 'kubectl-fencepost'));
+    copyFileSync(join(ROOT, 'LICENSE'), join(stage, 'LICENSE'));
+    // Fixed owner, mode order and time: the same executable gives the same archive and checksum.
+    execFileSync(
+      'tar',
+      [
+        '--sort=name',
+        '--owner=0',
+        '--group=0',
+        '--numeric-owner',
+        '--mtime=@0',
+        '-cf',
+        join(stage, 'a.tar'),
+        '-C',
+        stage,
+        'kubectl-fencepost',
+        'LICENSE',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    writeFileSync(archive, gzipSync(readFileSync(join(stage, 'a.tar')), { level: 9 }));
+  } finally {
+    rmSync(stage, { recursive: true, force: true });
+  }
+  const sha256 = createHash('sha256').update(readFileSync(archive)).digest('hex');
+  const uri = (options.uriBase ?? KREW_URI_BASE).replaceAll('{version}', version) + name;
+  const manifest = join(KREW_DIR, 'fencepost.yaml');
+  writeFileSync(
+    manifest,
+    [
+      'apiVersion: krew.googlecontainertools.github.com/v1alpha2',
+      'kind: Plugin',
+      'metadata:',
+      '  name: fencepost',
+      'spec:',
+      `  version: v${version}`,
+      '  homepage: https://github.com/fencepost/fencepost',
+      '  shortDescription: Inspect and hand over fencepost locks and fencing tokens',
+      '  description: |',
+      '    Shows who holds each fencepost DistributedLock, its fencing token, expiry and queue',
+      "    (status), a lock's grants over time (history) and why nobody or another pod holds it",
+      '    (explain); moves a lock to a chosen pod (handover) or ends a grant (release --force).',
+      '    One executable compiled with Bun: no Node needed.',
+      '  platforms:',
+      '    - selector:',
+      '        matchLabels:',
+      `          os: ${os}`,
+      `          arch: ${arch}`,
+      `      uri: ${uri}`,
+      `      sha256: ${sha256}`,
+      '      bin: kubectl-fencepost',
+      '      files:',
+      '        - from: kubectl-fencepost',
+      '          to: .',
+      '        - from: LICENSE',
+      '          to: .',
+      '',
+    ].join('\n'),
+  );
+  return { archive, manifest, sha256 };
 }
 
 /** bundledModules lists the metafile's inputs, relative to the repository. */
@@ -144,7 +261,15 @@ function filesUnder(dir: string): string[] {
 
 if (import.meta.main) {
   const started = performance.now();
-  const b = buildAgent({ force: process.argv.includes('--force') });
+  const force = process.argv.includes('--force');
+  if (process.argv.includes('--kubectl-plugin')) {
+    const at = process.argv.indexOf('--krew-uri-base');
+    const uriBase = at > 0 ? process.argv[at + 1] : undefined;
+    const k = packKrew({ force, ...(uriBase !== undefined ? { uriBase } : {}) });
+    process.stdout.write(`${relative(ROOT, k.archive)} sha256 ${k.sha256}\n${relative(ROOT, k.manifest)}\n`);
+    process.exit(0);
+  }
+  const b = buildAgent({ force });
   const packages = new Set(b.inputs.filter((p) => p.includes('node_modules/')).map(packageOf));
   process.stdout.write(
     `${relative(ROOT, b.path)}: ${b.built ? 'built' : 'up to date'} in ${((performance.now() - started) / 1000).toFixed(1)} s; ` +

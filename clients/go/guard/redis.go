@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 	"github.com/redis/go-redis/v9"
 )
 

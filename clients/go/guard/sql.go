@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"strings"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 )
 
 // DefaultFenceTable is the table that holds one mark per lock.

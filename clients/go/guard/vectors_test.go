@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/redis/go-redis/v9"
 )

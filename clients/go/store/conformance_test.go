@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 )
 
 // conformanceDir holds the vectors and the Lua scripts every client shares (clients/conformance).

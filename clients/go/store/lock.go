@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 )
 
 // lapseCheck bounds how long the lapse watcher sleeps before it re-reads the clocks, so that a

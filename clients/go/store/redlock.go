@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 	"github.com/redis/go-redis/v9"
 )
 

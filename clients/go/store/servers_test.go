@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 )
 
 // The store against real redis-servers (each test starts its own: testbed_test.go): single Redis

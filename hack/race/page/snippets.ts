@@ -46,7 +46,7 @@ if (!r.accepted) {
     label: 'Go',
     note: 'Asks the fencepost agent beside it (clients/go); the guard takes a go-redis client.',
     code: `import (
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	"github.com/fencepost/fencepost/clients/go/fencepost"
 	"github.com/fencepost/fencepost/clients/go/guard"
 )
 

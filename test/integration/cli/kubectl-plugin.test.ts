@@ -3,15 +3,27 @@
  * locks: status shows the holder, its token and the expiry countdown; explain names the reason
  * (no candidates, candidates not Ready, a Mutex nobody asked for, the fencing backend down, a
  * held lock, a given pod's place); history shows a grant and a handoff with both tokens; and the
- * real kubectl binary finds the plugin on PATH.
+ * real kubectl binary finds the plugin on PATH as krew installs it: the Bun-compiled executable
+ * from its archive (hack/build-agent.ts --kubectl-plugin), checked against the krew manifest.
  *
  * The controller is given a Redis URL where nothing listens, so that a lock on the default
  * (Redis) backend cannot be granted (Degraded); every other lock here asks for the Lease backend.
  */
-import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { basename, delimiter, dirname, join, resolve } from 'node:path';
+import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Explanation } from '../../../src/cli/plugin/explain.ts';
@@ -35,6 +47,26 @@ import {
 } from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
+import { packKrew } from '../../../hack/build-agent.ts';
+
+/** KrewManifest: the fields of krew's Plugin manifest (v1alpha2) that the test reads. */
+interface KrewManifest {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: { readonly name: string };
+  readonly spec: {
+    readonly version: string;
+    readonly homepage: string;
+    readonly shortDescription: string;
+    readonly platforms: readonly {
+      readonly selector: { readonly matchLabels: Readonly<Record<string, string>> };
+      readonly uri: string;
+      readonly sha256: string;
+      readonly bin: string;
+      readonly files: readonly { readonly from: string; readonly to: string }[];
+    }[];
+  };
+}
 
 const entry = resolve(import.meta.dirname, '../../../src/cli/kubectl-fencepost.ts');
 const LEASE = { fencing: { backend: 'Lease' as const } };
@@ -449,6 +481,72 @@ describe('kubectl fencepost', () => {
       expect([v.holder?.name, v.token]).toEqual([record?.holder?.name, record?.token?.toString()]);
       const help = await exec(kubectl, ['fencepost', '--help'], env());
       expect(help.stdout).toContain('Usage: kubectl fencepost <command>');
+    });
+  });
+
+  describe('through the real kubectl, installed from its krew archive (the Bun-compiled executable, no Node)', () => {
+    const home = mkdtempSync(join(tmpdir(), 'fencepost-krew-'));
+    afterAll(() => {
+      rmSync(home, { recursive: true, force: true });
+    });
+    // What `kubectl krew install --manifest=… --archive=…` does: check the archive's SHA-256 against
+    // the manifest, unpack it into the store, and link the manifest's `bin` into krew's bin folder.
+    const krew = packKrew();
+    const manifest = load(readFileSync(krew.manifest, 'utf8')) as KrewManifest;
+    const platform = manifest.spec.platforms[0];
+    const store = join(home, 'store/fencepost', manifest.spec.version);
+    const bin = join(home, 'bin');
+    mkdirSync(store, { recursive: true });
+    mkdirSync(bin);
+    execFileSync('tar', ['-xzf', krew.archive, '-C', store]);
+    const shim = join(bin, 'kubectl-fencepost');
+    symlinkSync(join(store, platform?.bin ?? ''), shim);
+    // Only krew's bin folder and kubectl's: the plugin must run without Node on PATH.
+    const env = (): NodeJS.ProcessEnv => ({
+      PATH: `${bin}${delimiter}${dirname(findBinary('kubectl'))}`,
+      HOME: home,
+      KUBECONFIG: sharedKubeconfigPath(), // the plugin finds the cluster as kubectl does
+    });
+
+    it('has a krew manifest whose one platform names the archive by its SHA-256, with the executable and LICENSE', () => {
+      expect([manifest.apiVersion, manifest.kind, manifest.metadata.name]).toEqual([
+        'krew.googlecontainertools.github.com/v1alpha2',
+        'Plugin',
+        'fencepost',
+      ]);
+      expect(manifest.spec.version).toMatch(/^v\d+\.\d+\.\d+$/);
+      expect(manifest.spec.shortDescription.length).toBeLessThanOrEqual(60);
+      expect(manifest.spec.homepage).toMatch(/^https:\/\//);
+      expect(platform?.sha256).toBe(createHash('sha256').update(readFileSync(krew.archive)).digest('hex'));
+      expect(platform?.uri.endsWith(basename(krew.archive))).toBe(true);
+      expect(platform?.selector.matchLabels).toEqual({
+        os: process.platform,
+        arch: process.arch === 'x64' ? 'amd64' : process.arch,
+      });
+      expect(readdirSync(store).toSorted()).toEqual(['LICENSE', 'kubectl-fencepost']);
+      expect(platform?.files.map((f) => f.from).toSorted()).toEqual(['LICENSE', 'kubectl-fencepost']);
+    });
+
+    it('kubectl plugin list finds it, and kubectl fencepost --help runs it with no Node on PATH', async () => {
+      const kubectl = findBinary('kubectl');
+      const list = await exec(kubectl, ['plugin', 'list'], env());
+      expect(list.stdout).toContain(shim);
+      const help = await exec(kubectl, ['fencepost', '--help'], env());
+      expect(help.code, help.stderr).toBe(0);
+      expect(help.stdout).toContain('Usage: kubectl fencepost <command>');
+    });
+
+    // Known gap: on Bun, client-node's TLS dispatcher (undici's Agent) is Bun's shim, which has
+    // no Dispatcher.request, so the compiled plugin cannot yet read from an API server over TLS
+    // ("dispatcher.request is not a function"). it.fails keeps the gap visible: when it is
+    // fixed this test fails, and becomes a plain it().
+    it.fails('kubectl fencepost status reads a held lock (fails on Bun: no Dispatcher.request)', async () => {
+      const kubectl = findBinary('kubectl');
+      const record = await held('s');
+      const r = await exec(kubectl, ['fencepost', 'status', 's', '-n', t.namespace, '-o', 'json'], env());
+      expect(r.code, r.stderr).toBe(0);
+      const v = JSON.parse(r.stdout) as LockStatusView;
+      expect([v.holder?.name, v.token]).toEqual([record?.holder?.name, record?.token?.toString()]);
     });
   });
 });

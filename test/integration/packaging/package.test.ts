@@ -1,7 +1,8 @@
-// The npm package as a user installs it: built with tsconfig.build.json, packed by `npm pack`
-// (so package.json "files" decides what ships), unpacked into the node_modules of a throwaway
-// consumer whose dependencies are links into ours (no registry), then imported by its subpaths,
-// type-checked against the shipped declarations, and run through its bin. Needs no servers.
+// The npm package as a user installs it: packed by `npm pack`, whose prepack script builds it
+// (so package.json "files" decides what ships), installed by `npm install <tarball>` into an empty
+// project, then tested there by a test of its own (node --test) that imports acquire and the
+// guards, imported by its subpaths, type-checked against the shipped declarations, and run
+// through its bin. Needs no servers.
 import { execFile } from 'node:child_process';
 import {
   cpSync,
@@ -9,7 +10,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
-  renameSync,
+  readdirSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -55,28 +56,35 @@ describe('the fencepost npm package', () => {
   let dir = '';
   let consumer = '';
   let shipped: string[] = [];
+  let tarball = '';
   const installed = (path: string): string => join(consumer, 'node_modules/fencepost', path);
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fencepost-package-'));
-    // 1. Stage what npm pack sees, with the build written there (the repository's dist/ is not touched).
+    // 1. Pack a copy of the checkout: `npm pack` runs the package's own prepack (a clean build into
+    //    dist/src), so the repository's dist/ is not touched and a stale build cannot ship.
     const stage = join(dir, 'stage');
     mkdirSync(stage);
-    for (const f of ['package.json', 'README.md', 'crds']) cpSync(join(root, f), join(stage, f), { recursive: true });
-    await run(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', join(stage, 'dist')], { cwd: root });
+    for (const f of ['package.json', 'README.md', 'LICENSE', 'crds', 'src', 'tsconfig.json', 'tsconfig.build.json'])
+      cpSync(join(root, f), join(stage, f), { recursive: true });
+    symlinkSync(join(root, 'node_modules'), join(stage, 'node_modules'));
     const packed = JSON.parse(
       (await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: stage, env: npmEnv })).stdout,
     ) as { filename: string; files: { path: string }[] }[];
     shipped = packed[0]?.files.map((f) => f.path) ?? [];
-    // 2. Install it: unpack into a consumer's node_modules; link the dependencies to ours.
+    tarball = join(dir, packed[0]?.filename ?? '');
+    // 2. Install it as a user does, into an empty project: npm resolves its dependencies (from npm's
+    //    cache when warm, else the registry). @types/node for the type-checking consumers below.
     consumer = join(dir, 'consumer');
-    mkdirSync(join(consumer, 'node_modules/@types'), { recursive: true });
-    mkdirSync(join(consumer, 'node_modules/@kubernetes'));
+    mkdirSync(consumer);
     writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', type: 'module', private: true }));
-    await run('tar', ['-xzf', join(dir, packed[0]?.filename ?? ''), '-C', join(consumer, 'node_modules')]);
-    renameSync(join(consumer, 'node_modules/package'), installed(''));
-    for (const dep of [...Object.keys(pkg.dependencies), '@types/node'])
-      symlinkSync(join(root, 'node_modules', dep), join(consumer, 'node_modules', dep));
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], {
+      cwd: consumer,
+      env: npmEnv,
+    });
+    mkdirSync(join(consumer, 'node_modules/@types'), { recursive: true });
+    if (!existsSync(join(consumer, 'node_modules/@types/node')))
+      symlinkSync(join(root, 'node_modules/@types/node'), join(consumer, 'node_modules/@types/node'));
   }, 300_000);
   afterAll(() => {
     if (dir !== '') rmSync(dir, { recursive: true, force: true });
@@ -87,6 +95,7 @@ describe('the fencepost npm package', () => {
       expect.arrayContaining([
         'package.json',
         'README.md',
+        'LICENSE',
         'crds/distributedlocks.fencepost.io.yaml',
         'dist/src/index.js',
         'dist/src/index.d.ts',
@@ -99,11 +108,62 @@ describe('the fencepost npm package', () => {
     expect(
       shipped.filter(
         (f) =>
-          !/^(dist\/src\/.*\.(js|d\.ts|js\.map)|dist\/src\/agent\/openapi\.json|crds\/.*\.yaml|package\.json|README\.md)$/.test(
+          !/^(dist\/src\/.*\.(js|d\.ts|js\.map)|dist\/src\/agent\/openapi\.json|crds\/.*\.yaml|package\.json|README\.md|LICENSE)$/.test(
             f,
           ),
       ),
     ).toEqual([]);
+  });
+
+  it('ships source maps that resolve: each names its file and carries the source of every entry', () => {
+    const maps = shipped.filter((f) => f.endsWith('.js.map'));
+    expect(maps.length).toBeGreaterThan(0);
+    for (const m of maps) {
+      const map = JSON.parse(readFileSync(installed(m), 'utf8')) as {
+        file: string;
+        sources: string[];
+        sourcesContent?: (string | null)[];
+      };
+      expect(existsSync(join(dirname(installed(m)), map.file)), m).toBe(true);
+      expect(map.sourcesContent?.length, m).toBe(map.sources.length);
+      expect(
+        map.sourcesContent?.every((c) => typeof c === 'string' && c.length > 0),
+        m,
+      ).toBe(true);
+    }
+  });
+
+  it("passes a consumer's own test (node --test) that imports acquire and the guards", async () => {
+    writeFileSync(
+      join(consumer, 'fence.test.js'),
+      [
+        "import { test } from 'node:test';",
+        "import assert from 'node:assert/strict';",
+        "import { acquire, NotAcquiredError } from 'fencepost';",
+        "import { FenceBook, parseToken, redisGuard } from 'fencepost/guards';",
+        "test('the guard refuses a stale token and lets the holder write again', () => {",
+        '  const book = new FenceBook();',
+        "  assert.equal(book.commit('ledger', parseToken('215')), true);",
+        "  assert.deepEqual(book.check('ledger', '214'), { ok: false, status: 409, reason: 'stale fencing token 214 < 215', highWater: 215n });",
+        "  assert.deepEqual(book.check('ledger', '215'), { ok: true, token: 215n });",
+        "  assert.equal(typeof redisGuard, 'function');",
+        '});',
+        "test('acquire outside a pod names the missing downward-API variable', async () => {",
+        "  assert.equal(typeof NotAcquiredError, 'function');",
+        '  const env = { ...process.env };',
+        "  delete process.env['POD_NAMESPACE'];",
+        "  await assert.rejects(acquire('billing'), /POD_NAMESPACE is not set/);",
+        '  process.env = env;',
+        '});',
+        '',
+      ].join('\n'),
+    );
+    const r = await run(process.execPath, ['--test', '--test-reporter=tap', 'fence.test.js'], { cwd: consumer });
+    expect(r.stdout).toMatch(/^# pass 2$/m);
+    expect(r.stdout).toMatch(/^# fail 0$/m);
+    // Installed from the tarball, not linked: a real folder, with its own copy of the build.
+    expect(readdirSync(installed('dist/src')).length).toBeGreaterThan(0);
+    expect(tarball).toMatch(/fencepost-\d+\.\d+\.\d+\.tgz$/);
   });
 
   it('points every export, its types condition, "types" and the bin at a file it ships', () => {
@@ -202,7 +262,9 @@ describe('the fencepost npm package', () => {
         'export type { RedisGuard };',
       ].join('\n'),
     );
-    writeFileSync(join(consumer, 'tsconfig.guards.json'), consumerTsconfig('guards-user.ts', false));
+    // skipLibCheck: installed from the registry, ioredis's own declarations import 'redis-errors',
+    // which has no types; the point here is which declarations load (--listFiles), not ioredis's.
+    writeFileSync(join(consumer, 'tsconfig.guards.json'), consumerTsconfig('guards-user.ts', true));
     const r = await run(process.execPath, [tsc, '-p', 'tsconfig.guards.json', '--listFiles'], { cwd: consumer });
     const files = r.stdout.split('\n');
     expect(files).toContain(installed('dist/src/guards/index.d.ts'));

@@ -39,13 +39,17 @@ const API: Readonly<
     },
   ],
   go: [
-    { call: 'fencepost.Options{Wait: 30 * time.Second}', file: 'clients/go/lock.go', defined: /\tWait time\.Duration/ },
+    {
+      call: 'fencepost.Options{Wait: 30 * time.Second}',
+      file: 'clients/go/fencepost/lock.go',
+      defined: /\tWait time\.Duration/,
+    },
     {
       call: 'fencepost.Acquire(ctx, "billing", opts)',
-      file: 'clients/go/lock.go',
+      file: 'clients/go/fencepost/lock.go',
       defined: /func Acquire\(ctx context\.Context, lock string, o Options\) \(\*Lock, error\)/,
     },
-    { call: 'fencepost.ErrNotAcquired', file: 'clients/go/errors.go', defined: /ErrNotAcquired = / },
+    { call: 'fencepost.ErrNotAcquired', file: 'clients/go/fencepost/errors.go', defined: /ErrNotAcquired = / },
     { call: 'guard.RedisOptions{Lock: "billing"}', file: 'clients/go/guard/redis.go', defined: /\tLock string/ },
     {
       call: 'guard.NewRedis(rdb, o)',

@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 	"github.com/fencepost/fencepost/clients/go/guard"
 	"github.com/fencepost/fencepost/clients/go/store"
 	"github.com/redis/go-redis/v9"

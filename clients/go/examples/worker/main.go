@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	fencepost "github.com/fencepost/fencepost/clients/go"
+	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 	"github.com/fencepost/fencepost/clients/go/guard"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"

@@ -27,8 +27,16 @@ import java.util.function.Consumer;
  * or the time the agent last gave for it runs out (see {@link #held()}). Three daemon threads
  * follow it until then: the event stream, a refresher (a fresh read at least every third of the
  * term) and a watchdog.
+ *
+ * <p>Logging goes through {@link System.Logger} under the name {@code io.fencepost.Lock}: a lost
+ * term at WARNING, a release, a failed read and a reconnect of the event stream at DEBUG, a
+ * listener's exception at WARNING. With no configuration the JDK sends it to java.util.logging;
+ * an application on SLF4J routes it there with the {@code slf4j-jdk-platform-logging} binding
+ * (Log4j 2: {@code log4j-jpl}). This library depends on no logging API.
  */
 public final class Lock implements AutoCloseable {
+  private static final System.Logger LOG = System.getLogger("io.fencepost.Lock");
+
   /** Where the agent serves its lock API by default ({@code --listen 127.0.0.1:7370}). */
   public static final String DEFAULT_BASE_URL = "http://127.0.0.1:7370";
 
@@ -369,6 +377,11 @@ public final class Lock implements AutoCloseable {
       stream = null;
       mu.notifyAll();
     }
+    if (err instanceof LockLostException) {
+      LOG.log(System.Logger.Level.WARNING, "lock {0} token {1}: {2}", agent.lock, Long.toString(token), err.getMessage());
+    } else {
+      LOG.log(System.Logger.Level.DEBUG, "lock {0} token {1}: {2}", agent.lock, Long.toString(token), err.getMessage());
+    }
     if (s != null) {
       try {
         s.close();
@@ -440,6 +453,7 @@ public final class Lock implements AutoCloseable {
           if (lost != null) end(lost);
         } catch (FencepostException e) {
           // a failed read changes nothing: the watchdog ends the term when its time runs out
+          LOG.log(System.Logger.Level.DEBUG, "lock {0}: reading its state failed: {1}", agent.lock, e.getMessage());
         }
       }
     } catch (InterruptedException e) {
@@ -490,6 +504,7 @@ public final class Lock implements AutoCloseable {
         }
       } catch (IOException e) {
         // reconnect below
+        LOG.log(System.Logger.Level.DEBUG, "lock {0}: event stream ended ({1}), reconnecting", agent.lock, e.toString());
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return;
@@ -530,7 +545,8 @@ public final class Lock implements AutoCloseable {
       try {
         l.accept(e);
       } catch (RuntimeException x) {
-        // a listener's failure is its own
+        // a listener's failure is its own: reported, and the other listeners still run
+        LOG.log(System.Logger.Level.WARNING, "lock " + agent.lock + ": an event listener threw", x);
       }
     }
     boolean ours = e.token() == token;

@@ -116,6 +116,38 @@ class LockTest {
   }
 
   @Test
+  void a_lost_term_is_logged_at_warning_through_system_logger() throws Exception {
+    // No LoggerFinder installed: System.Logger goes to java.util.logging, where a handler sees it.
+    java.util.logging.Logger jul = java.util.logging.Logger.getLogger("io.fencepost.Lock");
+    List<java.util.logging.LogRecord> records = new CopyOnWriteArrayList<>();
+    java.util.logging.Handler handler = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        records.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    jul.addHandler(handler);
+    try {
+      agent.token = "42";
+      try (Lock lock = Lock.acquire("billing", opts())) {
+        agent.push("id: 7\nevent: lost\ndata: {\"type\":\"lost\",\"lock\":\"billing\",\"token\":\"42\",\"reason\":\"renew deadline passed\"}\n\n");
+        assertTrue(lock.awaitEnd(Duration.ofSeconds(10)));
+      }
+      java.util.logging.LogRecord r = records.stream().filter(x -> x.getLevel() == java.util.logging.Level.WARNING).findFirst().orElseThrow();
+      String text = java.text.MessageFormat.format(r.getMessage(), r.getParameters());
+      assertTrue(text.startsWith("lock billing token 42: fencepost: lock lost: lost: renew deadline passed"), text);
+    } finally {
+      jul.removeHandler(handler);
+    }
+  }
+
+  @Test
   void a_grant_of_another_token_ends_this_term() throws Exception {
     agent.token = "42";
     try (Lock lock = Lock.acquire("billing", opts())) {

@@ -2,6 +2,7 @@ package fencepost
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -10,13 +11,13 @@ import (
 // integration tests run: the README's first ```go block is examples/worker/main.go
 // (test/integration/clients/go.test.ts), its second examples/store/main.go (go-store.test.ts).
 func TestReadmeExamplesAreTheExamplePrograms(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rest := string(readme)
 	for _, file := range []string{"examples/worker/main.go", "examples/store/main.go"} {
-		example, err := os.ReadFile(file)
+		example, err := os.ReadFile(filepath.Join("..", file))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 )
 
 // conformanceDir holds the vectors every client runs (clients/conformance).
-var conformanceDir = filepath.Join("..", "conformance")
+var conformanceDir = filepath.Join("..", "..", "conformance")
 
 // readVectors decodes one vector file into v.
 func readVectors(t *testing.T, file string, v any) {

@@ -9,7 +9,7 @@ import (
 
 // The client is versioned with the project: Version is package.json's version.
 func TestVersionIsTheProjectVersion(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "package.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "package.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
