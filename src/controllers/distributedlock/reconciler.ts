@@ -241,7 +241,7 @@ export class DistributedLockReconciler implements Reconciler {
       lock,
       FINALIZER,
       this.#d.finalizers,
-      { apply: (l) => this.#apply(key, l, io), cleanup: (l) => this.#cleanup(key, l, io) },
+      { apply: (l, { added }) => this.#apply(key, l, io, added), cleanup: (l) => this.#cleanup(key, l, io) },
       ctx.signal,
     );
   }
@@ -254,7 +254,7 @@ export class DistributedLockReconciler implements Reconciler {
   // server's answer (the cache has not seen it yet); after a 409 it reads the Lease once and
   // decides again (DESIGN: "On conflict: re-read and decide again"), without a trip through the
   // rate-limited queue.
-  async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
+  async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext, finalizerAdded: boolean): Promise<Result> {
     const { log, signal } = io;
     // A Semaphore holds its permits on Leases of their own: never run it with the one-holder logic below.
     if (lock.spec.mode === 'Semaphore') return this.#applySemaphore(key, lock, io);
@@ -270,7 +270,7 @@ export class DistributedLockReconciler implements Reconciler {
     let dec: Decision | undefined;
     for (let pass = 0; pass < MAX_PASSES; pass++) {
       const lease = known !== undefined ? known.lease : this.#cachedLease(key, namespace, lName);
-      obs = this.#observe(key, current, lease);
+      obs = { ...this.#observe(key, current, lease), finalized: finalizerAdded ? 'now' : 'before' };
       dec = decide(obs, this.#d.clock.monotonicMs());
       this.#reportTampering(key, current, obs, dec, log);
       const leaseAction = dec.actions.find(
@@ -286,7 +286,10 @@ export class DistributedLockReconciler implements Reconciler {
           known = { lease: await this.#actOnLease(key, current, obs, lease, leaseAction, io) };
         } catch (err) {
           this.#expected.delete(key);
-          if (!isConflict(err) || pass === MAX_PASSES - 1) {
+          // A grant that creates the Lease finds it made meanwhile (AlreadyExists): a conflict too.
+          const raced =
+            isConflict(err) || (leaseAction.type === 'Grant' && leaseAction.create === true && isAlreadyExists(err));
+          if (!raced || pass === MAX_PASSES - 1) {
             if (leaseAction.type === 'Grant') await this.#reportGrantFailure(key, current, obs, dec, err, signal);
             throw err;
           }
@@ -754,8 +757,15 @@ export class DistributedLockReconciler implements Reconciler {
         return created;
       }
       case 'Grant': {
-        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the grant`);
-        const current = read;
+        if (read === undefined && action.create !== true)
+          throw new Error(`Lease ${namespace}/${name} vanished before the grant`);
+        const lockRef = {
+          name: lock.metadata.name ?? '',
+          uid: lock.metadata.uid ?? '',
+          apiVersion: API_VERSION,
+          kind: KIND,
+        };
+        const current = read ?? newLease(lockRef, undefined);
         const fencing = this.#d.fencing.forLock(lock);
         let issued;
         signal.throwIfAborted(); // the dispenser takes no signal (a Redis script): do not start one after shutdown
@@ -791,7 +801,11 @@ export class DistributedLockReconciler implements Reconciler {
         const timings = obs.timings;
         const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now(), action.request);
         signal.throwIfAborted(); // a token burnt by a shutdown is a harmless gap; a grant after it is not ours to make
-        const granted = await this.#d.leaseStore.replace(namespace, name, body, { signal }); // CAS on resourceVersion; 409 → re-read
+        // CAS on resourceVersion (409 → re-read); a lock's first grant creates the Lease (409 AlreadyExists → re-read).
+        const granted =
+          read === undefined
+            ? await this.#d.leaseStore.create(namespace, body, { signal })
+            : await this.#d.leaseStore.replace(namespace, name, body, { signal });
         this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
         if (obs.lease !== undefined && action.cause !== 'Vacant') {
           this.#d.metrics?.handoffDuration.observe(
