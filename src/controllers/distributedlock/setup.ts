@@ -59,6 +59,12 @@ export interface LockControllerOptions {
   readonly metrics?: ControllerMetrics;
   readonly cacheSyncTimeoutMs?: number;
   /**
+   * podLabelSelector: list and watch only the pods it matches (a label selector string), so that
+   * the pod cache holds the candidates, not every pod of the namespace; a pod it does not match is
+   * invisible to the controller (never a candidate). Undefined: every pod.
+   */
+  readonly podLabelSelector?: string;
+  /**
    * fencing replaces the token backends made from redisUrl. For the safety suite's calibration
    * only (a dispenser with a protection removed must make the suite fail); production passes none.
    */
@@ -161,14 +167,19 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     },
     transform: withoutManagedFields,
   });
+  const podSelector = o.podLabelSelector !== undefined ? { labelSelector: o.podLabelSelector } : {};
   const pods = superviseInformer<V1Pod>({
     ...common,
     name: 'pods',
+    ...podSelector,
     onStateChange: gauge('pods'),
     path: ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
-    list: () => (ns !== undefined ? core.listNamespacedPod({ namespace: ns }) : core.listPodForAllNamespaces()),
+    list: () =>
+      ns !== undefined
+        ? core.listNamespacedPod({ namespace: ns, ...podSelector })
+        : core.listPodForAllNamespaces(podSelector),
     listPage: ({ limit, continue: _continue }) => {
-      const page = { limit, ...(_continue !== undefined ? { _continue } : {}) };
+      const page = { limit, ...podSelector, ...(_continue !== undefined ? { _continue } : {}) };
       return ns !== undefined ? core.listNamespacedPod({ namespace: ns, ...page }) : core.listPodForAllNamespaces(page);
     },
     transform: slimPod,
