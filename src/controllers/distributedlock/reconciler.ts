@@ -159,6 +159,16 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #grantFailures = new Map<ObjectKey, string>();
   /** #delivered: per lock key, the resourceVersion of the Lease the informer delivered last. */
   readonly #delivered = new Map<ObjectKey, string>();
+  /**
+   * #statusWritten: per lock key, the status our last write sent and the status the lock cache
+   * showed then, until the cache shows something else (our write, or anyone's) or
+   * EXPECTATION_TTL_MS pass: a reconcile that runs before the cache has our write (a pod or Lease
+   * event of the same grant) would otherwise send the same status again.
+   */
+  readonly #statusWritten = new Map<
+    ObjectKey,
+    { readonly base: string; readonly sent: string; readonly untilMs: number }
+  >();
 
   /** #stores: the locks held in a Redis or Redlock store (spec.store), which this controller only observes. */
   readonly #stores: StoreLocks | undefined;
@@ -178,6 +188,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#seen.clear();
     this.#marks.clear();
     this.#expected.clear();
+    this.#statusWritten.clear();
     this.#queues.clear(); // another leader may have recorded requests since: start from status again
   }
 
@@ -232,6 +243,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#expected.delete(key);
       this.#delivered.delete(key);
       this.#grantFailures.delete(key);
+      this.#statusWritten.delete(key);
       this.#stores?.forget(key);
       return {};
     }
@@ -1155,11 +1167,19 @@ export class DistributedLockReconciler implements Reconciler {
 
   async #writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
-    if (stableJson(prev) === stableJson(next)) return;
+    const base = stableJson(prev);
+    const sent = stableJson(next);
+    if (base === sent) return;
+    const key: ObjectKey = `${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`;
+    const nowMs = this.#d.clock.monotonicMs();
+    const last = this.#statusWritten.get(key);
+    if (last !== undefined && last.base === base && last.sent === sent && nowMs < last.untilMs) return; // sent already; the cache is behind
     // A merge patch only adds and changes keys; keys that disappeared are sent as null.
     const patch: Record<string, unknown> = { ...next };
     for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
+    this.#statusWritten.delete(key); // a failed write is sent again
     await this.#d.statusWriter.patchStatus(lock, patch, signal);
+    this.#statusWritten.set(key, { base, sent, untilMs: nowMs + EXPECTATION_TTL_MS });
   }
 
   // ### 5: Deletion: unmark pods; end a held term and wait until its holder must have stepped down
