@@ -161,9 +161,10 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #delivered = new Map<ObjectKey, string>();
   /**
    * #statusWritten: per lock key, the status our last write sent and the status the lock cache
-   * showed then, until the cache shows something else (our write, or anyone's) or
+   * showed then, until the cache shows another status (our write, or anyone's) or
    * EXPECTATION_TTL_MS pass: a reconcile that runs before the cache has our write (a pod or Lease
-   * event of the same grant) would otherwise send the same status again.
+   * event of the same grant) would otherwise send the same status again. Dropped as soon as the
+   * cache shows the status sent, so at steady state it holds nothing.
    */
   readonly #statusWritten = new Map<
     ObjectKey,
@@ -1169,8 +1170,11 @@ export class DistributedLockReconciler implements Reconciler {
     const prev = lock.status ?? {};
     const base = stableJson(prev);
     const sent = stableJson(next);
-    if (base === sent) return;
     const key: ObjectKey = `${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`;
+    if (base === sent) {
+      this.#statusWritten.delete(key);
+      return;
+    }
     const nowMs = this.#d.clock.monotonicMs();
     const last = this.#statusWritten.get(key);
     if (last !== undefined && last.base === base && last.sent === sent && nowMs < last.untilMs) return; // sent already; the cache is behind
