@@ -57,6 +57,8 @@ import { clientGoVersion, ensureClientGoPeer } from './peers/client-go-peer.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
+/** SHARED_AGENTS: how many shipped agents run at once for the shared-memory (Pss) figure. */
+const SHARED_AGENTS = 10;
 const LOCK = 'bench';
 /** PEER_LEASE: the Lease the client-go peer campaigns for (its own, not the DistributedLock's). */
 const PEER_LEASE = 'bench-client-go';
@@ -356,6 +358,40 @@ async function main(): Promise<void> {
       }
     }
 
+    // Ten shipped agents at once, each holding a lock of its own, from one executable (as ten
+    // sidecars of one node run the one file of the image): what each adds is its anon memory; the
+    // file-backed pages are shared, which Pss (each page divided by the processes mapping it) shows.
+    const shared: Mem[] = [];
+    {
+      const agents: { proc: ManagedProcess; port: number; lock: string }[] = [];
+      for (let i = 0; i < SHARED_AGENTS; i++) {
+        const lock = `shared-${i}`;
+        const p = await createPod(t, `${lock}-pod`, { app: lock });
+        await createLock(t, lockBody(lock, lock, { leaseDurationSeconds: LEASE_SECONDS }));
+        const port = await freePort();
+        const proc = spawnManaged(lock, build.path, {
+          args: agentArgs(port).map((a) => (a === LOCK ? lock : a)),
+          logFile: join(dir, `${lock}.log`),
+          env: { ...env, POD_NAME: `${lock}-pod`, POD_UID: p.metadata?.uid ?? '' },
+        });
+        procs.push(proc);
+        agents.push({ proc, port, lock });
+      }
+      for (const a of agents)
+        await until('held: true', a.proc, signal, async () => {
+          const r = await getStatus(`http://127.0.0.1:${a.port}/v1/locks/${a.lock}`, undefined, 1000);
+          return r.status === 200 && (JSON.parse(r.body) as LockSnapshot).held ? true : undefined;
+        });
+      await sleep(HOLD_MS, undefined, { signal });
+      for (const a of agents) shared.push(readMem(a.proc.pid));
+      await Promise.all(agents.map((a) => a.proc.stop(15_000)));
+      const sum = (f: (m: Mem) => number): number => shared.reduce((x, m) => x + f(m), 0);
+      log(
+        `${SHARED_AGENTS} agents at once: RSS ${(sum((m) => m.rssKiB) / 1024).toFixed(1)} MiB in all, ` +
+          `Pss ${(sum((m) => m.pssKiB) / 1024).toFixed(1)} MiB in all (anon ${(sum((m) => m.anonKiB) / 1024).toFixed(1)})`,
+      );
+    }
+
     const idle: Record<'node' | 'bun', Mem[]> = { node: [], bun: [] };
     for (let i = 1; i <= runs; i++) {
       for (const [runtime, file] of [
@@ -442,6 +478,17 @@ async function main(): Promise<void> {
         SUBJECTS.map((k) => [k, { label: SUBJECT_LABEL[k], summary: summaryOf(samples[k]), samples: samples[k] }]),
       ) as Record<SubjectKey, { label: string; summary: Summary; samples: AgentSample[] }>,
       idle: { node: memOf(idle.node), bun: memOf(idle.bun) },
+      sharedAgents: {
+        agents: SHARED_AGENTS,
+        note: 'shipped agents running at once from one executable, each holding its own lock; totals over all of them',
+        totalKiB: {
+          rss: shared.reduce((x, m) => x + m.rssKiB, 0),
+          pss: shared.reduce((x, m) => x + m.pssKiB, 0),
+          anon: shared.reduce((x, m) => x + m.anonKiB, 0),
+          file: shared.reduce((x, m) => x + m.fileKiB, 0),
+        },
+        perAgent: memOf(shared),
+      },
       modules: { node: modules, shipped: bundled },
     };
     const out = writeResult('agent-footprint.json', result);

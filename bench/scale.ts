@@ -113,6 +113,8 @@ interface SizeResult {
   readonly renewErrors: number;
   /** writesPerGrant: the controller's own writes from its start until all were granted, per lock. */
   readonly writesPerGrant: number | undefined;
+  /** writesPerGrantByResource: kube-apiserver's own write count (apiserver_request_total) per verb and resource from the controller's spawn until all were granted, per lock, the renewer's Lease PUTs taken out. */
+  readonly writesPerGrantByResource: Readonly<Record<string, number>>;
   /** steadyControllerWritesPerLockPerMin: the controller's own writes in the steady phase, per held lock per minute. */
   readonly steadyControllerWritesPerLockPerMin: number | undefined;
   /** controllerAtEnd: the controller's own counters when the size ended (reconciles by result, errors, retries, mean reconcile time). */
@@ -398,6 +400,24 @@ async function runSize(
       return { writes, requests: sumMetric(m, 'apiserver_request_total') };
     };
     ({ writes: last.writes, requests: last.requests } = await apiCounts());
+    // The API server's own count of writes by resource and verb, at the controller's spawn and when
+    // all are granted: the renewer writes Leases with PUT too, so the per-grant breakdown subtracts
+    // its renews (counted by the benchmark) from the Lease PUTs.
+    const writesByResource = async (): Promise<Record<string, number>> => {
+      const m = parseMetrics(await client.text('/metrics'));
+      const out: Record<string, number> = {};
+      for (const x of m) {
+        if (x.name !== 'apiserver_request_total') continue;
+        const verb = x.labels['verb'] ?? '';
+        if (!['POST', 'PUT', 'PATCH', 'DELETE', 'CREATE', 'UPDATE', 'APPLY'].includes(verb)) continue;
+        const sub = x.labels['subresource'] ?? '';
+        const k = `${verb} ${x.labels['resource'] ?? ''}${sub !== '' ? `/${sub}` : ''}`;
+        out[k] = (out[k] ?? 0) + x.value;
+      }
+      return out;
+    };
+    const writesAtSpawn = await writesByResource();
+    const renewsAtSpawn = renewer.renews + renewer.errors;
     const controllerMetrics = async (): Promise<{
       granted: number;
       depth: number;
@@ -467,6 +487,7 @@ async function runSize(
     };
 
     let allGrantedSeconds: number | undefined;
+    const writesPerGrantByResource: Record<string, number> = {};
     const deadline = spawnAt + o.timeoutS * 1000;
     while (performance.now() < deadline) {
       await sleep(SAMPLE_MS, undefined, { signal: o.signal });
@@ -479,6 +500,12 @@ async function runSize(
         );
       if (s.granted >= n) {
         allGrantedSeconds = s.t;
+        const atEnd = await writesByResource();
+        const renews = renewer.renews + renewer.errors - renewsAtSpawn;
+        for (const [k, v] of Object.entries(atEnd)) {
+          const d = v - (writesAtSpawn[k] ?? 0) - (k === 'PUT leases' ? renews : 0);
+          if (d > 0) writesPerGrantByResource[k] = r2(d / n);
+        }
         break;
       }
     }
@@ -557,6 +584,7 @@ async function runSize(
       steadyRenewsPerS: steady.length > 0 ? r2(mean(steady.map((s) => s.renewsPerS))) : undefined,
       renewErrors: renewer.errors,
       writesPerGrant: completed && allGrantedAt !== undefined ? r2(allGrantedAt.controllerWrites / n) : undefined,
+      writesPerGrantByResource,
       steadyControllerWritesPerLockPerMin:
         steady.length > 1 && steadyMinutes > 0
           ? r2(((steady.at(-1)?.controllerWrites ?? 0) - (steady[0]?.controllerWrites ?? 0)) / n / steadyMinutes)

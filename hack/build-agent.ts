@@ -36,6 +36,17 @@ import { basename, join, relative, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
 const ROOT = resolve(import.meta.dirname, '..');
+/**
+ * LEAN_FLAGS make the agent smaller in memory, measured by bench/agent-footprint.ts
+ * (docs/benchmarks.md, "Agent footprint"): `--bytecode` stores the compiled bytecode in the
+ * executable, so it is read from the file (pages shared by every agent of the node running the
+ * same file) instead of parsed and compiled into each process's own heap; `--smol` is Bun's
+ * small-heap mode (collects more often); a JIT tier-up threshold scaled by 10^9 keeps the agent in
+ * the interpreter and baseline tiers: it runs a renew every few seconds, which optimised machine
+ * code does not speed up, and each tier's code is memory of each process.
+ */
+const LEAN_FLAGS = ['--bytecode', '--compile-exec-argv=--smol', '--compile-jit-policy=1000000000'] as const;
+
 /** AGENT_BINARY is where the compiled agent is written. */
 export const AGENT_BINARY = join(ROOT, 'dist/bin/fencepost-agent');
 /** AGENT_METAFILE is Bun's metafile of that build: `inputs` names every bundled module. */
@@ -130,6 +141,7 @@ function compile(target: Target, force: boolean): AgentBuild {
           '--compile',
           '--no-compile-autoload-dotenv',
           '--no-compile-autoload-bunfig',
+          ...LEAN_FLAGS,
           `--metafile=${metafile}`,
           target.entry,
           '--outfile',
@@ -243,6 +255,7 @@ export function bundledModules(metafile = AGENT_METAFILE): string[] {
 function inputsHash(bunVersion: string): string {
   const h = createHash('sha256');
   h.update(bunVersion);
+  h.update(LEAN_FLAGS.join(' '));
   for (const file of [...filesUnder(join(ROOT, 'src')), join(ROOT, 'package-lock.json')]) {
     h.update(relative(ROOT, file));
     h.update('\0');

@@ -112,6 +112,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
           log,
           metrics,
           cacheSyncTimeoutMs: cfg.cacheSyncTimeoutMs,
+          ...(cfg.podLabelSelector !== undefined ? { podLabelSelector: cfg.podLabelSelector } : {}),
           ...(stores !== undefined ? { stores } : {}),
         }),
       ),

@@ -43,6 +43,11 @@ export interface ControllerConfig {
   readonly identity: string;
   /** cacheSyncTimeoutMs: exit if informers do not sync within this; default 2m. */
   readonly cacheSyncTimeoutMs: number;
+  /**
+   * podLabelSelector: watch and cache only the pods this label selector matches
+   * (--pod-label-selector); undefined = every pod of the watched namespaces.
+   */
+  readonly podLabelSelector: string | undefined;
   /** logLevel: info (default) or debug, warn, error; silent turns logging off. */
   readonly logLevel: LogLevel;
 }
@@ -69,6 +74,9 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
   --leader-election-retry-period D     (default 2s)
   --identity NAME                      this replica's identity (default $POD_NAME or the hostname)
   --cache-sync-timeout D               exit if caches do not sync in time (default 2m)
+  --pod-label-selector SEL             watch only the pods this label selector matches, e.g.
+                                       fencepost.io/candidate=true (default: every pod); a
+                                       candidate it does not match is never granted
   --log-level LEVEL                    debug, info, warn or error (default info); silent turns logging off
 `;
 
@@ -110,6 +118,7 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
       'leader-election-retry-period': { type: 'string', default: '2s' },
       identity: { type: 'string' },
       'cache-sync-timeout': { type: 'string', default: '2m' },
+      'pod-label-selector': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
     },
     ['leader-elect'],
@@ -161,6 +170,27 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     ),
     identity: values.identity ?? env['POD_NAME'] ?? hostname(),
     cacheSyncTimeoutMs: parseDuration(values['cache-sync-timeout'], '--cache-sync-timeout'),
+    podLabelSelector: podLabelSelector(values['pod-label-selector']),
     logLevel: level,
   });
+}
+
+/**
+ * podLabelSelector checks --pod-label-selector: comma-separated requirements of the API's
+ * label-selector syntax (`key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`,
+ * `key notin (a,b)`). The API server parses it in full at the first list; this catches a typo at
+ * start-up, with the flag named.
+ */
+function podLabelSelector(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const key = String.raw`(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`;
+  const val = String.raw`(?:[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?`;
+  const requirement = new RegExp(
+    String.raw`^\s*(?:!?${key}|${key}\s*(?:==?|!=)\s*${val}|${key}\s+(?:in|notin)\s+\(\s*${val}(?:\s*,\s*${val})*\s*\))\s*$`,
+  );
+  // Commas inside `(…)` separate values, not requirements.
+  const parts = value.split(/,(?![^(]*\))/);
+  if (value.trim() === '' || parts.some((p) => !requirement.test(p)))
+    throw new UsageError('--pod-label-selector', `not a label selector: ${JSON.stringify(value)}`);
+  return value;
 }

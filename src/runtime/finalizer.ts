@@ -49,9 +49,12 @@ export interface CleanupResult extends ReconcileResult {
 export interface FinalizerHandlers<T extends KubernetesObject> {
   /**
    * apply drives the world toward `obj`'s spec. It runs only while the finalizer is in place and the
-   * object is not being deleted, so everything it creates will be cleaned up.
+   * object is not being deleted, so everything it creates will be cleaned up. `added`: this very
+   * call put the finalizer on, with a write conditional on its absence (jsonPatchFinalizerIO's
+   * `test`), so nothing an earlier apply created can exist for this object; false when it was
+   * already there.
    */
-  apply(obj: T): Promise<ReconcileResult>;
+  apply(obj: T, o: { readonly added: boolean }): Promise<ReconcileResult>;
   /**
    * cleanup releases everything apply may have created. It must be idempotent and must tolerate
    * apply never having run (or having run half-way); it throws if anything is left to release.
@@ -111,17 +114,20 @@ export async function withFinalizer<T extends KubernetesObject>(
   if (!has && !deleting) {
     const resourceVersion = await io.addFinalizer(obj, name, signal);
     const md = obj.metadata ?? {};
-    return handlers.apply({
-      ...obj,
-      metadata: {
-        ...md,
-        finalizers: [...(md.finalizers ?? []), name],
-        ...(resourceVersion !== undefined ? { resourceVersion } : {}),
+    return handlers.apply(
+      {
+        ...obj,
+        metadata: {
+          ...md,
+          finalizers: [...(md.finalizers ?? []), name],
+          ...(resourceVersion !== undefined ? { resourceVersion } : {}),
+        },
       },
-    });
+      { added: true },
+    );
   }
   if (!has && deleting) return {};
-  if (has && !deleting) return handlers.apply(obj);
+  if (has && !deleting) return handlers.apply(obj, { added: false });
   // Throws → the finalizer stays and the caller retries with backoff; pending → it stays until later.
   const { pending, ...result } = await handlers.cleanup(obj);
   if (pending === true) return result;

@@ -49,9 +49,10 @@ export interface WorkQueueOptions<K> {
   readonly hooks?: WorkQueueHooks;
 }
 
-interface Waiting {
+/** Due is one entry of the delay heap: `key` becomes pending at monotonic `readyAt`. */
+interface Due<K> {
   readonly readyAt: number;
-  readonly timer: Timer;
+  readonly key: K;
 }
 
 /**
@@ -89,7 +90,17 @@ export class WorkQueue<K extends NonNullable<unknown>> {
   readonly #dirty = new Map<K, number>();
   /** #processing maps each in-flight key to the monotonic time it was handed out. */
   readonly #processing = new Map<K, number>();
-  readonly #waiting = new Map<K, Waiting>();
+  /**
+   * #waiting maps each key waiting on `addAfter` to its deadline; #heap orders the deadlines
+   * (a binary min-heap, client-go's delaying queue), and one timer, #timer, is armed for the
+   * earliest, so that 10,000 waiting locks cost 10,000 small entries, not 10,000 timers and
+   * closures. A deadline replaced by an earlier one stays in the heap until it comes up and is
+   * skipped then (it no longer matches #waiting); #compact drops such entries when they pile up.
+   */
+  readonly #waiting = new Map<K, number>();
+  #heap: Due<K>[] = [];
+  #timer: Timer | undefined;
+  #timerAt = Number.POSITIVE_INFINITY;
   #getters: ((key: K | undefined) => void)[] = [];
   #drainers: (() => void)[] = [];
   #shuttingDown = false;
@@ -132,17 +143,86 @@ export class WorkQueue<K extends NonNullable<unknown>> {
     }
     const readyAt = this.#clock.monotonicMs() + delayMs;
     const existing = this.#waiting.get(key);
-    if (existing !== undefined) {
-      if (existing.readyAt <= readyAt) return;
-      existing.timer.cancel();
+    if (existing !== undefined && existing <= readyAt) return;
+    this.#waiting.set(key, readyAt);
+    this.#push({ readyAt, key });
+    if (this.#heap.length > 2 * this.#waiting.size + 64) this.#compact();
+    this.#arm();
+  }
+
+  /** #arm (re)arms the one timer for the earliest deadline, unless it is already armed for it. */
+  #arm(): void {
+    // Deadlines replaced by earlier ones go first: no timer is armed for a key no longer waiting.
+    for (let top = this.#heap[0]; top !== undefined && this.#waiting.get(top.key) !== top.readyAt; top = this.#heap[0])
+      this.#pop();
+    const first = this.#heap[0];
+    if (first === undefined) {
+      this.#timer?.cancel();
+      this.#timer = undefined;
+      this.#timerAt = Number.POSITIVE_INFINITY;
+      return;
     }
-    const timer = this.#clock
+    if (this.#timer !== undefined && this.#timerAt <= first.readyAt) return;
+    this.#timer?.cancel();
+    this.#timerAt = first.readyAt;
+    this.#timer = this.#clock
       .setTimeout(() => {
-        this.#waiting.delete(key);
-        this.add(key);
-      }, delayMs)
+        this.#timer = undefined;
+        this.#timerAt = Number.POSITIVE_INFINITY;
+        this.#fire();
+      }, first.readyAt - this.#clock.monotonicMs())
       .unref();
-    this.#waiting.set(key, { readyAt, timer });
+  }
+
+  /** #fire adds every key whose deadline has come, then arms the timer for the next one. */
+  #fire(): void {
+    const now = this.#clock.monotonicMs();
+    for (let top = this.#heap[0]; top !== undefined && top.readyAt <= now; top = this.#heap[0]) {
+      this.#pop();
+      if (this.#waiting.get(top.key) !== top.readyAt) continue; // replaced by an earlier deadline
+      this.#waiting.delete(top.key);
+      this.add(top.key);
+    }
+    // A timer that fired a fraction of a millisecond early finds nothing due and is armed again.
+    this.#arm();
+  }
+
+  #push(d: Due<K>): void {
+    const h = this.#heap;
+    h.push(d);
+    for (let i = h.length - 1; i > 0;) {
+      const parent = (i - 1) >> 1;
+      const p = h[parent] as Due<K>;
+      if (p.readyAt <= d.readyAt) break;
+      h[i] = p;
+      h[parent] = d;
+      i = parent;
+    }
+  }
+
+  #pop(): void {
+    const h = this.#heap;
+    const last = h.pop();
+    if (last === undefined || h.length === 0) return;
+    h[0] = last;
+    for (let i = 0; ;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < h.length && (h[l] as Due<K>).readyAt < (h[m] as Due<K>).readyAt) m = l;
+      if (r < h.length && (h[r] as Due<K>).readyAt < (h[m] as Due<K>).readyAt) m = r;
+      if (m === i) break;
+      const t = h[i] as Due<K>;
+      h[i] = h[m] as Due<K>;
+      h[m] = t;
+      i = m;
+    }
+  }
+
+  /** #compact rebuilds the heap from #waiting alone, dropping replaced deadlines. */
+  #compact(): void {
+    this.#heap = [];
+    for (const [key, readyAt] of this.#waiting) this.#push({ readyAt, key });
   }
 
   /**
@@ -261,8 +341,9 @@ export class WorkQueue<K extends NonNullable<unknown>> {
   #beginShutdown(): void {
     if (this.#shuttingDown) return;
     this.#shuttingDown = true;
-    for (const w of this.#waiting.values()) w.timer.cancel();
     this.#waiting.clear();
+    this.#heap = [];
+    this.#arm(); // cancels the timer
     // Blocked getters exist only while nothing is queued, so all of them get `undefined`.
     const getters = this.#getters;
     this.#getters = [];

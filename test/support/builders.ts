@@ -67,6 +67,12 @@ export function aLock(name: string, ...opts: LockOption[]): DistributedLock {
 export const neverRecorded = (): LockOption => (d) => {
   delete d.status;
 };
+/** lockVersion sets the lock's metadata.resourceVersion. */
+export const lockVersion =
+  (resourceVersion: string): LockOption =>
+  (d) => {
+    d.metadata = { ...d.metadata, resourceVersion };
+  };
 /** withLeaseSeconds sets spec.leaseDurationSeconds. */
 export const withLeaseSeconds =
   (seconds: number): LockOption =>
@@ -377,6 +383,7 @@ interface ObservationDraft {
   podsSynced: boolean;
   fencing: FencingState;
   handoverMarkSeenAtMs?: number;
+  finalized?: 'now' | 'before';
 }
 
 /** ObservationOption changes the observation draft built by {@link anObservation}. */
@@ -405,8 +412,16 @@ export function anObservation(...opts: ObservationOption[]): Observation {
     podsSynced: d.podsSynced,
     fencing: d.fencing,
     ...(d.handoverMarkSeenAtMs !== undefined ? { handoverMarkSeenAtMs: d.handoverMarkSeenAtMs } : {}),
+    ...(d.finalized !== undefined ? { finalized: d.finalized } : {}),
   });
 }
+
+/** finalized: when the controller's finalizer came onto the lock (`now`: this reconcile added it). */
+export const finalized =
+  (when: 'now' | 'before'): ObservationOption =>
+  (d) => {
+    d.finalized = when;
+  };
 
 /** withHandoverMarkSeen: the controller first saw the Lease's handover mark at monotonic `ms`. */
 export const withHandoverMarkSeen =

@@ -26,7 +26,7 @@ import {
   type QueuedRequest,
   type Timings,
 } from '../../api/v1alpha1/distributedlock.ts';
-import { leaseDurationSecondsFor, tokenFloor, type LockRecord, type LostTerm } from '../../lease/record.ts';
+import { leaseDurationSecondsFor, parseLease, tokenFloor, type LockRecord, type LostTerm } from '../../lease/record.ts';
 import { sameHolder, type HolderRef } from '../../protocol/holder.ts';
 import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
@@ -82,6 +82,15 @@ export interface Observation {
   readonly grantFailure?: string;
   /** malformedToken: the Lease's token annotation as found when it is no token (parseLeaseTolerant); undefined otherwise. */
   readonly malformedToken?: string;
+  /**
+   * finalized: when the controller's finalizer came onto the lock, which is the durable record that
+   * a Lease of this lock may exist (it goes on before any Lease is created, and stays until the
+   * Lease is gone). `now`: this reconcile added it, under a precondition that it was absent, so no
+   * Lease was ever created for this lock and a missing one can be created already granted, in one
+   * write. `before`: it was there, so a missing Lease may have existed and had a holder (lostTerm).
+   * Undefined: not known (then status.leaseName is the record, as it was before the finalizer was).
+   */
+  readonly finalized?: 'now' | 'before';
 }
 
 /** GrantCause says why the lock is being (re)granted. */
@@ -91,9 +100,14 @@ export type GrantCause = 'Vacant' | 'Released' | 'HandedOver' | 'ForceReleased' 
 export type Action =
   /** CreateLease: create the lock's Lease; `lost` when an earlier one was deleted while held. */
   | { readonly type: 'CreateLease'; readonly lost: LostTerm | undefined }
-  /** Grant: take a token above `floor` from the fencing backend, then CAS the Lease to `to`. */
+  /**
+   * Grant: take a token above `floor` from the fencing backend, then CAS the Lease to `to`; with
+   * `create`, there is no Lease yet and the grant creates it (a create is a compare-and-swap on
+   * absence: it fails if someone made the Lease meanwhile).
+   */
   | {
       readonly type: 'Grant';
+      readonly create?: true;
       readonly to: HolderRef;
       readonly previous: HolderRef | undefined;
       readonly cause: GrantCause;
@@ -216,9 +230,12 @@ function decideLock(obs: Observation, nowMs: number): Decision {
         waiting: 'CacheNotSynced',
       };
     }
+    const lost = lostTerm(obs);
+    const grant = lost === undefined ? firstGrant(obs, nowMs) : undefined;
+    if (grant !== undefined) return grant;
     return {
       ...base,
-      actions: [{ type: 'CreateLease', lost: lostTerm(obs) }],
+      actions: [{ type: 'CreateLease', lost }],
       requeueAfterMs: 0,
       holder: undefined,
       expiresInMs: undefined,
@@ -381,7 +398,8 @@ function decideLock(obs: Observation, nowMs: number): Decision {
   }
   // A lock's first grant waits until status records its Lease (status.leaseName): from then on, a
   // missing Lease is known to have existed, and may have had a holder (see lostTerm).
-  if (obs.lock.status?.leaseName === undefined) {
+  // The lock's finalizer, which goes on before the Lease is created, is that record too.
+  if (obs.lock.status?.leaseName === undefined && obs.finalized === undefined) {
     return vacant('LeaseNotRecorded', 0);
   }
   if (exhausted) return refuse([]);
@@ -507,10 +525,32 @@ function lostTerm(obs: Observation): LostTerm | undefined {
   const stillWaiting = (status?.conditions ?? []).some(
     (c) => c.type === ConditionType.Held && c.reason === Reason.LeaseLost,
   );
-  if (holder === undefined && !stillWaiting && status?.leaseName === undefined) return undefined;
+  if (holder === undefined && !stillWaiting && status?.leaseName === undefined && obs.finalized !== 'before')
+    return undefined;
   const termMs = (status?.leaseDurationSeconds ?? 0) * 1000;
   const specMs = termTimingsOf(undefined, obs.lock.spec).leaseDurationMs;
   return { holder, leaseDurationSeconds: leaseDurationSecondsFor(Math.max(termMs, specMs)) };
+}
+
+/**
+ * firstGrant: the grant of a lock that never had a Lease (its finalizer went on in this very
+ * reconcile, and nothing records a holder or a token), as one create of the Lease already granted,
+ * instead of a create, a status write recording it, and a grant. Decided as the grant of a vacant
+ * Lease whose resourceVersion is the lock's: an etcd revision from after the lock was created, so
+ * above every token of an earlier lock of the same name (what a new Lease's own creation revision
+ * gives otherwise), and below the revision of the create that records the token. Undefined when
+ * that decision is no grant (no candidate yet, fencing down, …): the Lease is then created empty.
+ */
+function firstGrant(obs: Observation, nowMs: number): Decision | undefined {
+  const rv = obs.lock.metadata.resourceVersion ?? '';
+  if (obs.finalized !== 'now' || obs.lock.status?.fencingToken !== undefined || !/^[0-9]{1,19}$/.test(rv))
+    return undefined;
+  const record = parseLease({ metadata: { resourceVersion: rv } });
+
+  const dec = decideLock({ ...obs, lease: { record, observedAtMs: nowMs } }, nowMs);
+  const grant = dec.actions.find((a) => a.type === 'Grant');
+  if (grant === undefined || dec.actions.length !== 1) return undefined;
+  return { ...dec, actions: [{ ...grant, create: true }] };
 }
 
 /** newestMarked: of the pods marked as the lock's holder, the one with the largest token (then the first by name). */

@@ -159,6 +159,17 @@ export class DistributedLockReconciler implements Reconciler {
   readonly #grantFailures = new Map<ObjectKey, string>();
   /** #delivered: per lock key, the resourceVersion of the Lease the informer delivered last. */
   readonly #delivered = new Map<ObjectKey, string>();
+  /**
+   * #statusWritten: per lock key, the status our last write sent and the status the lock cache
+   * showed then, until the cache shows another status (our write, or anyone's) or
+   * EXPECTATION_TTL_MS pass: a reconcile that runs before the cache has our write (a pod or Lease
+   * event of the same grant) would otherwise send the same status again. Dropped as soon as the
+   * cache shows the status sent, so at steady state it holds nothing.
+   */
+  readonly #statusWritten = new Map<
+    ObjectKey,
+    { readonly base: string; readonly sent: string; readonly untilMs: number }
+  >();
 
   /** #stores: the locks held in a Redis or Redlock store (spec.store), which this controller only observes. */
   readonly #stores: StoreLocks | undefined;
@@ -178,6 +189,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#seen.clear();
     this.#marks.clear();
     this.#expected.clear();
+    this.#statusWritten.clear();
     this.#queues.clear(); // another leader may have recorded requests since: start from status again
   }
 
@@ -232,6 +244,7 @@ export class DistributedLockReconciler implements Reconciler {
       this.#expected.delete(key);
       this.#delivered.delete(key);
       this.#grantFailures.delete(key);
+      this.#statusWritten.delete(key);
       this.#stores?.forget(key);
       return {};
     }
@@ -241,7 +254,7 @@ export class DistributedLockReconciler implements Reconciler {
       lock,
       FINALIZER,
       this.#d.finalizers,
-      { apply: (l) => this.#apply(key, l, io), cleanup: (l) => this.#cleanup(key, l, io) },
+      { apply: (l, { added }) => this.#apply(key, l, io, added), cleanup: (l) => this.#cleanup(key, l, io) },
       ctx.signal,
     );
   }
@@ -254,7 +267,7 @@ export class DistributedLockReconciler implements Reconciler {
   // server's answer (the cache has not seen it yet); after a 409 it reads the Lease once and
   // decides again (DESIGN: "On conflict: re-read and decide again"), without a trip through the
   // rate-limited queue.
-  async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext): Promise<Result> {
+  async #apply(key: ObjectKey, lock: DistributedLock, io: CallContext, finalizerAdded: boolean): Promise<Result> {
     const { log, signal } = io;
     // A Semaphore holds its permits on Leases of their own: never run it with the one-holder logic below.
     if (lock.spec.mode === 'Semaphore') return this.#applySemaphore(key, lock, io);
@@ -270,7 +283,7 @@ export class DistributedLockReconciler implements Reconciler {
     let dec: Decision | undefined;
     for (let pass = 0; pass < MAX_PASSES; pass++) {
       const lease = known !== undefined ? known.lease : this.#cachedLease(key, namespace, lName);
-      obs = this.#observe(key, current, lease);
+      obs = { ...this.#observe(key, current, lease), finalized: finalizerAdded ? 'now' : 'before' };
       dec = decide(obs, this.#d.clock.monotonicMs());
       this.#reportTampering(key, current, obs, dec, log);
       const leaseAction = dec.actions.find(
@@ -286,7 +299,10 @@ export class DistributedLockReconciler implements Reconciler {
           known = { lease: await this.#actOnLease(key, current, obs, lease, leaseAction, io) };
         } catch (err) {
           this.#expected.delete(key);
-          if (!isConflict(err) || pass === MAX_PASSES - 1) {
+          // A grant that creates the Lease finds it made meanwhile (AlreadyExists): a conflict too.
+          const raced =
+            isConflict(err) || (leaseAction.type === 'Grant' && leaseAction.create === true && isAlreadyExists(err));
+          if (!raced || pass === MAX_PASSES - 1) {
             if (leaseAction.type === 'Grant') await this.#reportGrantFailure(key, current, obs, dec, err, signal);
             throw err;
           }
@@ -754,8 +770,15 @@ export class DistributedLockReconciler implements Reconciler {
         return created;
       }
       case 'Grant': {
-        if (read === undefined) throw new Error(`Lease ${namespace}/${name} vanished before the grant`);
-        const current = read;
+        if (read === undefined && action.create !== true)
+          throw new Error(`Lease ${namespace}/${name} vanished before the grant`);
+        const lockRef = {
+          name: lock.metadata.name ?? '',
+          uid: lock.metadata.uid ?? '',
+          apiVersion: API_VERSION,
+          kind: KIND,
+        };
+        const current = read ?? newLease(lockRef, undefined);
         const fencing = this.#d.fencing.forLock(lock);
         let issued;
         signal.throwIfAborted(); // the dispenser takes no signal (a Redis script): do not start one after shutdown
@@ -791,7 +814,11 @@ export class DistributedLockReconciler implements Reconciler {
         const timings = obs.timings;
         const body = grantedLease(current, action.to, issued.token, timings, this.#d.clock.now(), action.request);
         signal.throwIfAborted(); // a token burnt by a shutdown is a harmless gap; a grant after it is not ours to make
-        const granted = await this.#d.leaseStore.replace(namespace, name, body, { signal }); // CAS on resourceVersion; 409 → re-read
+        // CAS on resourceVersion (409 → re-read); a lock's first grant creates the Lease (409 AlreadyExists → re-read).
+        const granted =
+          read === undefined
+            ? await this.#d.leaseStore.create(namespace, body, { signal })
+            : await this.#d.leaseStore.replace(namespace, name, body, { signal });
         this.#d.metrics?.grants.inc({ cause: action.cause, backend: fencing.backend });
         if (obs.lease !== undefined && action.cause !== 'Vacant') {
           this.#d.metrics?.handoffDuration.observe(
@@ -1141,11 +1168,22 @@ export class DistributedLockReconciler implements Reconciler {
 
   async #writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
-    if (stableJson(prev) === stableJson(next)) return;
+    const base = stableJson(prev);
+    const sent = stableJson(next);
+    const key: ObjectKey = `${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`;
+    if (base === sent) {
+      this.#statusWritten.delete(key);
+      return;
+    }
+    const nowMs = this.#d.clock.monotonicMs();
+    const last = this.#statusWritten.get(key);
+    if (last !== undefined && last.base === base && last.sent === sent && nowMs < last.untilMs) return; // sent already; the cache is behind
     // A merge patch only adds and changes keys; keys that disappeared are sent as null.
     const patch: Record<string, unknown> = { ...next };
     for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
+    this.#statusWritten.delete(key); // a failed write is sent again
     await this.#d.statusWriter.patchStatus(lock, patch, signal);
+    this.#statusWritten.set(key, { base, sent, untilMs: nowMs + EXPECTATION_TTL_MS });
   }
 
   // ### 5: Deletion: unmark pods; end a held term and wait until its holder must have stepped down

@@ -24,7 +24,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
 import { LOCK_LABEL, leaseName } from '../../protocol/names.ts';
-import type { TimerClock } from '../../runtime/clock.ts';
+import type { Timer, TimerClock } from '../../runtime/clock.ts';
 import { Controller, RECONCILE_RESULTS, type ObjectKey } from '../../runtime/controller.ts';
 import { jsonPatchFinalizerIO } from '../../runtime/finalizer.ts';
 import { superviseInformer, type SupervisedInformer } from '../../runtime/informer.ts';
@@ -58,6 +58,12 @@ export interface LockControllerOptions {
   readonly log: Logger;
   readonly metrics?: ControllerMetrics;
   readonly cacheSyncTimeoutMs?: number;
+  /**
+   * podLabelSelector: list and watch only the pods it matches (a label selector string), so that
+   * the pod cache holds the candidates, not every pod of the namespace; a pod it does not match is
+   * invisible to the controller (never a candidate). Undefined: every pod.
+   */
+  readonly podLabelSelector?: string;
   /**
    * fencing replaces the token backends made from redisUrl. For the safety suite's calibration
    * only (a dispenser with a protection removed must make the suite fail); production passes none.
@@ -161,14 +167,19 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     },
     transform: withoutManagedFields,
   });
+  const podSelector = o.podLabelSelector !== undefined ? { labelSelector: o.podLabelSelector } : {};
   const pods = superviseInformer<V1Pod>({
     ...common,
     name: 'pods',
+    ...podSelector,
     onStateChange: gauge('pods'),
     path: ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
-    list: () => (ns !== undefined ? core.listNamespacedPod({ namespace: ns }) : core.listPodForAllNamespaces()),
+    list: () =>
+      ns !== undefined
+        ? core.listNamespacedPod({ namespace: ns, ...podSelector })
+        : core.listPodForAllNamespaces(podSelector),
     listPage: ({ limit, continue: _continue }) => {
-      const page = { limit, ...(_continue !== undefined ? { _continue } : {}) };
+      const page = { limit, ...podSelector, ...(_continue !== undefined ? { _continue } : {}) };
       return ns !== undefined ? core.listNamespacedPod({ namespace: ns, ...page }) : core.listPodForAllNamespaces(page);
     },
     transform: slimPod,
@@ -177,11 +188,19 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
 
   // Every lock's Degraded condition follows the Redis connection: re-check them all when it changes.
   let enqueueAll = (): void => undefined;
+  // The workers start once Redis has answered (or FENCING_CONNECT_WAIT_MS passed): a lock
+  // reconciled before would be found FencingUnavailable, written so, and done again at once.
+  let fencingConnected = (): void => undefined;
+  const connected = new Promise<void>((resolve) => {
+    fencingConnected = resolve;
+  });
   const fencing =
     o.fencing ??
-    fencingBackends(o.redisUrl, () => {
+    fencingBackends(o.redisUrl, (ready) => {
+      if (ready) fencingConnected();
       enqueueAll();
     });
+  const awaitFencing = o.fencing === undefined && o.redisUrl !== undefined && o.redisUrl !== '';
   // Writes go through the lean JSON client (kube/json-client.ts); lists and watches stay with client-node.
   const json = jsonClient(kc);
   const lockWriter = customResourceWriterOver(json, { group: GROUP, version: VERSION, plural: PLURAL });
@@ -306,6 +325,16 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     metrics.queueAdds.inc(q, 0);
     metrics.queueRetries.inc(q, 0);
   }
+  if (awaitFencing) {
+    let timer: Timer | undefined;
+    await Promise.race([
+      connected,
+      new Promise<void>((resolve) => {
+        timer = clock.setTimeout(resolve, FENCING_CONNECT_WAIT_MS).unref();
+      }),
+    ]);
+    timer?.cancel();
+  }
   controller.start();
   // fencepost_locks (the "no holder" alert): counted from the caches when Prometheus scrapes.
   // A Mutex lock without a holder is idle between runs, not a problem: it is counted apart.
@@ -336,6 +365,9 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     },
   };
 }
+
+/** FENCING_CONNECT_WAIT_MS bounds the wait for Redis before the workers start (its connect timeout is 2 s). */
+const FENCING_CONNECT_WAIT_MS = 3000;
 
 /** viewedCache is a cache whose reads pass through view (podView, lockView). */
 function viewedCache<T>(c: Cache<T> & Indexed<T>, view: (o: T) => T): Cache<T> & Indexed<T> {

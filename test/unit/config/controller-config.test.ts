@@ -23,6 +23,26 @@ describe('parseControllerConfig', () => {
     });
   });
 
+  it.each([
+    'fencepost.io/candidate=true',
+    'app in (web, api),tier!=batch',
+    '!legacy,example.com/role==worker',
+    'app',
+    'app=',
+  ])('takes --pod-label-selector %s', (sel) => {
+    expect(parseControllerConfig(['--pod-label-selector', sel], {}).podLabelSelector).toBe(sel);
+  });
+
+  it.each(['', 'app=(x)', 'app in web', '=x', 'a b'])('refuses --pod-label-selector %j, naming the flag', (sel) => {
+    expect(() => parseControllerConfig(['--pod-label-selector', sel], {})).toThrow(
+      `--pod-label-selector: not a label selector: ${JSON.stringify(sel)}`,
+    );
+  });
+
+  it('watches every pod without --pod-label-selector', () => {
+    expect(parseControllerConfig([], {}).podLabelSelector).toBeUndefined();
+  });
+
   it('takes --namespace more than once, without duplicates', () => {
     expect(parseControllerConfig(['--namespace', 'a', '--namespace', 'b', '--namespace', 'a'], {}).namespaces).toEqual([
       'a',

@@ -16,11 +16,13 @@ import {
   fencingBackend,
   fencingDown,
   fencingNotConfigured,
+  finalized,
   fromKubelet,
   heldBy,
   grantedRequest,
   lastHolder,
   leaseSeconds,
+  lockVersion,
   markedHolderOf,
   neverRecorded,
   noLease,
@@ -131,6 +133,39 @@ const rows: readonly Row[] = [
     obs: obs(noLease(), withPods(a, b), lockWith(neverRecorded())),
     nowMs: 0,
     want: { actions: [{ type: 'CreateLease', lost: undefined }], holder: undefined, waiting: undefined },
+  },
+  {
+    name: 'a new lock whose finalizer this reconcile added is granted by creating its Lease already granted, the floor its own resourceVersion',
+    obs: obs(noLease(), withPods(a, b), lockWith(neverRecorded(), lockVersion('500')), finalized('now')),
+    nowMs: 0,
+    want: {
+      actions: [{ type: 'Grant', create: true, to: a.ref, previous: undefined, cause: 'Vacant', floor: 500n }],
+      waiting: undefined,
+    },
+  },
+  {
+    name: 'a new lock with no candidate yet gets an empty Lease, as before',
+    obs: obs(noLease(), lockWith(neverRecorded(), lockVersion('500')), finalized('now')),
+    nowMs: 0,
+    want: { actions: [{ type: 'CreateLease', lost: undefined }] },
+  },
+  {
+    name: 'a new lock while fencing is down gets an empty Lease, no grant',
+    obs: obs(noLease(), withPods(a), lockWith(neverRecorded(), lockVersion('500')), finalized('now'), fencingDown()),
+    nowMs: 0,
+    want: { actions: [{ type: 'CreateLease', lost: undefined }] },
+  },
+  {
+    name: 'a lock whose finalizer was already there and whose Lease is missing: created as Lost, although status records nothing (a Lease may have been created and granted before status was written)',
+    obs: obs(noLease(), withPods(a, b), lockWith(neverRecorded(), lockVersion('500')), finalized('before')),
+    nowMs: 0,
+    want: { actions: [{ type: 'CreateLease', lost: { holder: undefined, leaseDurationSeconds: 10 } }] },
+  },
+  {
+    name: 'the finalizer is the record of the Lease: the first grant does not wait for status to record it',
+    obs: obs(withPods(a, b), lockWith(neverRecorded()), finalized('before')),
+    nowMs: 0,
+    want: { actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 100n }] },
   },
   // ----- The Lease deleted while held (issue 15, finding 7) -----
   {

@@ -194,6 +194,31 @@ describe('WorkQueue', () => {
       expect(q.len()).toBe(0);
     });
 
+    it('waits on one timer however many keys wait, and adds each key at its earliest deadline', async () => {
+      const { q, clock } = newQueue();
+      let seed = 7;
+      const rand = (n: number): number => {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        return seed % n;
+      };
+      const due = new Map<string, number>();
+      for (let i = 0; i < 2000; i++) {
+        const key = `k${rand(300)}`;
+        const at = clock.monotonicMs() + 1 + rand(500);
+        q.addAfter(key, at - clock.monotonicMs());
+        due.set(key, Math.min(due.get(key) ?? Number.POSITIVE_INFINITY, at));
+      }
+      expect(clock.pendingTimers()).toBe(1);
+      while (due.size > 0) {
+        for (const key of await drainNow(q)) {
+          expect(due.get(key), key).toBe(clock.monotonicMs());
+          due.delete(key);
+        }
+        clock.advance(1);
+      }
+      expect(clock.pendingTimers()).toBe(0);
+    });
+
     it('measures an earlier deadline from when it was requested', () => {
       const { q, clock } = newQueue();
       q.addAfter('a', 1000);
@@ -365,7 +390,7 @@ describe('WorkQueue', () => {
       const { q, clock } = newQueue();
       q.addAfter('a', 100);
       q.addAfter('b', 200);
-      expect(clock.pendingTimers()).toBe(2);
+      expect(clock.pendingTimers()).toBe(1); // one timer for every waiting key, armed for the earliest
       q.shutDown();
       expect(clock.pendingTimers()).toBe(0);
       clock.advance(1000);
