@@ -1,7 +1,8 @@
 /**
  * serve.ts — the long-running half of `npm run testbed:up`: starts the control plane and Redis
  * in .testbed/ (with --with-nodes also kube-scheduler, kube-controller-manager, kwok with two fake
- * nodes and the pod runner, test/support/cluster), writes .testbed/state.json for the other
+ * nodes and the pod runner, test/support/cluster; with --with-registry an OCI registry on loopback,
+ * test/support/testbed/registry.ts), writes .testbed/state.json for the other
  * commands, and stops everything on SIGTERM or SIGINT. Started detached by up.ts; not meant to be
  * run by hand.
  */
@@ -10,6 +11,7 @@ import { join } from 'node:path';
 import { startCluster } from '../../test/support/cluster/cluster.ts';
 import { startControlPlane, type ControlPlane } from '../../test/support/testbed/control-plane.ts';
 import { startRedis } from '../../test/support/testbed/redis.ts';
+import { startRegistry } from '../../test/support/testbed/registry.ts';
 import { TESTBED_DIR, type TestbedState } from './state.ts';
 
 const withNodes = process.argv.includes('--with-nodes');
@@ -18,6 +20,9 @@ const withNodes = process.argv.includes('--with-nodes');
 const cluster = withNodes ? await startCluster({ dir: TESTBED_DIR, nodes: 2, runNamespaces: 'all' }) : undefined;
 const plane: ControlPlane = cluster?.plane ?? (await startControlPlane({ dir: TESTBED_DIR }));
 const redis = await startRedis({ dir: join(TESTBED_DIR, 'redis') });
+const registry = process.argv.includes('--with-registry')
+  ? await startRegistry({ dir: join(TESTBED_DIR, 'registry'), pidFile: join(TESTBED_DIR, 'pids') })
+  : undefined;
 const state: TestbedState = {
   pid: process.pid,
   kubeconfig: plane.kubeconfigPath,
@@ -25,6 +30,7 @@ const state: TestbedState = {
   redisUrl: redis.url,
   assets: process.env['KUBEBUILDER_ASSETS'] ?? '',
   nodes: cluster?.nodes ?? [],
+  ...(registry !== undefined ? { registry: registry.host } : {}),
   startedAt: new Date().toISOString(),
 };
 writeFileSync(join(TESTBED_DIR, 'state.json'), JSON.stringify(state, null, 2));
@@ -33,6 +39,7 @@ let stopping = false;
 const stop = async (): Promise<void> => {
   if (stopping) return;
   stopping = true;
+  await registry?.stop();
   if (cluster !== undefined) {
     await Promise.allSettled([cluster.stop(), redis.stop()]);
   } else {

@@ -7,6 +7,10 @@
  * `npm run testbed:up -- --with-nodes` adds kube-scheduler, kube-controller-manager and kwok with
  * two fake nodes, and runs every fencepost container of a scheduled pod as a local process (the
  * first run builds the three extra binaries, about 10 minutes on 2 cores).
+ *
+ * `npm run testbed:up -- --with-registry` adds an OCI registry (the CNCF distribution registry,
+ * plain HTTP on 127.0.0.1) that `hack/release.sh VERSION $FENCEPOST_REGISTRY` publishes to and
+ * `helm install oci://$FENCEPOST_REGISTRY/fencepost/charts/fencepost` installs from.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
@@ -16,10 +20,11 @@ import { readState, TESTBED_DIR } from './state.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
-function printExports(kubeconfig: string, redisUrl: string, assets: string): void {
+function printExports(kubeconfig: string, redisUrl: string, assets: string, registry?: string): void {
   process.stdout.write(
     `export KUBECONFIG=${kubeconfig}\n` +
       `export FENCEPOST_REDIS_URL=${redisUrl}\n` +
+      (registry !== undefined ? `export FENCEPOST_REGISTRY=${registry}\n` : '') +
       `export PATH=${assets}:$PATH   # kubectl ${'v1.36.3'} and helm from the testbed build\n`,
   );
 }
@@ -27,16 +32,19 @@ function printExports(kubeconfig: string, redisUrl: string, assets: string): voi
 const running = readState();
 if (running !== undefined) {
   process.stderr.write(`Testbed already running (pid ${running.pid}, API server ${running.apiServer})\n`);
-  printExports(running.kubeconfig, running.redisUrl, running.assets);
+  printExports(running.kubeconfig, running.redisUrl, running.assets, running.registry);
   process.exit(0);
 }
 
 const withNodes = process.argv.includes('--with-nodes');
-const components = withNodes
-  ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'kwok']
-  : [];
+const withRegistry = process.argv.includes('--with-registry');
+const components = [
+  ...(withNodes || withRegistry ? ['kube-apiserver', 'kubectl', 'etcd', 'helm'] : []),
+  ...(withNodes ? ['kube-scheduler', 'kube-controller-manager', 'kwok'] : []),
+  ...(withRegistry ? ['registry', 'oras', 'syft', 'cosign'] : []),
+];
 const assets =
-  (withNodes ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
+  (components.length > 0 ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
   execFileSync(join(root, 'hack/testbed/build.sh'), components, {
     stdio: ['ignore', 'pipe', 'inherit'],
     encoding: 'utf8',
@@ -50,7 +58,8 @@ const assets =
 rmSync(TESTBED_DIR, { recursive: true, force: true });
 mkdirSync(TESTBED_DIR, { recursive: true });
 const log = openSync(join(TESTBED_DIR, 'serve.log'), 'a');
-const child = spawn(process.execPath, [join(root, 'hack/testbed/serve.ts'), ...(withNodes ? ['--with-nodes'] : [])], {
+const flags = [...(withNodes ? ['--with-nodes'] : []), ...(withRegistry ? ['--with-registry'] : [])];
+const child = spawn(process.execPath, [join(root, 'hack/testbed/serve.ts'), ...flags], {
   detached: true,
   stdio: ['ignore', log, log],
   env: { ...process.env, KUBEBUILDER_ASSETS: assets },
@@ -62,9 +71,9 @@ for (;;) {
   const state = readState();
   if (state !== undefined) {
     process.stderr.write(
-      `Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}${(state.nodes ?? []).length > 0 ? `, nodes ${(state.nodes ?? []).join(', ')}` : ''}, logs in ${TESTBED_DIR}\n`,
+      `Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}${(state.nodes ?? []).length > 0 ? `, nodes ${(state.nodes ?? []).join(', ')}` : ''}${state.registry !== undefined ? `, registry http://${state.registry}` : ''}, logs in ${TESTBED_DIR}\n`,
     );
-    printExports(state.kubeconfig, state.redisUrl, state.assets);
+    printExports(state.kubeconfig, state.redisUrl, state.assets, state.registry);
     break;
   }
   if (child.exitCode !== null || performance.now() > deadline || !existsSync(TESTBED_DIR)) {
