@@ -94,20 +94,7 @@ export function buildAgent(options: { readonly force?: boolean } = {}): AgentBui
     const tmpDir = mkdtempSync(join(ROOT, 'dist/bin/.build-'));
     const tmp = join(tmpDir, basename(AGENT_BINARY));
     try {
-      execFileSync(
-        bun.path,
-        [
-          'build',
-          '--compile',
-          '--no-compile-autoload-dotenv',
-          '--no-compile-autoload-bunfig',
-          `--metafile=${AGENT_METAFILE}`,
-          ENTRY,
-          '--outfile',
-          tmp,
-        ],
-        { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-      );
+      compileAgent(tmp, { metafile: AGENT_METAFILE });
       renameSync(tmp, AGENT_BINARY);
     } finally {
       rmSync(tmpDir, { recursive: true, force: true });
@@ -115,6 +102,29 @@ export function buildAgent(options: { readonly force?: boolean } = {}): AgentBui
     writeFileSync(STAMP, stamp);
   }
   return { path: AGENT_BINARY, metafile: AGENT_METAFILE, built: !fresh, inputs: bundledModules() };
+}
+
+/**
+ * compileAgent compiles the agent into outfile with the pinned Bun: for this machine, or for
+ * `target` (a Bun target such as bun-linux-arm64: Bun fetches that platform's runtime from the npm
+ * registry and cross-compiles, nothing runs under emulation).
+ */
+export function compileAgent(outfile: string, o: { readonly target?: string; readonly metafile?: string } = {}): void {
+  execFileSync(
+    pinnedBun().path,
+    [
+      'build',
+      '--compile',
+      '--no-compile-autoload-dotenv',
+      '--no-compile-autoload-bunfig',
+      ...(o.target !== undefined ? [`--target=${o.target}`] : []),
+      ...(o.metafile !== undefined ? [`--metafile=${o.metafile}`] : []),
+      ENTRY,
+      '--outfile',
+      outfile,
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
 }
 
 /** bundledModules lists the metafile's inputs, relative to the repository. */
