@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
-import { imageFromEnv } from '../support/cluster/crun-container.ts';
+import { imageFromEnv, type ImageUnderTest } from '../support/cluster/crun-container.ts';
 import { ensureImageRootfs } from '../support/image/archive.ts';
 import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
 import { findBinary } from '../support/testbed/assets.ts';
@@ -51,24 +51,45 @@ export interface E2e {
 }
 
 /**
- * useE2eCluster registers beforeAll/afterAll: start everything, install the chart with agent
- * RBAC for appNamespaces (created here), and tear it all down after the file.
+ * Published is a release installed the way users install it: the chart from a registry, its pods'
+ * images pulled from there by digest (crun, whatever FENCEPOST_E2E_RUNTIME says).
  */
-export function useE2eCluster(appNamespaces: readonly string[], extraValues: readonly string[] = []): E2e {
+export interface Published {
+  /** publish runs before the cluster starts and says what to install (e.g. hack/release.sh into a registry). */
+  readonly publish: () => Promise<{ readonly chart: string; readonly version: string }>;
+  /** pull resolves a pod's image reference to an unpacked image (test/support/image/archive.ts pullImageRootfs). */
+  readonly pull: (reference: string) => ImageUnderTest;
+}
+
+/**
+ * useE2eCluster registers beforeAll/afterAll: start everything, install the chart with agent
+ * RBAC for appNamespaces (created here), and tear it all down after the file. The chart is the
+ * repository's charts/fencepost with the image under test, or with `published`, a chart reference
+ * and version from a registry, installed with no image values at all.
+ */
+export function useE2eCluster(
+  appNamespaces: readonly string[],
+  extraValues: readonly string[] = [],
+  published?: Published,
+): E2e {
   let e: E2e | undefined;
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
-    const image = RUNTIME === 'crun' ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
+    const chart = published === undefined ? undefined : await published.publish();
+    const runtime = published === undefined ? RUNTIME : 'crun';
+    const image =
+      runtime === 'crun' && published === undefined ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
     // Say in every run's output what ran fencepost's containers: the closing notes quote it.
     process.stderr.write(
-      `[e2e] fencepost's containers: ${image === undefined ? 'local processes (FENCEPOST_E2E_RUNTIME unset)' : `crun, image root ${image.rootfs}${'digest' in image ? ` (${String(image.digest)})` : ''}`}\n`,
+      `[e2e] fencepost's containers: ${published !== undefined ? `crun, images pulled by digest for ${chart?.chart ?? ''} ${chart?.version ?? ''}` : image === undefined ? 'local processes (FENCEPOST_E2E_RUNTIME unset)' : `crun, image root ${image.rootfs}${'digest' in image ? ` (${String(image.digest)})` : ''}`}\n`,
     );
     const [cluster, redis] = await Promise.all([
       startCluster({
         installCrds: false,
         nodes: 2,
-        runtime: RUNTIME,
+        runtime,
         ...(image !== undefined ? { image } : {}),
+        ...(published !== undefined ? { pull: published.pull } : {}),
       }),
       startRedis(),
     ]);
@@ -87,14 +108,12 @@ export function useE2eCluster(appNamespaces: readonly string[], extraValues: rea
     await helm([
       'install',
       RELEASE,
-      join(ROOT, 'charts/fencepost'),
+      ...(chart === undefined
+        ? [join(ROOT, 'charts/fencepost'), '--set', 'image.repository=fencepost', '--set', 'image.tag=e2e']
+        : [chart.chart, '--version', chart.version]),
       '--namespace',
       SYSTEM_NAMESPACE,
       '--create-namespace',
-      '--set',
-      'image.repository=fencepost',
-      '--set',
-      'image.tag=e2e',
       '--set',
       'fencing.backend=Redis',
       '--set',

@@ -22,6 +22,8 @@ export interface ClusterOptions extends ControlPlaneOptions {
   readonly runtime?: PodRuntime;
   /** image is the unpacked fencepost image for crun mode. */
   readonly image?: ImageUnderTest;
+  /** pull, in crun mode, pulls each pod's fencepost image by its reference (PodRunnerOptions.pull). */
+  readonly pull?: (reference: string) => ImageUnderTest;
 }
 
 /** Cluster is a running control plane with nodes. */
@@ -63,6 +65,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           pidFile,
           ...(opts.runtime !== undefined ? { runtime: opts.runtime } : {}),
           ...(opts.image !== undefined ? { image: opts.image } : {}),
+          ...(opts.pull !== undefined ? { pull: opts.pull } : {}),
         });
         runners.push(r);
         return r;
