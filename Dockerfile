@@ -8,7 +8,8 @@
 #
 # Stages: production dependencies (deps), the TypeScript build and the agent executable (build),
 # a distroless-style root carved out of the Node base (runtime-root: glibc, libstdc++, node, no
-# shell, no package manager), the SBOM (sbom), and the runtime: FROM scratch with only those.
+# shell, no package manager), and the runtime: FROM scratch with only those. The SBOM is syft's,
+# made from the built image and attached to it in the registry (hack/release.sh).
 # The RUN steps of deps and build are the ones `node hack/build-image-tree.ts` replays locally
 # (without a container engine or root, for development);
 # keep them relative to WORKDIR so that it can. test/unit/image lints this file.
@@ -69,22 +70,6 @@ RUN set -eu; pkgs="base-files libc6 libgcc-s1 libstdc++6 gcc-12-base"; \
     printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' > etc/group; \
     chmod 1777 tmp; chown 65532:65532 home/nonroot
 
-# The SBOM (CycloneDX 1.6): the production npm packages from the lockfile, the Debian packages of
-# runtime-root, node, and the agent executable with the packages Bun bundled into it.
-FROM ${NODE_IMAGE} AS sbom
-ARG VERSION=0.1.0
-ARG REVISION=unknown
-ARG CREATED=1970-01-01T00:00:00Z
-WORKDIR /sbom
-COPY package.json package-lock.json ./
-COPY hack/sbom.ts hack/
-COPY hack/sbom/ hack/sbom/
-COPY --from=build /src/dist/bin/fencepost-agent.meta.json ./
-COPY --from=runtime-root /rootfs/var/lib/dpkg/status.d ./status.d
-RUN node hack/sbom.ts --lockfile package-lock.json --dpkg-status status.d --agent-meta fencepost-agent.meta.json \
-      --node-version "$(node -p process.versions.node)" --version "$VERSION" --revision "$REVISION" --created "$CREATED" \
-      --out sbom.cdx.json
-
 FROM scratch
 ARG VERSION=0.1.0
 ARG REVISION=unknown
@@ -96,7 +81,6 @@ COPY --from=deps /deps/package.json ./package.json
 COPY --from=deps /deps/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/dist/bin/fencepost-agent ./bin/fencepost-agent
-COPY --from=sbom /sbom/sbom.cdx.json ./sbom.cdx.json
 COPY crds/ ./crds/
 LABEL org.opencontainers.image.title="fencepost" \
       org.opencontainers.image.description="Kubernetes leader election and distributed locks with fencing tokens: the controller and the agent sidecar" \

@@ -134,21 +134,7 @@ function compile(target: Target, force: boolean): AgentBuild {
     const tmpDir = mkdtempSync(join(ROOT, 'dist/bin/.build-'));
     const tmp = join(tmpDir, basename(target.binary));
     try {
-      execFileSync(
-        bun.path,
-        [
-          'build',
-          '--compile',
-          '--no-compile-autoload-dotenv',
-          '--no-compile-autoload-bunfig',
-          ...LEAN_FLAGS,
-          `--metafile=${metafile}`,
-          target.entry,
-          '--outfile',
-          tmp,
-        ],
-        { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-      );
+      compileEntry(target.entry, tmp, { metafile, lean: true });
       renameSync(tmp, target.binary);
     } finally {
       rmSync(tmpDir, { recursive: true, force: true });
@@ -244,6 +230,40 @@ export function packKrew(options: { readonly force?: boolean; readonly uriBase?:
     ].join('\n'),
   );
   return { archive, manifest, sha256 };
+}
+
+/**
+ * compileAgent compiles the agent into outfile with the pinned Bun: for this machine, or for
+ * `target` (a Bun target such as bun-linux-arm64: Bun fetches that platform's runtime from the npm
+ * registry and cross-compiles, nothing runs under emulation). A cross-compiled agent is built
+ * without LEAN_FLAGS: they were measured on this machine's build only.
+ */
+export function compileAgent(outfile: string, o: { readonly target?: string; readonly metafile?: string } = {}): void {
+  compileEntry(AGENT.entry, outfile, { ...o, lean: o.target === undefined });
+}
+
+/** compileEntry compiles `entry` into outfile with the pinned Bun (see compileAgent for `target`). */
+function compileEntry(
+  entry: string,
+  outfile: string,
+  o: { readonly target?: string; readonly metafile?: string; readonly lean: boolean },
+): void {
+  execFileSync(
+    pinnedBun().path,
+    [
+      'build',
+      '--compile',
+      '--no-compile-autoload-dotenv',
+      '--no-compile-autoload-bunfig',
+      ...(o.lean ? LEAN_FLAGS : []),
+      ...(o.target !== undefined ? [`--target=${o.target}`] : []),
+      ...(o.metafile !== undefined ? [`--metafile=${o.metafile}`] : []),
+      entry,
+      '--outfile',
+      outfile,
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
 }
 
 /** bundledModules lists the metafile's inputs, relative to the repository. */

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # build-image.sh — builds the fencepost container image from ./Dockerfile without a Docker engine
 # (buildah, no daemon) and writes one OCI archive that `docker load`, `podman load` and
-# `kind load image-archive` accept, with its digest and SBOM beside it:
+# `kind load image-archive` accept, with its digest beside it:
 #
 #   dist/image/fencepost-<version>.oci.tar          the image (OCI layout + docker-archive manifest)
 #   dist/image/fencepost-<version>.oci.tar.digest   its manifest digest (sha256:…)
-#   dist/image/fencepost-<version>.cdx.json         its SBOM (CycloneDX 1.6; also at /app/sbom.cdx.json)
+#
+# Its SBOM is syft's (hack/release.sh attaches it in the registry; locally: syft scan oci-dir:…).
 #
 # Where Docker Hub cannot be reached, the Dockerfile's base (node:<version>-bookworm-slim) is first
 # built locally from Debian's archive (mmdebstrap) and the npm registry (node, npm), once. Builds are
@@ -13,7 +14,7 @@
 # The work is in hack/image/build.ts; this script brings the tools and Node 24 first.
 #
 # Usage: hack/build-image.sh [--out DIR] [--rebuild] [--json]
-#   prints the archive's path (or, with --json, the result: archive, digest, imageId, bytes, sbom…)
+#   prints the archive's path (or, with --json, the result: archive, digest, imageId, bytes…)
 #
 # Needs: buildah, skopeo, mmdebstrap, umoci and crun (the tests run the image with crun),
 # slirp4netns and uidmap (the tests' rootless containers). Installed with apt-get when this runs

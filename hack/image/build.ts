@@ -20,7 +20,7 @@
  * Flags: --out DIR (default dist/image), --rebuild (ignore the cache), --json (print the result
  * as JSON on standard output instead of the archive's path).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   copyFileSync,
@@ -65,7 +65,6 @@ const IMAGE_INPUTS = [
   'src',
   'crds',
   'hack/build-agent.ts',
-  'hack/sbom.ts',
 ];
 
 /** BuildResult is what a build (or a cache hit) produced. */
@@ -78,7 +77,6 @@ export interface BuildResult {
   readonly reference: string;
   readonly base: string;
   readonly bytes: number;
-  readonly sbom: string;
   readonly cached: boolean;
   readonly seconds: number;
 }
@@ -306,13 +304,11 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
     const cached = JSON.parse(readFileSync(resultFile, 'utf8')) as BuildResult;
     touch(dir);
     copyFileSync(join(dir, file), join(o.out, file));
-    copyFileSync(join(dir, `fencepost-${version}.cdx.json`), join(o.out, `fencepost-${version}.cdx.json`));
     writeFileSync(join(o.out, `${file}.digest`), `${cached.digest}\n`);
     log(`cached (inputs ${key.slice(0, 12)}): ${join(o.out, file)}`);
     return {
       ...cached,
       archive: resolve(o.out, file),
-      sbom: resolve(o.out, `fencepost-${version}.cdx.json`),
       cached: true,
       seconds: (Date.now() - t0) / 1000,
     };
@@ -385,13 +381,6 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
       layout,
       '.',
     ]);
-    // The SBOM the image carries at /app/sbom.cdx.json, beside the archive too.
-    const layer = manifest.layers.at(-1);
-    if (layer === undefined) throw new Error('the image has no layers');
-    const sbom = execFileSync('tar', ['-xzOf', join(layout, blobPath(layer.digest)), 'app/sbom.cdx.json'], {
-      maxBuffer: 64 * 1024 * 1024,
-    });
-    writeFileSync(join(dir, `fencepost-${version}.cdx.json`), sbom);
     const result: BuildResult = {
       archive: join(dir, file),
       digest: manifestDigest,
@@ -399,18 +388,16 @@ export function buildImage(o: { out: string; rebuild: boolean }): BuildResult {
       reference: name.full,
       base,
       bytes: statSync(join(dir, file)).size,
-      sbom: join(dir, `fencepost-${version}.cdx.json`),
       cached: false,
       seconds: (Date.now() - t0) / 1000,
     };
     writeFileSync(resultFile, JSON.stringify(result, null, 2));
     keepNewest(join(cache, 'builds'), 3);
     copyFileSync(join(dir, file), join(o.out, file));
-    copyFileSync(result.sbom, join(o.out, `fencepost-${version}.cdx.json`));
     writeFileSync(join(o.out, `${file}.digest`), `${manifestDigest}\n`);
     // vfs keeps full copies of every image: drop the build's, keep the base (and the store small).
     b.succeeds(['rmi', name.full]);
-    return { ...result, archive: resolve(o.out, file), sbom: resolve(o.out, `fencepost-${version}.cdx.json`) };
+    return { ...result, archive: resolve(o.out, file) };
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
@@ -427,7 +414,7 @@ if (import.meta.main) {
   try {
     const r = buildImage({ out: resolve(values.out), rebuild: values.rebuild });
     log(
-      `${r.cached ? 'reused' : 'built'} ${r.reference} in ${r.seconds.toFixed(1)} s: ${r.archive} (${(r.bytes / 1024 / 1024).toFixed(1)} MiB), digest ${r.digest}, image id ${r.imageId}, SBOM ${r.sbom}`,
+      `${r.cached ? 'reused' : 'built'} ${r.reference} in ${r.seconds.toFixed(1)} s: ${r.archive} (${(r.bytes / 1024 / 1024).toFixed(1)} MiB), digest ${r.digest}, image id ${r.imageId}`,
     );
     process.stdout.write(values.json ? `${JSON.stringify(r)}\n` : `${r.archive}\n`);
   } catch (err) {

@@ -5,6 +5,7 @@
 # Usage: hack/testbed/build.sh [component ...]
 #   components: kube-apiserver kubectl etcd helm kube-scheduler kube-controller-manager kwok
 #               kubelet containerd runc cni crictl pause, or node (all six: a real node)
+#               registry oras syft cosign   (the release tools: hack/release.sh and its test)
 #   default:    kube-apiserver kubectl etcd helm
 # Prints, as its last line, the KUBEBUILDER_ASSETS folder (kube-apiserver, etcd, kubectl, and
 # whatever else was built, side by side) on standard output; progress goes to standard error.
@@ -26,6 +27,12 @@ RUNC_VERSION=v1.5.3
 CNI_PLUGINS_VERSION=v1.10.0
 CRI_TOOLS_VERSION=v1.37.0
 PAUSE_VERSION=3.10
+# The release tools: the CNCF distribution registry (the OCI registry the release is published
+# to in tests), oras (pushes and lists referrers), syft (the SBOM) and cosign (the signature).
+REGISTRY_VERSION=v3.1.2
+ORAS_VERSION=v1.3.6
+SYFT_VERSION=v1.57.2
+COSIGN_VERSION=v3.1.3
 
 cache=${FENCEPOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencepost}
 assets="$cache/assets/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -55,7 +62,7 @@ build_one() {
     log "building $name $version (first run only; kube-apiserver takes 10-25 minutes on 2 cores)"
     mkdir -p "$(dirname "$out")"
     local started=$SECONDS
-    (cd "$here/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+    (cd "$here/$dir" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
     mv "$out.tmp" "$out"
     log "built $name in $((SECONDS - started)) s"
   else
@@ -151,7 +158,18 @@ for c in "${components[@]}"; do
     pause) build_pause ;;
     node)
       "${BASH_SOURCE[0]}" kubelet containerd runc cni crictl pause >/dev/null ;;
-    *) echo "build.sh: unknown component '$c' (known: kube-apiserver kubectl etcd helm kube-scheduler kube-controller-manager kwok kubelet containerd runc cni crictl pause node)" >&2; exit 2 ;;
+    registry)
+      build_one registry registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION" \
+        "-s -w -X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION" ;;
+    oras)
+      build_one oras oras oras.land/oras/cmd/oras "$ORAS_VERSION" \
+        "-s -w -X oras.land/oras/internal/version.BuildMetadata= -X oras.land/oras/internal/version.GitTreeState=clean" ;;
+    syft)
+      build_one syft syft github.com/anchore/syft/cmd/syft "$SYFT_VERSION" "-s -w -X main.version=${SYFT_VERSION#v}" ;;
+    cosign)
+      build_one cosign cosign github.com/sigstore/cosign/v3/cmd/cosign "$COSIGN_VERSION" \
+        "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION -X sigs.k8s.io/release-utils/version.gitTreeState=clean" ;;
+    *) echo "build.sh: unknown component '$c' (known: kube-apiserver kubectl etcd helm kube-scheduler kube-controller-manager kwok kubelet containerd runc cni crictl pause node registry oras syft cosign)" >&2; exit 2 ;;
   esac
 done
 echo "$assets"

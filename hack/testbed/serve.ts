@@ -2,7 +2,8 @@
  * serve.ts — the long-running half of `npm run testbed:up`: starts the control plane and Redis
  * in .testbed/ (with --with-nodes also kube-scheduler, kube-controller-manager, kwok with two fake
  * nodes and the pod runner, test/support/cluster; with --node the same components and one real
- * node instead, test/support/node, with the fencepost image imported), writes .testbed/state.json for the other
+ * node instead, test/support/node, with the fencepost image imported; with --with-registry an OCI
+ * registry on loopback, test/support/testbed/registry.ts), writes .testbed/state.json for the other
  * commands, and stops everything on SIGTERM or SIGINT. Started detached by up.ts; not meant to be
  * run by hand.
  */
@@ -12,6 +13,7 @@ import { startCluster } from '../../test/support/cluster/cluster.ts';
 import { ensureImageArchive } from '../../test/support/image/archive.ts';
 import { startControlPlane, type ControlPlane } from '../../test/support/testbed/control-plane.ts';
 import { startRedis } from '../../test/support/testbed/redis.ts';
+import { startRegistry } from '../../test/support/testbed/registry.ts';
 import { TESTBED_DIR, type TestbedState } from './state.ts';
 
 const withNodes = process.argv.includes('--with-nodes');
@@ -31,6 +33,9 @@ const cluster = realNode
     : undefined;
 const plane: ControlPlane = cluster?.plane ?? (await startControlPlane({ dir: TESTBED_DIR }));
 const redis = await startRedis({ dir: join(TESTBED_DIR, 'redis') });
+const registry = process.argv.includes('--with-registry')
+  ? await startRegistry({ dir: join(TESTBED_DIR, 'registry'), pidFile: join(TESTBED_DIR, 'pids') })
+  : undefined;
 const state: TestbedState = {
   pid: process.pid,
   kubeconfig: plane.kubeconfigPath,
@@ -38,6 +43,7 @@ const state: TestbedState = {
   redisUrl: redis.url,
   assets: process.env['KUBEBUILDER_ASSETS'] ?? '',
   nodes: cluster?.nodes ?? [],
+  ...(registry !== undefined ? { registry: registry.host } : {}),
   startedAt: new Date().toISOString(),
 };
 writeFileSync(join(TESTBED_DIR, 'state.json'), JSON.stringify(state, null, 2));
@@ -46,6 +52,7 @@ let stopping = false;
 const stop = async (): Promise<void> => {
   if (stopping) return;
   stopping = true;
+  await registry?.stop();
   if (cluster !== undefined) {
     await Promise.allSettled([cluster.stop(), redis.stop()]);
   } else {

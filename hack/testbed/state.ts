@@ -14,6 +14,8 @@ export interface TestbedState {
   readonly assets: string;
   /** nodes are kwok's fake nodes (testbed:up --with-nodes); absent or empty without them. */
   readonly nodes?: readonly string[];
+  /** registry is the OCI registry's host:port (testbed:up --with-registry); absent without it. */
+  readonly registry?: string;
   readonly startedAt: string;
 }
 

@@ -12,6 +12,10 @@
  * instead: containerd, runc, the CNI plugins and a kubelet (test/support/node), with the
  * fencepost image imported as fencepost:e2e. As root only: the node changes the host (a bridge,
  * iptables rules, sysctls, cgroups, mounts), and `npm run testbed:down` undoes every change.
+ *
+ * `npm run testbed:up -- --with-registry` adds an OCI registry (the CNCF distribution registry,
+ * plain HTTP on 127.0.0.1) that `hack/release.sh VERSION $FENCEPOST_REGISTRY` publishes to and
+ * `helm install oci://$FENCEPOST_REGISTRY/fencepost/charts/fencepost` installs from.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
@@ -21,10 +25,11 @@ import { readState, TESTBED_DIR } from './state.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
-function printExports(kubeconfig: string, redisUrl: string, assets: string): void {
+function printExports(kubeconfig: string, redisUrl: string, assets: string, registry?: string): void {
   process.stdout.write(
     `export KUBECONFIG=${kubeconfig}\n` +
       `export FENCEPOST_REDIS_URL=${redisUrl}\n` +
+      (registry !== undefined ? `export FENCEPOST_REGISTRY=${registry}\n` : '') +
       `export PATH=${assets}:$PATH   # kubectl ${'v1.36.3'} and helm from the testbed build\n`,
   );
 }
@@ -32,12 +37,13 @@ function printExports(kubeconfig: string, redisUrl: string, assets: string): voi
 const running = readState();
 if (running !== undefined) {
   process.stderr.write(`Testbed already running (pid ${running.pid}, API server ${running.apiServer})\n`);
-  printExports(running.kubeconfig, running.redisUrl, running.assets);
+  printExports(running.kubeconfig, running.redisUrl, running.assets, running.registry);
   process.exit(0);
 }
 
 const withNodes = process.argv.includes('--with-nodes');
 const realNode = process.argv.includes('--node');
+const withRegistry = process.argv.includes('--with-registry');
 if (withNodes && realNode) {
   process.stderr.write(
     'testbed:up: --with-nodes (kwok) and --node (a real kubelet) are two kinds of cluster: pick one\n',
@@ -48,13 +54,14 @@ if (realNode && process.getuid?.() !== 0) {
   process.stderr.write('testbed:up --node: a real node needs root (bridge, iptables, cgroups, mounts)\n');
   process.exit(2);
 }
-const components = withNodes
-  ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'kwok']
-  : realNode
-    ? ['kube-apiserver', 'kubectl', 'etcd', 'helm', 'kube-scheduler', 'kube-controller-manager', 'node']
-    : [];
+const components = [
+  ...(withNodes || realNode || withRegistry ? ['kube-apiserver', 'kubectl', 'etcd', 'helm'] : []),
+  ...(withNodes ? ['kube-scheduler', 'kube-controller-manager', 'kwok'] : []),
+  ...(realNode ? ['kube-scheduler', 'kube-controller-manager', 'node'] : []),
+  ...(withRegistry ? ['registry', 'oras', 'syft', 'cosign'] : []),
+];
 const assets =
-  (withNodes || realNode ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
+  (components.length > 0 ? undefined : process.env['KUBEBUILDER_ASSETS']) ??
   execFileSync(join(root, 'hack/testbed/build.sh'), components, {
     stdio: ['ignore', 'pipe', 'inherit'],
     encoding: 'utf8',
@@ -80,9 +87,9 @@ for (;;) {
   const state = readState();
   if (state !== undefined) {
     process.stderr.write(
-      `Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}${(state.nodes ?? []).length > 0 ? `, nodes ${(state.nodes ?? []).join(', ')}` : ''}, logs in ${TESTBED_DIR}\n`,
+      `Testbed up: API server ${state.apiServer}, Redis ${state.redisUrl}${(state.nodes ?? []).length > 0 ? `, nodes ${(state.nodes ?? []).join(', ')}` : ''}${state.registry !== undefined ? `, registry http://${state.registry}` : ''}, logs in ${TESTBED_DIR}\n`,
     );
-    printExports(state.kubeconfig, state.redisUrl, state.assets);
+    printExports(state.kubeconfig, state.redisUrl, state.assets, state.registry);
     break;
   }
   if (child.exitCode !== null || performance.now() > deadline || !existsSync(TESTBED_DIR)) {

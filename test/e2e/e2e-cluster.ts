@@ -15,7 +15,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
-import { imageFromEnv } from '../support/cluster/crun-container.ts';
+import { imageFromEnv, type ImageUnderTest } from '../support/cluster/crun-container.ts';
 import { ensureImageArchive, ensureImageRootfs } from '../support/image/archive.ts';
 import type { RealNode } from '../support/node/node.ts';
 import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
@@ -87,39 +87,67 @@ export interface E2e {
 }
 
 /**
+ * Published is a release installed the way users install it: the chart from a registry, its pods'
+ * images pulled from there by digest (crun, whatever FENCEPOST_E2E_RUNTIME says).
+ */
+export interface Published {
+  /** publish runs before the cluster starts and says what to install (e.g. hack/release.sh into a registry). */
+  readonly publish: () => Promise<{ readonly chart: string; readonly version: string }>;
+  /** pull resolves a pod's image reference to an unpacked image (test/support/image/archive.ts pullImageRootfs). */
+  readonly pull: (reference: string) => ImageUnderTest;
+}
+
+/** E2eOptions: what a test file changes of the cluster. */
+export interface E2eOptions {
+  /** nodeMonitorGracePeriod is kube-controller-manager's, on the real node (default 5m). */
+  readonly nodeMonitorGracePeriod?: string;
+  /** published installs a release from a registry instead of the repository's chart (crun only). */
+  readonly published?: Published;
+}
+
+/**
  * useE2eCluster registers beforeAll/afterAll: start everything, install the chart with agent
- * RBAC for appNamespaces (created here), and tear it all down after the file.
+ * RBAC for appNamespaces (created here), and tear it all down after the file. The chart is the
+ * repository's charts/fencepost with the image under test, or with `published`, a chart reference
+ * and version from a registry, installed with no image values at all.
  */
 export function useE2eCluster(
   appNamespaces: readonly string[],
   extraValues: readonly string[] = [],
-  nodeMonitorGracePeriod?: string,
+  options: E2eOptions = {},
 ): E2e {
   let e: E2e | undefined;
   let stopAll: () => Promise<void> = () => Promise.resolve();
   beforeAll(async () => {
-    const image = RUNTIME === 'crun' ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
+    const { nodeMonitorGracePeriod, published } = options;
+    const chart = published === undefined ? undefined : await published.publish();
+    const runtime = published === undefined ? RUNTIME : 'crun';
+    const image =
+      runtime === 'crun' && published === undefined ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
     // The real node's binaries (kubelet, containerd, runc, CNI, crictl, pause): built once into the
     // testbed's cache, where findBinary looks; cached, this takes a second.
-    if (RUNTIME === 'kubelet')
+    if (runtime === 'kubelet')
       await run(join(ROOT, 'hack/testbed/build.sh'), ['node'], { cwd: ROOT, maxBuffer: 16 << 20 });
-    const archive = RUNTIME === 'kubelet' ? ensureImageArchive() : undefined;
+    const archive = runtime === 'kubelet' ? ensureImageArchive() : undefined;
     // Say in every run's output what ran fencepost's containers: the closing notes quote it.
     process.stderr.write(
       `[e2e] fencepost's containers: ${
-        archive !== undefined
-          ? `kubelet ${KUBE_VERSION} + containerd + runc on a real node, image ${IMAGE} imported from ${archive}`
-          : image === undefined
-            ? 'local processes (FENCEPOST_E2E_RUNTIME unset)'
-            : `crun, image root ${image.rootfs}${'digest' in image ? ` (${String(image.digest)})` : ''}`
+        published !== undefined
+          ? `crun, images pulled by digest for ${chart?.chart ?? ''} ${chart?.version ?? ''}`
+          : archive !== undefined
+            ? `kubelet ${KUBE_VERSION} + containerd + runc on a real node, image ${IMAGE} imported from ${archive}`
+            : image === undefined
+              ? 'local processes (FENCEPOST_E2E_RUNTIME unset)'
+              : `crun, image root ${image.rootfs}${'digest' in image ? ` (${String(image.digest)})` : ''}`
       }\n`,
     );
     const [cluster, redis] = await Promise.all([
       startCluster({
         installCrds: false,
         nodes: 2,
-        ...(RUNTIME === 'kubelet' ? {} : { runtime: RUNTIME }),
+        ...(runtime === 'kubelet' ? {} : { runtime }),
         ...(image !== undefined ? { image } : {}),
+        ...(published !== undefined ? { pull: published.pull } : {}),
         ...(archive !== undefined
           ? {
               realNode: {
@@ -153,16 +181,21 @@ export function useE2eCluster(
     await helm([
       'install',
       RELEASE,
-      join(ROOT, 'charts/fencepost'),
+      ...(chart === undefined
+        ? [
+            join(ROOT, 'charts/fencepost'),
+            '--set',
+            'image.repository=fencepost',
+            '--set',
+            'image.tag=e2e',
+            '--set',
+            'image.pullPolicy=IfNotPresent',
+          ]
+        : [chart.chart, '--version', chart.version]),
       '--namespace',
       SYSTEM_NAMESPACE,
       '--create-namespace',
       '--set',
-      'image.repository=fencepost',
-      '--set',
-      'image.tag=e2e',
-      '--set',
-      'image.pullPolicy=IfNotPresent',
       '--set',
       'fencing.backend=Redis',
       '--set',

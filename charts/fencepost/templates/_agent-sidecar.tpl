@@ -12,7 +12,7 @@ Use it from a chart that has fencepost as a dependency:
 
 Parameters (a dict):
   locks       list of lock names (required): one --lock each
-  image       the fencepost image; default ghcr.io/fencepost/fencepost:0.1.0 (the sidecar runs its
+  image       the fencepost image; default this chart release's (fencepost.defaultImage; the sidecar runs its
               /app/bin/fencepost-agent: the agent compiled into one executable)
   listen      the loopback lock API; default 127.0.0.1:7370
   probePort   the kubelet's /healthz and /readyz port; default 8081
@@ -27,7 +27,7 @@ The pod needs serviceAccountName fencepost-agent (agentRbac.namespaces).
 {{- $metricsPort := .metricsPort | default 8080 -}}
 {{- $resources := .resources | default (dict "requests" (dict "cpu" "10m" "memory" "64Mi") "limits" (dict "memory" "128Mi")) -}}
 - name: fencepost-agent
-  image: {{ .image | default "ghcr.io/fencepost/fencepost:0.1.0" }}
+  image: {{ .image | default (include "fencepost.defaultImage" .) }}
   restartPolicy: Always
   command:
     - /app/bin/fencepost-agent

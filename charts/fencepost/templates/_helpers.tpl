@@ -72,10 +72,17 @@ the full name when the chart creates it, else "default".
 {{- end }}
 
 {{/*
-fencepost.image is "<repository>:<tag>", the tag defaulting to the chart's appVersion.
+fencepost.image is the controller's image: fencepost.defaultImage (this release's, pinned by digest
+in a published chart) unless image.repository is set; then "<repository>:<tag>", the tag
+defaulting to the chart's appVersion, with "@<digest>" when image.digest is set.
 */}}
 {{- define "fencepost.image" -}}
+{{- if .Values.image.repository }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- with .Values.image.digest }}@{{ . }}{{ end }}
+{{- else }}
+{{- include "fencepost.defaultImage" . }}
+{{- end }}
 {{- end }}
 
 {{/*

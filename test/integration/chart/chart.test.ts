@@ -313,6 +313,40 @@ describe('the fencepost Helm chart', () => {
     expect(applied.stdout).toContain('prometheusrule.monitoring.coreos.com/r-fencepost created (server dry run)');
   });
 
+  it("renders the agents' PodMonitor over agentRbac.namespaces, keeping the fencepost-agent container, and the Grafana dashboard ConfigMap; the API server accepts both", async () => {
+    const crds = await kubectl(['apply', '-f', join(import.meta.dirname, 'fixtures/monitoring-crds.yaml')]);
+    expect(crds.code, crds.stderr).toBe(0);
+    const est = await kubectl([
+      'wait',
+      '--for=condition=Established',
+      '--timeout=60s',
+      'crd/podmonitors.monitoring.coreos.com',
+    ]);
+    expect(est.code, est.stderr).toBe(0);
+    const r = await template(ns, [
+      '--set',
+      'agentPodMonitor.enabled=true',
+      '--set',
+      `agentRbac.namespaces={${ns}}`,
+      '--set',
+      'grafanaDashboard.enabled=true',
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    const [monitor] = docsOf(r.stdout, 'PodMonitor');
+    expect(monitor).toMatch(new RegExp(`matchNames:\\n\\s+- ${ns}\\n`));
+    expect(monitor).toMatch(
+      /sourceLabels: \[__meta_kubernetes_pod_container_name\]\n\s+regex: fencepost-agent\n\s+action: keep/,
+    );
+    const [dashboard] = docsOf(r.stdout, 'ConfigMap').filter((d) => d.includes('grafana_dashboard'));
+    expect(dashboard).toContain('"uid": "fencepost"');
+    const applied = await kubectlApply(r.stdout, ns);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain('podmonitor.monitoring.coreos.com/r-fencepost-agents created (server dry run)');
+    const none = await template(ns, ['--set', 'agentPodMonitor.enabled=true']);
+    expect(none.code).not.toBe(0);
+    expect(none.stderr).toContain('agentPodMonitor.enabled needs agentRbac.namespaces');
+  });
+
   it('alerts only on metrics the controller exports', async () => {
     const r = await template(ns, ['--set', 'prometheusRule.enabled=true']);
     expect(r.code, r.stderr).toBe(0);

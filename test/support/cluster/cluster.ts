@@ -30,6 +30,8 @@ export interface ClusterOptions extends ControlPlaneOptions {
   readonly realNode?: NodeOptions;
   /** nodeMonitorGracePeriod is kube-controller-manager's (default 5m: see components.ts). */
   readonly nodeMonitorGracePeriod?: string;
+  /** pull, in crun mode, pulls each pod's fencepost image by its reference (PodRunnerOptions.pull). */
+  readonly pull?: (reference: string) => ImageUnderTest;
 }
 
 /** Cluster is a running control plane with nodes. */
@@ -94,6 +96,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           pidFile,
           ...(opts.runtime !== undefined ? { runtime: opts.runtime } : {}),
           ...(opts.image !== undefined ? { image: opts.image } : {}),
+          ...(opts.pull !== undefined ? { pull: opts.pull } : {}),
         });
         runners.push(r);
         return r;

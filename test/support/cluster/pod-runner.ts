@@ -307,8 +307,14 @@ export interface PodRunnerOptions {
   readonly pollMs?: number;
   /** runtime (default 'process'); 'crun' needs image. */
   readonly runtime?: PodRuntime;
-  /** image is the unpacked fencepost image that crun mode runs. */
+  /** image is the unpacked fencepost image that crun mode runs (unless pull is given). */
   readonly image?: ImageUnderTest;
+  /**
+   * pull, in crun mode, resolves a pod's fencepost image reference to an unpacked image, as a
+   * node's runtime pulls it (test/support/image/archive.ts pullImageRootfs: from a registry, by
+   * digest); every pod then runs the image its spec names instead of `image`.
+   */
+  readonly pull?: (reference: string) => ImageUnderTest;
   /** pidFile records sandboxes, relays, slirp4netns, crun and the crun state root for reapStale (crun mode). */
   readonly pidFile?: string;
 }
@@ -331,6 +337,8 @@ export interface PodRunner {
 /** CrunPod is a pod's sandbox in crun mode, with its image root (an overlay) and its directory. */
 interface CrunPod {
   readonly sandbox: Sandbox;
+  /** image is the fencepost image the pod's containers run; rootfs its overlay. */
+  readonly image: ImageUnderTest;
   readonly rootfs: string;
   readonly dir: string;
   readonly podPorts: ReadonlySet<number>;
@@ -368,7 +376,8 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   let stopped = false;
   mkdirSync(o.dir, { recursive: true });
   const runtime = o.runtime ?? 'process';
-  if (runtime === 'crun' && o.image === undefined) throw new Error('pod runner: crun mode needs the image');
+  if (runtime === 'crun' && o.image === undefined && o.pull === undefined)
+    throw new Error('pod runner: crun mode needs the image (or pull)');
   const pidFile = o.pidFile ?? join(o.dir, 'pids');
   /** crunDir holds the sandboxes, bundles and crun's state root: traversable by the sandboxes' uid. */
   let crunDir: string | undefined;
@@ -391,7 +400,10 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
   const crunPods = new Set<Promise<CrunPod>>();
   /** startCrunPod makes a pod's sandbox and its image root (an overlay of the image, root only). */
   const startCrunPod = async (pod: V1Pod): Promise<CrunPod> => {
-    const image = o.image;
+    const reference = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) =>
+      isFencepostImage(c.image),
+    )?.image;
+    const image = o.pull !== undefined && reference !== undefined ? o.pull(reference) : o.image;
     if (image === undefined) throw new Error('pod runner: crun mode without an image');
     const dir = join(crunRoot(), pod.metadata?.uid ?? '');
     mkdirSync(dir, { recursive: true, mode: 0o711 });
@@ -405,7 +417,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
         process.getuid?.() === 0
           ? await sandbox.overlay(image.rootfs, join(dir, 'root'), [SERVICE_ACCOUNT_MOUNT])
           : image.rootfs;
-      return { sandbox, rootfs, dir, podPorts: podPortsOf(pod) };
+      return { sandbox, image, rootfs, dir, podPorts: podPortsOf(pod) };
     } catch (err) {
       await sandbox.stop();
       throw err;
@@ -588,8 +600,7 @@ export function startPodRunner(o: PodRunnerOptions): PodRunner {
     }
     const sc = c.securityContext;
     const psc = pod.spec?.securityContext;
-    const image = o.image;
-    if (image === undefined) throw new Error('pod runner: crun mode without an image');
+    const image = cp.image;
     const user = Number(/^(\d+)/.exec(image.config.User ?? '')?.[1] ?? 65532);
     const runAs = sc?.runAsUser ?? psc?.runAsUser ?? user;
     const group = sc?.runAsGroup ?? psc?.runAsGroup ?? runAs;

@@ -27,7 +27,7 @@ describe('the Dockerfile rule checker', () => {
 
   it('parses our Dockerfile into its stages, the last one unnamed, with continuation lines joined and the base ARG resolved', () => {
     const stages = parseDockerfile(ours);
-    expect(stages.map((s) => s.name)).toEqual(['deps', 'build', 'runtime-root', 'sbom', undefined]);
+    expect(stages.map((s) => s.name)).toEqual(['deps', 'build', 'runtime-root', undefined]);
     expect(stages[0]?.image).toMatch(/^node:24\.21\.0-bookworm-slim@sha256:[0-9a-f]{64}$/);
     expect(stages.at(-1)?.image).toBe('scratch');
     expect(parseDockerfile(ours, { NODE_IMAGE: 'localhost/base:1' })[1]?.image).toBe('localhost/base:1');
@@ -41,7 +41,7 @@ describe('the Dockerfile rule checker', () => {
   });
 
   it('skips the base-carving stages locally, and what is built from them', () => {
-    expect([...locallySkipped(parseDockerfile(ours))].sort()).toEqual(['runtime-root', 'sbom']);
+    expect([...locallySkipped(parseDockerfile(ours))].sort()).toEqual(['runtime-root']);
     // A -root stage may use absolute paths (it carves the base's own files); a build stage may not.
     const carving = good.replace(
       'FROM ${BASE} AS build',
