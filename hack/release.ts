@@ -11,7 +11,6 @@
  *      `helm package --version VERSION --app-version VERSION`, `helm push oci://REGISTRY/charts`.
  *   5. `oras discover` of each platform manifest: what a user sees attached to it.
  */
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseDockerfile } from '../test/support/image/dockerfile.ts';
 import { crossArch } from './image/cross-arch.ts';
+import { run } from './image/run.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -102,21 +102,6 @@ export function imageTemplate(reference: string): string {
 const log = (line: string): void => {
   process.stderr.write(`[release] ${line}\n`);
 };
-
-function run(cmd: string, args: readonly string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): string {
-  const r = spawnSync(cmd, args, {
-    cwd: opts.cwd ?? ROOT,
-    env: { ...process.env, ...opts.env },
-    encoding: 'utf8',
-    maxBuffer: 256 * 1024 * 1024,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  if (r.status !== 0)
-    throw new Error(
-      `${cmd} ${args.join(' ')} exited ${String(r.status ?? r.signal)}:\n${(r.stderr || r.stdout).split('\n').slice(-20).join('\n')}`,
-    );
-  return r.stdout;
-}
 
 function sha256(bytes: Buffer | string): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;

