@@ -196,7 +196,6 @@ export function useE2eCluster(
       SYSTEM_NAMESPACE,
       '--create-namespace',
       '--set',
-      '--set',
       'fencing.backend=Redis',
       '--set',
       `fencing.redisUrl=${redisUrl}`,
