@@ -188,6 +188,7 @@ describe(`a release from a registry: helm install ${V1}, first lock, helm upgrad
     expect(after).toEqual(before);
     expect(report.terms.map((t) => [t.holder, t.token.toString()])).toEqual([[before.pod, before.token]]);
     expect(report.maxBelievers).toBe(1);
+    expect(report.overlaps).toEqual([]);
   });
 
   it('uninstall as documented: locks deleted while the controller runs go at once; one deleted after it is gone waits on its finalizer until it is removed by hand', async () => {

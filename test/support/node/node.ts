@@ -538,16 +538,23 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
     crictl: (args) => sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]),
     events: () => recordEvents(socket, dir, pidFile, ctr),
     async podGet(namespace, pod, url) {
-      const crictl = (args: readonly string[]): string =>
-        sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
-      const id = crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready'])
+      // Asynchronous all the way: the e2e watch asks every agent at once and times each answer, and
+      // a synchronous crictl here would run the pods' requests one after another.
+      const crictl = (args: readonly string[]): Promise<string> =>
+        runAsync(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
+      const id = (await crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready']))
         .split('\n')
         .find((l) => l !== '');
       if (id === undefined) return { status: 0, body: 'no such pod sandbox' };
-      const info = JSON.parse(crictl(['inspectp', id])) as {
-        info?: { runtimeSpec?: { linux?: { namespaces?: { type: string; path?: string }[] } } };
-      };
-      const netns = info.info?.runtimeSpec?.linux?.namespaces?.find((n) => n.type === 'network')?.path;
+      let netns: string | undefined;
+      try {
+        const info = JSON.parse(await crictl(['inspectp', id])) as {
+          info?: { runtimeSpec?: { linux?: { namespaces?: { type: string; path?: string }[] } } };
+        };
+        netns = info.info?.runtimeSpec?.linux?.namespaces?.find((n) => n.type === 'network')?.path;
+      } catch {
+        return { status: 0, body: `crictl inspectp ${id} did not answer (the sandbox went away)` };
+      }
       if (netns === undefined) return { status: 0, body: 'pod sandbox has no network namespace' };
       const r = await runAsync('nsenter', [`--net=${netns}`, 'curl', '-s', '-m', '2', '-w', '\n%{http_code}', url]);
       const at = r.lastIndexOf('\n');
