@@ -4,16 +4,19 @@
  * as the Java tests run it. Shared by each client's agent test and its store test.
  */
 import { execFile, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
 /** GO_MODULE is clients/go. */
 export const GO_MODULE = resolve(import.meta.dirname, '../../clients/go');
 /** JAVA_PROJECT is clients/java. */
 export const JAVA_PROJECT = resolve(import.meta.dirname, '../../clients/java');
+const CACHE = join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost');
 /** M2 is the Maven repository the tests and hack/test-clients.sh share. */
-const M2 = join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost', 'm2');
+const M2 = join(CACHE, 'm2');
 
 /** requireGo returns `go version`, or throws saying how to get Go: nothing is skipped silently. */
 export function requireGo(): string {
@@ -54,4 +57,66 @@ export async function mvn(args: string[], env: NodeJS.ProcessEnv = process.env):
     if (!missing) throw new Error(`mvn ${args.join(' ')} failed:\n${out}`, { cause: e });
     await run(false);
   }
+}
+
+/** filesUnder lists every file under dir, sorted, as paths relative to root. */
+function filesUnder(root: string, dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true })
+    .flatMap((d) => (d.isDirectory() ? filesUnder(root, join(dir, d.name)) : [relative(root, join(dir, d.name))]))
+    .sort();
+}
+
+/** javaSourceKey hashes what a build of clients/java depends on: its pom and every file under src/. */
+function javaSourceKey(): string {
+  const h = createHash('sha256');
+  for (const f of ['pom.xml', ...filesUnder(JAVA_PROJECT, join(JAVA_PROJECT, 'src'))]) {
+    h.update(f)
+      .update('\0')
+      .update(readFileSync(join(JAVA_PROJECT, f)))
+      .update('\0');
+  }
+  return h.digest('hex').slice(0, 16);
+}
+
+/**
+ * javaBuild puts a built clients/java (the jar, its classes and test classes, `mvn package
+ * -DskipTests`) into `target` and returns the classpath that runs it with its test dependencies.
+ * The build is kept in the fencepost cache by a hash of the sources, as the image archive is, so
+ * the files that need it (the agent scenario and the store tests) build it once per change of the
+ * sources instead of once per file and run: about 40 s of Maven per CI run. Each caller gets its
+ * own copy, where surefire writes its reports.
+ */
+export async function javaBuild(target: string): Promise<string> {
+  const cached = join(CACHE, 'java-build', javaSourceKey());
+  if (!existsSync(join(cached, 'classpath'))) {
+    // Built beside the cache entry and renamed into place, so that a file running at the same
+    // time never finds half a build.
+    const work = join(CACHE, 'java-build', `.tmp-${randomBytes(4).toString('hex')}`);
+    mkdirSync(work, { recursive: true });
+    try {
+      await mvn([
+        `-Dfencepost.buildDir=${join(work, 'target')}`,
+        '-DskipTests',
+        'package',
+        'dependency:build-classpath',
+        '-Dmdep.includeScope=test',
+        `-Dmdep.outputFile=${join(work, 'deps')}`,
+      ]);
+      writeFileSync(join(work, 'classpath'), readFileSync(join(work, 'deps'), 'utf8').trim());
+      try {
+        renameSync(work, cached);
+      } catch (e) {
+        // Another file's build got there first: its copy is the same sources' build.
+        if (!existsSync(join(cached, 'classpath'))) throw e;
+      }
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }
+  cpSync(join(cached, 'target'), target, { recursive: true });
+  return [
+    join(target, 'fencepost-client-0.1.0.jar'),
+    join(target, 'test-classes'),
+    readFileSync(join(cached, 'classpath'), 'utf8'),
+  ].join(':');
 }

@@ -1,11 +1,11 @@
 // The Java client (clients/java) against real parts: two real agents (the shipped executable) of
 // two pods on the shared API server with the lock controller, the shared redis-server, and a
-// PostgreSQL of this file's own. The Java code is built once per file (mvn package, offline when
-// the Maven repository under the fencepost cache is warm) into a temporary folder.
+// PostgreSQL of this file's own. The Java code is built once per change of its sources
+// (javaBuild, kept in the fencepost cache) and copied into a temporary folder.
 //
 // - The Java guards run the shared guard outcome vectors on these servers (GuardVectorsTest).
 // - The README's example program runs against a real agent and writes through both guards.
-// - The scenario of issue 20: two Java workers contend for a Mutex lock; the holder — its Java worker
+// - The pause scenario: two Java workers contend for a Mutex lock; the holder — its Java worker
 //   and its agent, as in a VM pause — is SIGSTOPped between its lock check and its write, past
 //   the lease; the successor's Java writes are accepted through the Java guards (Redis and SQL); the
 //   resumed worker's late write is refused by them, and its lock reports lost.
@@ -23,7 +23,7 @@ import { fenceTableSql } from '../../../src/guards/sql-guard.ts';
 import { startAgent, type AgentProcess } from '../../support/agent-processes.ts';
 import { eventually, sharedKubeconfigPath, sharedRedisUrl } from '../../support/env.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
-import { mvn, requireJava, JAVA_PROJECT } from '../../support/client-toolchains.ts';
+import { javaBuild, mvn, requireJava, JAVA_PROJECT } from '../../support/client-toolchains.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { startPostgres, type PostgresServer } from '../../support/testbed/postgres.ts';
 import { spawnManaged, type ManagedProcess } from '../../support/testbed/processes.ts';
@@ -56,19 +56,7 @@ describe('the Java client against real agents, redis-server and PostgreSQL', () 
     dir = mkdtempSync(join(tmpdir(), 'fencepost-java-client-'));
     build = join(dir, 'target');
     const started = performance.now();
-    await mvn([
-      `-Dfencepost.buildDir=${build}`,
-      '-DskipTests',
-      'package',
-      'dependency:build-classpath',
-      '-Dmdep.includeScope=test',
-      `-Dmdep.outputFile=${join(dir, 'classpath')}`,
-    ]);
-    classpath = [
-      join(build, 'fencepost-client-0.1.0.jar'),
-      join(build, 'test-classes'),
-      readFileSync(join(dir, 'classpath'), 'utf8').trim(),
-    ].join(':');
+    classpath = await javaBuild(build);
     process.stdout.write(`java client: built in ${Math.round(performance.now() - started)} ms\n`);
     postgres = await startPostgres();
     db = new pg.Pool({ connectionString: postgres.url, max: 2 });
