@@ -13,6 +13,7 @@
  * the run-once record on the Lease is RunCompletions (run-completions.ts); the session delegates
  * to them so that callers need one object.
  */
+import type { LockEvent } from '../protocol/lock-event.ts';
 import type { V1Lease } from '@kubernetes/client-node';
 import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -69,15 +70,7 @@ export interface LockSnapshot {
   readonly draining?: { readonly to: string; readonly deadlineInMs: number };
 }
 
-/** LockEvent is one change of a session, in order. */
-export interface LockEvent {
-  readonly type: 'granted' | 'renewed' | 'lost' | 'released';
-  readonly lock: string;
-  readonly token: string;
-  readonly reason?: string;
-  /** expiresInMs: for granted/renewed, the new time left. */
-  readonly expiresInMs?: number;
-}
+export type { LockEvent };
 
 /**
  * HandoverNotice tells the app about a planned handover of its held term (kept apart from

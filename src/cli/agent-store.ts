@@ -13,6 +13,7 @@ import { loadStores } from '../client/store-loader.ts';
 import type { AgentConfig } from '../config/agent.ts';
 import { UsageError } from '../config/usage-error.ts';
 import type { Logger } from '../observability/logger.ts';
+import { DEFAULT_LEASE_DURATION_SECONDS } from '../protocol/timings.ts';
 import { realClock } from '../runtime/clock.ts';
 import type { holdLock } from '../stores/hold.ts';
 import type { LockStore } from '../stores/store.ts';
@@ -58,7 +59,7 @@ export async function openAgentStore(api: ApiClient, cfg: AgentConfig, log: Logg
     locks.set(lock, {
       kind,
       mode: obj.spec.mode === 'Mutex' ? 'Mutex' : 'Election',
-      ttlMs: (obj.spec.leaseDurationSeconds ?? 15) * 1000,
+      ttlMs: (obj.spec.leaseDurationSeconds ?? DEFAULT_LEASE_DURATION_SECONDS) * 1000,
     });
   }
   if (locks.size === 0) return { locks };

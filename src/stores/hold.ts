@@ -10,6 +10,7 @@
  * caller's clock from before the acquire was sent: a VM pause that stops the monotonic clock —
  * also while the acquire is out — must still end the term when the wall clock says it has.
  */
+import type { LockEvent } from '../protocol/lock-event.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
@@ -25,15 +26,6 @@ import {
 import type { HolderRef } from '../protocol/holder.ts';
 import { newOwnerId } from './owner.ts';
 import type { Attempt, Grant, LockBackend } from './store.ts';
-
-/** StoreEvent is one change of a held store lock (the shape of the agent session's LockEvent). */
-export interface StoreEvent {
-  readonly type: 'granted' | 'renewed' | 'lost' | 'released';
-  readonly lock: string;
-  readonly token: string;
-  readonly reason?: string;
-  readonly expiresInMs?: number;
-}
 
 /** StoreHold is a granted store lock. */
 export interface StoreHold {
@@ -53,7 +45,7 @@ export interface StoreHold {
    * the lock is lost or released or the validity has passed. What the agent reports as expiresInMs.
    */
   validForMs(): number;
-  onEvent(listener: (e: StoreEvent) => void): () => void;
+  onEvent(listener: (e: LockEvent) => void): () => void;
   /** release stops the watchdog and gives the lock up (compare-and-delete). Idempotent. */
   release(): Promise<void>;
 }
@@ -218,14 +210,14 @@ function keep(
 ): StoreHold {
   const timings = storeTimings(o.ttlMs);
   const token = g.token.toString();
-  const listeners = new Set<(e: StoreEvent) => void>();
+  const listeners = new Set<(e: LockEvent) => void>();
   const ended = new AbortController();
   let validUntilMs = grantedUntilMs;
   let state: 'held' | 'lost' | 'released' = 'held';
   let renewTimer: Timer | undefined;
   let lapseTimer: Timer | undefined;
 
-  const emit = (e: Omit<StoreEvent, 'lock' | 'token'>): void => {
+  const emit = (e: Omit<LockEvent, 'lock' | 'token'>): void => {
     for (const l of [...listeners]) l({ ...e, lock: o.lock, token });
   };
   // Whole milliseconds, rounded down: what is reported may only understate the validity.

@@ -10,7 +10,7 @@ import type { LockStore } from './store.ts';
 import { parseStoreUrl } from './url.ts';
 
 export type { LockStore } from './store.ts';
-export { holdLock, type HoldResult, type StoreEvent, type StoreHold } from './hold.ts';
+export { holdLock, type HoldResult, type StoreHold } from './hold.ts';
 export { checkTtl, DEFAULT_TTL_MS } from './redis/timing.ts';
 
 /**

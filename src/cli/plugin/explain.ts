@@ -41,7 +41,7 @@ import {
 import type { LockRecord } from '../../lease/record.ts';
 import { sameHolder } from '../../protocol/holder.ts';
 import { leaseName, podKeys, TOKEN_ANNOTATION } from '../../protocol/names.ts';
-import { termTimingsOf } from '../../protocol/timings.ts';
+import { DEFAULT_LEASE_DURATION_SECONDS, termTimingsOf } from '../../protocol/timings.ts';
 import { humanDuration, timeMs } from './format.ts';
 import type { ControllerLeaseView, LockSnapshot } from './snapshot.ts';
 import { readRecord } from './status-view.ts';
@@ -493,7 +493,7 @@ export function controllerFinding(c: ControllerLeaseView, nowMs: number): Findin
       const where = `${l.metadata?.namespace ?? '?'}/${l.metadata?.name ?? '?'}`;
       const who = l.spec?.holderIdentity;
       const renew = timeMs(l.spec?.renewTime);
-      const durationMs = (l.spec?.leaseDurationSeconds ?? 15) * 1000;
+      const durationMs = (l.spec?.leaseDurationSeconds ?? DEFAULT_LEASE_DURATION_SECONDS) * 1000;
       if (who === undefined || who === '')
         return {
           code: 'ControllerNotLeading',

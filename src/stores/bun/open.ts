@@ -17,7 +17,7 @@ import { parseStoreUrl, storeTargets, type RedisTarget } from '../url.ts';
 import { bunRuntime, BunConnection, targetUrl } from './client.ts';
 
 export type { LockStore } from '../store.ts';
-export { holdLock, type HoldResult, type StoreEvent, type StoreHold } from '../hold.ts';
+export { holdLock, type HoldResult, type StoreHold } from '../hold.ts';
 export { checkTtl, DEFAULT_TTL_MS } from '../redis/timing.ts';
 
 /** openStore: stores/open.ts's openStore, on Bun's client. Throws on Node (no Bun.RedisClient). */

@@ -7,7 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/observability/logger.ts';
-import { holdLock, type HoldOptions, type StoreEvent, type StoreHold } from '../../../src/stores/hold.ts';
+import type { LockEvent } from '../../../src/protocol/lock-event.ts';
+import { holdLock, type HoldOptions, type StoreHold } from '../../../src/stores/hold.ts';
 import type { Attempt, LockBackend, RenewAnswer } from '../../../src/stores/store.ts';
 import { validUntil } from '../../../src/stores/redis/timing.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
@@ -230,7 +231,7 @@ describe('holdLock: the watchdog', () => {
     const clock = new FakeClock();
     const b = new Scripted(clock);
     const h = await held(b, clock);
-    const events: StoreEvent[] = [];
+    const events: LockEvent[] = [];
     h.onEvent((e) => events.push(e));
     await clock.advanceAsync(5000);
     expect(b.calls.filter((c) => c.startsWith('renew'))).toEqual([
@@ -249,7 +250,7 @@ describe('holdLock: the watchdog', () => {
     const clock = new FakeClock();
     const b = new Scripted(clock);
     const h = await held(b, clock);
-    const events: StoreEvent[] = [];
+    const events: LockEvent[] = [];
     h.onEvent((e) => events.push(e));
     b.renewWith = () => Promise.resolve('notOwner');
     await clock.advanceAsync(1000);
@@ -300,7 +301,7 @@ describe('holdLock: the watchdog', () => {
     const clock = new FakeClock();
     const b = new Scripted(clock);
     const h = await held(b, clock);
-    const events: StoreEvent[] = [];
+    const events: LockEvent[] = [];
     h.onEvent((e) => events.push(e));
     await Promise.all([h.release(), h.release()]);
     await h.release();
