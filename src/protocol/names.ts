@@ -27,9 +27,12 @@ export function isDnsLabel(name: string): boolean {
   return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name);
 }
 
+/** LEASE_PREFIX starts the name of every lock's Lease (admission policies match it). */
+export const LEASE_PREFIX = 'dlock-';
+
 /** leaseName is the deterministic name of a lock's Lease (lock names are DNS labels, at most 63 characters). */
 export function leaseName(lockName: string): string {
-  return `dlock-${lockName}`;
+  return `${LEASE_PREFIX}${lockName}`;
 }
 
 /**
@@ -123,7 +126,7 @@ export const PRIORITY_ANNOTATION = 'fencepost.io/priority';
 export type ReleaseKind = 'Released' | 'HandedOver' | 'Expired' | 'Terminated' | 'Revoked' | 'Lost';
 
 /** LOCK_KEY_SUFFIX ends every per-lock pod key prefix. */
-const LOCK_KEY_SUFFIX = '.lock.fencepost.io';
+export const LOCK_KEY_SUFFIX = '.lock.fencepost.io';
 
 /**
  * lockKeyPrefix is the label/annotation key prefix for one lock on a pod: `<lock>.lock.fencepost.io`.

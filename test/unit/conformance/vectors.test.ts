@@ -18,7 +18,7 @@ import {
   SqlIdentifierError,
 } from '../../../src/guards/sql-guard.ts';
 import { MAX_TOKEN, parseToken, TokenError } from '../../../src/protocol/token.ts';
-import { generatedModule, MODULES, readLua } from '../../../hack/gen-redis-lua.ts';
+import { generatedModule, MODULES, readLua, WIRE_TEMPLATE, wireTemplate } from '../../../hack/gen-protocol.ts';
 import { FENCE_NEXT_FUNCTION_LUA } from '../../../src/fencing/redis-fence.ts';
 import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from '../../../src/stores/redis/scripts.ts';
 import { lockKeys } from '../../../src/stores/redis/keys.ts';
@@ -41,11 +41,14 @@ const store = readVectors<StoreVectors>('store.json');
 
 describe('the shared Lua scripts', () => {
   it.each(MODULES.map((m) => [m.path, m] as const))(
-    '%s is generated from its clients/conformance files (run node hack/gen-redis-lua.ts after editing a .lua)',
+    '%s is generated from its clients/conformance files (run node hack/gen-protocol.ts after editing a .lua)',
     (path, m) => {
       expect(readFileSync(resolve(root, path), 'utf8')).toBe(generatedModule(m));
     },
   );
+  it(`${WIRE_TEMPLATE}, the chart's wire names, is generated from src/protocol (run node hack/gen-protocol.ts)`, () => {
+    expect(readFileSync(resolve(root, WIRE_TEMPLATE), 'utf8')).toBe(wireTemplate());
+  });
   it('the guard runs redis-fenced-write.lua as it is', () => {
     expect(FENCED_WRITE_LUA).toBe(readLua('redis-fenced-write.lua'));
   });
