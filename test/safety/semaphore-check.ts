@@ -1,5 +1,5 @@
 /**
- * The safety checker for a Semaphore lock (issue 18): a pure function from one trial's history to
+ * The safety checker for a Semaphore lock: a pure function from one trial's history to
  * its verdict. A Semaphore has one anchor Lease (`dlock-<lock>`, the lock-wide token high-water
  * mark, never a holder) and one Lease per permit (`dlock.<lock>.<i>`); the guards fence it per
  * permit (fence key `<lock>/<permit>`), because N holders write at once with N different tokens.

@@ -11,7 +11,7 @@ import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import { buildMonotonicStall, type MonotonicStall } from '../../support/monotonic-stall.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
 
-// Issue 15, finding 10: a VM pause stops CLOCK_MONOTONIC (performance.now(), Node's timers) while the
+// A VM pause stops CLOCK_MONOTONIC (performance.now(), Node's timers) while the
 // wall clock is set right after resume. The holder's agent runs with an LD_PRELOAD shim that makes
 // its monotonic clocks stand still while its wall clock runs on, and is cut off from the API server
 // (as a paused VM is: nothing it would learn gets in). The real controller expires the term and

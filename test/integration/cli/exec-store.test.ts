@@ -1,5 +1,5 @@
 /**
- * Issue 19: `fencepost exec --store redis://…` through the real CLI (Node: src/cli/main.ts), with
+ * `fencepost exec --store redis://…` through the real CLI (Node: src/cli/main.ts), with
  * no pod identity and no kubeconfig in its environment, against a real redis-server of its own:
  * the command runs with the lock's token, exec exits with its status and releases; a second exec
  * with --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; a lock

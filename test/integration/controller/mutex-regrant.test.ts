@@ -1,6 +1,6 @@
 /**
  * A Mutex lock released by its holder is not granted back to it on the request it just withdrew
- * (found in issue 18's review): the holder withdraws its request (a pod PATCH) and then releases
+ * (found in review): the holder withdraws its request (a pod PATCH) and then releases
  * the Lease, but the controller's pod watch can deliver the withdrawal after the Lease watch
  * delivers the release. Seen with the request still in the cache, the releasing pod looked like
  * the only candidate, and the controller granted it a new term nobody wanted — which then held

@@ -1,5 +1,5 @@
 /**
- * Issue 19: the library's acquire() with `store: redis://…` against a real redis-server of its
+ * The library's acquire() with `store: redis://…` against a real redis-server of its
  * own, no Kubernetes: no pod identity, no kubeconfig (the environment has neither POD_* variable
  * set for these calls).
  *

@@ -1,5 +1,5 @@
 /**
- * Issue 19: the Sentinel and Cluster URLs work through ioredis, against real servers started
+ * The Sentinel and Cluster URLs work through ioredis, against real servers started
  * here (redis-server; a Sentinel is redis-server with --sentinel):
  *
  * - redis+sentinel://: a Sentinel monitoring one master; acquire finds the master through it;

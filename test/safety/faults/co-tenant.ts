@@ -1,5 +1,5 @@
 /**
- * co-tenant (issue 15, finding 2): an adversarial principal in the lock's namespace — a
+ * co-tenant: an adversarial principal in the lock's namespace — a
  * ServiceAccount with the usual client-go leader-election Role (leases get/list/watch/create/
  * update/patch/delete) plus pods patch, pods/status patch and DistributedLock status patch, as a
  * co-tenant app, a CI bot or a namespace admin has — attacks a held lock 1–3 times at random:

@@ -1,5 +1,5 @@
 /**
- * semaphore (issue 18): a Semaphore lock with N permits (2 or 3) and N+2 candidates whose workers
+ * semaphore: a Semaphore lock with N permits (2 or 3) and N+2 candidates whose workers
  * ask for a permit, write while they hold one (fenced per permit), release after a while and ask
  * again, so that permits change hands throughout the trial. One of the usual faults — a pause, a
  * kill, a partition from the API server or a held store write — hits whichever holder checks next

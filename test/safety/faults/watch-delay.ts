@@ -1,5 +1,5 @@
 /**
- * The `watch-delay` fault (plan row T22): the controller decides on a stale informer cache. The
+ * The `watch-delay` fault: the controller decides on a stale informer cache. The
  * bed's controller reaches the API server through an HTTP fault proxy (`bed.controllerApi`);
  * while any trial of this phase runs, every event of the controller's watches (Leases, Pods,
  * DistributedLocks) is delivered U[0, 2L] late, in order. Each trial then hands its lock over —

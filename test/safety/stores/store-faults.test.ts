@@ -1,5 +1,5 @@
 /**
- * The randomized safety trials of the lock stores (issue 19, item 5): two worker processes
+ * The randomized safety trials of the lock stores: two worker processes
  * (store-worker.ts) contend for one store lock — the Redis store (src/stores/redis) or Redlock
  * over five masters (src/stores/redlock) — on real redis-servers, and write a second real
  * redis-server through the Redis guard; each trial injects one fault (store-bed.ts says what each
