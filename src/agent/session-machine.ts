@@ -20,9 +20,9 @@
  * - A term that ended here (lost or released) is never taken up again, even if the Lease still
  *   names this pod with its token once the API server answers again: only a grant with a larger
  *   token starts a new term (after a step-down, never the old token again: a stale holder must not
- *   write again with a token the store may still accept). A lost
- *   term the Lease still names is handed back (a released Lease), so the controller does not have
- *   to wait out the lease to grant the next term.
+ *   write again with a token the store may still accept). A lost term the Lease still names is
+ *   handed back (a released Lease), so the controller does not have to wait out the lease to grant
+ *   the next term.
  * - A token below one already seen on the Lease is never taken up (L0): only the controller writes
  *   the token, and it never lowers it; a co-tenant with `leases update` can, and the lowered value
  *   may be an earlier holder's token, which taken up would put two believers on one token (the

@@ -13,8 +13,8 @@ import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
 
 // The holder's agent is cut off from the API server (a blackhole in a TCP proxy that only its
-// traffic crosses) while the controller and the other agent still reach it. The cut-off
-// agent must declare the lock lost before the controller can grant it to anyone else.
+// traffic crosses) while the controller and the other agent still reach it. The cut-off agent must
+// declare the lock lost before the controller can grant it to anyone else.
 describe('an agent cut off from the API server', () => {
   const fx = useLockController('partition-');
   let t: TestKube;

@@ -31,8 +31,8 @@ function isFenceScriptCall(bytes: Buffer): boolean {
 }
 
 // The controller is SIGKILLed after Redis executed the fencing script (the token is taken) and
-// before the Lease compare-and-swap recorded it. The only trace must be a gap in the
-// tokens; a new controller process grants with the next token and everything converges.
+// before the Lease compare-and-swap recorded it. The only trace must be a gap in the tokens; a new
+// controller process grants with the next token and everything converges.
 describe('fencepost controller killed between the Redis increment and the Lease write', () => {
   const kc = sharedKubeConfig();
   let t: TestKube;

@@ -1,8 +1,8 @@
 /**
- * The Mutex queue order is the controller's, not the pod's. A pod's request
- * annotation carries a time its own agent wrote — and the agent (or the app beside it, with the
- * same token) may rewrite it: the agent policy lets an agent set its own request annotation. A
- * request dated 1970 must not jump the queue.
+ * The Mutex queue order is the controller's, not the pod's. A pod's request annotation carries a
+ * time its own agent wrote — and the agent (or the app beside it, with the same token) may rewrite
+ * it: the agent policy lets an agent set its own request annotation. A request dated 1970 must not
+ * jump the queue.
  *
  * Real processes on the real API server: a `fencepost controller` process; three `fencepost exec`
  * processes, each as the agent ServiceAccount with a token bound to its own pod, with the chart's

@@ -1,9 +1,9 @@
 /**
- * The `exec-tree` fault: the holder does its work through `fencepost exec`,
- * and the command is a process tree — shells under shells, background children, pipelines, some
- * processes ignoring SIGTERM — whose leaves (tree-writer.ts) write to the fenced store with
- * FENCEPOST_TOKEN. When the lock moves on, exec must stop the whole tree before the successor can
- * be granted, and leave no process behind.
+ * The `exec-tree` fault: the holder does its work through `fencepost exec`, and the command is a
+ * process tree — shells under shells, background children, pipelines, some processes ignoring
+ * SIGTERM — whose leaves (tree-writer.ts) write to the fenced store with FENCEPOST_TOKEN. When the
+ * lock moves on, exec must stop the whole tree before the successor can be granted, and leave no
+ * process behind.
  *
  * Set-up: the trial's first holder hands the lock over (its pod unready, its session released)
  * to a third pod C whose "containers" are one real `fencepost-agent exec` process (the shipped executable),
