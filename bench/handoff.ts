@@ -169,9 +169,9 @@ interface SeriesResult {
    * models, from the floor p50s (a negative watch delivery counts as 0):
    * - watchRoundTrip*: one watch round trip, 2 × watch delivery + 1 × CAS (the release reaches the
    *   controller by watch, it writes the grant, the grant reaches the watcher by watch);
-   * - controllerPathClientNodeMs: the controller's calls on the path with client-node: since
-   *   issue 16 it decides from its cache, so this is the watch round trip again (it was 2 × watch +
-   *   1 × GET + 1 × CAS while it read the Lease directly before each grant); no Redis INCR;
+   * - controllerPathClientNodeMs: the controller's calls on the path with client-node: it decides
+   *   from its cache, so this is the watch round trip again (it was 2 × watch + 1 × GET + 1 × CAS
+   *   while it read the Lease directly before each grant); no Redis INCR;
    * - protocolFloorKeepAliveMs: the whole handoff on the bare floor, release CAS + watch + grant
    *   CAS + watch + confirm CAS (3 × CAS + 2 × watch, kept-alive).
    */

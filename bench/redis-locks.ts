@@ -62,7 +62,7 @@ interface ImplResult {
   readonly tokensIncreasing: boolean | undefined;
   /** latencyP50Us: the latency p50 in µs, unrounded to 0.1 (Stats round to 0.01 ms: ±5% on a ratio of 0.2 ms figures). */
   readonly latencyP50Us: number;
-  /** p50VsFastestPeer: a fencepost store's latencyP50Us over the fastest peer's on as many masters (the target: 1.2). */
+  /** p50VsFastestPeer: a fencepost store's latencyP50Us over the fastest peer's on as many masters (the target: 1.2). */
   readonly p50VsFastestPeer?: number;
 }
 

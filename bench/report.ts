@@ -1,7 +1,7 @@
 /**
  * report.ts — `npm run bench:report [-- --write]`: the markdown tables of docs/benchmarks.md,
  * generated from bench/results/*.json (compare, scale, scale-workers4, redis-fence,
- * agent-footprint, agent-imports), including the issue's targets with met / missed and by how
+ * agent-footprint, agent-imports), including the performance targets with met / missed and by how
  * much. Prints to stdout; with --write it replaces the part of docs/benchmarks.md between
  * `<!-- report:start -->` and `<!-- report:end -->` (the prose around it is written by hand).
  */
@@ -242,18 +242,18 @@ if (compare !== undefined) {
       '',
     );
     targets.push([
-      '(16) voluntary handoff p50 ≤ 25 ms (SIGTERM to the holder → the successor says it holds)',
+      '(revised) voluntary handoff p50 ≤ 25 ms (SIGTERM to the holder → the successor says it holds)',
       ms(fp.p50),
       fp.p50 <= 25 ? 'met' : `missed by ${ms(fp.p50 - 25)} (${x(fp.p50 / 25)})`,
     ]);
     targets.push([
-      '(16) voluntary handoff p99 ≤ 100 ms',
+      '(revised) voluntary handoff p99 ≤ 100 ms',
       ms(fp.p99),
       fp.p99 <= 100 ? 'met' : `missed by ${ms(fp.p99 - 100)} (${x(fp.p99 / 100)})`,
     ]);
     if (cgE !== undefined)
       targets.push([
-        '(16) handoff ≥ 30× faster than client-go at equal settings, same run (p50)',
+        '(revised) handoff ≥ 30× faster than client-go at equal settings, same run (p50)',
         x(cgE.p50 / fp.p50),
         cgE.p50 / fp.p50 >= 30 ? 'met' : `missed: ${x(cgE.p50 / fp.p50)} of 30×`,
       ]);
@@ -395,12 +395,12 @@ for (const [file, title] of [
       ]);
     };
     within(
-      '(16) 1,000 locks from a cold start all granted ≤ 15 s',
+      '(revised) 1,000 locks from a cold start all granted ≤ 15 s',
       scale.sizes.find((s) => s.locks === 1000),
       15,
     );
     within(
-      '(16) 10,000 locks from a cold start all granted ≤ 120 s',
+      '(revised) 10,000 locks from a cold start all granted ≤ 120 s',
       scale.sizes.find((s) => s.locks === 10_000),
       120,
     );
@@ -414,7 +414,7 @@ for (const [file, title] of [
     if (steadyWrites.length > 0) {
       const worstLate = Math.max(...steadyWrites.map((w) => w.late));
       targets.push([
-        "(16) steady state: the controller's API writes per held lock per minute = 0 (second half of the steady window)",
+        "(revised) steady state: the controller's API writes per held lock per minute = 0 (second half of the steady window)",
         steadyWrites.map((w) => `${w.locks}: ${w.late.toFixed(3)} (whole window ${w.whole.toFixed(3)})`).join('; '),
         worstLate === 0 ? 'met' : `missed: ${worstLate.toFixed(3)}`,
       ]);
@@ -422,7 +422,7 @@ for (const [file, title] of [
     const big = scale.sizes.find((s) => s.locks === 10_000);
     if (big !== undefined)
       targets.push([
-        '(16) 10,000 locks on one replica, peak RSS ≤ 300 MiB (no heap ceiling: V8 sized from the host)',
+        '(revised) 10,000 locks on one replica, peak RSS ≤ 300 MiB (no heap ceiling: V8 sized from the host)',
         `peak ${big.peakRssMiB.toFixed(0)} MiB${big.completed ? '' : ` (${big.grantedAtEnd} granted)`}`,
         big.peakRssMiB <= 300 ? 'met' : `missed by ${(big.peakRssMiB - 300).toFixed(0)} MiB`,
       ]);
@@ -576,13 +576,13 @@ if (agent?.subjects !== undefined) {
   const shipped = agent.subjects['shipped']?.summary;
   const rss = ((shipped?.['rssKiB']?.p50 ?? 0) * 1024) / 2 ** 20;
   targets.push([
-    '(16) shipped agent ≤ 40 MiB RSS while holding',
+    '(revised) shipped agent ≤ 40 MiB RSS while holding',
     `${rss.toFixed(1)} MiB`,
     rss <= 40 ? 'met' : `missed by ${(rss - 40).toFixed(1)} MiB (${x(rss / 40)})`,
   ]);
   const ready = shipped?.['readyMs']?.p50 ?? Infinity;
   targets.push([
-    '(16) shipped agent spawn → ready p50 ≤ 250 ms',
+    '(revised) shipped agent spawn → ready p50 ≤ 250 ms',
     ms(ready),
     ready <= 250 ? 'met' : `missed by ${(ready - 250).toFixed(0)} ms (${x(ready / 250)})`,
   ]);
@@ -607,7 +607,7 @@ if (imports !== undefined) {
   );
 }
 
-const report = `## Targets\n\nTargets marked (16) are issue 16's (they supersede issue 7's for the same figure); the rest are issue 7's.\n\n${table(['target', 'measured', 'verdict'], targets)}\n\n## Tables\n\n${out.join('\n')}\n`;
+const report = `## Targets\n\nTargets marked (revised) replace an earlier target for the same figure; the others are the first targets.\n\n${table(['target', 'measured', 'verdict'], targets)}\n\n## Tables\n\n${out.join('\n')}\n`;
 if (process.argv.includes('--write')) {
   const doc = resolve(import.meta.dirname, '../docs/benchmarks.md');
   const text = readFileSync(doc, 'utf8');

@@ -1,5 +1,6 @@
 /**
- * SessionClaim — one session per lock per pod (issue 15, finding 8).
+ * SessionClaim — one session per lock per pod, so that two sessions in one pod never hold one
+ * grant.
  *
  * The controller grants a lock to a pod: the Lease names the pod incarnation (name and UID), the
  * holder label and the Mutex request are the pod's. Two sessions of one lock in one pod — two

@@ -19,12 +19,14 @@
  *   deadline (riding out API-server blips), then the lock is declared lost.
  * - A term that ended here (lost or released) is never taken up again, even if the Lease still
  *   names this pod with its token once the API server answers again: only a grant with a larger
- *   token starts a new term (docs/safety.md T11: after a step-down, never the old token again). A lost
- *   term the Lease still names is handed back (a released Lease), so the controller does not have
- *   to wait out the lease to grant the next term.
+ *   token starts a new term (after a step-down, never the old token again: a stale holder must not
+ *   write again with a token the store may still accept). A lost term the Lease still names is
+ *   handed back (a released Lease), so the controller does not have to wait out the lease to grant
+ *   the next term.
  * - A token below one already seen on the Lease is never taken up (L0): only the controller writes
  *   the token, and it never lowers it; a co-tenant with `leases update` can, and the lowered value
- *   may be an earlier holder's token (issue 15 finding 2, found by the co-tenant soak).
+ *   may be an earlier holder's token, which taken up would put two believers on one token (the
+ *   co-tenant soak found it).
  * - Stopping never writes: the Lease is left to expire (no hand-back, no release).
  * - A term's timings are the most conservative reading of everything said about them: field by
  *   field the shortest of the confirming renew's Lease, every later renewal's and every Lease seen

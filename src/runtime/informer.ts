@@ -5,10 +5,10 @@
  * list's resourceVersion, and re-watches by itself when a watch ends cleanly, times out, or answers
  * 410 Gone (then it relists first). On any other failure (connection refused or reset, 401/403,
  * 5xx, a failed list) it emits `error` and stops for good; the caller has to call `start()` again
- * (issues #364, #795, #1933). This module is that caller: it restarts the informer with jittered
- * exponential backoff, keeps the cache across restarts, tells when the first list has been
- * delivered (`start()` resolves, `hasSynced()`), and reports whether it is watching right now, for
- * health checks and metrics.
+ * (kubernetes-client/javascript#364, #795 and #1933). This module is that caller: it restarts the
+ * informer with jittered exponential backoff, keeps the cache across restarts, tells when the first
+ * list has been delivered (`start()` resolves, `hasSynced()`), and reports whether it is watching
+ * right now, for health checks and metrics.
  *
  * What a restart does (read from client-node 2.0.1 `dist/cache.js`, and observed against a real API
  * server in test/integration/runtime/informer.test.ts): `start()` keeps the cache and the last

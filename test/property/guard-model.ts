@@ -1,7 +1,8 @@
 /**
- * The reference model of a fenced store (docs/safety.md T17), in BigInt: what every guard must do with
- * one write, given its mark and the write ids it has applied. The property tests run the real
- * guard and this model side by side and compare after every write.
+ * The reference model of a fenced store, in BigInt (a guard compared with it must refuse every
+ * forged or malformed token): what every guard must do with one write, given its mark and the write
+ * ids it has applied. The property tests run the real guard and this model side by side and compare
+ * after every write.
  */
 import fc from 'fast-check';
 import { malformedToken, validToken, type Malformed } from './tokens.ts';

@@ -1,7 +1,8 @@
 /**
- * T17 at the HTTP guard, in process: generated tokens and request interleavings against the real
- * `FenceBook` (its critical section, check and commit) and the real `httpGuard` middleware on a
- * loopback node:http server, compared with the BigInt model of test/property/guard-model.ts.
+ * Forged and malformed tokens at the HTTP guard, in process: generated tokens and request
+ * interleavings against the real `FenceBook` (its critical section, check and commit) and the real
+ * `httpGuard` middleware on a loopback node:http server, compared with the BigInt model of
+ * test/property/guard-model.ts.
  *
  * Properties:
  * - any batch of concurrent fenced writes to one resource has exactly the outcomes of the model
@@ -55,7 +56,7 @@ const writes = (onlyHeaderSafe: boolean): fc.Arbitrary<HttpWrite[]> =>
 
 const text = (t: HttpWrite['token']): string => (t.ok ? t.value.toString() : String(t.bad.value));
 
-describe('T17: the HTTP guard against generated tokens (in process)', () => {
+describe('the HTTP guard against generated tokens (in process)', () => {
   beforeAll(() => {
     console.info(banner('http guard properties', runs(BOOK_RUNS) + runs(MIDDLEWARE_RUNS)));
   });

@@ -1,9 +1,10 @@
 /**
- * The Mutex queue (issue 15, finding 5) as a model test of the pure controller code: decide()
- * picks the next holder and queueStatus() keeps the record (status.queue), driven by fast-check
- * command sequences over four pods — ask, forge (the pod rewrites its request time: 1970, the far
- * future, anything), withdraw, readiness flips, release, reconcile, controller crash (its own
- * copy of the record lost; status kept), and a status write lost with the crash.
+ * The Mutex queue, whose order is the controller's and not the pods' request times, as a model test
+ * of the pure controller code: decide() picks the next holder and queueStatus() keeps the record
+ * (status.queue), driven by fast-check command sequences over four pods — ask, forge (the pod
+ * rewrites its request time: 1970, the far future, anything), withdraw, readiness flips, release,
+ * reconcile, controller crash (its own copy of the record lost; status kept), and a status write
+ * lost with the crash.
  *
  * Properties:
  * - FIFO: when the controller sees each request as it is written (a reconcile after every ask,

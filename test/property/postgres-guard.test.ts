@@ -1,9 +1,9 @@
 /**
- * T17 at the SQL guard: generated tokens and write sequences against `postgresGuard` on a real
- * PostgreSQL server of this file's own (a bigint fence column, as fenceMigrationSql makes it),
- * compared with the BigInt model of test/property/guard-model.ts. The SQL guard has no write
- * ids: a retry is a second write with the same token, which an equal token lets through (the
- * same holder writing again).
+ * Forged and malformed tokens at the SQL guard: generated tokens and write sequences against
+ * `postgresGuard` on a real PostgreSQL server of this file's own (a bigint fence column, as
+ * fenceMigrationSql makes it), compared with the BigInt model of test/property/guard-model.ts. The
+ * SQL guard has no write ids: a retry is a second write with the same token, which an equal token
+ * lets through (the same holder writing again).
  *
  * Properties: a malformed token is refused with TokenError naming the value before any query,
  * and the row is unchanged; in any interleaving of upserts and deletes on two locks of three rows
@@ -37,7 +37,7 @@ interface Row {
   fence: string;
 }
 
-describe('T17: the SQL guard against generated tokens (real PostgreSQL)', () => {
+describe('the SQL guard against generated tokens (real PostgreSQL)', () => {
   let server: PostgresServer;
   let client: pg.Client;
   let guard: PostgresGuard;

@@ -1,12 +1,13 @@
 /**
- * T18, the model-based race test: fast-check command sequences (acquire, release, check, write,
- * stall (check, pause, time passes, resume, write), pause, resume, partition, heal, time passing with renews, deadlines and expiry, reconcile,
- * controller crash — also right before the Lease CAS, the pod mark or the status write —
- * controller restart, Redis restart empty) over the real DistributedLockReconciler and the real
- * LockSession, with fc.scheduler choosing the order in
- * which controller calls take effect and Lease responses and watch events arrive. After every
- * command and every time step: S1–S3, "at most one holder valid in the controller's view", "new
- * term, new token" and "marks follow commits" (test/property/race/world.ts).
+ * The model-based race test of controller, agents and store: fast-check command sequences (acquire,
+ * release, check, write, stall (check, pause, time passes, resume, write), pause, resume,
+ * partition, heal, time passing with renews, deadlines and expiry, reconcile, controller crash —
+ * also right before the Lease CAS, the pod mark or the status write — controller restart, Redis
+ * restart empty) over the real DistributedLockReconciler and the real LockSession, with
+ * fc.scheduler choosing the order in which controller calls take effect and Lease responses and
+ * watch events arrive. After every command and every time step: S1–S3, "at most one holder valid in
+ * the controller's view", "new term, new token" and "marks follow commits"
+ * (test/property/race/world.ts).
  *
  * THIS IS A MODEL TEST: the API server, the Redis counter, the fenced
  * store, the processes and the network are in-memory models on fake clocks. The real-process
@@ -61,7 +62,7 @@ function raceProperty(
   });
 }
 
-describe('T18: model-based race test of the reconciler + LockSession + fenced store (a model test, not real processes)', () => {
+describe('model-based race test of the reconciler + LockSession + fenced store (a model test, not real processes)', () => {
   for (const [k, seed] of SEEDS.entries()) {
     it(`keeps S1–S3, one valid holder and new term, new token over ${runs(SEQUENCES)} sequences of up to ${MAX_COMMANDS} commands (seed ${seed})`, async () => {
       if (k === 0) console.info(banner('race model', runs(SEQUENCES) * SEEDS.length));

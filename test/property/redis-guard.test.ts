@@ -1,7 +1,7 @@
 /**
- * T17 at the real Redis guard: generated tokens and write sequences (fast-check, with shrinking)
- * against `redisGuard` on a real redis-server of this file's own, compared after every write with
- * the BigInt model of test/property/guard-model.ts.
+ * Forged and malformed tokens at the real Redis guard: generated tokens and write sequences
+ * (fast-check, with shrinking) against `redisGuard` on a real redis-server of this file's own,
+ * compared after every write with the BigInt model of test/property/guard-model.ts.
  *
  * Properties:
  * - every malformed token is refused with TokenError naming the value, before anything is sent
@@ -33,7 +33,7 @@ function outcomeOf(r: RedisWriteResult): Expected {
   return r.duplicate ? 'duplicate' : 'applied';
 }
 
-describe('T17: the Redis guard against generated tokens (real redis-server)', () => {
+describe('the Redis guard against generated tokens (real redis-server)', () => {
   let redis: RedisServer;
   let client: Redis;
   let guard: RedisGuard;

@@ -6,7 +6,8 @@
  * - FC_SEED: the seed of every property (default {@link DEFAULT_SEED}, fixed, so CI is repeatable;
  *   set it to explore other inputs).
  * - FC_RUNS: a multiplier on every property's default run count (default 1). `FC_RUNS=10` is the
- *   nightly size (T18: 1000 sequences per seed). Fractions shrink a run for quick local checks.
+ *   nightly size (the race model: 1000 sequences per seed). Fractions shrink a run for quick local
+ *   checks.
  */
 import type fc from 'fast-check';
 

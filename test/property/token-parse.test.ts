@@ -1,7 +1,7 @@
 /**
- * T17 at the guards' shared front door, parseToken (src/protocol/token.ts): against an oracle that
- * is written differently (BigInt round trip instead of a regular expression), for arbitrary
- * strings, generated malformed tokens and every valid token. Pure; no server.
+ * Malformed tokens at the guards' shared front door, parseToken (src/protocol/token.ts): against an
+ * oracle that is written differently (BigInt round trip instead of a regular expression), for
+ * arbitrary strings, generated malformed tokens and every valid token. Pure; no server.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -18,7 +18,7 @@ function oracle(s: string): bigint | undefined {
   return v.toString() === s && v <= MAX_TOKEN ? v : undefined;
 }
 
-describe('T17: parseToken against an oracle', () => {
+describe('parseToken against an oracle', () => {
   it('accepts exactly the canonical decimals in [0, 2^63 − 1], as the same BigInt', () => {
     console.info(banner('parseToken properties', runs(RUNS)));
     const input = fc.oneof(

@@ -1,7 +1,7 @@
 /**
- * fast-check arbitraries for fencing tokens (docs/safety.md T17): canonical tokens with the values where
- * precision and string comparison go wrong, and every kind of malformed spelling a guard must
- * refuse before anything is sent.
+ * fast-check arbitraries for fencing tokens (forged or malformed ones, docs/safety.md): canonical
+ * tokens with the values where precision and string comparison go wrong, and every kind of
+ * malformed spelling a guard must refuse before anything is sent.
  */
 import fc from 'fast-check';
 import { MAX_TOKEN } from '../../src/protocol/token.ts';

@@ -1,6 +1,7 @@
 /**
- * Bad input (docs/safety.md T14, T16, T17): forged and malformed writes, each of which must be refused
- * with a message naming the field or the reason, and leave everything as it was.
+ * Bad input (docs/safety.md: unconditional renews, forged Lease writes, forged tokens): forged and
+ * malformed writes, each of which must be refused with a message naming the field or the reason,
+ * and leave everything as it was.
  *
  * - Lease and Pod writes by an agent identity: a real ServiceAccount `fencepost-agent` with the
  *   agent Role of the chart (leases get/list/watch/update, pods patch, distributedlocks get) and
@@ -519,7 +520,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
         api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: renewedLease(l, new Date()) }),
     },
     {
-      name: 'B records a completed run on the Lease A holds (issue 15, finding 4)',
+      name: 'B records a completed run on the Lease A holds, marking done a run it never ran',
       who: 'B',
       code: 403,
       says: ['spec.holderIdentity', 'only the holder pod'],
@@ -626,7 +627,8 @@ describe('bad input is refused, naming the field or the reason, and changes noth
         api.replaceNamespacedLease({ namespace: ns, name: lockLease, body: ann(l, 'fencepost.io/fencing-token', '1') }),
     },
     {
-      // Issue 18: the mark makes the next grant go to the pod it names; only the controller writes it.
+      // A planned handover: the mark makes the next grant go to the pod it names; only the
+      // controller writes it, or a holder could hand its lock to a pod the operator never chose.
       name: 'the holder (or the app beside its agent) forges a handover mark on its Lease',
       who: 'A',
       code: 403,
@@ -697,7 +699,8 @@ describe('bad input is refused, naming the field or the reason, and changes noth
           }),
         }),
     },
-    // T14: a renew must carry the version it was built from; an outdated one is a conflict.
+    // A renew must carry the version it was built from, or it could overwrite a newer grant; an
+    // outdated one is a conflict.
     {
       name: 'the holder renews with a stale resourceVersion',
       who: 'A',
@@ -713,7 +716,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
           })),
         }),
     },
-    // Issue 15, finding 5: what the agent's Role allows beyond its lock Lease.
+    // What the agent's Role allows beyond its lock Lease, which the policies must narrow.
     {
       name: "A updates another app's unlabelled Lease",
       who: 'A',
@@ -959,7 +962,8 @@ describe('bad input is refused, naming the field or the reason, and changes noth
             mergePatch,
           ),
     },
-    // Issue 15, finding 5: an agent may change only fencepost's request annotations on its own pod.
+    // An agent may change only fencepost's request annotations on its own pod: not its labels
+    // (which make it a candidate of another lock) nor the controller's holder marks.
     {
       name: "A relabels its own pod into another lock's candidate selector",
       who: 'A',
@@ -975,7 +979,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
           ),
     },
     {
-      name: 'A reports a completed run on its own pod (the old, forgeable path; issue 15, finding 4)',
+      name: 'A reports a completed run on its own pod (the old, forgeable path)',
       who: 'A',
       pod: 'pod-a',
       code: 403,

@@ -1,19 +1,20 @@
 /**
- * multi-key-worker.ts — the `multi-key` workload of a safety worker (issue 15, finding 9): instead
- * of one new key per write, the holder writes AND deletes over a shared set of MULTI_KEY_COUNT keys
- * (`<prefix>k:<i>`), through the Redis guard with one mark per lock (`redisGuard(store, { lock })`,
- * the documented default), and calls `advance(token)` once at the start of each term, before its
- * first write. Each round is check → think → op, as in the default workload; the op is a SET (the
- * value names write id, token and writer: `storeValue`) or a DEL, on a key drawn at random.
+ * multi-key-worker.ts — the `multi-key` workload of a safety worker: instead of one new key per
+ * write, the holder writes AND deletes over a shared set of MULTI_KEY_COUNT keys (`<prefix>k:<i>`),
+ * through the Redis guard with one mark per lock (`redisGuard(store, { lock })`, the documented
+ * default), and calls `advance(token)` once at the start of each term, before its first write. Each
+ * round is check → think → op, as in the default workload; the op is a SET (the value names write
+ * id, token and writer: `storeValue`) or a DEL, on a key drawn at random.
  *
  * Every op carries a write id that is its `storeValue` too: the guard's script adds it to the
  * lock's write id set (a ZADD right after the DEL, inside the same script), which is how the
  * store recorder attributes a DEL — a DEL names only its key.
  *
- * `keyScope: 'key'` (calibration only) is the guard before issue 15's finding 9: one mark per data
- * key, no `advance` (there is no lock mark to raise), and deletes as plain DELs (that guard had no
- * delete; a script here adds the same ZADD, so that the recorder still sees whose DEL it was). A
- * stale holder can then write a key the newer holder never wrote, and re-create one it deleted.
+ * `keyScope: 'key'` (calibration only) is the guard as it was before the lock-wide mark: one mark
+ * per data key, no `advance` (there is no lock mark to raise), and deletes as plain DELs (that
+ * guard had no delete; a script here adds the same ZADD, so that the recorder still sees whose DEL
+ * it was). A stale holder can then write a key the newer holder never wrote, and re-create one it
+ * deleted.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';

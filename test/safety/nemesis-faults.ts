@@ -58,7 +58,7 @@ const candidateOf = (t: Candidate | undefined): Candidate => {
 /** NEMESIS_FAULTS: the kinds of a combined nemesis run, with their relative weights. */
 export const NEMESIS_FAULTS: readonly NemesisFault[] = [
   {
-    // T1: a stalled holder or candidate (GC pause, VM freeze).
+    // A stalled holder or candidate (GC pause, VM freeze).
     kind: 'pause',
     weight: 3,
     scope: 'candidate',
@@ -89,7 +89,7 @@ export const NEMESIS_FAULTS: readonly NemesisFault[] = [
     },
   },
   {
-    // T4: cut off from the API server (both directions, every connection); the store stays reachable.
+    // A candidate cut off from the API server (both directions, every connection); the store stays reachable.
     kind: 'partition',
     weight: 3,
     scope: 'candidate',
@@ -110,7 +110,7 @@ export const NEMESIS_FAULTS: readonly NemesisFault[] = [
     },
   },
   {
-    // T3: its store traffic is held in the proxy and delivered late (a delayed write arrives after others).
+    // A candidate's store traffic is held in the proxy and delivered late (a delayed write arrives after others).
     kind: 'store-delay',
     weight: 2,
     scope: 'candidate',
@@ -131,7 +131,7 @@ export const NEMESIS_FAULTS: readonly NemesisFault[] = [
     },
   },
   {
-    // T9: the wall clock is stepped (monotonic clock untouched, as an NTP step), then stepped back.
+    // The wall clock is stepped (monotonic clock untouched, as an NTP step), then stepped back.
     kind: 'clock',
     weight: 2,
     scope: 'candidate',
@@ -159,7 +159,7 @@ export const NEMESIS_FAULTS: readonly NemesisFault[] = [
     },
   },
   {
-    // T7: the token counter loses its data; the next grant must still get a larger token (etcd floor).
+    // The token counter loses its data; the next grant must still get a larger token (etcd floor).
     kind: 'redis',
     weight: 2,
     scope: 'global',
@@ -174,7 +174,7 @@ export const NEMESIS_FAULTS: readonly NemesisFault[] = [
     },
   },
   {
-    // T6/T21: the controller is SIGKILLed and a new one started (it waits a full L before re-granting an expired lease).
+    // The controller is SIGKILLed and a new one started (it waits a full L before re-granting an expired lease).
     kind: 'controller-kill',
     weight: 1,
     scope: 'global',

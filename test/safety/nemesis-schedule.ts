@@ -1,8 +1,8 @@
 /**
- * The combined nemesis's schedule (docs/safety.md T24), as a pure function of a seed: when each fault
- * starts, of which kind, on which candidate, with which variant and for how long. The whole plan
- * is drawn before the run starts, so a seed replays the plan (the interleaving with real processes
- * still depends on scheduling, as in every trial).
+ * The combined nemesis's schedule (docs/safety.md, the Jepsen-style soak), as a pure function of a
+ * seed: when each fault starts, of which kind, on which candidate, with which variant and for how
+ * long. The whole plan is drawn before the run starts, so a seed replays the plan (the interleaving
+ * with real processes still depends on scheduling, as in every trial).
  *
  * A fault kind is described here only by what the schedule needs (its name, weight, scope and how
  * it draws a variant and a duration); what it does to the processes is in nemesis-faults.ts.

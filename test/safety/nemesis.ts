@@ -1,9 +1,10 @@
 /**
- * The combined nemesis (docs/safety.md T24): one long run in which a few candidate processes contend
- * for a few locks while a seeded schedule (nemesis-schedule.ts) throws overlapping faults at them
- * and at what they share (nemesis-faults.ts); then a healing final phase (every process resumed,
- * every proxy healed, every clock reset), a wait until every lock again has a holder whose write
- * the store accepted, and the checker (`checkHistory`, S1–S5 and H) on each lock's history.
+ * The combined nemesis (docs/safety.md, the Jepsen-style soak): one long run in which a few
+ * candidate processes contend for a few locks while a seeded schedule (nemesis-schedule.ts) throws
+ * overlapping faults at them and at what they share (nemesis-faults.ts); then a healing final phase
+ * (every process resumed, every proxy healed, every clock reset), a wait until every lock again has
+ * a holder whose write the store accepted, and the checker (`checkHistory`, S1–S5 and H) on each
+ * lock's history.
  *
  * Each candidate is one real worker process that serves every lock at once (a session per lock,
  * keyed by the lock's name as its trial id), as one pod per lock: so pausing, killing or cutting

@@ -1,10 +1,10 @@
 /**
  * phase-proof-controller.ts — CALIBRATION ONLY: the lock controller reading pods the way it did
- * before issue 15's finding 3: a pod in phase `Failed` or `Succeeded` counts as one whose every
- * container stopped (its container statuses are shown to the reconciler as terminated), so a pod
- * the pod garbage collector marked Failed — its processes possibly still running on a lost node —
- * is handed over at once. The `node-loss` trials must count the early grants this makes. Never
- * used outside `--calibrate phase-proof` runs.
+ * before pod phase stopped counting as proof that a pod's processes ended: a pod in phase `Failed`
+ * or `Succeeded` counts as one whose every container stopped (its container statuses are shown to
+ * the reconciler as terminated), so a pod the pod garbage collector marked Failed — its processes
+ * possibly still running on a lost node — is handed over at once. The `node-loss` trials must count
+ * the early grants this makes. Never used outside `--calibrate phase-proof` runs.
  *
  *   node test/safety/phase-proof-controller.ts --kubeconfig PATH --redis-url URL --namespace NS
  */

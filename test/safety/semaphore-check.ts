@@ -1,8 +1,8 @@
 /**
- * The safety checker for a Semaphore lock (issue 18): a pure function from one trial's history to
- * its verdict. A Semaphore has one anchor Lease (`dlock-<lock>`, the lock-wide token high-water
- * mark, never a holder) and one Lease per permit (`dlock.<lock>.<i>`); the guards fence it per
- * permit (fence key `<lock>/<permit>`), because N holders write at once with N different tokens.
+ * The safety checker for a Semaphore lock: a pure function from one trial's history to its verdict.
+ * A Semaphore has one anchor Lease (`dlock-<lock>`, the lock-wide token high-water mark, never a
+ * holder) and one Lease per permit (`dlock.<lock>.<i>`); the guards fence it per permit (fence key
+ * `<lock>/<permit>`), because N holders write at once with N different tokens.
  *
  * - Per permit: S1–S5 of checker.ts on that permit's own history (its Lease's versions, the client
  *   events and store writes made with the tokens it granted): each permit is a lock of its own.

@@ -592,11 +592,11 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
 };
 
 /**
- * lease-delete (issue 15, finding 7): the holder is cut off from the API server (it cannot see
- * what happens next), then someone deletes the lock's Lease — once, twice (again while the
- * controller waits out the lost term), or deletes the lock and applies it again at once. No grant
- * may come before the cut-off holder has stepped down: the counter `grantedBeforeStepDown` must
- * stay 0 (a dual belief here is the protocol's fault, not a pause's).
+ * lease-delete: the holder is cut off from the API server (it cannot see what happens next), then
+ * someone deletes the lock's Lease — once, twice (again while the controller waits out the lost
+ * term), or deletes the lock and applies it again at once. No grant may come before the cut-off
+ * holder has stepped down: the counter `grantedBeforeStepDown` must stay 0 (a dual belief here is
+ * the protocol's fault, not a pause's).
  */
 async function leaseDelete(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const variant = ctx.pick(['delete-lease', 'delete-lease-twice', 'delete-and-reapply-lock'] as const);
@@ -672,10 +672,10 @@ async function leaseDelete(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
 }
 
 /**
- * T8: a replica of the counter is cut off, the next grant draws its token from the primary alone,
- * then the primary dies and the replica (missing that INCR) is promoted; the grant after that must
- * still be above every token issued. A third candidate C is joined so that there is a grant after
- * the failover.
+ * Failover to a lagging replica: a replica of the counter is cut off, the next grant draws its
+ * token from the primary alone, then the primary dies and the replica (missing that INCR) is
+ * promoted; the grant after that must still be above every token issued. A third candidate C is
+ * joined so that there is a grant after the failover.
  */
 async function failoverToLaggingReplica(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
   const c = await createPod(ctx.bed.t, `${ctx.spec.id}-c`, { app: ctx.spec.id });
@@ -744,12 +744,12 @@ export function mixSeed(seed: number): number {
 export const CLOCK_SPECS = ['step +600', 'step -600', 'rate +0 x0.5', 'rate +0 x2'] as const;
 
 /**
- * resumedAfterLoss counts `granted` reports for a (holder, token) that the same holder had
- * reported `lost` before: the session stepped down at its deadline, then re-confirmed the very
- * same term (the Lease still named it, and its compare-and-swap renew succeeded) instead of
- * waiting for a new grant with a new token. Not a fencing violation (no other term came between:
- * the renew is a CAS), but it is what plan row T11 says must not happen: the session has refused to
- * take an ended term up again since it was seen in the soak, and CI and the soak require 0.
+ * resumedAfterLoss counts `granted` reports for a (holder, token) that the same holder had reported
+ * `lost` before: the session stepped down at its deadline, then re-confirmed the very same term
+ * (the Lease still named it, and its compare-and-swap renew succeeded) instead of waiting for a new
+ * grant with a new token. Not a fencing violation (no other term came between: the renew is a CAS),
+ * but a step-down must be final (a new term needs a new token): the session has refused to take an
+ * ended term up again since it was seen in the soak, and CI and the soak require 0.
  */
 export function resumedAfterLoss(events: readonly ClientEvent[]): number {
   const lost = new Set<string>();

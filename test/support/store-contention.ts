@@ -1,8 +1,8 @@
 /**
- * Cross-language contention for one Redis-store lock (issue 20, item 3): a Node worker
- * (store-contention-worker.ts: the TypeScript library) and a worker of another language's client run the same
- * rounds against the same lock, at the same time, each writing through its own language's Redis
- * guard; the events of both say whether the two agree on keys, scripts and tokens:
+ * Cross-language contention for one Redis-store lock: a Node worker (store-contention-worker.ts:
+ * the TypeScript library) and a worker of another language's client run the same rounds against the
+ * same lock, at the same time, each writing through its own language's Redis guard; the events of
+ * both say whether the two agree on keys, scripts and tokens:
  * - both acquire (they really contend: the rounds overlap in time);
  * - no `overlap` (an INCR of `<lock>:inside` answered more than 1: two holders at once);
  * - every token distinct, and each worker's tokens increasing;

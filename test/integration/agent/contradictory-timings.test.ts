@@ -9,12 +9,12 @@ import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
 import { leaseName } from '../../../src/protocol/names.ts';
 
-// Issue 15, finding 2 (the agent's part): anyone who may update a Lease can shorten the
-// leaseDurationSeconds of a held lock's Lease. The controller then expires the holder after the
-// short duration, while an agent that kept its term's renew deadline (2 s here, on the Lease's
-// annotation) would trust it longer than that. The agent must take the shorter reading: a renew
-// deadline no shorter than the lease duration contradicts it, and the holder steps down at once,
-// saying why.
+// A co-tenant shortens a held lock's lease (the agent's part): anyone who may update a Lease can
+// shorten the leaseDurationSeconds of a held lock's Lease. The controller then expires the holder
+// after the short duration, while an agent that kept its term's renew deadline (2 s here, on the
+// Lease's annotation) would trust it longer than that. The agent must take the shorter reading: a
+// renew deadline no shorter than the lease duration contradicts it, and the holder steps down at
+// once, saying why.
 describe('a held Lease whose timings are made to contradict each other', () => {
   const fx = useLockController('timings-');
   let t: TestKube;

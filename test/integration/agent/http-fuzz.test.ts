@@ -38,9 +38,9 @@ function raw(port: number, bytes: string | Buffer): Promise<string> {
   });
 }
 
-// Issue 15, finding 10: the agent's local HTTP API is reachable by every container of the pod (and
-// by anything that can reach its port): it must survive any request — malformed percent-encoding,
-// odd request targets, huge headers and bodies, slow clients — answering an error, never exiting.
+// The agent's local HTTP API is reachable by every container of the pod (and by anything that can
+// reach its port): it must survive any request — malformed percent-encoding, odd request targets,
+// huge headers and bodies, slow clients — answering an error, never exiting.
 describe("the agent's HTTP API survives any request", () => {
   const fx = useLockController('httpfuzz-');
   let t: TestKube;

@@ -1,10 +1,10 @@
 /**
- * The agent's `POST /v1/locks/NAME/acquire?ifHeld=fail` (issue 18 item 5 for a job image without
- * fencepost: the sidecar answers what `fencepost exec --if-held` decides), against a real agent
- * process, the real API server and a real controller: 423 `held` at once when another pod holds
- * the lock, with no request made; 423 `held` after withdrawing the request when the lock is granted
- * to another pod while this one waits; 423 `not-granted` with the request withdrawn; 400 for a bad
- * ifHeld. Each problem body validates against the agent's OpenAPI document.
+ * The agent's `POST /v1/locks/NAME/acquire?ifHeld=fail` (for a job image without fencepost in it:
+ * the sidecar answers what `fencepost exec --if-held` decides), against a real agent process, the
+ * real API server and a real controller: 423 `held` at once when another pod holds the lock, with
+ * no request made; 423 `held` after withdrawing the request when the lock is granted to another pod
+ * while this one waits; 423 `not-granted` with the request withdrawn; 400 for a bad ifHeld. Each
+ * problem body validates against the agent's OpenAPI document.
  */
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';

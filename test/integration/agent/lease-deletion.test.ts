@@ -13,11 +13,11 @@ import { useLockController } from '../../support/lock-controller.ts';
 import type { ManagedProcess } from '../../support/testbed/processes.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 
-// Issue 15, finding 7: someone deletes the lock's Lease (a cleanup script, a namespace admin, a
-// co-tenant with `leases delete`) while its holder is cut off from the API server. The cut-off
-// holder cannot see the deletion and keeps believing until its renew deadline; the controller must
-// not grant the lock on the new Lease before then: a lock that had a holder waits a full lease
-// duration before the first grant on a new Lease.
+// Someone deletes the lock's Lease (a cleanup script, a namespace admin, a co-tenant with
+// `leases delete`) while its holder is cut off from the API server. The cut-off holder cannot see
+// the deletion and keeps believing until its renew deadline; the controller must not grant the lock
+// on the new Lease before then: a lock that had a holder waits a full lease duration before the
+// first grant on a new Lease.
 describe('the lock Lease deleted while its holder is cut off', () => {
   const fx = useLockController('lease-del-');
   let t: TestKube;

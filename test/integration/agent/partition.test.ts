@@ -12,9 +12,9 @@ import { useLockController } from '../../support/lock-controller.ts';
 import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
 
-// docs/safety.md T4: the holder's agent is cut off from the API server (a blackhole in a TCP proxy that
-// only its traffic crosses) while the controller and the other agent still reach it. The cut-off
-// agent must declare the lock lost before the controller can grant it to anyone else.
+// The holder's agent is cut off from the API server (a blackhole in a TCP proxy that only its
+// traffic crosses) while the controller and the other agent still reach it. The cut-off agent must
+// declare the lock lost before the controller can grant it to anyone else.
 describe('an agent cut off from the API server', () => {
   const fx = useLockController('partition-');
   let t: TestKube;
@@ -85,8 +85,9 @@ describe('an agent cut off from the API server', () => {
     }
   });
 
-  // docs/safety.md T11: the step-down is observable — a metric, and an Event that gets through once the
-  // agent reaches the API server again (the step-down itself happened while it could not).
+  // The step-down is observable, so that an operator learns that a holder lost its lock — a metric,
+  // and an Event that gets through once the agent reaches the API server again (the step-down
+  // itself happened while it could not).
   it('records the step-down as a LockLost Event on the pod and in the agent metric, after the partition heals', async () => {
     expect(aPort).toBeGreaterThan(0);
     expect(tokenA).toMatch(/^[0-9]+$/);

@@ -12,12 +12,12 @@ import { createLock, createPod, lockBody, type TestKube } from '../../support/fi
 import { leaseName } from '../../../src/protocol/names.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 
-// Issue 15, finding 10: SIGTERM in the plain-sidecar form. The agent is one of the pod's
-// containers, and the kubelet sends SIGTERM to all of them at once: the application may still be
-// writing when the agent gets it. An agent that released then let the next holder in while the
-// application still worked. With --sidecar plain it releases nothing itself: it sends `stopping`
-// on the lock's event stream and keeps the term until the application releases (after it stopped
-// writing), or stops at --app-stop-timeout without releasing, so that the Lease expires.
+// SIGTERM in the plain-sidecar form. The agent is one of the pod's containers, and the kubelet
+// sends SIGTERM to all of them at once: the application may still be writing when the agent gets
+// it. An agent that released then let the next holder in while the application still worked. With
+// --sidecar plain it releases nothing itself: it sends `stopping` on the lock's event stream and
+// keeps the term until the application releases (after it stopped writing), or stops at
+// --app-stop-timeout without releasing, so that the Lease expires.
 const PLAIN = ['--sidecar=plain'];
 
 describe('SIGTERM to an agent in the plain-sidecar form', () => {

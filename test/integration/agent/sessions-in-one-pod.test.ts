@@ -1,9 +1,9 @@
 /**
- * Several sessions of one lock in one pod (issue 15, finding 8). The controller grants a lock to a
- * pod (its name and UID on the Lease), so every session in that pod — two overlapping
- * `fencepost exec`s, a sidecar agent and `acquire()` in the application — sees the pod on the
- * Lease. Without a claim of their own, both confirm the grant and run at once with the same token,
- * and a Mutex withdrawal by one erases the other's request (the request is the pod's annotation).
+ * Several sessions of one lock in one pod. The controller grants a lock to a pod (its name and UID
+ * on the Lease), so every session in that pod — two overlapping `fencepost exec`s, a sidecar agent
+ * and `acquire()` in the application — sees the pod on the Lease. Without a claim of their own,
+ * both confirm the grant and run at once with the same token, and a Mutex withdrawal by one erases
+ * the other's request (the request is the pod's annotation).
  *
  * Real processes and the real API server: the exec commands record FENCEPOST_TOKEN and wall-clock
  * start and end times in a file; the Mutex case reads the pod's request annotation.

@@ -15,11 +15,11 @@ interface StateFile {
   readonly validUntil?: string;
 }
 
-// Issue 15, finding 10: the agent's state file (`--state-dir`) is for applications that read a
-// file instead of calling HTTP. An agent that is SIGKILLed while it holds the lock cannot remove
-// its file; the file must not say "held" to anyone once the term is over — not while the agent is
-// gone (the file carries its own wall-clock deadline), and not after the agent restarts (it clears
-// its files before it does anything else).
+// The agent's state file (`--state-dir`) is for applications that read a file instead of calling
+// HTTP. An agent that is SIGKILLed while it holds the lock cannot remove its file; the file must
+// not say "held" to anyone once the term is over — not while the agent is gone (the file carries
+// its own wall-clock deadline), and not after the agent restarts (it clears its files before it
+// does anything else).
 describe("the agent's state file after the agent was killed", () => {
   const fx = useLockController('statefile-');
   let t: TestKube;

@@ -1,6 +1,7 @@
 // The shipped agent (dist/bin/fencepost-agent, on Bun's built-in Redis client) holding locks with
-// spec.store Redis and Redlock, beside the controller that observes them (issue 19 item 1): real
-// redis-servers, the real API server, real agent processes as two candidate pods.
+// spec.store Redis and Redlock, beside the controller that observes them (it grants nothing, it
+// reports who holds): real redis-servers, the real API server, real agent processes as two
+// candidate pods.
 // - Election in Redis: one agent holds (its API says held with a token), the controller shows
 //   that pod and labels it; the holder's agent is SIGKILLed (its key is never released): the other
 //   agent takes the lock once the key expires, with a larger token, and the controller reports the

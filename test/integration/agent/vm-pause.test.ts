@@ -11,13 +11,13 @@ import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
 import { buildMonotonicStall, type MonotonicStall } from '../../support/monotonic-stall.ts';
 import { createLock, createPod, lockBody, type TestKube } from '../../support/fixtures.ts';
 
-// Issue 15, finding 10: a VM pause stops CLOCK_MONOTONIC (performance.now(), Node's timers) while the
-// wall clock is set right after resume. The holder's agent runs with an LD_PRELOAD shim that makes
-// its monotonic clocks stand still while its wall clock runs on, and is cut off from the API server
-// (as a paused VM is: nothing it would learn gets in). The real controller expires the term and
-// grants it to the other agent. The held agent must stop believing by its own deadline, measured by
-// the wall clock too — not at the end of the pause. Its beliefs are read the way the application
-// reads them, through the local API, every 100 ms.
+// A VM pause stops CLOCK_MONOTONIC (performance.now(), Node's timers) while the wall clock is set
+// right after resume. The holder's agent runs with an LD_PRELOAD shim that makes its monotonic
+// clocks stand still while its wall clock runs on, and is cut off from the API server (as a paused
+// VM is: nothing it would learn gets in). The real controller expires the term and grants it to the
+// other agent. The held agent must stop believing by its own deadline, measured by the wall clock
+// too — not at the end of the pause. Its beliefs are read the way the application reads them,
+// through the local API, every 100 ms.
 const shim = buildMonotonicStall();
 const unavailable = 'unavailable' in shim ? shim.unavailable : undefined;
 

@@ -1,10 +1,10 @@
 /**
- * Issue 15, finding 2: anyone who can update a Lease could lower a lock's fencing token, shorten
- * its lease or delete it. The chart's lease-protection ValidatingAdmissionPolicy
- * (charts/fencepost/templates/lease-protection-policy.yaml), rendered by helm and applied to the
- * real API server (bound to this test's namespace only), must deny every such write by a co-tenant
- * ServiceAccount holding the usual leader-election Role, while the controller's ServiceAccount and
- * the co-tenant's own Leases are untouched by it.
+ * A co-tenant against the chart's policy: anyone who can update a Lease could lower a lock's
+ * fencing token, shorten its lease or delete it. The chart's lease-protection
+ * ValidatingAdmissionPolicy (charts/fencepost/templates/lease-protection-policy.yaml), rendered by
+ * helm and applied to the real API server (bound to this test's namespace only), must deny every
+ * such write by a co-tenant ServiceAccount holding the usual leader-election Role, while the
+ * controller's ServiceAccount and the co-tenant's own Leases are untouched by it.
  */
 import { execFile } from 'node:child_process';
 import { join, resolve } from 'node:path';

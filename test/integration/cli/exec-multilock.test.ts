@@ -1,6 +1,7 @@
 /**
- * Issue 18, items 4 and 5, against the real API server, a real controller and the shipped
- * `fencepost-agent exec` executable:
+ * What exec does when the lock is already held (`--if-held`) and with several locks at once,
+ * against the real API server, a real controller and the shipped `fencepost-agent exec`
+ * executable:
  *
  * - `--if-held skip|fail|wait`: skip exits EXIT_SKIPPED without running the command and leaves no
  *   Mutex request on the pod — also when the lock was free when exec looked and was granted to

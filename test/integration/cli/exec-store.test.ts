@@ -1,9 +1,9 @@
 /**
- * Issue 19: `fencepost exec --store redis://…` through the real CLI (Node: src/cli/main.ts), with
- * no pod identity and no kubeconfig in its environment, against a real redis-server of its own:
- * the command runs with the lock's token, exec exits with its status and releases; a second exec
- * with --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; a lock
- * lost while the command runs stops it (EXIT_LOST); bad flags exit 2. The compiled fencepost-agent
+ * `fencepost exec --store redis://…` through the real CLI (Node: src/cli/main.ts), with no pod
+ * identity and no kubeconfig in its environment, against a real redis-server of its own: the
+ * command runs with the lock's token, exec exits with its status and releases; a second exec with
+ * --if-held skip exits EXIT_SKIPPED while the first holds; tokens grow run to run; a lock lost
+ * while the command runs stops it (EXIT_LOST); bad flags exit 2. The compiled fencepost-agent
  * (Bun's built-in Redis client, stores/bun/) does the same on one Redis and on Redlock masters,
  * taking turns with the Node CLI on one lock (the same keys, scripts and tokens), also on a primary
  * with a replica through a failover, and refuses a Sentinel or Cluster URL naming where it works.

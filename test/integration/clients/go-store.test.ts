@@ -1,11 +1,11 @@
 // The Go client's lock stores (clients/go/store) against real redis-servers of this file's own —
-// one single Redis, five Redlock masters and one guard Redis — and against the TypeScript
-// library: issue 20 item 3's cross-language contention. A Node worker (the library's
-// acquire({ store }) and its Redis guard) and the Go worker (clients/go/examples/store-worker:
-// package store and the Go Redis guard) run their rounds on one lock at the same time: both
-// acquire, never together, every token distinct, every fenced write applied — for a redis:// and
-// a redlock:// URL. Then the README's store example runs on both. The Go code is built once per
-// file into a temporary folder.
+// one single Redis, five Redlock masters and one guard Redis — and against the TypeScript library:
+// the cross-language contention, where the clients must agree on keys, scripts and tokens. A Node
+// worker (the library's acquire({ store }) and its Redis guard) and the Go worker
+// (clients/go/examples/store-worker: package store and the Go Redis guard) run their rounds on one
+// lock at the same time: both acquire, never together, every token distinct, every fenced write
+// applied — for a redis:// and a redlock:// URL. Then the README's store example runs on both. The
+// Go code is built once per file into a temporary folder.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -4,9 +4,9 @@
 //
 // - The Go guards run the shared guard outcome vectors on these servers (go test ./guard).
 // - The README's example program runs against a real agent and writes through both guards.
-// - The scenario of issue 20: two Go workers contend for a Mutex lock; the holder — its Go worker
-//   and its agent, as in a VM pause — is SIGSTOPped between its lock check and its write, past
-//   the lease; the successor's Go writes are accepted through the Go guards (Redis and SQL); the
+// - The paused-holder scenario: two Go workers contend for a Mutex lock; the holder — its Go worker
+//   and its agent, as in a VM pause — is SIGSTOPped between its lock check and its write, past the
+//   lease; the successor's Go writes are accepted through the Go guards (Redis and SQL); the
 //   resumed worker's late write is refused by them, and its lock reports lost.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

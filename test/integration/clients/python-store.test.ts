@@ -1,6 +1,6 @@
-// The Python client's Redis lock stores (clients/python, fencepost.store; issue 20 item 3) against
-// real redis-servers of this file's own: one single Redis, five Redlock masters, one guard Redis.
-// The Python code runs in the virtualenv of hack/python-venv.sh (made here when missing).
+// The Python client's Redis lock stores (clients/python, fencepost.store) against real
+// redis-servers of this file's own: one single Redis, five Redlock masters, one guard Redis. The
+// Python code runs in the virtualenv of hack/python-venv.sh (made here when missing).
 //
 // - Cross-language contention (test/support/store-contention.ts): the Node worker and the Python
 //   worker (clients/python/tests/store_contention_worker.py) contend for one lock, on redis:// and

@@ -8,10 +8,10 @@
 // - The README's example program runs against a real agent and writes through both guards.
 // - asyncio: `async with acquire_async` with a run id through a real agent, the async guards, the
 //   event stream as an async iterator, complete; the same run id is then refused as done.
-// - The scenario of issue 20: two Python workers contend for a Mutex lock; the holder — its Python
-//   worker and its agent, as in a VM pause — is SIGSTOPped between its lock check and its write,
-//   past the lease; the successor's Python writes are accepted through the Python guards (Redis
-//   and SQL); the resumed worker's late write is refused by them, and its lock reports lost.
+// - The paused-holder scenario: two Python workers contend for a Mutex lock; the holder — its
+//   Python worker and its agent, as in a VM pause — is SIGSTOPped between its lock check and its
+//   write, past the lease; the successor's Python writes are accepted through the Python guards
+//   (Redis and SQL); the resumed worker's late write is refused by them, and its lock reports lost.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -30,9 +30,9 @@ function isFenceScriptCall(bytes: Buffer): boolean {
   return /\r\n(evalsha|eval)\r\n/i.test(text) && text.includes('fencepost:fence:');
 }
 
-// docs/safety.md T6: the controller is SIGKILLed after Redis executed the fencing script (the token is
-// taken) and before the Lease compare-and-swap recorded it. The only trace must be a gap in the
-// tokens; a new controller process grants with the next token and everything converges.
+// The controller is SIGKILLed after Redis executed the fencing script (the token is taken) and
+// before the Lease compare-and-swap recorded it. The only trace must be a gap in the tokens; a new
+// controller process grants with the next token and everything converges.
 describe('fencepost controller killed between the Redis increment and the Lease write', () => {
   const kc = sharedKubeConfig();
   let t: TestKube;
@@ -112,7 +112,7 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     await createPod(t, 'c-1', { app: 'c' });
     await createLock(t, lockBody('c', 'c', { leaseDurationSeconds: 30 }));
 
-    // ### 1: The first grant, settled: Lease, holder pod, status and the counter all say T1.
+    // ### 1: The first grant, settled: Lease, holder pod, status and the counter all say t1.
     const first = await eventually(async () => {
       const r = await record();
       expect(r?.holder).toBeDefined();
@@ -149,7 +149,7 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     ).catch((err: unknown) => {
       throw new Error(logs(), { cause: err });
     });
-    // Redis executed it: the counter moved to T1+1, but the controller never got the answer.
+    // Redis executed it: the counter moved to t1+1, but the controller never got the answer.
     await eventually(
       async () => {
         expect(await direct.get(counterKey)).toBe(burned.toString());
@@ -163,7 +163,7 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     const killedAt = performance.now();
     unsubscribe();
 
-    // ### 3: Nothing but the counter changed: the Lease is still released at T1, no pod got T1+1.
+    // ### 3: Nothing but the counter changed: the Lease is still released at t1, no pod got t1+1.
     await sleep(500);
     const afterKill = await record();
     expect(afterKill?.holder).toBeUndefined();
@@ -183,7 +183,7 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     expect(grantLines).toHaveLength(1); // the first grant only
     expect(grantLines.join('\n')).not.toContain(`"token":"${burned}"`);
 
-    // ### 4: A new controller process takes over after the old leader's Lease expires and grants T1+2.
+    // ### 4: A new controller process takes over after the old leader's Lease expires and grants t1+2.
     proxy.heal();
     const restartedAt = performance.now();
     start('crash-1');
@@ -196,14 +196,14 @@ describe('fencepost controller killed between the Redis increment and the Lease 
     });
     const grantedAt = performance.now();
     const t2 = t1 + 2n;
-    expect(second?.token).toBe(t2); // a gap of exactly one burned token, never T1+1
+    expect(second?.token).toBe(t2); // a gap of exactly one burned token, never t1+1
     expect(second?.transitions).toBe((first?.transitions ?? 0) + 1);
     expect(await leaderIdentity()).toMatch(/^crash-1_/);
     expect(grantedAt - killedAt).toBeGreaterThanOrEqual(1500); // waited out (most of) the 2 s controller Lease
     const holder = second?.holder;
     if (holder === undefined) throw new Error('second grant has no holder');
 
-    // ### 5: Converged: the holder pod carries the label and T1+2, nobody else does, status agrees.
+    // ### 5: Converged: the holder pod carries the label and t1+2, nobody else does, status agrees.
     const lock = await eventually(async () => {
       for (const p of await pods()) {
         const mine = p.metadata?.name === holder.name;

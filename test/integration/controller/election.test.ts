@@ -17,8 +17,8 @@ import {
 import { podKeys, leaseName } from '../../../src/protocol/names.ts';
 
 // The controller in-process, against the real API server and Redis, in Election mode. Pods are
-// made Ready through the status subresource; the holder's renewals are done by the test (the
-// agent arrives with issue 4), so each test decides whether the holder is alive.
+// made Ready through the status subresource; the holder's renewals are done by the test (no
+// agent runs here), so each test decides whether the holder is alive.
 describe('the lock controller in Election mode', () => {
   const kc = sharedKubeConfig();
   const fx = useLockController('election-');

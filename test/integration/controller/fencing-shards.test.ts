@@ -1,9 +1,9 @@
 /**
- * The controller's fencing counters on several Redis shards (issue 19, item 3), against the real
- * API server and two real redis-servers: each lock's counter lives on the shard its key is placed
- * on (fencing/shards.ts), and tokens keep rising when the shard set changes — the key moves to a
- * shard where it starts from nothing (or from an older value), and FENCE_NEXT re-floors it above
- * the Lease's high-water mark.
+ * The controller's fencing counters on several Redis shards, against the real API server and two
+ * real redis-servers: each lock's counter lives on the shard its key is placed on
+ * (fencing/shards.ts), and tokens keep rising when the shard set changes — the key moves to a shard
+ * where it starts from nothing (or from an older value), and FENCE_NEXT re-floors it above the
+ * Lease's high-water mark.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockController } from '../../../src/controllers/distributedlock/setup.ts';

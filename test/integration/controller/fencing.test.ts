@@ -180,7 +180,7 @@ describe('fencing tokens through Redis faults', () => {
     });
     expect(after?.token).toBeGreaterThan(before?.token ?? 0n);
   });
-  it("confines spec.fencing.key to the lock namespace: a lock in another namespace naming this one's counter cannot touch it (issue 15, finding 6)", async () => {
+  it("confines spec.fencing.key to the lock namespace: a lock in another namespace naming this one's counter cannot touch it", async () => {
     // The victim: a lock here, granted, its counter at some N.
     await createPod(t, 'v-0', { app: 'v' });
     await createLock(t, lockBody('victim', 'v', { leaseDurationSeconds: 30 }));

@@ -1,8 +1,8 @@
 /**
- * Issue 15, finding 5: the Mutex queue order is the controller's, not the pod's. A pod's request
- * annotation carries a time its own agent wrote — and the agent (or the app beside it, with the
- * same token) may rewrite it: the agent policy lets an agent set its own request annotation. A
- * request dated 1970 must not jump the queue.
+ * The Mutex queue order is the controller's, not the pod's. A pod's request annotation carries a
+ * time its own agent wrote — and the agent (or the app beside it, with the same token) may rewrite
+ * it: the agent policy lets an agent set its own request annotation. A request dated 1970 must not
+ * jump the queue.
  *
  * Real processes on the real API server: a `fencepost controller` process; three `fencepost exec`
  * processes, each as the agent ServiceAccount with a token bound to its own pod, with the chart's
@@ -45,7 +45,7 @@ const main = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const POLICY_FILE = resolve(import.meta.dirname, '../../safety/agent-policy.yaml');
 const AGENT_SA = 'fencepost-agent';
 
-describe('the Mutex queue order is the controller’s, not the pod’s request time (issue 15, finding 5)', () => {
+describe('the Mutex queue order is the controller’s, not the pod’s request time', () => {
   const kc = sharedKubeConfig();
   let t: TestKube;
   let dir: string;

@@ -1,10 +1,10 @@
 /**
  * A Mutex lock released by its holder is not granted back to it on the request it just withdrew
- * (found in issue 18's review): the holder withdraws its request (a pod PATCH) and then releases
- * the Lease, but the controller's pod watch can deliver the withdrawal after the Lease watch
- * delivers the release. Seen with the request still in the cache, the releasing pod looked like
- * the only candidate, and the controller granted it a new term nobody wanted — which then held
- * the lock until it expired, while the next requester waited.
+ * (found in review): the holder withdraws its request (a pod PATCH) and then releases the Lease,
+ * but the controller's pod watch can deliver the withdrawal after the Lease watch delivers the
+ * release. Seen with the request still in the cache, the releasing pod looked like the only
+ * candidate, and the controller granted it a new term nobody wanted — which then held the lock
+ * until it expired, while the next requester waited.
  *
  * Here the controller talks to the real API server through a fault proxy that delays its pod
  * watch by 1.5 s; the Lease watch is not delayed.

@@ -1,8 +1,9 @@
 /**
- * Steady state costs the controller no API write (issue 16): a held lock whose holder renews
- * normally changes nothing the controller records — status records transitions, not renewals —
- * so the controller's own write requests (POST, PUT, PATCH, DELETE, counted on its KubeConfig as
- * `rest_client_requests_total` counts them) stay at 0 however many renewals it watches.
+ * Steady state costs the controller no API write, so that its load does not grow with the renewals
+ * of the locks it serves: a held lock whose holder renews normally changes nothing the controller
+ * records — status records transitions, not renewals — so the controller's own write requests
+ * (POST, PUT, PATCH, DELETE, counted on its KubeConfig as `rest_client_requests_total` counts them)
+ * stay at 0 however many renewals it watches.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -1,10 +1,10 @@
-// The controller observing locks held in a Redis or Redlock store (spec.store, issue 19 item 1):
-// real redis-servers, the real API server, the controller in-process with --redis-store-url and
-// --redlock-store-url, and the holders' side through the library (acquire({ store })) exactly as
-// an app or the agent takes them. The controller never grants these locks; it must show them as
-// it shows Lease locks — status, the holder pod's label and annotations, Events — and tell a
-// release from an expiry. Owner ids are writable by anyone with access to the store, so a forged
-// owner naming a pod that is no candidate (or a candidate's name with another uid) labels nothing.
+// The controller observing locks held in a Redis or Redlock store (spec.store): real redis-servers,
+// the real API server, the controller in-process with --redis-store-url and --redlock-store-url,
+// and the holders' side through the library (acquire({ store })) exactly as an app or the agent
+// takes them. The controller never grants these locks; it must show them as it shows Lease locks —
+// status, the holder pod's label and annotations, Events — and tell a release from an expiry. Owner
+// ids are writable by anyone with access to the store, so a forged owner naming a pod that is no
+// candidate (or a candidate's name with another uid) labels nothing.
 import { Redis } from 'ioredis';
 import { useStoreController } from '../../support/lock-controller.ts';
 import { afterAll, beforeAll, expect, it, describe } from 'vitest';

@@ -204,8 +204,8 @@ describe('postgresGuard with one mark per row (a fenceColumn) against a real Pos
   });
 });
 
-// Issue 15, finding 9: one fence per row lets a paused former holder insert rows the newer holder
-// never touched, or bring back a row it deleted. What a new user gets must refuse both.
+// One fence per row lets a paused former holder insert rows the newer holder never touched, or
+// bring back a row it deleted. What a new user gets must refuse both.
 describe('postgresGuard defaults (a real PostgreSQL server)', () => {
   let server: PostgresServer;
   let pool: pg.Pool;

@@ -334,9 +334,8 @@ describe("redisGuard with one mark per key (scope 'key') against a real redis-se
   });
 });
 
-// Issue 15, finding 9: what the guard does by default, with nothing but the client. A server of
-// its own, flushed before each test: the default mark is shared by everything the default guard
-// writes, which is the point.
+// What the guard does by default, with nothing but the client. A server of its own, flushed before
+// each test: the default mark is shared by everything the default guard writes, which is the point.
 describe('redisGuard defaults (a real redis-server)', () => {
   let redis: RedisServer;
   let client: Redis;

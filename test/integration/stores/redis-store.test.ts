@@ -1,7 +1,7 @@
 /**
- * Issue 19: the library's acquire() with `store: redis://…` against a real redis-server of its
- * own, no Kubernetes: no pod identity, no kubeconfig (the environment has neither POD_* variable
- * set for these calls).
+ * The library's acquire() with `store: redis://…` against a real redis-server of its own, no
+ * Kubernetes: no pod identity, no kubeconfig (the environment has neither POD_* variable set for
+ * these calls).
  *
  * - two holders contend: exactly one inside at a time, tokens strictly increasing in grant order;
  * - a release wakes a waiter through the release channel, long before its backoff would;

@@ -1,6 +1,6 @@
 /**
- * Issue 19: the Sentinel and Cluster URLs work through ioredis, against real servers started
- * here (redis-server; a Sentinel is redis-server with --sentinel):
+ * The Sentinel and Cluster URLs work through ioredis, against real servers started here
+ * (redis-server; a Sentinel is redis-server with --sentinel):
  *
  * - redis+sentinel://: a Sentinel monitoring one master; acquire finds the master through it;
  * - redis+cluster://: a one-node Redis Cluster owning every slot. A Cluster refuses a script whose

@@ -1,5 +1,5 @@
 /**
- * Issue 19: acquire() with `store: redlock://…` over five real redis-servers, no Kubernetes.
+ * acquire() with `store: redlock://…` over five real redis-servers, no Kubernetes.
  *
  * - two holders contend: one at a time, tokens strictly increasing;
  * - with 2 of 5 masters stopped it grants, renews past the TTL and releases; with 3 of 5 stopped

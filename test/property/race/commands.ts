@@ -1,5 +1,5 @@
 /**
- * The commands of the model-based race test (docs/safety.md T18), for fc.commands: each changes the
+ * The commands of the model-based race test (docs/safety.md), for fc.commands: each changes the
  * world of ./world.ts and then checks the invariants. A failing sequence shrinks, and fast-check
  * prints it with its `seed` and `path` (and a `replayPath` for fc.commands) to replay it.
  */
@@ -100,9 +100,9 @@ class Write implements Command {
 }
 
 /**
- * Stall: T1 in one command: the application checks its token, the process is paused for `ms`
- * (the others go on: renews, expiry, a successor's grant and writes), resumes and sends the write
- * it had checked.
+ * Stall: a holder paused past its lease, in one command: the application checks its token, the
+ * process is paused for `ms` (the others go on: renews, expiry, a successor's grant and writes),
+ * resumes and sends the write it had checked.
  */
 class Stall implements Command {
   readonly i: number;
@@ -189,9 +189,10 @@ class Reconcile implements Command {
 
 /**
  * CrashController: SIGKILL, right away or in the middle of a reconcile, right before one of its
- * writes takes effect: before the Lease CAS (a token taken and never recorded, T6), before the
- * holder pod is marked (the Lease granted, the pod not yet), or before the status write. The
- * replacement process starts at once and has observed nothing (it waits a full lease again).
+ * writes takes effect: before the Lease CAS (a token taken and never recorded: a gap, never a
+ * reuse), before the holder pod is marked (the Lease granted, the pod not yet), or before the
+ * status write. The replacement process starts at once and has observed nothing (it waits a full
+ * lease again).
  */
 class CrashController implements Command {
   readonly before: Operation | undefined;

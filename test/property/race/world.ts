@@ -1,5 +1,5 @@
 /**
- * The world of the model-based race test (docs/safety.md T18). THIS IS A MODEL TEST: the real
+ * The world of the model-based race test (docs/safety.md). THIS IS A MODEL TEST: the real
  * controller (`DistributedLockReconciler`, with its decide(), observed-time bookkeeping and grant
  * order) and the agent's real `LockSession` (src/agent/session.ts) run against an in-memory API
  * server (test/support/memory-cluster.ts), a model of the Redis token counter and a fenced store,
@@ -15,13 +15,13 @@
  *   precondition on patches; the controller's informer caches always current;
  * - the token counter: FENCE_NEXT of src/fencing/redis-fence.ts (INCR, then raised to floor + 1
  *   when not above the floor read from the Lease); a Redis restart empties it;
- * - the controller process: each call of its ports waits for the scheduler before it takes
- *   effect; a crash (SIGKILL) can come before any one of them (before the CAS: a token taken and
- *   never recorded, T6; before the pod mark; before the status write); the replacement is a new
- *   reconciler that has observed nothing;
- * - the application: while it believes it holds the lock it writes at every time step; and it
- *   can check `heldToken()` and send that token later (check, pause, ..., write): the stale write
- *   of T1. The fenced store accepts a token >= its mark (the guards' rule);
+ * - the controller process: each call of its ports waits for the scheduler before it takes effect;
+ *   a crash (SIGKILL) can come before any one of them (before the CAS: a token taken and never
+ *   recorded, a gap that must never be reused; before the pod mark; before the status write); the
+ *   replacement is a new reconciler that has observed nothing;
+ * - the application: while it believes it holds the lock it writes at every time step; and it can
+ *   check `heldToken()` and send that token later (check, pause, ..., write): the stale write of a
+ *   holder paused past its lease. The fenced store accepts a token >= its mark (the guards' rule);
  * - processes: a paused agent's clock stops (its timers fire late, on resume), its watch events
  *   and responses wait; a partitioned agent's requests fail and its watch misses events (a relist
  *   on heal);
@@ -30,11 +30,12 @@
  *
  * Invariants, checked after every step: S1 (committed tokens strictly increase), S2 (the store
  * accepts tokens in increasing order, an equal token only from the same holder), S3 (no accepted
- * token below an earlier accepted one), "at most one holder valid in the controller's view":
- * every running agent that believes it holds the lock (heldToken) is the Lease's holder with that
- * token, so there is at most one; "a new term needs a new token" (T11): each agent's `granted`
- * reports carry strictly increasing tokens; and "marks follow commits": a pod annotated with a
- * token (and so selected by a holder Service) holds a grant the Lease committed to that very pod.
+ * token below an earlier accepted one), "at most one holder valid in the controller's view": every
+ * running agent that believes it holds the lock (heldToken) is the Lease's holder with that token,
+ * so there is at most one; "a new term needs a new token" (a step-down is final): each agent's
+ * `granted` reports carry strictly increasing tokens; and "marks follow commits": a pod annotated
+ * with a token (and so selected by a holder Service) holds a grant the Lease committed to that very
+ * pod.
  */
 
 import type { V1Lease } from '@kubernetes/client-node';

@@ -1,7 +1,7 @@
 /**
- * The `api-errors` fault (plan row T11): the holder's API requests misbehave at the HTTP level,
- * through the HTTP fault proxy between its worker and the API server (the worker's own, so no
- * other trial is touched). One seeded variant per trial:
+ * The `api-errors` fault (a slow or failing API server): the holder's API requests misbehave at the
+ * HTTP level, through the HTTP fault proxy between its worker and the API server (the worker's own,
+ * so no other trial is touched). One seeded variant per trial:
  *
  * - `latency`: every request waits U[0, 2R] before it is forwarded, for U[2L, 4L];
  * - `429` / `500` / `503`: every request is answered with that error (429 with Retry-After) for

@@ -1,7 +1,7 @@
 /**
- * The `apiserver` fault (docs/safety.md T12, and T21's "restart the API server or etcd"): outages of the
- * REAL control plane of the safety testbed, shared by every trial that holds its lock at that
- * moment (see outage-scheduler.ts).
+ * The `apiserver` fault (docs/safety.md: API server outages, and restarts of the API server or
+ * etcd): outages of the REAL control plane of the safety testbed, shared by every trial that holds
+ * its lock at that moment (see outage-scheduler.ts).
  *
  * Variants (seeded), each for a down time D:
  * - `apiserver-hang`: SIGSTOP kube-apiserver for D, then SIGCONT. Connections stay open and
@@ -22,10 +22,10 @@
  *   D < R − P  (333 ms with R = 666, P = 333): the holder always keeps its lock;
  *   D > R      (666 ms): it always steps down, at t_s + R, before the lease L ends (by L − R + φ);
  *   in between it depends on the phase φ.
- * R − P equals T12's floor(R/P)·P − P whenever R is a multiple of P, as with the defaults (R = 2P).
- * Each trial records its own margin (its validity deadline minus the outage's end, both on the
- * reference clock) and whether it kept the lock; `predict` turns the margin into the formula's
- * answer, with a borderline band where reply latency decides.
+ * R − P equals the planned downtime tolerance floor(R/P)·P − P whenever R is a multiple of P, as
+ * with the defaults (R = 2P). Each trial records its own margin (its validity deadline minus the
+ * outage's end, both on the reference clock) and whether it kept the lock; `predict` turns the
+ * margin into the formula's answer, with a borderline band where reply latency decides.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -264,7 +264,7 @@ export function summarizeOutages(obs: readonly OutageObservation[]): OutageRow[]
     });
 }
 
-/** formatOutageTable renders the rows as Markdown (the T12 table of docs/safety.md). */
+/** formatOutageTable renders the rows as Markdown (the outage table of docs/safety.md). */
 export function formatOutageTable(rows: readonly OutageRow[]): string {
   const head =
     '| variant | D ms | trials (outages) | max down ms | holding | kept | stepped down | unknown | formula: keep / step down / borderline | matched / decided | latest lost − deadline ms | failover after end p50/p99/max ms |';

@@ -1,9 +1,9 @@
 /**
- * child-only-exec.ts — CALIBRATION ONLY: `fencepost exec` as it was before issue 15's finding 1:
- * every signal goes to the command's direct child alone, and exec considers the command gone once
- * that child exited, whatever it left running. The command still starts in a process group of its
- * own (detached), so that the trial can find and stop what survives. The `exec-tree` trials must
- * count tree writes after the successor's grant, or tree processes left alive. Used only by
+ * child-only-exec.ts — CALIBRATION ONLY: `fencepost exec` as it was before it stopped whole process
+ * trees: every signal goes to the command's direct child alone, and exec considers the command gone
+ * once that child exited, whatever it left running. The command still starts in a process group of
+ * its own (detached), so that the trial can find and stop what survives. The `exec-tree` trials
+ * must count tree writes after the successor's grant, or tree processes left alive. Used only by
  * `--calibrate child-only` runs.
  *
  *   node test/safety/faults/child-only-exec.ts --lock NAME ... -- CMD [ARGS...]   (exec's flags)

@@ -1,8 +1,8 @@
 /**
- * co-tenant (issue 15, finding 2): an adversarial principal in the lock's namespace — a
- * ServiceAccount with the usual client-go leader-election Role (leases get/list/watch/create/
- * update/patch/delete) plus pods patch, pods/status patch and DistributedLock status patch, as a
- * co-tenant app, a CI bot or a namespace admin has — attacks a held lock 1–3 times at random:
+ * co-tenant: an adversarial principal in the lock's namespace — a ServiceAccount with the usual
+ * client-go leader-election Role (leases get/list/watch/create/update/patch/delete) plus pods
+ * patch, pods/status patch and DistributedLock status patch, as a co-tenant app, a CI bot or a
+ * namespace admin has — attacks a held lock 1–3 times at random:
  *
  * - `lower-token`: the Lease's fencing-token annotation set to the holder's token − 1;
  * - `raise-token`: the annotation set to 2^63−1 (policy variant only: see NO_POLICY_ATTACKS);

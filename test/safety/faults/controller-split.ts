@@ -1,8 +1,9 @@
 /**
- * Controller HA split (docs/safety.md T5): for the `controller-split` phase the bed's single controller is
- * stopped and TWO real controller processes run instead (`fencepost controller --leader-elect true`,
- * short election timings), each reaching the API server through a TCP proxy of its own. A split
- * event acts on the replica that leads at that moment:
+ * Controller HA split (two controllers that may both believe they lead): for the `controller-split`
+ * phase the bed's single controller is stopped and TWO real controller processes run instead
+ * (`fencepost controller --leader-elect true`, short election timings), each reaching the API
+ * server through a TCP proxy of its own. A split event acts on the replica that leads at that
+ * moment:
  * - `pause-leader`: SIGSTOP it for longer than the election lease (the standby takes over and
  *   grants), then SIGCONT it while the trials hand over again: it resumes believing it leads, with
  *   the caches and work queue it had before the pause;

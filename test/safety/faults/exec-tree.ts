@@ -1,9 +1,9 @@
 /**
- * The `exec-tree` fault (issue 15, finding 1): the holder does its work through `fencepost exec`,
- * and the command is a process tree — shells under shells, background children, pipelines, some
- * processes ignoring SIGTERM — whose leaves (tree-writer.ts) write to the fenced store with
- * FENCEPOST_TOKEN. When the lock moves on, exec must stop the whole tree before the successor can
- * be granted, and leave no process behind.
+ * The `exec-tree` fault: the holder does its work through `fencepost exec`, and the command is a
+ * process tree — shells under shells, background children, pipelines, some processes ignoring
+ * SIGTERM — whose leaves (tree-writer.ts) write to the fenced store with FENCEPOST_TOKEN. When the
+ * lock moves on, exec must stop the whole tree before the successor can be granted, and leave no
+ * process behind.
  *
  * Set-up: the trial's first holder hands the lock over (its pod unready, its session released)
  * to a third pod C whose "containers" are one real `fencepost-agent exec` process (the shipped executable),
@@ -37,7 +37,8 @@
  *   whose leader exec started for this trial).
  *
  * Calibration `--calibrate child-only`: exec is child-only-exec.ts, which signals the direct child
- * alone (before finding 1); trees deeper than one must then show in these counters.
+ * alone (as exec did before it stopped whole trees); trees deeper than one must then show in these
+ * counters.
  *
  * The `exec-handover` fault (execHandover) is the same trial with a planned handover instead of a
  * loss: once the successor-to-be is a candidate again, the lock held by exec is handed over to it

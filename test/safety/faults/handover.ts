@@ -1,5 +1,5 @@
 /**
- * handover (issue 18 item 2): a planned handover of the trial's lock to the other candidate, as
+ * handover: a planned handover of the trial's lock to the other candidate, as
  * `kubectl fencepost handover` asks for it (the lock's request annotation, made against the
  * holder's token), with a drain period of 0 or 1 s, alone or with a fault while the holder drains:
  *

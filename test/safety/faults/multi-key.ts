@@ -1,8 +1,8 @@
 /**
- * multi-key (issue 15, finding 9): the trial's workers run the multi-key workload
- * (test/safety/multi-key-worker.ts) — writes AND deletes over a shared set of keys through the
- * Redis guard with one mark per lock, `advance(token)` at the start of each term — under one of the
- * usual faults on the holder, drawn at random: `pause`, `partition`, `store-delay` or `kill`.
+ * multi-key: the trial's workers run the multi-key workload (test/safety/multi-key-worker.ts) —
+ * writes AND deletes over a shared set of keys through the Redis guard with one mark per lock,
+ * `advance(token)` at the start of each term — under one of the usual faults on the holder, drawn
+ * at random: `pause`, `partition`, `store-delay` or `kill`.
  *
  * The check is lock-wide and per key: no SET or DEL with a token older than one already applied
  * to ANY key of the lock may be applied (a stale holder writing a key the newer holder never
@@ -12,9 +12,9 @@
  * applied op below the lock's newest token, on a key that token never touched), `resurrected` (a
  * SET below the newest token on a key whose last op was a newer DEL), `deletesApplied`.
  *
- * Calibration `key-scope`: the workers' guard is the one before finding 9 — one mark per data key,
- * no `advance`, deletes as plain DELs — and the inner fault is `pause` or `store-delay`; the
- * checker must then report S3 and count `staleOnOtherKey` (and `resurrected` when it happens).
+ * Calibration `key-scope`: the workers' guard as it was before the lock-wide mark — one mark per
+ * data key, no `advance`, deletes as plain DELs — and the inner fault is `pause` or `store-delay`;
+ * the checker must then report S3 and count `staleOnOtherKey` (and `resurrected` when it happens).
  */
 import type { Redis } from 'ioredis';
 import { checkHistory, type TrialReport, type Violation } from '../checker.ts';

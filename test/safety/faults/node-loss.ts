@@ -1,9 +1,9 @@
 /**
- * The `node-loss` fault (issue 15, finding 3): the holder's node is lost while its processes go on.
- * The holder's worker is cut off from the API server (its TCP proxy blackholed: it keeps running
- * and believing until its own renew deadline, as a holder on a partitioned node does), and at a
- * point early in its remaining term kube-controller-manager's pod garbage collector acts on its pod, as it
- * does for the pods of a deleted Node or of one tainted `node.kubernetes.io/out-of-service`:
+ * The `node-loss` fault: the holder's node is lost while its processes go on. The holder's worker
+ * is cut off from the API server (its TCP proxy blackholed: it keeps running and believing until
+ * its own renew deadline, as a holder on a partitioned node does), and at a point early in its
+ * remaining term kube-controller-manager's pod garbage collector acts on its pod, as it does for
+ * the pods of a deleted Node or of one tainted `node.kubernetes.io/out-of-service`:
  *
  * - `mark-failed`: the pod's status is set to phase `Failed` with a `DisruptionTarget` condition
  *   (reason `DeletionByPodGC`), its container statuses left running — nobody saw them stop — and

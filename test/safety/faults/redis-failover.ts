@@ -1,11 +1,12 @@
 /**
- * Redis failover to a lagging replica (docs/safety.md T8), with real redis-servers: a second server is made
- * a replica of the token counter (`REPLICAOF`) over a TCP proxy of ours, waits until it has caught
- * up, and then its replication link is cut (the proxy blackholes it). Grants made after the cut
- * reach the primary only. Then the primary is SIGKILLed, the replica promoted (`REPLICAOF NO ONE`)
- * and the controller's counter proxy pointed at it: the counter went back by every INCR since the
- * cut, as after a Sentinel failover that lost acknowledged writes. The etcd floor must keep the next
- * token above every token issued (S1 checks it); without the floor (calibration) tokens repeat.
+ * Redis failover to a lagging replica (the counter loses its latest INCRs), with real
+ * redis-servers: a second server is made a replica of the token counter (`REPLICAOF`) over a TCP
+ * proxy of ours, waits until it has caught up, and then its replication link is cut (the proxy
+ * blackholes it). Grants made after the cut reach the primary only. Then the primary is SIGKILLed,
+ * the replica promoted (`REPLICAOF NO ONE`) and the controller's counter proxy pointed at it: the
+ * counter went back by every INCR since the cut, as after a Sentinel failover that lost
+ * acknowledged writes. The etcd floor must keep the next token above every token issued (S1 checks
+ * it); without the floor (calibration) tokens repeat.
  *
  * Why a proxy and not SIGSTOP on the replica: a stopped process's kernel still receives and
  * acknowledges the replication stream into its socket buffer, and the replica applies it when

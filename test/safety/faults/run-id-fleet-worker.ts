@@ -7,8 +7,8 @@
  *
  * Calibration (`recheck: false`): the run-once gate without its check after the grant — the pod
  * looks once before it asks (Lease and status), is granted without a run id, runs, and records the
- * run completed all the same. That is the check a later holder missed before issue 15's finding 4
- * was fixed (the completion reached status after the next grant), so the checker must catch it.
+ * run completed all the same. That is the check a later holder missed before it was added (the
+ * completion reached status after the next grant), so the checker must catch it.
  *
  * Usage: node test/safety/faults/run-id-fleet-worker.ts --kubeconfig FILE
  */

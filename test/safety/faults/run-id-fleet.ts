@@ -1,19 +1,19 @@
 /**
- * The `run-id-fleet` fault type (issue 15, finding 4): run once per run id, under a fault. Beside
- * the trial's own lock (whose holder the trial hands over at the end, so S1–S5 are checked as in
- * every trial), three fleet pods — real processes (run-id-fleet-worker.ts), each reaching the API
- * server through a TCP proxy of its own — go through the same RUN_IDS run ids in order on a Mutex
- * lock of the trial's lease length, as `fencepost exec --run-id` does: acquire with the run id,
- * run (U[RUN_MS]), complete, release. One fault, drawn from the trial's seed, hits the pod that
- * has just started a run:
+ * The `run-id-fleet` fault type: run once per run id, under a fault. Beside the trial's own lock
+ * (whose holder the trial hands over at the end, so S1–S5 are checked as in every trial), three
+ * fleet pods — real processes (run-id-fleet-worker.ts), each reaching the API server through a TCP
+ * proxy of its own — go through the same RUN_IDS run ids in order on a Mutex lock of the trial's
+ * lease length, as `fencepost exec --run-id` does: acquire with the run id, run (U[RUN_MS]),
+ * complete, release. One fault, drawn from the trial's seed, hits the pod that has just started a
+ * run:
  *
  * - `pause`: SIGSTOP for U[0.5 L, 3 L], then SIGCONT (it finishes its run late; its completion is
  *   refused when its term ended meanwhile);
  * - `kill`: SIGKILL mid-run, and the pod reported terminated as a kubelet would (the run is lost;
  *   another pod may run it again);
  * - `partition`: its API traffic blackholed for U[0.5 L, 3 L] mid-run;
- * - `watch-delay`: the controller's pod watch events arrive U[0, 2 L] late for the whole trial (the
- *   trigger of finding 4: status copied from a lagging pod cache).
+ * - `watch-delay`: the controller's pod watch events arrive U[0, 2 L] late for the whole trial
+ *   (what once let a run id run twice: status copied from a lagging pod cache).
  *
  * The invariant (checkRunIds), over the fleet's reports — `ran` (a run started, holding the lock
  * with token t) and `completed` (its completion was recorded):

@@ -1,9 +1,9 @@
 /**
- * semaphore (issue 18): a Semaphore lock with N permits (2 or 3) and N+2 candidates whose workers
- * ask for a permit, write while they hold one (fenced per permit), release after a while and ask
- * again, so that permits change hands throughout the trial. One of the usual faults — a pause, a
- * kill, a partition from the API server or a held store write — hits whichever holder checks next
- * (or nothing: `none`). The history is checked by semaphore-check.ts: S1–S5 per permit, tokens
+ * semaphore: a Semaphore lock with N permits (2 or 3) and N+2 candidates whose workers ask for a
+ * permit, write while they hold one (fenced per permit), release after a while and ask again, so
+ * that permits change hands throughout the trial. One of the usual faults — a pause, a kill, a
+ * partition from the API server or a held store write — hits whichever holder checks next (or
+ * nothing: `none`). The history is checked by semaphore-check.ts: S1–S5 per permit, tokens
  * increasing lock-wide, and S6, never more than N believing holders outside pauses.
  */
 import type { DistributedLockSpec } from '../../../src/api/v1alpha1/distributedlock.ts';

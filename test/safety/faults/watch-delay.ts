@@ -1,12 +1,11 @@
 /**
- * The `watch-delay` fault (plan row T22): the controller decides on a stale informer cache. The
- * bed's controller reaches the API server through an HTTP fault proxy (`bed.controllerApi`);
- * while any trial of this phase runs, every event of the controller's watches (Leases, Pods,
- * DistributedLocks) is delivered U[0, 2L] late, in order. Each trial then hands its lock over —
- * the holder releases it, or is SIGKILLed — so the controller's next grant is decided while its
- * cache lags the Lease by up to 2L. The delay is on the shared controller: one event, many trials
- * (a global fault, its own phase). The per-event delays come from a generator seeded by the
- * trial that switched the delay on.
+ * The `watch-delay` fault: the controller decides on a stale informer cache. The bed's controller
+ * reaches the API server through an HTTP fault proxy (`bed.controllerApi`); while any trial of this
+ * phase runs, every event of the controller's watches (Leases, Pods, DistributedLocks) is delivered
+ * U[0, 2L] late, in order. Each trial then hands its lock over — the holder releases it, or is
+ * SIGKILLed — so the controller's next grant is decided while its cache lags the Lease by up to 2L.
+ * The delay is on the shared controller: one event, many trials (a global fault, its own phase).
+ * The per-event delays come from a generator seeded by the trial that switched the delay on.
  *
  * What it shows: S5 (no two terms interleave in the Lease history) and S1–S4 hold — grants are
  * a fresh GET plus a resourceVersion-conditional replace, so a stale cache can delay a grant but

@@ -1,11 +1,10 @@
 /**
- * The randomized safety trials of the lock stores (issue 19, item 5): two worker processes
- * (store-worker.ts) contend for one store lock — the Redis store (src/stores/redis) or Redlock
- * over five masters (src/stores/redlock) — on real redis-servers, and write a second real
- * redis-server through the Redis guard; each trial injects one fault (store-bed.ts says what each
- * does): `pause`, `restart-lose`, `failover`, `failback`, `failback-resync`, `flap`,
- * `promote-clock-behind`, `restart-keep`, `redlock-pause`,
- * `redlock-clock-jump`, `redlock-restart-lose`.
+ * The randomized safety trials of the lock stores: two worker processes (store-worker.ts) contend
+ * for one store lock — the Redis store (src/stores/redis) or Redlock over five masters
+ * (src/stores/redlock) — on real redis-servers, and write a second real redis-server through the
+ * Redis guard; each trial injects one fault (store-bed.ts says what each does): `pause`,
+ * `restart-lose`, `failover`, `failback`, `failback-resync`, `flap`, `promote-clock-behind`,
+ * `restart-keep`, `redlock-pause`, `redlock-clock-jump`, `redlock-restart-lose`.
  * The verdict (store-check.ts) reads the data key's writes in the order the guard's Redis applied
  * them (MONITOR): S3 — no token below an earlier one — must hold, and S1 — no token handed out
  * twice, no grant below an earlier one, even across a failover or lost data (the epoch floor,

@@ -1,8 +1,9 @@
 /**
- * The run-once record on the Lease (issue 15, finding 4): the pure annotation functions of
- * lease/record.ts, and RunCompletions (src/agent/run-completions.ts) against an in-memory Lease
- * store that checks resourceVersions like the API server — only the holder of the run's term may
- * complete it, a future completedAt does not count, a conflict reads again.
+ * The run-once record on the Lease (where only the holder of the run's term can write it): the pure
+ * annotation functions of lease/record.ts, and RunCompletions (src/agent/run-completions.ts)
+ * against an in-memory Lease store that checks resourceVersions like the API server — only the
+ * holder of the run's term may complete it, a future completedAt does not count, a conflict reads
+ * again.
  */
 import { ApiException, type V1Lease } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 /**
  * The session machine (src/agent/session-machine.ts), table-driven: one row per row of its module
- * table (the row id leads each name), then the protocol's safety cases (docs/safety.md T11,
+ * table (the row id leads each name), then the protocol's safety cases (a step-down is final,
  * confirm-by-first-renew, validity from the send time, stop never writes) as short event sequences.
  *
  * Actions and phases are compared as short strings, e.g. `SendRenew 7 budget 2000 @500` (token,
@@ -251,7 +251,7 @@ const rows: readonly Row[] = [
     endedToken: 7n,
   },
   {
-    name: 'L7 a term that ended here is not taken up again but handed back (T11)',
+    name: 'L7 a term that ended here is not taken up again but handed back',
     state: state(lost, { endedToken: 7n, lease: vacant(2, 7n) }),
     event: seen(ours(3, 7n)),
     phase: 'lost',
@@ -297,7 +297,7 @@ const rows: readonly Row[] = [
     renew: 'sending',
   },
   {
-    name: 'L8 after a lost term only a larger token starts a new one (T11)',
+    name: 'L8 after a lost term only a larger token starts a new one',
     state: state(lost, { endedToken: 7n }),
     event: seen(ours(3, 8n)),
     phase: 'confirming 8',
@@ -462,7 +462,7 @@ const rows: readonly Row[] = [
     renew: 'idle',
   },
   {
-    name: 'R2 an answer that comes after its own deadline does not confirm (T11: late renew answer)',
+    name: 'R2 an answer that comes after its own deadline does not confirm (a late renew answer)',
     state: state(confirming(7n), { renew: 'sending' }),
     event: answered(7n, 1000, ours(3, 7n)),
     now: 3000,
@@ -480,7 +480,7 @@ const rows: readonly Row[] = [
     renew: 'idle',
   },
   {
-    name: 'R3 a renew sent before the deadline and answered after it does not take the term up again (T11)',
+    name: 'R3 a renew sent before the deadline and answered after it does not take the term up again',
     state: state(lost, { endedToken: 7n, renew: 'sending', lease: ours(2, 7n) }),
     event: answered(7n, 1000, ours(3, 7n)),
     now: 2100,
@@ -929,7 +929,7 @@ describe('session machine: the safety rules', () => {
   });
 });
 
-describe('session machine: tokens someone else wrote on our Lease (issue 15 finding 2, no policy)', () => {
+describe('session machine: tokens someone else wrote on our Lease (a co-tenant, no policy)', () => {
   // Row L0. Failed before the row existed: the co-tenant soak (seed 7272, trial
   // co-tenant-11, replay seed 7283) saw the controller grant token 365 to pod a, a co-tenant lower
   // the Lease's annotation to 364 before a's first renew, and a confirm and write with 364, a

@@ -1,7 +1,8 @@
 /**
- * LockSession after a term ends (docs/safety.md T11): "after step-down the agent never resumes writes with
- * the old token — a new term needs a new token". The API server here is an in-memory Lease with
- * compare-and-swap writes that can be made to fail, the watch is fed by hand, time is a fake clock.
+ * LockSession after a term ends (a step-down is final): "after step-down the agent never resumes
+ * writes with the old token — a new term needs a new token". The API server here is an in-memory
+ * Lease with compare-and-swap writes that can be made to fail, the watch is fed by hand, time is a
+ * fake clock.
  */
 import { describe, expect, it } from 'vitest';
 import type { V1Lease } from '@kubernetes/client-node';

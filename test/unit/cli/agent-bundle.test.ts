@@ -8,7 +8,7 @@ import { buildAgent, packageOf } from '../../../hack/build-agent.ts';
 const HANG_BOUND_MS = 120_000;
 
 describe('the compiled agent (dist/bin/fencepost-agent)', () => {
-  // Before the agent's own transport (issue 16) it bundled both: 1,154 modules with
+  // Before the agent had its own transport it bundled both: 1,154 modules with
   // @kubernetes/client-node and ioredis among 44 packages.
   it(
     'bundles no Kubernetes client library, no Redis client and no controller code',

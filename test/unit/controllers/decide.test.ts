@@ -167,7 +167,7 @@ const rows: readonly Row[] = [
     nowMs: 0,
     want: { actions: [{ type: 'Grant', to: a.ref, previous: undefined, cause: 'Vacant', floor: 100n }] },
   },
-  // ----- The Lease deleted while held (issue 15, finding 7) -----
+  // ----- The Lease deleted while held (a former holder may still believe) -----
   {
     name: "a lock whose status names a holder but whose Lease is gone gets a Lease created as Lost, with that term's length",
     obs: obs(
@@ -383,7 +383,7 @@ const rows: readonly Row[] = [
     want: { actions: [], holder: a.ref },
   },
   {
-    name: 'a longer spec wins over the Lease: a Lease whose leaseDurationSeconds was shortened (issue 15, finding 2) does not expire its holder early',
+    name: 'a longer spec wins over the Lease: a Lease whose leaseDurationSeconds a co-tenant shortened does not expire its holder early',
     obs: obs(lockWith(withLeaseSeconds(60)), heldByA(leaseSeconds(10)), withPods(marked(a, 5n), b)),
     nowMs: LEASE_MS + 1,
     want: { actions: [], holder: a.ref },
@@ -394,7 +394,7 @@ const rows: readonly Row[] = [
     nowMs: 60_000 + 1,
     want: { actions: [unmark(a), { type: 'Grant', to: b.ref, previous: a.ref, cause: 'Expired', floor: 5n }] },
   },
-  // ----- A Lease token lowered by someone (issue 15, finding 2) -----
+  // ----- A Lease token lowered by someone (a co-tenant with `leases update`) -----
   {
     // Before: no grant (TokenRegressed) until a person set the annotation back — a lock wedged by
     // anyone with `leases update` (a co-tenant's leader-election Role), while Ready said True.
@@ -1347,8 +1347,8 @@ describe('decide in Mutex mode', () => {
     expect(d.queue).toBe(2); // nobody holds yet: both wait
   });
 
-  // Issue 15, finding 5: the pod writes its request time (its agent, the app beside it, anyone with
-  // patch on it); the controller's record of when it first saw each request orders the queue.
+  // The pod writes its request time (its agent, the app beside it, anyone with patch on it); the
+  // controller's record of when it first saw each request orders the queue.
   it('a later requester that dates its request 1970 is not granted before the one the controller saw first', () => {
     const d = decide(
       withRecord(mutexObs([requested('2026-01-01T00:00:01.000Z')(b), requested('1970-01-01T00:00:00.000Z')(c)]), [
@@ -1373,8 +1373,8 @@ describe('decide in Mutex mode', () => {
     expect(d.actions).toContainEqual(expect.objectContaining({ type: 'Grant', to: c.ref }));
   });
 
-  // Found in issue 18's review (test/integration/controller/mutex-regrant.test.ts): the release is
-  // seen before the pod watch delivers the withdrawal that preceded it.
+  // Found in review (test/integration/controller/mutex-regrant.test.ts): the release is seen before
+  // the pod watch delivers the withdrawal that preceded it.
   describe('a holder that released, while its pod still shows the request its term answered', () => {
     const answered = '2026-01-01T00:00:03.000Z';
     const releasedByA = aLeaseView(

@@ -1,6 +1,6 @@
 /**
  * The pod and lock indexes that spare the controller a scan of every pod and every lock of a
- * namespace (issue 16): a lookup through them finds exactly what the scan found.
+ * namespace on every reconcile: a lookup through them finds exactly what the scan found.
  */
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';

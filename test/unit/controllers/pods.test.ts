@@ -460,8 +460,9 @@ describe('byAge', () => {
   });
 });
 
-// Issue 15, finding 5: the Mutex queue order is the controller's record (the order in which it
-// first saw each request), never the time a pod wrote in its own request annotation.
+// The Mutex queue order is the controller's record (the order in which it first saw each request),
+// never the time a pod wrote in its own request annotation, which anyone who can patch the pod
+// could backdate to jump the queue.
 describe('mutexOrder and nextQueue (the Mutex queue)', () => {
   const qKeys = podKeys('db');
   const selector: LabelSelector = deepFreeze({ matchLabels: { app: 'web' } });

@@ -253,7 +253,7 @@ describe('DistributedLockReconciler grant order (real reconciler, in-memory API 
     expect(leftBehind(cluster)).toEqual({ lease: 'vacant', pod: 'unmarked', status: 'no holder' });
   });
 
-  it('deleting a held lock ends the term at once (Lost) and keeps the Lease and the finalizer for a full lease duration (issue 15, finding 7)', async () => {
+  it('deleting a held lock ends the term at once (Lost) and keeps the Lease and the finalizer for a full lease duration', async () => {
     const cluster = world();
     await controller(cluster).reconcile();
     expect(leftBehind(cluster).lease).toBe('web-0 102');

@@ -270,7 +270,7 @@ describe('computeStatus', () => {
     expect(statusOf(o, first)).toEqual(first);
   });
 
-  describe('renewals (status records transitions, not renewals: issue 16)', () => {
+  describe('renewals (status records transitions, not renewals: no API write per renewal)', () => {
     it.each<{ name: string; renew: Date }>([
       { name: 'a renewal a moment later', renew: at(2_000) },
       { name: 'a renewal exactly a lease duration later', renew: at(LEASE_MS) },
@@ -340,7 +340,7 @@ describe('computeStatus', () => {
   });
 });
 
-describe('status.completedRuns (issue 15, finding 4)', () => {
+describe('status.completedRuns', () => {
   const runs = (s: DistributedLockStatus): string[] => (s.completedRuns ?? []).map((r) => r.runId);
 
   it('copies the runs recorded on the Lease, in the order recorded, with holder and token', () => {

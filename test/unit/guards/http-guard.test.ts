@@ -291,7 +291,8 @@ describe('httpGuard on a real node:http server', () => {
   });
 });
 
-// Issue 15, finding 9: what `httpGuard(new FenceBook())` does by default, over loopback HTTP.
+// What `httpGuard(new FenceBook())` does by default, over loopback HTTP: a user who sets no option
+// must get the safe behaviour (one mark per lock, no overlap with an abandoned handler).
 describe('httpGuard defaults on a real node:http server', () => {
   let server: Server;
   let base: string;

@@ -3,9 +3,10 @@ import type { V1Lease } from '@kubernetes/client-node';
 import { grantedLease, releasedLease, renewedLease } from '../../../src/lease/record.ts';
 import { leaseName } from '../../../src/protocol/names.ts';
 
-// docs/safety.md T14, code level: every Lease body fencepost writes is a compare-and-swap — it carries
-// the resourceVersion it was built from, so the API server refuses it (409) when the Lease
-// changed in between. (The contract half, the 409 itself, is in test/safety/bad-input.test.ts.)
+// No unconditional renew, at the code level: every Lease body fencepost writes is a
+// compare-and-swap — it carries the resourceVersion it was built from, so the API server refuses it
+// (409) when the Lease changed in between. (The contract half, the 409 itself, is in
+// test/safety/bad-input.test.ts.)
 const lease: V1Lease = {
   metadata: {
     name: leaseName('x'),

@@ -11,8 +11,9 @@ import java.util.Map;
 import redis.clients.jedis.RedisClient;
 
 /**
- * The Java side of the cross-language store contention (test/support/store-contention.ts; issue
- * 20 item 3), speaking the protocol every language's worker speaks:
+ * The Java side of the cross-language store contention (test/support/store-contention.ts: workers
+ * of two languages' clients contend for one Redis-store lock and must agree on keys, scripts and
+ * tokens), speaking the protocol every language's worker speaks:
  *
  * <pre>
  *   java -cp ... example.StoreContentionWorker --store URL --lock NAME --namespace NS --ttl-ms N
