@@ -74,7 +74,8 @@ export interface LockControllerOptions {
   /**
    * podView rewrites each cached pod before the reconciler reads it. For the safety suite's
    * calibration only (test/safety/phase-proof-controller.ts makes a pod marked Failed look as if
-   * its containers had stopped, the reading before issue 15's finding 3); production passes none.
+   * its containers had stopped: the old reading, which took pod phase as proof that a lost node's
+   * processes had ended); production passes none.
    */
   readonly podView?: (pod: V1Pod) => V1Pod;
   /**
