@@ -6,7 +6,9 @@
 #   its SBOM (CycloneDX, syft) and a signature (cosign) attached to each platform's manifest as
 #     OCI referrers;
 #   the Helm chart as an OCI artifact, oci://REGISTRY/charts/fencepost VERSION, whose appVersion is
-#     VERSION and whose image (templates/_image.tpl) is the index pinned by digest.
+#     VERSION and whose image (templates/_image.tpl) is the index pinned by digest; and the library
+#     chart oci://REGISTRY/charts/fencepost-sidecar VERSION (the agent sidecar's named templates,
+#     for application charts to depend on), its image pinned the same way.
 #
 # Usage: hack/release.sh VERSION [REGISTRY]
 #   VERSION   package.json's version, or a prerelease of it (0.1.0, 0.1.0-rc.1)

@@ -7,8 +7,10 @@
  *   2. Per platform: the SBOM (syft, CycloneDX JSON) attached with `oras attach` as a referrer.
  *   3. The signature: `cosign sign --recursive` of the index (the index and each platform manifest),
  *      stored by cosign as OCI referrers; then `cosign verify` with the public key, as a user would.
- *   4. The chart: charts/fencepost copied, templates/_image.tpl pinned to REGISTRY/fencepost:VERSION@INDEX,
- *      `helm package --version VERSION --app-version VERSION`, `helm push oci://REGISTRY/charts`.
+ *   4. The charts: charts/fencepost and the library chart charts/fencepost-sidecar (the agent
+ *      sidecar's named templates, for application charts to depend on) copied, each one's
+ *      templates/_image.tpl pinned to REGISTRY/fencepost:VERSION@INDEX, `helm package --version
+ *      VERSION --app-version VERSION`, `helm push oci://REGISTRY/charts`.
  *   5. `oras discover` of each platform manifest: what a user sees attached to it.
  */
 import { createHash } from 'node:crypto';
@@ -52,6 +54,8 @@ export interface ReleaseResult {
   /** notBuilt names the platforms left out of the index, and why. */
   readonly notBuilt: readonly { readonly platform: string; readonly why: string }[];
   readonly chart: { readonly reference: string; readonly version: string; readonly digest: string };
+  /** sidecarChart is the library chart fencepost-sidecar, for application charts' `dependencies:`. */
+  readonly sidecarChart: { readonly reference: string; readonly version: string; readonly digest: string };
   readonly signedWith: { readonly publicKey: string; readonly madeForThisRun: boolean };
   readonly seconds: number;
 }
@@ -85,14 +89,20 @@ export function isLoopback(registry: string): boolean {
   return host === '127.0.0.1' || host === 'localhost' || host === '[::1]';
 }
 
-/** imageTemplate is the chart's templates/_image.tpl for the published image. */
-export function imageTemplate(reference: string): string {
+/** CHARTS are the charts a release publishes, each with the name of its image template. */
+export const CHARTS = [
+  { name: 'fencepost', imageDefine: 'fencepost.defaultImage' },
+  { name: 'fencepost-sidecar', imageDefine: 'fencepost-sidecar.defaultImage' },
+] as const;
+
+/** imageTemplate is a chart's templates/_image.tpl for the published image (define: its template name). */
+export function imageTemplate(reference: string, define = 'fencepost.defaultImage'): string {
   return [
     '{{/*',
-    'fencepost.defaultImage is the fencepost image this chart release runs, pinned by digest by',
+    `${define} is the fencepost image this chart release runs, pinned by digest by`,
     'hack/release.sh when it published the chart (the one source of the image for every template).',
     '*/}}',
-    '{{- define "fencepost.defaultImage" -}}',
+    `{{- define "${define}" -}}`,
     reference,
     '{{- end }}',
     '',
@@ -273,33 +283,43 @@ export function release(o: { version: string; registry: string; out: string }): 
     );
   log(`signed and verified ${1 + images.length} manifest(s) with ${publicKey}`);
 
-  // 4. The chart, its image pinned to the index by digest.
+  // 4. The charts, each one's image pinned to the index by digest.
   const work = mkdtempSync(join(tmpdir(), 'fencepost-release-'));
+  const pushed = new Map<string, { reference: string; version: string; digest: string }>();
   try {
-    cpSync(join(ROOT, 'charts/fencepost'), join(work, 'fencepost'), { recursive: true });
-    writeFileSync(join(work, 'fencepost/templates/_image.tpl'), imageTemplate(image));
-    run(tool('helm'), [
-      'package',
-      join(work, 'fencepost'),
-      '--version',
-      o.version,
-      '--app-version',
-      o.version,
-      '--destination',
-      o.out,
-    ]);
-    run(tool('helm'), [
-      'push',
-      join(o.out, `fencepost-${o.version}.tgz`),
-      `oci://${o.registry}/charts`,
-      ...(plain ? ['--plain-http'] : []),
-    ]);
+    for (const c of CHARTS) {
+      cpSync(join(ROOT, 'charts', c.name), join(work, c.name), { recursive: true });
+      writeFileSync(join(work, c.name, 'templates/_image.tpl'), imageTemplate(image, c.imageDefine));
+      run(tool('helm'), [
+        'package',
+        join(work, c.name),
+        '--version',
+        o.version,
+        '--app-version',
+        o.version,
+        '--destination',
+        o.out,
+      ]);
+      run(tool('helm'), [
+        'push',
+        join(o.out, `${c.name}-${o.version}.tgz`),
+        `oci://${o.registry}/charts`,
+        ...(plain ? ['--plain-http'] : []),
+      ]);
+      const digest = oras(['resolve', `${o.registry}/charts/${c.name}:${o.version}`]).trim();
+      pushed.set(c.name, { reference: `oci://${o.registry}/charts/${c.name}`, version: o.version, digest });
+      log(`chart ${c.name}: oci://${o.registry}/charts/${c.name} --version ${o.version} (${digest})`);
+    }
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-  const chartDigest = oras(['resolve', `${o.registry}/charts/fencepost:${o.version}`]).trim();
-  const chart = { reference: `oci://${o.registry}/charts/fencepost`, version: o.version, digest: chartDigest };
-  log(`chart ${chart.reference} --version ${chart.version} (${chart.digest})`);
+  const pushedChart = (name: string): { reference: string; version: string; digest: string } => {
+    const c = pushed.get(name);
+    if (c === undefined) throw new Error(`release: chart ${name} was not pushed`);
+    return c;
+  };
+  const chart = pushedChart('fencepost');
+  const sidecarChart = pushedChart('fencepost-sidecar');
 
   // 5. What is attached to each platform's manifest.
   const platforms = images.map((img, i) => {
@@ -327,6 +347,7 @@ export function release(o: { version: string; registry: string; out: string }): 
     platforms,
     notBuilt,
     chart,
+    sidecarChart,
     signedWith: { publicKey, madeForThisRun },
     seconds: (Date.now() - t0) / 1000,
   };
@@ -345,6 +366,7 @@ export function summary(r: ReleaseResult): string {
     ]),
     ...r.notBuilt.map((n) => `  ${n.platform.padEnd(12)} not published: ${n.why}`),
     `chart      helm install fencepost ${r.chart.reference} --version ${r.chart.version}   (${r.chart.digest})`,
+    `library    ${r.sidecarChart.reference} --version ${r.sidecarChart.version} (app charts' dependencies:)   (${r.sidecarChart.digest})`,
     `signed     ${r.signedWith.publicKey}${r.signedWith.madeForThisRun ? ' (key pair made for this run)' : ''}`,
     `took       ${r.seconds.toFixed(1)} s`,
   ];

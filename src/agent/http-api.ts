@@ -32,6 +32,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { parseDuration } from '../config/duration.ts';
+import { listenOn } from '../observability/http.ts';
 import { bodyRefusal, browserRefusal, contentTypeRefusal, hostRefusal, MAX_BODY_BYTES } from './local-only.ts';
 import { problem, sendProblem } from './problem.ts';
 import { NotRunHolderError } from './run-completions.ts';
@@ -523,12 +524,12 @@ export async function serveAgentApi(
           );
     }
   };
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
+  await listenOn(server, port, host);
   const a = server.address();
-  const address = a !== null && typeof a === 'object' ? `${a.address}:${a.port}` : `${host}:${port}`;
+  const address =
+    a !== null && typeof a === 'object'
+      ? `${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}`
+      : `${host}:${port}`;
   return {
     address,
     announce: (e) => {

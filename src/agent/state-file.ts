@@ -18,6 +18,23 @@ import type { LockSnapshot } from './session.ts';
 export interface StateFiles {
   write(s: LockSnapshot): void;
   remove(lock: string): void;
+  /**
+   * writeAgent writes `<dir>/<lock>.agent.json`, where this lock's agent listens, for as long as
+   * the agent runs: an application finds its agent there when a default port was taken and the
+   * agent moved to a free one. (Lock names have no dots, so it never clashes with a state file.)
+   */
+  writeAgent(lock: string, where: AgentAddresses): void;
+  removeAgent(lock: string): void;
+}
+
+/** AgentAddresses is what `<dir>/<lock>.agent.json` holds. */
+export interface AgentAddresses {
+  /** api is the lock API's base URL (http://127.0.0.1:PORT): FENCEPOST_AGENT_URL for the clients. */
+  readonly api: string;
+  /** healthProbes and metrics are the bound host:port, or "off". */
+  readonly healthProbes: string;
+  readonly metrics: string;
+  readonly pid: number;
 }
 
 /** StateFile is what `<dir>/<lock>.json` holds: the snapshot, when it was written, and until when it holds. */
@@ -44,6 +61,15 @@ export function stateFiles(dir: string): StateFiles {
     },
     remove(lock) {
       rmSync(join(dir, `${lock}.json`), { force: true });
+    },
+    writeAgent(lock, where) {
+      const file = join(dir, `${lock}.agent.json`);
+      const tmp = `${file}.${process.pid}.tmp`;
+      writeFileSync(tmp, `${JSON.stringify(where)}\n`);
+      renameSync(tmp, file);
+    },
+    removeAgent(lock) {
+      rmSync(join(dir, `${lock}.agent.json`), { force: true });
     },
   };
 }

@@ -25,7 +25,7 @@ import { LockSession } from '../agent/session.ts';
 import { StoreLockSession } from '../agent/store-session.ts';
 import { openAgentStore } from './agent-store.ts';
 import { claimSession, type SessionClaim } from '../agent/session-claim.ts';
-import { parseAgentConfig } from '../config/agent.ts';
+import { parseAgentConfig, type ListenerFlag } from '../config/agent.ts';
 import { recordEvents } from '../kube/event-recorder.ts';
 import { parseBindAddress, serveProbes } from '../observability/http.ts';
 import { createLogger } from '../observability/logger.ts';
@@ -81,10 +81,22 @@ async function awaitAppRelease(
     );
 }
 
+/** isAddressInUse: the listen failed because the port is taken (EADDRINUSE, on the error or its cause). */
+function isAddressInUse(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause)
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE' || /\bEADDRINUSE\b/.test(e.message)) return true;
+  return false;
+}
+
+/** required: serveProbes returns undefined only for "0", which the callers have ruled out. */
+function required<T>(server: T | undefined): T {
+  if (server === undefined) throw new Error('listener disabled');
+  return server;
+}
+
 /** runAgent runs until SIGTERM/SIGINT; returns the exit code. */
 export async function runAgent(argv: readonly string[]): Promise<number> {
   const cfg = parseAgentConfig(argv);
-  const { host, port } = parseBindAddress(cfg.listen, '--listen');
   const log = createLogger(cfg.logLevel, { component: 'agent', pod: cfg.podName });
   // The agent's metrics without prom-client (about 11 MiB of RSS): exposition.ts, same names.
   const registry = new TextRegistry();
@@ -206,34 +218,71 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
       throw err;
     }
   };
-  const named = <T>(flag: string, start: Promise<T>): Promise<T> =>
-    start.catch((err: unknown) => {
-      throw new Error(`${flag}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-    });
+  // A listener left at its default whose port is taken (another agent on this host, or a second
+  // agent container in the pod) moves to a free port of the same host rather than fail: the
+  // defaults are conveniences, and the bound addresses are logged and written beside the state
+  // files. An address the user gave must be the one served — the kubelet probes it, Prometheus
+  // scrapes it, the application calls it —, so it fails the start, naming the flag and address.
+  const bind = async <T extends { readonly address: string }>(
+    flag: ListenerFlag,
+    addr: string,
+    start: (addr: string) => Promise<T>,
+  ): Promise<T> => {
+    // The runtime's message names the address (listen EADDRINUSE: 127.0.0.1:7370); add the flag.
+    const named = (err: unknown): Error =>
+      new Error(`${flag}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    try {
+      return await start(addr);
+    } catch (err) {
+      if (!cfg.defaultedListeners.includes(flag) || !isAddressInUse(err)) throw named(err);
+      const { host: h } = parseBindAddress(addr, flag);
+      const free = `${h.includes(':') ? `[${h}]` : h}:0`;
+      const server = await start(free).catch((e: unknown) => {
+        throw named(e);
+      });
+      log.warn(
+        { flag, default: addr, address: server.address },
+        `The default ${flag} ${addr} is in use (another agent on this host?); listening on ${server.address} instead`,
+      );
+      return server;
+    }
+  };
   const probes = await listen(
-    named(
-      '--health-probe-bind-address',
-      serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', { readyz: ready }),
-    ),
+    cfg.healthProbeBindAddress === '0'
+      ? Promise.resolve(undefined)
+      : bind('--health-probe-bind-address', cfg.healthProbeBindAddress, async (a) =>
+          required(await serveProbes(a, '--health-probe-bind-address', { readyz: ready })),
+        ),
   );
   const metrics = await listen(
-    named('--metrics-bind-address', serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', { registry })),
+    cfg.metricsBindAddress === '0'
+      ? Promise.resolve(undefined)
+      : bind('--metrics-bind-address', cfg.metricsBindAddress, async (a) =>
+          required(await serveProbes(a, '--metrics-bind-address', { registry })),
+        ),
   );
   const api = await listen(
-    named(
-      '--listen',
-      serveAgentApi(host, port, sessions, {
+    bind('--listen', cfg.listen, (a) => {
+      const { host, port } = parseBindAddress(a, '--listen');
+      return serveAgentApi(host, port, sessions, {
         ready,
         log,
         permits: (lock) => semaphorePermits(kube, cfg.podNamespace, lock),
-      }),
-    ),
+      });
+    }),
   );
+  const addresses = {
+    api: `http://${api.address}`,
+    healthProbes: probes?.address ?? 'off',
+    metrics: metrics?.address ?? 'off',
+    pid: process.pid,
+  };
+  for (const lock of cfg.locks) files?.writeAgent(lock, addresses);
   log.info(
     {
       listen: api.address,
-      healthProbes: probes?.address ?? 'off',
-      metrics: metrics?.address ?? 'off',
+      healthProbes: addresses.healthProbes,
+      metrics: addresses.metrics,
       locks: cfg.locks,
     },
     'Started agent',
@@ -244,6 +293,7 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
     // a watch that never synced (2 minutes): exit, and the kubelet restarts the sidecar
     await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
     await Promise.all(started.map((x) => x.stop()));
+    for (const l of cfg.locks) files?.removeAgent(l);
     await releaseClaims();
     throw err;
   }
@@ -266,7 +316,10 @@ export async function runAgent(argv: readonly string[]): Promise<number> {
         }
         await Promise.allSettled([...sessions.values()].map((s) => s.stop()));
         await storeSetup.open?.store.close();
-        for (const l of cfg.locks) files?.remove(l);
+        for (const l of cfg.locks) {
+          files?.remove(l);
+          files?.removeAgent(l);
+        }
         await releaseClaims();
         await Promise.all(started.map((x) => x.stop()));
         kube.close();

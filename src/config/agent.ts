@@ -8,6 +8,18 @@ import { UsageError } from './usage-error.ts';
 import { checkListenerFlag, parseBindAddress } from './bind-address.ts';
 import { parseDuration } from './duration.ts';
 
+/** ListenerFlag names one of the agent's three listeners. */
+export type ListenerFlag = '--listen' | '--health-probe-bind-address' | '--metrics-bind-address';
+
+/**
+ * The agent's default listeners: 7370-7372, away from the ports applications use most (8080,
+ * 8081, 8443, 9090, 3000, 5000…), so that a sidecar with default flags leaves them to the app it
+ * sits beside. The lock API stays on 7370, where every client looks first.
+ */
+export const AGENT_DEFAULT_LISTEN = '127.0.0.1:7370';
+export const AGENT_DEFAULT_HEALTH_PROBE = '0.0.0.0:7371';
+export const AGENT_DEFAULT_METRICS = '0.0.0.0:7372';
+
 /** AgentConfig: every knob of `fencepost agent`. */
 export interface AgentConfig {
   readonly kubeconfig: string | undefined;
@@ -16,12 +28,18 @@ export interface AgentConfig {
   readonly podUid: string;
   /** locks: --lock NAME, repeatable, at least one. */
   readonly locks: readonly string[];
-  /** listen: loopback host:port of the local API; default 127.0.0.1:7370. */
+  /** listen: loopback host:port of the local API; default {@link AGENT_DEFAULT_LISTEN}. */
   readonly listen: string;
-  /** healthProbeBindAddress: host:port of /healthz and /readyz for the kubelet; default 0.0.0.0:8081; "0" disables. */
+  /** healthProbeBindAddress: host:port of /healthz and /readyz for the kubelet; default {@link AGENT_DEFAULT_HEALTH_PROBE}; "0" disables. */
   readonly healthProbeBindAddress: string;
-  /** metricsBindAddress: host:port of /metrics for Prometheus; default 0.0.0.0:8080; "0" disables. */
+  /** metricsBindAddress: host:port of /metrics for Prometheus; default {@link AGENT_DEFAULT_METRICS}; "0" disables. */
   readonly metricsBindAddress: string;
+  /**
+   * defaultedListeners names the listener flags left at their defaults. Such a listener whose port
+   * is taken (a second agent on the host, or in the pod) moves to a free port of the same host and
+   * says so; a listener given explicitly fails the start instead, naming the flag and the address.
+   */
+  readonly defaultedListeners: readonly ListenerFlag[];
   /** stateDir: where per-lock state files are written; none by default. */
   readonly stateDir: string | undefined;
   /** logLevel: info (default) or debug, warn, error; silent turns logging off. */
@@ -54,9 +72,12 @@ export const AGENT_USAGE = `Usage: fencepost agent --lock NAME [--lock NAME ...]
 Identity (downward API, required): POD_NAME, POD_NAMESPACE, POD_UID
 
   --lock NAME          a DistributedLock in POD_NAMESPACE this pod is a candidate for (repeatable)
-  --listen ADDR        loopback address of the local HTTP API (default 127.0.0.1:7370)
-  --health-probe-bind-address ADDR  /healthz, /readyz for the kubelet's probes (default 0.0.0.0:8081; 0 disables)
-  --metrics-bind-address ADDR       /metrics for Prometheus (default 0.0.0.0:8080; 0 disables)
+  --listen ADDR        loopback address of the local HTTP API (default ${AGENT_DEFAULT_LISTEN})
+  --health-probe-bind-address ADDR  /healthz, /readyz for the kubelet's probes (default ${AGENT_DEFAULT_HEALTH_PROBE}; 0 disables)
+  --metrics-bind-address ADDR       /metrics for Prometheus (default ${AGENT_DEFAULT_METRICS}; 0 disables)
+                       A default whose port is taken (another agent on this host) moves to a free
+                       port, logged and written to <state-dir>/<lock>.agent.json; an address given
+                       explicitly must bind, or the agent exits naming the flag
   --state-dir DIR      write <DIR>/<lock>.json while the lock is held (atomic; removed on loss)
   --kubeconfig PATH    (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --log-level LEVEL    debug, info, warn or error (default info); silent turns logging off
@@ -77,9 +98,9 @@ const LOCK_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const values = parseFlags(argv, {
     lock: { type: 'string', multiple: true },
-    listen: { type: 'string', default: '127.0.0.1:7370' },
-    'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
-    'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
+    listen: { type: 'string' },
+    'health-probe-bind-address': { type: 'string' },
+    'metrics-bind-address': { type: 'string' },
     'state-dir': { type: 'string' },
     kubeconfig: { type: 'string' },
     'log-level': { type: 'string', default: 'info' },
@@ -104,12 +125,27 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
         '--lock',
         `${JSON.stringify(l)} is not a valid lock name (a DNS label of at most 63 characters)`,
       );
-  const { host } = parseBindAddress(values.listen, '--listen');
+  const defaultedListeners: ListenerFlag[] = [];
+  const listener = (flag: ListenerFlag, given: string | undefined, fallback: string): string => {
+    if (given !== undefined) return given;
+    defaultedListeners.push(flag);
+    return fallback;
+  };
+  const listen = listener('--listen', values.listen, AGENT_DEFAULT_LISTEN);
+  const { host } = parseBindAddress(listen, '--listen');
   if (!['127.0.0.1', 'localhost', '::1'].includes(host))
     throw new UsageError(
       '--listen',
-      `${JSON.stringify(values.listen)} is not a loopback address; the agent API is for the pod's own containers only`,
+      `${JSON.stringify(listen)} is not a loopback address; the agent API is for the pod's own containers only`,
     );
+  const healthProbeBindAddress = checkListenerFlag(
+    listener('--health-probe-bind-address', values['health-probe-bind-address'], AGENT_DEFAULT_HEALTH_PROBE),
+    '--health-probe-bind-address',
+  );
+  const metricsBindAddress = checkListenerFlag(
+    listener('--metrics-bind-address', values['metrics-bind-address'], AGENT_DEFAULT_METRICS),
+    '--metrics-bind-address',
+  );
   const level = parseLogLevel(values['log-level']);
   const sidecar = values.sidecar;
   if (sidecar !== 'native' && sidecar !== 'plain')
@@ -127,9 +163,10 @@ export function parseAgentConfig(argv: readonly string[], env: NodeJS.ProcessEnv
     podNamespace: need('POD_NAMESPACE'),
     podUid: need('POD_UID'),
     locks: Object.freeze([...new Set(locks)]),
-    listen: values.listen,
-    healthProbeBindAddress: checkListenerFlag(values['health-probe-bind-address'], '--health-probe-bind-address'),
-    metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'),
+    listen,
+    healthProbeBindAddress,
+    metricsBindAddress,
+    defaultedListeners: Object.freeze(defaultedListeners),
     stateDir: values['state-dir'],
     logLevel: level,
     sidecar,

@@ -135,7 +135,7 @@ describe.skipIf(!ON_KUBELET)('the agent as a native sidecar on a kubelet (exampl
       });
       let unreadyAnswers = 0;
       for (let i = 0; i < 30; i++) {
-        const readyz = await getStatus(`http://${podIp}:8081/readyz`).catch(() => ({ status: 0, body: '' }));
+        const readyz = await getStatus(`http://${podIp}:7371/readyz`).catch(() => ({ status: 0, body: '' }));
         if (readyz.status === 503) unreadyAnswers++;
         expect(readyz.status, 'the agent cannot be ready without RBAC').not.toBe(200);
         const p = await pod();

@@ -11,7 +11,7 @@
  * `hack/npm run test:release` (builds registry, oras, syft and cosign first, once).
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -22,6 +22,7 @@ import { leaseName } from '../../src/protocol/names.ts';
 import type { ReleaseResult } from '../../hack/release.ts';
 import { pullImageRootfs } from '../support/image/archive.ts';
 import { eventually } from '../support/env.ts';
+import { findBinary } from '../support/testbed/assets.ts';
 import { startRegistry, type Registry } from '../support/testbed/registry.ts';
 import { ROOT, SYSTEM_NAMESPACE, RELEASE, dumpDiagnostics, useE2eCluster } from '../e2e/e2e-cluster.ts';
 import { believers, watchHolders } from '../e2e/holders.ts';
@@ -119,6 +120,31 @@ describe(`a release from a registry: helm install ${V1}, first lock, helm upgrad
     // Two versions of the same tree: the same platform manifests, two indexes (their version annotation).
     expect(release(1).platforms[0]?.digest).toBe(release(0).platforms[0]?.digest);
     expect(release(1).indexDigest).not.toBe(release(0).indexDigest);
+  });
+
+  it('publishes the library chart fencepost-sidecar, which an app chart depends on from oci:// and renders with the pinned image', async () => {
+    const r = release(0);
+    expect(r.sidecarChart.reference).toBe(`oci://${r.registry}/charts/fencepost-sidecar`);
+    expect(r.sidecarChart.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    const app = join(work, 'app-chart');
+    mkdirSync(join(app, 'templates'), { recursive: true });
+    writeFileSync(
+      join(app, 'Chart.yaml'),
+      `apiVersion: v2\nname: app\nversion: 0.0.1\ndependencies:\n  - name: fencepost-sidecar\n    version: ${V1}\n    repository: oci://${r.registry}/charts\n`,
+    );
+    writeFileSync(
+      join(app, 'templates/pod.yaml'),
+      'apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\nspec:\n  initContainers:\n    {{- include "fencepost-sidecar.container" (dict "locks" (list "billing")) | nindent 4 }}\n  containers: []\n',
+    );
+    const helm = async (args: readonly string[]): Promise<string> =>
+      (await run(findBinary('helm'), args, { env: { ...process.env, HELM_CACHE_HOME: join(work, 'helm-cache') } }))
+        .stdout;
+    await helm(['dependency', 'update', '--plain-http', app]);
+    const rendered = await helm(['template', 'app', app, '--kube-version', '1.36.0']);
+    expect(rendered).toContain(`image: ${r.image}`);
+    expect(await helm(['show', 'chart', '--plain-http', r.sidecarChart.reference, '--version', V1])).toMatch(
+      /^type: library$/m,
+    );
   });
 
   it(`helm install ${V1} from oci://: both controller replicas run the published image, pulled by digest`, async () => {

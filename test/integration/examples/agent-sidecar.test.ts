@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -39,27 +39,32 @@ function cronSidecar(): V1Container {
   return sidecar;
 }
 
-// The chart's fencepost.agentSidecar helper, used as a chart that depends on fencepost uses it,
-// renders the native sidecar of examples/singleton-deployment.yaml (one source of the 40 lines).
-describe("the chart's fencepost.agentSidecar helper", () => {
-  const dir = mkdtempSync(join(tmpdir(), 'fencepost-sidecar-helper-'));
+// The library chart charts/fencepost-sidecar, used as an application chart uses it (a
+// `dependencies:` entry, vendored by `helm dependency build`), renders the native sidecar of
+// examples/singleton-deployment.yaml (one source of the 40 lines).
+describe('the fencepost-sidecar library chart', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fencepost-sidecar-library-'));
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
   });
+  const helm = (args: readonly string[]): Promise<{ stdout: string; stderr: string }> =>
+    run(findBinary('helm'), args, { env: { ...process.env, HELM_CACHE_HOME: join(dir, 'cache') } });
 
-  const render = async (params: string): Promise<V1Container[]> => {
+  /** appChart writes an application chart that depends on the library, with this pod template and values. */
+  const appChart = async (pod: string, values = ''): Promise<string> => {
     const chart = join(dir, `app-${Math.random().toString(36).slice(2)}`);
     mkdirSync(join(chart, 'templates'), { recursive: true });
-    cpSync(join(ROOT, 'charts/fencepost'), join(chart, 'charts/fencepost'), { recursive: true });
     writeFileSync(
       join(chart, 'Chart.yaml'),
-      'apiVersion: v2\nname: app\nversion: 0.0.1\ndependencies:\n  - name: fencepost\n    version: 0.1.0\n',
+      `apiVersion: v2\nname: app\nversion: 0.0.1\ndependencies:\n  - name: fencepost-sidecar\n    version: 0.1.0\n    repository: file://${join(ROOT, 'charts/fencepost-sidecar')}\n`,
     );
-    writeFileSync(
-      join(chart, 'templates/pod.yaml'),
-      `apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\nspec:\n  serviceAccountName: fencepost-agent\n  initContainers:\n    {{- include "fencepost.agentSidecar" ${params} | nindent 4 }}\n  containers:\n    - name: app\n      image: registry.example.com/app:1\n`,
-    );
-    const { stdout } = await run(findBinary('helm'), [
+    writeFileSync(join(chart, 'values.yaml'), values);
+    writeFileSync(join(chart, 'templates/pod.yaml'), pod);
+    await helm(['dependency', 'build', chart]);
+    return chart;
+  };
+  const template = async (chart: string): Promise<V1Pod> => {
+    const { stdout } = await helm([
       'template',
       'app',
       chart,
@@ -68,8 +73,16 @@ describe("the chart's fencepost.agentSidecar helper", () => {
       '--kube-version',
       '1.36.0',
     ]);
-    return (loadAllYaml(stdout) as V1Pod[])[0]?.spec?.initContainers ?? [];
+    return (loadAllYaml(stdout) as V1Pod[])[0] ?? {};
   };
+  const render = async (params: string): Promise<V1Container[]> =>
+    (
+      await template(
+        await appChart(
+          `apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\nspec:\n  serviceAccountName: fencepost-agent\n  initContainers:\n    {{- include "fencepost-sidecar.container" ${params} | nindent 4 }}\n  containers:\n    - name: app\n      image: registry.example.com/app:1\n`,
+        ),
+      )
+    ).spec?.initContainers ?? [];
 
   it('renders exactly the sidecar of examples/singleton-deployment.yaml', async () => {
     expect(await render('(dict "locks" (list "singleton"))')).toEqual([exampleSidecar()]);
@@ -79,23 +92,71 @@ describe("the chart's fencepost.agentSidecar helper", () => {
     expect(await render('(dict "locks" (list "nightly-export"))')).toEqual([cronSidecar()]);
   });
 
-  it("is a native sidecar whose probes reach the agent's probe listener and whose lock API stays on loopback", () => {
+  it("is a native sidecar whose probes reach the agent's probe listener, away from the app's ports, locked down", () => {
     const c = exampleSidecar();
     expect(c.restartPolicy).toBe('Always');
     const cfg = parseAgentConfig((c.args ?? []).slice(1), { POD_NAME: 'p', POD_NAMESPACE: 'n', POD_UID: 'u' });
     const probes = c.ports?.find((p) => p.name === 'probes')?.containerPort;
     const metrics = c.ports?.find((p) => p.name === 'metrics')?.containerPort;
+    expect([probes, metrics]).toEqual([7371, 7372]);
+    // Every listener is given explicitly: the probes find the agent, or the agent does not start.
     expect(cfg.healthProbeBindAddress).toBe(`:${probes}`);
     expect(cfg.metricsBindAddress).toBe(`:${metrics}`);
     expect(cfg.listen).toBe('127.0.0.1:7370');
+    expect(cfg.defaultedListeners).toEqual([]);
     for (const probe of [c.startupProbe, c.readinessProbe])
       expect(probe?.httpGet).toEqual({ path: '/readyz', port: 'probes' });
+    expect(c.securityContext).toEqual({
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(c.env?.map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath])).toEqual([
+      ['POD_NAME', 'metadata.name'],
+      ['POD_NAMESPACE', 'metadata.namespace'],
+      ['POD_UID', 'metadata.uid'],
+    ]);
   });
 
-  it('takes several locks, other ports, an image and extra flags, and refuses to render without locks', async () => {
-    const [c] = await render(
-      '(dict "locks" (list "a" "b") "image" "registry.example.com/fencepost:9" "probePort" 9081 "metricsPort" 9080 "extraArgs" (list "--state-dir=/run/fp"))',
+  it("takes a block of the app chart's values: locks, image, ports, a state directory on a volume the app mounts", async () => {
+    const chart = await appChart(
+      [
+        'apiVersion: v1',
+        'kind: Pod',
+        'metadata:',
+        '  name: app',
+        'spec:',
+        '  serviceAccountName: fencepost-agent',
+        '  initContainers:',
+        '    {{- include "fencepost-sidecar.container" .Values.fencepostSidecar | nindent 4 }}',
+        '  containers:',
+        '    - name: app',
+        '      image: registry.example.com/app:1',
+        '      ports:',
+        '        - containerPort: 8080',
+        '      volumeMounts:',
+        '        {{- include "fencepost-sidecar.stateMount" .Values.fencepostSidecar | nindent 8 }}',
+        '  volumes:',
+        '    {{- include "fencepost-sidecar.volume" .Values.fencepostSidecar | nindent 4 }}',
+        '',
+      ].join('\n'),
+      [
+        'fencepostSidecar:',
+        '  locks: [a, b]',
+        '  image: registry.example.com/fencepost:9',
+        '  probePort: 9081',
+        '  metricsPort: 9080',
+        '  stateDir: /var/run/fencepost',
+        '  extraArgs: [--log-level=debug]',
+        '',
+      ].join('\n'),
     );
+    const { stdout: lint } = await helm(['lint', chart, '--strict']);
+    expect(lint).toContain('0 chart(s) failed');
+    const pod = await template(chart);
+    const [c] = pod.spec?.initContainers ?? [];
     expect(c?.image).toBe('registry.example.com/fencepost:9');
     expect(c?.args).toEqual([
       'agent',
@@ -104,12 +165,26 @@ describe("the chart's fencepost.agentSidecar helper", () => {
       '--listen=127.0.0.1:7370',
       '--health-probe-bind-address=:9081',
       '--metrics-bind-address=:9080',
-      '--state-dir=/run/fp',
+      '--state-dir=/var/run/fencepost',
+      '--log-level=debug',
     ]);
     expect(c?.ports).toEqual([
       { name: 'metrics', containerPort: 9080 },
       { name: 'probes', containerPort: 9081 },
     ]);
+    expect(c?.volumeMounts).toEqual([{ name: 'fencepost-state', mountPath: '/var/run/fencepost' }]);
+    expect(pod.spec?.containers[0]?.volumeMounts).toEqual([
+      { name: 'fencepost-state', mountPath: '/var/run/fencepost', readOnly: true },
+    ]);
+    expect(pod.spec?.volumes).toEqual([{ name: 'fencepost-state', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } }]);
     await expect(render('(dict)')).rejects.toThrow(/locks \(a list of lock names\) is required/);
+  });
+
+  it('is a library chart that installs nothing and lints clean', async () => {
+    const library = join(ROOT, 'charts/fencepost-sidecar');
+    expect(readFileSync(join(library, 'Chart.yaml'), 'utf8')).toMatch(/^type: library$/m);
+    const { stdout } = await helm(['lint', library, '--strict']);
+    expect(stdout).toContain('0 chart(s) failed');
+    await expect(helm(['template', 'x', library])).rejects.toThrow(/library charts are not installable/);
   });
 });

@@ -84,8 +84,8 @@ export const IMAGE_AGENT = '/app/bin/fencepost-agent';
 const DEFAULT_PORTS: Readonly<Record<string, readonly (readonly [flag: string, port: number])[]>> = {
   agent: [
     ['--listen', 7370],
-    ['--metrics-bind-address', 8080],
-    ['--health-probe-bind-address', 8081],
+    ['--metrics-bind-address', 7372],
+    ['--health-probe-bind-address', 7371],
   ],
   controller: [
     ['--metrics-bind-address', 8080],

@@ -125,6 +125,19 @@ describe('parseAgentConfig usage errors', () => {
     expect([c.sidecar, c.appStopTimeoutMs]).toEqual(['native', 25_000]);
   });
 
+  it('listens on 7370-7372 by default, away from the ports applications use, and knows which listeners were defaulted', () => {
+    const c = parseAgentConfig(['--lock', 'db'], pod);
+    expect([c.listen, c.healthProbeBindAddress, c.metricsBindAddress]).toEqual([
+      '127.0.0.1:7370',
+      '0.0.0.0:7371',
+      '0.0.0.0:7372',
+    ]);
+    expect(c.defaultedListeners).toEqual(['--listen', '--health-probe-bind-address', '--metrics-bind-address']);
+    const given = parseAgentConfig(['--lock', 'db', '--listen=127.0.0.1:7370', '--metrics-bind-address=0'], pod);
+    expect(given.defaultedListeners).toEqual(['--health-probe-bind-address']);
+    expect(given.metricsBindAddress).toBe('0');
+  });
+
   it('takes --sidecar plain and --app-stop-timeout', () => {
     const c = parseAgentConfig(['--lock', 'db', '--sidecar=plain', '--app-stop-timeout=10s'], pod);
     expect([c.sidecar, c.appStopTimeoutMs]).toEqual(['plain', 10_000]);

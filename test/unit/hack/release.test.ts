@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { checkRegistry, checkVersion, imageTemplate, isLoopback } from '../../../hack/release.ts';
+import { CHARTS, checkRegistry, checkVersion, imageTemplate, isLoopback } from '../../../hack/release.ts';
 import { dpkgStatus, elfMachine } from '../../../hack/image/cross-arch.ts';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
@@ -31,6 +31,11 @@ describe('hack/release.sh input', () => {
     const ref = `127.0.0.1:5000/fencepost/fencepost:0.1.0@sha256:${'a'.repeat(64)}`;
     const tpl = imageTemplate(ref);
     expect(tpl).toContain('{{- define "fencepost.defaultImage" -}}\n' + ref + '\n{{- end }}');
+    // The library chart's too: an app chart's sidecar runs the same image, pinned the same way.
+    expect(CHARTS.map((c) => c.name)).toEqual(['fencepost', 'fencepost-sidecar']);
+    expect(imageTemplate(ref, 'fencepost-sidecar.defaultImage')).toContain(
+      '{{- define "fencepost-sidecar.defaultImage" -}}\n' + ref + '\n{{- end }}',
+    );
   });
 });
 
@@ -43,11 +48,25 @@ describe('the image reference: one source', () => {
     expect(image).toBe(`ghcr.io/fencepost/fencepost:${appVersion ?? ''}`);
   });
 
+  it("is the library chart fencepost-sidecar's default too, with the same versions", () => {
+    const lib = read('charts/fencepost-sidecar/templates/_image.tpl');
+    expect(/define "fencepost-sidecar\.defaultImage" -}}\n(\S+)\n/.exec(lib)?.[1]).toBe(image);
+    const chart = read('charts/fencepost-sidecar/Chart.yaml');
+    expect(/^appVersion: "?([^"\n]+)"?$/m.exec(chart)?.[1]).toBe(appVersion);
+    expect(/^version: (\S+)$/m.exec(chart)?.[1]).toBe(
+      /^version: (\S+)$/m.exec(read('charts/fencepost/Chart.yaml'))?.[1],
+    );
+  });
+
   it('is what every template, example and doc names (no other fencepost image reference)', () => {
     const files = [
       ...readdirSync(join(ROOT, 'charts/fencepost/templates')).map((f) => `charts/fencepost/templates/${f}`),
       'charts/fencepost/values.yaml',
       'charts/fencepost/README.md',
+      ...readdirSync(join(ROOT, 'charts/fencepost-sidecar/templates')).map(
+        (f) => `charts/fencepost-sidecar/templates/${f}`,
+      ),
+      'charts/fencepost-sidecar/README.md',
       ...readdirSync(join(ROOT, 'examples')).map((f) => `examples/${f}`),
       ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`),
       'README.md',
@@ -58,7 +77,7 @@ describe('the image reference: one source', () => {
     expect(refs.length).toBeGreaterThan(3);
     expect(refs.filter((r) => !r.endsWith(`: ${image}`))).toEqual([]);
     // The templates take it from the one source, never a literal.
-    for (const f of files.filter((x) => x.startsWith('charts/fencepost/templates/')))
+    for (const f of files.filter((x) => /^charts\/fencepost(-sidecar)?\/templates\//.test(x)))
       expect(read(f), f).not.toMatch(/ghcr\.io\/fencepost/);
   });
 });

@@ -47,8 +47,8 @@ describe('the pod runner', () => {
     ]);
     expect([...agent.ports]).toEqual([
       [7370, 41001],
-      [8080, 41004],
-      [8081, 41005],
+      [7372, 41004],
+      [7371, 41005],
     ]);
     const controller = await rewriteAddresses(
       ['controller', '--metrics-bind-address=0.0.0.0:8080', '--health-probe-bind-address', '0.0.0.0:8081'],
@@ -143,7 +143,7 @@ describe('the pod runner', () => {
   // crun mode: the pod has its own loopback; nothing moves, host services are at 10.0.2.2.
   it("lists a fencepost command's listen ports, its defaults included and disabled ones left out", () => {
     expect(listenPorts(['agent', '--listen=127.0.0.1:7370', '--health-probe-bind-address', ':9091'])).toEqual([
-      7370, 9091, 8080,
+      7370, 9091, 7372,
     ]);
     expect(listenPorts(['controller', '--metrics-bind-address=0'])).toEqual([8081]);
     expect(listenPorts(['version'])).toEqual([]);
@@ -166,12 +166,12 @@ describe('the pod runner', () => {
             name: 'fencepost-agent',
             image: 'ghcr.io/fencepost/fencepost:0.1.0',
             command: ['/app/bin/fencepost-agent'],
-            args: ['agent', '--listen=127.0.0.1:7370', '--health-probe-bind-address=:8081'],
+            args: ['agent', '--listen=127.0.0.1:7370', '--health-probe-bind-address=:7371'],
           },
         ],
         containers: [{ name: 'app', image: 'example/app:1', ports: [{ containerPort: 9000 }] }],
       },
     };
-    expect([...podPortsOf(pod)].sort((a, b) => a - b)).toEqual([7370, 8080, 8081, 9000]);
+    expect([...podPortsOf(pod)].sort((a, b) => a - b)).toEqual([7370, 7371, 7372, 9000]);
   });
 });
