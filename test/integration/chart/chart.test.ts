@@ -10,6 +10,7 @@ import {
   type V1ClusterRole,
   type V1ClusterRoleBinding,
   type V1Deployment,
+  type V1Pod,
   type V1Service,
 } from '@kubernetes/client-node';
 import { createControllerMetrics } from '../../../src/observability/metrics.ts';
@@ -258,6 +259,7 @@ describe('the fencepost Helm chart', () => {
       'ClusterRole r-fencepost-metrics-auth',
       'ClusterRole r-fencepost-metrics-reader',
       'ClusterRoleBinding r-fencepost-metrics-auth',
+      'ClusterRoleBinding r-fencepost-test-metrics-reader', // the helm test hook's reader
     ]);
     const roles = docsOf(r.stdout, 'Role');
     expect(roles.map((d) => /^ {2}name: (.*)$/m.exec(d)?.[1]).sort()).toEqual([
@@ -306,6 +308,12 @@ describe('the fencepost Helm chart', () => {
     expect(service.spec?.ports).toEqual([
       { name: 'metrics', port: 8443, targetPort: 'metrics', protocol: 'TCP', appProtocol: 'https' },
     ]);
+    // The helm test pod reads it with the token of its own ServiceAccount, a metrics reader.
+    const testPod = docs.find((d) => d.kind === 'Pod' && d.metadata.name === 'r-fencepost-test-metrics') as V1Pod;
+    expect(testPod.spec?.serviceAccountName).toBe('r-fencepost-test');
+    expect(testPod.spec?.containers[0]?.command?.join(' ')).toMatch(
+      new RegExp(`Authorization: Bearer .*https://r-fencepost-metrics\\.${ns}\\.svc:8443/metrics`),
+    );
     const [monitor] = docsOf(rendered.stdout, 'ServiceMonitor');
     expect(monitor).toMatch(
       /scheme: https\n\s+bearerTokenFile: \/var\/run\/secrets\/kubernetes.io\/serviceaccount\/token\n\s+tlsConfig:\n(\s+#.*\n)?\s+insecureSkipVerify: true\n/,
@@ -337,7 +345,11 @@ describe('the fencepost Helm chart', () => {
     expect(plain.code, plain.stderr).toBe(0);
     expect(deploymentArgs(plain.stdout)).toContain('--metrics-secure=false');
     expect(docsOf(plain.stdout, 'ServiceMonitor')[0]).not.toMatch(/scheme|bearerTokenFile|tlsConfig/);
-    expect(plain.stdout).not.toMatch(/metrics-auth|metrics-reader/);
+    expect(
+      (loadAllYaml(plain.stdout) as (Manifest | null)[]).filter((d) =>
+        /metrics-(auth|reader)/.test(d?.metadata.name ?? ''),
+      ),
+    ).toEqual([]);
 
     const bad = await template(ns, ['--set', 'metrics.readers[0].kind=Robot,metrics.readers[0].name=x']);
     expect(bad.code).not.toBe(0);
