@@ -62,10 +62,16 @@ const CERT_RELOAD_MS = 10_000;
 function secureMetrics(cfg: ControllerConfig, kc: KubeConfig): Pick<ProbeRoutes, 'tls' | 'authorize'> {
   if (!cfg.metricsSecure) return {};
   const dir = cfg.metricsCertDir;
-  // Read at start (a missing file fails the start, naming the flag) and every CERT_RELOAD_MS after.
+  // Read at start (a missing file fails the start with exit status 2, naming the flag) and every CERT_RELOAD_MS after.
   let certificate: () => ServingCertificate;
-  if (dir !== undefined) certificate = () => certificateFromDir(dir, '--metrics-cert-dir');
-  else {
+  if (dir !== undefined) {
+    try {
+      certificateFromDir(dir, '--metrics-cert-dir');
+    } catch (err) {
+      throw new StartupError((err as Error).message, { cause: err });
+    }
+    certificate = () => certificateFromDir(dir, '--metrics-cert-dir');
+  } else {
     const self = selfSignedCertificate({
       commonName: `${cfg.identity}-metrics`,
       hosts: [cfg.identity, 'localhost', '127.0.0.1', '::1'],
@@ -96,6 +102,8 @@ export async function runController(argv: readonly string[]): Promise<number> {
   };
   // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
   const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
+  // Before the API server is asked anything: an unreadable --metrics-cert-dir fails the start at once.
+  const metricsSecurity = secureMetrics(cfg, kc);
   await checkApiServer(kc);
   // The stores of spec.store Redis and Redlock locks, observed (never written); a bad URL fails the start, naming its flag.
   const stores =
@@ -108,7 +116,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
 
   const metricsServer = await serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', {
     registry: metrics.registry,
-    ...secureMetrics(cfg, kc),
+    ...metricsSecurity,
   });
   const probeServer = await serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', {
     healthz: () => elector === undefined || elector.healthy(5000),

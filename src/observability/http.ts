@@ -74,7 +74,14 @@ export async function serveProbes(addr: string, flag: string, routes: ProbeRoute
     routes.authorize({ method: req.method ?? 'GET', path, authorization: req.headers.authorization }).then(
       (d) => {
         if (d.status === 200) answer();
-        else res.writeHead(d.status, { 'content-type': 'text/plain' }).end(`${d.message}\n`);
+        else
+          res
+            .writeHead(d.status, {
+              'content-type': 'text/plain',
+              // RFC 6750: a 401 names the scheme the client should authenticate with.
+              ...(d.status === 401 ? { 'www-authenticate': 'Bearer' } : {}),
+            })
+            .end(`${d.message}\n`);
       },
       (err: unknown) => {
         res.writeHead(500).end(String(err));

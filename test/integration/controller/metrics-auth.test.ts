@@ -9,6 +9,7 @@
  * then the listener in-process with an injected clock.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import * as https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
@@ -106,6 +107,17 @@ describe('secure /metrics (TokenReview + SubjectAccessReview)', () => {
       await controller?.stop();
     });
 
+    it('fails to start, naming the flag, when --metrics-cert-dir has no certificate', async () => {
+      const bad = spawnManaged('controller-no-cert', process.execPath, {
+        args: [main, 'controller', '--kubeconfig', sharedKubeconfigPath(), '--metrics-cert-dir', join(dir, 'none')],
+        logFile: join(dir, 'controller-no-cert.log'),
+      });
+      expect(await bad.exited).toBe(2);
+      expect(tailLog(join(dir, 'controller-no-cert.log'))).toContain(
+        `fencepost: --metrics-cert-dir ${join(dir, 'none')}: cannot read ${join(dir, 'none', 'tls.crt')}: ENOENT`,
+      );
+    });
+
     it('answers 401 without a token or with one the API server does not know', async () => {
       const none = await getStatus(url, undefined, 2000, { insecure: true });
       expect([none.status, none.body]).toEqual([401, 'Unauthorized: no bearer token\n']);
@@ -180,6 +192,18 @@ describe('secure /metrics (TokenReview + SubjectAccessReview)', () => {
       await expect(
         getStatus(url, undefined, 2000, { caPem: first.cert, newConnection: true, ...bearer(readerToken) }),
       ).rejects.toThrow(/self-signed certificate/);
+    });
+
+    it('names the Bearer scheme in a 401 (RFC 6750)', async () => {
+      const header = await new Promise<string | undefined>((done, fail) => {
+        https
+          .get(url, { rejectUnauthorized: false, agent: false }, (res) => {
+            res.resume();
+            done(res.headers['www-authenticate']);
+          })
+          .on('error', fail);
+      });
+      expect(header).toBe('Bearer');
     });
 
     it('reuses an allowance within its TTL, and asks again after it: a removed binding then answers 403', async () => {
