@@ -300,6 +300,7 @@ async function main(): Promise<void> {
         redis.url,
         '--leader-elect',
         'false',
+        '--metrics-secure=false', // plain HTTP: the bench reads the controller's metrics, not its TLS
         '--metrics-bind-address',
         `127.0.0.1:${metricsPort}`,
         '--health-probe-bind-address',

@@ -363,6 +363,7 @@ async function runSize(
         'false',
         '--namespace',
         namespace,
+        '--metrics-secure=false', // plain HTTP: the bench reads the controller's metrics, not its TLS
         '--metrics-bind-address',
         `127.0.0.1:${metricsPort}`,
         '--health-probe-bind-address',

@@ -12,7 +12,10 @@ import { startLockController, type LockController } from '../controllers/distrib
 import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { leaseClientFrom } from '../kube/leases.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
-import { serveProbes } from '../observability/http.ts';
+import { serveProbes, type ProbeRoutes } from '../observability/http.ts';
+import { metricsAuthorizer } from '../observability/metrics-auth.ts';
+import { certificateFromDir, selfSignedCertificate, type ServingCertificate } from '../observability/serving-cert.ts';
+import { jsonClient } from '../kube/json-client.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { realClock } from '../runtime/clock.ts';
 import { LeaderElector } from '../runtime/leaderelection.ts';
@@ -47,6 +50,41 @@ async function checkApiServer(kc: KubeConfig): Promise<void> {
   }
 }
 
+/** CERT_RELOAD_MS: how often --metrics-cert-dir is read again for a renewed certificate. */
+const CERT_RELOAD_MS = 10_000;
+
+/**
+ * secureMetrics is the TLS and the authorization of the metrics listener (none with
+ * --metrics-secure=false): the --metrics-cert-dir files or a self-signed certificate, and every
+ * scrape checked with the API server through the controller's own credentials (it needs `create`
+ * on tokenreviews and subjectaccessreviews: the chart's `-metrics-auth` ClusterRole).
+ */
+function secureMetrics(cfg: ControllerConfig, kc: KubeConfig): Pick<ProbeRoutes, 'tls' | 'authorize'> {
+  if (!cfg.metricsSecure) return {};
+  const dir = cfg.metricsCertDir;
+  // Read at start (a missing file fails the start with exit status 2, naming the flag) and every CERT_RELOAD_MS after.
+  let certificate: () => ServingCertificate;
+  if (dir !== undefined) {
+    try {
+      certificateFromDir(dir, '--metrics-cert-dir');
+    } catch (err) {
+      throw new StartupError((err as Error).message, { cause: err });
+    }
+    certificate = () => certificateFromDir(dir, '--metrics-cert-dir');
+  } else {
+    const self = selfSignedCertificate({
+      commonName: `${cfg.identity}-metrics`,
+      hosts: [cfg.identity, 'localhost', '127.0.0.1', '::1'],
+    });
+    certificate = () => self;
+  }
+  const api = jsonClient(kc);
+  return {
+    tls: { certificate, ...(dir !== undefined ? { reloadMs: CERT_RELOAD_MS } : {}) },
+    authorize: metricsAuthorizer({ review: (path, body) => api.request({ method: 'POST', path, body }) }),
+  };
+}
+
 /** runController runs until SIGTERM/SIGINT (exit 0) or loss of leadership (exit 1). */
 export async function runController(argv: readonly string[]): Promise<number> {
   const cfg: ControllerConfig = parseControllerConfig(argv);
@@ -64,6 +102,8 @@ export async function runController(argv: readonly string[]): Promise<number> {
   };
   // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
   const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
+  // Before the API server is asked anything: an unreadable --metrics-cert-dir fails the start at once.
+  const metricsSecurity = secureMetrics(cfg, kc);
   await checkApiServer(kc);
   // The stores of spec.store Redis and Redlock locks, observed (never written); a bad URL fails the start, naming its flag.
   const stores =
@@ -76,6 +116,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
 
   const metricsServer = await serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', {
     registry: metrics.registry,
+    ...metricsSecurity,
   });
   const probeServer = await serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', {
     healthz: () => elector === undefined || elector.healthy(5000),
@@ -89,6 +130,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
     {
       identity,
       metrics: metricsServer?.address,
+      metricsScheme: cfg.metricsSecure ? 'https' : 'http',
       probes: probeServer?.address,
       redis: cfg.redisUrl !== undefined,
       stores: { redis: cfg.redisStoreUrl !== undefined, redlock: cfg.redlockStoreUrl !== undefined },

@@ -23,8 +23,20 @@ export interface ControllerConfig {
   readonly namespaces: readonly string[];
   /** workers: concurrent reconciles; default 4. */
   readonly workers: number;
-  /** metricsBindAddress: host:port for /metrics; default 0.0.0.0:8080; "0" disables. */
+  /** metricsBindAddress: host:port for /metrics; default 0.0.0.0:8443; "0" disables. */
   readonly metricsBindAddress: string;
+  /**
+   * metricsSecure: serve /metrics over HTTPS and let in only bearer tokens the API server
+   * authenticates (TokenReview) for users it allows `get` on the non-resource URL /metrics
+   * (SubjectAccessReview); default true. `--metrics-secure=false` serves plain HTTP to anyone.
+   */
+  readonly metricsSecure: boolean;
+  /**
+   * metricsCertDir: a folder with `tls.crt` and `tls.key` (a mounted `kubernetes.io/tls` Secret)
+   * for the secure metrics listener, re-read every 10 s; undefined: a self-signed certificate made
+   * at start. Refused with `--metrics-secure=false`.
+   */
+  readonly metricsCertDir: string | undefined;
   /** healthProbeBindAddress: host:port for /healthz and /readyz; default 0.0.0.0:8081; "0" disables. */
   readonly healthProbeBindAddress: string;
   /**
@@ -64,7 +76,11 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
                                        redlock://host1:port,host2:port,host3:port[,…]
   --namespace NS                       watch only this namespace; repeatable (default: all namespaces)
   --workers N                          concurrent reconciles (default 4)
-  --metrics-bind-address ADDR          /metrics listener (default 0.0.0.0:8080; 0 disables)
+  --metrics-bind-address ADDR          /metrics listener (default 0.0.0.0:8443; 0 disables)
+  --metrics-secure[=BOOL]              serve /metrics over HTTPS to bearer tokens allowed get on /metrics, checked
+                                       with TokenReview and SubjectAccessReview (default true; false: plain HTTP, no checks)
+  --metrics-cert-dir DIR               tls.crt and tls.key for the HTTPS metrics listener, re-read when they change
+                                       (default: a self-signed certificate made at start)
   --health-probe-bind-address ADDR     /healthz and /readyz listener (default 0.0.0.0:8081; 0 disables)
   --leader-elect[=BOOL]                elect one active replica (default true; --leader-elect=false to turn off)
   --leader-election-namespace NS       namespace of the controller's Lease (default $POD_NAMESPACE or default)
@@ -108,7 +124,9 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
       'redlock-store-url': { type: 'string' },
       namespace: { type: 'string', multiple: true },
       workers: { type: 'string', default: '4' },
-      'metrics-bind-address': { type: 'string', default: '0.0.0.0:8080' },
+      'metrics-bind-address': { type: 'string', default: '0.0.0.0:8443' },
+      'metrics-secure': { type: 'string', default: 'true' },
+      'metrics-cert-dir': { type: 'string' },
       'health-probe-bind-address': { type: 'string', default: '0.0.0.0:8081' },
       'leader-elect': { type: 'string', default: 'true' },
       'leader-election-namespace': { type: 'string' },
@@ -121,8 +139,17 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
       'pod-label-selector': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
     },
-    ['leader-elect'],
+    ['leader-elect', 'metrics-secure'],
   );
+  const metricsSecure = values['metrics-secure'] === 'true';
+  const metricsCertDir = values['metrics-cert-dir'];
+  if (metricsCertDir !== undefined && metricsCertDir.trim() === '')
+    throw new UsageError('--metrics-cert-dir', 'must name a folder, got ""');
+  if (metricsCertDir !== undefined && !metricsSecure)
+    throw new UsageError(
+      '--metrics-cert-dir',
+      `${JSON.stringify(metricsCertDir)} has no use with --metrics-secure=false (plain HTTP); drop one of the two`,
+    );
   const level = parseLogLevel(values['log-level']);
   const redisUrl = values['redis-url'] ?? env['FENCEPOST_REDIS_URL'];
   // One URL, or several shards separated by commas (fencing/shards.ts places each lock's counter).
@@ -152,6 +179,8 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     namespaces: Object.freeze([...new Set(values.namespace ?? [])]),
     workers: positiveInt(values.workers, '--workers'),
     metricsBindAddress: checkListenerFlag(values['metrics-bind-address'], '--metrics-bind-address'),
+    metricsSecure,
+    metricsCertDir,
     healthProbeBindAddress: checkListenerFlag(values['health-probe-bind-address'], '--health-probe-bind-address'),
     leaderElect: values['leader-elect'] === 'true',
     leaderElectionNamespace: values['leader-election-namespace'] ?? env['POD_NAMESPACE'] ?? 'default',

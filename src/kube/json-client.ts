@@ -16,6 +16,7 @@
  * `isAlreadyExists`, `errorKind`). Objects come back as plain JSON (timestamps are strings), the
  * shape the informers' watches deliver too; every reader here accepts both.
  */
+import type { RequestOptions } from 'node:https';
 import { ApiException, HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
 
 /** JsonMethod is an HTTP method this client sends. */
@@ -54,23 +55,41 @@ const METHOD: Record<JsonMethod, HttpMethod> = {
  *
  * Caveat: a kubeconfig for which client-node makes no dispatcher (no TLS settings at all) is sent
  * with the global `fetch`, as client-node would.
+ *
+ * Under Bun (the compiled kubectl plugin) requests take {@link viaBunFetch} instead: Bun answers
+ * `import 'undici'` with its own stand-in, whose `Agent` neither has `Dispatcher.request` nor
+ * carries its TLS options into `fetch` (Bun's `fetch` ignores the `dispatcher` option, so the
+ * kubeconfig's CA is never used and the server's certificate fails to verify). Bun's `fetch` takes
+ * the same material through its own `tls` option. The runtime is fixed for the process, so the
+ * choice is made once, here.
  */
 export function jsonClient(kc: KubeConfig): JsonClient {
+  const bun = typeof process.versions['bun'] === 'string';
   return {
     async request<T>(r: JsonRequest): Promise<T> {
       const server = kc.getCurrentCluster()?.server;
       if (server === undefined) throw new Error('No current cluster in the kubeconfig');
       const url = `${server.replace(/\/+$/, '')}${r.path}`;
-      const ctx = new RequestContext(url, METHOD[r.method]);
-      await kc.applySecurityAuthentication(ctx);
-      const headers: Record<string, string> = { ...ctx.getHeaders(), accept: 'application/json' };
       const payload = r.body !== undefined ? JSON.stringify(r.body) : undefined;
-      if (payload !== undefined) headers['content-type'] = r.contentType ?? 'application/json';
-      const dispatcher = ctx.getDispatcher();
-      const { status, text } =
-        dispatcher !== undefined
-          ? await viaDispatcher(dispatcher, url, r.method, headers, payload, r.signal)
-          : await viaFetch(url, r.method, headers, payload, r.signal);
+      const json = (auth: Record<string, string>): Record<string, string> => ({
+        ...auth,
+        accept: 'application/json',
+        ...(payload !== undefined ? { 'content-type': r.contentType ?? 'application/json' } : {}),
+      });
+      let res: { status: number; text: string };
+      if (bun) {
+        res = await viaBunFetch(kc, url, r.method, json, payload, r.signal);
+      } else {
+        const ctx = new RequestContext(url, METHOD[r.method]);
+        await kc.applySecurityAuthentication(ctx);
+        const headers = json(ctx.getHeaders());
+        const dispatcher = ctx.getDispatcher();
+        res =
+          dispatcher !== undefined
+            ? await viaDispatcher(dispatcher, url, r.method, headers, payload, r.signal)
+            : await viaFetch(url, r.method, headers, payload, r.signal);
+      }
+      const { status, text } = res;
       if (status >= 400) {
         throw new ApiException<string>(
           status,
@@ -110,12 +129,53 @@ async function viaFetch(
   headers: Record<string, string>,
   body: string | undefined,
   signal: AbortSignal | undefined,
+  tls?: BunTls,
 ): Promise<{ status: number; text: string }> {
-  const res = await fetch(url, {
+  const init: RequestInit & { tls?: BunTls } = {
     method,
     headers,
     ...(body !== undefined ? { body } : {}),
     ...(signal !== undefined ? { signal } : {}),
-  });
+    ...(tls !== undefined ? { tls } : {}),
+  };
+  const res = await fetch(url, init);
   return { status: res.status, text: await res.text() };
+}
+
+/** BunTls is the `tls` option of Bun's `fetch`: the connection's CA, client certificate and key. */
+interface BunTls {
+  readonly ca?: RequestOptions['ca'];
+  readonly cert?: RequestOptions['cert'];
+  readonly key?: RequestOptions['key'];
+  readonly rejectUnauthorized?: boolean;
+  readonly serverName?: string;
+}
+
+/**
+ * viaBunFetch sends a request with Bun's `fetch`, its TLS material and headers from client-node's
+ * public `applyToHTTPSOptions` (the CA, client certificate and key of the kubeconfig; bearer
+ * tokens, token files and exec plugins as headers; `insecure-skip-tls-verify` and
+ * `tls-server-name`). Caveat: a cluster's `proxy-url` is not honoured on this path.
+ */
+async function viaBunFetch(
+  kc: KubeConfig,
+  url: string,
+  method: JsonMethod,
+  json: (auth: Record<string, string>) => Record<string, string>,
+  body: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<{ status: number; text: string }> {
+  const o: RequestOptions = {};
+  await kc.applyToHTTPSOptions(o);
+  const auth: Record<string, string> = {};
+  for (const [k, v] of Object.entries(o.headers ?? {})) if (v !== undefined) auth[k] = String(v);
+  if (typeof o.auth === 'string') auth['Authorization'] = `Basic ${Buffer.from(o.auth).toString('base64')}`;
+  const tls: BunTls = {
+    ...(o.ca !== undefined ? { ca: o.ca } : {}),
+    ...(o.cert !== undefined ? { cert: o.cert } : {}),
+    ...(o.key !== undefined ? { key: o.key } : {}),
+    ...(o.rejectUnauthorized !== undefined ? { rejectUnauthorized: o.rejectUnauthorized } : {}),
+    ...(o.servername !== undefined ? { serverName: o.servername } : {}),
+  };
+  return await viaFetch(url, method, json(auth), body, signal, tls);
 }

@@ -29,6 +29,11 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
       'dashboard.address=0.0.0.0:8300',
       '--set',
       'dashboard.allowRemote=true',
+      // podGet speaks plain HTTP, as a neighbour in the pod; the secure listener (HTTPS, TokenReview
+      // and SubjectAccessReview) is covered by test/integration/controller/metrics-auth.test.ts
+      // and by the chart's install test.
+      '--set',
+      'metrics.secure=false',
     ],
   );
 
@@ -95,7 +100,7 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
         const leading = await Promise.all(
           controllers.map(async (pod) =>
             /^leader_election_master_status\{name="fencepost-controller"\} 1$/m.test(
-              (await e.podGet(SYSTEM_NAMESPACE, pod, 'controller', 8080, '/metrics')).body,
+              (await e.podGet(SYSTEM_NAMESPACE, pod, 'controller', 8443, '/metrics')).body,
             ),
           ),
         );

@@ -10,6 +10,7 @@ import {
   type V1ClusterRole,
   type V1ClusterRoleBinding,
   type V1Deployment,
+  type V1Pod,
   type V1Service,
 } from '@kubernetes/client-node';
 import { createControllerMetrics } from '../../../src/observability/metrics.ts';
@@ -245,10 +246,21 @@ describe('the fencepost Helm chart', () => {
     }
   });
 
-  it('with watchNamespaces, grants the controller Roles in those namespaces only, never a ClusterRole', async () => {
+  it('with watchNamespaces, grants the controller Roles in those namespaces only; cluster-wide only the metrics checks, and nothing with metrics.secure=false', async () => {
     const r = await template(ns, ['--set', `watchNamespaces={${ns}}`]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).not.toMatch(/^kind: ClusterRole(Binding)?$/m);
+    // TokenReview and SubjectAccessReview are cluster-scoped: the secure metrics listener's ClusterRoles.
+    const clusterWide = (out: string) =>
+      (loadAllYaml(out) as (Manifest | null)[])
+        .filter((d): d is Manifest => d !== null && /^ClusterRole(Binding)?$/.test(d.kind))
+        .map((d) => `${d.kind} ${d.metadata.name}`)
+        .sort();
+    expect(clusterWide(r.stdout)).toEqual([
+      'ClusterRole r-fencepost-metrics-auth',
+      'ClusterRole r-fencepost-metrics-reader',
+      'ClusterRoleBinding r-fencepost-metrics-auth',
+      'ClusterRoleBinding r-fencepost-test-metrics-reader', // the helm test hook's reader
+    ]);
     const roles = docsOf(r.stdout, 'Role');
     expect(roles.map((d) => /^ {2}name: (.*)$/m.exec(d)?.[1]).sort()).toEqual([
       'r-fencepost-controller',
@@ -257,6 +269,91 @@ describe('the fencepost Helm chart', () => {
     for (const role of roles) expect(role).toContain(`namespace: ${ns}`);
     const applied = await kubectlApply(r.stdout, ns);
     expect(applied.code, applied.stderr).toBe(0);
+    const plain = await template(ns, ['--set', `watchNamespaces={${ns}}`, '--set', 'metrics.secure=false']);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(clusterWide(plain.stdout)).toEqual([]);
+  });
+
+  it('serves /metrics over HTTPS by default: the metrics-auth and metrics-reader ClusterRoles, the ServiceMonitor with a bearer token, a mounted certificate with metrics.certSecret, plain HTTP with metrics.secure=false', async () => {
+    const rendered = await template(ns, [
+      '--set',
+      'serviceMonitor.enabled=true',
+      '--set',
+      `metrics.readers[0].kind=ServiceAccount,metrics.readers[0].name=prometheus,metrics.readers[0].namespace=${ns}`,
+    ]);
+    expect(rendered.code, rendered.stderr).toBe(0);
+    const docs = (loadAllYaml(rendered.stdout) as (Manifest | null)[]).filter((d): d is Manifest => d !== null);
+    const clusterRole = (name: string) =>
+      docs.find((d) => d.kind === 'ClusterRole' && d.metadata.name === name) as V1ClusterRole | undefined;
+    expect(clusterRole('r-fencepost-metrics-reader')?.rules).toEqual([
+      { nonResourceURLs: ['/metrics'], verbs: ['get'] },
+    ]);
+    expect(clusterRole('r-fencepost-metrics-auth')?.rules).toEqual([
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+      { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+    ]);
+    const binding = (name: string) =>
+      docs.find((d) => d.kind === 'ClusterRoleBinding' && d.metadata.name === name) as V1ClusterRoleBinding | undefined;
+    expect(binding('r-fencepost-metrics-auth')?.subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'r-fencepost', namespace: ns },
+    ]);
+    expect(binding('r-fencepost-metrics-reader')?.subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'prometheus', namespace: ns },
+    ]);
+    const args = deploymentArgs(rendered.stdout);
+    expect(args).toContain('--metrics-bind-address=0.0.0.0:8443');
+    expect(args).toContain('--metrics-secure=true');
+    expect(args).not.toContainEqual(expect.stringMatching(/^--metrics-cert-dir/));
+    const service = docs.find((d) => d.kind === 'Service' && d.metadata.name === 'r-fencepost-metrics') as V1Service;
+    expect(service.spec?.ports).toEqual([
+      { name: 'metrics', port: 8443, targetPort: 'metrics', protocol: 'TCP', appProtocol: 'https' },
+    ]);
+    // The helm test pod reads it with the token of its own ServiceAccount, a metrics reader.
+    const testPod = docs.find((d) => d.kind === 'Pod' && d.metadata.name === 'r-fencepost-test-metrics') as V1Pod;
+    expect(testPod.spec?.serviceAccountName).toBe('r-fencepost-test');
+    expect(testPod.spec?.containers[0]?.command?.join(' ')).toMatch(
+      new RegExp(`Authorization: Bearer .*https://r-fencepost-metrics\\.${ns}\\.svc:8443/metrics`),
+    );
+    const [monitor] = docsOf(rendered.stdout, 'ServiceMonitor');
+    expect(monitor).toMatch(
+      /scheme: https\n\s+bearerTokenFile: \/var\/run\/secrets\/kubernetes.io\/serviceaccount\/token\n\s+tlsConfig:\n(\s+#.*\n)?\s+insecureSkipVerify: true\n/,
+    );
+
+    const mounted = await template(ns, [
+      '--set',
+      'serviceMonitor.enabled=true',
+      '--set',
+      'metrics.certSecret=metrics-tls',
+    ]);
+    expect(mounted.code, mounted.stderr).toBe(0);
+    expect(deploymentArgs(mounted.stdout)).toContain('--metrics-cert-dir=/etc/fencepost/metrics-certs');
+    const pod = (
+      (loadAllYaml(mounted.stdout) as (Manifest | null)[]).find(
+        (d) => d?.kind === 'Deployment' && d.metadata.name === 'r-fencepost',
+      ) as V1Deployment
+    ).spec?.template.spec;
+    expect(pod?.volumes).toEqual([{ name: 'metrics-certs', secret: { secretName: 'metrics-tls' } }]);
+    expect(pod?.containers[0]?.volumeMounts).toEqual([
+      { name: 'metrics-certs', mountPath: '/etc/fencepost/metrics-certs', readOnly: true },
+    ]);
+    const [verified] = docsOf(mounted.stdout, 'ServiceMonitor');
+    expect(verified).toContain(`serverName: r-fencepost-metrics.${ns}.svc`);
+    expect(verified).toMatch(/ca:\n\s+secret:\n\s+name: metrics-tls\n\s+key: ca.crt/);
+    expect(verified).not.toContain('insecureSkipVerify');
+
+    const plain = await template(ns, ['--set', 'serviceMonitor.enabled=true', '--set', 'metrics.secure=false']);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(deploymentArgs(plain.stdout)).toContain('--metrics-secure=false');
+    expect(docsOf(plain.stdout, 'ServiceMonitor')[0]).not.toMatch(/scheme|bearerTokenFile|tlsConfig/);
+    expect(
+      (loadAllYaml(plain.stdout) as (Manifest | null)[]).filter((d) =>
+        /metrics-(auth|reader)/.test(d?.metadata.name ?? ''),
+      ),
+    ).toEqual([]);
+
+    const bad = await template(ns, ['--set', 'metrics.readers[0].kind=Robot,metrics.readers[0].name=x']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('metrics/readers/0/kind');
   });
 
   it('takes the Redis URL from an existing Secret as FENCEPOST_REDIS_URL, not from the args', async () => {

@@ -1,7 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LockSnapshot } from '../../../src/agent/session.ts';
 import { renewedLease } from '../../../src/lease/record.ts';
@@ -73,12 +79,16 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
     controllerKc = r.kc;
     controllerSa = r.serviceAccount;
     expect(controllerSa).toBe(`${release}-fencepost`);
-    metricsPort = r.ports.get(8080) ?? 0;
+    metricsPort = r.ports.get(8443) ?? 0;
     agentKc = fromFile(
       await writeServiceAccountKubeconfig(admin, t.namespace, 'fencepost-agent', join(dir, 'agent.kubeconfig')),
     );
   });
   afterAll(async () => {
+    await admin
+      .makeApiClient(RbacAuthorizationV1Api)
+      .deleteClusterRoleBinding({ name: `${release}-prometheus` })
+      .catch(() => undefined);
     await Promise.all(agents.map((a) => a.stop()));
     await controller?.stop();
     await helm(['uninstall', release, '--namespace', t.namespace]).catch(() => undefined);
@@ -120,10 +130,44 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
         t.namespace,
       ]);
     }
+    // /metrics over HTTPS (a self-signed certificate: no metrics.certSecret), answered only to a
+    // token whose user the chart's metrics-reader ClusterRole lets in; the controller checks it with
+    // its own ServiceAccount (the chart's metrics-auth ClusterRole).
+    const url = `https://127.0.0.1:${metricsPort}/metrics`;
+    const core = admin.makeApiClient(CoreV1Api);
+    const tokenOf = async (name: string): Promise<string> => {
+      await core.createNamespacedServiceAccount({ namespace: t.namespace, body: { metadata: { name } } });
+      const tr = await core.createNamespacedServiceAccountToken({
+        namespace: t.namespace,
+        name,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      });
+      return tr.status?.token ?? '';
+    };
+    const prometheus = await tokenOf('prometheus');
+    const stranger = await tokenOf('stranger');
+    await admin.makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
+      body: {
+        metadata: { name: `${release}-prometheus` },
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'ClusterRole',
+          name: `${release}-fencepost-metrics-reader`,
+        },
+        subjects: [{ kind: 'ServiceAccount', name: 'prometheus', namespace: t.namespace }],
+      },
+    });
+    const scrape = (token?: string) =>
+      getStatus(url, undefined, 2000, {
+        insecure: true,
+        ...(token !== undefined ? { headers: { authorization: `Bearer ${token}` } } : {}),
+      });
     await eventually(async () => {
-      const m = await getStatus(`http://127.0.0.1:${metricsPort}/metrics`);
+      const m = await scrape(prometheus);
       expect(m.body).toMatch(/^leader_election_master_status\{name="fencepost-controller"\} 1$/m);
     }, 30_000);
+    expect((await scrape()).status).toBe(401);
+    expect((await scrape(stranger)).status).toBe(403);
   });
 
   it("grants, hands off and cleans up a lock with agents on the chart's agent ServiceAccount; no request is forbidden", async () => {
@@ -264,6 +308,9 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       { verb: 'patch', resource: 'pods', namespace: 'any' },
       { verb: 'create', resource: 'events', namespace: 'any' },
       { verb: 'patch', resource: 'events', namespace: 'any' }, // a repeated Event's count
+      // The secure metrics listener's checks of each scrape.
+      { verb: 'create', resource: 'tokenreviews', group: 'authentication.k8s.io' },
+      { verb: 'create', resource: 'subjectaccessreviews', group: 'authorization.k8s.io' },
     ];
     const denied: Access[] = [
       { verb: 'get', resource: 'secrets', namespace: ns },

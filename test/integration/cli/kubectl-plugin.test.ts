@@ -536,17 +536,58 @@ describe('kubectl fencepost', () => {
       expect(help.stdout).toContain('Usage: kubectl fencepost <command>');
     });
 
-    // Known gap: on Bun, client-node's TLS dispatcher (undici's Agent) is Bun's shim, which has
-    // no Dispatcher.request, so the compiled plugin cannot yet read from an API server over TLS
-    // ("dispatcher.request is not a function"). it.fails keeps the gap visible: when it is
-    // fixed this test fails, and becomes a plain it().
-    it.fails('kubectl fencepost status reads a held lock (fails on Bun: no Dispatcher.request)', async () => {
-      const kubectl = findBinary('kubectl');
+    // On Bun, `import 'undici'` is Bun's stand-in (no Dispatcher.request; fetch ignores a
+    // dispatcher's TLS options), so the executable reads through Bun's fetch and its `tls` option
+    // (kube/json-client.ts): status, explain and history, and a write (release --force), over the
+    // API server's TLS with the kubeconfig kubectl uses.
+    const kubectlPlugin = (...args: string[]): Promise<Run> =>
+      exec(findBinary('kubectl'), ['fencepost', ...args, '-n', t.namespace], env());
+
+    it('kubectl fencepost status reads a held lock, in JSON and as a table', async () => {
       const record = await held('s');
-      const r = await exec(kubectl, ['fencepost', 'status', 's', '-n', t.namespace, '-o', 'json'], env());
+      const r = await kubectlPlugin('status', 's', '-o', 'json');
       expect(r.code, r.stderr).toBe(0);
       const v = JSON.parse(r.stdout) as LockStatusView;
       expect([v.holder?.name, v.token]).toEqual([record?.holder?.name, record?.token?.toString()]);
+      const table = await kubectlPlugin('status');
+      expect(table.code, table.stderr).toBe(0);
+      expect(table.stdout).toMatch(
+        new RegExp(`^s\\s+Election\\s+${record?.holder?.name ?? ''}\\s+${record?.token ?? ''}\\s`, 'm'),
+      );
     });
+
+    it('kubectl fencepost explain and history answer as under Node, and a missing lock exits 1', async () => {
+      const record = await held('s');
+      const e = await kubectlPlugin('explain', 's', '-o', 'json');
+      expect(e.code, e.stderr).toBe(0);
+      const explanation = JSON.parse(e.stdout) as Explanation;
+      expect([explanation.holder, explanation.reasons.map((x) => x.code)]).toEqual([record?.holder?.name, ['Held']]);
+      // The history test above left lock h with two grants.
+      const h = await kubectlPlugin('history', 'h', '-o', 'json');
+      expect(h.code, h.stderr).toBe(0);
+      expect(JSON.parse(h.stdout) as HistoryView).toEqual(await json<HistoryView>('history', 'h'));
+      const missing = await kubectlPlugin('explain', 'no-such-lock');
+      expect([missing.code, missing.stderr.trim()]).toEqual([
+        1,
+        `kubectl fencepost: distributedlock "no-such-lock" not found in namespace "${t.namespace}"`,
+      ]);
+    });
+
+    it('kubectl fencepost release --force --yes writes through it: the next pod is granted a larger token', async () => {
+      await createPod(t, 'b-0', { app: 'b' });
+      await createPod(t, 'b-1', { app: 'b' });
+      await createLock(t, lockBody('b', 'b', { leaseDurationSeconds: 600, ...LEASE }));
+      const before = await held('b');
+      const r = await kubectlPlugin('release', 'b', '--force', '--yes', '--wait=60s');
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(new RegExp(`^Completed: released pod ${before?.holder?.name ?? ''}`, 'm'));
+      const after = await eventually(async () => {
+        const a = parseLease((await getLease(t, 'b')) ?? {});
+        expect(a.holder?.name).toBeDefined();
+        expect(a.holder?.name).not.toBe(before?.holder?.name);
+        return a;
+      });
+      expect(after.token ?? 0n).toBeGreaterThan(before?.token ?? 0n);
+    }, 90_000);
   });
 });

@@ -104,6 +104,8 @@ describe("fencepost controller speaks controller-runtime's metrics and logs", ()
         t.namespace,
         '--leader-election-namespace',
         t.namespace,
+        // Plain HTTP: this file reads the metrics themselves; metrics-auth.test.ts covers the secure listener.
+        '--metrics-secure=false',
         '--metrics-bind-address',
         `127.0.0.1:${metricsPort}`,
         '--health-probe-bind-address',
@@ -242,6 +244,8 @@ describe("fencepost controller speaks controller-runtime's metrics and logs", ()
         `${t.namespace}-missing`,
         '--leader-election-retry-period',
         '300ms',
+        // Plain HTTP: this file reads the metrics themselves; metrics-auth.test.ts covers the secure listener.
+        '--metrics-secure=false',
         '--metrics-bind-address',
         `127.0.0.1:${port}`,
         '--health-probe-bind-address',

@@ -59,6 +59,7 @@ describe('fencepost controller as replicated processes', () => {
         '1500ms',
         '--leader-election-retry-period',
         '300ms',
+        '--metrics-secure=false', // plain HTTP: metrics-auth.test.ts covers the secure listener
         '--metrics-bind-address',
         `127.0.0.1:${metricsPort}`,
         '--health-probe-bind-address',

@@ -172,6 +172,7 @@ describe('the image archive, run by crun as the chart runs it', () => {
         '--leader-elect=false',
         `--namespace=${ns}`,
         '--kubeconfig=/run/fencepost/kubeconfig',
+        '--metrics-secure=false', // plain HTTP: metrics-auth.test.ts covers the secure listener
         '--metrics-bind-address=127.0.0.1:8080',
         '--health-probe-bind-address=127.0.0.1:8081',
       ],

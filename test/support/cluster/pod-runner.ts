@@ -88,7 +88,7 @@ const DEFAULT_PORTS: Readonly<Record<string, readonly (readonly [flag: string, p
     ['--health-probe-bind-address', 7371],
   ],
   controller: [
-    ['--metrics-bind-address', 8080],
+    ['--metrics-bind-address', 8443],
     ['--health-probe-bind-address', 8081],
   ],
   dashboard: [['--address', 8300]],

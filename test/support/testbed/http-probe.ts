@@ -11,19 +11,35 @@ export interface TlsClient {
   readonly key?: string;
 }
 
+/**
+ * GetOptions add to a GET: headers (a bearer token), a CA given as PEM text, or no verification
+ * of the server's certificate at all (`insecure`, as a ServiceMonitor's insecureSkipVerify).
+ */
+export interface GetOptions {
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly caPem?: string;
+  readonly insecure?: boolean;
+  /** newConnection: no kept-alive connection (nor TLS session) of an earlier request is reused. */
+  readonly newConnection?: boolean;
+}
+
 /** getStatus performs one GET and returns the status code and body; it throws on connection errors. */
 export async function getStatus(
   url: string,
   tls?: TlsClient,
   timeoutMs = 2000,
+  extra: GetOptions = {},
 ): Promise<{ status: number; body: string }> {
   const u = new URL(url);
-  const opts: RequestOptions = { method: 'GET', timeout: timeoutMs };
+  const opts: RequestOptions = { method: 'GET', timeout: timeoutMs, headers: { ...extra.headers } };
   if (tls !== undefined) {
     opts.ca = readFileSync(tls.ca);
     if (tls.cert !== undefined) opts.cert = readFileSync(tls.cert);
     if (tls.key !== undefined) opts.key = readFileSync(tls.key);
   }
+  if (extra.caPem !== undefined) opts.ca = extra.caPem;
+  if (extra.insecure === true) opts.rejectUnauthorized = false;
+  if (extra.newConnection === true) opts.agent = false;
   const send = u.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const req = send(u, opts, (res) => {

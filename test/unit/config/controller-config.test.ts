@@ -15,12 +15,30 @@ describe('parseControllerConfig', () => {
       leaderElectionLeaseDurationMs: 15_000,
       leaderElectionRenewDeadlineMs: 10_000,
       leaderElectionRetryPeriodMs: 2_000,
-      metricsBindAddress: '0.0.0.0:8080',
+      metricsBindAddress: '0.0.0.0:8443',
+      metricsSecure: true,
+      metricsCertDir: undefined,
       healthProbeBindAddress: '0.0.0.0:8081',
       cacheSyncTimeoutMs: 120_000,
       logLevel: 'info',
       redisUrl: undefined,
     });
+  });
+
+  it('serves /metrics over HTTPS with authentication and authorization unless --metrics-secure=false', () => {
+    expect(parseControllerConfig(['--metrics-cert-dir', '/certs'], {})).toMatchObject({
+      metricsSecure: true,
+      metricsCertDir: '/certs',
+    });
+    expect(parseControllerConfig(['--metrics-secure=false'], {}).metricsSecure).toBe(false);
+    expect(parseControllerConfig(['--metrics-secure', 'false'], {}).metricsSecure).toBe(false);
+    expect(() => parseControllerConfig(['--metrics-secure=maybe'], {})).toThrow(
+      '--metrics-secure: must be true or false, got "maybe"',
+    );
+    expect(() => parseControllerConfig(['--metrics-secure=false', '--metrics-cert-dir=/certs'], {})).toThrow(
+      '--metrics-cert-dir: "/certs" has no use with --metrics-secure=false',
+    );
+    expect(() => parseControllerConfig(['--metrics-cert-dir='], {})).toThrow('--metrics-cert-dir: must name a folder');
   });
 
   it.each([
