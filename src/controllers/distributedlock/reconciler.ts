@@ -23,7 +23,6 @@ import {
   storeOf,
   type DistributedLock,
   type DistributedLockStatus,
-  type QueuedRequest,
 } from '../../api/v1alpha1/distributedlock.ts';
 import type { FenceResult } from '../../fencing/redis-fence.ts';
 import type { EventTarget } from '../../kube/events.ts';
@@ -90,16 +89,12 @@ import {
 } from './decide.ts';
 import { MAX_PRIORITY, MIN_PRIORITY, summarizePod, matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
+import { LockMemories } from './memory.ts';
 import { StoreLocks, type StoreActs } from './store-locks.ts';
 import { computeSemaphoreStatus, computeStatus, refusedCompletions } from './status.ts';
 
 /** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
 const FINALIZER = 'fencepost.io/lease-cleanup';
-
-interface Seen {
-  readonly fingerprint: string;
-  readonly atMs: number;
-}
 
 /** CallContext is what every call of one reconcile carries: its logger and its abort signal. */
 interface CallContext {
@@ -128,48 +123,8 @@ const SEMAPHORE_MAX_PASSES = 16;
 /** DistributedLockReconciler implements the lock protocol's controller side (DESIGN "The protocol"). */
 export class DistributedLockReconciler implements Reconciler {
   readonly #d: ReconcilerDeps;
-  /** #seen: per lock key, the Lease renew fingerprint we last saw and our monotonic time then. */
-  readonly #seen = new Map<ObjectKey, Seen>();
-  /** #marks: per lock key, the Lease's handover mark we last saw and our monotonic time when we first saw it. */
-  readonly #marks = new Map<ObjectKey, Seen>();
-  /** #degraded: locks whose fencing we last reported unavailable, for transition-only Events. */
-  readonly #degraded = new Set<ObjectKey>();
-  /** #tampered: per lock, the tampering last reported (what was found), for once-per-finding Events. */
-  readonly #tampered = new Map<ObjectKey, string>();
-  /**
-   * #queues: per Mutex lock, this process's record of the queue (the requests in the order it
-   * first saw them), the newest copy of status.queue: the lock cache may not show our last status
-   * write yet when the next request arrives. Seeded from status.queue (what an earlier process or
-   * leader recorded) when this process has none; dropped with #seen.
-   */
-  readonly #queues = new Map<ObjectKey, readonly QueuedRequest[]>();
-  /** #badPriorities: per Election lock key, the invalid priorities already reported (`pod/uid=value`), for once-only Events. */
-  readonly #badPriorities = new Map<ObjectKey, Set<string>>();
-  /** #refused: per lock key, the refused completions already reported (`runId|token|verdict`), for once-only Events. */
-  readonly #refused = new Map<ObjectKey, Set<string>>();
-  /**
-   * #expected: per lock key, the Lease as our last write left it, until the Lease informer has
-   * delivered that version (client-go's "expectations"): a reconcile that runs before then decides
-   * from it rather than from the cache, which would still show the version before our write — a
-   * grant decided from that would burn a token and a write on a sure 409. Bounded by
-   * EXPECTATION_TTL_MS in case the watch skips the version (a relist).
-   */
-  readonly #expected = new Map<ObjectKey, { readonly lease: V1Lease; readonly untilMs: number }>();
-  /** #grantFailures: per lock key, why this process's last grant attempt failed (Ready=False GrantFailed) until one succeeds. */
-  readonly #grantFailures = new Map<ObjectKey, string>();
-  /** #delivered: per lock key, the resourceVersion of the Lease the informer delivered last. */
-  readonly #delivered = new Map<ObjectKey, string>();
-  /**
-   * #statusWritten: per lock key, the status our last write sent and the status the lock cache
-   * showed then, until the cache shows another status (our write, or anyone's) or
-   * EXPECTATION_TTL_MS pass: a reconcile that runs before the cache has our write (a pod or Lease
-   * event of the same grant) would otherwise send the same status again. Dropped as soon as the
-   * cache shows the status sent, so at steady state it holds nothing.
-   */
-  readonly #statusWritten = new Map<
-    ObjectKey,
-    { readonly base: string; readonly sent: string; readonly untilMs: number }
-  >();
+  /** #memory: what this process remembers of each lock between reconciles (memory.ts), one record per lock. */
+  readonly #memory = new LockMemories();
 
   /** #stores: the locks held in a Redis or Redlock store (spec.store), which this controller only observes. */
   readonly #stores: StoreLocks | undefined;
@@ -181,16 +136,12 @@ export class DistributedLockReconciler implements Reconciler {
 
   /** releaseHeard records a store lock's release heard on its channel (setup.ts enqueues the lock). */
   releaseHeard(key: ObjectKey, owner: string): void {
-    this.#stores?.heard(key, owner);
+    if (this.#stores !== undefined) StoreLocks.heard(this.#memory.of(key), owner);
   }
 
-  /** forgetObserved drops what we observed of every Lease: after regaining leadership, expiry waits a full duration again. */
-  forgetObserved(): void {
-    this.#seen.clear();
-    this.#marks.clear();
-    this.#expected.clear();
-    this.#statusWritten.clear();
-    this.#queues.clear(); // another leader may have recorded requests since: start from status again
+  /** rememberedLocks: how many locks this process keeps a memory record of (a deleted lock leaves none). */
+  get rememberedLocks(): number {
+    return this.#memory.size;
   }
 
   /**
@@ -201,30 +152,36 @@ export class DistributedLockReconciler implements Reconciler {
   leaseDelivered(key: ObjectKey, lease: V1Lease, deleted: boolean): void {
     const rv = lease.metadata?.resourceVersion ?? '';
     if (deleted) {
-      this.#delivered.delete(key);
-      this.#expected.delete(key);
+      // No record is made for a Lease of a lock that has none (deleted, or never reconciled).
+      const m = this.#memory.peek(key);
+      if (m !== undefined) {
+        m.delivered = undefined;
+        m.expected = undefined;
+      }
       return;
     }
-    this.#delivered.set(key, rv);
-    if (this.#expected.get(key)?.lease.metadata?.resourceVersion === rv) this.#expected.delete(key);
+    const m = this.#memory.of(key);
+    m.delivered = rv;
+    if (m.expected?.lease.metadata?.resourceVersion === rv) m.expected = undefined;
   }
 
   /** #expect records our write of the lock's Lease, unless the informer has already delivered it. */
   #expect(key: ObjectKey, lease: V1Lease | undefined): void {
     const rv = lease?.metadata?.resourceVersion;
-    if (lease === undefined || rv === undefined || this.#delivered.get(key) === rv) {
-      this.#expected.delete(key);
+    const m = this.#memory.of(key);
+    if (lease === undefined || rv === undefined || m.delivered === rv) {
+      m.expected = undefined;
       return;
     }
-    this.#expected.set(key, { lease, untilMs: this.#d.clock.monotonicMs() + EXPECTATION_TTL_MS });
+    m.expected = { lease, untilMs: this.#d.clock.monotonicMs() + EXPECTATION_TTL_MS };
   }
 
   /** #cachedLease: the lock's Lease from the cache, or our own last write while the cache has not shown it yet. */
   #cachedLease(key: ObjectKey, namespace: string, name: string): V1Lease | undefined {
-    const expected = this.#expected.get(key);
-    if (expected !== undefined) {
-      if (this.#d.clock.monotonicMs() < expected.untilMs) return expected.lease;
-      this.#expected.delete(key);
+    const m = this.#memory.of(key);
+    if (m.expected !== undefined) {
+      if (this.#d.clock.monotonicMs() < m.expected.untilMs) return m.expected.lease;
+      m.expected = undefined;
     }
     return this.#d.leases.get(namespace, name);
   }
@@ -235,17 +192,7 @@ export class DistributedLockReconciler implements Reconciler {
     const { namespace, name } = splitKey(key);
     const cached = this.#d.locks.get(namespace, name);
     if (cached === undefined) {
-      this.#forgetSeen(key);
-      this.#degraded.delete(key);
-      this.#tampered.delete(key);
-      this.#queues.delete(key);
-      this.#refused.delete(key);
-      this.#badPriorities.delete(key);
-      this.#expected.delete(key);
-      this.#delivered.delete(key);
-      this.#grantFailures.delete(key);
-      this.#statusWritten.delete(key);
-      this.#stores?.forget(key);
+      this.#memory.forget(key);
       return {};
     }
     const lock = structuredClone(cached);
@@ -298,7 +245,7 @@ export class DistributedLockReconciler implements Reconciler {
         try {
           known = { lease: await this.#actOnLease(key, current, obs, lease, leaseAction, io) };
         } catch (err) {
-          this.#expected.delete(key);
+          this.#memory.of(key).expected = undefined;
           // A grant that creates the Lease finds it made meanwhile (AlreadyExists): a conflict too.
           const raced =
             isConflict(err) || (leaseAction.type === 'Grant' && leaseAction.create === true && isAlreadyExists(err));
@@ -309,7 +256,7 @@ export class DistributedLockReconciler implements Reconciler {
           log.debug({ lease: lName }, 'Lease changed since it was read; reading it again');
           known = { lease: await this.#d.leaseStore.get(namespace, lName, { signal }) };
         }
-        if (leaseAction.type === 'Grant') this.#grantFailures.delete(key);
+        if (leaseAction.type === 'Grant') this.#memory.of(key).grantFailure = undefined;
         this.#expect(key, known.lease);
         continue;
       }
@@ -317,7 +264,7 @@ export class DistributedLockReconciler implements Reconciler {
         // The first grant waits until status records the Lease: write that now and go on to the
         // grant in this same reconcile, rather than after another trip through the queue.
         const status = computeStatus(obs, dec, current.status, this.#d.clock.now());
-        this.#queues.set(key, status.queue ?? []);
+        this.#memory.of(key).queue = status.queue ?? [];
         await this.#writeStatus(current, status, signal);
         current = { ...current, status };
         recorded = true;
@@ -340,7 +287,7 @@ export class DistributedLockReconciler implements Reconciler {
     this.#reportRefusedCompletions(key, lock, obs, now, log);
     this.#reportBadPriorities(key, lock, dec, log);
     const status = computeStatus(obs, dec, lock.status, now);
-    this.#queues.set(key, status.queue ?? []); // before the write: a failed write must not lose the order
+    this.#memory.of(key).queue = status.queue ?? []; // before the write: a failed write must not lose the order
     await this.#writeStatus(lock, status, signal);
     // A spec no retry can fix (status says Ready=False, InvalidSpec): fail without requeue; the lock waits for an event.
     const stuck = unactionable(obs, dec);
@@ -366,7 +313,7 @@ export class DistributedLockReconciler implements Reconciler {
     const why = (e: unknown): string =>
       e instanceof Error ? (e.cause !== undefined ? `${e.message}: ${why(e.cause)}` : e.message) : String(e);
     const message = why(err);
-    this.#grantFailures.set(key, message);
+    this.#memory.of(key).grantFailure = message;
     const status = computeStatus({ ...obs, grantFailure: message }, dec, lock.status, this.#d.clock.now());
     await this.#writeStatus(lock, status, signal).catch(() => undefined);
   }
@@ -385,7 +332,13 @@ export class DistributedLockReconciler implements Reconciler {
         this.#event(l, type, reason, message);
       },
     };
-    const requeueAfterMs = await this.#stores.apply(key, lock, this.#podsOf(namespace, lock), acts);
+    const requeueAfterMs = await this.#stores.apply(
+      key,
+      lock,
+      this.#podsOf(namespace, lock),
+      acts,
+      this.#memory.of(key),
+    );
     return { requeueAfterMs };
   }
 
@@ -444,7 +397,7 @@ export class DistributedLockReconciler implements Reconciler {
       }
       if (dec.waiting === 'LeaseNotRecorded' && obs.anchor !== undefined && !recorded) {
         const status = computeSemaphoreStatus(obs, dec, current.status, this.#d.clock.now());
-        this.#queues.set(key, status.queue ?? []);
+        this.#memory.of(key).queue = status.queue ?? [];
         await this.#writeStatus(current, status, signal);
         current = { ...current, status };
         recorded = true;
@@ -462,7 +415,7 @@ export class DistributedLockReconciler implements Reconciler {
     }
     this.#reportFencing(key, current, obs.fencing, io.log);
     const status = computeSemaphoreStatus(obs, dec, current.status, this.#d.clock.now());
-    this.#queues.set(key, status.queue ?? []);
+    this.#memory.of(key).queue = status.queue ?? [];
     await this.#writeStatus(current, status, signal);
     // Out of passes with Lease work left (many waiters at once): go on at once, through the queue.
     return { requeueAfterMs: pass === SEMAPHORE_MAX_PASSES ? 0 : dec.requeueAfterMs };
@@ -487,7 +440,7 @@ export class DistributedLockReconciler implements Reconciler {
     }
     const view = (l: V1Lease): LeaseView => {
       const record = parseLease(l);
-      return { record, observedAtMs: this.#observedAt(`${key}/${l.metadata?.name ?? ''}`, record) };
+      return { record, observedAtMs: this.#observedAt(key, l.metadata?.name ?? '', record) };
     };
     const anchor = byName.get(leaseName(lockName));
     const permits: PermitView[] = [];
@@ -525,7 +478,7 @@ export class DistributedLockReconciler implements Reconciler {
         ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}),
         ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
       },
-      requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
+      requests: this.#memory.of(key).queue ?? lock.status?.queue ?? [],
     };
   }
 
@@ -655,7 +608,10 @@ export class DistributedLockReconciler implements Reconciler {
     if (lease !== undefined) {
       const parsed = parseLeaseTolerant(lease);
       malformedToken = parsed.malformedToken;
-      leaseView = { record: parsed.record, observedAtMs: this.#observedAt(key, parsed.record) };
+      leaseView = {
+        record: parsed.record,
+        observedAtMs: this.#observedAt(key, leaseName(lock.metadata.name ?? ''), parsed.record),
+      };
     }
     const fencing = this.#d.fencing.forLock(lock);
     const obs: Observation = {
@@ -670,9 +626,9 @@ export class DistributedLockReconciler implements Reconciler {
         ...(fencing.detail !== undefined ? { detail: fencing.detail } : {}),
         ...(fencing.notConfigured === true ? { notConfigured: true } : {}),
       },
-      requests: this.#queues.get(key) ?? lock.status?.queue ?? [],
+      requests: this.#memory.of(key).queue ?? lock.status?.queue ?? [],
       ...this.#handoverSeen(key, leaseView?.record),
-      ...grantFailureOf(this.#grantFailures.get(key)),
+      ...grantFailureOf(this.#memory.of(key).grantFailure),
       ...(malformedToken !== undefined ? { malformedToken } : {}),
       wallNowMs: this.#d.clock.now().getTime(),
     };
@@ -685,16 +641,17 @@ export class DistributedLockReconciler implements Reconciler {
    * starts counting again at its first sight: a handover lapses later, never earlier.
    */
   #handoverSeen(key: ObjectKey, record: LockRecord | undefined): { handoverMarkSeenAtMs?: number } {
+    const m = this.#memory.of(key);
     const mark = record?.handover;
     if (mark === undefined || record?.holder === undefined) {
-      this.#marks.delete(key);
+      m.handoverMark = undefined;
       return {};
     }
     const fingerprint = `${holderIdentity(mark.to)}|${mark.token}|${mark.drainMs}`;
-    const seen = this.#marks.get(key);
+    const seen = m.handoverMark;
     if (seen !== undefined && seen.fingerprint === fingerprint) return { handoverMarkSeenAtMs: seen.atMs };
     const atMs = this.#d.clock.monotonicMs();
-    this.#marks.set(key, { fingerprint, atMs });
+    m.handoverMark = { fingerprint, atMs };
     return { handoverMarkSeenAtMs: atMs };
   }
 
@@ -717,13 +674,17 @@ export class DistributedLockReconciler implements Reconciler {
     return [...byName.values()];
   }
 
-  /** #observedAt restarts the expiry clock whenever the Lease's renew fingerprint changes (client-go observedTime). */
-  #observedAt(key: ObjectKey, record: LockRecord): number {
+  /**
+   * #observedAt: our monotonic time when the lock's Lease `lease` last changed its renew
+   * fingerprint; the expiry clock restarts at each change (client-go observedTime).
+   */
+  #observedAt(key: ObjectKey, lease: string, record: LockRecord): number {
     const fingerprint = renewFingerprint(record);
-    const seen = this.#seen.get(key);
-    if (seen !== undefined && seen.fingerprint === fingerprint) return seen.atMs;
+    const seen = this.#memory.of(key).seen;
+    const last = seen.get(lease);
+    if (last !== undefined && last.fingerprint === fingerprint) return last.atMs;
     const atMs = this.#d.clock.monotonicMs();
-    this.#seen.set(key, { fingerprint, atMs });
+    seen.set(lease, { fingerprint, atMs });
     return atMs;
   }
 
@@ -979,9 +940,10 @@ export class DistributedLockReconciler implements Reconciler {
 
   #reportFencing(key: ObjectKey, lock: DistributedLock, f: FencingState, log: Logger): void {
     this.#d.metrics?.fencingReady.set({ backend: f.backend }, f.ready ? 1 : 0);
-    const was = this.#degraded.has(key);
+    const m = this.#memory.of(key);
+    const was = m.fencingDegraded;
     if (!f.ready && !was) {
-      this.#degraded.add(key);
+      m.fencingDegraded = true;
       log.info({ backend: f.backend, detail: f.detail }, 'Fencing backend unavailable');
       this.#event(
         lock,
@@ -990,8 +952,8 @@ export class DistributedLockReconciler implements Reconciler {
         `Fencing backend ${f.backend} unavailable (${f.detail ?? 'not ready'}); no new grants until it is back, holders keep renewing`,
       );
     } else if (f.ready && was) {
-      this.#degraded.delete(key);
-      this.#tampered.delete(key);
+      m.fencingDegraded = false;
+      m.tampered = undefined;
       this.#event(lock, 'Normal', EventReason.FencingAvailable, `Fencing backend ${f.backend} is issuing tokens again`);
     }
   }
@@ -1012,12 +974,13 @@ export class DistributedLockReconciler implements Reconciler {
         : t !== undefined
           ? `tampered|${describeTamper(t)}`
           : undefined;
+    const m = this.#memory.of(key);
     if (found === undefined) {
-      this.#tampered.delete(key);
+      m.tampered = undefined;
       return;
     }
-    if (this.#tampered.get(key) === found) return;
-    this.#tampered.set(key, found);
+    if (m.tampered === found) return;
+    m.tampered = found;
     if (t !== undefined && dec.waiting !== 'TokenRegressed') {
       log.info(
         {
@@ -1056,7 +1019,8 @@ export class DistributedLockReconciler implements Reconciler {
   /** #reportRefusedCompletions logs and records a Warning Event once for each refused completion on the Lease. */
   #reportRefusedCompletions(key: ObjectKey, lock: DistributedLock, obs: Observation, now: Date, log: Logger): void {
     const refused = refusedCompletions(obs, now);
-    const seen = this.#refused.get(key) ?? new Set<string>();
+    const m = this.#memory.of(key);
+    const seen = m.refused;
     const current = new Set<string>();
     for (const { entry, verdict } of refused) {
       const id = `${entry.runId}|${entry.token}|${verdict}`;
@@ -1074,8 +1038,7 @@ export class DistributedLockReconciler implements Reconciler {
         `Run ${JSON.stringify(entry.runId)} recorded completed by pod ${entry.holder || '?'} was not accepted: ${why}; it does not count as completed`,
       );
     }
-    if (current.size > 0) this.#refused.set(key, current);
-    else this.#refused.delete(key);
+    m.refused = current;
   }
 
   /**
@@ -1147,7 +1110,8 @@ export class DistributedLockReconciler implements Reconciler {
    */
   #reportBadPriorities(key: ObjectKey, lock: DistributedLock, dec: Decision, log: Logger): void {
     if ((lock.spec.mode ?? 'Election') !== 'Election') return;
-    const seen = this.#badPriorities.get(key) ?? new Set<string>();
+    const m = this.#memory.of(key);
+    const seen = m.badPriorities;
     const current = new Set<string>();
     for (const p of dec.candidates) {
       if (p.invalidPriority === undefined) continue;
@@ -1162,28 +1126,27 @@ export class DistributedLockReconciler implements Reconciler {
         `Pod ${p.ref.name} has annotation ${PRIORITY_ANNOTATION}=${JSON.stringify(p.invalidPriority)}, which is not an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}; it counts as 0`,
       );
     }
-    if (current.size > 0) this.#badPriorities.set(key, current);
-    else this.#badPriorities.delete(key);
+    m.badPriorities = current;
   }
 
   async #writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
     const base = stableJson(prev);
     const sent = stableJson(next);
-    const key: ObjectKey = `${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`;
+    const m = this.#memory.of(`${lock.metadata.namespace ?? ''}/${lock.metadata.name ?? ''}`);
     if (base === sent) {
-      this.#statusWritten.delete(key);
+      m.statusWritten = undefined;
       return;
     }
     const nowMs = this.#d.clock.monotonicMs();
-    const last = this.#statusWritten.get(key);
+    const last = m.statusWritten;
     if (last !== undefined && last.base === base && last.sent === sent && nowMs < last.untilMs) return; // sent already; the cache is behind
     // A merge patch only adds and changes keys; keys that disappeared are sent as null.
     const patch: Record<string, unknown> = { ...next };
     for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
-    this.#statusWritten.delete(key); // a failed write is sent again
+    m.statusWritten = undefined; // a failed write is sent again
     await this.#d.statusWriter.patchStatus(lock, patch, signal);
-    this.#statusWritten.set(key, { base, sent, untilMs: nowMs + EXPECTATION_TTL_MS });
+    m.statusWritten = { base, sent, untilMs: nowMs + EXPECTATION_TTL_MS };
   }
 
   // ### 5: Deletion: unmark pods; end a held term and wait until its holder must have stepped down
@@ -1210,23 +1173,18 @@ export class DistributedLockReconciler implements Reconciler {
       const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
       if (record.holder !== undefined) {
         const ended = await this.#d.leaseStore.replace(namespace, lName, releasedLease(lease, 'Lost'), { signal }); // CAS
-        this.#observedAt(key, parseLeaseTolerant(ended).record); // the wait starts now
+        this.#observedAt(key, lName, parseLeaseTolerant(ended).record); // the wait starts now
         log.info({ lease: lName, holder: record.holder.name }, 'Ended the term of a lock being deleted');
         return { pending: true, requeueAfterMs: leaseMs + EXPIRY_WAIT_MARGIN_MS };
       }
       if (record.released === 'Lost') {
-        const waitedMs = this.#d.clock.monotonicMs() - this.#observedAt(key, record);
+        const waitedMs = this.#d.clock.monotonicMs() - this.#observedAt(key, lName, record);
         if (waitedMs < leaseMs) return { pending: true, requeueAfterMs: leaseMs - waitedMs + EXPIRY_WAIT_MARGIN_MS };
       }
       await this.#d.leaseStore.delete(namespace, lName, { signal }); // already gone is fine
       log.info({ lease: lName }, 'Deleted Lease');
     }
-    this.#forgetSeen(key);
-    this.#degraded.delete(key);
-    this.#tampered.delete(key);
-    this.#queues.delete(key);
-    this.#refused.delete(key);
-    this.#badPriorities.delete(key);
+    this.#memory.forget(key); // the lock is gone once its finalizer is: nothing of it is needed again
     return {};
   }
 
@@ -1252,13 +1210,13 @@ export class DistributedLockReconciler implements Reconciler {
       const leaseMs = termTimingsOf(record, lock.spec).leaseDurationMs;
       if (record.holder !== undefined) {
         const ended = await this.#d.leaseStore.replace(namespace, name, releasedLease(lease, 'Lost'), { signal }); // CAS
-        this.#observedAt(`${key}/${name}`, parseLease(ended)); // the wait starts now
+        this.#observedAt(key, name, parseLease(ended)); // the wait starts now
         log.info({ lease: name, holder: record.holder.name }, 'Ended the term of a lock being deleted');
         waitMs = Math.max(waitMs, leaseMs);
         continue;
       }
       if (record.released === 'Lost') {
-        const waitedMs = this.#d.clock.monotonicMs() - this.#observedAt(`${key}/${name}`, record);
+        const waitedMs = this.#d.clock.monotonicMs() - this.#observedAt(key, name, record);
         if (waitedMs < leaseMs) {
           waitMs = Math.max(waitMs, leaseMs - waitedMs);
           continue;
@@ -1268,13 +1226,6 @@ export class DistributedLockReconciler implements Reconciler {
       log.info({ lease: name }, 'Deleted Lease');
     }
     return waitMs > 0 ? { pending: true, requeueAfterMs: waitMs + EXPIRY_WAIT_MARGIN_MS } : undefined;
-  }
-
-  /** #forgetSeen drops what we observed of the lock's Leases: its own, and each permit Lease's. */
-  #forgetSeen(key: ObjectKey): void {
-    this.#seen.delete(key);
-    this.#marks.delete(key);
-    for (const k of this.#seen.keys()) if (k.startsWith(`${key}/`)) this.#seen.delete(k);
   }
 
   #event(lock: DistributedLock, type: 'Normal' | 'Warning', reason: EventReason, message: string): void {
