@@ -1,4 +1,6 @@
 /**
+ * Over 450 lines: one decision table for the one-Lease kinds, whose branches read only together.
+ *
  * decide — the pure heart of the lock controller: from what was observed, and the controller's
  * own monotonic `nowMs`, which actions bring the world to the spec. No I/O, no clock reads.
  *
