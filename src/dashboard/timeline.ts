@@ -12,7 +12,7 @@ import { EventReason } from '../api/v1alpha1/conditions.ts';
 import { COMBINED_PREFIX } from '../kube/event-correlator.ts';
 import type { TimelineEntry } from './wire.ts';
 
-/** GRANTED matches the controller's LeaseGranted message (controllers/distributedlock/reconciler.ts). */
+/** GRANTED matches the controller's LeaseGranted message (controllers/distributedlock/lease-lock.ts). */
 const GRANTED = /^Granted to pod (\S+) with fencing token (\d+)/;
 
 /** STEPPED_DOWN matches the agent's LockLost message: `Stepped down from lock L (fencing token N): why`. */

@@ -212,6 +212,11 @@ export class MemoryCluster {
     this.#locks.set(lock.metadata.name ?? '', structuredClone(lock));
   }
 
+  /** deleteLock removes the lock at once, as the API server does once its finalizers are gone. */
+  deleteLock(name: string): void {
+    this.#locks.delete(name);
+  }
+
   lock(name: string): DistributedLock | undefined {
     return this.#locks.get(name);
   }

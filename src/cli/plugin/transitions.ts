@@ -29,7 +29,7 @@ export interface Transition {
   readonly combined: boolean;
 }
 
-/** GRANTED matches the controller's LeaseGranted message (reconciler.ts). */
+/** GRANTED matches the controller's LeaseGranted message (lease-lock.ts). */
 const GRANTED = /^Granted to pod (\S+) with fencing token (\d+) \((.*)\)$/;
 
 /** LOCK_REASONS: the Event reasons the controller records on a lock (LockLost goes on the agent's pod). */

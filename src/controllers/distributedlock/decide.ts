@@ -1,4 +1,6 @@
 /**
+ * Over 450 lines: one decision table for the one-Lease kinds, whose branches read only together.
+ *
  * decide — the pure heart of the lock controller: from what was observed, and the controller's
  * own monotonic `nowMs`, which actions bring the world to the spec. No I/O, no clock reads.
  *
@@ -32,7 +34,8 @@ import { podKeys, type PodKeys } from '../../protocol/names.ts';
 import { termTimingsOf } from '../../protocol/timings.ts';
 import { MAX_TOKEN, tokenOrUndefined } from '../../protocol/token.ts';
 import { forceReleaseStep, handoverStep, handoverTarget, type HandoverAction } from './decide-handover.ts';
-import { byPriority, isCandidate, matchesSelector, mutexOrder, requestedAt, type PodSummary } from './pods.ts';
+import { modeOf } from './decide-mode.ts';
+import { isCandidate, type PodSummary } from './pods.ts';
 
 /** LeaseView is the lock's Lease as observed, with when this controller saw its renew record change. */
 export interface LeaseView {
@@ -208,15 +211,9 @@ export function decide(obs: Observation, nowMs: number): Decision {
 
 function decideLock(obs: Observation, nowMs: number): Decision {
   const eligible = obs.pods.filter((p) => isCandidate(p, obs.lock.spec.candidates.selector));
-  const keys = podKeys(obs.lock.metadata.name ?? '');
-  // Mutex: only pods that asked (their agent's request annotation), in the order the controller
-  // first saw them ask (its record), never by the time a pod wrote.
-  const candidates =
-    obs.lock.spec.mode === 'Mutex'
-      ? eligible.filter((p) => requestedAt(p, keys) !== undefined).sort(mutexOrder(obs.requests ?? [], keys))
-      : eligible.sort(byPriority);
-  const holderNow = obs.lease?.record.holder;
-  const queue = obs.lock.spec.mode === 'Mutex' ? candidates.filter((c) => !sameHolder(c.ref, holderNow)).length : 0;
+  const mode = modeOf(obs); // Election or Mutex: who is granted next, and who queues (decide-mode.ts)
+  const candidates = mode.candidates(obs, eligible);
+  const queue = mode.queueLength(candidates, obs.lease?.record.holder);
   const base = { candidates, queue };
   if (obs.lease === undefined) {
     if (!obs.podsSynced) {
@@ -335,7 +332,7 @@ function decideLock(obs: Observation, nowMs: number): Decision {
         ...base,
         actions: [
           ...marks(undefined, undefined),
-          { type: 'Grant', to: next.ref, previous: record.holder, cause, floor, ...requestOf(obs, next) },
+          { type: 'Grant', to: next.ref, previous: record.holder, cause, floor, ...mode.requestOf(obs, next) },
         ],
         requeueAfterMs: 0,
         holder: undefined,
@@ -388,7 +385,7 @@ function decideLock(obs: Observation, nowMs: number): Decision {
   const target = handoverTarget(record, candidates);
   // Mutex: a holder that released is granted again only on a new request, not on the one its term
   // answered (still in the pod cache when the release is seen before the withdrawal).
-  const wanting = candidates.filter((c) => !answeredRequest(obs, record, c));
+  const wanting = candidates.filter((c) => !mode.answered(obs, record, c));
   const next = target ?? (record.lastHolder !== undefined ? pickNext(obs, wanting, record.lastHolder) : wanting[0]);
   if (next === undefined) {
     return vacant('NoCandidates', RESYNC_MS, answers);
@@ -442,7 +439,7 @@ function decideLock(obs: Observation, nowMs: number): Decision {
         previous: target !== undefined ? record.lastHolder : undefined,
         cause,
         floor,
-        ...requestOf(obs, next),
+        ...mode.requestOf(obs, next),
       },
       ...answers,
     ],
@@ -565,51 +562,15 @@ function newestMarked(pods: readonly PodSummary[], keys: PodKeys): PodSummary | 
 }
 
 /**
- * answeredRequest (Mutex): `c` is the holder that released the Lease and its pod still shows the
- * request its term answered (the Lease's GRANTED_REQUEST_ANNOTATION): the holder withdrew it before
- * releasing, and the pod cache has not seen that yet. A new request (a new value) is not this.
- */
-function answeredRequest(obs: Observation, record: LockRecord, c: PodSummary): boolean {
-  if (obs.lock.spec.mode !== 'Mutex' || record.released !== 'Released' || record.grantedRequest === undefined)
-    return false;
-  if (record.lastHolder === undefined || !sameHolder(c.ref, record.lastHolder)) return false;
-  return c.annotations[podKeys(obs.lock.metadata.name ?? '').request] === record.grantedRequest;
-}
-
-/** requestOf (Mutex): the pod's request annotation value, for the Grant action. */
-function requestOf(obs: Observation, p: PodSummary): { request?: string } {
-  if (obs.lock.spec.mode !== 'Mutex') return {};
-  const v = p.annotations[podKeys(obs.lock.metadata.name ?? '').request];
-  return v !== undefined ? { request: v } : {};
-}
-
-/**
  * pickNext prefers a candidate other than the departing holder; the holder itself only as a last
- * resort — and in Mutex mode not while another pod's request waits (othersWaiting), even one that
- * cannot be granted right now (its pod not Ready through a stall keeps its place in the queue):
- * a freed Mutex is never handed straight back to the pod that just gave it up while others wait.
+ * resort, when its mode allows it (decide-mode.ts: a freed Mutex is never handed straight back to
+ * the pod that just gave it up while another request waits).
  */
 function pickNext(obs: Observation, candidates: readonly PodSummary[], departing: HolderRef): PodSummary | undefined {
   const other = candidates.find((c) => !sameHolder(c.ref, departing));
   if (other !== undefined) return other;
-  if (obs.lock.spec.mode === 'Mutex' && othersWaiting(obs, departing)) return undefined;
+  if (!modeOf(obs).mayHandBack(obs, departing)) return undefined;
   return candidates[0];
-}
-
-/**
- * othersWaiting (Mutex): a pod other than `departing` has a request waiting in the queue — the
- * pods nextQueue (pods.ts) keeps: selected, not terminating, a request annotation that is a time,
- * Ready or not.
- */
-function othersWaiting(obs: Observation, departing: HolderRef): boolean {
-  const keys = podKeys(obs.lock.metadata.name ?? '');
-  return obs.pods.some(
-    (p) =>
-      !sameHolder(p.ref, departing) &&
-      !p.terminating &&
-      matchesSelector(obs.lock.spec.candidates.selector, p.labels) &&
-      requestedAt(p, keys) !== undefined,
-  );
 }
 
 /**

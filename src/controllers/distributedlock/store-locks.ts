@@ -5,8 +5,8 @@
  * a Lease lock does. It never writes the store: the holders take, renew and release these locks
  * themselves (docs/stores.md, "In a cluster").
  *
- * Per lock it keeps what it saw last (StoreMemory) and the owners heard releasing since; both are
- * in this process only. A new leader starts with none: its first read reports the current holder
+ * Per lock it uses what it saw last (StoreMemory) and the owners heard releasing since, both kept
+ * in the lock's record of the reconciler's memory (memory.ts), in this process only. A new leader starts with none: its first read reports the current holder
  * as granted again (an Event, no harm) and an end it did not see is not reported.
  */
 import type { V1Pod } from '@kubernetes/client-node';
@@ -16,7 +16,8 @@ import type { HolderRef } from '../../protocol/holder.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { ObjectKey } from '../../runtime/controller.ts';
-import { decideStore, STORE_EVENT, type StoreMemory, type StoreRead } from './decide-store.ts';
+import { decideStore, STORE_EVENT, type StoreRead } from './decide-store.ts';
+import type { LockMemory } from './memory.ts';
 
 /** StoreKind is a store the controller observes. */
 export type StoreKind = 'Redis' | 'Redlock';
@@ -45,8 +46,6 @@ export class StoreLocks {
   readonly #observer: StoreObserver;
   readonly #metrics: ControllerMetrics | undefined;
   readonly #clock: Clock;
-  readonly #memory = new Map<ObjectKey, StoreMemory>();
-  readonly #heard = new Map<ObjectKey, Set<string>>();
 
   constructor(observer: StoreObserver, metrics: ControllerMetrics | undefined, clock: Clock) {
     this.#observer = observer;
@@ -54,32 +53,30 @@ export class StoreLocks {
     this.#clock = clock;
   }
 
-  /** heard records a release (from the observer's channel listener); the caller enqueues the lock. */
-  heard(key: ObjectKey, owner: string): void {
-    const set = this.#heard.get(key) ?? new Set<string>();
-    if (set.size >= MAX_HEARD) set.delete(set.values().next().value ?? '');
-    set.add(owner);
-    this.#heard.set(key, set);
-  }
-
-  forget(key: ObjectKey): void {
-    this.#memory.delete(key);
-    this.#heard.delete(key);
+  /** heard records a release in the lock's memory (from the observer's channel listener); the caller enqueues the lock. */
+  static heard(memory: LockMemory, owner: string): void {
+    if (memory.heard.size >= MAX_HEARD) memory.heard.delete(memory.heard.values().next().value ?? '');
+    memory.heard.add(owner);
   }
 
   /** apply reads the lock, decides, and acts; returns when to look again. */
-  async apply(key: ObjectKey, lock: DistributedLock, pods: readonly V1Pod[], acts: StoreActs): Promise<number> {
+  async apply(
+    key: ObjectKey,
+    lock: DistributedLock,
+    pods: readonly V1Pod[],
+    acts: StoreActs,
+    memory: LockMemory,
+  ): Promise<number> {
     const kind = storeOf(lock.spec);
     if (kind === 'Lease') throw new Error(`StoreLocks.apply: ${key} is a Lease lock`);
     const namespace = lock.metadata.namespace ?? '';
     const read = await this.#observer.read(kind, namespace, lock.metadata.name ?? '');
-    const heard = this.#heard.get(key) ?? new Set<string>();
-    this.#heard.delete(key);
-    const memory = this.#memory.get(key) ?? {};
+    const heard = new Set(memory.heard);
+    memory.heard.clear();
     const dec = decideStore({
       lock,
       read,
-      memory,
+      memory: memory.store,
       released: heard,
       pods: pods.map((p) => ({
         name: p.metadata?.name ?? '',
@@ -90,7 +87,8 @@ export class StoreLocks {
       store: kind,
     });
     // Heard releases of an owner whose end is still undecided are kept for the next decision.
-    if (dec.memory.ending !== undefined && heard.has(dec.memory.ending.owner)) this.heard(key, dec.memory.ending.owner);
+    if (dec.memory.ending !== undefined && heard.has(dec.memory.ending.owner))
+      StoreLocks.heard(memory, dec.memory.ending.owner);
     if (dec.unmark !== undefined) await acts.unmark(lock, dec.unmark);
     if (dec.mark !== undefined)
       await acts.mark(lock, dec.mark.pod, dec.mark.token, dec.mark.acquired, dec.mark.expires);
@@ -124,7 +122,7 @@ export class StoreLocks {
       }
     }
     await acts.writeStatus(lock, dec.status);
-    this.#memory.set(key, dec.memory);
+    memory.store = dec.memory;
     return dec.requeueAfterMs;
   }
 }

@@ -40,6 +40,8 @@ function world(): MemoryCluster {
 interface Run {
   readonly steps: Operation[];
   reconcile(): Promise<void>;
+  /** remembered: how many locks the reconciler keeps a memory record of. */
+  remembered(): number;
 }
 
 function controller(
@@ -72,6 +74,7 @@ function controller(
       };
       await reconciler.reconcile(KEY, { reconcileId: 'r', logFields, signal: abort.signal });
     },
+    remembered: () => reconciler.rememberedLocks,
   };
 }
 
@@ -275,5 +278,17 @@ describe('DistributedLockReconciler grant order (real reconciler, in-memory API 
     await c.reconcile();
     expect(cluster.lease(leaseName(LOCK))).toBeUndefined();
     expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual([]);
+    expect(c.remembered()).toBe(0); // the finished cleanup forgets the lock's whole record
+  });
+
+  it('a lock gone from the cache leaves no memory record behind, whatever was remembered of it', async () => {
+    const cluster = world();
+    const c = controller(cluster);
+    await c.reconcile();
+    expect(leftBehind(cluster).lease).toBe('web-0 102');
+    expect(c.remembered()).toBe(1);
+    cluster.deleteLock(LOCK);
+    await c.reconcile();
+    expect(c.remembered()).toBe(0);
   });
 });
