@@ -65,6 +65,13 @@ export function permitOfLease(lockName: string, name: string): number | undefine
   return Number(rest);
 }
 
+/**
+ * LOCK_FINALIZER is on every DistributedLock the controller has seen: its cleanup (release the
+ * Lease, take the holder marks off the pods) runs before the lock goes. Users who remove the
+ * controller first remove it by hand (docs/operations.md, uninstall).
+ */
+export const LOCK_FINALIZER = 'fencepost.io/lease-cleanup';
+
 /** LOCK_LABEL names the DistributedLock a Lease belongs to. */
 export const LOCK_LABEL = 'fencepost.io/lock';
 

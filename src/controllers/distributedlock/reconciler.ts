@@ -12,7 +12,7 @@
  */
 import type { V1Lease } from '@kubernetes/client-node';
 import { storeOf, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
-import { leaseName, podKeys } from '../../protocol/names.ts';
+import { leaseName, LOCK_FINALIZER, podKeys } from '../../protocol/names.ts';
 import {
   type ObjectKey,
   type ReconcileContext,
@@ -28,9 +28,6 @@ import { summarizePod } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
 import { SemaphorePolicy } from './semaphore.ts';
 import { StoreLocks, type StoreActs } from './store-locks.ts';
-
-/** FINALIZER guards the lock's cleanup: release the Lease and unmark pods before deletion. */
-const FINALIZER = 'fencepost.io/lease-cleanup';
 
 export class DistributedLockReconciler implements Reconciler {
   readonly #io: LockIO;
@@ -80,7 +77,7 @@ export class DistributedLockReconciler implements Reconciler {
     const call = { log, signal: ctx.signal };
     return withFinalizer(
       lock,
-      FINALIZER,
+      LOCK_FINALIZER,
       this.#io.d.finalizers,
       { apply: (l, { added }) => this.#apply(key, l, call, added), cleanup: (l) => this.#cleanup(key, l, call) },
       ctx.signal,

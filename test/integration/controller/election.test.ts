@@ -14,7 +14,7 @@ import {
   setPodStatus,
   type TestKube,
 } from '../../support/fixtures.ts';
-import { podKeys, leaseName } from '../../../src/protocol/names.ts';
+import { LOCK_FINALIZER, podKeys, leaseName } from '../../../src/protocol/names.ts';
 
 // The controller in-process, against the real API server and Redis, in Election mode. Pods are
 // made Ready through the status subresource; the holder's renewals are done by the test (no
@@ -64,7 +64,7 @@ describe('the lock controller in Election mode', () => {
       expect(lock.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True' });
       expect(lock.status?.observedGeneration).toBe(lock.metadata.generation);
       expect(lock.status?.candidates).toBe(3);
-      expect(lock.metadata.finalizers).toContain('fencepost.io/lease-cleanup');
+      expect(lock.metadata.finalizers).toContain(LOCK_FINALIZER);
     });
     const lease = await getLease(t, 'a');
     expect(lease?.metadata?.ownerReferences?.[0]).toMatchObject({

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { DistributedLockReconciler } from '../../../src/controllers/distributedlock/reconciler.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
-import { leaseName, podKeys } from '../../../src/protocol/names.ts';
+import { leaseName, LOCK_FINALIZER, podKeys } from '../../../src/protocol/names.ts';
 import { aLock } from '../../support/builders.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
 import { MemoryCluster, type Operation, type Step } from '../../support/memory-cluster.ts';
@@ -24,7 +24,7 @@ function world(): MemoryCluster {
   const lock = aLock(LOCK);
   cluster.putLock({
     ...lock,
-    metadata: { ...lock.metadata, resourceVersion: '1', finalizers: ['fencepost.io/lease-cleanup'] },
+    metadata: { ...lock.metadata, resourceVersion: '1', finalizers: [LOCK_FINALIZER] },
   });
   cluster.emptyLockLease(LOCK);
   cluster.putPod({
@@ -269,11 +269,11 @@ describe('DistributedLockReconciler grant order (real reconciler, in-memory API 
     expect(c.steps).toEqual(['pod.patch', 'lease.get', 'lease.replace']); // unmark, read, end the term
     const ended = cluster.lease(leaseName(LOCK));
     expect(ended !== undefined ? parseLease(ended).released : undefined).toBe('Lost');
-    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual(['fencepost.io/lease-cleanup']);
+    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual([LOCK_FINALIZER]);
     clock.advance(10_000 - 1); // the lock's lease is 10 s: not yet
     await c.reconcile();
     expect(cluster.lease(leaseName(LOCK))).toBeDefined();
-    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual(['fencepost.io/lease-cleanup']);
+    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual([LOCK_FINALIZER]);
     clock.advance(2);
     await c.reconcile();
     expect(cluster.lease(leaseName(LOCK))).toBeUndefined();

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DistributedLockReconciler } from '../../../src/controllers/distributedlock/reconciler.ts';
 import { parseLease, releasedLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
-import { leaseName, permitLeaseName, podKeys } from '../../../src/protocol/names.ts';
+import { leaseName, LOCK_FINALIZER, permitLeaseName, podKeys } from '../../../src/protocol/names.ts';
 import { aLock } from '../../support/builders.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
 import { MemoryCluster, type Operation } from '../../support/memory-cluster.ts';
@@ -21,7 +21,7 @@ function world(permits: number, pods: readonly string[]): MemoryCluster {
   cluster.putLock({
     ...lock,
     spec: { ...lock.spec, mode: 'Semaphore', permits },
-    metadata: { ...lock.metadata, resourceVersion: '1', finalizers: ['fencepost.io/lease-cleanup'] },
+    metadata: { ...lock.metadata, resourceVersion: '1', finalizers: [LOCK_FINALIZER] },
     status: {},
   });
   pods.forEach((name, i) => {
@@ -189,7 +189,7 @@ describe('DistributedLockReconciler, Semaphore (real reconciler, in-memory API s
     const ended = cluster.lease(permitLeaseName(LOCK, 0));
     expect(ended !== undefined ? parseLease(ended).released : 'gone').toBe('Lost');
     expect(cluster.lease(permitLeaseName(LOCK, 1))).toBeDefined();
-    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual(['fencepost.io/lease-cleanup']);
+    expect(cluster.lock(LOCK)?.metadata.finalizers).toEqual([LOCK_FINALIZER]);
     clock.advance(10_000 + 20);
     await c.reconcile();
     expect(cluster.lease(permitLeaseName(LOCK, 0))).toBeUndefined();
