@@ -74,6 +74,18 @@ const KUBELET_SYSCTLS = [
 export interface NodeOptions {
   /** name is the Node's name (default fencepost-node). */
   readonly name?: string;
+  /**
+   * folder is the node's folder under the plane's (default `node`): a second node beside the
+   * first has its own, and with it its own containerd root, state and socket, kubelet root, bridge,
+   * pod subnet, iptables chain and cgroup root (nodeNames derives them from the folder).
+   */
+  readonly folder?: string;
+  /** taints are registered with the Node (the kubelet's registerWithTaints), e.g. to keep the chart's pods off it. */
+  readonly taints?: readonly {
+    readonly key: string;
+    readonly value?: string;
+    readonly effect: 'NoSchedule' | 'NoExecute';
+  }[];
   /** images are OCI archives to import into the node's image store under names (the pause image always is). */
   readonly images?: readonly { readonly archive: string; readonly names: readonly string[] }[];
   /** pauseAs are image names the pause image stands in for: an application image that only has to run. */
@@ -107,6 +119,18 @@ export interface RealNode {
    * Returns the status (0 when nothing answered) and the body.
    */
   podGet(namespace: string, pod: string, url: string): Promise<{ status: number; body: string }>;
+  /**
+   * containerPid is the host PID of a pod's running container's first process (crictl inspect),
+   * for a test that kills or freezes what this node started; undefined when none runs.
+   */
+  containerPid(namespace: string, pod: string, container: string): number | undefined;
+  /**
+   * freezePods freezes every process of the node's pods (the cgroup v1 freezer at the kubelet's
+   * cgroup root): with stopKubelet, a machine that is gone — nothing of it renews or answers, and
+   * nothing exits either. thawPods undoes it (stop and teardownNode thaw too).
+   */
+  freezePods(): void;
+  thawPods(): void;
   /** stopKubelet stops the kubelet (containers keep running, as on a node whose kubelet died). */
   stopKubelet(): Promise<void>;
   /** startKubelet starts it again. */
@@ -301,7 +325,13 @@ function cniConfig(dir: string, names: NodeNames): string {
   );
 }
 
-function kubeletConfig(dir: string, names: NodeNames, caFile: string, port: number): string {
+function kubeletConfig(
+  dir: string,
+  names: NodeNames,
+  caFile: string,
+  port: number,
+  taints: NodeOptions['taints'],
+): string {
   return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # This host has cgroup v1 and no systemd as PID 1.
@@ -333,8 +363,11 @@ serializeImagePulls: false
 # React quickly: tests wait on what the kubelet does.
 syncFrequency: 5s
 nodeStatusUpdateFrequency: 4s
+# The node's Lease is its heartbeat too: renewed every quarter of this (5 s instead of 10 s), so
+# that a node-loss test may run kube-controller-manager with a short node-monitor grace period.
+nodeLeaseDurationSeconds: 20
 fileCheckFrequency: 5s
-`;
+${taints === undefined || taints.length === 0 ? '' : `registerWithTaints:\n${taints.map((t) => `  - { key: ${t.key}, value: "${t.value ?? ''}", effect: ${t.effect} }\n`).join('')}`}`;
 }
 
 /** cgroupProcs lists the PIDs in the kubelet's cgroup tree (any process of a pod of this node). */
@@ -350,6 +383,21 @@ function cgroupProcs(cgroupRoot: string): number[] {
   };
   walk(join('/sys/fs/cgroup/pids', cgroupRoot));
   return [...pids];
+}
+
+/** freezerState is the cgroup v1 freezer's state file of the kubelet's cgroup root. */
+function freezerState(cgroupRoot: string): string {
+  return join('/sys/fs/cgroup/freezer', cgroupRoot, 'freezer.state');
+}
+
+/** setFrozen freezes or thaws the whole tree below the kubelet's cgroup root (v1 freezes descendants too). */
+function setFrozen(cgroupRoot: string, frozen: boolean): void {
+  const file = freezerState(cgroupRoot);
+  if (!existsSync(file)) {
+    if (frozen) throw new Error(`freezePods: no cgroup v1 freezer at ${file}`);
+    return;
+  }
+  writeFileSync(file, frozen ? 'FROZEN' : 'THAWED');
 }
 
 /** shimPids lists containerd-shim processes serving this node's containerd (they outlive it). */
@@ -383,6 +431,8 @@ function killAll(pids: readonly number[]): void {
  */
 export async function teardownNode(dir: string): Promise<string[]> {
   const socket = join(dir, 'containerd.sock');
+  // A frozen process takes its SIGKILL only once thawed (a node-loss test froze the pods).
+  setFrozen(nodeNames(dir).cgroupRoot, false);
   for (let i = 0; i < 20; i++) {
     const left = [...cgroupProcs(nodeNames(dir).cgroupRoot), ...shimPids(socket)];
     if (left.length === 0) break;
@@ -410,7 +460,7 @@ async function waitReady(kc: KubeConfig, name: string, kubelet: ManagedProcess, 
 /** startNode starts containerd and the kubelet beside plane and waits until the Node is Ready. */
 export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Promise<RealNode> {
   const name = opts.name ?? 'fencepost-node';
-  const dir = join(plane.dir, 'node');
+  const dir = join(plane.dir, opts.folder ?? 'node');
   const pidFile = opts.pidFile ?? join(plane.dir, 'pids');
   // A crashed run's node in the same folder: undo what it left before starting afresh.
   const leftover = await teardownNode(dir);
@@ -457,7 +507,7 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
   writeFileSync(join(dir, 'containerd.toml'), containerdConfig(dir, assets));
   writeFileSync(join(dir, 'cni/net.d/10-fencepost.conflist'), cniConfig(dir, names));
   const kubeletPort = await freePort();
-  writeFileSync(join(dir, 'kubelet.yaml'), kubeletConfig(dir, names, plane.pki.caCert, kubeletPort));
+  writeFileSync(join(dir, 'kubelet.yaml'), kubeletConfig(dir, names, plane.pki.caCert, kubeletPort, opts.taints));
   const env = { ...process.env, PATH: `${join(findBinary('containerd'), '..')}:${process.env['PATH'] ?? ''}` };
   const socket = join(dir, 'containerd.sock');
 
@@ -489,6 +539,8 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
   };
   const stop = async (): Promise<void> => {
     if (kubelet !== undefined) await kubelet.stop(10_000);
+    // Frozen containers would not die, and crictl would wait on them.
+    setFrozen(names.cgroupRoot, false);
     if (containerd.isRunning()) {
       // Every pod sandbox down (its containers killed, its network torn down by the CNI plugins).
       spawnSync(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, 'rmp', '-fa'], { timeout: 60_000 });
@@ -560,6 +612,20 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
       const at = r.lastIndexOf('\n');
       return { status: Number(r.slice(at + 1)) || 0, body: r.slice(0, Math.max(at, 0)) };
     },
+    containerPid(namespace, pod, container) {
+      const crictl = (args: readonly string[]): string =>
+        sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
+      const sandbox = crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready'])
+        .split('\n')
+        .find((l) => l !== '');
+      if (sandbox === undefined) return undefined;
+      const id = crictl(['ps', '-q', '--pod', sandbox, '--name', `^${container}$`, '--state', 'running'])
+        .split('\n')
+        .find((l) => l !== '');
+      if (id === undefined) return undefined;
+      const pid = (JSON.parse(crictl(['inspect', id])) as { info?: { pid?: number } }).info?.pid;
+      return pid !== undefined && pid > 0 ? pid : undefined;
+    },
     exposeLoopback(port) {
       changes.iptables([
         '-t',
@@ -598,6 +664,12 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
         '127.0.0.1',
       ]);
       return `${gateway}:${port}`;
+    },
+    freezePods: () => {
+      setFrozen(names.cgroupRoot, true);
+    },
+    thawPods: () => {
+      setFrozen(names.cgroupRoot, false);
     },
     async stopKubelet() {
       await kubelet?.stop(10_000);
