@@ -38,8 +38,8 @@ function aPod(name: string, node: string, finalizers: readonly string[] = []): V
 // them — without anyone having seen the containers stop. The holder's processes may still run on
 // the lost node, so a pod's phase is no proof that it stopped: the lock must wait out the lease
 // (since the holder's last renewal) and the lock delay before it goes to anyone else.
-// kwok's nodes only (FENCEPOST_E2E_RUNTIME unset or crun): it creates a node to lose, which the
-// cluster with one real node cannot yet (a second kubelet would).
+// kwok's nodes only (FENCEPOST_E2E_RUNTIME unset or crun): it creates a fake node to lose. On the
+// real node the describe below loses a second kubelet instead.
 describe.skipIf(ON_KUBELET)('a holder whose node is deleted (pod GC marks its pod Failed)', () => {
   const e = useE2eCluster([NS]);
 
