@@ -50,6 +50,13 @@ export const IMAGE = 'fencepost:e2e';
 /** EXAMPLE_IMAGE and EXAMPLE_APP_IMAGE are what examples/ name: the release's image and an application's. */
 export const EXAMPLE_IMAGE = 'ghcr.io/fencepost/fencepost:0.1.0';
 export const EXAMPLE_APP_IMAGE = 'registry.example.com/singleton-worker:1.0.0';
+/**
+ * EXAMPLE_CURL_IMAGE is the image of the cron fleet's curl job. No registry serves it here: on the
+ * real node it is made of this machine's sh, curl, sed and sleep with their libraries (Debian's,
+ * not curl's image), which is all the example's script runs.
+ */
+export const EXAMPLE_CURL_IMAGE = 'curlimages/curl:8.11.1';
+const CURL_IMAGE_BINARIES = ['/bin/sh', '/usr/bin/curl', '/bin/sed', '/bin/sleep'];
 /** SPARE_TAINT is the spare node's NoSchedule taint: the chart's pods stay off it; a test's pod tolerates it. */
 export const SPARE_TAINT = 'e2e.fencepost.io/spare';
 
@@ -166,6 +173,7 @@ export function useE2eCluster(
                 // image stands in for the examples' application, as in hack/e2e-kind.sh.
                 images: [{ archive, names: [IMAGE, EXAMPLE_IMAGE] }],
                 pauseAs: [EXAMPLE_APP_IMAGE],
+                hostImages: [{ names: [EXAMPLE_CURL_IMAGE], binaries: CURL_IMAGE_BINARIES }],
               },
               nodeMonitorGracePeriod: nodeMonitorGracePeriod ?? '5m',
             }

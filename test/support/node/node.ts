@@ -90,6 +90,8 @@ export interface NodeOptions {
   readonly images?: readonly { readonly archive: string; readonly names: readonly string[] }[];
   /** pauseAs are image names the pause image stands in for: an application image that only has to run. */
   readonly pauseAs?: readonly string[];
+  /** hostImages are images made at start from this machine's executables (a shell and curl for a job's script). */
+  readonly hostImages?: readonly HostImage[];
   /** pidFile records the node's processes for reapStale (default <plane>/pids). */
   readonly pidFile?: string;
 }
@@ -182,27 +184,58 @@ function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
+/** HostImage is an image made of this machine's executables, each with the shared libraries it loads. */
+export interface HostImage {
+  /** names are what pods call the image (e.g. `curlimages/curl:8.11.1`). */
+  readonly names: readonly string[];
+  /** binaries are absolute paths of executables; each lands at its own path in the image. */
+  readonly binaries: readonly string[];
+}
+
+/** sharedLibraries lists the libraries an executable loads, and its loader (ldd); none for a static one. */
+function sharedLibraries(binary: string): string[] {
+  const r = spawnSync('ldd', [binary], { encoding: 'utf8' });
+  if (r.status !== 0) return []; // "not a dynamic executable"
+  const libs: string[] = [];
+  for (const line of r.stdout.split('\n')) {
+    // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)"
+    const m = /(?:=>\s*)?(\/\S+)\s+\(0x[0-9a-f]+\)/.exec(line);
+    if (m?.[1] !== undefined) libs.push(m[1]);
+  }
+  return libs;
+}
+
 /**
- * pauseArchive writes an OCI image archive holding only the pause binary (hack/testbed/build.sh
- * pause builds it statically), named PAUSE_IMAGE, for `ctr images import`.
+ * imageArchive writes an OCI image archive of one layer for `ctr images import`: each file's
+ * content (symbolic links followed) at its path in the image, world-readable and executable, with
+ * the given entrypoint and user. No registry is reachable here, so the node's images are made so.
  */
-function pauseArchive(dir: string): string {
-  const work = join(dir, 'pause-image');
+function imageArchive(
+  work: string,
+  name: string,
+  files: readonly { readonly from: string; readonly at: string }[],
+  config: { readonly Entrypoint?: readonly string[]; readonly User?: string },
+): string {
   rmSync(work, { recursive: true, force: true });
   mkdirSync(join(work, 'layer'), { recursive: true });
   mkdirSync(join(work, 'oci', 'blobs', 'sha256'), { recursive: true });
-  writeFileSync(join(work, 'layer', 'pause'), readFileSync(findBinary('pause')), { mode: 0o755 });
+  for (const f of files) {
+    const to = join(work, 'layer', f.at);
+    mkdirSync(join(to, '..'), { recursive: true });
+    writeFileSync(to, readFileSync(f.from), { mode: 0o755 });
+  }
   const layerTar = join(work, 'layer.tar');
   sh('tar', [
     '--numeric-owner',
     '--owner=0',
     '--group=0',
     '--mtime=@0',
+    '--sort=name',
     '-C',
     join(work, 'layer'),
     '-cf',
     layerTar,
-    'pause',
+    '.',
   ]);
   const layer = readFileSync(layerTar);
   const blob = (data: Buffer | string): { digest: string; size: number } => {
@@ -211,11 +244,11 @@ function pauseArchive(dir: string): string {
     return { digest: `sha256:${d}`, size: Buffer.byteLength(data) };
   };
   const l = blob(layer);
-  const config = blob(
+  const imageConfig = blob(
     JSON.stringify({
       architecture: 'amd64',
       os: 'linux',
-      config: { Entrypoint: ['/pause'], User: '65535:65535' },
+      config: { ...config, Env: ['PATH=/usr/local/bin:/usr/bin:/bin'] },
       rootfs: { type: 'layers', diff_ids: [l.digest] },
     }),
   );
@@ -223,7 +256,7 @@ function pauseArchive(dir: string): string {
     JSON.stringify({
       schemaVersion: 2,
       mediaType: 'application/vnd.oci.image.manifest.v1+json',
-      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...imageConfig },
       layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...l }],
     }),
   );
@@ -237,14 +270,41 @@ function pauseArchive(dir: string): string {
           mediaType: 'application/vnd.oci.image.manifest.v1+json',
           ...manifest,
           platform: { architecture: 'amd64', os: 'linux' },
-          annotations: { 'io.containerd.image.name': PAUSE_IMAGE, 'org.opencontainers.image.ref.name': '3.10' },
+          annotations: {
+            'io.containerd.image.name': name,
+            'org.opencontainers.image.ref.name': name.split(':').at(-1) ?? 'latest',
+          },
         },
       ],
     }),
   );
-  const out = join(work, 'pause.oci.tar');
+  const out = join(work, 'image.oci.tar');
   sh('tar', ['-C', join(work, 'oci'), '-cf', out, '.']);
   return out;
+}
+
+/** pauseArchive is the sandbox image: the static pause binary (hack/testbed/build.sh pause), named PAUSE_IMAGE. */
+function pauseArchive(dir: string): string {
+  return imageArchive(join(dir, 'pause-image'), PAUSE_IMAGE, [{ from: findBinary('pause'), at: 'pause' }], {
+    Entrypoint: ['/pause'],
+    User: '65535:65535',
+  });
+}
+
+/** hostImageArchive makes a HostImage's archive: the executables and every library they load, at their paths. */
+function hostImageArchive(dir: string, index: number, image: HostImage): string {
+  const paths = new Set<string>();
+  for (const b of image.binaries) {
+    if (!b.startsWith('/')) throw new Error(`hostImages: binaries must be absolute paths, got ${JSON.stringify(b)}`);
+    paths.add(b);
+    for (const lib of sharedLibraries(b)) paths.add(lib);
+  }
+  return imageArchive(
+    join(dir, `host-image-${index}`),
+    image.names[0] ?? `fencepost.local/host-image-${index}`,
+    [...paths].map((p) => ({ from: p, at: p.slice(1) })),
+    {},
+  );
 }
 
 function containerdConfig(dir: string, assets: { runc: string; cni: string }): string {
@@ -567,6 +627,8 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
     const imported = performance.now();
     importImage(ctr, pauseArchive(dir), [PAUSE_IMAGE, ...(opts.pauseAs ?? [])]);
     for (const image of opts.images ?? []) importImage(ctr, image.archive, image.names);
+    for (const [i, image] of (opts.hostImages ?? []).entries())
+      importImage(ctr, hostImageArchive(dir, i, image), image.names);
     const kubeletAt = performance.now();
     await startKubelet();
     process.stderr.write(
@@ -746,7 +808,8 @@ function recordEvents(
 
 /**
  * importImage imports an OCI archive into the node's k8s.io namespace under names (normalized as
- * the kubelet asks for them: `fencepost:e2e` is docker.io/library/fencepost:e2e).
+ * the kubelet asks for them: `fencepost:e2e` is docker.io/library/fencepost:e2e, `curlimages/curl:8`
+ * docker.io/curlimages/curl:8).
  */
 function importImage(ctr: (args: readonly string[]) => string, archive: string, names: readonly string[]): void {
   const list = (): string[] => ctr(['images', 'ls', '-q']).split('\n');
@@ -755,7 +818,13 @@ function importImage(ctr: (args: readonly string[]) => string, archive: string, 
   const source = list().find((n) => n !== '' && !before.has(n));
   if (source === undefined) throw new Error(`ctr images import ${archive}: no new image name came out of the archive`);
   for (const name of names) {
-    const full = name.includes('/') ? name : `docker.io/library/${name}`;
+    const first = name.split('/')[0] ?? '';
+    // Docker Hub's names are short: `fencepost:e2e` is docker.io/library/…, `curlimages/curl:8` docker.io/….
+    const full = !name.includes('/')
+      ? `docker.io/library/${name}`
+      : /[.:]/.test(first) || first === 'localhost'
+        ? name
+        : `docker.io/${name}`;
     if (full !== source) ctr(['images', 'tag', '--force', source, full]);
   }
 }
