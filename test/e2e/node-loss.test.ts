@@ -224,6 +224,7 @@ describe.runIf(ON_KUBELET)('a holder whose real node is lost (kubelet stopped, i
 
   it('the Node goes NotReady; the pod on the other node is granted only after the lease and the lock delay since the last renewal, with a larger token', async () => {
     const spare = e.spare;
+    process.stderr.write(`[e2e] two real nodes:\n${await e.kubectl(['get', 'nodes', '-o', 'wide'])}`);
     process.stderr.write(
       `[e2e] spare node ${spare.name}: kubelet ${rssMiB(spare.kubelet().pid)} MiB, containerd ${rssMiB(spare.containerd.pid)} MiB RSS\n`,
     );
