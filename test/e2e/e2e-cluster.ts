@@ -17,7 +17,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster/cluster.ts';
 import { imageFromEnv, type ImageUnderTest } from '../support/cluster/crun-container.ts';
 import { ensureImageArchive, ensureImageRootfs } from '../support/image/archive.ts';
-import type { RealNode } from '../support/node/node.ts';
+import { startNode, type RealNode } from '../support/node/node.ts';
 import type { PodRunner, RunningContainer } from '../support/cluster/pod-runner.ts';
 import { KUBE_VERSION, findBinary } from '../support/testbed/assets.ts';
 import { getStatus } from '../support/testbed/http-probe.ts';
@@ -50,6 +50,15 @@ export const IMAGE = 'fencepost:e2e';
 /** EXAMPLE_IMAGE and EXAMPLE_APP_IMAGE are what examples/ name: the release's image and an application's. */
 export const EXAMPLE_IMAGE = 'ghcr.io/fencepost/fencepost:0.1.0';
 export const EXAMPLE_APP_IMAGE = 'registry.example.com/singleton-worker:1.0.0';
+/**
+ * EXAMPLE_CURL_IMAGE is the image of the cron fleet's curl job. No registry serves it here: on the
+ * real node it is made of this machine's sh, curl, sed and sleep with their libraries (Debian's,
+ * not curl's image), which is all the example's script runs.
+ */
+export const EXAMPLE_CURL_IMAGE = 'curlimages/curl:8.11.1';
+const CURL_IMAGE_BINARIES = ['/bin/sh', '/usr/bin/curl', '/bin/sed', '/bin/sleep'];
+/** SPARE_TAINT is the spare node's NoSchedule taint: the chart's pods stay off it; a test's pod tolerates it. */
+export const SPARE_TAINT = 'e2e.fencepost.io/spare';
 
 /** E2e gives a file its cluster once beforeAll has run. */
 export interface E2e {
@@ -59,6 +68,8 @@ export interface E2e {
   readonly runner: PodRunner;
   /** node is the real node (FENCEPOST_E2E_RUNTIME=kubelet; using it otherwise throws). */
   readonly node: RealNode;
+  /** spare is the second real node (E2eOptions.spareNode; using it otherwise throws). */
+  readonly spare: RealNode;
   readonly kc: KubeConfig;
   readonly core: CoreV1Api;
   readonly leases: CoordinationV1Api;
@@ -103,6 +114,13 @@ export interface E2eOptions {
   readonly nodeMonitorGracePeriod?: string;
   /** published installs a release from a registry instead of the repository's chart (crun only). */
   readonly published?: Published;
+  /**
+   * spareNode adds a second real node on this host (FENCEPOST_E2E_RUNTIME=kubelet): its own
+   * containerd, kubelet, folder, bridge, pod subnet and cgroup root, registered with the
+   * SPARE_TAINT so that the chart's pods (controller, dashboard) stay on the first — a test may
+   * lose it without losing the controller.
+   */
+  readonly spareNode?: boolean;
 }
 
 /**
@@ -155,6 +173,7 @@ export function useE2eCluster(
                 // image stands in for the examples' application, as in hack/e2e-kind.sh.
                 images: [{ archive, names: [IMAGE, EXAMPLE_IMAGE] }],
                 pauseAs: [EXAMPLE_APP_IMAGE],
+                hostImages: [{ names: [EXAMPLE_CURL_IMAGE], binaries: CURL_IMAGE_BINARIES }],
               },
               nodeMonitorGracePeriod: nodeMonitorGracePeriod ?? '5m',
             }
@@ -167,6 +186,29 @@ export function useE2eCluster(
       await cluster.stop();
       await redis.stop();
     };
+    // The spare node after the first and stopped before it: its ledger snapshots the host with the
+    // first node's changes in, so undoing it leaves the first node's for the first node to undo.
+    let spare: RealNode | undefined;
+    if (options.spareNode === true && node !== undefined && archive !== undefined) {
+      spare = await startNode(cluster.plane, {
+        name: 'fencepost-node-2',
+        folder: 'node-2',
+        pidFile: join(cluster.plane.dir, 'pids'),
+        images: [{ archive, names: [IMAGE, EXAMPLE_IMAGE] }],
+        pauseAs: [EXAMPLE_APP_IMAGE],
+        taints: [{ key: SPARE_TAINT, effect: 'NoSchedule' }],
+      }).catch(async (err: unknown) => {
+        await stopAll();
+        throw err;
+      });
+      const stopFirst = stopAll;
+      const second = spare;
+      stopAll = async () => {
+        const [r] = await Promise.allSettled([second.stop()]);
+        await stopFirst();
+        if (r.status === 'rejected') throw r.reason;
+      };
+    }
     const kubeconfig = cluster.plane.kubeconfigPath;
     const kubectl = async (args: readonly string[]) =>
       (await run(findBinary('kubectl'), ['--kubeconfig', kubeconfig, ...args], { cwd: ROOT, maxBuffer: 16 << 20 }))
@@ -221,6 +263,9 @@ export function useE2eCluster(
       get node() {
         return only('real node', node);
       },
+      get spare() {
+        return only('spare real node', spare);
+      },
       kc,
       kubectl,
       helm,
@@ -243,7 +288,11 @@ export function useE2eCluster(
           .map((p) => p.metadata?.name ?? '');
       },
       podGet: async (namespace, pod, container, port, path) => {
-        if (node !== undefined) return node.podGet(namespace, pod, `http://127.0.0.1:${port}${path}`);
+        if (node !== undefined) {
+          const url = `http://127.0.0.1:${port}${path}`;
+          const r = await node.podGet(namespace, pod, url);
+          return r.status === 0 && spare !== undefined ? spare.podGet(namespace, pod, url) : r;
+        }
         const c = only('pod runner', runner)
           .containers()
           .find((x) => x.namespace === namespace && x.pod === pod && x.container === container && x.proc.isRunning());

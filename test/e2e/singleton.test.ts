@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../src/api/v1alpha1/distributedlock.ts';
 import { parseLease } from '../../src/lease/record.ts';
 import { eventually } from '../support/env.ts';
-import { ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
+import { ON_KUBELET, ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 import { believers, watchHolders, type HolderTerm } from './holders.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 import type { LockDetail } from '../../src/dashboard/wire.ts';
@@ -242,6 +242,89 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
       `[e2e] delete pod ${before.pod} → ${after.pod} holds token ${after.token} after ${Math.round(handoffMs)} ms\n`,
     );
   });
+
+  // The kubelet's restart of a crashed native sidecar (restartPolicy: Always), on the real node
+  // only: the agent process of the holder pod is SIGKILLed (as an OOM kill would) while the
+  // application runs. The kubelet starts the agent again in the same pod, the application
+  // container is left running, and the restarted agent takes the pod's term up — the Lease still
+  // names the pod — with the same token: no other pod is granted, no new term begins.
+  it.skipIf(!ON_KUBELET)(
+    "a crashed agent sidecar: the kubelet restarts it while the app runs on, and it keeps the pod's term with the same token",
+    async () => {
+      const before = await oneHolder();
+      const statusOf = async (): Promise<{
+        agent: { restarts: number; running: boolean; ready: boolean; id: string };
+        app: { restarts: number; running: boolean; id: string };
+      }> => {
+        const p = await e.core.readNamespacedPod({ namespace: NS, name: before.pod });
+        const agent = p.status?.initContainerStatuses?.find((c) => c.name === 'fencepost-agent');
+        const app = p.status?.containerStatuses?.find((c) => c.name === 'worker');
+        return {
+          agent: {
+            restarts: agent?.restartCount ?? -1,
+            running: agent?.state?.running !== undefined,
+            ready: agent?.ready === true,
+            id: agent?.containerID ?? '',
+          },
+          app: {
+            restarts: app?.restartCount ?? -1,
+            running: app?.state?.running !== undefined,
+            id: app?.containerID ?? '',
+          },
+        };
+      };
+      const start = await statusOf();
+      expect(start.app.running && start.agent.running, JSON.stringify(start)).toBe(true);
+      const leaseBefore = await e.leases.readNamespacedLease({ namespace: NS, name: leaseName(LOCK) });
+      const events = e.node.events();
+      const watch = watchHolders(e, NS, LOCK, 100);
+      const pid = e.node.containerPid(NS, before.pod, 'fencepost-agent');
+      if (pid === undefined) throw new Error(`no running fencepost-agent in ${before.pod}`);
+      const killedAt = Date.now();
+      process.kill(pid, 'SIGKILL');
+      // The kubelet notices the exit, starts the agent again, and its startupProbe passes.
+      const restarted = await eventually(
+        async () => {
+          const s = await statusOf();
+          expect(s.agent.restarts).toBe(start.agent.restarts + 1);
+          expect(s.agent.running && s.agent.ready, JSON.stringify(s)).toBe(true);
+          return s;
+        },
+        60_000,
+        200,
+      );
+      const after = await oneHolder(undefined, 30_000);
+      const report = await watch.stop();
+      await events.stop();
+      const leaseAfter = await e.leases.readNamespacedLease({ namespace: NS, name: leaseName(LOCK) });
+      const mine = events.list().filter((ev) => ev.namespace === NS && ev.pod === before.pod);
+      const agentExit = mine.find((ev) => ev.container === 'fencepost-agent' && ev.what === 'exit');
+      const agentStart = mine.find((ev) => ev.container === 'fencepost-agent' && ev.what === 'start');
+      process.stderr.write(
+        `[e2e] crashed sidecar: agent of ${before.pod} SIGKILLed (exit ${String(agentExit?.exitStatus)} at +${(agentExit?.at ?? 0) - killedAt} ms), ` +
+          `restarted by the kubelet at +${(agentStart?.at ?? 0) - killedAt} ms, held again with token ${after.token} ` +
+          `${Date.now() - killedAt} ms after the kill; terms ${report.terms.map((t) => `${t.holder}:${t.token}`).join(' → ')}\n`,
+      );
+      // The runtime saw the agent die of SIGKILL and start again, and nothing else of the pod.
+      expect(agentExit?.exitStatus).toBe(137);
+      expect(agentStart?.at ?? 0).toBeGreaterThanOrEqual(agentExit?.at ?? Infinity);
+      expect(
+        mine.filter((ev) => ev.container !== 'fencepost-agent'),
+        JSON.stringify(mine),
+      ).toEqual([]);
+      // The application ran on: the same container, never restarted.
+      expect(restarted.app).toEqual(start.app);
+      expect(restarted.agent.id).not.toBe(start.agent.id);
+      // The same pod keeps the same term: same token, no new transition on the Lease, and nobody
+      // else was ever named or believed to hold it.
+      expect(after).toEqual(before);
+      expect(parseLease(leaseAfter).token).toBe(before.token);
+      expect(leaseAfter.spec?.leaseTransitions).toBe(leaseBefore.spec?.leaseTransitions);
+      expect(report.terms).toEqual([{ holder: before.pod, token: before.token }]);
+      expect(report.overlaps).toEqual([]);
+    },
+    120_000,
+  );
 
   it('scale to 0: the lock is released and nobody holds it', async () => {
     await oneHolder();

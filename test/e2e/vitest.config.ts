@@ -4,7 +4,8 @@ import { LONG } from '../support/tier.ts';
 
 /**
  * LONG_ONLY: e2e files that run only in the long tier (`hack/npm run test:long`). node-loss waits
- * out kube-controller-manager's pod GC and a 90 s lease (about 100 s of the suite's 190 s); the rule
+ * out kube-controller-manager's pod GC and a 90 s lease (about 100 s of the suite's 190 s), and on
+ * the real node (FENCEPOST_E2E_RUNTIME=kubelet) starts a second kubelet to lose (57–125 s); the rule
  * it proves on a real cluster — a holder whose pod the GC marked Failed keeps the lock until its
  * lease and lock delay have passed — is checked on every CI run by the safety suite's node-loss
  * trials (the real controller and API server, the GC's two calls made by the trial) and by the

@@ -74,10 +74,24 @@ const KUBELET_SYSCTLS = [
 export interface NodeOptions {
   /** name is the Node's name (default fencepost-node). */
   readonly name?: string;
+  /**
+   * folder is the node's folder under the plane's (default `node`): a second node beside the
+   * first has its own, and with it its own containerd root, state and socket, kubelet root, bridge,
+   * pod subnet, iptables chain and cgroup root (nodeNames derives them from the folder).
+   */
+  readonly folder?: string;
+  /** taints are registered with the Node (the kubelet's registerWithTaints), e.g. to keep the chart's pods off it. */
+  readonly taints?: readonly {
+    readonly key: string;
+    readonly value?: string;
+    readonly effect: 'NoSchedule' | 'NoExecute';
+  }[];
   /** images are OCI archives to import into the node's image store under names (the pause image always is). */
   readonly images?: readonly { readonly archive: string; readonly names: readonly string[] }[];
   /** pauseAs are image names the pause image stands in for: an application image that only has to run. */
   readonly pauseAs?: readonly string[];
+  /** hostImages are images made at start from this machine's executables (a shell and curl for a job's script). */
+  readonly hostImages?: readonly HostImage[];
   /** pidFile records the node's processes for reapStale (default <plane>/pids). */
   readonly pidFile?: string;
 }
@@ -107,6 +121,18 @@ export interface RealNode {
    * Returns the status (0 when nothing answered) and the body.
    */
   podGet(namespace: string, pod: string, url: string): Promise<{ status: number; body: string }>;
+  /**
+   * containerPid is the host PID of a pod's running container's first process (crictl inspect),
+   * for a test that kills or freezes what this node started; undefined when none runs.
+   */
+  containerPid(namespace: string, pod: string, container: string): number | undefined;
+  /**
+   * freezePods freezes every process of the node's pods (the cgroup v1 freezer at the kubelet's
+   * cgroup root): with stopKubelet, a machine that is gone — nothing of it renews or answers, and
+   * nothing exits either. thawPods undoes it (stop and teardownNode thaw too).
+   */
+  freezePods(): void;
+  thawPods(): void;
   /** stopKubelet stops the kubelet (containers keep running, as on a node whose kubelet died). */
   stopKubelet(): Promise<void>;
   /** startKubelet starts it again. */
@@ -158,27 +184,58 @@ function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
+/** HostImage is an image made of this machine's executables, each with the shared libraries it loads. */
+export interface HostImage {
+  /** names are what pods call the image (e.g. `curlimages/curl:8.11.1`). */
+  readonly names: readonly string[];
+  /** binaries are absolute paths of executables; each lands at its own path in the image. */
+  readonly binaries: readonly string[];
+}
+
+/** sharedLibraries lists the libraries an executable loads, and its loader (ldd); none for a static one. */
+function sharedLibraries(binary: string): string[] {
+  const r = spawnSync('ldd', [binary], { encoding: 'utf8' });
+  if (r.status !== 0) return []; // "not a dynamic executable"
+  const libs: string[] = [];
+  for (const line of r.stdout.split('\n')) {
+    // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)"
+    const m = /(?:=>\s*)?(\/\S+)\s+\(0x[0-9a-f]+\)/.exec(line);
+    if (m?.[1] !== undefined) libs.push(m[1]);
+  }
+  return libs;
+}
+
 /**
- * pauseArchive writes an OCI image archive holding only the pause binary (hack/testbed/build.sh
- * pause builds it statically), named PAUSE_IMAGE, for `ctr images import`.
+ * imageArchive writes an OCI image archive of one layer for `ctr images import`: each file's
+ * content (symbolic links followed) at its path in the image, world-readable and executable, with
+ * the given entrypoint and user. No registry is reachable here, so the node's images are made so.
  */
-function pauseArchive(dir: string): string {
-  const work = join(dir, 'pause-image');
+function imageArchive(
+  work: string,
+  name: string,
+  files: readonly { readonly from: string; readonly at: string }[],
+  config: { readonly Entrypoint?: readonly string[]; readonly User?: string },
+): string {
   rmSync(work, { recursive: true, force: true });
   mkdirSync(join(work, 'layer'), { recursive: true });
   mkdirSync(join(work, 'oci', 'blobs', 'sha256'), { recursive: true });
-  writeFileSync(join(work, 'layer', 'pause'), readFileSync(findBinary('pause')), { mode: 0o755 });
+  for (const f of files) {
+    const to = join(work, 'layer', f.at);
+    mkdirSync(join(to, '..'), { recursive: true });
+    writeFileSync(to, readFileSync(f.from), { mode: 0o755 });
+  }
   const layerTar = join(work, 'layer.tar');
   sh('tar', [
     '--numeric-owner',
     '--owner=0',
     '--group=0',
     '--mtime=@0',
+    '--sort=name',
     '-C',
     join(work, 'layer'),
     '-cf',
     layerTar,
-    'pause',
+    '.',
   ]);
   const layer = readFileSync(layerTar);
   const blob = (data: Buffer | string): { digest: string; size: number } => {
@@ -187,11 +244,11 @@ function pauseArchive(dir: string): string {
     return { digest: `sha256:${d}`, size: Buffer.byteLength(data) };
   };
   const l = blob(layer);
-  const config = blob(
+  const imageConfig = blob(
     JSON.stringify({
       architecture: 'amd64',
       os: 'linux',
-      config: { Entrypoint: ['/pause'], User: '65535:65535' },
+      config: { ...config, Env: ['PATH=/usr/local/bin:/usr/bin:/bin'] },
       rootfs: { type: 'layers', diff_ids: [l.digest] },
     }),
   );
@@ -199,7 +256,7 @@ function pauseArchive(dir: string): string {
     JSON.stringify({
       schemaVersion: 2,
       mediaType: 'application/vnd.oci.image.manifest.v1+json',
-      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...imageConfig },
       layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...l }],
     }),
   );
@@ -213,14 +270,41 @@ function pauseArchive(dir: string): string {
           mediaType: 'application/vnd.oci.image.manifest.v1+json',
           ...manifest,
           platform: { architecture: 'amd64', os: 'linux' },
-          annotations: { 'io.containerd.image.name': PAUSE_IMAGE, 'org.opencontainers.image.ref.name': '3.10' },
+          annotations: {
+            'io.containerd.image.name': name,
+            'org.opencontainers.image.ref.name': name.split(':').at(-1) ?? 'latest',
+          },
         },
       ],
     }),
   );
-  const out = join(work, 'pause.oci.tar');
+  const out = join(work, 'image.oci.tar');
   sh('tar', ['-C', join(work, 'oci'), '-cf', out, '.']);
   return out;
+}
+
+/** pauseArchive is the sandbox image: the static pause binary (hack/testbed/build.sh pause), named PAUSE_IMAGE. */
+function pauseArchive(dir: string): string {
+  return imageArchive(join(dir, 'pause-image'), PAUSE_IMAGE, [{ from: findBinary('pause'), at: 'pause' }], {
+    Entrypoint: ['/pause'],
+    User: '65535:65535',
+  });
+}
+
+/** hostImageArchive makes a HostImage's archive: the executables and every library they load, at their paths. */
+function hostImageArchive(dir: string, index: number, image: HostImage): string {
+  const paths = new Set<string>();
+  for (const b of image.binaries) {
+    if (!b.startsWith('/')) throw new Error(`hostImages: binaries must be absolute paths, got ${JSON.stringify(b)}`);
+    paths.add(b);
+    for (const lib of sharedLibraries(b)) paths.add(lib);
+  }
+  return imageArchive(
+    join(dir, `host-image-${index}`),
+    image.names[0] ?? `fencepost.local/host-image-${index}`,
+    [...paths].map((p) => ({ from: p, at: p.slice(1) })),
+    {},
+  );
 }
 
 function containerdConfig(dir: string, assets: { runc: string; cni: string }): string {
@@ -301,7 +385,13 @@ function cniConfig(dir: string, names: NodeNames): string {
   );
 }
 
-function kubeletConfig(dir: string, names: NodeNames, caFile: string, port: number): string {
+function kubeletConfig(
+  dir: string,
+  names: NodeNames,
+  caFile: string,
+  port: number,
+  taints: NodeOptions['taints'],
+): string {
   return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # This host has cgroup v1 and no systemd as PID 1.
@@ -333,8 +423,11 @@ serializeImagePulls: false
 # React quickly: tests wait on what the kubelet does.
 syncFrequency: 5s
 nodeStatusUpdateFrequency: 4s
+# The node's Lease is its heartbeat too: renewed every quarter of this (5 s instead of 10 s), so
+# that a node-loss test may run kube-controller-manager with a short node-monitor grace period.
+nodeLeaseDurationSeconds: 20
 fileCheckFrequency: 5s
-`;
+${taints === undefined || taints.length === 0 ? '' : `registerWithTaints:\n${taints.map((t) => `  - { key: ${t.key}, value: "${t.value ?? ''}", effect: ${t.effect} }\n`).join('')}`}`;
 }
 
 /** cgroupProcs lists the PIDs in the kubelet's cgroup tree (any process of a pod of this node). */
@@ -350,6 +443,21 @@ function cgroupProcs(cgroupRoot: string): number[] {
   };
   walk(join('/sys/fs/cgroup/pids', cgroupRoot));
   return [...pids];
+}
+
+/** freezerState is the cgroup v1 freezer's state file of the kubelet's cgroup root. */
+function freezerState(cgroupRoot: string): string {
+  return join('/sys/fs/cgroup/freezer', cgroupRoot, 'freezer.state');
+}
+
+/** setFrozen freezes or thaws the whole tree below the kubelet's cgroup root (v1 freezes descendants too). */
+function setFrozen(cgroupRoot: string, frozen: boolean): void {
+  const file = freezerState(cgroupRoot);
+  if (!existsSync(file)) {
+    if (frozen) throw new Error(`freezePods: no cgroup v1 freezer at ${file}`);
+    return;
+  }
+  writeFileSync(file, frozen ? 'FROZEN' : 'THAWED');
 }
 
 /** shimPids lists containerd-shim processes serving this node's containerd (they outlive it). */
@@ -383,6 +491,8 @@ function killAll(pids: readonly number[]): void {
  */
 export async function teardownNode(dir: string): Promise<string[]> {
   const socket = join(dir, 'containerd.sock');
+  // A frozen process takes its SIGKILL only once thawed (a node-loss test froze the pods).
+  setFrozen(nodeNames(dir).cgroupRoot, false);
   for (let i = 0; i < 20; i++) {
     const left = [...cgroupProcs(nodeNames(dir).cgroupRoot), ...shimPids(socket)];
     if (left.length === 0) break;
@@ -410,7 +520,7 @@ async function waitReady(kc: KubeConfig, name: string, kubelet: ManagedProcess, 
 /** startNode starts containerd and the kubelet beside plane and waits until the Node is Ready. */
 export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Promise<RealNode> {
   const name = opts.name ?? 'fencepost-node';
-  const dir = join(plane.dir, 'node');
+  const dir = join(plane.dir, opts.folder ?? 'node');
   const pidFile = opts.pidFile ?? join(plane.dir, 'pids');
   // A crashed run's node in the same folder: undo what it left before starting afresh.
   const leftover = await teardownNode(dir);
@@ -457,7 +567,7 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
   writeFileSync(join(dir, 'containerd.toml'), containerdConfig(dir, assets));
   writeFileSync(join(dir, 'cni/net.d/10-fencepost.conflist'), cniConfig(dir, names));
   const kubeletPort = await freePort();
-  writeFileSync(join(dir, 'kubelet.yaml'), kubeletConfig(dir, names, plane.pki.caCert, kubeletPort));
+  writeFileSync(join(dir, 'kubelet.yaml'), kubeletConfig(dir, names, plane.pki.caCert, kubeletPort, opts.taints));
   const env = { ...process.env, PATH: `${join(findBinary('containerd'), '..')}:${process.env['PATH'] ?? ''}` };
   const socket = join(dir, 'containerd.sock');
 
@@ -489,6 +599,8 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
   };
   const stop = async (): Promise<void> => {
     if (kubelet !== undefined) await kubelet.stop(10_000);
+    // Frozen containers would not die, and crictl would wait on them.
+    setFrozen(names.cgroupRoot, false);
     if (containerd.isRunning()) {
       // Every pod sandbox down (its containers killed, its network torn down by the CNI plugins).
       spawnSync(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, 'rmp', '-fa'], { timeout: 60_000 });
@@ -515,6 +627,8 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
     const imported = performance.now();
     importImage(ctr, pauseArchive(dir), [PAUSE_IMAGE, ...(opts.pauseAs ?? [])]);
     for (const image of opts.images ?? []) importImage(ctr, image.archive, image.names);
+    for (const [i, image] of (opts.hostImages ?? []).entries())
+      importImage(ctr, hostImageArchive(dir, i, image), image.names);
     const kubeletAt = performance.now();
     await startKubelet();
     process.stderr.write(
@@ -560,6 +674,20 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
       const at = r.lastIndexOf('\n');
       return { status: Number(r.slice(at + 1)) || 0, body: r.slice(0, Math.max(at, 0)) };
     },
+    containerPid(namespace, pod, container) {
+      const crictl = (args: readonly string[]): string =>
+        sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
+      const sandbox = crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready'])
+        .split('\n')
+        .find((l) => l !== '');
+      if (sandbox === undefined) return undefined;
+      const id = crictl(['ps', '-q', '--pod', sandbox, '--name', `^${container}$`, '--state', 'running'])
+        .split('\n')
+        .find((l) => l !== '');
+      if (id === undefined) return undefined;
+      const pid = (JSON.parse(crictl(['inspect', id])) as { info?: { pid?: number } }).info?.pid;
+      return pid !== undefined && pid > 0 ? pid : undefined;
+    },
     exposeLoopback(port) {
       changes.iptables([
         '-t',
@@ -598,6 +726,12 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
         '127.0.0.1',
       ]);
       return `${gateway}:${port}`;
+    },
+    freezePods: () => {
+      setFrozen(names.cgroupRoot, true);
+    },
+    thawPods: () => {
+      setFrozen(names.cgroupRoot, false);
     },
     async stopKubelet() {
       await kubelet?.stop(10_000);
@@ -674,7 +808,8 @@ function recordEvents(
 
 /**
  * importImage imports an OCI archive into the node's k8s.io namespace under names (normalized as
- * the kubelet asks for them: `fencepost:e2e` is docker.io/library/fencepost:e2e).
+ * the kubelet asks for them: `fencepost:e2e` is docker.io/library/fencepost:e2e, `curlimages/curl:8`
+ * docker.io/curlimages/curl:8).
  */
 function importImage(ctr: (args: readonly string[]) => string, archive: string, names: readonly string[]): void {
   const list = (): string[] => ctr(['images', 'ls', '-q']).split('\n');
@@ -683,7 +818,13 @@ function importImage(ctr: (args: readonly string[]) => string, archive: string, 
   const source = list().find((n) => n !== '' && !before.has(n));
   if (source === undefined) throw new Error(`ctr images import ${archive}: no new image name came out of the archive`);
   for (const name of names) {
-    const full = name.includes('/') ? name : `docker.io/library/${name}`;
+    const first = name.split('/')[0] ?? '';
+    // Docker Hub's names are short: `fencepost:e2e` is docker.io/library/…, `curlimages/curl:8` docker.io/….
+    const full = !name.includes('/')
+      ? `docker.io/library/${name}`
+      : /[.:]/.test(first) || first === 'localhost'
+        ? name
+        : `docker.io/${name}`;
     if (full !== source) ctr(['images', 'tag', '--force', source, full]);
   }
 }
