@@ -99,12 +99,17 @@ export interface E2e {
 
 /**
  * Published is a release installed the way users install it: the chart from a registry, its pods'
- * images pulled from there by digest (crun, whatever FENCEPOST_E2E_RUNTIME says).
+ * images pulled from there by digest. With FENCEPOST_E2E_RUNTIME=kubelet the real node's kubelet
+ * pulls them (containerd's CRI pull, the registry configured as plain HTTP); otherwise the pod
+ * runner pulls them and runs them under crun.
  */
 export interface Published {
-  /** publish runs before the cluster starts and says what to install (e.g. hack/release.sh into a registry). */
-  readonly publish: () => Promise<{ readonly chart: string; readonly version: string }>;
-  /** pull resolves a pod's image reference to an unpacked image (test/support/image/archive.ts pullImageRootfs). */
+  /**
+   * publish runs before the cluster starts and says what to install (e.g. hack/release.sh into a
+   * registry) and from which registry host ("127.0.0.1:PORT", plain HTTP) the node pulls.
+   */
+  readonly publish: () => Promise<{ readonly chart: string; readonly version: string; readonly registry: string }>;
+  /** pull resolves a pod's image reference to an unpacked image for crun (test/support/image/archive.ts pullImageRootfs). */
   readonly pull: (reference: string) => ImageUnderTest;
 }
 
@@ -112,7 +117,7 @@ export interface Published {
 export interface E2eOptions {
   /** nodeMonitorGracePeriod is kube-controller-manager's, on the real node (default 5m). */
   readonly nodeMonitorGracePeriod?: string;
-  /** published installs a release from a registry instead of the repository's chart (crun only). */
+  /** published installs a release from a registry instead of the repository's chart (kubelet or crun). */
   readonly published?: Published;
   /**
    * spareNode adds a second real node on this host (FENCEPOST_E2E_RUNTIME=kubelet): its own
@@ -139,19 +144,21 @@ export function useE2eCluster(
   beforeAll(async () => {
     const { nodeMonitorGracePeriod, published } = options;
     const chart = published === undefined ? undefined : await published.publish();
-    const runtime = published === undefined ? RUNTIME : 'crun';
+    // A published release runs on the real node or under crun, never as local processes: what runs is the pulled image.
+    const runtime = published === undefined || RUNTIME === 'kubelet' ? RUNTIME : 'crun';
     const image =
       runtime === 'crun' && published === undefined ? (imageFromEnv() ?? (await ensureImageRootfs())) : undefined;
     // The real node's binaries (kubelet, containerd, runc, CNI, crictl, pause): built once into the
     // testbed's cache, where findBinary looks; cached, this takes a second.
     if (runtime === 'kubelet')
       await run(join(ROOT, 'hack/testbed/build.sh'), ['node'], { cwd: ROOT, maxBuffer: 16 << 20 });
-    const archive = runtime === 'kubelet' ? ensureImageArchive() : undefined;
+    // A published release's image comes from its registry: nothing of fencepost's is imported then.
+    const archive = runtime === 'kubelet' && published === undefined ? ensureImageArchive() : undefined;
     // Say in every run's output what ran fencepost's containers: the closing notes quote it.
     process.stderr.write(
       `[e2e] fencepost's containers: ${
         published !== undefined
-          ? `crun, images pulled by digest for ${chart?.chart ?? ''} ${chart?.version ?? ''}`
+          ? `${runtime === 'kubelet' ? `kubelet ${KUBE_VERSION} + containerd + runc on a real node` : 'crun'}, images pulled by digest from ${chart?.registry ?? ''} for ${chart?.chart ?? ''} ${chart?.version ?? ''}`
           : archive !== undefined
             ? `kubelet ${KUBE_VERSION} + containerd + runc on a real node, image ${IMAGE} imported from ${archive}`
             : image === undefined
@@ -165,13 +172,15 @@ export function useE2eCluster(
         nodes: 2,
         ...(runtime === 'kubelet' ? {} : { runtime }),
         ...(image !== undefined ? { image } : {}),
-        ...(published !== undefined ? { pull: published.pull } : {}),
-        ...(archive !== undefined
+        ...(published !== undefined && runtime !== 'kubelet' ? { pull: published.pull } : {}),
+        ...(runtime === 'kubelet'
           ? {
               realNode: {
-                // The image under the tests' name and the examples' (the release's); the pause
+                // The image under the tests' name and the examples' (the release's), or none: a
+                // published release's image is the kubelet's to pull from the registry. The pause
                 // image stands in for the examples' application, as in hack/e2e-kind.sh.
-                images: [{ archive, names: [IMAGE, EXAMPLE_IMAGE] }],
+                images: archive === undefined ? [] : [{ archive, names: [IMAGE, EXAMPLE_IMAGE] }],
+                ...(chart !== undefined ? { plainHttpRegistries: [chart.registry] } : {}),
                 pauseAs: [EXAMPLE_APP_IMAGE],
                 hostImages: [{ names: [EXAMPLE_CURL_IMAGE], binaries: CURL_IMAGE_BINARIES }],
               },

@@ -1,8 +1,10 @@
 /**
  * A release installed the way users install it. hack/release.sh publishes two versions into a
  * registry of our own on loopback (the CNCF distribution registry: image index by digest, SBOM
- * and signature as referrers, the chart as an OCI artifact); then, on a cluster with kwok nodes
- * whose pods pull fencepost's image from that registry by digest and run it under crun:
+ * and signature as referrers, the chart as an OCI artifact); then, on a cluster whose pods pull
+ * fencepost's image from that registry by digest — with FENCEPOST_E2E_RUNTIME=kubelet (what CI
+ * runs) the real node's kubelet pulls it through containerd and runs it with runc, nothing of
+ * fencepost's imported; otherwise kwok nodes and the pod runner, which pulls it and runs it under crun:
  * `helm install fencepost oci://…/charts/fencepost --version V1`, the first lock of the quick start
  * (examples/singleton-deployment.yaml), `helm upgrade` to V2 while the lock is held (the holder
  * keeps its token across the controller's rollout), and the uninstall docs/operations.md
@@ -24,7 +26,7 @@ import { pullImageRootfs } from '../support/image/archive.ts';
 import { eventually } from '../support/env.ts';
 import { findBinary } from '../support/testbed/assets.ts';
 import { startRegistry, type Registry } from '../support/testbed/registry.ts';
-import { ROOT, SYSTEM_NAMESPACE, RELEASE, dumpDiagnostics, useE2eCluster } from '../e2e/e2e-cluster.ts';
+import { ON_KUBELET, ROOT, SYSTEM_NAMESPACE, RELEASE, dumpDiagnostics, useE2eCluster } from '../e2e/e2e-cluster.ts';
 import { believers, watchHolders } from '../e2e/holders.ts';
 
 const run = promisify(execFile);
@@ -55,7 +57,7 @@ describe(`a release from a registry: helm install ${V1}, first lock, helm upgrad
         }
         const first = releases[0];
         if (first === undefined) throw new Error('no release published');
-        return { chart: first.chart.reference, version: V1 };
+        return { chart: first.chart.reference, version: V1, registry: registry.host };
       },
       pull: pullImageRootfs,
     },
@@ -94,6 +96,31 @@ describe(`a release from a registry: helm install ${V1}, first lock, helm upgrad
       90_000,
       250,
     );
+  /** imageIds are the imageID (what the runtime ran, by its registry digest) of each running controller pod. */
+  const controllerImageIds = async (): Promise<string[]> =>
+    (
+      await e.core.listNamespacedPod({
+        namespace: SYSTEM_NAMESPACE,
+        labelSelector: 'app.kubernetes.io/component=controller',
+      })
+    ).items
+      .filter((p) => p.metadata?.deletionTimestamp === undefined)
+      .map((p) => p.status?.containerStatuses?.find((c) => c.name === 'controller')?.imageID ?? '');
+  /**
+   * pulledDigests are the registry digests containerd's image store holds for fencepost's
+   * repository in the registry (`crictl images --digests`): an image there came from a pull.
+   */
+  const pulledDigests = (): string[] => {
+    const images = JSON.parse(e.node.crictl(['images', '-o', 'json'])) as {
+      images: { repoTags?: string[] | null; repoDigests?: string[] | null }[];
+    };
+    const repo = `${release(0).registry}/fencepost@`;
+    return images.images
+      .flatMap((i) => i.repoDigests ?? [])
+      .filter((d) => d.startsWith(repo))
+      .map((d) => d.slice(repo.length))
+      .sort();
+  };
   const lockExists = async (name: string): Promise<boolean> =>
     e.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name }).then(
       () => true,
@@ -152,17 +179,27 @@ describe(`a release from a registry: helm install ${V1}, first lock, helm upgrad
       async () => {
         const p = await controllerPods();
         expect(p).toHaveLength(2);
-        expect(
-          e.runner.running().filter((c) => c.namespace === SYSTEM_NAMESPACE && c.container === 'controller'),
-        ).toHaveLength(2);
+        expect(await e.running(SYSTEM_NAMESPACE, 'controller')).toHaveLength(2);
         return p;
       },
       90_000,
       250,
     );
     for (const p of pods) expect(p.image).toBe(release(0).image);
-    // What the node ran: the index resolved to this machine's platform manifest.
-    expect(pullImageRootfs(release(0).image).digest).toBe(release(0).platforms[0]?.digest);
+    if (ON_KUBELET) {
+      // The kubelet pulled it (containerd's CRI pull from the registry: nothing of fencepost's was
+      // imported): the containers ran the image index of V1 by its registry digest.
+      const index = `${release(0).registry}/fencepost@${release(0).indexDigest}`;
+      expect(await controllerImageIds()).toEqual([index, index]);
+      expect(pulledDigests()).toEqual([release(0).indexDigest]);
+      // Plain HTTP as the node's hosts.toml says, not containerd's guess for a loopback host (HTTPS
+      // first, HTTP after a TLS error), which it announces in its log.
+      expect(readFileSync(e.node.containerd.logFile, 'utf8')).not.toContain('will try HTTPS first');
+      process.stderr.write(`[release] crictl images --digests:\n${e.node.crictl(['images', '--digests'])}`);
+    } else {
+      // What the pod runner ran: the index resolved to this machine's platform manifest.
+      expect(pullImageRootfs(release(0).image).digest).toBe(release(0).platforms[0]?.digest);
+    }
     const values = await e.helm(['get', 'values', RELEASE, '-n', SYSTEM_NAMESPACE, '-o', 'json']);
     expect(values).not.toContain('image');
   });
@@ -208,6 +245,15 @@ describe(`a release from a registry: helm install ${V1}, first lock, helm upgrad
       90_000,
       250,
     );
+    if (ON_KUBELET) {
+      // V2's index was pulled too; its platform manifest is V1's, so containerd holds one image
+      // under both registry digests and the pods' imageID names one of them.
+      expect(pulledDigests()).toEqual([release(0).indexDigest, release(1).indexDigest].sort());
+      const digests = [release(0).indexDigest, release(1).indexDigest].map(
+        (d) => `${release(0).registry}/fencepost@${d}`,
+      );
+      for (const id of await controllerImageIds()) expect(digests).toContain(id);
+    }
     // The new controllers lead and reconcile the lock: it stays with its holder.
     const after = await oneHolder();
     const report = await watch.stop();

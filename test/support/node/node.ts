@@ -92,6 +92,11 @@ export interface NodeOptions {
   readonly pauseAs?: readonly string[];
   /** hostImages are images made at start from this machine's executables (a shell and curl for a job's script). */
   readonly hostImages?: readonly HostImage[];
+  /**
+   * plainHttpRegistries are registry hosts ("127.0.0.1:PORT") the node's containerd pulls from
+   * over plain HTTP: each gets a hosts.toml in the node's own registry configuration folder.
+   */
+  readonly plainHttpRegistries?: readonly string[];
   /** pidFile records the node's processes for reapStale (default <plane>/pids). */
   readonly pidFile?: string;
 }
@@ -307,6 +312,28 @@ function hostImageArchive(dir: string, index: number, image: HostImage): string 
   );
 }
 
+/** registryConfigDir is the node's containerd registry configuration folder (one folder per registry host). */
+function registryConfigDir(dir: string): string {
+  return join(dir, 'containerd', 'certs.d');
+}
+
+/**
+ * writePlainHttpRegistry makes containerd pull from host over plain HTTP. containerd 2.4 would
+ * guess it for a loopback host with a port (HTTPS first, then HTTP on a TLS error); the explicit
+ * http:// server says so instead of relying on a fallback. The folder is the host with its port
+ * ("127.0.0.1:5000"), as containerd looks it up.
+ */
+function writePlainHttpRegistry(dir: string, host: string): void {
+  if (!/^[A-Za-z0-9.-]+:\d+$/.test(host))
+    throw new Error(`plainHttpRegistries: expected "host:port", got ${JSON.stringify(host)}`);
+  const folder = join(registryConfigDir(dir), host);
+  mkdirSync(folder, { recursive: true });
+  writeFileSync(
+    join(folder, 'hosts.toml'),
+    `server = "http://${host}"\n\n[host."http://${host}"]\n  capabilities = ["pull", "resolve"]\n`,
+  );
+}
+
 function containerdConfig(dir: string, assets: { runc: string; cni: string }): string {
   // containerd 2.4's configuration version 4: the sockets are the grpc and ttrpc server plugins'
   // (a top-level [grpc] is ignored in version 4, and containerd would serve /run/containerd).
@@ -335,6 +362,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "${PAUSE_IMAGE}"
+  # The kubelet's pulls (CRI) read hosts.toml files here, never the host's /etc/containerd/certs.d.
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "${registryConfigDir(dir)}"
 
 [plugins."io.containerd.cri.v1.runtime"]
   # The kubelet asks for negative OOM scores (-998 for the pause container); this machine's
@@ -415,7 +445,7 @@ resolvConf: /etc/resolv.conf
 hairpinMode: hairpin-veth
 podLogsDir: ${dir}/pod-logs
 volumePluginDir: ${dir}/kubelet/volume-plugins
-# Test images are imported, never pulled: keep them however full the disk is.
+# Test images are imported or pulled once: keep them however full the disk is.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: { memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%" }
@@ -565,6 +595,8 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
   ]);
 
   writeFileSync(join(dir, 'containerd.toml'), containerdConfig(dir, assets));
+  mkdirSync(registryConfigDir(dir), { recursive: true });
+  for (const host of opts.plainHttpRegistries ?? []) writePlainHttpRegistry(dir, host);
   writeFileSync(join(dir, 'cni/net.d/10-fencepost.conflist'), cniConfig(dir, names));
   const kubeletPort = await freePort();
   writeFileSync(join(dir, 'kubelet.yaml'), kubeletConfig(dir, names, plane.pki.caCert, kubeletPort, opts.taints));
