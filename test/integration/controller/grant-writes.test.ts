@@ -24,8 +24,12 @@ import { startControlPlane, type ControlPlane } from '../../support/testbed/cont
 const LOCKS = 12;
 const WRITE_VERBS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-/** writesByResource: kube-apiserver's own count of write requests, by `VERB resource[/subresource]`. */
-async function writesByResource(plane: ControlPlane): Promise<Map<string, number>> {
+/**
+ * writesByResource: kube-apiserver's own count of write requests, by `VERB resource[/subresource]`
+ * (with `byCode`, by `VERB resource[/subresource] CODE`: what a failure message shows, so that an
+ * extra write says whether it was a conflict's retry or a write that succeeded).
+ */
+async function writesByResource(plane: ControlPlane, byCode = false): Promise<Map<string, number>> {
   const kc = plane.kubeConfig();
   const opts: RequestOptions = {};
   await kc.applyToHTTPSOptions(opts);
@@ -49,7 +53,7 @@ async function writesByResource(plane: ControlPlane): Promise<Map<string, number
     const verb = labels['verb'] ?? '';
     if (!WRITE_VERBS.has(verb)) continue;
     const sub = labels['subresource'] ?? '';
-    const key = `${verb} ${labels['resource'] ?? ''}${sub !== '' ? `/${sub}` : ''}`;
+    const key = `${verb} ${labels['resource'] ?? ''}${sub !== '' ? `/${sub}` : ''}${byCode ? ` ${labels['code'] ?? ''}` : ''}`;
     out.set(key, (out.get(key) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
   }
   return out;
@@ -125,6 +129,7 @@ describe("the controller's writes per grant, as the API server counts them", () 
     }
     const foreign = await foreignLeaseWrites(plane, t.namespace);
     const before = await writesByResource(plane);
+    const beforeByCode = await writesByResource(plane, true);
     controller = await startLockController({
       kc: plane.kubeConfig(),
       redisUrl: sharedRedisUrl(),
@@ -142,10 +147,11 @@ describe("the controller's writes per grant, as the API server counts them", () 
     });
     await new Promise((r) => setTimeout(r, 1500));
     const all = diff(await writesByResource(plane), before);
+    const byCode = diff(await writesByResource(plane, true), beforeByCode);
     const apiServerOwn = foreign();
     const writes = { ...all, 'PUT leases': (all['PUT leases'] ?? 0) - apiServerOwn };
     if (writes['PUT leases'] === 0) delete (writes as Record<string, number>)['PUT leases'];
-    expect(writes).toEqual({
+    expect(writes, `by response code: ${JSON.stringify(byCode)}`).toEqual({
       'POST leases': LOCKS, // created already granted
       'PATCH pods': LOCKS, // the holder's label and annotations, one patch
       'PATCH distributedlocks/status': LOCKS, // status, once
