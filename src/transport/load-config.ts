@@ -69,8 +69,9 @@ let yamlLoad: YamlLoad | undefined;
  * reads its ServiceAccount and parses no YAML, and js-yaml's module costs every agent memory it
  * would never use (bench/agent-imports.ts). Under Bun (the compiled agent) it is Bun's built-in
  * parser, so the executable bundles no YAML library; under Node, js-yaml. Both follow YAML 1.2's
- * core schema, the one kubectl's Go parser reads kubeconfigs with
- * (test/unit/transport/config.test.ts parses the same documents with both).
+ * core schema and read kubectl's documents alike (test/unit/transport/config.test.ts parses the
+ * same documents with both); the one difference found is a merge key (`<<`), which Bun merges, as
+ * kubectl does, and js-yaml keeps as a key.
  */
 function yamlParser(): YamlLoad {
   if (yamlLoad !== undefined) return yamlLoad;
