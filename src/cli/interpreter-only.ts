@@ -27,7 +27,8 @@ export interface ProcessSeam {
 
 /**
  * runInterpreterOnly replaces the process as above, or returns when it is the replacement, the
- * user chose, or this is not the compiled agent (or the runtime cannot execve: then the JIT stays).
+ * user chose, or this is not the compiled agent (or the runtime cannot execve, or execve fails:
+ * then the JIT stays).
  */
 export function runInterpreterOnly(p: ProcessSeam = process): void {
   if (p.env[MARKER] === '1') {
@@ -37,5 +38,10 @@ export function runInterpreterOnly(p: ProcessSeam = process): void {
   }
   if (p.env[JIT_VAR] !== undefined) return;
   if (p.argv[1]?.startsWith('/$bunfs/') !== true || p.execve === undefined) return;
-  p.execve(p.execPath, [p.execPath, ...p.argv.slice(2)], { ...p.env, [JIT_VAR]: '0', [MARKER]: '1' });
+  try {
+    p.execve(p.execPath, [p.execPath, ...p.argv.slice(2)], { ...p.env, [JIT_VAR]: '0', [MARKER]: '1' });
+  } catch {
+    // The executable could not be run again (its file replaced or gone, a seccomp policy): the agent
+    // works the same with the JIT, at a little more memory, so it goes on rather than fail.
+  }
 }

@@ -67,6 +67,22 @@ describe('runInterpreterOnly', () => {
     }
   });
 
+  it('keeps the JIT and runs on when execve fails', () => {
+    const env: Record<string, string | undefined> = { HOME: '/h' };
+    const p: ProcessSeam = {
+      argv: COMPILED,
+      execPath: '/app/bin/fencepost-agent',
+      env,
+      execve: () => {
+        throw Object.assign(new Error('EACCES'), { code: 'EACCES' });
+      },
+    };
+    expect(() => {
+      runInterpreterOnly(p);
+    }).not.toThrow();
+    expect(env).toEqual({ HOME: '/h' });
+  });
+
   it('keeps the JIT when the runtime cannot replace the process', () => {
     const env: Record<string, string | undefined> = {};
     expect(() => {
