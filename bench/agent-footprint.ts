@@ -419,6 +419,9 @@ async function main(): Promise<void> {
       const { proc, port } = await spawnSubject('node', 'agent-modules', ['--import', pathToFileURL(hook).href], {
         FENCEPOST_BENCH_MODULES: list,
       });
+      // Ready first, as in the timed runs: the agent takes over SIGTERM only once its watches have
+      // synced (/readyz), and its lock API can say held a moment before that.
+      await waitReady('node', proc, port);
       await waitHeld('node', proc, port);
       const { exitCode } = await stopTimed(proc);
       if (exitCode !== 0) throw new Error(`agent exited with ${exitCode}`);

@@ -43,7 +43,9 @@ const ROOT = resolve(import.meta.dirname, '..');
  * same file) instead of parsed and compiled into each process's own heap; `--smol` is Bun's
  * small-heap mode (collects more often); a JIT tier-up threshold scaled by 10^9 keeps the agent in
  * the interpreter and baseline tiers: it runs a renew every few seconds, which optimised machine
- * code does not speed up, and each tier's code is memory of each process.
+ * code does not speed up, and each tier's code is memory of each process. The executable then
+ * turns the JIT off altogether when it starts (src/cli/interpreter-only.ts: no build option can);
+ * the threshold still holds for a user who turns it back on with BUN_JSC_useJIT=1.
  */
 const LEAN_FLAGS = ['--bytecode', '--compile-exec-argv=--smol', '--compile-jit-policy=1000000000'] as const;
 

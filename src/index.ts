@@ -2,8 +2,9 @@
  * fencepost — the library entry point (`import { acquire } from 'fencepost'`): acquire a
  * DistributedLock in-process, and the fencing guards that make a resource refuse stale tokens.
  * This entry loads no Kubernetes client package (acquire() speaks to the API server through
- * src/transport/) but does load pino; a service that only guards a resource imports
- * `fencepost/guards` (src/guards/index.ts), which loads no package at all.
+ * src/transport/, and logs through observability/logger.ts, which needs no package either; js-yaml
+ * is loaded on the first YAML kubeconfig); a service that only guards a resource imports
+ * `fencepost/guards` (src/guards/index.ts), which loads nothing but its own files.
  *
  * acquire() with a `store` (Redis, Redlock: docs/stores.md) loads the stores and ioredis then,
  * not before: this entry provides them as a lazy import (client/store-loader.ts).

@@ -6,9 +6,10 @@
  * rather than a silent http://localhost:8080.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { load as loadYaml } from 'js-yaml';
+import type { load as jsYamlLoad } from 'js-yaml';
 import {
   ConfigError,
   SERVICE_ACCOUNT_DIR,
@@ -55,10 +56,50 @@ export function loadClusterConfig(path: string | undefined, o: LoadConfigOptions
   );
 }
 
-/** parseKubeconfigText parses a kubeconfig's YAML (or JSON, a subset) text; `source` names it in errors. */
+/** YamlLoad parses one YAML document; `source` names it in errors. */
+type YamlLoad = (text: string, source: string) => unknown;
+
+/** BunYaml is the YAML parser the Bun runtime has built in (`Bun.YAML`), when it has one. */
+type BunYaml = { readonly YAML?: { readonly parse?: (text: string) => unknown } } | undefined;
+
+let yamlLoad: YamlLoad | undefined;
+
+/**
+ * yamlParser is loaded on the first YAML kubeconfig, not with this module: a sidecar in a pod
+ * reads its ServiceAccount and parses no YAML, and js-yaml's module costs every agent memory it
+ * would never use (bench/agent-imports.ts). Under Bun (the compiled agent) it is Bun's built-in
+ * parser, so the executable bundles no YAML library; under Node, js-yaml. Both follow YAML 1.2's
+ * core schema and read kubectl's documents alike (test/unit/transport/config.test.ts parses the
+ * same documents with both); the one difference found is a merge key (`<<`), which Bun merges, as
+ * kubectl does, and js-yaml keeps as a key.
+ */
+function yamlParser(): YamlLoad {
+  if (yamlLoad !== undefined) return yamlLoad;
+  const bun = (globalThis as { readonly Bun?: BunYaml }).Bun?.YAML?.parse;
+  if (bun !== undefined) {
+    yamlLoad = (text) => bun(text);
+  } else {
+    const { load } = createRequire(import.meta.url)('js-yaml') as { load: typeof jsYamlLoad };
+    yamlLoad = (text, source) => load(text, { filename: source });
+  }
+  return yamlLoad;
+}
+
+/**
+ * parseKubeconfigText parses a kubeconfig's YAML (or JSON, a subset) text; `source` names it in
+ * errors. JSON (what client-node's `exportConfig()` writes, and a form kubectl reads) needs no
+ * YAML parser.
+ */
 export function parseKubeconfigText(text: string, source: string): unknown {
   try {
-    return loadYaml(text, { filename: source });
+    if (text.trimStart().startsWith('{')) {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        /* a YAML flow mapping that is not JSON: the YAML parser reads it */
+      }
+    }
+    return yamlParser()(text, source);
   } catch (err) {
     throw new ConfigError(`${source}: not a YAML kubeconfig: ${err instanceof Error ? err.message : String(err)}`);
   }

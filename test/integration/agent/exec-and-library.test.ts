@@ -62,11 +62,13 @@ describe('the acquire() library and fencepost exec', () => {
       '--',
       process.execPath,
       '-e',
-      'process.stdout.write(process.env.FENCEPOST_LOCK + " " + process.env.FENCEPOST_TOKEN); process.exit(7)',
+      'const e = process.env; process.stdout.write([e.FENCEPOST_LOCK, e.FENCEPOST_TOKEN, e.BUN_JSC_useJIT, e.FENCEPOST_AGENT_INTERPRETER_ONLY].join(" ")); process.exit(7)',
     ]);
     expect(r.code, r.stderr).toBe(7);
-    const [lockName, printed] = r.stdout.split(' ');
+    const [lockName, printed, ...rest] = r.stdout.split(' ');
     expect(lockName).toBe('job');
+    // The agent ran without its JIT (src/cli/interpreter-only.ts); the command gets the environment exec was given.
+    expect(rest).toEqual(['', '']);
     // Released when the command exited; in Election mode the only candidate is then granted
     // again, with a new term and a larger token.
     const lease = parseLease((await getLease(t, 'job')) ?? {});

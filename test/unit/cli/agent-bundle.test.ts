@@ -22,4 +22,15 @@ describe('the compiled agent (dist/bin/fencepost-agent)', () => {
     },
     HANG_BOUND_MS,
   );
+
+  // Each package a sidecar loads is memory of every pod (docs/benchmarks.md, "Agent"): it logs
+  // through observability/logger.ts and parses a YAML kubeconfig with Bun's own parser.
+  it(
+    'bundles no npm package at all: no logging library, no YAML parser',
+    () => {
+      const { inputs } = buildAgent();
+      expect(inputs.filter((p) => p.includes('node_modules/')).map(packageOf)).toEqual([]);
+    },
+    HANG_BOUND_MS,
+  );
 });

@@ -1,10 +1,13 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { load as jsYaml } from 'js-yaml';
 import { afterAll, describe, expect, it } from 'vitest';
+import { bunPath } from '../../../hack/build-agent.ts';
 import { ConfigError, inClusterConfig, mergeKubeconfigs, parseKubeconfig } from '../../../src/transport/config.ts';
 import { parseExecCredential } from '../../../src/transport/exec-credential.ts';
-import { loadClusterConfig } from '../../../src/transport/load-config.ts';
+import { loadClusterConfig, parseKubeconfigText } from '../../../src/transport/load-config.ts';
 
 const PEM = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
 const b64 = (b: Buffer): string => b.toString('base64');
@@ -321,6 +324,52 @@ describe('loadClusterConfig (the order: --kubeconfig, $KUBECONFIG, ~/.kube/confi
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, 'clusters: [unclosed');
     expect(() => loadClusterConfig(bad, { env: {} })).toThrow(`${bad}: not a YAML kubeconfig`);
+  });
+});
+
+// Under Node a YAML kubeconfig is read by js-yaml, under Bun (the compiled agent) by Bun's built-in
+// parser; JSON by neither. The documents below hold what kubeconfigs hold in the wild.
+const YAML_DOCS: readonly string[] = [
+  `# kubectl's own output\napiVersion: v1\nkind: Config\ncurrent-context: kind-dev\npreferences: {}\nclusters:\n- cluster:\n    certificate-authority-data: ${b64(PEM)}\n    server: https://127.0.0.1:6443\n  name: kind-dev\nusers:\n- name: kind-dev\n  user:\n    token: "0123456789"\ncontexts:\n- context:\n    cluster: kind-dev\n    user: kind-dev\n    namespace: 'shop'\n  name: kind-dev\n`,
+  'clusters:\n  - name: a\n    cluster: {server: "https://a:443", insecure-skip-tls-verify: true, proxy-url: null}\nusers: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, args: [eks, get-token, --cluster-name, prod], env: ~, interactiveMode: Never, provideClusterInfo: false}}}]\n',
+  'anchors:\n  base: &b {cluster: c, user: u}\ncontexts:\n  - name: x\n    context: *b\n  - name: y\n    context: *b\n',
+  "text:\n  folded: >\n    one\n    two\n  literal: |\n    line 1\n    line 2\n  numbers: [1, 0.5, 0x1F, 1e3, '007', 010]\n  words: [yes, no, on, off, true, false, True, NULL, ~]\n",
+];
+
+describe('parseKubeconfigText (YAML under Node and under Bun, JSON without a YAML parser)', () => {
+  it('js-yaml (Node) and Bun.YAML (the compiled agent) read every document alike', () => {
+    const script = `process.stdout.write(JSON.stringify(JSON.parse(await Bun.stdin.text()).map((d) => Bun.YAML.parse(d))))`;
+    const underBun = JSON.parse(
+      execFileSync(bunPath(), ['-e', script], { input: JSON.stringify(YAML_DOCS), encoding: 'utf8' }),
+    ) as unknown[];
+    const underNode = YAML_DOCS.map((d) => parseKubeconfigText(d, 'doc'));
+    expect(underNode).toEqual(YAML_DOCS.map((d) => jsYaml(d)));
+    expect(underBun).toEqual(JSON.parse(JSON.stringify(underNode)));
+  });
+
+  it('the one difference: a merge key (<<) is merged by Bun, as kubectl does, and kept as a key by js-yaml', () => {
+    const text = 'base: &b {cluster: c}\ncontext: {<<: *b, namespace: y}\n';
+    const underBun = execFileSync(
+      bunPath(),
+      ['-e', `process.stdout.write(JSON.stringify(Bun.YAML.parse(${JSON.stringify(text)})))`],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(JSON.parse(underBun)).toEqual({ base: { cluster: 'c' }, context: { cluster: 'c', namespace: 'y' } });
+    expect(parseKubeconfigText(text, 'doc')).toEqual({
+      base: { cluster: 'c' },
+      context: { '<<': { cluster: 'c' }, namespace: 'y' },
+    });
+  });
+
+  it('reads JSON (what client-node exportConfig() writes) as JSON, and a YAML flow mapping as YAML', () => {
+    expect(parseKubeconfigText(JSON.stringify(doc()), 'json')).toEqual(doc());
+    expect(parseKubeconfigText('  {kind: Config, clusters: []}', 'flow')).toEqual({ kind: 'Config', clusters: [] });
+  });
+
+  it('names the source of a document neither reads', () => {
+    expect(() => parseKubeconfigText('{"kind": "Config"', 'broken.json')).toThrow('broken.json: not a YAML kubeconfig');
   });
 });
 
