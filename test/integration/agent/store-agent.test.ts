@@ -94,7 +94,10 @@ describe('the shipped agent holding store locks, observed by the controller', ()
   });
 
   it('Mutex in Redlock, five masters: taken on request, given back on release, heard as a release', async () => {
-    await createLock(t, lockBody('mx', 'mx', { store: 'Redlock', mode: 'Mutex', leaseDurationSeconds: 2 }));
+    // A 10 s lease: what is checked is that a release is heard as a release, so the holder must
+    // still hold at its release; with 2 s, five masters' renewals on a loaded 2-core CI machine
+    // were sometimes late, the key expired, and the controller rightly reported an expiry.
+    await createLock(t, lockBody('mx', 'mx', { store: 'Redlock', mode: 'Mutex', leaseDurationSeconds: 10 }));
     const a = await agentFor('mx', 'mx-a', redlockUrl);
     expect((await a.snapshot()).held).toBe(false); // Mutex: nothing until asked
     const acquired = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/acquire?wait=5s`, {
@@ -107,6 +110,7 @@ describe('the shipped agent holding store locks, observed by the controller', ()
     await eventually(async () => {
       expect((await getLock(t, 'mx')).status?.holder?.name).toBe('mx-a');
     }, 5000);
+    expect((await a.snapshot()).held, 'the holder still holds when it releases').toBe(true);
     const released = await fetch(`http://127.0.0.1:${a.port}/v1/locks/mx/release`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
