@@ -107,7 +107,6 @@ export class LeaseLockPolicy {
         // The first grant waits until status records the Lease: write that now and go on to the
         // grant in this same reconcile, rather than after another trip through the queue.
         const status = computeStatus(obs, dec, current.status, io.d.clock.now());
-        io.memory(key).queue = status.queue ?? [];
         await io.writeStatus(current, status, signal);
         current = { ...current, status };
         recorded = true;
@@ -128,7 +127,6 @@ export class LeaseLockPolicy {
     reportRefusedCompletions(io, key, current, obs, now, log);
     if (this.#reportsPriorities) reportBadPriorities(io, key, current, dec, log);
     const status = computeStatus(obs, dec, current.status, now);
-    io.memory(key).queue = status.queue ?? []; // before the write: a failed write must not lose the order
     await io.writeStatus(current, status, signal);
     // A spec no retry can fix (status says Ready=False, InvalidSpec): fail without requeue; the lock waits for an event.
     const stuck = unactionable(obs, dec);

@@ -383,6 +383,9 @@ export class LockIO {
     const base = stableJson(prev);
     const sent = stableJson(next);
     const m = this.#memory.of(lockKey(lock));
+    // The queue is remembered before the write: a failed write must not lose the order, and the
+    // lock cache may not show this write when the next request arrives.
+    m.queue = next.queue ?? [];
     if (base === sent) {
       m.statusWritten = undefined;
       return;

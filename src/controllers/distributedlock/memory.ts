@@ -33,8 +33,9 @@ export interface LockMemory {
   tampered: string | undefined;
   /**
    * queue: this process's record of the requests in the order it first saw them, the newest copy
-   * of status.queue: the lock cache may not show our last status write yet when the next request
-   * arrives. Unset: seed from status.queue (what an earlier process or leader recorded).
+   * of status.queue, kept by every status write (LockIO.writeStatus): the lock cache may not show
+   * our last status write yet when the next request arrives. Unset: seed from status.queue (what an
+   * earlier process or leader recorded).
    */
   queue: readonly QueuedRequest[] | undefined;
   /** badPriorities: the invalid Election priorities already reported (`pod/uid=value`), for once-only Events. */

@@ -74,7 +74,6 @@ export class SemaphorePolicy {
       }
       if (dec.waiting === 'LeaseNotRecorded' && obs.anchor !== undefined && !recorded) {
         const status = computeSemaphoreStatus(obs, dec, current.status, io.d.clock.now());
-        io.memory(key).queue = status.queue ?? [];
         await io.writeStatus(current, status, signal);
         current = { ...current, status };
         recorded = true;
@@ -92,7 +91,6 @@ export class SemaphorePolicy {
     }
     io.reportFencing(key, current, obs.fencing, ctx.log);
     const status = computeSemaphoreStatus(obs, dec, current.status, io.d.clock.now());
-    io.memory(key).queue = status.queue ?? [];
     await io.writeStatus(current, status, signal);
     // Out of passes with Lease work left (many waiters at once): go on at once, through the queue.
     return { requeueAfterMs: pass === MAX_PASSES ? 0 : dec.requeueAfterMs };
