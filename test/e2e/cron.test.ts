@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { V1EnvVar, V1Pod } from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../src/api/v1alpha1/distributedlock.ts';
+import { createLock, getLock, lockBody, testKube } from '../support/fixtures.ts';
 import { eventually } from '../support/env.ts';
 import { parseLease } from '../../src/lease/record.ts';
 import { leaseName } from '../../src/protocol/names.ts';
@@ -83,13 +83,7 @@ describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
     return out;
   };
   const completedRuns = async (lock: string): Promise<string[]> => {
-    const obj = (await e.custom.getNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: NS,
-      plural: PLURAL,
-      name: lock,
-    })) as DistributedLock;
+    const obj = await getLock(testKube(e.kc, NS), lock);
     return obj.status?.completedRuns?.map((r) => r.runId) ?? [];
   };
 
@@ -221,22 +215,7 @@ describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
       const LOCK = 'graceful';
       const GRACE_S = 6;
       const LEASE_S = 15;
-      await e.custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: NS,
-        plural: PLURAL,
-        body: {
-          apiVersion: `${GROUP}/${VERSION}`,
-          kind: 'DistributedLock',
-          metadata: { name: LOCK },
-          spec: {
-            leaseDurationSeconds: LEASE_S,
-            mode: 'Mutex',
-            candidates: { selector: { matchLabels: { app: LOCK } } },
-          },
-        },
-      });
+      await createLock(testKube(e.kc, NS), lockBody(LOCK, LOCK, { leaseDurationSeconds: LEASE_S, mode: 'Mutex' }));
       // The job prints when it starts (with its token), every SIGTERM it ignores, and a tick every 200 ms.
       const job = [
         "process.on('SIGTERM', () => console.log(`SIGTERM ignored at ${Date.now()}`));",
@@ -301,13 +280,7 @@ describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
       // B's exec asked and waits in the queue.
       await eventually(
         async () => {
-          const lock = (await e.custom.getNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            namespace: NS,
-            plural: PLURAL,
-            name: LOCK,
-          })) as DistributedLock;
+          const lock = await getLock(testKube(e.kc, NS), LOCK);
           expect(lock.status?.queue?.map((q) => q.pod)).toEqual(['graceful-b']);
         },
         60_000,

@@ -13,6 +13,7 @@ import type { LockSnapshot } from '../../src/agent/session.ts';
 import { findBinary } from '../support/testbed/assets.ts';
 import { getStatus } from '../support/testbed/http-probe.ts';
 import { eventually } from '../support/env.ts';
+import { createLock, lockBody, testKube } from '../support/fixtures.ts';
 import type { NodeEvent } from '../support/node/node.ts';
 import { IMAGE, ON_KUBELET, ROOT, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 
@@ -83,22 +84,7 @@ describe.skipIf(!ON_KUBELET)('the agent as a native sidecar on a kubelet (exampl
       mine().findIndex((x) => x.container === container && x.what === what);
     try {
       await e.core.createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: 'late-agent' } } });
-      await e.custom.createNamespacedCustomObject({
-        group: 'fencepost.io',
-        version: 'v1alpha1',
-        namespace: NS,
-        plural: 'distributedlocks',
-        body: {
-          apiVersion: 'fencepost.io/v1alpha1',
-          kind: 'DistributedLock',
-          metadata: { name: LOCK },
-          spec: {
-            leaseDurationSeconds: 15,
-            mode: 'Election',
-            candidates: { selector: { matchLabels: { app: LOCK } } },
-          },
-        },
-      });
+      await createLock(testKube(e.kc, NS), lockBody(LOCK, LOCK, { leaseDurationSeconds: 15, mode: 'Election' }));
       await e.core.createNamespacedPod({
         namespace: NS,
         body: {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { GROUP, PLURAL, VERSION } from '../../src/api/v1alpha1/distributedlock.ts';
+import { createLock, lockBody, testKube } from '../support/fixtures.ts';
 import { parseLease } from '../../src/lease/record.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 import { eventually } from '../support/env.ts';
@@ -47,23 +47,14 @@ describe.skipIf(ON_KUBELET)('a holder whose node is deleted (pod GC marks its po
     const [doomed] = await createNodes(e.kc, 1, 'doomed');
     if (doomed === undefined) throw new Error('no node created');
     await waitNodesReady(e.kc, [doomed]);
-    await e.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: NS,
-      plural: PLURAL,
-      body: {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'DistributedLock',
-        metadata: { name: LOCK },
-        spec: {
-          leaseDurationSeconds: LEASE_SECONDS,
-          lockDelaySeconds: LOCK_DELAY_SECONDS,
-          mode: 'Election',
-          candidates: { selector: { matchLabels: { app: LOCK } } },
-        },
-      },
-    });
+    await createLock(
+      testKube(e.kc, NS),
+      lockBody(LOCK, LOCK, {
+        leaseDurationSeconds: LEASE_SECONDS,
+        lockDelaySeconds: LOCK_DELAY_SECONDS,
+        mode: 'Election',
+      }),
+    );
     await e.core.createNamespacedPod({ namespace: NS, body: aPod('holder', doomed, [KEEP]) });
     try {
       // 1. The pod on the doomed node is granted the lock; nobody renews it from then on.
@@ -228,23 +219,14 @@ describe.runIf(ON_KUBELET)('a holder whose real node is lost (kubelet stopped, i
     process.stderr.write(
       `[e2e] spare node ${spare.name}: kubelet ${rssMiB(spare.kubelet().pid)} MiB, containerd ${rssMiB(spare.containerd.pid)} MiB RSS\n`,
     );
-    await e.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: NS,
-      plural: PLURAL,
-      body: {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'DistributedLock',
-        metadata: { name: LOCK },
-        spec: {
-          leaseDurationSeconds: REAL_LEASE_SECONDS,
-          lockDelaySeconds: REAL_LOCK_DELAY_SECONDS,
-          mode: 'Election',
-          candidates: { selector: { matchLabels: { app: LOCK } } },
-        },
-      },
-    });
+    await createLock(
+      testKube(e.kc, NS),
+      lockBody(LOCK, LOCK, {
+        leaseDurationSeconds: REAL_LEASE_SECONDS,
+        lockDelaySeconds: REAL_LOCK_DELAY_SECONDS,
+        mode: 'Election',
+      }),
+    );
     await e.core.createNamespacedPod({ namespace: NS, body: agentPod('holder', spare.name) });
     const held = await eventually(
       async () => {

@@ -7,6 +7,7 @@ import { loadAllYaml, type V1Container, type V1Pod } from '@kubernetes/client-no
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LockSnapshot } from '../../src/agent/session.ts';
 import { eventually } from '../support/env.ts';
+import { createLock, lockBody, testKube } from '../support/fixtures.ts';
 import { findBinary } from '../support/testbed/assets.ts';
 import { IMAGE, ROOT, RUNTIME, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
 
@@ -67,18 +68,7 @@ describe.skipIf(RUNTIME === 'process')('an app on port 8080 beside the agent sid
   it('both work: the app answers on 8080, the agent on 7370-7372, and the pod holds the lock', async () => {
     const sidecar = await librarySidecar(dir);
     expect(sidecar.ports?.map((p) => p.containerPort)).toEqual([7372, 7371]);
-    await e.custom.createNamespacedCustomObject({
-      group: 'fencepost.io',
-      version: 'v1alpha1',
-      namespace: NS,
-      plural: 'distributedlocks',
-      body: {
-        apiVersion: 'fencepost.io/v1alpha1',
-        kind: 'DistributedLock',
-        metadata: { name: LOCK },
-        spec: { leaseDurationSeconds: 15, mode: 'Election', candidates: { selector: { matchLabels: { app: LOCK } } } },
-      },
-    });
+    await createLock(testKube(e.kc, NS), lockBody(LOCK, LOCK, { leaseDurationSeconds: 15, mode: 'Election' }));
     await e.core.createNamespacedPod({
       namespace: NS,
       body: {

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../src/api/v1alpha1/distributedlock.ts';
+import { getLock, testKube } from '../support/fixtures.ts';
 import { parseLease } from '../../src/lease/record.ts';
 import { eventually } from '../support/env.ts';
 import { ON_KUBELET, ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
@@ -128,13 +128,7 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     const { pod, token } = await oneHolder().catch(async (err: unknown) => {
       throw new Error(`${String(err)}\n${await dumpDiagnostics(e, NS)}`);
     });
-    const lock = (await e.custom.getNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: NS,
-      plural: PLURAL,
-      name: LOCK,
-    })) as DistributedLock;
+    const lock = await getLock(testKube(e.kc, NS), LOCK);
     expect(lock.status?.holder?.name).toBe(pod);
     expect(lock.status?.fencingToken).toBe(token.toString());
     // The holder-only Service routes to the holder alone (the EndpointSlice controller follows the label).
@@ -348,13 +342,7 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     );
     expect(lease.released).toBe('Released');
     expect(await believers(e, NS, LOCK)).toEqual([]);
-    const lock = (await e.custom.getNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: NS,
-      plural: PLURAL,
-      name: LOCK,
-    })) as DistributedLock;
+    const lock = await getLock(testKube(e.kc, NS), LOCK);
     expect(lock.status?.holder).toBeUndefined();
   });
 });
