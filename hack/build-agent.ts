@@ -34,6 +34,7 @@ import {
 } from 'node:fs';
 import { basename, join, relative, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { filesKey, filesUnder } from './image/inputs.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 /**
@@ -275,23 +276,10 @@ export function bundledModules(metafile = AGENT_METAFILE): string[] {
 }
 
 function inputsHash(bunVersion: string): string {
-  const h = createHash('sha256');
-  h.update(bunVersion);
-  h.update(LEAN_FLAGS.join(' '));
-  for (const file of [...filesUnder(join(ROOT, 'src')), join(ROOT, 'package-lock.json')]) {
-    h.update(relative(ROOT, file));
-    h.update('\0');
-    h.update(readFileSync(file));
-    h.update('\0');
-  }
-  return h.digest('hex');
-}
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile())
-    .map((e) => join(e.parentPath, e.name))
-    .toSorted();
+  return filesKey(ROOT, [...filesUnder(ROOT, 'src'), 'package-lock.json'], {
+    bun: bunVersion,
+    flags: LEAN_FLAGS.join(' '),
+  });
 }
 
 if (import.meta.main) {

@@ -42,14 +42,32 @@ export interface BuildInputs {
 
 /** inputKey is the hex sha256 of the inputs: each as a length-prefixed record, so no two sets collide. */
 export function inputKey(inputs: BuildInputs): string {
+  const files = [...new Set([...contextFiles(inputs.context), ...inputs.extraFiles])];
+  return filesKey(inputs.context, files, inputs.values);
+}
+
+/**
+ * filesKey is the hex sha256 of files (paths relative to root, hashed with their content, in sorted
+ * order) and values (name=value, sorted by name), each as a length-prefixed record so that no two
+ * sets collide: the key of every build cache here (the image, the agent executable, the Java
+ * client's test build).
+ */
+export function filesKey(root: string, files: readonly string[], values: Readonly<Record<string, string>>): string {
   const h = createHash('sha256');
   const record = (kind: string, name: string, body: Buffer | string): void => {
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
     h.update(`${kind} ${name.length}:${name} ${bytes.length}:`);
     h.update(bytes);
   };
-  const files = [...new Set([...contextFiles(inputs.context), ...inputs.extraFiles])].sort();
-  for (const f of files) record('file', f, readFileSync(join(inputs.context, f)));
-  for (const k of Object.keys(inputs.values).sort()) record('value', k, inputs.values[k] ?? '');
+  for (const f of [...files].sort()) record('file', f, readFileSync(join(root, f)));
+  for (const k of Object.keys(values).sort()) record('value', k, values[k] ?? '');
   return h.digest('hex');
+}
+
+/** filesUnder lists every file under root/dir, as paths relative to root, sorted. */
+export function filesUnder(root: string, dir: string): string[] {
+  return readdirSync(join(root, dir), { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile())
+    .map((e) => relative(root, join(e.parentPath, e.name)))
+    .sort();
 }

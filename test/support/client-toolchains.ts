@@ -4,11 +4,12 @@
  * as the Java tests run it. Shared by each client's agent test and its store test.
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { filesKey, filesUnder } from '../../hack/image/inputs.ts';
 
 /** GO_MODULE is clients/go. */
 export const GO_MODULE = resolve(import.meta.dirname, '../../clients/go');
@@ -59,23 +60,9 @@ export async function mvn(args: string[], env: NodeJS.ProcessEnv = process.env):
   }
 }
 
-/** filesUnder lists every file under dir, sorted, as paths relative to root. */
-function filesUnder(root: string, dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true })
-    .flatMap((d) => (d.isDirectory() ? filesUnder(root, join(dir, d.name)) : [relative(root, join(dir, d.name))]))
-    .sort();
-}
-
 /** javaSourceKey hashes what a build of clients/java depends on: its pom and every file under src/. */
 function javaSourceKey(): string {
-  const h = createHash('sha256');
-  for (const f of ['pom.xml', ...filesUnder(JAVA_PROJECT, join(JAVA_PROJECT, 'src'))]) {
-    h.update(f)
-      .update('\0')
-      .update(readFileSync(join(JAVA_PROJECT, f)))
-      .update('\0');
-  }
-  return h.digest('hex').slice(0, 16);
+  return filesKey(JAVA_PROJECT, ['pom.xml', ...filesUnder(JAVA_PROJECT, 'src')], {}).slice(0, 16);
 }
 
 /**
