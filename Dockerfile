@@ -39,7 +39,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src/ src/
-COPY hack/build-agent.ts hack/
+COPY hack/build-agent.ts hack/files-key.ts hack/
 # The controller runs on Node from dist/src; the agent sidecar (and `fencepost-agent exec`) is the
 # same TypeScript compiled by Bun (the devDependency `bun`) into one executable, dist/bin/fencepost-agent.
 RUN npm run build && node hack/build-agent.ts

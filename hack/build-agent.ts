@@ -34,7 +34,7 @@ import {
 } from 'node:fs';
 import { basename, join, relative, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { filesKey, filesUnder } from './image/inputs.ts';
+import { filesKey, filesUnder } from './files-key.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 /**

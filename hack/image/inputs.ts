@@ -7,9 +7,9 @@
  * lets through (path and content), the base image's reference, the build arguments, the builder's
  * version and the build script itself.
  */
-import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { filesKey } from '../files-key.ts';
 import { readDockerIgnore } from '../../test/support/image/dockerignore.ts';
 
 // Never part of our context and large: not walked at all (.dockerignore excludes them anyway).
@@ -44,30 +44,4 @@ export interface BuildInputs {
 export function inputKey(inputs: BuildInputs): string {
   const files = [...new Set([...contextFiles(inputs.context), ...inputs.extraFiles])];
   return filesKey(inputs.context, files, inputs.values);
-}
-
-/**
- * filesKey is the hex sha256 of files (paths relative to root, hashed with their content, in sorted
- * order) and values (name=value, sorted by name), each as a length-prefixed record so that no two
- * sets collide: the key of every build cache here (the image, the agent executable, the Java
- * client's test build).
- */
-export function filesKey(root: string, files: readonly string[], values: Readonly<Record<string, string>>): string {
-  const h = createHash('sha256');
-  const record = (kind: string, name: string, body: Buffer | string): void => {
-    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
-    h.update(`${kind} ${name.length}:${name} ${bytes.length}:`);
-    h.update(bytes);
-  };
-  for (const f of [...files].sort()) record('file', f, readFileSync(join(root, f)));
-  for (const k of Object.keys(values).sort()) record('value', k, values[k] ?? '');
-  return h.digest('hex');
-}
-
-/** filesUnder lists every file under root/dir, as paths relative to root, sorted. */
-export function filesUnder(root: string, dir: string): string[] {
-  return readdirSync(join(root, dir), { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile())
-    .map((e) => relative(root, join(e.parentPath, e.name)))
-    .sort();
 }

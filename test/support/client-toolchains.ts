@@ -9,7 +9,7 @@ import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeF
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { filesKey, filesUnder } from '../../hack/image/inputs.ts';
+import { filesKey, filesUnder } from '../../hack/files-key.ts';
 
 /** GO_MODULE is clients/go. */
 export const GO_MODULE = resolve(import.meta.dirname, '../../clients/go');
