@@ -1,12 +1,14 @@
 /**
  * run-tests.ts — `npm test`: runs vitest (all projects, or the arguments given), then prints the
  * totals as one plain line, "N passed, N failed, N skipped", and the slowest test files (CI's
- * time budget is spent there), and exits with vitest's code.
+ * time budget is spent there; every file's time goes to `.results/tests/durations.json`), and exits
+ * with vitest's code.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { resultsPath } from './results.ts';
 
 interface JsonReport {
   numPassedTests: number;
@@ -42,8 +44,10 @@ try {
       file: f.name.startsWith(root) ? f.name.slice(root.length + 1) : f.name,
       ms: f.endTime - f.startTime,
     }))
-    .sort((a, b) => b.ms - a.ms)
-    .slice(0, SLOWEST);
+    .sort((a, b) => b.ms - a.ms);
+  // Every file's time, slowest first, for tiering the default run; the newest run replaces it.
+  writeFileSync(resultsPath('tests', 'durations.json'), JSON.stringify(slow, null, 1) + '\n');
+  slow.splice(SLOWEST);
   if (slow.length > 1)
     process.stdout.write(`slowest files: ${slow.map((f) => `${f.file} ${(f.ms / 1000).toFixed(0)} s`).join(', ')}\n`);
   if (r.numPassedTests === 0) code = code === 0 ? 1 : code;
