@@ -150,8 +150,8 @@ export interface HolderPolicy<T extends HolderTimings = HolderTimings> {
   names(token: bigint): boolean;
   /** timingsFor: the timings a renew of `token` is sent under now. */
   timingsFor(token: bigint): T;
-  /** retryInMs: the wait before a failed renew sent under `timings` is tried again, with `leftMs` left of the term. */
-  retryInMs(timings: T, leftMs: number): number;
+  /** retryInMs: the wait before the failed `request` is tried again, with `leftMs` left of the term at `nowMs`. */
+  retryInMs(request: RenewRequest<T>, leftMs: number, nowMs: number): number;
   /** deadlineReason: the reason a term lost at its deadline is reported with. */
   readonly deadlineReason: string;
   /** termEnding: a held term is ending (before its timers are cleared). */
@@ -408,7 +408,7 @@ export class HolderStep<T extends HolderTimings> {
     d.renew = 'backoff';
     const term = heldTerm(d);
     const leftMs = term !== undefined ? term.validUntilMs - this.#now : request.timings.renewDeadlineMs;
-    this.#out({ type: 'ScheduleRetry', inMs: this.#policy.retryInMs(request.timings, leftMs) });
+    this.#out({ type: 'ScheduleRetry', inMs: this.#policy.retryInMs(request, leftMs, this.#now) });
   }
 
   /**

@@ -220,7 +220,7 @@ function storePolicy(ttlMs: number): HolderPolicy<TermTimings> {
   return {
     names: () => true,
     timingsFor: () => timings,
-    retryInMs: (_timings, leftMs) => Math.max(0, Math.min(RENEW_RETRY_MS, leftMs)),
+    retryInMs: (_request, leftMs) => Math.max(0, Math.min(RENEW_RETRY_MS, leftMs)),
     deadlineReason: 'the validity passed without a renew',
   };
 }

@@ -23,7 +23,7 @@ function policy(named = true): HolderPolicy {
   return {
     names: () => named,
     timingsFor: () => TIMINGS,
-    retryInMs: (_t, leftMs) => Math.min(100, leftMs),
+    retryInMs: (_request, leftMs) => Math.min(100, leftMs),
     deadlineReason: 'deadline passed',
   };
 }
