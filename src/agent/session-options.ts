@@ -13,7 +13,7 @@ import type { LeaseClient } from '../runtime/leaderelection.ts';
 import type { ApiClient } from '../transport/client.ts';
 import { ListWatchInformer } from '../transport/informer.ts';
 import { leasesPath } from '../transport/resources.ts';
-import type { LockState, MinDrain, SessionAction } from './session-state.ts';
+import { heldTerm, type LockState, type MinDrain, type SessionAction, type SessionState } from './session-state.ts';
 
 /** LockSnapshot is what the agent's HTTP API returns for a lock. Tokens are decimal strings. */
 export interface LockSnapshot {
@@ -147,4 +147,21 @@ export function logReport(a: Extract<SessionAction, { type: 'Report' }>, log: Lo
   else if (a.what === 'TimingsContradict')
     log.error({ err: a.err, lock }, 'Refused a term whose timings contradict each other; handing it back');
   else log.error({ err: a.err, lock }, 'Failed to parse Lease');
+}
+
+/** snapshotOf is the snapshot of a session in `s` (its deadline already checked) at monotonic `nowMs`. */
+export function snapshotOf(s: SessionState, lock: string, permit: number | undefined, nowMs: number): LockSnapshot {
+  const term = heldTerm(s);
+  return {
+    lock,
+    held: term !== undefined,
+    token: term?.token.toString(),
+    holder: s.lease?.record?.holder?.name,
+    expiresInMs: term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - nowMs)) : undefined,
+    state: s.phase.name,
+    ...(term !== undefined && permit !== undefined ? { permit } : {}),
+    ...(term !== undefined && s.draining !== undefined
+      ? { draining: { to: s.draining.to, deadlineInMs: Math.max(0, Math.floor(s.draining.untilMs - nowMs)) } }
+      : {}),
+  };
 }

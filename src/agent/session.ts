@@ -28,6 +28,7 @@ import {
   announce,
   leaseInformerOf,
   logReport,
+  snapshotOf,
   type HandoverNotice,
   type LeaseInformer,
   type LockSessionOptions,
@@ -190,27 +191,7 @@ export class LockSession {
   /** snapshot is the current state; it first checks the term's deadline against the clock. */
   snapshot(): LockSnapshot {
     this.#step({ type: 'DeadlineCheck' });
-    const s = this.#s;
-    const term = heldTerm(s);
-    const permit = permitOfLease(this.#o.lock, this.#followed);
-    return {
-      lock: this.#o.lock,
-      held: term !== undefined,
-      token: term?.token.toString(),
-      holder: s.lease?.record?.holder?.name,
-      expiresInMs:
-        term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - this.#clock.monotonicMs())) : undefined,
-      state: s.phase.name,
-      ...(term !== undefined && permit !== undefined ? { permit } : {}),
-      ...(term !== undefined && s.draining !== undefined
-        ? {
-            draining: {
-              to: s.draining.to,
-              deadlineInMs: Math.max(0, Math.floor(s.draining.untilMs - this.#clock.monotonicMs())),
-            },
-          }
-        : {}),
-    };
+    return snapshotOf(this.#s, this.#o.lock, permitOfLease(this.#o.lock, this.#followed), this.#clock.monotonicMs());
   }
 
   /**
