@@ -31,7 +31,8 @@
  *
  * {@link HolderStep} is the same step as a class over a mutable draft, for a caller whose own
  * transition (the agent's) wraps the core's rows within one step; {@link holderTransition} is the
- * pure function over it.
+ * pure function over it. holder-loop.ts is its shell for a holder whose renewal is one request
+ * (the stores, the elector).
  */
 
 /** HolderTimings are what the core needs of a term's timings (TermTimings and the elector's fit). */

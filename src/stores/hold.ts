@@ -4,9 +4,9 @@
  * watchdog that renews every third of the TTL while the holder runs, and declare it lost the
  * moment its validity cannot be vouched for. The held term is the holder core's
  * (runtime/holder.ts: validity from the send time, renews retried until the deadline, step-down,
- * release), run with the store's timings (stores/redis/timing.ts storeTimings) and a renew that
- * is the backend's compare-and-expire; the waiter's backoff is timing.ts's. This is the timers
- * and the requests around them.
+ * release) on its shell (runtime/holder-loop.ts: the timers), with the store's timings
+ * (stores/redis/timing.ts storeTimings) and a renew that is the backend's compare-and-expire; the
+ * waiter and its backoff (timing.ts) are this module's.
  *
  * The validity is the hold's own reckoning, from the moment each acquire or renew request was sent
  * (stores/redis/timing.ts validUntil), read on one conservativeClock (runtime/clock.ts) over the
@@ -16,17 +16,9 @@
 import type { LockEvent } from '../protocol/lock-event.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
-import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
-import {
-  heldTerm,
-  holderTransition,
-  initialHolder,
-  type HolderEffect,
-  type HolderEvent,
-  type HolderPolicy,
-  type HolderState,
-  type RenewRequest,
-} from '../runtime/holder.ts';
+import { conservativeClock, type TimerClock } from '../runtime/clock.ts';
+import { heldTerm, holderTransition, initialHolder, type HolderPolicy, type HolderState } from '../runtime/holder.ts';
+import { HolderLoop } from '../runtime/holder-loop.ts';
 import { RENEW_RETRY_MS, retryDelayMs, storeTimings, WAIT_BACKOFF, type Backoff } from './redis/timing.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import { newOwnerId } from './owner.ts';
@@ -234,96 +226,44 @@ function keep(
   clock: TimerClock,
   o: HoldOptions,
 ): StoreHold {
-  const policy = storePolicy(o.ttlMs);
   const timings = storeTimings(o.ttlMs);
   const token = g.token.toString();
   const listeners = new Set<(e: LockEvent) => void>();
   const ended = new AbortController();
-  let state = granted;
   let released: Promise<void> | undefined;
-  let renewTimer: Timer | undefined;
-  let lapseTimer: Timer | undefined;
 
   const emit = (e: Omit<LockEvent, 'lock' | 'token'>): void => {
     for (const l of [...listeners]) l({ ...e, lock: o.lock, token });
   };
-  const validUntilMs = (): number => heldTerm(state)?.validUntilMs ?? 0;
+  const loop: HolderLoop<TermTimings> = new HolderLoop({
+    clock,
+    policy: storePolicy(o.ttlMs),
+    state: granted,
+    renew: async () => {
+      try {
+        return (await backend.renew(owner, o.ttlMs)) === 'renewed'
+          ? { kind: 'renewed' }
+          : { kind: 'notOurs', reason: 'the key is gone or held by another owner' };
+      } catch (err) {
+        return { kind: 'failed', err: err instanceof Error ? err.message : err };
+      }
+    },
+    onEmit: (e) => {
+      if (e.event === 'renewed') emit({ type: 'renewed', expiresInMs: validForMs() });
+      if (e.event !== 'lost') return;
+      const reason = e.reason ?? 'lost';
+      o.log.error({ lock: o.lock, token, reason }, 'Lost store lock');
+      ended.abort(new Error(`lock ${o.lock} lost: ${reason}`));
+      emit({ type: 'lost', reason });
+    },
+    onReport: (err) => {
+      o.log.warn({ lock: o.lock, token, err }, 'Failed to renew store lock; retrying');
+    },
+  });
   // Whole milliseconds, rounded down: what is reported may only understate the validity.
-  const validForMs = (): number =>
-    heldTerm(state) !== undefined ? Math.max(0, Math.floor(validUntilMs() - clock.monotonicMs())) : 0;
-  const stopTimers = (): void => {
-    renewTimer?.cancel();
-    lapseTimer?.cancel();
-  };
-  // The lapse timer ends trust at the validity even while a renew is still out (or the process
-  // was paused): whatever the renew later says, it cannot reach back.
-  const armLapse = (inMs: number): void => {
-    lapseTimer?.cancel();
-    lapseTimer = clock.setTimeout(() => {
-      step({ type: 'DeadlineCheck' });
-      if (heldTerm(state) !== undefined) armLapse(validUntilMs() - clock.monotonicMs());
-    }, inMs);
-  };
-  const perform = (e: HolderEffect<TermTimings>): void => {
-    switch (e.type) {
-      case 'SendRenew':
-        void renew(e.request);
-        return;
-      case 'ScheduleRetry':
-        renewTimer = clock.setTimeout(() => {
-          step({ type: 'RetryTimerFired' });
-        }, e.inMs);
-        return;
-      case 'ArmTimers':
-        renewTimer?.cancel();
-        renewTimer = clock.setTimeout(() => {
-          step({ type: 'RenewTimerFired' });
-        }, e.renewInMs);
-        armLapse(e.deadlineInMs);
-        return;
-      case 'ClearTimers':
-        stopTimers();
-        return;
-      case 'Report':
-        o.log.warn({ lock: o.lock, token, err: e.err }, 'Failed to renew store lock; retrying');
-        return;
-      case 'Emit':
-        if (e.event === 'renewed') emit({ type: 'renewed', expiresInMs: validForMs() });
-        if (e.event === 'lost') {
-          const reason = e.reason ?? 'lost';
-          o.log.error({ lock: o.lock, token, reason }, 'Lost store lock');
-          ended.abort(new Error(`lock ${o.lock} lost: ${reason}`));
-          emit({ type: 'lost', reason });
-        }
-        return;
-      default:
-        // ReadLease, AbortRequests, Release: the store's renew never conflicts, the hold is never
-        // stopped without a release, and release() sends its own request first.
-        return;
-    }
-  };
-  // After release() no effect is performed: it has stopped the timers and sent its own request.
-  const step = (e: HolderEvent<TermTimings>): void => {
-    const t = holderTransition(state, e, clock.monotonicMs(), policy);
-    state = t.state;
-    if (released === undefined) for (const effect of t.effects) perform(effect);
-  };
-  const renew = async (r: RenewRequest<TermTimings>): Promise<void> => {
-    let answer: HolderEvent<TermTimings>;
-    try {
-      answer =
-        (await backend.renew(owner, o.ttlMs)) === 'renewed'
-          ? { type: 'RenewAnswered', request: r }
-          : {
-              type: 'RenewFailed',
-              request: r,
-              failure: 'notOurs',
-              reason: 'the key is gone or held by another owner',
-            };
-    } catch (err) {
-      answer = { type: 'RenewFailed', request: r, failure: 'other', err: err instanceof Error ? err.message : err };
-    }
-    step(answer);
+  const validForMs = (): number => {
+    const term = loop.term();
+    return term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - clock.monotonicMs())) : 0;
   };
   // The watchdog's timers are armed once the promise chain that hands the grant to the caller has
   // run (process.nextTick runs after the microtasks queued now): a caller that releases at once
@@ -331,12 +271,7 @@ function keep(
   // clock, and a timer cannot fire before the event loop turns anyway. A hold released by then
   // arms none.
   process.nextTick(() => {
-    if (released !== undefined || heldTerm(state) === undefined) return;
-    perform({
-      type: 'ArmTimers',
-      renewInMs: timings.renewPeriodMs,
-      deadlineInMs: validUntilMs() - clock.monotonicMs(),
-    });
+    loop.arm();
   });
   if (g.counterMissing)
     o.log.warn(
@@ -355,7 +290,10 @@ function keep(
     clockFloored: g.clockFloored,
     timings,
     signal: ended.signal,
-    isHeld: () => heldTerm(state) !== undefined && clock.monotonicMs() < validUntilMs(),
+    isHeld: () => {
+      const term = loop.term();
+      return term !== undefined && clock.monotonicMs() < term.validUntilMs;
+    },
     validForMs,
     onEvent(listener) {
       listeners.add(listener);
@@ -367,14 +305,12 @@ function keep(
         // waiters need not wait out its TTL); the bookkeeping below is done while Redis answers
         // rather than before it is asked. Nothing else in this process runs in between.
         const sent = backend.release(owner);
-        const t = holderTransition(state, { type: 'ReleaseRequested' }, clock.monotonicMs(), policy);
-        state = t.state;
-        stopTimers();
+        const effects = loop.close({ type: 'ReleaseRequested' }, ['Emit', 'Release']);
         ended.abort(stacklessError(`lock ${o.lock} released`));
         try {
           await sent;
         } finally {
-          if (t.effects.some((e) => e.type === 'Emit' && e.event === 'released')) emit({ type: 'released' });
+          if (effects.some((e) => e.type === 'Emit' && e.event === 'released')) emit({ type: 'released' });
         }
       })();
       return released;

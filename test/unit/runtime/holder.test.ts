@@ -3,7 +3,8 @@
  * term while `names` says so; a 3 s term: renew deadline 2 s, renew period 1 s): the rules every
  * holder loop inherits from it — validity from the send time, a late answer worth nothing, retries
  * bounded by the deadline, a term that ended never taken up again, release before the write, stop
- * never writes. The agent's Lease rows are in test/unit/agent/session-machine.test.ts.
+ * never writes — and its shell for the stores and the elector (src/runtime/holder-loop.ts). The
+ * agent's Lease rows are in test/unit/agent/session-machine.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -16,6 +17,8 @@ import {
   type HolderTimings,
   type RenewRequest,
 } from '../../../src/runtime/holder.ts';
+import { HolderLoop, type RenewOutcome } from '../../../src/runtime/holder-loop.ts';
+import { FakeClock } from '../../support/fake-clock.ts';
 
 const TIMINGS: HolderTimings = { renewDeadlineMs: 2000, renewPeriodMs: 1000 };
 
@@ -195,5 +198,53 @@ describe('holder core', () => {
       'SendRenew 7 budget 1000 @1000',
       'SendRenew 7 budget 1800 @1200',
     ]);
+  });
+});
+
+describe('holder loop (the shell the stores and the elector run)', () => {
+  function loopWith(
+    clock: FakeClock,
+    renew: () => Promise<RenewOutcome>,
+  ): { loop: HolderLoop<HolderTimings>; events: string[] } {
+    const events: string[] = [];
+    const loop = new HolderLoop<HolderTimings>({
+      clock,
+      policy: policy(),
+      state: initialHolder(),
+      renew,
+      onEmit: (e) => events.push(`${e.event} ${e.token}${e.reason !== undefined ? ` (${e.reason})` : ''}`),
+    });
+    return { loop, events };
+  }
+
+  it('renews every period; a renewal that never answers does not keep the term past its deadline', async () => {
+    const clock = new FakeClock();
+    let answer: () => Promise<RenewOutcome> = () => Promise.resolve({ kind: 'renewed' });
+    const { loop, events } = loopWith(clock, () => answer());
+    loop.feed({ type: 'Granted', request: req(7n, clock.monotonicMs()) });
+    await clock.advanceAsync(1000);
+    expect(events).toEqual(['granted 7', 'renewed 7']);
+    answer = () => new Promise(() => undefined);
+    await clock.advanceAsync(1999); // renewed at 1 000: held until 3 000; the renewal at 2 000 hangs
+    expect(loop.term()).toBeDefined();
+    await clock.advanceAsync(1);
+    expect(loop.term()).toBeUndefined();
+    expect(events.at(-1)).toBe('lost 7 (deadline passed)');
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('close() performs the last event, clears the timers and ignores every later answer', async () => {
+    const clock = new FakeClock();
+    let answer: (o: RenewOutcome) => void = () => undefined;
+    const { loop, events } = loopWith(clock, () => new Promise((resolve) => (answer = resolve)));
+    loop.feed({ type: 'Granted', request: req(7n, clock.monotonicMs()) });
+    await clock.advanceAsync(1000); // the renewal is out
+    const effects = loop.close({ type: 'ReleaseRequested' }, ['Emit']);
+    expect(effects.map(show)).toEqual(['ClearTimers', 'Emit released 7 (released by the holder)', 'Release 7']);
+    expect(events).toEqual(['granted 7']);
+    answer({ kind: 'renewed' });
+    await clock.advanceAsync(5000);
+    expect(events).toEqual(['granted 7']);
+    expect(clock.pendingTimers()).toBe(0);
   });
 });
