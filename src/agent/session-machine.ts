@@ -177,7 +177,7 @@ class Step {
         names: (token) => d.lease !== undefined && namesTerm(d.lease.record, d.self, token),
         timingsFor: () => termTimingsOf(d.lease?.record),
         retryInMs: ({ timings }) => Math.max(RETRY_MIN_MS, Math.min(timings.renewPeriodMs / 4, RETRY_MAX_MS)),
-        deadlineReason: 'renew deadline passed',
+        deadlineReason: () => 'renew deadline passed',
         termEnding: () => {
           if (d.draining === undefined) return;
           d.draining = undefined;

@@ -43,7 +43,7 @@ export function leadTerm(o: TermOptions): Promise<StopReason> {
     timingsFor: () => timings,
     // A failed renewal is retried a retry period after it was sent, never past the deadline.
     retryInMs: (request, leftMs, nowMs) => Math.max(0, Math.min(request.sentAtMs + o.retryPeriodMs - nowMs, leftMs)),
-    deadlineReason: 'RenewDeadlineExceeded',
+    deadlineReason: () => 'RenewDeadlineExceeded',
   };
   return new Promise<StopReason>((resolve, reject) => {
     const onAbort = (): void => {

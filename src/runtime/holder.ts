@@ -153,8 +153,8 @@ export interface HolderPolicy<T extends HolderTimings = HolderTimings> {
   timingsFor(token: bigint): T;
   /** retryInMs: the wait before the failed `request` is tried again, with `leftMs` left of the term at `nowMs`. */
   retryInMs(request: RenewRequest<T>, leftMs: number, nowMs: number): number;
-  /** deadlineReason: the reason a term lost at its deadline is reported with. */
-  readonly deadlineReason: string;
+  /** deadlineReason: the reason a term lost at its deadline for `cause` is reported with (`err`: the last renew's failure). */
+  deadlineReason(cause: DeadlineCause, err?: unknown): string;
   /** termEnding: a held term is ending (before its timers are cleared). */
   termEnding?(): void;
   /** termEnded: a held term ended as `phase` (after its event was emitted). */
@@ -162,6 +162,13 @@ export interface HolderPolicy<T extends HolderTimings = HolderTimings> {
   /** endedTermNamed: the record, or a late answer, names this holder with a token of a term that ended here. */
   endedTermNamed?(token: bigint): void;
 }
+
+/**
+ * DeadlineCause is how a term's deadline was found passed: at a check (a timer, a read, an event),
+ * after a failed renew, by an answer that came after the validity it would have given, or before a
+ * renew could be sent.
+ */
+export type DeadlineCause = 'check' | 'failed' | 'late' | 'unsent';
 
 /** HolderTransition is the result of one {@link holderTransition}. */
 export interface HolderTransition<T extends HolderTimings = HolderTimings> {
@@ -311,9 +318,10 @@ export class HolderStep<T extends HolderTimings> {
   }
 
   /** checkDeadline ends the term if its deadline has passed (timers may fire late after a pause). */
-  checkDeadline(): void {
+  checkDeadline(cause: DeadlineCause = 'check', err?: unknown): void {
     const term = heldTerm(this.#d);
-    if (term !== undefined && this.#now >= term.validUntilMs) this.endTerm('lost', this.#policy.deadlineReason);
+    if (term !== undefined && this.#now >= term.validUntilMs)
+      this.endTerm('lost', this.#policy.deadlineReason(cause, err));
   }
 
   /** endTerm ends the held term as lost or released: timers cleared, the event emitted, its token never taken up again. */
@@ -377,7 +385,7 @@ export class HolderStep<T extends HolderTimings> {
     // Bound the request by what is left of the term (or, confirming, by one deadline).
     const budgetMs = term !== undefined ? term.validUntilMs - this.#now : timings.renewDeadlineMs;
     if (budgetMs <= 0) {
-      this.checkDeadline();
+      this.checkDeadline('unsent');
       return this.flightEnds();
     }
     d.renew = 'sending';
@@ -404,7 +412,7 @@ export class HolderStep<T extends HolderTimings> {
   failed(request: RenewRequest<T>, err: unknown): void {
     const d = this.#d;
     this.#out({ type: 'Report', what: 'RenewFailed', err });
-    this.checkDeadline();
+    this.checkDeadline('failed', err);
     if (d.phase.name !== 'held' && d.phase.name !== 'confirming') return this.flightEnds();
     d.renew = 'backoff';
     const term = heldTerm(d);
@@ -421,7 +429,7 @@ export class HolderStep<T extends HolderTimings> {
     const d = this.#d;
     const validUntilMs = r.sentAtMs + r.timings.renewDeadlineMs;
     if (validUntilMs <= this.#now) {
-      this.checkDeadline(); // the reply came too late to trust
+      this.checkDeadline('late'); // the reply came too late to trust
       return false;
     }
     const term = heldTerm(d);

@@ -17,7 +17,14 @@ import type { LockEvent } from '../protocol/lock-event.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type TimerClock } from '../runtime/clock.ts';
-import { heldTerm, holderTransition, initialHolder, type HolderPolicy, type HolderState } from '../runtime/holder.ts';
+import {
+  heldTerm,
+  holderTransition,
+  initialHolder,
+  type DeadlineCause,
+  type HolderPolicy,
+  type HolderState,
+} from '../runtime/holder.ts';
 import { HolderLoop } from '../runtime/holder-loop.ts';
 import { RENEW_RETRY_MS, retryDelayMs, storeTimings, WAIT_BACKOFF, type Backoff } from './redis/timing.ts';
 import type { HolderRef } from '../protocol/holder.ts';
@@ -202,18 +209,26 @@ function stacklessError(message: string): Error {
   }
 }
 
+/** STORE_DEADLINE_REASONS: how a store lock's loss at its validity is reported, by how it was found. */
+const STORE_DEADLINE_REASONS: Readonly<Record<DeadlineCause, (err: unknown) => string>> = {
+  check: () => 'the validity passed without a renew',
+  failed: (err) => `renews failed until the validity passed: ${err instanceof Error ? err.message : String(err)}`,
+  late: () => 'the renew was answered after its validity had passed',
+  unsent: () => 'the validity passed before the renew was sent',
+};
+
 /**
  * storePolicy is the holder core's policy for a store lock: the key is this owner's until a renew
  * says otherwise (the renew script compares the owner), the timings are the TTL's, and a renew
  * that got no answer is tried again within RENEW_RETRY_MS (sooner if the validity ends sooner).
  */
-function storePolicy(ttlMs: number): HolderPolicy<TermTimings> {
+export function storePolicy(ttlMs: number): HolderPolicy<TermTimings> {
   const timings = storeTimings(ttlMs);
   return {
     names: () => true,
     timingsFor: () => timings,
     retryInMs: (_request, leftMs) => Math.max(0, Math.min(RENEW_RETRY_MS, leftMs)),
-    deadlineReason: 'the validity passed without a renew',
+    deadlineReason: (cause, err) => STORE_DEADLINE_REASONS[cause](err),
   };
 }
 

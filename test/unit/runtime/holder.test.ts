@@ -27,7 +27,7 @@ function policy(named = true): HolderPolicy {
     names: () => named,
     timingsFor: () => TIMINGS,
     retryInMs: (_request, leftMs) => Math.min(100, leftMs),
-    deadlineReason: 'deadline passed',
+    deadlineReason: () => 'deadline passed',
   };
 }
 
