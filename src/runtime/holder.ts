@@ -33,6 +33,10 @@
  * transition (the agent's) wraps the core's rows within one step; {@link holderTransition} is the
  * pure function over it. holder-loop.ts is its shell for a holder whose renewal is one request
  * (the stores, the elector).
+ *
+ * Why this file is a little over ~450 lines: it is one transition table, its vocabulary (state,
+ * events, effects, policy) and its step kept together, so that every rule the three holders share
+ * is read in one place.
  */
 
 /** HolderTimings are what the core needs of a term's timings (TermTimings and the elector's fit). */
