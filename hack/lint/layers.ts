@@ -42,7 +42,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   runtime: {
     holds:
-      'generic controller machinery: work queue, rate limiters, informers, controller loop, finalizer, leader election, errors, clock',
+      'generic controller machinery: work queue, rate limiters, informers, controller loop, finalizer, leader election, the holder core, errors, clock',
     imports: [],
   },
   config: { holds: 'flag and environment parsing into typed, frozen configs', imports: [] },

@@ -27,7 +27,7 @@ import type { LeaseClient } from '../runtime/leaderelection.ts';
 import type { ApiClient } from '../transport/client.ts';
 import { getCustomObject, leaseRequests } from '../transport/resources.ts';
 import type { RequestBound } from './mutex-requests.ts';
-import { namesTerm } from './session-machine.ts';
+import { namesTerm } from './session-state.ts';
 
 /**
  * NotRunHolderError: a completion was refused because this pod does not hold the run's term on

@@ -4,7 +4,13 @@
  * nowMs)` returns the next state and the actions the I/O shell performs: Lease requests, timers,
  * LockEvents. No I/O, no timers, no promises, no clock reads: `nowMs` is the shell's monotonic time.
  *
- * Safety rules, each enforced here:
+ * It runs the holder core (runtime/holder.ts: phases, validity from the send time, the renew
+ * flight and its retries, step-down and release) with the Lease as its record: this module adds
+ * what only a Lease has — the watch's views ordered by resourceVersion, a lowered token, the
+ * term's timings read from the Lease and tightened, the hand-back of an ended term, planned
+ * handover. The types are in session-state.ts.
+ *
+ * Safety rules, each enforced here or in the core it runs:
  * - Validity is counted from the monotonic time a renew request was SENT: after a successful
  *   renew sent at t_s the lock is held until t_s + renewDeadline (renewDeadline < lease duration,
  *   so it passes before the controller, which counts from when it SAW the renewal, can expire it).
@@ -122,248 +128,23 @@
  * ends the confirming, and the answer then starts nothing (found in the extraction of this module;
  * before, the term ran until its deadline or the next Lease event).
  */
-import type { V1Lease } from '@kubernetes/client-node';
-import { parseLease, type LockRecord } from '../lease/record.ts';
-import { sameHolder, type HolderRef } from '../protocol/holder.ts';
+import { sameHolder } from '../protocol/holder.ts';
+import type { LockRecord } from '../lease/record.ts';
 import { termTimingsOf, tighterTimings, timingsContradiction, type TermTimings } from '../protocol/timings.ts';
-
-/** LockState: waiting (not the holder), confirming (granted, first renew in flight), held, lost, released, stopped. */
-export type LockState = 'waiting' | 'confirming' | 'held' | 'lost' | 'released' | 'stopped';
-
-/** Term is one validly held term: its token and until when (monotonic ms) this agent trusts it. */
-export interface Term {
-  readonly token: bigint;
-  readonly validUntilMs: number;
-  readonly timings: TermTimings;
-}
-
-/** Phase is the session's phase, with what that phase knows. */
-export type Phase =
-  | { readonly name: 'waiting' }
-  | { readonly name: 'confirming'; readonly token: bigint }
-  | { readonly name: 'held'; readonly term: Term }
-  | { readonly name: 'lost' }
-  | { readonly name: 'released' }
-  | { readonly name: 'stopped' };
-
-/** LeaseView is one Lease as seen: the object, its resourceVersion, and its record (undefined if unparsable). */
-export interface LeaseView {
-  readonly object: V1Lease;
-  readonly rv: bigint;
-  readonly record: LockRecord | undefined;
-}
-
-/** RenewFlight is the single renew flight: idle, a renew out, a re-read after a conflict out, or waiting to retry. */
-export type RenewFlight = 'idle' | 'sending' | 'reading' | 'backoff';
-
-/** SessionState is everything the session decides from; the shell keeps it and never changes it itself. */
-export interface SessionState {
-  /** self is this pod incarnation. */
-  readonly self: HolderRef;
-  readonly phase: Phase;
-  /** lease is the newest Lease seen (by resourceVersion), or the one our last release wrote. */
-  readonly lease: LeaseView | undefined;
-  /** endedToken is the largest token of a term that ended here; a new term needs a larger one. */
-  readonly endedToken: bigint | undefined;
-  /**
-   * highestToken is the largest token seen on any Lease of this lock (any holder). The token only
-   * grows when the controller writes it, so a Lease below it was lowered by someone else (L0).
-   */
-  readonly highestToken: bigint | undefined;
-  /** lastTimings are the current or last term's timings (undefined before the first grant). */
-  readonly lastTimings: TermTimings | undefined;
-  readonly renew: RenewFlight;
-  /** renewAgain: a kick came while the flight was busy; it kicks again when the flight ends. */
-  readonly renewAgain: boolean;
-  /** givingBack: a hand-back is under way (single flight). */
-  readonly givingBack: boolean;
-  /** draining: a planned handover of the held term is under way (V1–V3): to whom, and until when (monotonic ms). */
-  readonly draining: Draining | undefined;
-  /**
-   * minDrainMs: the shortest drain this session's app needs (V1), a pure function of the held
-   * term's timings: a handover mark's drain period below it is lengthened to it, so that an app
-   * that must stop work before the release (exec stopping its job's process group, whose grace
-   * follows from the term's timings) holds the handover until it answers (DrainDone), however
-   * short the period the user asked for. Returning 0: the mark's period as given.
-   */
-  readonly minDrainMs: MinDrain;
-}
-
-/** MinDrain is SessionState.minDrainMs: the app's shortest drain for a term of these timings. */
-export type MinDrain = (timings: TermTimings) => number;
-
-/** Draining is a planned handover in progress: the held term's token, the successor's pod name, the drain's end. */
-export interface Draining {
-  readonly token: bigint;
-  readonly to: string;
-  readonly untilMs: number;
-}
-
-/** RenewRequest is what a SendRenew was sent for; the shell passes it back with the answer. */
-export interface RenewRequest {
-  readonly token: bigint;
-  /** sentAtMs is the monotonic time the request was sent: the term's validity counts from it. */
-  readonly sentAtMs: number;
-  /** timings are the term's timings as the Lease fixed them at grant (the agent does not read the lock). */
-  readonly timings: TermTimings;
-}
-
-/** RenewFailure classifies a failed renew: a 409, a 404, or anything else (a timeout, the network). */
-export type RenewFailure = 'conflict' | 'notFound' | 'other';
-
-/** SessionEvent is one input to {@link transition}. */
-export type SessionEvent =
-  /** LeaseSeen: the watch (or the first list) delivered the lock's Lease. */
-  | { readonly type: 'LeaseSeen'; readonly lease: LeaseView; readonly parseError?: unknown }
-  /** LeaseGone: the watch delivered the Lease's deletion. */
-  | { readonly type: 'LeaseGone' }
-  | { readonly type: 'RenewTimerFired' }
-  /** DeadlineCheck: the deadline timer fired, or the shell is about to read the state. */
-  | { readonly type: 'DeadlineCheck' }
-  | { readonly type: 'RenewAnswered'; readonly request: RenewRequest; readonly stored: LeaseView }
-  | {
-      readonly type: 'RenewFailed';
-      readonly request: RenewRequest;
-      readonly failure: RenewFailure;
-      readonly err: unknown;
-    }
-  /** LeaseRead: the answer to a ReadLease (lease undefined: there is no Lease). */
-  | { readonly type: 'LeaseRead'; readonly lease: LeaseView | undefined; readonly parseError?: unknown }
-  | { readonly type: 'LeaseReadFailed' }
-  | { readonly type: 'RetryTimerFired' }
-  | { readonly type: 'ReleaseRequested' }
-  /** DrainTimerFired: the drain period of the handover of `token` is over (V3). */
-  | { readonly type: 'DrainTimerFired'; readonly token: bigint }
-  /** DrainDone: the app says it has drained (the agent API); hands over now if draining (V3). */
-  | { readonly type: 'DrainDone' }
-  /** ReleaseAnswered: a release or hand-back wrote the Lease. */
-  | { readonly type: 'ReleaseAnswered'; readonly lease: LeaseView }
-  /** GiveBackDone: a hand-back finished, whatever its outcome. */
-  | { readonly type: 'GiveBackDone' }
-  | { readonly type: 'Stop' }
-  /**
-   * Follow: the shell turns to another Lease of the lock, one that names this pod (a Semaphore's
-   * permit Lease). Only when {@link mayFollow}: no term held or being confirmed, no renew or
-   * hand-back under way. Forgets the Lease seen and the highest token seen on it — each permit
-   * Lease has its own sequence of tokens, so a lowered token is judged per Lease — and keeps
-   * endedToken: tokens grow across all Leases of a lock, so a term that ended here is never taken
-   * up again under another Lease.
-   */
-  | { readonly type: 'Follow' };
-
-/**
- * mayFollow: whether the shell may turn to another Lease of the lock now (the Follow event): the
- * session is waiting, has lost its term or released it, and no renew, re-read or hand-back is
- * under way. Released too: a pod that gave a Semaphore permit back and asks again is granted
- * whichever permit is free, often another one than it held.
- */
-export function mayFollow(state: SessionState): boolean {
-  const between = state.phase.name === 'waiting' || state.phase.name === 'lost' || state.phase.name === 'released';
-  return between && state.renew === 'idle' && !state.givingBack;
-}
-
-/** LockEventType is the kind of a LockEvent. */
-export type LockEventType = 'granted' | 'renewed' | 'lost' | 'released' | 'draining' | 'handoverCancelled';
-
-/** SessionAction is one thing for the shell to do, in order. */
-export type SessionAction =
-  /**
-   * SendRenew: compare-and-swap `lease` with a fresh renewTime, aborted after `budgetMs` or at
-   * stop; answer with RenewAnswered or RenewFailed carrying `request`.
-   */
-  | { readonly type: 'SendRenew'; readonly lease: V1Lease; readonly budgetMs: number; readonly request: RenewRequest }
-  /** ReadLease: GET the Lease under the same budget as the renew that conflicted; answer LeaseRead(Failed). */
-  | { readonly type: 'ReadLease' }
-  /** ScheduleRetry: feed RetryTimerFired after `inMs`. */
-  | { readonly type: 'ScheduleRetry'; readonly inMs: number }
-  /**
-   * ArmTimers replaces the renew and deadline timers: RenewTimerFired after `renewInMs` (the shell
-   * shortens it by a random 0–10 % jitter, never below 1 ms) and DeadlineCheck after `deadlineInMs`.
-   */
-  | { readonly type: 'ArmTimers'; readonly renewInMs: number; readonly deadlineInMs: number }
-  /** ClearTimers cancels the renew and deadline timers (not a scheduled retry). */
-  | { readonly type: 'ClearTimers' }
-  /** AbortRequests aborts every request out (the session stops). */
-  | { readonly type: 'AbortRequests' }
-  /**
-   * Release: compare-and-swap the holder away if the Lease still names this pod with `token`; the
-   * caller awaits it. `handedOver`: at the end of a planned handover (logged as such; written as kind Released).
-   */
-  | { readonly type: 'Release'; readonly token: bigint; readonly handedOver?: boolean }
-  /** ArmDrain: feed DrainTimerFired(token) after `inMs` (replacing an earlier drain timer). */
-  | { readonly type: 'ArmDrain'; readonly token: bigint; readonly inMs: number }
-  /** ClearDrain cancels the drain timer. */
-  | { readonly type: 'ClearDrain' }
-  /** GiveBack: as Release for an ended term, best effort within `budgetMs`; then feed GiveBackDone. */
-  | { readonly type: 'GiveBack'; readonly token: bigint; readonly budgetMs: number }
-  /** Emit: log and deliver a LockEvent. */
-  | {
-      readonly type: 'Emit';
-      readonly event: LockEventType;
-      readonly token: bigint;
-      readonly reason?: string;
-      readonly expiresInMs?: number;
-      /** handover: for draining, the successor and the drain period. */
-      readonly handover?: { readonly to: string; readonly drainMs: number };
-    }
-  /** Report logs a failure that the machine handles (a renew to retry, a Lease it cannot read). */
-  | {
-      readonly type: 'Report';
-      readonly what: 'RenewFailed' | 'LeaseUnparsable' | 'TimingsContradict' | 'TokenWentBack';
-      readonly err: unknown;
-    };
-
-/** Transition is the result of one {@link transition}. */
-export interface Transition {
-  readonly state: SessionState;
-  readonly actions: readonly SessionAction[];
-}
-
-/** GIVE_BACK_BUDGET_MS bounds one hand-back of an ended term (its Lease then expires instead). */
-export const GIVE_BACK_BUDGET_MS = 5000;
-
-/** RETRY_MIN_MS bounds how often a failing renew is retried within the deadline. */
-export const RETRY_MIN_MS = 50;
-
-/** RETRY_MAX_MS caps the wait before a failed renew is retried (a quarter period otherwise). */
-export const RETRY_MAX_MS = 500;
-
-/** initialState is a session that has seen nothing yet. */
-export function initialState(self: HolderRef, minDrainMs: MinDrain = () => 0): SessionState {
-  return {
-    self,
-    minDrainMs,
-    phase: { name: 'waiting' },
-    lease: undefined,
-    endedToken: undefined,
-    highestToken: undefined,
-    lastTimings: undefined,
-    renew: 'idle',
-    renewAgain: false,
-    givingBack: false,
-    draining: undefined,
-  };
-}
-
-/** viewOf parses a Lease into a view; an unparsable Lease has no record, and the error is returned. */
-export function viewOf(lease: V1Lease): { readonly view: LeaseView; readonly parseError?: unknown } {
-  const rv = rvOf(lease);
-  try {
-    return { view: { object: lease, rv, record: parseLease(lease) } };
-  } catch (err) {
-    return { view: { object: lease, rv, record: undefined }, parseError: err };
-  }
-}
-
-/** namesTerm: the record names `self` as holder with `token` (what every renew and release requires). */
-export function namesTerm(record: LockRecord | undefined, self: HolderRef, token: bigint): boolean {
-  return record !== undefined && sameHolder(record.holder, self) && record.token === token;
-}
-
-/** heldTerm is the term while the phase is held. It does not check the deadline: feed DeadlineCheck first. */
-export function heldTerm(state: SessionState): Term | undefined {
-  return state.phase.name === 'held' ? state.phase.term : undefined;
-}
+import { HolderStep, heldTerm, type HolderEffect, type Mutable } from '../runtime/holder.ts';
+import {
+  GIVE_BACK_BUDGET_MS,
+  RETRY_MAX_MS,
+  RETRY_MIN_MS,
+  mayFollow,
+  namesTerm,
+  type LeaseView,
+  type RenewRequest,
+  type SessionAction,
+  type SessionEvent,
+  type SessionState,
+  type Transition,
+} from './session-state.ts';
 
 /** transition is the session's one step: see the module table. Pure; `nowMs` is the monotonic time. */
 export function transition(state: SessionState, event: SessionEvent, nowMs: number): Transition {
@@ -372,19 +153,50 @@ export function transition(state: SessionState, event: SessionEvent, nowMs: numb
   return { state: s.state(), actions: s.actions };
 }
 
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
-/** Step is one transition in progress: a private draft of the state and the actions so far. */
+/**
+ * Step is one transition in progress: a private draft of the state and the actions so far. The
+ * draft is shared with the holder core's step, which decides the rows the two have in common;
+ * the policy tells the core what the Lease says.
+ */
 class Step {
   readonly actions: SessionAction[] = [];
   readonly #d: Mutable<SessionState>;
   readonly #now: number;
+  readonly #core: HolderStep<TermTimings>;
   /** #stopping: within a Stop, no hand-back starts (stop leaves the Lease to expire). */
   #stopping = false;
 
   constructor(state: SessionState, nowMs: number) {
-    this.#d = { ...state };
+    const d: Mutable<SessionState> = { ...state };
+    this.#d = d;
     this.#now = nowMs;
+    this.#core = new HolderStep<TermTimings>(
+      d,
+      nowMs,
+      {
+        names: (token) => d.lease !== undefined && namesTerm(d.lease.record, d.self, token),
+        timingsFor: () => termTimingsOf(d.lease?.record),
+        retryInMs: ({ timings }) => Math.max(RETRY_MIN_MS, Math.min(timings.renewPeriodMs / 4, RETRY_MAX_MS)),
+        deadlineReason: () => 'renew deadline passed',
+        termEnding: () => {
+          if (d.draining === undefined) return;
+          d.draining = undefined;
+          this.actions.push({ type: 'ClearDrain' });
+        },
+        // A new grant to us (a larger token) starts a new term through #observe; a Lease that
+        // still names the lost term is handed back there.
+        termEnded: (phase) => {
+          if (phase === 'lost' && d.lease?.record !== undefined && sameHolder(d.lease.record.holder, d.self))
+            this.#observe(d.lease);
+        },
+        endedTermNamed: (token) => {
+          this.#giveBack(token);
+        },
+      },
+      (e) => {
+        this.#out(e);
+      },
+    );
   }
 
   state(): SessionState {
@@ -393,6 +205,7 @@ class Step {
 
   apply(e: SessionEvent): void {
     const d = this.#d;
+    const core = this.#core;
     switch (e.type) {
       case 'LeaseSeen':
         this.#observe(e.lease, e.parseError);
@@ -406,68 +219,53 @@ class Step {
         d.highestToken = undefined;
         return;
       case 'DeadlineCheck':
-        this.#checkDeadline();
+        core.checkDeadline();
         return;
       case 'RenewTimerFired':
-        this.#kick();
+        core.kick();
         return;
       case 'RenewAnswered':
         if (d.renew !== 'sending') return;
         // Keep the newest Lease: the watch may already have delivered a later version.
         if (d.lease === undefined || e.stored.rv >= d.lease.rv) d.lease = e.stored;
-        if (!this.#ended()) this.#renewed(e.request);
-        this.#flightEnds();
+        if (!core.ended()) this.#renewed(e.request);
+        core.flightEnds();
         return;
       case 'RenewFailed':
         if (d.renew !== 'sending') return;
-        if (this.#ended()) return this.#flightEnds();
-        if (e.failure === 'conflict') {
-          // Someone wrote the Lease: re-read it and go on only if it is still ours.
-          d.renew = 'reading';
-          this.actions.push({ type: 'ReadLease' });
-          return;
-        }
+        if (core.ended()) return core.flightEnds();
+        // A conflict: someone wrote the Lease: re-read it and go on only if it is still ours.
+        if (e.failure === 'conflict') return core.conflict();
         if (e.failure === 'notFound') {
           this.#leaseGone();
-          return this.#flightEnds();
+          return core.flightEnds();
         }
-        this.actions.push({ type: 'Report', what: 'RenewFailed', err: e.err });
-        this.#checkDeadline();
-        if (d.phase.name !== 'held' && d.phase.name !== 'confirming') return this.#flightEnds();
-        d.renew = 'backoff';
-        this.actions.push({
-          type: 'ScheduleRetry',
-          inMs: Math.max(RETRY_MIN_MS, Math.min(e.request.timings.renewPeriodMs / 4, RETRY_MAX_MS)),
-        });
+        core.failed(e.request, e.err);
         return;
       case 'LeaseRead':
         if (d.renew !== 'reading') return;
         if (e.lease === undefined) {
           this.#leaseGone();
-          return this.#flightEnds();
+          return core.flightEnds();
         }
         this.#observe(e.lease, e.parseError);
-        this.#attempt();
+        core.attempt();
         return;
       case 'LeaseReadFailed':
-        if (d.renew === 'reading') this.#attempt();
+        if (d.renew === 'reading') core.attempt();
         return;
       case 'RetryTimerFired':
-        if (d.renew === 'backoff') this.#attempt();
+        if (d.renew === 'backoff') core.attempt();
         return;
-      case 'ReleaseRequested': {
-        const term = heldTerm(d);
-        if (term === undefined) return;
+      case 'ReleaseRequested':
         // The session stops trusting the term first (so the application stops writing), then writes.
-        this.#endTerm('released', 'released by the holder');
-        this.actions.push({ type: 'Release', token: term.token });
+        core.release('released by the holder');
         return;
-      }
       case 'DrainTimerFired':
         if (d.draining?.token === e.token) this.#handOver();
         return;
       case 'DrainDone':
-        this.#checkDeadline();
+        core.checkDeadline();
         if (d.draining !== undefined) this.#handOver();
         return;
       case 'ReleaseAnswered':
@@ -478,26 +276,27 @@ class Step {
         return;
       case 'Stop':
         this.#stopping = true;
-        if (d.phase.name === 'held') this.#endTerm('lost', 'session stopped');
-        d.phase = { name: 'stopped' };
-        this.actions.push({ type: 'AbortRequests' }, { type: 'ClearTimers' });
+        core.stop();
         return;
     }
   }
 
-  /** #ended: released or stopped (re-checked after an answer; it may have changed meanwhile). */
-  #ended(): boolean {
-    return this.#d.phase.name === 'stopped' || this.#d.phase.name === 'released';
-  }
-
-  /** #endedHere: a term with this token (or a smaller one) already ended in this session. */
-  #endedHere(token: bigint): boolean {
-    return this.#d.endedToken !== undefined && token <= this.#d.endedToken;
+  /** #out takes the core's effects as the session's actions; a renew carries the Lease it swaps. */
+  #out(e: HolderEffect<TermTimings>): void {
+    if (e.type !== 'SendRenew') {
+      this.actions.push(e);
+      return;
+    }
+    // The core sends a renew only of a Lease that names the term (policy.names).
+    const lease = this.#d.lease;
+    if (lease === undefined) throw new Error('SendRenew without a Lease');
+    this.actions.push({ type: 'SendRenew', lease: lease.object, budgetMs: e.budgetMs, request: e.request });
   }
 
   /** #observe takes the newest Lease (by resourceVersion) and reacts to its holder (rows L1–L10). */
   #observe(view: LeaseView, parseError?: unknown): void {
     const d = this.#d;
+    const core = this.#core;
     if (d.phase.name === 'stopped') return;
     if (d.lease !== undefined && view.rv < d.lease.rv) return; // an older event than what we wrote
     d.lease = view;
@@ -511,10 +310,10 @@ class Step {
     if (rec.token !== undefined && !lowered) d.highestToken = rec.token;
     if (d.phase.name === 'held') {
       const term = d.phase.term;
-      this.#checkDeadline();
+      core.checkDeadline();
       if (d.phase.name !== 'held') return;
       if (!ours) {
-        this.#endTerm('lost', rec.holder !== undefined ? `granted to ${rec.holder.name}` : 'revoked');
+        core.endTerm('lost', rec.holder !== undefined ? `granted to ${rec.holder.name}` : 'revoked');
         return;
       }
       if (rec.token === term.token) {
@@ -522,13 +321,12 @@ class Step {
         if (d.phase.name === 'held') this.#followHandover(rec, term.token);
         return;
       }
-      this.#endTerm('lost', `superseded by token ${String(rec.token)}`);
+      core.endTerm('lost', `superseded by token ${String(rec.token)}`);
     }
-    const confirming = d.phase.name === 'confirming' ? d.phase.token : undefined;
     if (ours && lowered) {
       // L0: a token below one this session saw on the Lease was written by someone other than the
       // controller (a co-tenant with `leases update`): it may be an earlier holder's. Never taken up.
-      if (d.phase.name === 'confirming') d.phase = { name: 'waiting' };
+      core.withdrawn();
       this.actions.push({
         type: 'Report',
         what: 'TokenWentBack',
@@ -536,30 +334,19 @@ class Step {
           `the Lease names this pod with token ${String(rec.token)}, below token ${String(d.highestToken)} seen on it before: not taken up`,
         ),
       });
-    } else if (ours && rec.token !== undefined && this.#endedHere(rec.token)) {
-      // A term that ended here: never confirmed again, whatever the Lease says (see the header).
-      if (d.phase.name === 'confirming') d.phase = { name: 'waiting' };
-      this.#giveBack(rec.token);
-    } else if (ours && rec.token !== undefined && confirming !== rec.token) {
-      d.phase = { name: 'confirming', token: rec.token };
-      this.#kick();
-    } else if (!ours && d.phase.name === 'confirming') {
-      d.phase = { name: 'waiting' };
+    } else if (ours && rec.token !== undefined) {
+      // A term that ended here is never confirmed again, whatever the Lease says (see the header);
+      // a new token is confirmed by a first renew (L7–L9).
+      core.offered(rec.token);
+    } else if (!ours) {
+      core.withdrawn();
     }
   }
 
   /** #leaseGone: the Lease was deleted (rows G1, G2). */
   #leaseGone(): void {
-    const d = this.#d;
-    d.lease = undefined;
-    if (d.phase.name === 'held') this.#endTerm('lost', 'Lease deleted');
-    else if (d.phase.name === 'confirming') d.phase = { name: 'waiting' };
-  }
-
-  /** #checkDeadline ends the term if its local deadline has passed (timers may fire late after a pause). */
-  #checkDeadline(): void {
-    const term = heldTerm(this.#d);
-    if (term !== undefined && this.#now >= term.validUntilMs) this.#endTerm('lost', 'renew deadline passed');
+    this.#d.lease = undefined;
+    this.#core.notOurs('Lease deleted');
   }
 
   /**
@@ -602,26 +389,7 @@ class Step {
       d.draining = undefined;
       return;
     }
-    this.#endTerm('released', `handed over to pod ${to ?? '?'}`);
-    this.actions.push({ type: 'Release', token: term.token, handedOver: true });
-  }
-
-  #endTerm(phase: 'lost' | 'released', reason: string): void {
-    const d = this.#d;
-    const term = heldTerm(d);
-    d.phase = { name: phase };
-    if (d.draining !== undefined) {
-      d.draining = undefined;
-      this.actions.push({ type: 'ClearDrain' });
-    }
-    this.actions.push({ type: 'ClearTimers' });
-    if (term === undefined) return;
-    d.endedToken = term.token; // larger than any before: a term only starts with a token not #endedHere
-    this.actions.push({ type: 'Emit', event: phase, token: term.token, reason });
-    // A new grant to us (a larger token) starts a new term through #observe; a Lease that still
-    // names the lost term is handed back there.
-    if (phase === 'lost' && d.lease?.record !== undefined && sameHolder(d.lease.record.holder, d.self))
-      this.#observe(d.lease);
+    this.#core.release(`handed over to pod ${to ?? '?'}`, true);
   }
 
   /** #giveBack hands an ended term back: one at a time, never while stopping, only once it ended here. */
@@ -632,76 +400,19 @@ class Step {
     this.actions.push({ type: 'GiveBack', token, budgetMs: GIVE_BACK_BUDGET_MS });
   }
 
-  /** #kick starts a renew flight unless one is under way (rows K1, K2). */
-  #kick(): void {
-    const d = this.#d;
-    if (d.phase.name === 'stopped') return;
-    // A kick while a renew is out (a new grant seen meanwhile) runs once that one is done.
-    if (d.renew !== 'idle') {
-      d.renewAgain = true;
-      return;
-    }
-    this.#attempt();
-  }
-
-  /** #attempt sends one renew of the held or confirming token, or ends the flight (rows K3–K5). */
-  #attempt(): void {
-    const d = this.#d;
-    if (this.#ended()) return this.#flightEnds();
-    const term = heldTerm(d);
-    const token = term?.token ?? (d.phase.name === 'confirming' ? d.phase.token : undefined);
-    const lease = d.lease;
-    if (lease === undefined || token === undefined || !namesTerm(lease.record, d.self, token))
-      return this.#flightEnds();
-    const timings = termTimingsOf(lease.record);
-    // Bound the request by what is left of the term (or, confirming, by one deadline).
-    const budgetMs = term !== undefined ? term.validUntilMs - this.#now : timings.renewDeadlineMs;
-    if (budgetMs <= 0) {
-      this.#checkDeadline();
-      return this.#flightEnds();
-    }
-    d.renew = 'sending';
-    this.actions.push({
-      type: 'SendRenew',
-      lease: lease.object,
-      budgetMs,
-      request: { token, sentAtMs: this.#now, timings },
-    });
-  }
-
-  #flightEnds(): void {
-    const d = this.#d;
-    d.renew = 'idle';
-    if (d.renewAgain) {
-      d.renewAgain = false;
-      this.#kick();
-    }
-  }
-
   /**
    * #tighten takes a new reading of the held term's timings (rows L5, C2): the term keeps, field by
    * field, the shorter of what it had and what the Lease now says; timings that contradict each
    * other end it; a shortened renew deadline moves its deadline in (and the timers with it).
    */
   #tighten(reading: TermTimings): void {
-    const d = this.#d;
-    const term = heldTerm(d);
+    const term = heldTerm(this.#d);
     if (term === undefined) return;
     const timings = tighterTimings(term.timings, reading);
     const why = timingsContradiction(timings);
-    if (why !== undefined) return this.#endTerm('lost', `term timings contradict each other: ${why}`);
-    const validUntilMs = term.validUntilMs - (term.timings.renewDeadlineMs - timings.renewDeadlineMs);
-    d.phase = { name: 'held', term: { ...term, timings, validUntilMs } };
-    d.lastTimings = timings;
-    if (validUntilMs === term.validUntilMs) return;
-    this.#checkDeadline();
-    if (d.phase.name !== 'held') return;
-    const leftMs = validUntilMs - this.#now;
-    this.actions.push({
-      type: 'ArmTimers',
-      renewInMs: Math.max(1, Math.min(timings.renewPeriodMs, Math.floor(leftMs / 2))),
-      deadlineInMs: Math.max(1, leftMs),
-    });
+    if (why !== undefined) return this.#core.endTerm('lost', `term timings contradict each other: ${why}`);
+    this.#d.lastTimings = timings;
+    this.#core.shorten(timings);
   }
 
   /**
@@ -711,8 +422,7 @@ class Step {
    */
   #refuse(token: bigint, why: string): void {
     const d = this.#d;
-    d.phase = { name: 'lost' };
-    d.endedToken = token;
+    this.#core.refuse(token);
     this.actions.push({
       type: 'Report',
       what: 'TimingsContradict',
@@ -722,9 +432,9 @@ class Step {
   }
 
   /**
-   * #renewed: a renew succeeded; it confirms or extends the term unless it came too late or the
-   * term's timings contradict each other (rows C1, C2, R2–R5). The timings are the most
-   * conservative reading: the term's own, the request's and the newest Lease's, field by field.
+   * #renewed: a renew succeeded; it confirms or extends the term (the core's rows R2–R5) unless the
+   * term's timings contradict each other (rows C1, C2). The timings are the most conservative
+   * reading: the term's own, the request's and the newest Lease's, field by field.
    */
   #renewed(r: RenewRequest): void {
     const d = this.#d;
@@ -736,45 +446,10 @@ class Step {
       timings = tighterTimings(timings, termTimingsOf(d.lease.record));
     const why = ofThisTerm ? timingsContradiction(timings) : undefined;
     if (why !== undefined) {
-      if (held !== undefined) this.#endTerm('lost', `term timings contradict each other: ${why}`);
+      if (held !== undefined) this.#core.endTerm('lost', `term timings contradict each other: ${why}`);
       else this.#refuse(r.token, why);
       return;
     }
-    const validUntilMs = r.sentAtMs + timings.renewDeadlineMs;
-    if (validUntilMs <= this.#now) {
-      this.#checkDeadline(); // the reply came too late to trust
-      return;
-    }
-    const term = heldTerm(d);
-    if (term === undefined && this.#endedHere(r.token)) {
-      // A renew sent before the term's deadline, answered after it: the term is over all the same.
-      this.#giveBack(r.token);
-      return;
-    }
-    // While the first renew was out, the watch may have shown the Lease deleted, released or handed
-    // on (G2, L10 ended the confirming): our write came before that, so it starts no term.
-    if (term === undefined && !(d.phase.name === 'confirming' && d.phase.token === r.token)) return;
-    const expiresInMs = validUntilMs - this.#now;
-    // A renewal moves the deadline; the term keeps its token, and its timings only ever get shorter.
-    d.phase = {
-      name: 'held',
-      term: term !== undefined ? { ...term, validUntilMs, timings } : { token: r.token, validUntilMs, timings },
-    };
-    d.lastTimings = timings;
-    if (term === undefined) {
-      this.actions.push({ type: 'Emit', event: 'granted', token: r.token, expiresInMs });
-    } else {
-      this.actions.push({ type: 'Emit', event: 'renewed', token: r.token, expiresInMs });
-    }
-    this.actions.push({
-      type: 'ArmTimers',
-      renewInMs: timings.renewPeriodMs,
-      deadlineInMs: Math.max(1, expiresInMs),
-    });
+    if (this.#core.renewed({ ...r, timings })) d.lastTimings = timings;
   }
-}
-
-function rvOf(l: V1Lease): bigint {
-  const rv = l.metadata?.resourceVersion ?? '0';
-  return /^[0-9]+$/.test(rv) ? BigInt(rv) : 0n;
 }

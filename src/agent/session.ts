@@ -15,115 +15,40 @@
  */
 import type { LockEvent } from '../protocol/lock-event.ts';
 import type { V1Lease } from '@kubernetes/client-node';
-import { parseLease, releasedLease, renewedLease } from '../lease/record.ts';
-import type { Logger } from '../observability/logger.ts';
 import { heldByAnother, sameHolder, type HolderRef } from '../protocol/holder.ts';
-import { leaseName, lockLabelSelector, permitLeaseName, permitOfLease } from '../protocol/names.ts';
+import { leaseName, permitLeaseName, permitOfLease } from '../protocol/names.ts';
 import type { TermTimings } from '../protocol/timings.ts';
 import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
-import { isConflict, isNotFound } from '../runtime/errors.ts';
-import type { SupervisedInformer } from '../runtime/informer.ts';
 import type { LeaseClient } from '../runtime/leaderelection.ts';
-import type { ApiClient } from '../transport/client.ts';
-import { ListWatchInformer } from '../transport/informer.ts';
-import { leaseRequests, leasesPath } from '../transport/resources.ts';
+import { leaseRequests } from '../transport/resources.ts';
 import { MutexRequests, type RequestBound } from './mutex-requests.ts';
 import { NotRunHolderError, RunCompletions } from './run-completions.ts';
+import { transition } from './session-machine.ts';
+import {
+  announce,
+  leaseInformerOf,
+  logReport,
+  snapshotOf,
+  type HandoverNotice,
+  type LeaseInformer,
+  type LockSessionOptions,
+  type LockSnapshot,
+} from './session-options.ts';
+import { SessionRequests } from './session-requests.ts';
 import {
   heldTerm,
   initialState,
   mayFollow,
-  namesTerm,
-  transition,
   viewOf,
-  type LockState,
-  type MinDrain,
-  type RenewFailure,
   type SessionAction,
   type SessionEvent,
   type SessionState,
-} from './session-machine.ts';
+} from './session-state.ts';
 
-export type { LockState } from './session-machine.ts';
+export type { LockState } from './session-state.ts';
 export type { RequestBound } from './mutex-requests.ts';
-
-/** LockSnapshot is what the agent's HTTP API returns for a lock. Tokens are decimal strings. */
-export interface LockSnapshot {
-  readonly lock: string;
-  readonly held: boolean;
-  readonly token: string | undefined;
-  /** holder: the Lease's holder pod name, whoever it is. */
-  readonly holder: string | undefined;
-  /** expiresInMs: for a held lock, the time left before this agent stops trusting it. */
-  readonly expiresInMs: number | undefined;
-  readonly state: LockState;
-  /**
-   * permit: for a Semaphore, the permit this pod holds (its permit Lease is dlock.<lock>.<permit>);
-   * absent otherwise. A guard fences a Semaphore per permit: key `<lock>/<permit>`.
-   */
-  readonly permit?: number;
-  /**
-   * draining: a planned handover of the held term is under way: the successor pod, and how long
-   * until the agent stops believing and releases (the app may answer earlier: POST …/drained).
-   * Absent otherwise.
-   */
-  readonly draining?: { readonly to: string; readonly deadlineInMs: number };
-}
-
+export type { HandoverNotice, LeaseInformer, LockSessionOptions, LockSnapshot } from './session-options.ts';
 export type { LockEvent };
-
-/**
- * HandoverNotice tells the app about a planned handover of its held term (kept apart from
- * LockEvent, whose four types its consumers switch on): `draining` when it starts — stop taking
- * new work, finish what is in flight, then answer (POST …/drained) or let the drain period run
- * out; the lock is still held until the `released` LockEvent — and `handoverCancelled` when it
- * was withdrawn or lapsed and the term goes on.
- */
-export interface HandoverNotice {
-  readonly type: 'draining' | 'handoverCancelled';
-  readonly lock: string;
-  readonly token: string;
-  /** to: the successor pod (draining only). */
-  readonly to?: string;
-  /** drainMs: the drain period (draining only). */
-  readonly drainMs?: number;
-}
-
-/** LockSessionOptions configures a session. */
-export interface LockSessionOptions {
-  /** api is the API server client (transport/connect.ts connect). */
-  readonly api: ApiClient;
-  readonly namespace: string;
-  readonly lock: string;
-  /** self is this pod incarnation (downward API POD_NAME and POD_UID). */
-  readonly self: HolderRef;
-  /**
-   * clock: the session measures its terms on {@link conservativeClock} of it (the larger of
-   * monotonic and wall-clock progress), so a VM pause that the monotonic clock does not count
-   * still ends a term; the watch and Mutex requests use it as given.
-   */
-  readonly clock: TimerClock;
-  readonly log: Logger;
-  /** leases overrides the Lease client (tests); defaults to one made from api. */
-  readonly leases?: LeaseClient;
-  /** random for renew jitter; defaults to Math.random. */
-  readonly random?: () => number;
-  /**
-   * leaseInformer overrides the watch of the lock's Lease (tests: the model-based race test feeds
-   * Lease changes itself); defaults to a list+watch informer made from api.
-   */
-  readonly leaseInformer?: LeaseInformer;
-  /**
-   * minDrainMs: the shortest drain period of a planned handover this session's app needs, as a
-   * function of the held term's timings, so that it can stop its work before the release
-   * (session-machine.ts, SessionState.minDrainMs); the app answers with drained() once it has.
-   * Default: 0, the period the handover asks for.
-   */
-  readonly minDrainMs?: MinDrain;
-}
-
-/** LeaseInformer is the part of a Lease informer a session uses. */
-export type LeaseInformer = Pick<SupervisedInformer<V1Lease>, 'start' | 'get' | 'onChange' | 'stop'>;
 
 /** LockSession tracks and renews one lock for one pod incarnation. */
 export class LockSession {
@@ -153,6 +78,7 @@ export class LockSession {
   #followed: string;
   /** #idleWaiters: stop() waits here until the renew flight is over. */
   readonly #idleWaiters: (() => void)[] = [];
+  readonly #requests: SessionRequests;
 
   constructor(o: LockSessionOptions) {
     this.#o = o;
@@ -163,6 +89,21 @@ export class LockSession {
     this.#mutex = new MutexRequests(o);
     this.#runs = new RunCompletions({ ...o, leases: this.#leases });
     this.#followed = leaseName(o.lock);
+    this.#requests = new SessionRequests({
+      namespace: o.namespace,
+      lock: o.lock,
+      self: o.self,
+      log: o.log,
+      clock: this.#clock,
+      leases: this.#leases,
+      stopped: this.#abort.signal,
+      followed: () => this.#followed,
+      lease: () => this.#s.lease,
+      step: (e) => {
+        this.#step(e);
+      },
+      stepAndWait: (e, signal) => this.#stepAndWait(e, signal),
+    });
     this.#informer.onChange((lease, kind) => {
       const name = lease.metadata?.name ?? '';
       if (name !== this.#followed) {
@@ -250,27 +191,7 @@ export class LockSession {
   /** snapshot is the current state; it first checks the term's deadline against the clock. */
   snapshot(): LockSnapshot {
     this.#step({ type: 'DeadlineCheck' });
-    const s = this.#s;
-    const term = heldTerm(s);
-    const permit = permitOfLease(this.#o.lock, this.#followed);
-    return {
-      lock: this.#o.lock,
-      held: term !== undefined,
-      token: term?.token.toString(),
-      holder: s.lease?.record?.holder?.name,
-      expiresInMs:
-        term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - this.#clock.monotonicMs())) : undefined,
-      state: s.phase.name,
-      ...(term !== undefined && permit !== undefined ? { permit } : {}),
-      ...(term !== undefined && s.draining !== undefined
-        ? {
-            draining: {
-              to: s.draining.to,
-              deadlineInMs: Math.max(0, Math.floor(s.draining.untilMs - this.#clock.monotonicMs())),
-            },
-          }
-        : {}),
-    };
+    return snapshotOf(this.#s, this.#o.lock, permitOfLease(this.#o.lock, this.#followed), this.#clock.monotonicMs());
   }
 
   /**
@@ -417,11 +338,11 @@ export class LockSession {
     const clock = this.#clock;
     switch (a.type) {
       case 'SendRenew':
-        void this.#renew(a);
+        void this.#requests.renew(a);
         return undefined;
       case 'ReadLease':
         if (signal === undefined) throw new Error('ReadLease outside a renew');
-        return this.#readLease(signal);
+        return this.#requests.readLease(signal);
       case 'ScheduleRetry':
         clock
           .setTimeout(() => {
@@ -462,7 +383,7 @@ export class LockSession {
         this.#abort.abort(new Error('session stopped'));
         return undefined;
       case 'Release':
-        return this.#releaseLease(
+        return this.#requests.releaseLease(
           a.token,
           a.handedOver === true ? 'Released Lease at the end of a planned handover' : 'Released Lease',
           signal,
@@ -472,144 +393,17 @@ export class LockSession {
           'Released',
         );
       case 'GiveBack':
-        this.#giveBack(a.token, a.budgetMs);
+        this.#requests.giveBack(a.token, a.budgetMs);
         return undefined;
       case 'Emit': {
-        const token = a.token.toString();
-        if (a.event === 'granted') log.info({ lock, token }, 'Acquired lock');
-        if (a.event === 'lost') log.info({ lock, token, reason: a.reason }, 'Lost lock');
-        if (a.event === 'released') log.info({ lock, token, reason: a.reason }, 'Released lock');
-        if (a.event === 'draining' || a.event === 'handoverCancelled') {
-          if (a.event === 'draining')
-            log.info({ lock, token, handover: a.handover }, 'Draining for a planned handover');
-          else log.info({ lock, token }, 'Planned handover cancelled');
-          this.#notify({
-            type: a.event,
-            lock,
-            token,
-            ...(a.handover !== undefined ? { to: a.handover.to, drainMs: a.handover.drainMs } : {}),
-          });
-          return undefined;
-        }
-        this.#emit({
-          type: a.event,
-          lock,
-          token,
-          ...(a.reason !== undefined ? { reason: a.reason } : {}),
-          ...(a.expiresInMs !== undefined ? { expiresInMs: a.expiresInMs } : {}),
-        });
+        const { event, notice } = announce(a, log, lock);
+        if (notice !== undefined) this.#notify(notice);
+        if (event !== undefined) this.#emit(event);
         return undefined;
       }
       case 'Report':
-        if (a.what === 'RenewFailed') log.info({ lock, err: a.err }, 'Failed to renew Lease; retrying');
-        else if (a.what === 'TokenWentBack')
-          log.error(
-            { err: a.err, lock },
-            'Refused a token below one seen on the Lease before (the Lease was tampered with)',
-          );
-        else if (a.what === 'TimingsContradict')
-          log.error({ err: a.err, lock }, 'Refused a term whose timings contradict each other; handing it back');
-        else log.error({ err: a.err, lock }, 'Failed to parse Lease');
+        logReport(a, log, lock);
         return undefined;
-    }
-  }
-
-  /** #renew sends one renew, bounded by its budget and by stop, and feeds the answer back. */
-  async #renew(a: Extract<SessionAction, { type: 'SendRenew' }>): Promise<void> {
-    const clock = this.#clock;
-    const ac = new AbortController();
-    const timeout = clock.setTimeout(() => {
-      ac.abort(new Error('renew timed out'));
-    }, a.budgetMs);
-    const onStop = (): void => {
-      ac.abort(new Error('stopped'));
-    };
-    this.#abort.signal.addEventListener('abort', onStop, { once: true });
-    try {
-      let answer: SessionEvent;
-      try {
-        const stored = await this.#leases.replace(
-          this.#o.namespace,
-          a.lease.metadata?.name ?? this.#followed,
-          renewedLease(a.lease, clock.now()),
-          { signal: ac.signal },
-        );
-        answer = { type: 'RenewAnswered', request: a.request, stored: viewOf(stored).view };
-      } catch (err) {
-        answer = { type: 'RenewFailed', request: a.request, failure: failureOf(err), err };
-      }
-      // A conflict re-reads the Lease under the same budget before this request is done with.
-      await this.#stepAndWait(answer, ac.signal);
-    } finally {
-      timeout.cancel();
-      this.#abort.signal.removeEventListener('abort', onStop);
-    }
-  }
-
-  /** #readLease re-reads the Lease after a renew conflicted (ReadLease). */
-  async #readLease(signal: AbortSignal): Promise<void> {
-    let answer: SessionEvent;
-    try {
-      const fresh = await this.#leases.get(this.#o.namespace, this.#followed, { signal });
-      if (fresh === undefined) answer = { type: 'LeaseRead', lease: undefined };
-      else {
-        const { view, parseError } = viewOf(fresh);
-        answer = { type: 'LeaseRead', lease: view, ...(parseError !== undefined ? { parseError } : {}) };
-      }
-    } catch {
-      answer = { type: 'LeaseReadFailed' }; // the renew is retried
-    }
-    this.#step(answer);
-  }
-
-  /**
-   * #giveBack hands an ended term back (GiveBack): best effort within its budget, so that a
-   * request hung in a partition does not block the next hand-back; if it fails, the controller
-   * expires the Lease after its duration anyway.
-   */
-  #giveBack(token: bigint, budgetMs: number): void {
-    const ac = new AbortController();
-    const timeout = this.#clock
-      .setTimeout(() => {
-        ac.abort(new Error('hand-back timed out'));
-      }, budgetMs)
-      .unref();
-    this.#releaseLease(token, 'Handed back a lost term', ac.signal)
-      .catch((err: unknown) => {
-        this.#o.log.info(
-          { lock: this.#o.lock, token: token.toString(), err },
-          'Failed to hand back a lost term; the Lease will expire',
-        );
-      })
-      .finally(() => {
-        timeout.cancel();
-        this.#step({ type: 'GiveBackDone' });
-      });
-  }
-
-  /** #releaseLease compare-and-swaps the holder away if the Lease still names this pod with `token`. */
-  async #releaseLease(
-    token: bigint,
-    logMessage: string,
-    signal?: AbortSignal,
-    kind: 'Released' | 'HandedOver' = 'Released',
-  ): Promise<void> {
-    const opts = signal !== undefined ? { signal } : undefined;
-    // The Lease of the term: the machine's newest (its name), else the one followed now.
-    const name = this.#s.lease?.object.metadata?.name ?? this.#followed;
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const lease = attempt === 0 ? this.#s.lease?.object : await this.#leases.get(this.#o.namespace, name, opts);
-      if (lease === undefined) return;
-      if (!namesTerm(parseLease(lease), this.#o.self, token)) return; // no longer ours: nothing to release
-      try {
-        const stored = await this.#leases.replace(this.#o.namespace, name, releasedLease(lease, kind), opts);
-        this.#step({ type: 'ReleaseAnswered', lease: viewOf(stored).view });
-        this.#o.log.info({ lock: this.#o.lock, token: token.toString() }, logMessage);
-        return;
-      } catch (err) {
-        if (isNotFound(err)) return;
-        if (!isConflict(err)) throw new Error(`Failed to release Lease ${name}`, { cause: err });
-      }
     }
   }
 
@@ -650,22 +444,4 @@ function namesSelf(lease: V1Lease, self: HolderRef): boolean {
 function seen(lease: V1Lease): SessionEvent {
   const { view, parseError } = viewOf(lease);
   return { type: 'LeaseSeen', lease: view, ...(parseError !== undefined ? { parseError } : {}) };
-}
-
-function failureOf(err: unknown): RenewFailure {
-  if (isConflict(err)) return 'conflict';
-  if (isNotFound(err)) return 'notFound';
-  return 'other';
-}
-
-/** leaseInformerOf watches the Leases labelled with the lock (the session picks its own by name). */
-function leaseInformerOf(o: LockSessionOptions): LeaseInformer {
-  return new ListWatchInformer<V1Lease>({
-    name: `lease:${o.lock}`,
-    api: o.api,
-    clock: o.clock,
-    log: o.log,
-    labelSelector: lockLabelSelector(o.lock),
-    path: leasesPath(o.namespace),
-  });
 }

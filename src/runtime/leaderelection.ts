@@ -22,13 +22,20 @@
  *   create, which fails if the Lease exists). A 409 means another writer won: the elector re-reads
  *   on its next attempt. The leader first tries a fast path with the resourceVersion of its own last
  *   write, and only re-reads the Lease when that fails.
- * - *Stepping down.* Every renew round has `renewDeadlineMs`: attempts repeat every
- *   `retryPeriodMs`, an attempt still in flight at the deadline is abandoned, and if none succeeded
- *   the leader stops leading (aborts the signal given to `onStartedLeading`, then calls
- *   `onStoppedLeading`). `renewDeadlineMs < leaseDurationMs` is what makes the old leader stop before
- *   others expire its lease, given equal clock rates.
+ * - *Stepping down.* The term is the holder core's (holder.ts), as for the agent and the stores:
+ *   a renewal (or the acquire) that succeeded holds the term until `renewDeadlineMs` after the
+ *   moment it was SENT. Renewals go out every `retryPeriodMs`; a failed one is retried every
+ *   `retryPeriodMs` (from its send) within the term, an attempt still in flight at the deadline is
+ *   abandoned, and at the deadline the leader stops leading (aborts the signal given to
+ *   `onStartedLeading`, then calls `onStoppedLeading`). `renewDeadlineMs < leaseDurationMs` is what
+ *   makes the old leader stop before others expire its lease, given equal clock rates: others count
+ *   the lease from when they saw the renewal, which was after it was sent.
  *
  * Where this port differs from client-go, and why:
+ * - The renew deadline counts from the send of the last successful renewal, not from the start of
+ *   the round that fails (client-go's `renewDeadline` starts a `retryPeriod` after that success,
+ *   so its leader may believe up to `retryPeriod + renewDeadline` after it; here at most
+ *   `renewDeadline`, so `retryPeriod + renewDeadline < leaseDuration` is no longer needed).
  * - A leader that reads the Lease and finds another holder steps down at once, instead of retrying
  *   until the renew deadline (it is certainly no longer the leader).
  * - After losing the lease (renew deadline, or another holder) it never releases it: the workers it
@@ -45,25 +52,30 @@
  *   cached resourceVersion stale; client-go then leaves the Lease to expire).
  * - Acquire attempts and the release are bounded by `renewDeadlineMs` too, so that a request that
  *   never answers cannot stall the elector (client-go relies on the HTTP client's timeout).
+ *
+ * Why this file is longer than ~450 lines: what is left here is the elector's Lease protocol as
+ * one unit over the LeaseClient seam (campaign, acquire-or-renew with its fast path, create,
+ * take-over, release with its one re-read) and the list above; the term is election-term.ts, the
+ * configuration leaderelection-config.ts, the record comparison election-record.ts.
  */
 import { V1MicroTime } from '@kubernetes/client-node';
 import type { V1Lease, V1LeaseSpec } from '@kubernetes/client-node';
 import { sleep } from './clock.ts';
 import type { TimerClock } from './clock.ts';
+import { recordOf, renewTimeAfter, sameRecord, type ElectionRecord } from './election-record.ts';
 import { isAlreadyExists, isConflict } from './errors.ts';
-
-/** DEFAULT_LEASE_DURATION_MS is the default {@link LeaderElectionConfig.leaseDurationMs} (client-go core clients: 15 s). */
-export const DEFAULT_LEASE_DURATION_MS = 15_000;
-/** DEFAULT_RENEW_DEADLINE_MS is the default {@link LeaderElectionConfig.renewDeadlineMs} (client-go core clients: 10 s). */
-export const DEFAULT_RENEW_DEADLINE_MS = 10_000;
-/** DEFAULT_RETRY_PERIOD_MS is the default {@link LeaderElectionConfig.retryPeriodMs} (client-go core clients: 2 s). */
-export const DEFAULT_RETRY_PERIOD_MS = 2_000;
-/**
- * JITTER_FACTOR is client-go's `JitterFactor`: a candidate waits between `retryPeriodMs` and
- * `(1 + JITTER_FACTOR) × retryPeriodMs` between acquire attempts, and `renewDeadlineMs` must exceed
- * `JITTER_FACTOR × retryPeriodMs`.
- */
-const JITTER_FACTOR = 1.2;
+import { leadTerm, type AttemptResult, type StopReason } from './election-term.ts';
+import {
+  DEFAULT_LEASE_DURATION_MS,
+  DEFAULT_RENEW_DEADLINE_MS,
+  DEFAULT_RETRY_PERIOD_MS,
+  JITTER_FACTOR,
+  NOOP_LOGGER,
+  validateLeaderElectionConfig,
+  type LeaderCallbacks,
+  type LeaderElectionConfig,
+  type LeaderElectionLogger,
+} from './leaderelection-config.ts';
 
 /** LeaseRequestOptions are per-request options for a {@link LeaseClient}. */
 export interface LeaseRequestOptions {
@@ -90,144 +102,12 @@ export interface LeaseClient {
 }
 
 /**
- * LeaderElectionLogger is the logging the elector does: constant messages, structured fields, errors
- * as `{ err }`, like pino. A pino `Logger` satisfies it.
- */
-export interface LeaderElectionLogger {
-  info(obj: object, msg: string): void;
-  debug(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
-
-/**
- * LeaderCallbacks are the elector's lifecycle hooks. They run synchronously on the elector's loop,
- * so they must return promptly: start asynchronous work and return. They must not throw; if one
- * does, `run()` stops (stepping down if it was leading, without releasing the Lease) and rejects with
- * that error.
- */
-export interface LeaderCallbacks {
-  /**
-   * onStartedLeading is called once when this replica acquired the Lease. `signal` aborts when it
-   * stops leading, for whatever reason; everything started here must stop when it does.
-   */
-  onStartedLeading(signal: AbortSignal): void;
-  /**
-   * onStoppedLeading is called exactly once after each `onStartedLeading`, when the term ended: the
-   * renew deadline passed, another holder was seen, or `run()` was cancelled (after the release, if
-   * any). For a controller that did not ask to stop, the right reaction is to exit the process
-   * (controller-runtime: "the binary must exit immediately after losing the lock").
-   */
-  onStoppedLeading(): void;
-  /**
-   * onNewLeader is called when the elector observes a holder different from the last one it
-   * reported, including the first holder it sees and itself. A Lease with no holder is not reported.
-   */
-  onNewLeader?(identity: string): void;
-}
-
-/** LeaderElectionConfig configures a {@link LeaderElector}; see {@link validateLeaderElectionConfig} for the rules. */
-export interface LeaderElectionConfig {
-  /** leases reads and writes the Lease; see {@link LeaseClient}. */
-  readonly leases: LeaseClient;
-  /** namespace of the Lease. */
-  readonly namespace: string;
-  /** name of the Lease; created on the first attempt if it does not exist. */
-  readonly name: string;
-  /**
-   * identity is this replica's holderIdentity. It must be unique per process incarnation (pod name
-   * plus a random suffix or UID): an elector takes over at once a Lease that already names its
-   * identity, as client-go does, so two processes sharing one identity would both lead.
-   */
-  readonly identity: string;
-  /**
-   * leaseDurationMs is how long a candidate waits, on its own monotonic clock, without observing a
-   * change of the Lease record before it takes the Lease over. It also bounds how long a fresh set of
-   * replicas waits for a stale holder. Written to the Lease rounded up to whole seconds.
-   * Defaults to 15 s.
-   */
-  readonly leaseDurationMs?: number;
-  /**
-   * renewDeadlineMs is how long the leader keeps retrying a renewal before it gives up and steps
-   * down; an attempt still in flight when it passes is abandoned. Defaults to 10 s.
-   *
-   * Caveat (as in client-go): a renew round starts `retryPeriodMs` after the previous success, so a
-   * leader may believe it leads up to `retryPeriodMs + renewDeadlineMs` after its last successful
-   * renewal. Keep that below `leaseDurationMs` (the defaults give 12 s < 15 s).
-   */
-  readonly renewDeadlineMs?: number;
-  /**
-   * retryPeriodMs is the wait between attempts: between renewals of a healthy leader, between
-   * retries of a failing renewal, and (plus up to {@link JITTER_FACTOR} × itself of random jitter)
-   * between acquire attempts of a candidate. Defaults to 2 s.
-   */
-  readonly retryPeriodMs?: number;
-  /**
-   * clock supplies monotonic time (all expiry and deadline decisions), wall time (only for the
-   * acquireTime/renewTime written to the Lease, which no elector reads as a time) and timers.
-   */
-  readonly clock: TimerClock;
-  /**
-   * releaseOnCancel releases the Lease when `run()`'s signal aborts while leading, so a successor
-   * takes over at its next attempt instead of after a full lease duration. Defaults to true.
-   *
-   * WARNING: abort `run()` only after everything started in `onStartedLeading` has stopped;
-   * otherwise the successor and the still-running work overlap.
-   */
-  readonly releaseOnCancel?: boolean;
-  /** log receives the elector's logs. Defaults to none. */
-  readonly log?: LeaderElectionLogger;
-  /** random returns a number in [0, 1) for retry jitter. Defaults to `Math.random`; inject it for deterministic tests. */
-  readonly random?: () => number;
-  /** callbacks are the lifecycle hooks; see {@link LeaderCallbacks}. */
-  readonly callbacks: LeaderCallbacks;
-}
-
-/**
- * validateLeaderElectionConfig throws a `RangeError` whose message starts with the offending field's
- * name unless, after defaults: every duration is a finite number > 0; `leaseDurationMs >
- * renewDeadlineMs > JITTER_FACTOR × retryPeriodMs` (client-go's rules); and identity, namespace and
- * name are non-empty.
- */
-export function validateLeaderElectionConfig(
-  config: Pick<
-    LeaderElectionConfig,
-    'identity' | 'namespace' | 'name' | 'leaseDurationMs' | 'renewDeadlineMs' | 'retryPeriodMs'
-  >,
-): void {
-  const leaseDurationMs = config.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS;
-  const renewDeadlineMs = config.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS;
-  const retryPeriodMs = config.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS;
-  for (const [field, value] of [
-    ['leaseDurationMs', leaseDurationMs],
-    ['renewDeadlineMs', renewDeadlineMs],
-    ['retryPeriodMs', retryPeriodMs],
-  ] as const) {
-    if (!Number.isFinite(value) || value <= 0) {
-      throw new RangeError(`${field} must be a finite number greater than 0, got ${value}`);
-    }
-  }
-  if (leaseDurationMs <= renewDeadlineMs) {
-    throw new RangeError(
-      `leaseDurationMs must be greater than renewDeadlineMs, got ${leaseDurationMs} and ${renewDeadlineMs}`,
-    );
-  }
-  if (renewDeadlineMs <= JITTER_FACTOR * retryPeriodMs) {
-    throw new RangeError(
-      `renewDeadlineMs must be greater than ${JITTER_FACTOR} × retryPeriodMs, got ${renewDeadlineMs} and ${retryPeriodMs}`,
-    );
-  }
-  for (const field of ['identity', 'namespace', 'name'] as const) {
-    if (config[field] === '') throw new RangeError(`${field} must not be empty`);
-  }
-}
-
-/**
  * LeaderElector runs leader election for one replica; see the module comment for the model.
  *
  * Guarantees: every Lease write is a compare-and-swap; a candidate takes over a held Lease only
  * after `leaseDurationMs` of its own monotonic time without a change of the record; the leader steps
- * down (aborting the `onStartedLeading` signal, then calling `onStoppedLeading` once) when a renew
- * round fails for `renewDeadlineMs` or it sees another holder; a release is a compare-and-swap that
+ * down (aborting the `onStartedLeading` signal, then calling `onStoppedLeading` once) when no
+ * renewal succeeded within `renewDeadlineMs` of its send, or it sees another holder; a release is a compare-and-swap that
  * succeeds only while the Lease still names this replica.
  *
  * Assumptions: clocks of the replicas run at about the same rate; identities are unique.
@@ -290,14 +170,15 @@ export class LeaderElector {
   async run(signal: AbortSignal): Promise<void> {
     if (this.#started) throw new Error('LeaderElector.run was already called; create a new LeaderElector');
     this.#started = true;
-    if (!(await this.#acquire(signal))) return;
+    const acquiredAt = await this.#acquire(signal);
+    if (acquiredAt === undefined) return;
 
     const term = new AbortController();
     this.#leading = true;
     let reason = 'Cancelled';
     try {
       this.#callbacks.onStartedLeading(term.signal);
-      reason = await this.#renew(signal);
+      reason = await this.#lead(signal, acquiredAt);
     } catch (err) {
       reason = 'CallbackFailed';
       throw err;
@@ -338,46 +219,50 @@ export class LeaderElector {
     return this.#clock.monotonicMs() - this.#observedAt <= this.#leaseDurationMs + toleranceMs;
   }
 
-  /** #acquire tries every retryPeriod (+ jitter) until it holds the Lease (true) or signal aborts (false). */
-  async #acquire(signal: AbortSignal): Promise<boolean> {
+  /**
+   * #acquire tries every retryPeriod (+ jitter) until it holds the Lease, and resolves with the
+   * monotonic time the winning attempt was sent (the term counts from it), or undefined when
+   * signal aborts first.
+   */
+  async #acquire(signal: AbortSignal): Promise<number | undefined> {
     this.#log.info(this.#fields, 'Started campaigning for leader Lease');
     while (!signal.aborted) {
-      const result = await this.#attempt(signal, this.#clock.monotonicMs() + this.#renewDeadlineMs, false);
+      const sentAtMs = this.#clock.monotonicMs();
+      const result = await this.#attempt(signal, sentAtMs + this.#renewDeadlineMs, false);
       this.#reportTransition();
       if (result === 'ok') {
         this.#log.info(this.#fields, 'Acquired leader Lease');
-        return true;
+        return sentAtMs;
       }
       const jitterMs = this.#random() * JITTER_FACTOR * this.#retryPeriodMs;
       if (!(await this.#pause(this.#retryPeriodMs + jitterMs, signal))) break;
     }
-    return false;
+    return undefined;
   }
 
   /**
-   * #renew renews every retryPeriod. Each round has renewDeadline from its start; failed attempts
-   * are retried every retryPeriod (from the previous attempt's start) until then. Resolves with why
-   * the term ended.
+   * #lead holds the term that the acquire sent at `sentAtMs` won, on the holder core
+   * (election-term.ts), with one attempt per renewal; resolves with why the term ended.
    */
-  async #renew(signal: AbortSignal): Promise<'Cancelled' | 'RenewDeadlineExceeded' | 'LeaseTakenOver'> {
-    for (;;) {
-      if (!(await this.#pause(this.#retryPeriodMs, signal))) return 'Cancelled';
-      const deadline = this.#clock.monotonicMs() + this.#renewDeadlineMs;
-      let result: AttemptResult;
-      for (;;) {
-        const startedAt = this.#clock.monotonicMs();
-        result = await this.#attempt(signal, deadline, true);
-        if (signal.aborted) return 'Cancelled';
-        if (result !== 'failed' || this.#clock.monotonicMs() >= deadline) break;
-        const nextAt = Math.min(startedAt + this.#retryPeriodMs, deadline);
-        if (!(await this.#pause(nextAt - this.#clock.monotonicMs(), signal))) return 'Cancelled';
-        if (this.#clock.monotonicMs() >= deadline) break;
-      }
-      this.#reportTransition();
-      if (result === 'lost') return 'LeaseTakenOver';
-      if (result === 'failed') return 'RenewDeadlineExceeded';
-      this.#log.debug(this.#fields, 'Renewed leader Lease');
-    }
+  #lead(signal: AbortSignal, sentAtMs: number): Promise<StopReason> {
+    return leadTerm({
+      clock: this.#clock,
+      renewDeadlineMs: this.#renewDeadlineMs,
+      retryPeriodMs: this.#retryPeriodMs,
+      sentAtMs,
+      signal,
+      renew: (deadline) => this.#renewOnce(signal, deadline),
+      renewed: () => {
+        this.#log.debug(this.#fields, 'Renewed leader Lease');
+      },
+    });
+  }
+
+  /** #renewOnce is one renewal attempt bounded by `deadline`; it reports a change of leader it saw. */
+  async #renewOnce(signal: AbortSignal, deadline: number): Promise<AttemptResult> {
+    const result = await this.#attempt(signal, deadline, true);
+    this.#reportTransition();
+    return result;
   }
 
   /**
@@ -626,66 +511,8 @@ export class LeaderElector {
 }
 
 /** AttemptResult: 'ok' holds the Lease now; 'failed' does not (retry); 'lost' another holder was seen while leading. */
-type AttemptResult = 'ok' | 'failed' | 'lost';
-
-/** ElectionRecord is client-go's LeaderElectionRecord: the fields whose change proves the holder is alive. */
-interface ElectionRecord {
-  readonly holderIdentity: string;
-  readonly leaseDurationSeconds: number | undefined;
-  readonly acquireTime: string | undefined;
-  readonly renewTime: string | undefined;
-  readonly leaseTransitions: number | undefined;
-}
-
-function recordOf(lease: V1Lease): ElectionRecord {
-  const spec = lease.spec;
-  return {
-    holderIdentity: spec?.holderIdentity ?? '',
-    leaseDurationSeconds: spec?.leaseDurationSeconds,
-    acquireTime: timeKey(spec?.acquireTime),
-    renewTime: timeKey(spec?.renewTime),
-    leaseTransitions: spec?.leaseTransitions,
-  };
-}
-
-function sameRecord(a: ElectionRecord, b: ElectionRecord): boolean {
-  return (
-    a.holderIdentity === b.holderIdentity &&
-    a.leaseDurationSeconds === b.leaseDurationSeconds &&
-    a.acquireTime === b.acquireTime &&
-    a.renewTime === b.renewTime &&
-    a.leaseTransitions === b.leaseTransitions
-  );
-}
-
-/**
- * timeKey is a comparable form of a MicroTime field. client-node types them as `V1MicroTime` but
- * deserialises them as the server's RFC 3339 string, so both forms occur; Dates are rendered the way
- * client-node sends them (six fractional digits).
- */
-function timeKey(value: unknown): string | undefined {
-  if (typeof value === 'string') return value;
-  if (value instanceof Date)
-    return Number.isNaN(value.getTime()) ? 'Invalid Date' : new V1MicroTime(value.getTime()).toISOString();
-  return undefined;
-}
-
-/**
- * renewTimeAfter is `now`, nudged 1 ms forward when it equals the previous renewTime (a stalled or
- * stepped-back wall clock), so that every renewal changes the record others watch.
- */
-function renewTimeAfter(now: Date, previous: unknown): V1MicroTime {
-  const renew = new V1MicroTime(now.getTime());
-  return timeKey(previous) === timeKey(renew) ? new V1MicroTime(now.getTime() + 1) : renew;
-}
 
 function abortReason(signal: AbortSignal): Error {
   const reason: unknown = signal.reason;
   return reason instanceof Error ? reason : new Error('Aborted', { cause: reason });
 }
-
-const NOOP_LOGGER: LeaderElectionLogger = Object.freeze({
-  info: () => undefined,
-  debug: () => undefined,
-  error: () => undefined,
-});

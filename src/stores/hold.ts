@@ -2,8 +2,11 @@
  * Holding a store lock, the same for single Redis and Redlock: wait for the grant (release
  * notifications first, jittered exponential backoff as the fallback), then keep it with a
  * watchdog that renews every third of the TTL while the holder runs, and declare it lost the
- * moment its validity cannot be vouched for. The decisions are stores/redis/timing.ts's; this is
- * the timers and the bookkeeping around them.
+ * moment its validity cannot be vouched for. The held term is the holder core's
+ * (runtime/holder.ts: validity from the send time, renews retried until the deadline, step-down,
+ * release) on its shell (runtime/holder-loop.ts: the timers), with the store's timings
+ * (stores/redis/timing.ts storeTimings) and a renew that is the backend's compare-and-expire; the
+ * waiter and its backoff (timing.ts) are this module's.
  *
  * The validity is the hold's own reckoning, from the moment each acquire or renew request was sent
  * (stores/redis/timing.ts validUntil), read on one conservativeClock (runtime/clock.ts) over the
@@ -13,16 +16,17 @@
 import type { LockEvent } from '../protocol/lock-event.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { TermTimings } from '../protocol/timings.ts';
-import { conservativeClock, type Timer, type TimerClock } from '../runtime/clock.ts';
+import { conservativeClock, type TimerClock } from '../runtime/clock.ts';
 import {
-  afterRenew,
-  retryDelayMs,
-  storeTimings,
-  validUntil,
-  WAIT_BACKOFF,
-  type Backoff,
-  type RenewOutcome,
-} from './redis/timing.ts';
+  heldTerm,
+  holderTransition,
+  initialHolder,
+  type DeadlineCause,
+  type HolderPolicy,
+  type HolderState,
+} from '../runtime/holder.ts';
+import { HolderLoop } from '../runtime/holder-loop.ts';
+import { RENEW_RETRY_MS, retryDelayMs, storeTimings, WAIT_BACKOFF, type Backoff } from './redis/timing.ts';
 import type { HolderRef } from '../protocol/holder.ts';
 import { newOwnerId } from './owner.ts';
 import type { Attempt, Grant, LockBackend } from './store.ts';
@@ -144,13 +148,19 @@ export async function holdLock(backend: LockBackend, o: HoldOptions): Promise<Ho
         a = { granted: false, held: false, reason: err instanceof Error ? err.message : String(err) };
         o.log.debug({ err }, 'Failed to try the lock');
       }
-      const validUntilMs = validUntil(sentAt, o.ttlMs);
-      // A grant answered after its own validity (a slow reply, a pause) is worth nothing: given back.
-      if (a.granted && holdClock.monotonicMs() >= validUntilMs) {
+      if (a.granted) {
+        const term = holderTransition(
+          initialHolder<TermTimings>(),
+          { type: 'Granted', request: { token: a.token, sentAtMs: sentAt, timings: storeTimings(o.ttlMs) } },
+          holdClock.monotonicMs(),
+          storePolicy(o.ttlMs),
+        );
+        if (heldTerm(term.state) !== undefined)
+          return { kind: 'held', hold: keep(backend, owner, a, term.state, holdClock, o) };
+        // A grant answered after its own validity (a slow reply, a pause) is worth nothing: given back.
         await backend.release(owner).catch(() => undefined);
         a = { granted: false, held: false, reason: `granted token ${a.token} too late: its validity had passed` };
       }
-      if (a.granted) return { kind: 'held', hold: keep(backend, owner, a, validUntilMs, holdClock, o) };
       lastReason = a.reason;
       if (a.held && o.ifHeld === 'fail') return { kind: 'heldByAnother', reason: a.reason };
       const left = deadline !== undefined ? deadline - o.clock.monotonicMs() : undefined;
@@ -199,12 +209,35 @@ function stacklessError(message: string): Error {
   }
 }
 
-/** keep runs the watchdog of a grant, valid until `grantedUntilMs` on `clock`, and returns its handle. */
+/** STORE_DEADLINE_REASONS: how a store lock's loss at its validity is reported, by how it was found. */
+const STORE_DEADLINE_REASONS: Readonly<Record<DeadlineCause, (err: unknown) => string>> = {
+  check: () => 'the validity passed without a renew',
+  failed: (err) => `renews failed until the validity passed: ${err instanceof Error ? err.message : String(err)}`,
+  late: () => 'the renew was answered after its validity had passed',
+  unsent: () => 'the validity passed before the renew was sent',
+};
+
+/**
+ * storePolicy is the holder core's policy for a store lock: the key is this owner's until a renew
+ * says otherwise (the renew script compares the owner), the timings are the TTL's, and a renew
+ * that got no answer is tried again within RENEW_RETRY_MS (sooner if the validity ends sooner).
+ */
+export function storePolicy(ttlMs: number): HolderPolicy<TermTimings> {
+  const timings = storeTimings(ttlMs);
+  return {
+    names: () => true,
+    timingsFor: () => timings,
+    retryInMs: (_request, leftMs) => Math.max(0, Math.min(RENEW_RETRY_MS, leftMs)),
+    deadlineReason: (cause, err) => STORE_DEADLINE_REASONS[cause](err),
+  };
+}
+
+/** keep runs the watchdog of a grant, held as `granted` (the core's state after the grant) on `clock`, and returns its handle. */
 function keep(
   backend: LockBackend,
   owner: string,
   g: Grant,
-  grantedUntilMs: number,
+  granted: HolderState<TermTimings>,
   clock: TimerClock,
   o: HoldOptions,
 ): StoreHold {
@@ -212,62 +245,40 @@ function keep(
   const token = g.token.toString();
   const listeners = new Set<(e: LockEvent) => void>();
   const ended = new AbortController();
-  let validUntilMs = grantedUntilMs;
-  let state: 'held' | 'lost' | 'released' = 'held';
-  let renewTimer: Timer | undefined;
-  let lapseTimer: Timer | undefined;
+  let released: Promise<void> | undefined;
 
   const emit = (e: Omit<LockEvent, 'lock' | 'token'>): void => {
     for (const l of [...listeners]) l({ ...e, lock: o.lock, token });
   };
+  const loop: HolderLoop<TermTimings> = new HolderLoop({
+    clock,
+    policy: storePolicy(o.ttlMs),
+    state: granted,
+    renew: async () => {
+      try {
+        return (await backend.renew(owner, o.ttlMs)) === 'renewed'
+          ? { kind: 'renewed' }
+          : { kind: 'notOurs', reason: 'the key is gone or held by another owner' };
+      } catch (err) {
+        return { kind: 'failed', err: err instanceof Error ? err.message : err };
+      }
+    },
+    onEmit: (e) => {
+      if (e.event === 'renewed') emit({ type: 'renewed', expiresInMs: validForMs() });
+      if (e.event !== 'lost') return;
+      const reason = e.reason ?? 'lost';
+      o.log.error({ lock: o.lock, token, reason }, 'Lost store lock');
+      ended.abort(new Error(`lock ${o.lock} lost: ${reason}`));
+      emit({ type: 'lost', reason });
+    },
+    onReport: (err) => {
+      o.log.warn({ lock: o.lock, token, err }, 'Failed to renew store lock; retrying');
+    },
+  });
   // Whole milliseconds, rounded down: what is reported may only understate the validity.
-  const validForMs = (): number => (state === 'held' ? Math.max(0, Math.floor(validUntilMs - clock.monotonicMs())) : 0);
-  const stopTimers = (): void => {
-    renewTimer?.cancel();
-    lapseTimer?.cancel();
-  };
-  const lose = (reason: string): void => {
-    if (state !== 'held') return;
-    state = 'lost';
-    stopTimers();
-    o.log.error({ lock: o.lock, token, reason }, 'Lost store lock');
-    ended.abort(new Error(`lock ${o.lock} lost: ${reason}`));
-    emit({ type: 'lost', reason });
-  };
-  // The lapse timer ends trust at the validity even while a renew is still out (or the process
-  // was paused): whatever the renew later says, it cannot reach back.
-  const armLapse = (): void => {
-    lapseTimer?.cancel();
-    lapseTimer = clock.setTimeout(() => {
-      if (clock.monotonicMs() >= validUntilMs) lose('the validity passed without a renew');
-      else armLapse();
-    }, validUntilMs - clock.monotonicMs());
-  };
-  const renew = async (): Promise<void> => {
-    if (state !== 'held') return;
-    const sentAt = clock.monotonicMs();
-    if (sentAt >= validUntilMs) return lose('the validity passed before the renew was sent');
-    let outcome: RenewOutcome;
-    try {
-      outcome = { kind: (await backend.renew(owner, o.ttlMs)) === 'renewed' ? 'renewed' : 'notOwner' };
-    } catch (err) {
-      outcome = { kind: 'failed', error: err instanceof Error ? err.message : String(err) };
-    }
-    if (state !== 'held') return;
-    const d = afterRenew(outcome, sentAt, clock.monotonicMs(), validUntilMs, o.ttlMs);
-    if (d.kind === 'lost') return lose(d.reason);
-    if (d.kind === 'retry') {
-      o.log.warn({ lock: o.lock, token, inMs: d.inMs }, 'Failed to renew store lock; retrying');
-      scheduleRenew(d.inMs);
-      return;
-    }
-    validUntilMs = d.validUntilMs;
-    armLapse();
-    scheduleRenew(d.nextInMs);
-    emit({ type: 'renewed', expiresInMs: validForMs() });
-  };
-  const scheduleRenew = (inMs: number): void => {
-    renewTimer = clock.setTimeout(() => void renew(), inMs);
+  const validForMs = (): number => {
+    const term = loop.term();
+    return term !== undefined ? Math.max(0, Math.floor(term.validUntilMs - clock.monotonicMs())) : 0;
   };
   // The watchdog's timers are armed once the promise chain that hands the grant to the caller has
   // run (process.nextTick runs after the microtasks queued now): a caller that releases at once
@@ -275,9 +286,7 @@ function keep(
   // clock, and a timer cannot fire before the event loop turns anyway. A hold released by then
   // arms none.
   process.nextTick(() => {
-    if (state !== 'held') return;
-    armLapse();
-    scheduleRenew(timings.renewPeriodMs);
+    loop.arm();
   });
   if (g.counterMissing)
     o.log.warn(
@@ -290,14 +299,16 @@ function keep(
       "This lock's tokens now come from another Redis process (a failover, a restart, a moved slot): the token was floored at the server's clock",
     );
 
-  let released: Promise<void> | undefined;
   return {
     token: g.token,
     counterMissing: g.counterMissing,
     clockFloored: g.clockFloored,
     timings,
     signal: ended.signal,
-    isHeld: () => state === 'held' && clock.monotonicMs() < validUntilMs,
+    isHeld: () => {
+      const term = loop.term();
+      return term !== undefined && clock.monotonicMs() < term.validUntilMs;
+    },
     validForMs,
     onEvent(listener) {
       listeners.add(listener);
@@ -305,18 +316,16 @@ function keep(
     },
     release() {
       released ??= (async () => {
-        const wasHeld = state === 'held';
-        state = 'released';
         // The request goes out first (also after a loss: if the key is still ours after all,
         // waiters need not wait out its TTL); the bookkeeping below is done while Redis answers
         // rather than before it is asked. Nothing else in this process runs in between.
         const sent = backend.release(owner);
-        stopTimers();
+        const effects = loop.close({ type: 'ReleaseRequested' }, ['Emit', 'Release']);
         ended.abort(stacklessError(`lock ${o.lock} released`));
         try {
           await sent;
         } finally {
-          if (wasHeld) emit({ type: 'released' });
+          if (effects.some((e) => e.type === 'Emit' && e.event === 'released')) emit({ type: 'released' });
         }
       })();
       return released;

@@ -8,7 +8,8 @@
  *
  * What is real: the whole reconciler (finalizer, cache read then fresh GET, decide, token, CAS,
  * pod marks, status), the whole `LockSession` (watch handling, confirm-by-first-renew, renew loop
- * with its deadline and retries, release, hand-back), and the Lease record functions both use.
+ * with its deadline and retries, release, hand-back — the term logic being the holder core,
+ * src/runtime/holder.ts, that every holder loop runs), and the Lease record functions both use.
  * What is a model:
  * - the API server: one namespace; every Lease write a compare-and-swap on its resourceVersion
  *   (409 on a mismatch), every change delivered to each agent's watch in order; pods with a uid

@@ -8,10 +8,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { V1Lease } from '@kubernetes/client-node';
+import { transition } from '../../../src/agent/session-machine.ts';
 import {
   heldTerm,
   initialState,
-  transition,
   viewOf,
   type LeaseView,
   type Phase,
@@ -20,7 +20,7 @@ import {
   type SessionAction,
   type SessionEvent,
   type SessionState,
-} from '../../../src/agent/session-machine.ts';
+} from '../../../src/agent/session-state.ts';
 import { grantedLease, handoverMarkedLease, releasedLease } from '../../../src/lease/record.ts';
 import type { HolderRef } from '../../../src/protocol/holder.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName } from '../../../src/protocol/names.ts';

@@ -2,19 +2,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ApiException } from '@kubernetes/client-node';
 import type { V1Lease, V1LeaseSpec } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import { LeaderElector } from '../../../src/runtime/leaderelection.ts';
+import type { LeaseClient, LeaseRequestOptions } from '../../../src/runtime/leaderelection.ts';
 import {
   DEFAULT_LEASE_DURATION_MS,
   DEFAULT_RENEW_DEADLINE_MS,
   DEFAULT_RETRY_PERIOD_MS,
-  LeaderElector,
   validateLeaderElectionConfig,
-} from '../../../src/runtime/leaderelection.ts';
-import type {
-  LeaderElectionConfig,
-  LeaderElectionLogger,
-  LeaseClient,
-  LeaseRequestOptions,
-} from '../../../src/runtime/leaderelection.ts';
+} from '../../../src/runtime/leaderelection-config.ts';
+import type { LeaderElectionConfig, LeaderElectionLogger } from '../../../src/runtime/leaderelection-config.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
 
 // A pino Logger must be usable as the elector's logger without an adapter.
@@ -521,7 +517,7 @@ describe('LeaderElector renewing', () => {
     { fault: 'hangs until aborted' },
     { fault: 'hangs and ignores the abort' },
   ])(
-    'steps down renewDeadline after a renew round starts when every request $fault, and reports it once',
+    'steps down renewDeadline after its last successful renewal was sent when every request $fault, and reports it once',
     async ({ fault }) => {
       const clock = new FakeClock();
       const leases = new FakeLeases(clock);
@@ -529,16 +525,18 @@ describe('LeaderElector renewing', () => {
       await advanceTo(clock, RETRY + 1); // renewed at 2 000
       leases.fault = fault;
 
-      const roundStart = 2 * RETRY; // the next round starts a retryPeriod after the last success
-      await advanceTo(clock, roundStart + RENEW - 1);
+      // The term counts from the send of the last successful renewal (the holder core's rule), not
+      // from the start of the next round, which came a retryPeriod later (client-go's).
+      const lastSent = RETRY;
+      await advanceTo(clock, lastSent + RENEW - 1);
       expect(a.elector.isLeader()).toBe(true);
       expect(a.term?.aborted).toBe(false);
       expect(a.stoppedAt).toEqual([]);
 
-      await advanceTo(clock, roundStart + RENEW);
+      await advanceTo(clock, lastSent + RENEW);
       expect(a.elector.isLeader()).toBe(false);
       expect(a.term?.aborted).toBe(true);
-      expect(a.stoppedAt).toEqual([roundStart + RENEW]);
+      expect(a.stoppedAt).toEqual([lastSent + RENEW]);
       expect(a.finished).toBe(true);
       expect(a.logs.find((l) => l.msg === 'Stopped leading')?.obj).toMatchObject({ reason: 'RenewDeadlineExceeded' });
 
@@ -551,13 +549,13 @@ describe('LeaderElector renewing', () => {
     },
   );
 
-  it('keeps leading through failures shorter than renewDeadline', async () => {
+  it('keeps leading through failures shorter than renewDeadline from its last successful send', async () => {
     const clock = new FakeClock();
     const leases = new FakeLeases(clock);
     const a = await launch('a', leases, clock);
-    await advanceTo(clock, 3_000);
+    await advanceTo(clock, 3_000); // renewed at 2 000: the term holds until 12 000 unless renewed
     leases.fault = 'rejects with 503';
-    await advanceTo(clock, 11_000);
+    await advanceTo(clock, 9_000); // the renewals at 4 000, 6 000 and 8 000 fail; the one at 10 000 succeeds
     leases.fault = undefined;
 
     await advanceTo(clock, 14_000);

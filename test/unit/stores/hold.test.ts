@@ -8,9 +8,18 @@
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import type { LockEvent } from '../../../src/protocol/lock-event.ts';
-import { holdLock, type HoldOptions, type StoreHold } from '../../../src/stores/hold.ts';
+import type { TermTimings } from '../../../src/protocol/timings.ts';
+import {
+  heldTerm,
+  holderTransition,
+  initialHolder,
+  type HolderEvent,
+  type HolderState,
+  type RenewRequest,
+} from '../../../src/runtime/holder.ts';
+import { holdLock, storePolicy, type HoldOptions, type StoreHold } from '../../../src/stores/hold.ts';
 import type { Attempt, LockBackend, RenewAnswer } from '../../../src/stores/store.ts';
-import { validUntil } from '../../../src/stores/redis/timing.ts';
+import { storeTimings, validUntil } from '../../../src/stores/redis/timing.ts';
 import { FakeClock } from '../../support/fake-clock.ts';
 
 const TTL = 3000; // drift 32 ms, renew every 1000 ms
@@ -329,5 +338,71 @@ describe('holdLock: the watchdog', () => {
     expect(clock.pendingTimers()).toBe(2); // the renew and the lapse
     await h.release();
     expect(clock.pendingTimers()).toBe(0);
+  });
+});
+
+describe("a store lock's term on the holder core (storePolicy, pure)", () => {
+  const ttl = 3000; // drift 32, period 1000
+  const timings = storeTimings(ttl);
+  const request = (sentAtMs: number): RenewRequest<TermTimings> => ({ token: 1n, sentAtMs, timings });
+  /** granted: a term granted by an acquire sent at 0, with a renewal sent at `renewSentAt` out. */
+  function renewing(renewSentAt: number): HolderState<TermTimings> {
+    let s = holderTransition(
+      initialHolder<TermTimings>(),
+      { type: 'Granted', request: request(0) },
+      10,
+      storePolicy(ttl),
+    ).state;
+    s = holderTransition(s, { type: 'RenewTimerFired' }, renewSentAt, storePolicy(ttl)).state;
+    expect(s.renew).toBe('sending');
+    return s;
+  }
+  const step = (s: HolderState<TermTimings>, e: HolderEvent<TermTimings>, now: number) =>
+    holderTransition(s, e, now, storePolicy(ttl));
+
+  it('a renew that succeeded extends trust from its send time and schedules the next a third later', () => {
+    const t = step(renewing(1000), { type: 'RenewAnswered', request: request(1000) }, 1010);
+    expect(heldTerm(t.state)?.validUntilMs).toBe(1000 + 3000 - 32);
+    expect(t.effects).toContainEqual({ type: 'ArmTimers', renewInMs: 1000, deadlineInMs: 3968 - 1010 });
+  });
+
+  it('a renew answered after its own validity is worth nothing: lost', () => {
+    const t = step(renewing(1000), { type: 'RenewAnswered', request: request(1000) }, 3968);
+    expect(t.state.phase.name).toBe('lost');
+    expect(t.effects).toContainEqual({
+      type: 'Emit',
+      event: 'lost',
+      token: 1n,
+      reason: 'the renew was answered after its validity had passed',
+    });
+  });
+
+  it('a failure is retried soon while validity is left, never past it', () => {
+    const soon = step(
+      renewing(1000),
+      { type: 'RenewFailed', request: request(1000), failure: 'other', err: 'down' },
+      1005,
+    );
+    expect(soon.effects).toContainEqual({ type: 'ScheduleRetry', inMs: 100 });
+    const late = step(
+      renewing(2900),
+      { type: 'RenewFailed', request: request(2900), failure: 'other', err: 'down' },
+      2940,
+    );
+    expect(late.effects).toContainEqual({ type: 'ScheduleRetry', inMs: 28 });
+  });
+
+  it('a failure at or after the validity: lost, with the last error', () => {
+    const t = step(
+      renewing(2900),
+      { type: 'RenewFailed', request: request(2900), failure: 'other', err: 'ECONNREFUSED' },
+      2968,
+    );
+    expect(t.effects).toContainEqual({
+      type: 'Emit',
+      event: 'lost',
+      token: 1n,
+      reason: 'renews failed until the validity passed: ECONNREFUSED',
+    });
   });
 });
