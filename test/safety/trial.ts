@@ -591,7 +591,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
       tally: (leases) => split.tally(leases),
     };
   },
-  async ['shard-move'](ctx, h) {
+  async ['shard-move'](ctx) {
     const mv = activeShardMove(ctx.bed);
     if (mv === undefined)
       throw new Error('shard-move trials run in their own phase (runTrials starts the three replicas)');
@@ -602,16 +602,19 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     const ticket = await mv.join(ctx.rnd, lockKey);
     const startAt = await ticket.stopped;
     // First handoff while the shard's owner is gone, paused or cut off: only a shard move grants it
-    // (or the owner itself, when this lock's shard is held by another replica).
+    // (or the owner itself, when this lock's shard is held by another replica). By whoever holds
+    // the lock now: the wait for the event may outlast the first holder's term (a 1 s lease on a
+    // loaded machine), and a handoff by a pod that no longer holds would leave the lock held.
     await sleep(ctx.uniform(0, 500));
+    const now = await nextCheck(ctx);
     const granted = ctx.next(
       undefined,
-      (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > h.token,
+      (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > now.token,
       60_000,
       'a grant during the shard move',
     );
     granted.catch(() => undefined);
-    await ctx.handOff(h.w, h.id);
+    await ctx.handOff(now.w, now.id);
     await ticket.resuming;
     // Second handoff as the faulted replica comes back (resumed, healed, or joining again).
     const second = await granted;
