@@ -203,6 +203,9 @@ describe('the fencepost Helm chart', () => {
     const role = docsOf(r.stdout, 'Role').find((d) => d.includes('-leader-election'));
     expect(role).toMatch(/verbs: \["get", "list", "update"\]/);
     expect(r.stdout).toContain('name=~"fencepost-controller-shard-[0-9]+"} == 1) < 12');
+    // The controller's Lease admission policy lets its shard and membership Leases through.
+    expect(r.stdout).toContain('request.name.startsWith(\\"fencepost-controller-shard-\\")');
+    expect(r.stdout).toContain('request.name.startsWith(\\"fencepost-controller-member-\\")');
     const bare = await template(ns, ['--set', 'shards=12', '--set', `agentRbac.namespaces={${ns}}`]);
     expect(bare.code, bare.stderr).toBe(0);
     const applied = await kubectlApply(bare.stdout, ns);
