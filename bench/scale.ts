@@ -18,6 +18,12 @@
  * Locks: leaseDurationSeconds 300, renewPeriodSeconds 60 (N/60 renews per second at steady state),
  * so holders do not expire while the controller is still granting the rest.
  *
+ * With `--replicas R` (R > 1) the controller is R processes sharing the locks (`--shards S`,
+ * default 4 per replica, the default Lease timings): the grants are summed over the replicas, each
+ * replica's grants, shards and RSS are recorded, and after the steady phase one replica is
+ * SIGKILLed: the time until every shard it held is held by a survivor (its Leases expire first),
+ * and the time until the survivors have granted again 50 of its locks, released at that moment.
+ *
  * Writes .results/bench/scale.json (one entry per N) and prints a table. A size that does not
  * finish within --timeout is recorded as such, with how far it got.
  */
@@ -30,7 +36,8 @@ import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, Watch, type V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
-import { parseLease, renewedLease } from '../src/lease/record.ts';
+import { parseLease, releasedLease, renewedLease } from '../src/lease/record.ts';
+import { lockShard } from '../src/controllers/sharding/assign.ts';
 import { lockBody } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
 import type { ControlPlane } from '../test/support/testbed/control-plane.ts';
@@ -68,7 +75,12 @@ const USAGE = `Usage: node bench/scale.ts [--locks LIST] [--steady S] [--timeout
   --out FILE     results file under .results/bench/ (default scale.json)
   --workers N    the controller's --workers (default 4, its default)
   --node-options OPTS  NODE_OPTIONS for the controller (e.g. --max-old-space-size=192)
+  --replicas R   controller processes sharing the locks (default 1: one, --leader-elect=false)
+  --shards S     their --shards (default 4 × R); with R > 1, one replica is killed after the steady phase
 `;
+
+/** KILL_RELEASES: how many of the killed replica's locks are released to time their re-grant by the survivors. */
+const KILL_RELEASES = 50;
 
 interface Sample {
   /** t: seconds since the controller was spawned. */
@@ -90,10 +102,40 @@ interface Sample {
   readonly renewsPerS: number;
   /** controllerWrites: the controller's own POST/PUT/PATCH/DELETE so far (its rest_client_requests_total). */
   readonly controllerWrites: number;
+  /** perReplica: with --replicas above 1, each replica's grants so far and RSS (controllerRssMiB is their sum). */
+  readonly perReplica?: readonly { readonly granted: number; readonly rssMiB: number }[];
+}
+
+/** ReplicaResult: one replica of a sharded run, when every lock was granted. */
+interface ReplicaResult {
+  readonly replica: string;
+  readonly shards: readonly number[];
+  /** locks: the locks of its shards (by the same hash the controller uses). */
+  readonly locks: number;
+  readonly grants: number;
+  readonly peakRssMiB: number;
+}
+
+/** KillResult: one replica SIGKILLed after the steady phase of a sharded run. */
+interface KillResult {
+  readonly replica: string;
+  readonly shards: readonly number[];
+  readonly locks: number;
+  /** shardsHeldAgainSeconds: SIGKILL → every one of its shards' Leases held by a survivor. */
+  readonly shardsHeldAgainSeconds: number | undefined;
+  /** releasedRegrantedSeconds: release of `released` of its locks (when its shards were held again) → all granted again. */
+  readonly releasedRegrantedSeconds: number | undefined;
+  readonly released: number;
+  /** survivors: each survivor's shards after the move. */
+  readonly survivors: readonly { readonly replica: string; readonly shards: readonly number[] }[];
 }
 
 interface SizeResult {
   readonly locks: number;
+  readonly replicas: number;
+  readonly shards: number;
+  readonly perReplica?: readonly ReplicaResult[];
+  readonly kill?: KillResult;
   readonly completed: boolean;
   readonly note?: string;
   readonly setupSeconds: number;
@@ -132,6 +174,24 @@ function cpuTicks(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return Number(fields[11]) + Number(fields[12]);
+}
+
+/** cpuTicksOr0: cpuTicks, or 0 for a process already gone. */
+function cpuTicksOr0(pid: number): number {
+  try {
+    return cpuTicks(pid);
+  } catch {
+    return 0;
+  }
+}
+
+/** rssMiBOr0: rssMiB, or 0 for a process already gone. */
+function rssMiBOr0(pid: number): number {
+  try {
+    return rssMiB(pid);
+  } catch {
+    return 0;
+  }
 }
 
 function rssMiB(pid: number): number {
@@ -272,6 +332,8 @@ async function runSize(
     timeoutS: number;
     workers: number;
     nodeOptions: string;
+    replicas: number;
+    shards: number;
     signal: AbortSignal;
     log: (m: string) => void;
   },
@@ -279,7 +341,7 @@ async function runSize(
   const loadStart = loadAverage();
   let plane: ControlPlane | undefined;
   let redis: RedisServer | undefined;
-  let controller: LineProcess | undefined;
+  const controllers: LineProcess[] = [];
   let renewer: Renewer | undefined;
   let raw: KeepAliveClient | undefined;
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-scale-'));
@@ -349,36 +411,44 @@ async function runSize(
     renewer = new Renewer(kc.makeApiClient(CoordinationV1Api), new Watch(kc), namespace);
     await renewer.start();
     const spawnAt = performance.now();
-    controller = new LineProcess(
-      'controller',
-      process.execPath,
-      [
-        MAIN,
-        'controller',
-        '--kubeconfig',
-        plane.kubeconfigPath,
-        '--redis-url',
-        redis.url,
-        '--leader-elect',
-        'false',
-        '--namespace',
-        namespace,
-        '--metrics-secure=false', // plain HTTP: the bench reads the controller's metrics, not its TLS
-        '--metrics-bind-address',
-        `127.0.0.1:${metricsPort}`,
-        '--health-probe-bind-address',
-        '0',
-        '--log-level',
-        'error',
-        '--cache-sync-timeout',
-        '10m',
-        '--workers',
-        String(o.workers),
-      ],
-      o.nodeOptions !== '' ? { ...process.env, NODE_OPTIONS: o.nodeOptions } : process.env,
-      join(dir, 'controller.log'),
-    );
-    const cpid = controller.pid;
+    const sharded = o.replicas > 1;
+    const metricsPorts: number[] = [metricsPort];
+    for (let i = 1; i < o.replicas; i++) metricsPorts.push(await freePort());
+    for (const [i, port] of metricsPorts.entries())
+      controllers.push(
+        new LineProcess(
+          sharded ? `replica-${i}` : 'controller',
+          process.execPath,
+          [
+            MAIN,
+            'controller',
+            '--kubeconfig',
+            plane.kubeconfigPath,
+            '--redis-url',
+            redis.url,
+            ...(sharded
+              ? ['--shards', String(o.shards), '--identity', `replica-${i}`, '--leader-election-namespace', namespace]
+              : ['--leader-elect', 'false']),
+            '--namespace',
+            namespace,
+            '--metrics-secure=false', // plain HTTP: the bench reads the controller's metrics, not its TLS
+            '--metrics-bind-address',
+            `127.0.0.1:${port}`,
+            '--health-probe-bind-address',
+            '0',
+            '--log-level',
+            sharded ? 'info' : 'error', // sharded: the shard moves are in the logs
+            '--cache-sync-timeout',
+            '10m',
+            '--workers',
+            String(o.workers),
+          ],
+          o.nodeOptions !== '' ? { ...process.env, NODE_OPTIONS: o.nodeOptions } : process.env,
+          join(dir, sharded ? `replica-${i}.log` : 'controller.log'),
+        ),
+      );
+    // CPU and RSS over the replicas alive (a killed one counts no more).
+    const controllerTicks = (): number => controllers.reduce((a, c) => a + (c.isRunning() ? cpuTicksOr0(c.pid) : 0), 0);
     const apiPid = plane.apiServer.process().pid;
     const etcdPid = plane.etcd.process().pid;
     renewer.run(RENEW_PERIOD_SECONDS * 1000);
@@ -386,7 +456,7 @@ async function runSize(
     const samples: Sample[] = [];
     let last = {
       at: performance.now(),
-      c: cpuTicks(cpid),
+      c: controllerTicks(),
       a: cpuTicks(apiPid),
       e: cpuTicks(etcdPid),
       writes: 0,
@@ -419,7 +489,9 @@ async function runSize(
     };
     const writesAtSpawn = await writesByResource();
     const renewsAtSpawn = renewer.renews + renewer.errors;
-    const controllerMetrics = async (): Promise<{
+    const replicaMetrics = async (
+      port: number,
+    ): Promise<{
       granted: number;
       depth: number;
       heapUsed: number;
@@ -429,7 +501,7 @@ async function runSize(
     }> => {
       try {
         const text = await (
-          await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })
+          await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) })
         ).text();
         const m = parseMetrics(text);
         const mib = (name: string): number => r2(sumMetric(m, name) / 2 ** 20);
@@ -455,11 +527,34 @@ async function runSize(
         };
       }
     };
+    // The replicas' metrics summed (one replica: its own); a killed replica's last figures are kept.
+    const lastByReplica = new Map<number, Awaited<ReturnType<typeof replicaMetrics>>>();
+    const controllerMetrics = async (): Promise<Awaited<ReturnType<typeof replicaMetrics>>> => {
+      const each = await Promise.all(
+        metricsPorts.map(async (port, i) => {
+          const c = controllers[i];
+          const m = c?.isRunning() === true ? await replicaMetrics(port) : lastByReplica.get(i);
+          if (m !== undefined && !Number.isNaN(m.granted)) lastByReplica.set(i, m);
+          return m ?? lastByReplica.get(i);
+        }),
+      );
+      const sum = (k: keyof Awaited<ReturnType<typeof replicaMetrics>>): number =>
+        each.reduce((a, m) => a + (m?.[k] ?? Number.NaN), 0);
+      return {
+        granted: sum('granted'),
+        depth: sum('depth'),
+        heapUsed: sum('heapUsed'),
+        heapTotal: sum('heapTotal'),
+        external: sum('external'),
+        writes: sum('writes'),
+      };
+    };
     const sample = async (phase: Sample['phase']): Promise<Sample> => {
       const [api, cm] = await Promise.all([apiCounts(), controllerMetrics()]);
+      const rss = controllers.map((c) => (c.isRunning() ? rssMiBOr0(c.pid) : 0));
       const now = {
         at: performance.now(),
-        c: cpuTicks(cpid),
+        c: controllerTicks(),
         a: cpuTicks(apiPid),
         e: cpuTicks(etcdPid),
         ...api,
@@ -471,7 +566,7 @@ async function runSize(
         phase,
         granted: cm.granted,
         queueDepth: cm.depth,
-        controllerRssMiB: rssMiB(cpid),
+        controllerRssMiB: r2(rss.reduce((a, b) => a + b, 0)),
         heapUsedMiB: cm.heapUsed,
         heapTotalMiB: cm.heapTotal,
         externalMiB: cm.external,
@@ -482,6 +577,14 @@ async function runSize(
         apiRequestsPerS: r2((now.requests - last.requests) / dt),
         renewsPerS: r2((now.renews - last.renews) / dt),
         controllerWrites: cm.writes,
+        ...(sharded
+          ? {
+              perReplica: controllers.map((_, i) => ({
+                granted: lastByReplica.get(i)?.granted ?? 0,
+                rssMiB: rss[i] ?? 0,
+              })),
+            }
+          : {}),
       };
       last = now;
       return s;
@@ -492,7 +595,7 @@ async function runSize(
     const deadline = spawnAt + o.timeoutS * 1000;
     while (performance.now() < deadline) {
       await sleep(SAMPLE_MS, undefined, { signal: o.signal });
-      if (!controller.isRunning()) throw new Error(`controller exited; see ${controller.logFile}`);
+      for (const c of controllers) if (!c.isRunning()) throw new Error(`${c.name} exited; see ${c.logFile}`);
       const s = await sample('cold');
       samples.push(s);
       if (samples.length % 5 === 0)
@@ -523,10 +626,115 @@ async function runSize(
         samples.push(await sample('steady'));
       }
     }
+    // Sharded: each replica's shards and grants, then one replica killed and its shards timed.
+    let perReplica: ReplicaResult[] | undefined;
+    let kill: KillResult | undefined;
+    if (sharded && completed) {
+      const leaseApi = kc.makeApiClient(CoordinationV1Api);
+      const shardHolders = async (): Promise<string[]> =>
+        Promise.all(
+          Array.from({ length: o.shards }, async (_, s) => {
+            try {
+              return (
+                (await leaseApi.readNamespacedLease({ namespace, name: `fencepost-controller-shard-${s}` })).spec
+                  ?.holderIdentity ?? ''
+              );
+            } catch {
+              return '';
+            }
+          }),
+        );
+      const shardsOf = (holders: readonly string[], i: number): number[] =>
+        holders.flatMap((h, s) => (h.startsWith(`replica-${i}_`) ? [s] : []));
+      const lockCount = (shards: readonly number[]): number =>
+        ids.filter((i) => shards.includes(lockShard(`${namespace}/l-${i}`, o.shards))).length;
+      const before = await shardHolders();
+      perReplica = controllers.map((c, i) => ({
+        replica: c.name,
+        shards: shardsOf(before, i),
+        locks: lockCount(shardsOf(before, i)),
+        grants: lastByReplica.get(i)?.granted ?? 0,
+        peakRssMiB: Math.max(...samples.map((x) => x.perReplica?.[i]?.rssMiB ?? 0)),
+      }));
+      const victim = 0;
+      const victimShards = shardsOf(before, victim);
+      const victimLocks = ids.filter((i) => victimShards.includes(lockShard(`${namespace}/l-${i}`, o.shards)));
+      o.log(`N=${n}: SIGKILL replica-${victim} (shards ${victimShards.join(',')}, ${victimLocks.length} locks)`);
+      const killedAt = controllers[victim]?.signal('SIGKILL') ?? performance.now();
+      let shardsHeldAgainSeconds: number | undefined;
+      let after: string[] = before;
+      const moveDeadline = killedAt + 180_000;
+      while (performance.now() < moveDeadline) {
+        await sleep(250, undefined, { signal: o.signal });
+        after = await shardHolders();
+        if (victimShards.every((s) => /^replica-[1-9]\d*_/.test(after[s] ?? ''))) {
+          shardsHeldAgainSeconds = r2((performance.now() - killedAt) / 1000);
+          break;
+        }
+      }
+      o.log(
+        `N=${n}: its shards held again after ${shardsHeldAgainSeconds ?? '—'} s; releasing ${KILL_RELEASES} of its locks`,
+      );
+      let releasedRegrantedSeconds: number | undefined;
+      const chosen = victimLocks.slice(0, KILL_RELEASES);
+      if (shardsHeldAgainSeconds !== undefined && chosen.length > 0) {
+        const tokens = new Map<string, bigint>();
+        const releasedAt = performance.now();
+        await pool(
+          chosen,
+          RENEW_CONCURRENCY,
+          async (i) => {
+            const name = `dlock-l-${i}`;
+            for (let attempt = 0; attempt < 5; attempt++) {
+              const lease = await leaseApi.readNamespacedLease({ namespace, name });
+              tokens.set(name, parseLease(lease).token ?? 0n);
+              try {
+                await leaseApi.replaceNamespacedLease({ namespace, name, body: releasedLease(lease, 'Released') });
+                return;
+              } catch (err) {
+                if ((err as { code?: number }).code !== 409) throw err;
+              }
+            }
+          },
+          o.signal,
+        );
+        const regrantDeadline = releasedAt + 180_000;
+        while (performance.now() < regrantDeadline) {
+          await sleep(250, undefined, { signal: o.signal });
+          const again = await Promise.all(
+            chosen.map(async (i) => {
+              const name = `dlock-l-${i}`;
+              const r = parseLease(await leaseApi.readNamespacedLease({ namespace, name }));
+              return r.holder !== undefined && (r.token ?? 0n) > (tokens.get(name) ?? 0n);
+            }),
+          );
+          if (again.every(Boolean)) {
+            releasedRegrantedSeconds = r2((performance.now() - releasedAt) / 1000);
+            break;
+          }
+        }
+      }
+      kill = {
+        replica: `replica-${victim}`,
+        shards: victimShards,
+        locks: victimLocks.length,
+        shardsHeldAgainSeconds,
+        releasedRegrantedSeconds,
+        released: chosen.length,
+        survivors: controllers.flatMap((c, i) =>
+          i === victim ? [] : [{ replica: c.name, shards: shardsOf(after, i) }],
+        ),
+      };
+      o.log(`N=${n}: released locks granted again after ${releasedRegrantedSeconds ?? '—'} s`);
+    }
     const controllerAtEnd: Record<string, number> = {};
     try {
       const m = parseMetrics(
-        await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text(),
+        await (
+          await fetch(`http://127.0.0.1:${metricsPorts.at(-1) ?? metricsPort}/metrics`, {
+            signal: AbortSignal.timeout(5000),
+          })
+        ).text(),
       );
       for (const result of ['success', 'error', 'requeue', 'requeue_after'])
         controllerAtEnd[`reconcile_total{result=${result}}`] = sumMetric(m, 'controller_runtime_reconcile_total', {
@@ -557,6 +765,10 @@ async function runSize(
     const steadyMinutes = steady.length > 0 ? ((steady.at(-1)?.t ?? 0) - (steady[0]?.t ?? 0)) / 60 : 0;
     return {
       locks: n,
+      replicas: o.replicas,
+      shards: sharded ? o.shards : 1,
+      ...(perReplica !== undefined ? { perReplica } : {}),
+      ...(kill !== undefined ? { kill } : {}),
       completed,
       setupSeconds,
       allGrantedSeconds,
@@ -597,7 +809,7 @@ async function runSize(
   } finally {
     await renewer?.stop();
     raw?.close();
-    await controller?.stop(10_000);
+    await Promise.allSettled(controllers.map((c) => c.stop(10_000)));
     await Promise.allSettled([plane?.stop(), redis?.stop()]);
     rmSync(dir, { recursive: true, force: true });
   }
@@ -612,6 +824,8 @@ async function main(): Promise<void> {
       out: { type: 'string', default: 'scale.json' },
       'node-options': { type: 'string', default: '' },
       workers: { type: 'string', default: '4' },
+      replicas: { type: 'string', default: '1' },
+      shards: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -626,6 +840,12 @@ async function main(): Promise<void> {
   const steadyS = Number(values.steady);
   const timeoutS = Number(values.timeout);
   const workers = Number(values.workers);
+  const replicas = Number(values.replicas);
+  if (!Number.isInteger(replicas) || replicas < 1)
+    throw new Error(`--replicas: a positive integer, got ${JSON.stringify(values.replicas)}`);
+  const shards = values.shards !== undefined ? Number(values.shards) : 4 * replicas;
+  if (!Number.isInteger(shards) || shards < replicas)
+    throw new Error(`--shards: an integer of at least --replicas, got ${JSON.stringify(values.shards)}`);
   const log = (msg: string): void => {
     process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`);
   };
@@ -639,6 +859,8 @@ async function main(): Promise<void> {
           timeoutS,
           workers,
           nodeOptions: values['node-options'],
+          replicas,
+          shards,
           signal: interrupt.signal,
           log,
         }),
@@ -655,7 +877,12 @@ async function main(): Promise<void> {
         renewConcurrency: RENEW_CONCURRENCY,
         steadySeconds: steadyS,
         timeoutSeconds: timeoutS,
-        controller: `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}`,
+        controller:
+          replicas > 1
+            ? `fencepost controller, ${replicas} replicas, --shards ${shards} (default Lease timings: 15 s / 10 s / 2 s), Redis fencing, --workers ${workers} each`
+            : `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}`,
+        replicas,
+        shards: replicas > 1 ? shards : 1,
         workers,
         nodeOptions: values['node-options'],
         note:
@@ -711,7 +938,24 @@ function table(rs: readonly SizeResult[], machine: { cpu: string; cores: number;
       f(r.steadyControllerWritesPerLockPerMin, 3),
     ]);
   }
-  return `${['fencepost scale: one controller replica, holders renewing', machineLine(machine), '', ...textTable(rows, 0, false)].join('\n')}\n`;
+  const sharded: string[] = [];
+  for (const r of rs) {
+    for (const p of r.perReplica ?? [])
+      sharded.push(
+        `N=${r.locks}: ${p.replica} shards ${p.shards.join(',')} (${p.locks} locks), granted ${p.grants}, peak RSS ${f(p.peakRssMiB, 0)} MiB`,
+      );
+    if (r.kill !== undefined)
+      sharded.push(
+        `N=${r.locks}: SIGKILL ${r.kill.replica} (shards ${r.kill.shards.join(',')}, ${r.kill.locks} locks): shards held again after ${f(r.kill.shardsHeldAgainSeconds)} s; ` +
+          `${r.kill.released} of its locks released then, granted again after ${f(r.kill.releasedRegrantedSeconds)} s; ` +
+          r.kill.survivors.map((x) => `${x.replica} now ${x.shards.join(',')}`).join('; '),
+      );
+  }
+  const title =
+    rs[0] !== undefined && rs[0].replicas > 1
+      ? `fencepost scale: ${rs[0].replicas} controller replicas sharing the locks (--shards ${rs[0].shards}), holders renewing`
+      : 'fencepost scale: one controller replica, holders renewing';
+  return `${[title, machineLine(machine), '', ...textTable(rows, 0, false), ...(sharded.length > 0 ? ['', ...sharded] : [])].join('\n')}\n`;
 }
 
 runMain('scale', main);

@@ -2,7 +2,9 @@
  * `fencepost controller` — the composition root: config → clients → metrics and probes → leader
  * election → the lock controller. With leader election (the default) only the leading replica
  * runs workers; losing the lead exits the process (controller-runtime's rule: state built while
- * leading cannot be trusted afterwards), and Kubernetes restarts it as a candidate.
+ * leading cannot be trusted afterwards), and Kubernetes restarts it as a candidate. With
+ * `--shards` above 1 every replica runs workers, each for the locks of the shards whose Lease it
+ * holds (controllers/sharding/); losing its membership Lease exits the process the same way.
  */
 import { openStoreObserver } from '../controllers/distributedlock/store-observer.ts';
 import { randomUUID } from 'node:crypto';
@@ -19,6 +21,7 @@ import { jsonClient } from '../kube/json-client.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { realClock } from '../runtime/clock.ts';
 import { LeaderElector } from '../runtime/leaderelection.ts';
+import { ShardManager, shardLeaseName } from '../controllers/sharding/shard-manager.ts';
 
 /** StartupError: the process cannot start (e.g. the API server is unreachable); exit status 2. */
 export class StartupError extends Error {
@@ -112,6 +115,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
       : undefined;
   let controllers: LockController[] = [];
   let elector: LeaderElector | undefined;
+  let sharding: ShardManager | undefined;
   let stopping = false;
 
   const metricsServer = await serveProbes(cfg.metricsBindAddress, '--metrics-bind-address', {
@@ -119,11 +123,11 @@ export async function runController(argv: readonly string[]): Promise<number> {
     ...metricsSecurity,
   });
   const probeServer = await serveProbes(cfg.healthProbeBindAddress, '--health-probe-bind-address', {
-    healthz: () => elector === undefined || elector.healthy(5000),
-    // Ready: a standby replica is ready (it is waiting to lead); a leader once its caches synced.
+    healthz: () => (elector === undefined || elector.healthy(5000)) && (sharding?.healthy(5000) ?? true),
+    // Ready: a standby replica is ready (it is waiting to lead); a leader, or a sharded replica, once its caches synced.
     readyz: () =>
       !cfg.leaderElect ||
-      elector?.isLeader() !== true ||
+      (sharding === undefined && elector?.isLeader() !== true) ||
       (controllers.length > 0 && controllers.every((c) => c.synced())),
   });
   log.info(
@@ -135,6 +139,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
       redis: cfg.redisUrl !== undefined,
       stores: { redis: cfg.redisStoreUrl !== undefined, redlock: cfg.redlockStoreUrl !== undefined },
       namespaces: cfg.namespaces.length > 0 ? cfg.namespaces : ['(all)'],
+      shards: cfg.shards,
     },
     'Started controller process',
   );
@@ -156,6 +161,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
           cacheSyncTimeoutMs: cfg.cacheSyncTimeoutMs,
           ...(cfg.podLabelSelector !== undefined ? { podLabelSelector: cfg.podLabelSelector } : {}),
           ...(stores !== undefined ? { stores } : {}),
+          ...(sharding !== undefined ? { shards: sharding } : {}),
         }),
       ),
     );
@@ -168,6 +174,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
       log.info({ signal }, 'Stopping controller');
       void (async () => {
         await Promise.allSettled(controllers.map((c) => c.stop())); // drain workers first, then give up the lead, so that no worker acts unled
+        await sharding?.stop(); // the shards and the membership, released for the others to take at once
         abort.abort(new Error(signal));
         await running;
         await Promise.allSettled([metricsServer?.stop(), probeServer?.stop(), stores?.close()]);
@@ -184,7 +191,46 @@ export async function runController(argv: readonly string[]): Promise<number> {
 
   const abort = new AbortController();
   let running: Promise<void> = Promise.resolve();
-  if (cfg.leaderElect) {
+  if (cfg.shards > 1) {
+    // Sharded: every replica runs workers, each acting for the locks of the shards it holds;
+    // leader_election_master_status{name=<id>-shard-<n>} is 1 on the replica holding shard n.
+    const leaseApi = kc.makeApiClient(CoordinationV1Api);
+    const shardMetric = (owned: readonly number[]): void => {
+      for (let s = 0; s < cfg.shards; s++)
+        metrics.leader.set({ name: shardLeaseName(cfg.leaderElectionId, s) }, owned.includes(s) ? 1 : 0);
+    };
+    shardMetric([]);
+    sharding = new ShardManager({
+      leases: leaseClientFrom(leaseApi),
+      members: {
+        list: async (namespace, labelSelector) =>
+          (await leaseApi.listNamespacedLease({ namespace, labelSelector })).items,
+      },
+      namespace: cfg.leaderElectionNamespace,
+      id: cfg.leaderElectionId,
+      member: cfg.identity,
+      identity,
+      shards: cfg.shards,
+      leaseDurationMs: cfg.leaderElectionLeaseDurationMs,
+      renewDeadlineMs: cfg.leaderElectionRenewDeadlineMs,
+      retryPeriodMs: cfg.leaderElectionRetryPeriodMs,
+      clock: realClock,
+      log: log.child({ component: 'sharding' }),
+      onMembershipLost: () => {
+        if (stopping) return;
+        log.error({ identity }, 'Lost controller membership; exiting');
+        process.exit(1);
+      },
+      onShardsChanged: (owned) => {
+        shardMetric(owned);
+        log.info({ shards: owned }, 'Changed shards held');
+      },
+    });
+    // The workers start first (caches synced, no shard held yet: nothing is reconciled), so that a
+    // shard gained is reconciled from full caches at once.
+    await startWorkers();
+    await sharding.start();
+  } else if (cfg.leaderElect) {
     leading(false);
     elector = new LeaderElector({
       leases: leaseClientFrom(kc.makeApiClient(CoordinationV1Api)),

@@ -51,6 +51,13 @@ export interface ControllerConfig {
   readonly leaderElectionLeaseDurationMs: number;
   readonly leaderElectionRenewDeadlineMs: number;
   readonly leaderElectionRetryPeriodMs: number;
+  /**
+   * shards: how many shards the locks fall into (--shards); default 1, one active replica elected
+   * on the controller's Lease, as without sharding. Above 1, every replica acts for the locks of
+   * the shards it holds a Lease of (controllers/sharding/); all replicas must be given the same
+   * number. Needs leader election; at most {@link MAX_SHARDS}.
+   */
+  readonly shards: number;
   /** identity: this replica's name in leader election and Events; default $POD_NAME, else the hostname. */
   readonly identity: string;
   /** cacheSyncTimeoutMs: exit if informers do not sync within this; default 2m. */
@@ -88,6 +95,9 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
   --leader-election-lease-duration D   (default 15s)
   --leader-election-renew-deadline D   (default 10s)
   --leader-election-retry-period D     (default 2s)
+  --shards N                           share the locks among the replicas: N shards, each held by one replica
+                                       through a Lease (default 1: one active replica, the others stand by);
+                                       every replica must be given the same N; at most 1024
   --identity NAME                      this replica's identity (default $POD_NAME or the hostname)
   --cache-sync-timeout D               exit if caches do not sync in time (default 2m)
   --pod-label-selector SEL             watch only the pods this label selector matches, e.g.
@@ -95,6 +105,9 @@ export const CONTROLLER_USAGE = `Usage: fencepost controller [flags]
                                        candidate it does not match is never granted
   --log-level LEVEL                    debug, info, warn or error (default info); silent turns logging off
 `;
+
+/** MAX_SHARDS bounds --shards: each shard is a Lease its owner renews every retry period. */
+export const MAX_SHARDS = 1024;
 
 function positiveInt(text: string, flag: string): number {
   if (!/^[1-9][0-9]*$/.test(text))
@@ -134,6 +147,7 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
       'leader-election-lease-duration': { type: 'string', default: '15s' },
       'leader-election-renew-deadline': { type: 'string', default: '10s' },
       'leader-election-retry-period': { type: 'string', default: '2s' },
+      shards: { type: 'string', default: '1' },
       identity: { type: 'string' },
       'cache-sync-timeout': { type: 'string', default: '2m' },
       'pod-label-selector': { type: 'string' },
@@ -171,6 +185,21 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     '--redlock-store-url',
     /^redlock:\/\//,
   );
+  const leaderElect = values['leader-elect'] === 'true';
+  const identity = values.identity ?? env['POD_NAME'] ?? hostname();
+  const shards = positiveInt(values.shards, '--shards');
+  if (shards > MAX_SHARDS) throw new UsageError('--shards', `must be at most ${MAX_SHARDS}, got ${values.shards}`);
+  if (shards > 1 && !leaderElect)
+    throw new UsageError(
+      '--shards',
+      `${values.shards} needs leader election (each shard is held through a Lease); drop --leader-elect=false or use --shards 1`,
+    );
+  // Sharded, the identity names this replica's membership Lease: it must be a lower-case DNS name.
+  if (shards > 1 && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(identity))
+    throw new UsageError(
+      '--identity',
+      `must be a lower-case DNS name with --shards above 1 (it names the replica's membership Lease), got ${JSON.stringify(identity)}`,
+    );
   return Object.freeze({
     kubeconfig: values.kubeconfig,
     redisUrl: redisUrl === '' ? undefined : redisUrl,
@@ -182,7 +211,7 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
     metricsSecure,
     metricsCertDir,
     healthProbeBindAddress: checkListenerFlag(values['health-probe-bind-address'], '--health-probe-bind-address'),
-    leaderElect: values['leader-elect'] === 'true',
+    leaderElect,
     leaderElectionNamespace: values['leader-election-namespace'] ?? env['POD_NAMESPACE'] ?? 'default',
     leaderElectionId: values['leader-election-id'],
     leaderElectionLeaseDurationMs: parseDuration(
@@ -197,7 +226,8 @@ export function parseControllerConfig(argv: readonly string[], env: NodeJS.Proce
       values['leader-election-retry-period'],
       '--leader-election-retry-period',
     ),
-    identity: values.identity ?? env['POD_NAME'] ?? hostname(),
+    shards,
+    identity,
     cacheSyncTimeoutMs: parseDuration(values['cache-sync-timeout'], '--cache-sync-timeout'),
     podLabelSelector: podLabelSelector(values['pod-label-selector']),
     logLevel: level,

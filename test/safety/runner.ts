@@ -7,6 +7,7 @@ import { percentile } from '../../bench/lib.ts';
 import type { Invariant } from './checker.ts';
 import { summarizeOutages, type OutageRow } from './faults/apiserver.ts';
 import { withControllerSplit } from './faults/controller-split.ts';
+import { withShardMove } from './faults/shard-move.ts';
 import { withRunIdFleet } from './faults/run-id-fleet.ts';
 import { closeCoTenant } from './faults/co-tenant.ts';
 import type { SafetyBed } from './testbed.ts';
@@ -208,6 +209,7 @@ export const GLOBAL_FAULTS: ReadonlySet<FaultType> = new Set<FaultType>([
   'apiserver',
   'watch-delay',
   'controller-split',
+  'shard-move',
   'run-id-fleet',
 ]);
 
@@ -268,11 +270,14 @@ async function runPhases(o: RunOptions, phases: readonly FaultType[][], out: Fau
         )
       ).flat();
     // controller-split replaces the bed's controller with two replicas for its phase.
+    // shard-move replaces it with three replicas sharing the locks (--shards).
     const results = faults.includes('controller-split')
       ? await withControllerSplit(o.bed, phase)
-      : faults.includes('run-id-fleet')
-        ? await withRunIdFleet(o.bed, phase)
-        : await phase();
+      : faults.includes('shard-move')
+        ? await withShardMove(o.bed, phase)
+        : faults.includes('run-id-fleet')
+          ? await withRunIdFleet(o.bed, phase)
+          : await phase();
     const wallMs = performance.now() - began;
     for (const fault of faults)
       out.push(

@@ -19,6 +19,7 @@ import type { Admission } from './faults/outage-scheduler.ts';
 import type { ClientEvent, LeaseVersion } from './history.ts';
 import { readFinalStore, trialPrefix } from './recorders.ts';
 import { activeSplit } from './faults/controller-split.ts';
+import { activeShardMove } from './faults/shard-move.ts';
 import { startLaggingReplica } from './faults/redis-failover.ts';
 import type { SafetyBed } from './testbed.ts';
 import type { StampedOutput, WorkerHandle, WorkerPool } from './workers.ts';
@@ -55,6 +56,7 @@ export const FAULT_TYPES = [
   'api-errors',
   'watch-delay',
   'controller-split',
+  'shard-move',
   'lease-delete',
   'run-id-fleet',
   'multi-key',
@@ -587,6 +589,43 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
       startAt,
       above: BigInt(second.e.token ?? '0'),
       tally: (leases) => split.tally(leases),
+    };
+  },
+  async ['shard-move'](ctx) {
+    const mv = activeShardMove(ctx.bed);
+    if (mv === undefined)
+      throw new Error('shard-move trials run in their own phase (runTrials starts the three replicas)');
+    // As controller-split: a third candidate, for a second handoff when the faulted replica comes back.
+    const c = await createPod(ctx.bed.t, `${ctx.spec.id}-c`, { app: ctx.spec.id });
+    await ctx.join(ctx.bed.pool, `${ctx.spec.id}-c`, c.metadata?.uid ?? '');
+    const lockKey = `${ctx.bed.t.namespace}/${ctx.spec.id}`;
+    const ticket = await mv.join(ctx.rnd, lockKey);
+    const startAt = await ticket.stopped;
+    // First handoff while the shard's owner is gone, paused or cut off: only a shard move grants it
+    // (or the owner itself, when this lock's shard is held by another replica). By whoever holds
+    // the lock now: the wait for the event may outlast the first holder's term (a 1 s lease on a
+    // loaded machine), and a handoff by a pod that no longer holds would leave the lock held.
+    await sleep(ctx.uniform(0, 500));
+    const now = await nextCheck(ctx);
+    const granted = ctx.next(
+      undefined,
+      (e) => e.kind === 'granted' && BigInt(e.token ?? '0') > now.token,
+      60_000,
+      'a grant during the shard move',
+    );
+    granted.catch(() => undefined);
+    await ctx.handOff(now.w, now.id);
+    await ticket.resuming;
+    // Second handoff as the faulted replica comes back (resumed, healed, or joining again).
+    const second = await granted;
+    await ctx.handOff(second.w, second.e.holder);
+    await ticket.done;
+    return {
+      variant: ticket.variant,
+      faultMs: ticket.faultMs,
+      startAt,
+      above: BigInt(second.e.token ?? '0'),
+      tally: (leases) => mv.tally(lockKey, leases),
     };
   },
 };

@@ -64,6 +64,14 @@ export class DistributedLockReconciler implements Reconciler {
     this.#io.leaseDelivered(key, lease, deleted);
   }
 
+  /**
+   * forget drops what this process remembers of the lock, as if it had never seen it: for a
+   * replica that gains the lock's shard, whose memory of an earlier term may be stale.
+   */
+  forget(key: ObjectKey): void {
+    this.#io.forget(key);
+  }
+
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
     const log = this.#io.d.log.child(ctx.logFields); // controller-runtime's keys: controller, namespace, name, reconcileID…
     // Load the lock; gone means nothing to do, and nothing of it to remember.

@@ -45,6 +45,7 @@ import { slimPod, withoutManagedFields } from './pods.ts';
 import type { Cache } from './ports.ts';
 import { DistributedLockReconciler } from './reconciler.ts';
 import type { StoreObserver } from './store-locks.ts';
+import type { ShardGate } from '../sharding/shard-manager.ts';
 
 /** LockControllerOptions configures startLockController. */
 export interface LockControllerOptions {
@@ -84,6 +85,12 @@ export interface LockControllerOptions {
    * permit more than it has); never set in production.
    */
   readonly lockView?: (lock: DistributedLock) => DistributedLock;
+  /**
+   * shards: act only for the locks of the shards this replica holds (controllers/sharding/); keys
+   * of other shards are neither queued nor reconciled, and a shard's locks are queued when it is
+   * gained. Undefined: every lock (one active replica, elected on the controller's Lease).
+   */
+  readonly shards?: ShardGate;
 }
 
 /** LockController is a running controller. */
@@ -250,11 +257,15 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
         : {},
   });
   let active = 0;
+  const gate = o.shards;
   const controller = new Controller({
     name: qname,
     group: GROUP,
     kind: KIND,
-    reconciler,
+    reconciler:
+      gate === undefined
+        ? reconciler
+        : { reconcile: async (key, ctx) => (await gate.run(key, () => reconciler.reconcile(key, ctx))) ?? {} },
     queue,
     workers,
     log,
@@ -278,21 +289,34 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
         : {},
   });
 
-  enqueueAll = () => {
-    for (const l of locks.list()) controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
+  const enqueue = (key: ObjectKey): void => {
+    if (gate === undefined || gate.owns(key)) controller.enqueue(key);
   };
+  enqueueAll = () => {
+    for (const l of locks.list()) enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
+  };
+  // A shard gained: its locks are looked at afresh (what this process remembered of them from an
+  // earlier term may be stale: it starts as a new leader does, waiting a full duration to expire).
+  const ungate = gate?.onGained((inShard) => {
+    for (const l of locks.list()) {
+      const key: ObjectKey = `${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`;
+      if (!inShard(key)) continue;
+      reconciler.forget(key);
+      controller.enqueue(key);
+    }
+  });
   // Informer handlers only enqueue: no await, no logic (client-node calls them synchronously).
   locks.onChange((l) => {
-    controller.enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
+    enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
   });
   leases.onChange((l, kind) => {
     for (const k of leaseToLock(l)) {
       reconciler.leaseDelivered(k, l, kind === 'delete');
-      controller.enqueue(k);
+      enqueue(k);
     }
   });
   pods.onChange((p) => {
-    for (const k of podToLocks(locks, p)) controller.enqueue(k);
+    for (const k of podToLocks(locks, p)) enqueue(k);
   });
   // A store lock's release, heard on its channel: told to the reconciler (release, not expiry) and
   // looked at now rather than at the next poll. Locks this controller does not watch are skipped.
@@ -300,7 +324,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     if (locks.get(namespace, name) === undefined) return;
     const key: ObjectKey = `${namespace}/${name}`;
     reconciler.releaseHeard(key, owner);
-    controller.enqueue(key);
+    enqueue(key);
   });
 
   const informers: SupervisedInformer<DistributedLock | V1Lease | V1Pod>[] = [locks, leases, pods];
@@ -357,6 +381,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     synced: () => informers.every((i) => i.hasSynced()),
     watching: () => informers.every((i) => i.watching()),
     async stop() {
+      ungate?.();
       removeLockSource?.();
       removeQueueSource?.();
       metrics?.maxConcurrentReconciles.dec({ controller: qname }, workers);

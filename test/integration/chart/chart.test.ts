@@ -186,6 +186,38 @@ describe('the fencepost Helm chart', () => {
     // Its per-namespace Roles go to a and b; the dry run of that layout is the next test's.
   });
 
+  it('with shards above 1: --shards, Lease RBAC for the shard and membership Leases, a per-shard no-leader alert; refused without leader election', async () => {
+    const plain = await template(ns, ['--set', 'prometheusRule.enabled=true']);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(deploymentArgs(plain.stdout)).not.toContainEqual(expect.stringMatching(/^--shards/));
+    const r = await template(ns, [
+      '--set',
+      'shards=12',
+      '--set',
+      'replicaCount=3',
+      '--set',
+      'prometheusRule.enabled=true',
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(deploymentArgs(r.stdout)).toContain('--shards=12');
+    const role = docsOf(r.stdout, 'Role').find((d) => d.includes('-leader-election'));
+    expect(role).toMatch(/verbs: \["get", "list", "update"\]/);
+    expect(r.stdout).toContain('name=~"fencepost-controller-shard-[0-9]+"} == 1) < 12');
+    // The controller's Lease admission policy lets its shard and membership Leases through.
+    expect(r.stdout).toContain('request.name.startsWith(\\"fencepost-controller-shard-\\")');
+    expect(r.stdout).toContain('request.name.startsWith(\\"fencepost-controller-member-\\")');
+    const bare = await template(ns, ['--set', 'shards=12', '--set', `agentRbac.namespaces={${ns}}`]);
+    expect(bare.code, bare.stderr).toBe(0);
+    const applied = await kubectlApply(bare.stdout, ns);
+    expect(applied.code, applied.stderr).toBe(0);
+    const off = await template(ns, ['--set', 'shards=4', '--set', 'leaderElection.enabled=false']);
+    expect(off.code).not.toBe(0);
+    expect(off.stderr).toContain('shards: 4 needs leaderElection.enabled');
+    const zero = await template(ns, ['--set', 'shards=0']);
+    expect(zero.code).not.toBe(0);
+    expect(zero.stderr).toContain('shards');
+  });
+
   it('rejects an unknown key, naming it', async () => {
     const file = join(dir, 'unknown.yaml');
     writeFileSync(file, 'replicas: 3\n');

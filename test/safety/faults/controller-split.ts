@@ -67,9 +67,13 @@ export interface SplitTicket {
   readonly done: Promise<void>;
 }
 
-/** Replica is one controller replica slot (a, b), restarted as a candidate when its process exits. */
-class Replica {
+/**
+ * Replica is one controller replica slot (a, b; shard-move.ts runs three), restarted as a candidate
+ * when its process exits (after `cut` is cleared).
+ */
+export class Replica {
   readonly name: string;
+  readonly #prefix: string;
   readonly proxy: TcpProxy;
   readonly #args: (identity: string) => string[];
   readonly #dir: string;
@@ -79,8 +83,15 @@ class Replica {
   cut = false;
   stopping = false;
   readonly logs: string[] = [];
-  constructor(name: string, proxy: TcpProxy, dir: string, args: (identity: string) => string[]) {
+  constructor(
+    name: string,
+    proxy: TcpProxy,
+    dir: string,
+    args: (identity: string) => string[],
+    prefix = 'safety-split',
+  ) {
     this.name = name;
+    this.#prefix = prefix;
     this.proxy = proxy;
     this.#dir = dir;
     this.#args = args;
@@ -88,7 +99,7 @@ class Replica {
 
   /** identity is the --identity of the current process (the elector appends `_<uuid>`). */
   get identity(): string {
-    return `safety-split-${this.name}-${this.generation}`;
+    return `${this.#prefix}-${this.name}-${this.generation}`;
   }
   get log(): string {
     return this.logs.at(-1) ?? '';
@@ -127,7 +138,7 @@ class Replica {
   }
 }
 
-function readLog(file: string): string {
+export function readLog(file: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch {

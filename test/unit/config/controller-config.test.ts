@@ -22,6 +22,15 @@ describe('parseControllerConfig', () => {
       cacheSyncTimeoutMs: 120_000,
       logLevel: 'info',
       redisUrl: undefined,
+      shards: 1,
+    });
+  });
+
+  it('shares the locks among replicas with --shards above 1, leader election on and a DNS-name identity', () => {
+    expect(parseControllerConfig(['--shards', '12', '--identity', 'fencepost-controller-7d9f-x2'], {})).toMatchObject({
+      shards: 12,
+      leaderElect: true,
+      identity: 'fencepost-controller-7d9f-x2',
     });
   });
 
@@ -122,6 +131,18 @@ describe('parseControllerConfig', () => {
       name: 'a shard list with an empty entry',
       argv: ['--redis-url', 'redis://a:6379,'],
       message: '--redis-url: each URL must start with redis:// or rediss://, got "" in "redis://a:6379,"',
+    },
+    { name: 'zero shards', argv: ['--shards', '0'], message: '--shards: must be a positive integer, got "0"' },
+    { name: 'too many shards', argv: ['--shards', '1025'], message: '--shards: must be at most 1024, got 1025' },
+    {
+      name: 'shards without leader election',
+      argv: ['--shards', '4', '--leader-elect=false'],
+      message: '--shards: 4 needs leader election (each shard is held through a Lease)',
+    },
+    {
+      name: 'shards with an identity that cannot name a Lease',
+      argv: ['--shards', '4', '--identity', 'Ctrl_0'],
+      message: '--identity: must be a lower-case DNS name with --shards above 1',
     },
     { name: 'an unknown flag', argv: ['--bogus'], message: '--bogus: unknown flag' },
     { name: 'a flag without its value', argv: ['--workers'], message: '--workers: missing value' },
