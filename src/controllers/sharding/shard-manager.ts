@@ -28,7 +28,8 @@ import type { TimerClock } from '../../runtime/clock.ts';
 import { sleep } from '../../runtime/clock.ts';
 import type { ObjectKey } from '../../runtime/controller.ts';
 import { isAlreadyExists } from '../../runtime/errors.ts';
-import { LeaderElector, type LeaderElectionLogger, type LeaseClient } from '../../runtime/leaderelection.ts';
+import { LeaderElector, type LeaseClient } from '../../runtime/leaderelection.ts';
+import type { LeaderElectionLogger } from '../../runtime/leaderelection-config.ts';
 import { assignShards, lockShard, shardsOf } from './assign.ts';
 
 /** MEMBER_LABEL labels every membership Lease; its value is the controller's Lease name (--leader-election-id). */
