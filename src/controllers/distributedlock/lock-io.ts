@@ -377,28 +377,51 @@ export class LockIO {
 
   // ----- status and Events -----
 
-  /** writeStatus sends the lock's status as a merge patch, only when it changed and was not just sent. */
+  /**
+   * withOwnStatus is `lock` as this process last wrote it: with the status our last status write
+   * sent, while the lock cache still shows the status that write replaced (it has not delivered
+   * our write yet), for at most EXPECTATION_TTL_MS. A reconcile that runs in between (the pod
+   * mark's or the Lease's event of the same grant) then computes its status from what the server
+   * holds — conditions keep the transition times already written — instead of from the stale
+   * cache, where a condition new to it would be stamped with a later second and sent again. Once
+   * the cache shows any other status (ours, or another writer's), the cache is the truth again.
+   */
+  withOwnStatus(key: ObjectKey, lock: DistributedLock): DistributedLock {
+    const m = this.#memory.of(key);
+    const w = m.statusWritten;
+    if (w === undefined) return lock;
+    if (stableJson(lock.status ?? {}) === w.base && this.d.clock.monotonicMs() < w.untilMs)
+      return { ...lock, status: structuredClone(w.status) };
+    m.statusWritten = undefined;
+    return lock;
+  }
+
+  /**
+   * writeStatus sends the lock's status as a merge patch, only when it changes what `lock.status`
+   * shows (the cache's, or our own last write's: withOwnStatus).
+   */
   async writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
     const prev = lock.status ?? {};
-    const base = stableJson(prev);
+    const was = stableJson(prev);
     const sent = stableJson(next);
     const m = this.#memory.of(lockKey(lock));
     // The queue is remembered before the write: a failed write must not lose the order, and the
     // lock cache may not show this write when the next request arrives.
     m.queue = next.queue ?? [];
-    if (base === sent) {
-      m.statusWritten = undefined;
-      return;
-    }
-    const nowMs = this.d.clock.monotonicMs();
+    if (was === sent) return; // nothing to change
+    // What the cache shows under this write: if `prev` is our own last write, still what that one replaced.
     const last = m.statusWritten;
-    if (last !== undefined && last.base === base && last.sent === sent && nowMs < last.untilMs) return; // sent already; the cache is behind
+    const base = last !== undefined && stableJson(last.status) === was ? last.base : was;
     // A merge patch only adds and changes keys; keys that disappeared are sent as null.
     const patch: Record<string, unknown> = { ...next };
     for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
     m.statusWritten = undefined; // a failed write is sent again
     await this.d.statusWriter.patchStatus(lock, patch, signal);
-    m.statusWritten = { base, sent, untilMs: nowMs + EXPECTATION_TTL_MS };
+    m.statusWritten = {
+      base,
+      status: structuredClone(next),
+      untilMs: this.d.clock.monotonicMs() + EXPECTATION_TTL_MS,
+    };
   }
 
   /** reportFencing records the fencing gauge, and an Event when the backend becomes unavailable or available again. */
