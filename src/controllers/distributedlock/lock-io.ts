@@ -30,6 +30,7 @@ import type { ObjectKey } from '../../runtime/controller.ts';
 import { errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
 import type { FencingState } from './decide.ts';
 import { LockMemories, type LockMemory } from './memory.ts';
+import { statusPatch, withOwnStatus } from './own-status.ts';
 import { matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
 
@@ -377,23 +378,9 @@ export class LockIO {
 
   // ----- status and Events -----
 
-  /**
-   * withOwnStatus is `lock` as this process last wrote it: with the status our last status write
-   * sent, while the lock cache still shows the status that write replaced (it has not delivered
-   * our write yet), for at most EXPECTATION_TTL_MS. A reconcile that runs in between (the pod
-   * mark's or the Lease's event of the same grant) then computes its status from what the server
-   * holds — conditions keep the transition times already written — instead of from the stale
-   * cache, where a condition new to it would be stamped with a later second and sent again. Once
-   * the cache shows any other status (ours, or another writer's), the cache is the truth again.
-   */
+  /** withOwnStatus is `lock` as this process last wrote it (own-status.ts). */
   withOwnStatus(key: ObjectKey, lock: DistributedLock): DistributedLock {
-    const m = this.#memory.of(key);
-    const w = m.statusWritten;
-    if (w === undefined) return lock;
-    if (stableJson(lock.status ?? {}) === w.base && this.d.clock.monotonicMs() < w.untilMs)
-      return { ...lock, status: structuredClone(w.status) };
-    m.statusWritten = undefined;
-    return lock;
+    return withOwnStatus(this.#memory.of(key), lock, this.d.clock.monotonicMs());
   }
 
   /**
@@ -401,27 +388,14 @@ export class LockIO {
    * shows (the cache's, or our own last write's: withOwnStatus).
    */
   async writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
-    const prev = lock.status ?? {};
-    const was = stableJson(prev);
-    const sent = stableJson(next);
     const m = this.#memory.of(lockKey(lock));
     // The queue is remembered before the write: a failed write must not lose the order, and the
     // lock cache may not show this write when the next request arrives.
     m.queue = next.queue ?? [];
-    if (was === sent) return; // nothing to change
-    // What the cache shows under this write: if `prev` is our own last write, still what that one replaced.
-    const last = m.statusWritten;
-    const base = last !== undefined && stableJson(last.status) === was ? last.base : was;
-    // A merge patch only adds and changes keys; keys that disappeared are sent as null.
-    const patch: Record<string, unknown> = { ...next };
-    for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
-    m.statusWritten = undefined; // a failed write is sent again
-    await this.d.statusWriter.patchStatus(lock, patch, signal);
-    m.statusWritten = {
-      base,
-      status: structuredClone(next),
-      untilMs: this.d.clock.monotonicMs() + EXPECTATION_TTL_MS,
-    };
+    const w = statusPatch(m, lock, next);
+    if (w === undefined) return;
+    await this.d.statusWriter.patchStatus(lock, w.patch, signal);
+    w.done(this.d.clock.monotonicMs(), EXPECTATION_TTL_MS);
   }
 
   /** reportFencing records the fencing gauge, and an Event when the backend becomes unavailable or available again. */
@@ -455,15 +429,4 @@ export class LockIO {
     };
     this.d.events.emit(target, type, reason, message);
   }
-}
-
-/** stableJson serialises with sorted keys, for change detection. */
-function stableJson(v: unknown): string {
-  return JSON.stringify(v, (_k, val: unknown) =>
-    val !== null && typeof val === 'object' && !Array.isArray(val)
-      ? Object.fromEntries(
-          Object.entries(val as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-        )
-      : val,
-  );
 }
