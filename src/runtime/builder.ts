@@ -155,12 +155,17 @@ export class ControllerBuilder {
     return inf;
   }
 
-  /** watches declares a secondary resource: each change enqueues the keys `map` returns for it. */
+  /**
+   * watches declares a secondary resource: each change enqueues the keys `map` returns for it.
+   * `delivered`, when given, is told of each change for each key the event filter accepts, in
+   * order, just before that key is queued (synchronous and cheap, as `map`).
+   */
   watches<T extends KubernetesObject>(
     w: WatchOptions<T>,
     map: (obj: T, kind: ChangeKind) => Iterable<ObjectKey>,
+    delivered?: (key: ObjectKey, obj: T, kind: ChangeKind) => void,
   ): SupervisedInformer<T> {
-    return this.#watch(w, map);
+    return this.#watch(w, map, delivered);
   }
 
   /** withEventFilter sets the predicate every key must pass to be queued and reconciled (see the module comment). */
@@ -226,6 +231,7 @@ export class ControllerBuilder {
   #watch<T extends KubernetesObject>(
     w: WatchOptions<T>,
     map: (obj: T, kind: ChangeKind) => Iterable<ObjectKey>,
+    delivered?: (key: ObjectKey, obj: T, kind: ChangeKind) => void,
   ): SupervisedInformer<T> {
     if (this.#started) throw new Error(`Controller ${this.#o.name}: watches must be declared before start()`);
     const o = this.#o;
@@ -249,7 +255,11 @@ export class ControllerBuilder {
     });
     // Handlers only enqueue: no await, no logic (the informer calls them synchronously).
     inf.onChange((obj, kind) => {
-      for (const key of map(obj, kind)) this.enqueue(key);
+      for (const key of map(obj, kind)) {
+        if (!this.#accept(key)) continue;
+        delivered?.(key, obj, kind);
+        this.#queue.add(key);
+      }
     });
     this.#informers.push(inf);
     return inf;

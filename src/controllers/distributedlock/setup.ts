@@ -122,10 +122,9 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       labelSelector: LOCK_LABEL,
       transform: withoutManagedFields,
     },
-    (l, kind) => {
-      const keys = leaseToLock(l);
-      for (const k of keys) reconciler.leaseDelivered(k, l, kind === 'delete');
-      return keys;
+    leaseToLock,
+    (k, l, kind) => {
+      reconciler.leaseDelivered(k, l, kind === 'delete');
     },
   );
   const pods = b.watches<V1Pod>(

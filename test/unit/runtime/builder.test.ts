@@ -181,6 +181,29 @@ describe('ControllerBuilder', () => {
     await running.stop();
   });
 
+  it('tells `delivered` of each change for each accepted key, in order, before the key is queued', async () => {
+    const { factory, made } = fakes();
+    const { b } = builder(factory);
+    b.for({ resource: { group: 'example.io', version: 'v1', plural: 'widgets' } });
+    b.withEventFilter((key) => key !== 'a/refused');
+    const told: string[] = [];
+    b.watches(
+      { resource: { group: '', version: 'v1', plural: 'pods' } },
+      () => ['a/w1', 'a/refused'] as const,
+      (key, o, kind) => {
+        told.push(`${key} ${o.metadata?.name ?? ''} ${kind} queued=${String(b.queue.len() > 0)}`);
+      },
+    );
+    made[1]?.deliver(obj('a', 'p1'), 'update');
+    made[1]?.deliver(obj('a', 'p1'), 'delete');
+    expect(told).toEqual(['a/w1 p1 update queued=false', 'a/w1 p1 delete queued=true']);
+    const r = recording();
+    const running = await b.start(r);
+    await flushAsync();
+    expect(r.keys).toEqual(['a/w1']);
+    await running.stop();
+  });
+
   it('stops every informer and runs cleanup when a cache does not sync, and starts no worker', async () => {
     const { factory, made } = fakes();
     const { b } = builder(factory);
