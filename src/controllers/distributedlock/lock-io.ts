@@ -30,6 +30,7 @@ import type { ObjectKey } from '../../runtime/controller.ts';
 import { errorKind, isAlreadyExists, isConflict, isNotFound } from '../../runtime/errors.ts';
 import type { FencingState } from './decide.ts';
 import { LockMemories, type LockMemory } from './memory.ts';
+import { statusPatch, withOwnStatus } from './own-status.ts';
 import { matchesSelector } from './pods.ts';
 import type { ReconcilerDeps } from './ports.ts';
 
@@ -377,28 +378,24 @@ export class LockIO {
 
   // ----- status and Events -----
 
-  /** writeStatus sends the lock's status as a merge patch, only when it changed and was not just sent. */
+  /** withOwnStatus is `lock` as this process last wrote it (own-status.ts). */
+  withOwnStatus(key: ObjectKey, lock: DistributedLock): DistributedLock {
+    return withOwnStatus(this.#memory.of(key), lock, this.d.clock.monotonicMs());
+  }
+
+  /**
+   * writeStatus sends the lock's status as a merge patch, only when it changes what `lock.status`
+   * shows (the cache's, or our own last write's: withOwnStatus).
+   */
   async writeStatus(lock: DistributedLock, next: DistributedLockStatus, signal: AbortSignal): Promise<void> {
-    const prev = lock.status ?? {};
-    const base = stableJson(prev);
-    const sent = stableJson(next);
     const m = this.#memory.of(lockKey(lock));
     // The queue is remembered before the write: a failed write must not lose the order, and the
     // lock cache may not show this write when the next request arrives.
     m.queue = next.queue ?? [];
-    if (base === sent) {
-      m.statusWritten = undefined;
-      return;
-    }
-    const nowMs = this.d.clock.monotonicMs();
-    const last = m.statusWritten;
-    if (last !== undefined && last.base === base && last.sent === sent && nowMs < last.untilMs) return; // sent already; the cache is behind
-    // A merge patch only adds and changes keys; keys that disappeared are sent as null.
-    const patch: Record<string, unknown> = { ...next };
-    for (const k of Object.keys(prev)) if (!(k in next)) patch[k] = null;
-    m.statusWritten = undefined; // a failed write is sent again
-    await this.d.statusWriter.patchStatus(lock, patch, signal);
-    m.statusWritten = { base, sent, untilMs: nowMs + EXPECTATION_TTL_MS };
+    const w = statusPatch(m, lock, next);
+    if (w === undefined) return;
+    await this.d.statusWriter.patchStatus(lock, w.patch, signal);
+    w.done(this.d.clock.monotonicMs(), EXPECTATION_TTL_MS);
   }
 
   /** reportFencing records the fencing gauge, and an Event when the backend becomes unavailable or available again. */
@@ -432,15 +429,4 @@ export class LockIO {
     };
     this.d.events.emit(target, type, reason, message);
   }
-}
-
-/** stableJson serialises with sorted keys, for change detection. */
-function stableJson(v: unknown): string {
-  return JSON.stringify(v, (_k, val: unknown) =>
-    val !== null && typeof val === 'object' && !Array.isArray(val)
-      ? Object.fromEntries(
-          Object.entries(val as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-        )
-      : val,
-  );
 }

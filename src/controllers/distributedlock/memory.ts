@@ -11,7 +11,7 @@
  * lease duration before it calls a holder expired.
  */
 import type { V1Lease } from '@kubernetes/client-node';
-import type { QueuedRequest } from '../../api/v1alpha1/distributedlock.ts';
+import type { DistributedLockStatus, QueuedRequest } from '../../api/v1alpha1/distributedlock.ts';
 import type { ObjectKey } from '../../runtime/controller.ts';
 import type { StoreMemory } from './decide-store.ts';
 
@@ -55,12 +55,15 @@ export interface LockMemory {
   /** grantFailure: why this process's last grant attempt failed (Ready=False GrantFailed) until one succeeds. */
   grantFailure: string | undefined;
   /**
-   * statusWritten: the status our last write sent and the status the lock cache showed then, until
-   * the cache shows another status (our write, or anyone's) or `untilMs` passes: a reconcile that
-   * runs before the cache has our write (a pod or Lease event of the same grant) would otherwise
-   * send the same status again. Cleared as soon as the cache shows the status sent.
+   * statusWritten: the status our last write sent, and the status the lock cache showed under it
+   * (`base`, serialised), until the cache shows another status (our write, or anyone's) or
+   * `untilMs` passes: a reconcile that runs before the cache has our write (a pod or Lease event
+   * of the same grant) reads the lock with this status (LockIO.withOwnStatus) rather than the
+   * cache's, and so neither sends the same status again nor a copy of it stamped with a later
+   * transition time.
    */
-  statusWritten: { readonly base: string; readonly sent: string; readonly untilMs: number } | undefined;
+  statusWritten:
+    { readonly base: string; readonly status: DistributedLockStatus; readonly untilMs: number } | undefined;
   /** store: what the controller saw of a store lock (spec.store Redis or Redlock) at its last read. */
   store: StoreMemory;
   /** heard: the owners heard releasing a store lock since its last read. */

@@ -81,7 +81,8 @@ export class DistributedLockReconciler implements Reconciler {
       this.#io.forget(key);
       return {};
     }
-    const lock = structuredClone(cached);
+    // The cache may not show our own last status write yet: read the lock as we left it.
+    const lock = this.#io.withOwnStatus(key, structuredClone(cached));
     const call = { log, signal: ctx.signal };
     return withFinalizer(
       lock,

@@ -1,18 +1,11 @@
 /**
- * startLockController wires the DistributedLock controller: three supervised informers (locks,
- * their Leases, pods) whose handlers only enqueue lock keys, a rate-limited work queue, and N
- * workers running the reconciler. Workers start only after every cache has synced, so that nothing
- * is decided on the absence of an object not yet listed.
+ * startLockController declares the DistributedLock controller with the builder (runtime/builder.ts):
+ * the locks as its primary kind, their Leases and the candidate pods mapped to lock keys, and fills
+ * the reconciler's ports (ports.ts) with the API adapters of src/kube/. The builder derives the
+ * informers, the work queue and the workers, which start only after every cache has synced, so
+ * that nothing is decided on the absence of an object not yet listed.
  */
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type KubeConfig,
-  type KubernetesListObject,
-  type V1Lease,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import type { KubeConfig, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION, storeOf, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { customResourceWriterOver } from '../../kube/custom-resources.ts';
@@ -21,15 +14,15 @@ import { jsonClient } from '../../kube/json-client.ts';
 import { leaseStoreOver } from '../../kube/leases.ts';
 import { podPatcherOver } from '../../kube/pods.ts';
 import type { Logger } from '../../observability/logger.ts';
-import type { ControllerMetrics } from '../../observability/metrics.ts';
+import type { ControllerMetrics, LockStateCounts } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
 import { LOCK_LABEL, leaseName } from '../../protocol/names.ts';
+import { ControllerBuilder, keyOf, type ListQuery } from '../../runtime/builder.ts';
 import type { Timer, TimerClock } from '../../runtime/clock.ts';
-import { Controller, RECONCILE_RESULTS, type ObjectKey } from '../../runtime/controller.ts';
+import type { ObjectKey, Reconciler } from '../../runtime/controller.ts';
 import { jsonPatchFinalizerIO } from '../../runtime/finalizer.ts';
-import { superviseInformer, type SupervisedInformer } from '../../runtime/informer.ts';
-import { defaultControllerRateLimiter } from '../../runtime/ratelimiter.ts';
-import { WorkQueue } from '../../runtime/workqueue.ts';
+import { superviseInformer } from '../../runtime/informer.ts';
+import { controllerHooks, registerControllerSeries } from './controller-metrics.ts';
 import { leaseToLock, podToLocks } from './mappers.ts';
 import {
   LOCK_SELECTOR_INDEX,
@@ -105,97 +98,53 @@ export interface LockController {
 /** startLockController starts informers, waits for them to sync, then starts the workers. */
 export async function startLockController(o: LockControllerOptions): Promise<LockController> {
   const { kc, clock, log, metrics } = o;
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  const leaseApi = kc.makeApiClient(CoordinationV1Api);
-  const core = kc.makeApiClient(CoreV1Api);
-  const ns = o.namespace;
-  const ilog = log.child({ component: 'informer' });
-  const common = {
+  // Writes and lists go through the lean JSON client (kube/json-client.ts); watches stay with client-node.
+  const json = jsonClient(kc);
+  const name = 'distributedlock';
+  const workers = o.workers ?? 4;
+  const b = new ControllerBuilder({
+    name,
+    group: GROUP,
+    kind: KIND,
     kc,
     clock,
-    log: ilog,
-    ...(o.cacheSyncTimeoutMs !== undefined ? { syncTimeoutMs: o.cacheSyncTimeoutMs } : {}),
-  };
-  const gauge =
-    (name: string) =>
-    (w: boolean): void => {
-      metrics?.informerWatching.set({ informer: name }, w ? 1 : 0);
-    };
-
-  const locks = superviseInformer<DistributedLock>({
-    ...common,
-    name: 'distributedlocks',
-    onStateChange: gauge('distributedlocks'),
-    path:
-      ns !== undefined ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`,
-    list: async () =>
-      (ns !== undefined
-        ? await custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
-        : await custom.listClusterCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural: PLURAL,
-          })) as KubernetesListObject<DistributedLock>,
-    listPage: async ({ limit, continue: _continue }) =>
-      (ns !== undefined
-        ? await custom.listNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            namespace: ns,
-            plural: PLURAL,
-            limit,
-            ...(_continue !== undefined ? { _continue } : {}),
-          })
-        : await custom.listClusterCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural: PLURAL,
-            limit,
-            ...(_continue !== undefined ? { _continue } : {}),
-          })) as KubernetesListObject<DistributedLock>,
+    log,
+    namespace: o.namespace,
+    informer: superviseInformer,
+    list: (path, q) => json.request({ method: 'GET', path: `${path}${listQueryString(q)}` }),
+    workers,
+    syncTimeoutMs: o.cacheSyncTimeoutMs,
+    ...(metrics !== undefined ? { hooks: controllerHooks(metrics, name) } : {}),
+  });
+  const locks = b.for<DistributedLock>({
+    resource: { group: GROUP, version: VERSION, plural: PLURAL },
     transform: withoutManagedFields,
     indexers: { [LOCK_SELECTOR_INDEX]: lockSelectorValues },
   });
-  const leases = superviseInformer<V1Lease>({
-    ...common,
-    name: 'leases',
-    labelSelector: LOCK_LABEL,
-    onStateChange: gauge('leases'),
-    path:
-      ns !== undefined ? `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases` : '/apis/coordination.k8s.io/v1/leases',
-    list: () =>
-      ns !== undefined
-        ? leaseApi.listNamespacedLease({ namespace: ns, labelSelector: LOCK_LABEL })
-        : leaseApi.listLeaseForAllNamespaces({ labelSelector: LOCK_LABEL }),
-    listPage: ({ limit, continue: _continue }) => {
-      const page = { labelSelector: LOCK_LABEL, limit, ...(_continue !== undefined ? { _continue } : {}) };
-      return ns !== undefined
-        ? leaseApi.listNamespacedLease({ namespace: ns, ...page })
-        : leaseApi.listLeaseForAllNamespaces(page);
+  // The reconciler is told of every Lease the informer delivers (in order, before its lock is
+  // queued), so that it stops preferring its own last write once the cache has caught up with it.
+  const leases = b.watches<V1Lease>(
+    {
+      resource: { group: 'coordination.k8s.io', version: 'v1', plural: 'leases' },
+      labelSelector: LOCK_LABEL,
+      transform: withoutManagedFields,
     },
-    transform: withoutManagedFields,
-  });
-  const podSelector = o.podLabelSelector !== undefined ? { labelSelector: o.podLabelSelector } : {};
-  const pods = superviseInformer<V1Pod>({
-    ...common,
-    name: 'pods',
-    ...podSelector,
-    onStateChange: gauge('pods'),
-    path: ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
-    list: () =>
-      ns !== undefined
-        ? core.listNamespacedPod({ namespace: ns, ...podSelector })
-        : core.listPodForAllNamespaces(podSelector),
-    listPage: ({ limit, continue: _continue }) => {
-      const page = { limit, ...podSelector, ...(_continue !== undefined ? { _continue } : {}) };
-      return ns !== undefined ? core.listNamespacedPod({ namespace: ns, ...page }) : core.listPodForAllNamespaces(page);
+    leaseToLock,
+    (k, l, kind) => {
+      reconciler.leaseDelivered(k, l, kind === 'delete');
     },
-    transform: slimPod,
-    indexers: { [POD_LABEL_INDEX]: podLabelValues, [POD_MARK_INDEX]: podMarkValues },
-  });
+  );
+  const pods = b.watches<V1Pod>(
+    {
+      resource: { group: '', version: 'v1', plural: 'pods' },
+      ...(o.podLabelSelector !== undefined ? { labelSelector: o.podLabelSelector } : {}),
+      transform: slimPod,
+      indexers: { [POD_LABEL_INDEX]: podLabelValues, [POD_MARK_INDEX]: podMarkValues },
+    },
+    (p) => podToLocks(locks, p),
+  );
 
   // Every lock's Degraded condition follows the Redis connection: re-check them all when it changes.
-  let enqueueAll = (): void => undefined;
   // The workers start once Redis has answered (or FENCING_CONNECT_WAIT_MS passed): a lock
   // reconciled before would be found FencingUnavailable, written so, and done again at once.
   let fencingConnected = (): void => undefined;
@@ -206,17 +155,17 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     o.fencing ??
     fencingBackends(o.redisUrl, (ready) => {
       if (ready) fencingConnected();
-      enqueueAll();
+      b.enqueueAll();
     });
   const awaitFencing = o.fencing === undefined && o.redisUrl !== undefined && o.redisUrl !== '';
-  // Writes go through the lean JSON client (kube/json-client.ts); lists and watches stay with client-node.
-  const json = jsonClient(kc);
   const lockWriter = customResourceWriterOver(json, { group: GROUP, version: VERSION, plural: PLURAL });
+  const lockCache = o.lockView === undefined ? locks : viewedCache(locks, o.lockView);
+  const podCache = o.podView === undefined ? pods : viewedCache(pods, o.podView);
   const reconciler = new DistributedLockReconciler({
-    locks: o.lockView === undefined ? locks : viewedCache(locks, o.lockView),
+    locks: lockCache,
     leases,
-    pods: o.podView === undefined ? pods : viewedCache(pods, o.podView),
-    podLookup: podLookup(o.podView === undefined ? pods : viewedCache(pods, o.podView)),
+    pods: podCache,
+    podLookup: podLookup(podCache),
     leaseStore: leaseStoreOver(json),
     podPatcher: podPatcherOver(json),
     statusWriter: {
@@ -238,158 +187,102 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     clock,
     log,
   });
-  // The controller and its queue share one name, as in controller-runtime; one controller per
-  // watched namespace shares it too, so gauges add up (inc/dec) rather than overwrite each other.
-  const qname = 'distributedlock';
-  const workers = o.workers ?? 4;
-  const q = { name: qname, controller: qname };
-  const queue = new WorkQueue<ObjectKey>({
-    clock,
-    rateLimiter: defaultControllerRateLimiter<ObjectKey>(clock),
-    hooks:
-      metrics !== undefined
-        ? {
-            onAdd: () => metrics.queueAdds.inc(q),
-            onRetry: () => metrics.queueRetries.inc(q),
-            onLatency: (ms) => metrics.queueLatency.observe(q, ms / 1000),
-            onWorkDuration: (ms) => metrics.queueWorkDuration.observe(q, ms / 1000),
-          }
-        : {},
-  });
-  let active = 0;
-  const gate = o.shards;
-  const controller = new Controller({
-    name: qname,
-    group: GROUP,
-    kind: KIND,
-    reconciler:
-      gate === undefined
-        ? reconciler
-        : { reconcile: async (key, ctx) => (await gate.run(key, () => reconciler.reconcile(key, ctx))) ?? {} },
-    queue,
-    workers,
-    log,
-    hooks:
-      metrics !== undefined
-        ? {
-            onReconcile: (result, s) => {
-              metrics.reconcileTotal.inc({ controller: qname, result });
-              metrics.reconcileTime.observe({ controller: qname }, s);
-            },
-            onError: (kind, terminal) => {
-              metrics.reconcileErrors.inc({ controller: qname });
-              if (terminal) metrics.terminalReconcileErrors.inc({ controller: qname });
-              metrics.reconcileErrorKinds.inc({ controller: qname, error_kind: kind });
-            },
-            onActiveWorkers: (n) => {
-              metrics.activeWorkers.inc({ controller: qname }, n - active);
-              active = n;
-            },
-          }
-        : {},
-  });
-
-  const enqueue = (key: ObjectKey): void => {
-    if (gate === undefined || gate.owns(key)) controller.enqueue(key);
-  };
-  enqueueAll = () => {
-    for (const l of locks.list()) enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
-  };
-  // A shard gained: its locks are looked at afresh (what this process remembered of them from an
-  // earlier term may be stale: it starts as a new leader does, waiting a full duration to expire).
-  const ungate = gate?.onGained((inShard) => {
-    for (const l of locks.list()) {
-      const key: ObjectKey = `${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`;
-      if (!inShard(key)) continue;
-      reconciler.forget(key);
-      controller.enqueue(key);
-    }
-  });
-  // Informer handlers only enqueue: no await, no logic (client-node calls them synchronously).
-  locks.onChange((l) => {
-    enqueue(`${l.metadata.namespace ?? ''}/${l.metadata.name ?? ''}`);
-  });
-  leases.onChange((l, kind) => {
-    for (const k of leaseToLock(l)) {
-      reconciler.leaseDelivered(k, l, kind === 'delete');
-      enqueue(k);
-    }
-  });
-  pods.onChange((p) => {
-    for (const k of podToLocks(locks, p)) enqueue(k);
-  });
   // A store lock's release, heard on its channel: told to the reconciler (release, not expiry) and
   // looked at now rather than at the next poll. Locks this controller does not watch are skipped.
-  o.stores?.onRelease((namespace, name, owner) => {
-    if (locks.get(namespace, name) === undefined) return;
-    const key: ObjectKey = `${namespace}/${name}`;
+  o.stores?.onRelease((namespace, lockName, owner) => {
+    if (locks.get(namespace, lockName) === undefined) return;
+    const key: ObjectKey = `${namespace}/${lockName}`;
     reconciler.releaseHeard(key, owner);
-    enqueue(key);
+    b.enqueue(key);
   });
 
-  const informers: SupervisedInformer<DistributedLock | V1Lease | V1Pod>[] = [locks, leases, pods];
-  try {
-    await Promise.all(informers.map((i) => i.start()));
-  } catch (err) {
-    await Promise.allSettled(informers.map((i) => i.stop()));
-    await fencing.close();
-    throw new Error('Caches did not sync', { cause: err });
-  }
-  log.info({ workers, namespace: ns ?? '(all)' }, 'Started workers');
-  // Every series exists from the start at 0, as controller-runtime does, so rate() and alerts see them.
-  const removeQueueSource = metrics?.addWorkQueueSource(qname, () => {
-    const w = queue.unfinishedWork();
-    return { depthKeys: queue.depth(), unfinishedMs: w.totalMs, longestMs: w.longestMs };
-  });
-  if (metrics !== undefined) {
-    for (const result of RECONCILE_RESULTS) metrics.reconcileTotal.inc({ controller: qname, result }, 0);
-    metrics.reconcileErrors.inc({ controller: qname }, 0);
-    metrics.terminalReconcileErrors.inc({ controller: qname }, 0);
-    metrics.activeWorkers.inc({ controller: qname }, 0);
-    metrics.maxConcurrentReconciles.inc({ controller: qname }, workers);
-    metrics.queueAdds.inc(q, 0);
-    metrics.queueRetries.inc(q, 0);
-  }
-  if (awaitFencing) {
-    let timer: Timer | undefined;
-    await Promise.race([
-      connected,
-      new Promise<void>((resolve) => {
-        timer = clock.setTimeout(resolve, FENCING_CONNECT_WAIT_MS).unref();
-      }),
-    ]);
-    timer?.cancel();
-  }
-  controller.start();
-  // fencepost_locks (the "no holder" alert): counted from the caches when Prometheus scrapes.
-  // A Mutex lock without a holder is idle between runs, not a problem: it is counted apart.
-  const removeLockSource = metrics?.addLockStateSource(() => {
-    const counts = { held: 0, vacant: 0, idle: 0 };
+  // Sharded: keys of shards this replica does not hold are neither queued nor reconciled, a
+  // reconcile runs inside its shard's hold, and a gained shard's locks are looked at afresh (what
+  // this process remembered of them from an earlier term may be stale: it starts as a new leader
+  // does, waiting a full duration to expire).
+  const gate = o.shards;
+  if (gate !== undefined) b.withEventFilter((key) => gate.owns(key));
+  const ungate = gate?.onGained((inShard) => {
     for (const l of locks.list()) {
-      const lease = leases.get(l.metadata.namespace, leaseName(l.metadata.name ?? ''));
-      const heldInStore =
-        storeOf(l.spec) !== 'Lease' &&
-        l.status?.conditions?.some((c) => c.type === 'Held' && c.status === 'True') === true;
-      if (heldInStore || parseHolderIdentity(lease?.spec?.holderIdentity) !== undefined)
-        counts.held++; // the record's own notion of held (a store lock's: what the controller last observed)
-      else if (l.spec.mode === 'Mutex') counts.idle++;
-      else counts.vacant++;
+      const key = keyOf(l);
+      if (!inShard(key)) continue;
+      reconciler.forget(key);
+      b.enqueue(key);
     }
-    return counts;
   });
+
+  const unregister = metrics !== undefined ? registerControllerSeries(metrics, name, workers, b.queue) : undefined;
+  // fencepost_locks (the "no holder" alert): counted from the caches when Prometheus scrapes.
+  const removeLockSource = metrics?.addLockStateSource(() => countLockStates(locks, leases));
+  const stopSources = (): void => {
+    ungate?.();
+    removeLockSource?.();
+    unregister?.();
+  };
+  let running;
+  try {
+    const gated: Reconciler =
+      gate === undefined
+        ? reconciler
+        : { reconcile: async (key, ctx) => (await gate.run(key, () => reconciler.reconcile(key, ctx))) ?? {} };
+    running = await b.start(gated, {
+      beforeWorkers: () => (awaitFencing ? waitAtMost(clock, connected, FENCING_CONNECT_WAIT_MS) : Promise.resolve()),
+      cleanup: () => fencing.close(),
+    });
+  } catch (err) {
+    stopSources();
+    throw err;
+  }
+  log.info({ workers, namespace: o.namespace ?? '(all)' }, 'Started workers');
   return {
-    synced: () => informers.every((i) => i.hasSynced()),
-    watching: () => informers.every((i) => i.watching()),
+    synced: () => running.synced(),
+    watching: () => running.watching(),
     async stop() {
-      ungate?.();
-      removeLockSource?.();
-      removeQueueSource?.();
-      metrics?.maxConcurrentReconciles.dec({ controller: qname }, workers);
-      await Promise.allSettled(informers.map((i) => i.stop()));
-      await controller.stop();
-      await fencing.close();
+      stopSources();
+      await running.stop();
     },
   };
+}
+
+/** listQueryString is a list request's query string (label selector, page size, continue token). */
+function listQueryString(q: ListQuery): string {
+  const p = new URLSearchParams();
+  if (q.labelSelector !== undefined) p.set('labelSelector', q.labelSelector);
+  if (q.limit !== undefined) p.set('limit', String(q.limit));
+  if (q.continue !== undefined) p.set('continue', q.continue);
+  const s = p.toString();
+  return s !== '' ? `?${s}` : '';
+}
+
+/** waitAtMost resolves when `p` does or after `ms`, whichever is first. */
+async function waitAtMost(clock: TimerClock, p: Promise<void>, ms: number): Promise<void> {
+  let timer: Timer | undefined;
+  await Promise.race([
+    p,
+    new Promise<void>((resolve) => {
+      timer = clock.setTimeout(resolve, ms).unref();
+    }),
+  ]);
+  timer?.cancel();
+}
+
+/**
+ * countLockStates counts held, vacant and idle locks from the caches. A Mutex lock without a
+ * holder is idle between runs, not a problem: it is counted apart.
+ */
+function countLockStates(locks: Cache<DistributedLock>, leases: Cache<V1Lease>): LockStateCounts {
+  const counts = { held: 0, vacant: 0, idle: 0 };
+  for (const l of locks.list()) {
+    const lease = leases.get(l.metadata.namespace, leaseName(l.metadata.name ?? ''));
+    const heldInStore =
+      storeOf(l.spec) !== 'Lease' &&
+      l.status?.conditions?.some((c) => c.type === 'Held' && c.status === 'True') === true;
+    if (heldInStore || parseHolderIdentity(lease?.spec?.holderIdentity) !== undefined)
+      counts.held++; // the record's own notion of held (a store lock's: what the controller last observed)
+    else if (l.spec.mode === 'Mutex') counts.idle++;
+    else counts.vacant++;
+  }
+  return counts;
 }
 
 /** FENCING_CONNECT_WAIT_MS bounds the wait for Redis before the workers start (its connect timeout is 2 s). */
