@@ -12,6 +12,8 @@
  * tsc (`files: dist/src`), bundled by Bun into the agent executable and copied into the image;
  * a `.lua` file beside the sources would have to be copied into each of them and found by a path
  * relative to the compiled module. A string constant goes wherever the module goes.
+ * - the DistributedLock API's TypeScript shapes (src/api/v1alpha1/distributedlock-schema.ts) from
+ *   the CRD's schema (hack/gen-crd-types.ts says why in that direction);
  * - the Go, Python and Java clients' constants and composed Lua scripts (hack/gen-protocol-clients.ts
  *   says what and why).
  *
@@ -21,8 +23,8 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { GROUP } from '../src/api/v1alpha1/distributedlock.ts';
 import { CLIENT_FILES } from './gen-protocol-clients.ts';
+import { CRD_TYPES_FILE, crdGroup, crdTypes } from './gen-crd-types.ts';
 import { HANDOVER_MARK_ANNOTATION } from '../src/protocol/handover.ts';
 import {
   LEASE_PREFIX,
@@ -155,7 +157,7 @@ export function wireTemplate(): string {
   const requests = [k.request, k.runId].map(markOf);
   const released: ReleaseKind = 'Released';
   const names: readonly (readonly [string, string, string])[] = [
-    ['group', GROUP, 'the API group of DistributedLock'],
+    ['group', crdGroup(), 'the API group of DistributedLock'],
     ['leasePrefix', LEASE_PREFIX, "starts a lock's Lease name"],
     ['permitLeasePrefix', PERMIT_LEASE_PREFIX, "starts a Semaphore permit's Lease name"],
     ['lockLabel', LOCK_LABEL, "on a lock's Leases: the lock's name"],
@@ -187,6 +189,7 @@ export const GENERATED: readonly { readonly path: string; readonly text: () => s
   ...MODULES.map((m) => ({ path: m.path, text: () => generatedModule(m) })),
   { path: WIRE_TEMPLATE, text: wireTemplate },
   ...CLIENT_FILES,
+  { path: CRD_TYPES_FILE, text: crdTypes },
 ];
 
 /** staleFiles lists the generated files whose content is not what the generator writes now. */
