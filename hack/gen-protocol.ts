@@ -12,13 +12,19 @@
  * tsc (`files: dist/src`), bundled by Bun into the agent executable and copied into the image;
  * a `.lua` file beside the sources would have to be copied into each of them and found by a path
  * relative to the compiled module. A string constant goes wherever the module goes.
- * test/unit/conformance/vectors.test.ts fails when a generated file is not what this writes.
+ * - the DistributedLock API's TypeScript shapes (src/api/v1alpha1/distributedlock-schema.ts) from
+ *   the CRD's schema (hack/gen-crd-types.ts says why in that direction);
+ * - the Go, Python and Java clients' constants and composed Lua scripts (hack/gen-protocol-clients.ts
+ *   says what and why).
  *
- * Usage: node hack/gen-protocol.ts          (rewrites every generated file)
+ * Usage: node hack/gen-protocol.ts           rewrites every generated file
+ *        node hack/gen-protocol.ts --check   writes nothing; exits 1 naming each stale file
+ * test/unit/conformance/vectors.test.ts runs the check, so CI fails while a generated file is stale.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { GROUP } from '../src/api/v1alpha1/distributedlock.ts';
+import { CLIENT_FILES } from './gen-protocol-clients.ts';
+import { CRD_TYPES_FILE, crdGroup, crdTypes } from './gen-crd-types.ts';
 import { HANDOVER_MARK_ANNOTATION } from '../src/protocol/handover.ts';
 import {
   LEASE_PREFIX,
@@ -151,7 +157,7 @@ export function wireTemplate(): string {
   const requests = [k.request, k.runId].map(markOf);
   const released: ReleaseKind = 'Released';
   const names: readonly (readonly [string, string, string])[] = [
-    ['group', GROUP, 'the API group of DistributedLock'],
+    ['group', crdGroup(), 'the API group of DistributedLock'],
     ['leasePrefix', LEASE_PREFIX, "starts a lock's Lease name"],
     ['permitLeasePrefix', PERMIT_LEASE_PREFIX, "starts a Semaphore permit's Lease name"],
     ['lockLabel', LOCK_LABEL, "on a lock's Leases: the lock's name"],
@@ -178,11 +184,35 @@ run \`node hack/gen-protocol.ts\`. test/unit/conformance/vectors.test.ts checks 
 ${defines.join('')}`;
 }
 
+/** GENERATED: every file the generator writes (relative to the repository root) and its text. */
+export const GENERATED: readonly { readonly path: string; readonly text: () => string }[] = [
+  ...MODULES.map((m) => ({ path: m.path, text: () => generatedModule(m) })),
+  { path: WIRE_TEMPLATE, text: wireTemplate },
+  ...CLIENT_FILES,
+  { path: CRD_TYPES_FILE, text: crdTypes },
+];
+
+/** staleFiles lists the generated files whose content is not what the generator writes now. */
+export function staleFiles(): string[] {
+  return GENERATED.filter((g) => {
+    const file = resolve(root, g.path);
+    return !existsSync(file) || readFileSync(file, 'utf8') !== g.text();
+  }).map((g) => g.path);
+}
+
 if (import.meta.filename === process.argv[1]) {
-  for (const m of MODULES) {
-    writeFileSync(resolve(root, m.path), generatedModule(m));
-    process.stdout.write(`wrote ${m.path}\n`);
+  if (process.argv.includes('--check')) {
+    const stale = staleFiles();
+    for (const path of stale) process.stderr.write(`stale: ${path}\n`);
+    if (stale.length > 0) {
+      process.stderr.write('gen-protocol: run `node hack/gen-protocol.ts` and commit what it writes\n');
+      process.exit(1);
+    }
+    process.stdout.write(`gen-protocol: ${GENERATED.length} generated files are current\n`);
+  } else {
+    for (const g of GENERATED) {
+      writeFileSync(resolve(root, g.path), g.text());
+      process.stdout.write(`wrote ${g.path}\n`);
+    }
   }
-  writeFileSync(resolve(root, WIRE_TEMPLATE), wireTemplate());
-  process.stdout.write(`wrote ${WIRE_TEMPLATE}\n`);
 }

@@ -9,14 +9,23 @@
 #   and javadoc jars), with the Maven repository under ${XDG_CACHE_HOME:-$HOME/.cache}/fencepost/m2
 #   (CI caches it); offline when it is warm. Then a modular application (src/it/consumer) is
 #   compiled and run against the jar alone, requiring it by its Automatic-Module-Name.
-# All run the shared conformance vectors of clients/conformance. The guard outcome vectors need
-# real servers and are skipped here, saying so; the integration tests
-# test/integration/clients/{go,python,java}.test.ts run them (and the real-agent scenario).
+# All run the shared conformance vectors of clients/conformance. The three clients' store tests
+# start redis-servers of their own and skip without one, so a redis-server is required here: this
+# is the one run of them (test/integration/clients/stores.test.ts runs the cross-language matrix,
+# not these again). The guard outcome vectors need real servers and are skipped here, saying so;
+# the integration tests test/integration/clients/{go,python,java}.test.ts run them (and the
+# real-agent scenario).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # Scratch space for the artifacts and the consumers that install them; removed however this ends.
 pkg=$(mktemp -d)
 trap 'rm -rf "$pkg"' EXIT
+
+if [[ -z ${REDIS_SERVER:-} ]] && ! command -v redis-server >/dev/null 2>&1; then
+  echo "fencepost: redis-server not found on PATH (nor REDIS_SERVER): the clients' store tests need one and would skip (hack/prereqs.sh installs it)" >&2
+  exit 1
+fi
+export FENCEPOST_TEST_REQUIRE_REDIS=1 # clients/go: fail rather than skip without one
 
 echo "--- clients/go" >&2
 cd "$root/clients/go"

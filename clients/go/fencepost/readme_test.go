@@ -9,7 +9,7 @@ import (
 
 // The README's examples are example programs, which go vet and go test build and the
 // integration tests run: the README's first ```go block is examples/worker/main.go
-// (test/integration/clients/go.test.ts), its second examples/store/main.go (go-store.test.ts).
+// (test/integration/clients/go.test.ts), its second examples/store/main.go (stores.test.ts).
 func TestReadmeExamplesAreTheExamplePrograms(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {

@@ -13,9 +13,8 @@ import (
 // only up to 2^53). Compare tokens with <, == and > on the Token values.
 type Token uint64
 
-// MaxToken is the largest token, 2^63−1: the controller's Redis counter is a signed 64-bit
-// integer. ParseToken refuses anything above it, so every Token it returns also fits an int64.
-const MaxToken Token = 1<<63 - 1
+// MaxToken (protocol_gen.go) is the largest token. ParseToken refuses anything above it, so every
+// Token it returns also fits an int64.
 
 // ErrMalformedToken is wrapped by every error ParseToken and Token.UnmarshalJSON return.
 var ErrMalformedToken = errors.New("malformed fencing token")

@@ -20,15 +20,3 @@ func readVectors(t *testing.T, file string, v any) {
 		t.Fatalf("%s: %v", file, err)
 	}
 }
-
-// TestEmbeddedScriptIsTheSharedOne: go:embed cannot reach outside the module, so the guard embeds
-// a copy; it must be the shared file byte for byte (`go generate ./guard` copies it again).
-func TestEmbeddedScriptIsTheSharedOne(t *testing.T) {
-	shared, err := os.ReadFile(filepath.Join(conformanceDir, "redis-fenced-write.lua"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fencedWriteLua != string(shared) {
-		t.Fatal("guard/redis-fenced-write.lua differs from clients/conformance/redis-fenced-write.lua: run go generate ./guard")
-	}
-}

@@ -10,5 +10,3 @@
 //
 // The guards run where the resource is; they import nothing of Kubernetes or the agent.
 package guard
-
-//go:generate cp ../../conformance/redis-fenced-write.lua redis-fenced-write.lua

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"context"
-	_ "embed" // the shared Lua script
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,13 +11,6 @@ import (
 	fencepost "github.com/fencepost/fencepost/clients/go/fencepost"
 	"github.com/redis/go-redis/v9"
 )
-
-// fencedWriteLua is clients/conformance/redis-fenced-write.lua (copied by go generate, since
-// go:embed cannot reach outside the module; TestEmbeddedScriptIsTheSharedOne fails when the copy
-// differs from the shared file).
-//
-//go:embed redis-fenced-write.lua
-var fencedWriteLua string
 
 var fencedWrite = redis.NewScript(fencedWriteLua)
 

@@ -154,47 +154,6 @@ func TestOwnerIDsNameTheirPodAsTheVectorsSay(t *testing.T) {
 	}
 }
 
-// TestEmbeddedScriptsAreTheSharedOnes: go:embed cannot reach outside the module, so the package
-// embeds copies; each must be the shared file byte for byte (`go generate ./store` copies them
-// again), and each script the concatenation store.json names.
-func TestEmbeddedScriptsAreTheSharedOnes(t *testing.T) {
-	for file, copy := range embedded {
-		shared, err := os.ReadFile(filepath.Join(conformanceDir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if *copy != string(shared) {
-			t.Errorf("store/%s differs from clients/conformance/%s: run go generate ./store", file, file)
-		}
-	}
-	v := readStoreVectors(t)
-	for name, raw := range v.Scripts {
-		var files []string
-		if json.Unmarshal(raw, &files) != nil {
-			continue // "rule"
-		}
-		if strings.Join(files, ",") != strings.Join(scriptFiles[name], ",") {
-			t.Errorf("script %s: files %v, store.json says %v", name, scriptFiles[name], files)
-		}
-		want := ""
-		for _, f := range files {
-			b, err := os.ReadFile(filepath.Join(conformanceDir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want += string(b)
-		}
-		if compose(name) != want {
-			t.Errorf("script %s is not the concatenation of %v", name, files)
-		}
-	}
-	for name, s := range map[string]string{"acquire": acquireScript.Hash(), "renew": renewScript.Hash(), "release": releaseScript.Hash(), "redlockAcquire": redlockAcquireScript.Hash(), "redlockRaise": redlockRaiseScript.Hash()} {
-		if s == "" || len(scriptFiles[name]) == 0 {
-			t.Errorf("script %s: no files or no SHA", name)
-		}
-	}
-}
-
 // TestEpochVectorsOnARealRedis runs store.json's epochVectors: the acquire script's token after
 // an epoch change (the counter's jump, the clock floor, the 2^63-1 bound).
 func TestEpochVectorsOnARealRedis(t *testing.T) {

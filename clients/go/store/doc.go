@@ -23,10 +23,3 @@
 // A store lock is an efficiency lock: a holder paused past its validity still believes until it
 // resumes. Pass the token with every write and let a guard (package guard) refuse stale ones.
 package store
-
-//go:generate cp ../../conformance/fence-next.lua fence-next.lua
-//go:generate cp ../../conformance/store-acquire.lua store-acquire.lua
-//go:generate cp ../../conformance/store-renew.lua store-renew.lua
-//go:generate cp ../../conformance/store-release.lua store-release.lua
-//go:generate cp ../../conformance/redlock-acquire.lua redlock-acquire.lua
-//go:generate cp ../../conformance/redlock-raise.lua redlock-raise.lua

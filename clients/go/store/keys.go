@@ -6,9 +6,6 @@ import (
 	"strconv"
 )
 
-// DefaultNamespace is a store lock's namespace when Options.Namespace is empty.
-const DefaultNamespace = "default"
-
 // Keys are the Redis keys and the release channel of one store lock (clients/conformance/store.json
 // "keys", docs/stores.md "Keys"), the same in every fencepost client.
 type Keys struct {
@@ -49,11 +46,11 @@ func LockKeys(namespace, name string) (Keys, error) {
 	if !IsDNSLabel(name) {
 		return Keys{}, fmt.Errorf("store: lock name must be a DNS label (a-z, 0-9, -; at most 63), got %s", strconv.Quote(name))
 	}
-	counter := "fencepost:fence:" + namespace + "/" + name
+	counter := counterKeyPrefix + namespace + "/" + name
 	return Keys{
 		Counter: counter,
-		Holder:  "fencepost:lock:{" + counter + "}",
-		Epoch:   "fencepost:epoch:{" + counter + "}",
-		Channel: "fencepost:released:" + namespace + "/" + name,
+		Holder:  holderKeyPrefix + "{" + counter + "}",
+		Epoch:   epochKeyPrefix + "{" + counter + "}",
+		Channel: channelPrefix + namespace + "/" + name,
 	}, nil
 }

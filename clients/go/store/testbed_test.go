@@ -15,7 +15,7 @@ import (
 )
 
 // RequireServersEnv makes the tests that need redis-server fail instead of skipping when there is
-// none (test/integration/clients/go-store.test.ts sets it).
+// none (hack/test-clients.sh sets it).
 const requireServersEnv = "FENCEPOST_TEST_REQUIRE_REDIS"
 
 // testRedis is a redis-server this test started on a free loopback port, stopped at the test's end.

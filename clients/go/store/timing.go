@@ -5,31 +5,8 @@ import (
 	"time"
 )
 
-// The TTL's bounds and default (clients/conformance/store.json "timing"). Below 300 ms the renew
-// period (a third) is shorter than an ordinary round trip plus a GC pause; above a day a crashed
-// holder blocks the lock longer than anyone waits.
-const (
-	MinTTL     = 300 * time.Millisecond
-	MaxTTL     = 24 * time.Hour
-	DefaultTTL = 15 * time.Second
-)
-
-// RenewRetry is how soon a renew that got no answer is tried again (less if the validity ends
-// sooner).
-const RenewRetry = 100 * time.Millisecond
-
-// MasterTimeout bounds one Redlock master's answer; a master slower than this counts as failed.
-const MasterTimeout = 500 * time.Millisecond
-
-// CommandTimeout bounds one single-Redis command: a lock's round trip that takes longer is as good
-// as lost.
-const CommandTimeout = 2 * time.Second
-
-// The waiter's backoff when no release is notified: uniform in [0, min(cap, base·2^attempt)).
-const (
-	backoffBase = 50 * time.Millisecond
-	backoffCap  = 2 * time.Second
-)
+// The TTL's bounds and default, the renew retry, the timeouts and the waiter's backoff are in
+// protocol_gen.go (clients/conformance/store.json "timing" and the TypeScript stores' values).
 
 // subscribeWait bounds how long a refused waiter waits for its release subscription before it
 // retries (a store slow to answer must not hold up the next attempt; the backoff finds a release

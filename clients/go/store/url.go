@@ -71,10 +71,6 @@ type URL struct {
 	Display string
 }
 
-// MinRedlockMasters is the fewest masters redlock:// accepts: with fewer than three, one master's
-// failure stops every grant (five is usual).
-const MinRedlockMasters = 3
-
 // URLError is a store URL refused by ParseURL. Its message names the option (What), the problem,
 // and the URL with its password redacted — never the password.
 type URLError struct {

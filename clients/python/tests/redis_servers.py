@@ -1,7 +1,7 @@
 """Real redis-servers for the store tests, started and stopped by the tests themselves: REDIS_SERVER,
 else the first redis-server on PATH, on free loopback ports, without persistence. Without one the
-tests that need it are skipped, saying so (test/integration/clients/python-store.test.ts runs them
-and fails if they skip)."""
+tests that need it are skipped, saying so (hack/test-clients.sh requires a redis-server, so CI
+runs them)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The README's examples are example programs, which ruff, mypy and the tests run: the agent's
 (examples/worker.py, run by the integration test) and the Redis store's (examples/store_worker.py,
-run by test_store_redis.py and python-store.test.ts). A README block must not drift from its file."""
+run by test_store_redis.py and stores.test.ts). A README block must not drift from its file."""
 
 from __future__ import annotations
 

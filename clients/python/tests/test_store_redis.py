@@ -3,8 +3,7 @@ Redlock masters): the keys and scripts on the wire, mutual exclusion and strictl
 across many acquisitions by contending threads, loss when the key is deleted or taken, loss at the
 end of the validity while a renew is still in flight, waiters woken by a release, Redlock with a
 minority of masters down and with counters that disagree, asyncio, and the README's example.
-Skipped, saying so, without a redis-server (test/integration/clients/python-store.test.ts fails if
-they skip)."""
+Skipped, saying so, without a redis-server (hack/test-clients.sh requires one, so CI runs them)."""
 
 from __future__ import annotations
 
@@ -591,7 +590,7 @@ def test_redlock_waiters_are_not_woken_by_give_backs_only_by_the_holders_release
 
 def fs_release_lua() -> str:
     """fs_release_lua is the release script every client sends (store-release.lua)."""
-    return (HERE / "src/fencepost/store/store-release.lua").read_text(encoding="utf-8")
+    return script("release").source
 
 
 def _at(failover: str | None) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from importlib.resources import files
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from fencepost.store import (
     redact,
     renew_every_ms,
 )
-from fencepost.store._scripts import COMPOSITION, lua_file, script
+from fencepost.store._scripts import SOURCES, script
 from fencepost.store._timing import after_renew, backoff_ms, check_ttl_ms, retry_delay_ms, valid_until
 
 S = vectors("store.json")
@@ -61,30 +60,16 @@ def test_the_longest_dns_label_is_a_name() -> None:
 
 # --- scripts --------------------------------------------------------------------------------------
 
-LUA = sorted({f for files_ in S["scripts"].values() if isinstance(files_, list) for f in files_})
 
-
-@pytest.mark.parametrize("name", LUA)
-def test_each_packaged_lua_file_is_the_shared_one_byte_for_byte(name: str) -> None:
-    # The wheel needs the files inside the package: copies, which must not drift.
-    packaged = files("fencepost.store").joinpath(name).read_bytes()
-    assert packaged == (CONFORMANCE / name).read_bytes(), (
-        f"src/fencepost/store/{name} differs from clients/conformance/{name}: "
-        f"cp clients/conformance/{name} clients/python/src/fencepost/store/"
-    )
-
-
-@pytest.mark.parametrize("name", sorted(COMPOSITION))
+@pytest.mark.parametrize("name", sorted(SOURCES))
 def test_each_script_is_composed_as_store_json_says(name: str) -> None:
-    assert list(COMPOSITION[name]) == S["scripts"][name]
     shared = b"".join((CONFORMANCE / f).read_bytes() for f in S["scripts"][name])
     assert script(name).source.encode() == shared
-    assert lua_file(S["scripts"][name][-1]) == (CONFORMANCE / S["scripts"][name][-1]).read_bytes()
 
 
 def test_every_store_script_of_store_json_is_composed_here() -> None:
     stores = {k for k, v in S["scripts"].items() if isinstance(v, list)} - {"fenceNext"}
-    assert stores == set(COMPOSITION)
+    assert stores == set(SOURCES)
 
 
 # --- timing ---------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The shared conformance vectors (clients/conformance) hold of the reference implementation: every
 // token vector against parseToken, every SQL statement against the SQL guard's builders, every
-// API response against the agent's OpenAPI document and problem table, and the Lua script the
-// Go, Python and Java guards load is the one the TypeScript guard runs. The guard outcome vectors
+// API response against the agent's OpenAPI document and problem table, and every file that
+// hack/gen-protocol.ts generates (the Lua constants and wire names of TypeScript, the chart and the
+// Go, Python and Java clients) is current. The guard outcome vectors
 // need a real Redis and PostgreSQL: test/integration/guards/conformance.test.ts.
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -18,7 +19,8 @@ import {
   SqlIdentifierError,
 } from '../../../src/guards/sql-guard.ts';
 import { MAX_TOKEN, parseToken, TokenError } from '../../../src/protocol/token.ts';
-import { generatedModule, MODULES, readLua, WIRE_TEMPLATE, wireTemplate } from '../../../hack/gen-protocol.ts';
+import { GENERATED, readLua } from '../../../hack/gen-protocol.ts';
+import { CRD_TYPES_FILE } from '../../../hack/gen-crd-types.ts';
 import { FENCE_NEXT_FUNCTION_LUA } from '../../../src/fencing/redis-fence.ts';
 import { ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from '../../../src/stores/redis/scripts.ts';
 import { lockKeys } from '../../../src/stores/redis/keys.ts';
@@ -40,15 +42,15 @@ const api = readVectors<ApiVectors>('api-responses.json');
 const store = readVectors<StoreVectors>('store.json');
 
 describe('the shared Lua scripts', () => {
-  it.each(MODULES.map((m) => [m.path, m] as const))(
-    '%s is generated from its clients/conformance files (run node hack/gen-protocol.ts after editing a .lua)',
-    (path, m) => {
-      expect(readFileSync(resolve(root, path), 'utf8')).toBe(generatedModule(m));
+  // Every file the generator writes: the TypeScript Lua constants, the chart's wire names, and the
+  // Go, Python and Java clients' constants and composed scripts (`node hack/gen-protocol.ts --check`
+  // is the same check from a shell). The CRD's TypeScript shapes: test/unit/api/crd-drift.test.ts.
+  it.each(GENERATED.filter((g) => g.path !== CRD_TYPES_FILE).map((g) => [g.path, g] as const))(
+    '%s is what hack/gen-protocol.ts writes (run node hack/gen-protocol.ts after changing the protocol)',
+    (path, g) => {
+      expect(readFileSync(resolve(root, path), 'utf8')).toBe(g.text());
     },
   );
-  it(`${WIRE_TEMPLATE}, the chart's wire names, is generated from src/protocol (run node hack/gen-protocol.ts)`, () => {
-    expect(readFileSync(resolve(root, WIRE_TEMPLATE), 'utf8')).toBe(wireTemplate());
-  });
   it('the guard runs redis-fenced-write.lua as it is', () => {
     expect(FENCED_WRITE_LUA).toBe(readLua('redis-fenced-write.lua'));
   });

@@ -40,7 +40,8 @@ from ._errors import (
 )
 from ._http import BASE_URL_ENV, DEFAULT_BASE_URL
 from ._lock import AcquireAsync, IfHeld, Lock, acquire, acquire_async
-from ._token import MAX_TOKEN, check_token, format_token, parse_token
+from ._protocol import MAX_TOKEN
+from ._token import check_token, format_token, parse_token
 
 __version__ = "0.1.0"
 """__version__ is the fencepost release this client belongs to (package.json's version)."""

@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 
 from ._errors import MalformedTokenError
-
-MAX_TOKEN = (1 << 63) - 1
-"""MAX_TOKEN is the largest token, 2^63-1: the controller's Redis counter is a signed 64-bit integer."""
+from ._protocol import MAX_TOKEN
 
 _CANONICAL = re.compile(r"(0|[1-9][0-9]{0,18})", re.ASCII)
 

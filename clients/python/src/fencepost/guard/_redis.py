@@ -7,11 +7,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import cache
-from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from .._errors import FencepostError
+from .._protocol import FENCED_WRITE_LUA
 from .._token import check_token, parse_token
 from ._outcome import Outcome
 
@@ -30,11 +29,10 @@ DEFAULT_WRITE_ID_TTL = timedelta(days=1)
 """DEFAULT_WRITE_ID_TTL is how long applied write ids are remembered by default."""
 
 
-@cache
 def fenced_write_lua() -> str:
-    """fenced_write_lua is the script, read from the package (a copy of
-    clients/conformance/redis-fenced-write.lua that a test keeps equal to it, byte for byte)."""
-    return files(__package__).joinpath("redis-fenced-write.lua").read_bytes().decode("utf-8")
+    """fenced_write_lua is the script, clients/conformance/redis-fenced-write.lua byte for byte
+    (generated into fencepost._protocol)."""
+    return FENCED_WRITE_LUA
 
 
 class Scope(enum.StrEnum):

@@ -17,14 +17,14 @@ which refuses the writes of a holder paused past its TTL and replaced (docs/stor
 redis-py (``pip install fencepost[redis]``), imported when a store is opened.
 """
 
+from .._protocol import DEFAULT_NAMESPACE, DEFAULT_TTL_MS, MAX_TTL_MS, MIN_REDLOCK_MASTERS, MIN_TTL_MS
 from ._api import AcquireStoreAsync, Floor, Store, acquire, acquire_async, connect
 from ._hold import IfHeld, StoreLock, StoreLockHeldError
-from ._keys import DEFAULT_NAMESPACE, LockKeys, is_dns_label, lock_keys
+from ._keys import LockKeys, is_dns_label, lock_keys
 from ._owner import Pod, new_owner_id, pod_of_owner
 from ._redis import COMMAND_TIMEOUT, MASTER_TIMEOUT, StoreError, quorum
-from ._timing import DEFAULT_TTL_MS, MAX_TTL_MS, MIN_TTL_MS, drift_ms, renew_every_ms
+from ._timing import drift_ms, renew_every_ms
 from ._url import (
-    MIN_REDLOCK_MASTERS,
     Endpoint,
     RedisTarget,
     StoreSpec,

@@ -12,9 +12,10 @@ from types import TracebackType
 from typing import Literal
 
 from .._errors import FencepostError, LockLostError
+from .._protocol import DEFAULT_NAMESPACE, DEFAULT_TTL_MS
 from ._clock import StoreClock
 from ._hold import IfHeld, StoreLock, Waiter, hold
-from ._keys import DEFAULT_NAMESPACE, check_name, lock_keys
+from ._keys import check_name, lock_keys
 from ._owner import Pod, new_owner_id, pod_from_env
 from ._redis import (
     COMMAND_TIMEOUT,
@@ -26,7 +27,7 @@ from ._redis import (
     ReleaseChannels,
     connect_target,
 )
-from ._timing import DEFAULT_TTL_MS, check_ttl_ms
+from ._timing import check_ttl_ms
 from ._url import StoreSpec, parse_store_url
 
 Floor = int | Callable[[str], int]

@@ -15,8 +15,12 @@ import json
 import re
 from dataclasses import dataclass
 
-DEFAULT_NAMESPACE = "default"
-"""DEFAULT_NAMESPACE is a store lock's namespace when none is given."""
+from .._protocol import (
+    CHANNEL_PREFIX,
+    COUNTER_KEY_PREFIX,
+    EPOCH_KEY_PREFIX,
+    HOLDER_KEY_PREFIX,
+)
 
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
 
@@ -58,10 +62,10 @@ def lock_keys(namespace: str, name: str) -> LockKeys:
     """lock_keys names the keys of lock ``name`` in ``namespace`` (both checked: ValueError)."""
     check_name(namespace, "namespace")
     check_name(name, "lock name")
-    counter = f"fencepost:fence:{namespace}/{name}"
+    counter = f"{COUNTER_KEY_PREFIX}{namespace}/{name}"
     return LockKeys(
-        holder=f"fencepost:lock:{{{counter}}}",
+        holder=f"{HOLDER_KEY_PREFIX}{{{counter}}}",
         counter=counter,
-        epoch=f"fencepost:epoch:{{{counter}}}",
-        channel=f"fencepost:released:{namespace}/{name}",
+        epoch=f"{EPOCH_KEY_PREFIX}{{{counter}}}",
+        channel=f"{CHANNEL_PREFIX}{namespace}/{name}",
     )

@@ -27,17 +27,18 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .._errors import FencepostError
-from .._token import MAX_TOKEN, parse_token
+from .._protocol import COMMAND_TIMEOUT_MS, MASTER_TIMEOUT_MS, MAX_TOKEN
+from .._token import parse_token
 from ._clock import StoreClock
 from ._keys import LockKeys
 from ._scripts import Script, script
 from ._timing import valid_until
 from ._url import RedisTarget
 
-COMMAND_TIMEOUT = 2.0
-"""COMMAND_TIMEOUT bounds one command to one Redis (seconds): a later answer is as good as none."""
-MASTER_TIMEOUT = 0.5
-"""MASTER_TIMEOUT: how long one Redlock master may take to answer before it counts as failed (500 ms)."""
+COMMAND_TIMEOUT = COMMAND_TIMEOUT_MS / 1000
+"""COMMAND_TIMEOUT is COMMAND_TIMEOUT_MS in seconds, as redis-py takes it."""
+MASTER_TIMEOUT = MASTER_TIMEOUT_MS / 1000
+"""MASTER_TIMEOUT is MASTER_TIMEOUT_MS in seconds, as redis-py takes it."""
 
 T = TypeVar("T")
 

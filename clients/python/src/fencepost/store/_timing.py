@@ -16,17 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-DEFAULT_TTL_MS = 15_000
-"""DEFAULT_TTL_MS is a store lock's TTL when none is given: 15 s, the Lease default."""
-MIN_TTL_MS = 300
-"""MIN_TTL_MS: below it the renew period is shorter than a round trip plus a pause."""
-MAX_TTL_MS = 86_400_000
-"""MAX_TTL_MS: one day; a crashed holder blocks the lock for at most this long."""
-RENEW_RETRY_MS = 100
-"""RENEW_RETRY_MS: how soon a renew that got no answer is tried again (less if the validity ends sooner)."""
-BACKOFF_BASE_MS = 50
-"""BACKOFF_BASE_MS and BACKOFF_CAP_MS: the waiter's fallback backoff, 50 ms doubling to 2 s."""
-BACKOFF_CAP_MS = 2000
+from .._protocol import (
+    BACKOFF_BASE_MS,
+    BACKOFF_CAP_MS,
+    MAX_TTL_MS,
+    MIN_TTL_MS,
+    RENEW_RETRY_MS,
+)
 
 
 def check_ttl_ms(ttl_ms: int, what: str = "ttl") -> int:

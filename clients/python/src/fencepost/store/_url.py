@@ -19,9 +19,7 @@ from typing import Literal
 from urllib.parse import unquote
 
 from .._errors import FencepostError
-
-MIN_REDLOCK_MASTERS = 3
-"""MIN_REDLOCK_MASTERS: with fewer than three, one master's failure stops every grant; use five."""
+from .._protocol import MIN_REDLOCK_MASTERS
 
 DEFAULT_PORT = 6379
 """DEFAULT_PORT is the port of a host named without one."""

@@ -29,7 +29,6 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class LockStore implements AutoCloseable {
   /** How long one command to the single Redis may take (connect, or answer) before it has failed. */
-  static final int COMMAND_TIMEOUT_MS = 2000;
 
   private static final AtomicInteger STORES = new AtomicInteger();
 
@@ -42,7 +41,7 @@ public final class LockStore implements AutoCloseable {
 
   private LockStore(StoreUrl url) {
     this.url = url;
-    int timeout = url.kind() == StoreUrl.Kind.REDLOCK ? RedlockBackend.MASTER_TIMEOUT_MS : COMMAND_TIMEOUT_MS;
+    int timeout = url.kind() == StoreUrl.Kind.REDLOCK ? Protocol.MASTER_TIMEOUT_MS : Protocol.COMMAND_TIMEOUT_MS;
     List<RedisMaster> ms = new ArrayList<>();
     for (StoreUrl.Endpoint e : url.endpoints()) ms.add(new RedisMaster(url, e, timeout));
     this.masters = List.copyOf(ms);

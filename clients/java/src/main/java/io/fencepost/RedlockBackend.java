@@ -20,7 +20,7 @@ import java.util.function.Consumer;
  *
  * <ol>
  *   <li>note the time BEFORE sending; on every master in parallel, each bounded by {@link
- *       #MASTER_TIMEOUT_MS}, SET the holder key NX PX and advance the master's counter above the
+ *       Protocol#MASTER_TIMEOUT_MS}, SET the holder key NX PX and advance the master's counter above the
  *       floor (redlock-acquire.lua), which answers the counter's new value;
  *   <li>held if a quorum (floor(N/2)+1) granted and the validity (sent + ttl − drift) has not
  *       passed;
@@ -34,7 +34,6 @@ import java.util.function.Consumer;
  */
 final class RedlockBackend implements StoreBackend {
   /** How long one master may take to answer before it counts as failed. */
-  static final int MASTER_TIMEOUT_MS = 500;
 
   private final List<RedisMaster> masters;
   private final StoreKeys keys;
@@ -64,11 +63,11 @@ final class RedlockBackend implements StoreBackend {
     }
   }
 
-  /** Runs {@code calls} in parallel, each bounded by MASTER_TIMEOUT_MS; never throws (an interrupt is kept). */
+  /** Runs {@code calls} in parallel, each bounded by Protocol.MASTER_TIMEOUT_MS; never throws (an interrupt is kept). */
   private <T> List<Settled<T>> ask(List<Callable<T>> calls) {
     List<Future<T>> futures = new ArrayList<>();
     for (Callable<T> c : calls) futures.add(executor.submit(c));
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(MASTER_TIMEOUT_MS);
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Protocol.MASTER_TIMEOUT_MS);
     List<Settled<T>> out = new ArrayList<>();
     boolean interrupted = false;
     for (Future<T> f : futures) {
@@ -76,7 +75,7 @@ final class RedlockBackend implements StoreBackend {
         out.add(new Settled<>(f.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS), null));
       } catch (TimeoutException e) {
         f.cancel(true);
-        out.add(new Settled<>(null, "no answer within " + MASTER_TIMEOUT_MS + " ms"));
+        out.add(new Settled<>(null, "no answer within " + Protocol.MASTER_TIMEOUT_MS + " ms"));
       } catch (ExecutionException e) {
         Throwable c = e.getCause();
         out.add(new Settled<>(null, c == null || c.getMessage() == null ? String.valueOf(c) : c.getMessage()));

@@ -20,7 +20,7 @@ import redis.clients.jedis.JedisPubSub;
  */
 final class ReleaseChannels implements AutoCloseable {
   /** A channel no lock publishes on (a lock's channel names a DNS label, which cannot be "-"). */
-  static final String IDLE_CHANNEL = "fencepost:released:-";
+  static final String IDLE_CHANNEL = Protocol.CHANNEL_PREFIX + "-";
 
   /** One listener: its callbacks, and whether it has been told the channel is listened to. */
   private static final class Listener {

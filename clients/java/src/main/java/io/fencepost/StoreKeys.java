@@ -20,7 +20,7 @@ import java.util.regex.Pattern;
  */
 public record StoreKeys(String counter, String holder, String epoch, String channel) {
   /** The namespace of a store lock when none is given. */
-  public static final String DEFAULT_NAMESPACE = "default";
+  public static final String DEFAULT_NAMESPACE = Protocol.DEFAULT_NAMESPACE;
 
   private static final Pattern DNS_LABEL = Pattern.compile("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
 
@@ -32,9 +32,9 @@ public record StoreKeys(String counter, String holder, String epoch, String chan
   public static StoreKeys of(String namespace, String name) {
     check("namespace", namespace);
     check("lock name", name);
-    String counter = "fencepost:fence:" + namespace + "/" + name;
-    return new StoreKeys(counter, "fencepost:lock:{" + counter + "}", "fencepost:epoch:{" + counter + "}",
-        "fencepost:released:" + namespace + "/" + name);
+    String counter = Protocol.COUNTER_KEY_PREFIX + namespace + "/" + name;
+    return new StoreKeys(counter, Protocol.HOLDER_KEY_PREFIX + "{" + counter + "}",
+        Protocol.EPOCH_KEY_PREFIX + "{" + counter + "}", Protocol.CHANNEL_PREFIX + namespace + "/" + name);
   }
 
   /** Whether {@code s} is a DNS label (RFC 1123: a-z, 0-9 and inner dashes; 1 to 63 characters). */

@@ -55,15 +55,15 @@ public final class StoreLock implements AutoCloseable {
 
   /** How to acquire. The defaults: namespace "default", TTL 15 s, wait forever, floor 0. */
   public static final class Options {
-    private String namespace = StoreKeys.DEFAULT_NAMESPACE;
-    private long ttlMs = StoreTiming.DEFAULT_TTL_MS;
+    private String namespace = Protocol.DEFAULT_NAMESPACE;
+    private long ttlMs = Protocol.DEFAULT_TTL_MS;
     private Duration wait;
     private Lock.IfHeld ifHeld = Lock.IfHeld.WAIT;
     private LongSupplier floor = () -> 0;
     private HolderPod pod = HolderPod.fromEnvironment();
     // The waiter's fallback backoff (StoreTiming); tests change it to tell a notification from a retry.
-    long backoffBaseMs = StoreTiming.BACKOFF_BASE_MS;
-    long backoffCapMs = StoreTiming.BACKOFF_CAP_MS;
+    long backoffBaseMs = Protocol.BACKOFF_BASE_MS;
+    long backoffCapMs = Protocol.BACKOFF_CAP_MS;
     DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
 
     /** The lock's namespace, a DNS label (default "default"): part of its keys. */

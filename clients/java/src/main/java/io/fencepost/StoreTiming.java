@@ -1,5 +1,9 @@
 package io.fencepost;
 
+import static io.fencepost.Protocol.MAX_TTL_MS;
+import static io.fencepost.Protocol.MIN_TTL_MS;
+import static io.fencepost.Protocol.RENEW_RETRY_MS;
+
 import java.util.function.DoubleSupplier;
 
 /**
@@ -13,23 +17,6 @@ import java.util.function.DoubleSupplier;
  * clock, less the drift between the two clocks (node-redlock's rule, for single Redis too).
  */
 final class StoreTiming {
-  /** The TTL when none is given: 15 s, the Lease default. */
-  static final long DEFAULT_TTL_MS = 15_000;
-
-  /** Below 300 ms the renew period is shorter than a round trip plus a GC pause. */
-  static final long MIN_TTL_MS = 300;
-
-  /** Above a day, a crashed holder blocks the lock longer than anyone waits. */
-  static final long MAX_TTL_MS = 86_400_000;
-
-  /** How soon a renew that got no answer is tried again (less if the validity ends sooner). */
-  static final long RENEW_RETRY_MS = 100;
-
-  /** A waiter's backoff without a release notification: 50 ms doubling to 2 s, full jitter. */
-  static final long BACKOFF_BASE_MS = 50;
-
-  static final long BACKOFF_CAP_MS = 2000;
-
   private StoreTiming() {}
 
   /** Returns {@code ttlMs} if it is in [MIN_TTL_MS, MAX_TTL_MS], else throws naming {@code what} and the value. */

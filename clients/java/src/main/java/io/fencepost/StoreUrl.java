@@ -47,7 +47,7 @@ public final class StoreUrl {
   }
 
   /** With fewer than three masters, one master's failure stops every grant; use five. */
-  public static final int MIN_REDLOCK_MASTERS = 3;
+  public static final int MIN_REDLOCK_MASTERS = Protocol.MIN_REDLOCK_MASTERS;
 
   private static final Pattern SHAPE =
       Pattern.compile("^([a-zA-Z][a-zA-Z0-9+.-]*)://(?:([^@/?#]*)@)?([^/?#]*)(/[^?#]*)?([?#].*)?$");

@@ -11,7 +11,7 @@ import java.util.regex.Pattern;
  */
 public final class Token {
   /** The largest token, 2^63−1: the controller's Redis counter is a signed 64-bit integer. */
-  public static final long MAX = Long.MAX_VALUE;
+  public static final long MAX = Protocol.MAX_TOKEN;
 
   private static final Pattern CANONICAL = Pattern.compile("0|[1-9][0-9]{0,18}");
 

@@ -64,10 +64,6 @@ class StoreVectorsTest {
   @SuppressWarnings("unchecked")
   void each_script_is_its_files_from_store_json_in_order() throws Exception {
     Map<String, Object> scripts = Vectors.obj(store(), "scripts");
-    Set<String> names = new HashSet<>(scripts.keySet());
-    names.remove("rule");
-    assertEquals(names, StoreScripts.FILES.keySet(), "the scripts store.json names");
-    for (String name : names) assertEquals(scripts.get(name), StoreScripts.FILES.get(name), "script " + name);
     Map<String, StoreScripts.Script> built = Map.of(
         "acquire", StoreScripts.ACQUIRE,
         "renew", StoreScripts.RENEW,
@@ -78,17 +74,6 @@ class StoreVectorsTest {
       ByteArrayOutputStream shared = new ByteArrayOutputStream();
       for (Object f : (List<Object>) scripts.get(e.getKey())) shared.writeBytes(Files.readAllBytes(Vectors.DIR.resolve((String) f)));
       assertArrayEquals(shared.toByteArray(), e.getValue().text.getBytes(StandardCharsets.UTF_8), "script " + e.getKey());
-    }
-  }
-
-  @Test
-  void the_packaged_lua_files_are_the_shared_ones_byte_for_byte() throws Exception {
-    Set<String> files = new HashSet<>();
-    StoreScripts.FILES.values().forEach(files::addAll);
-    for (String f : files) {
-      assertArrayEquals(Files.readAllBytes(Vectors.DIR.resolve(f)), StoreScripts.load(f),
-          "src/main/resources/io/fencepost/store/" + f + " differs from clients/conformance/" + f
-              + ": copy it again (cp clients/conformance/" + f + " clients/java/src/main/resources/io/fencepost/store/)");
     }
   }
 
@@ -144,9 +129,9 @@ class StoreVectorsTest {
   @Test
   void ttl_bounds_and_default_are_store_json_s() throws Exception {
     Map<String, Object> ttl = Vectors.obj(Vectors.obj(store(), "timing"), "ttlMs");
-    assertEquals(num(ttl.get("min")), StoreTiming.MIN_TTL_MS);
-    assertEquals(num(ttl.get("max")), StoreTiming.MAX_TTL_MS);
-    assertEquals(num(ttl.get("default")), StoreTiming.DEFAULT_TTL_MS);
+    assertEquals(num(ttl.get("min")), Protocol.MIN_TTL_MS);
+    assertEquals(num(ttl.get("max")), Protocol.MAX_TTL_MS);
+    assertEquals(num(ttl.get("default")), Protocol.DEFAULT_TTL_MS);
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> StoreTiming.checkTtl(299, "ttl"));
     assertTrue(e.getMessage().contains("299"), e.getMessage());
     assertThrows(IllegalArgumentException.class, () -> StoreTiming.checkTtl(86_400_001, "ttl"));
@@ -157,7 +142,7 @@ class StoreVectorsTest {
     assertEquals(2, RedlockBackend.quorum(3));
     assertEquals(3, RedlockBackend.quorum(4));
     assertEquals(3, RedlockBackend.quorum(5));
-    assertEquals(500, RedlockBackend.MASTER_TIMEOUT_MS);
+    assertEquals(500, Protocol.MASTER_TIMEOUT_MS);
   }
 
   // ---- the watchdog's and the waiter's decisions

@@ -1,9 +1,6 @@
 package io.fencepost.guard;
 
 import io.fencepost.Token;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -34,7 +31,7 @@ public final class RedisGuard {
   public static final Duration DEFAULT_WRITE_ID_TTL = Duration.ofHours(24);
 
   /** The shared script, from the jar's resources. */
-  public static final String SCRIPT = loadScript();
+  public static final String SCRIPT = Protocol.FENCED_WRITE_LUA;
 
   private static final String SHA1 = sha1(SCRIPT);
 
@@ -158,14 +155,6 @@ public final class RedisGuard {
     return new Result(outcome, mark.isEmpty() ? OptionalLong.empty() : OptionalLong.of(Token.parse(mark)));
   }
 
-  private static String loadScript() {
-    try (InputStream in = RedisGuard.class.getResourceAsStream("redis-fenced-write.lua")) {
-      if (in == null) throw new IllegalStateException("guard: redis-fenced-write.lua is not in the jar");
-      return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-  }
 
   private static String sha1(String s) {
     try {
