@@ -1,4 +1,6 @@
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { cacheRoot } from './hack/cache-root.ts';
 
 // Two projects: unit tests are pure and need nothing; integration tests share one real control
 // plane and redis-server per run (started in test/support/global-setup.ts) and get a fresh
@@ -6,6 +8,10 @@ import { defineConfig } from 'vitest/config';
 // tier (`npm run test:long`, FENCEPOST_TEST_TIER=long, test/support/tier.ts) runs some of the same
 // files at larger sizes.
 export default defineConfig({
+  // Vitest records each file's duration there and starts the longest files first on the next run;
+  // kept outside the repository so that CI's fresh clone finds the record of earlier runs (two
+  // workers finish together instead of one long file starting last).
+  cacheDir: join(cacheRoot(), 'vite'),
   test: {
     projects: [
       {

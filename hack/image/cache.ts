@@ -4,15 +4,12 @@
  * builds every commit fills its disk. Only the newest few entries of a cache folder are kept.
  */
 import { readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { cacheRoot } from '../cache-root.ts';
 
 /** imageCacheDir is the image cache: builds, the base, buildah's storage, and the tests' unpacked roots. */
 export function imageCacheDir(): string {
-  return join(
-    process.env['FENCEPOST_CACHE'] ?? join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost'),
-    'image',
-  );
+  return join(cacheRoot(), 'image');
 }
 
 /** touch marks a cache entry as just used, so that keepNewest keeps it. */

@@ -5,7 +5,7 @@
  * `vitest run` after one `hack/testbed/build.sh` works.
  */
 import { accessSync, constants } from 'node:fs';
-import { homedir } from 'node:os';
+import { cacheRoot } from '../../../hack/cache-root.ts';
 import { join } from 'node:path';
 
 /** KUBE_VERSION and ETCD_VERSION are the releases hack/testbed/build.sh pins (keep in step). */
@@ -14,9 +14,7 @@ export const ETCD_VERSION = 'v3.6.16';
 
 /** buildCacheAssets is the KUBEBUILDER_ASSETS folder that hack/testbed/build.sh writes. */
 export function buildCacheAssets(): string {
-  const cache =
-    process.env['FENCEPOST_CACHE'] ?? join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'fencepost');
-  return join(cache, 'assets', `kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}`);
+  return join(cacheRoot(), 'assets', `kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}`);
 }
 
 /** executable reports whether path is a file this process may execute. */
