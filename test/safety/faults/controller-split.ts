@@ -24,13 +24,14 @@
  * (The lock Lease's managedFields name the same manager for both replicas, and the LeaseGranted
  * Event's reportingInstance is emitted asynchronously and may be lost when the replica exits.)
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import type { LeaseVersion } from '../history.ts';
+import { GrantLog, readLog } from './grant-log.ts';
 import type { SafetyBed } from '../testbed.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
@@ -138,14 +139,6 @@ export class Replica {
   }
 }
 
-export function readLog(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return '';
-  }
-}
-
 interface PendingEvent {
   readonly opener: () => number;
   readonly joined: number;
@@ -160,9 +153,7 @@ export class ControllerSplit {
   /** #leaders: the election Lease's holder as polled on the reference clock, each change once. */
   readonly #leaders: { at: number; holder: string }[] = [];
   readonly #poll: NodeJS.Timeout;
-  /** #grants: `<pod>|<token>` → the replica process identity that logged the grant. */
-  readonly #grants = new Map<string, string>();
-  readonly #logOffsets = new Map<string, number>();
+  readonly #grantLog = new GrantLog();
   #chain: Promise<unknown> = Promise.resolve();
   #pending: PendingEvent | undefined;
   /** events: what each split event did (for the phase's report). */
@@ -364,49 +355,11 @@ export class ControllerSplit {
     }
   }
 
-  #readGrantLogs(): void {
-    for (const r of this.#replicas) {
-      for (const file of r.logs) {
-        const text = readLog(file);
-        const from = this.#logOffsets.get(file) ?? 0;
-        const end = text.lastIndexOf('\n') + 1;
-        if (end <= from) continue;
-        for (const line of text.slice(from, end).split('\n')) {
-          if (!line.includes('"Granted Lease"')) continue;
-          try {
-            const o = JSON.parse(line) as { holder?: string; token?: string };
-            if (o.holder !== undefined && o.token !== undefined)
-              this.#grants.set(`${o.holder}|${o.token}`, file.slice(file.lastIndexOf('/') + 1, -'.log'.length));
-          } catch {
-            /* a torn line */
-          }
-        }
-        this.#logOffsets.set(file, end);
-      }
-    }
-  }
-
-  /**
-   * tally attributes each grant in a trial's Lease history (a version whose token is new) to the
-   * replica that logged it, and compares it with the elected leader when that version was seen.
-   */
+  /** tally attributes each grant in a trial's Lease history to a replica and compares it with the elected leader then. */
   tally(leases: readonly LeaseVersion[]): Record<string, number> {
-    this.#readGrantLogs();
-    const out = { grants: 0, grantsByNonLeader: 0, grantsUnattributed: 0 };
-    let last: bigint | undefined;
-    for (const v of leases) {
-      if (v.token === undefined || v.token === last || v.holder === undefined) continue;
-      last = v.token;
-      out.grants++;
-      const by = this.#grants.get(`${v.holder.split('/')[0] ?? ''}|${v.token}`);
-      if (by === undefined) {
-        out.grantsUnattributed++;
-        continue;
-      }
-      const leader = [...this.#leaders].reverse().find((l) => l.at <= v.at)?.holder ?? '';
-      if (!leader.startsWith(`${by}_`)) out.grantsByNonLeader++;
-    }
-    return out;
+    this.#grantLog.read(this.#replicas.flatMap((r) => r.logs));
+    const t = this.#grantLog.tally(leases, (at) => [...this.#leaders].reverse().find((l) => l.at <= at)?.holder ?? '');
+    return { grants: t.grants, grantsByNonLeader: t.byOther, grantsUnattributed: t.unattributed };
   }
 }
 

@@ -29,7 +29,8 @@ import { startTcpProxy } from '../../support/testbed/tcp-proxy.ts';
 import { tailLog } from '../../support/testbed/processes.ts';
 import type { LeaseVersion } from '../history.ts';
 import type { SafetyBed } from '../testbed.ts';
-import { ELECTION, Replica, readLog } from './controller-split.ts';
+import { ELECTION, Replica } from './controller-split.ts';
+import { GrantLog } from './grant-log.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
@@ -66,8 +67,7 @@ export class ShardMove {
   /** #owners: per shard, its Lease holder as polled on the reference clock, each change once. */
   readonly #owners = new Map<number, { at: number; holder: string }[]>();
   readonly #poll: NodeJS.Timeout;
-  readonly #grants = new Map<string, string>();
-  readonly #logOffsets = new Map<string, number>();
+  readonly #grantLog = new GrantLog();
   #chain: Promise<unknown> = Promise.resolve();
   #pending: PendingEvent | undefined;
   readonly events: { variant: ShardMoveVariant; faultMs: number; trials: number; owner: string; moved: boolean }[] = [];
@@ -282,50 +282,12 @@ export class ShardMove {
     }
   }
 
-  #readGrantLogs(): void {
-    for (const r of this.#replicas) {
-      for (const file of r.logs) {
-        const text = readLog(file);
-        const from = this.#logOffsets.get(file) ?? 0;
-        const end = text.lastIndexOf('\n') + 1;
-        if (end <= from) continue;
-        for (const line of text.slice(from, end).split('\n')) {
-          if (!line.includes('"Granted Lease"')) continue;
-          try {
-            const o = JSON.parse(line) as { holder?: string; token?: string };
-            if (o.holder !== undefined && o.token !== undefined)
-              this.#grants.set(`${o.holder}|${o.token}`, file.slice(file.lastIndexOf('/') + 1, -'.log'.length));
-          } catch {
-            /* a torn line */
-          }
-        }
-        this.#logOffsets.set(file, end);
-      }
-    }
-  }
-
-  /**
-   * tally attributes each grant in a trial's Lease history to the replica that logged it and
-   * compares it with the holder of the lock's shard Lease when that version was seen.
-   */
+  /** tally attributes each grant in a trial's Lease history to a replica and compares it with the owner of the lock's shard then. */
   tally(lockKey: string, leases: readonly LeaseVersion[]): Record<string, number> {
-    this.#readGrantLogs();
+    this.#grantLog.read(this.#replicas.flatMap((r) => r.logs));
     const timeline = this.#owners.get(lockShard(lockKey, SHARDS)) ?? [];
-    const out = { grants: 0, grantsByNonOwner: 0, grantsUnattributed: 0 };
-    let last: bigint | undefined;
-    for (const v of leases) {
-      if (v.token === undefined || v.token === last || v.holder === undefined) continue;
-      last = v.token;
-      out.grants++;
-      const by = this.#grants.get(`${v.holder.split('/')[0] ?? ''}|${v.token}`);
-      if (by === undefined) {
-        out.grantsUnattributed++;
-        continue;
-      }
-      const owner = [...timeline].reverse().find((x) => x.at <= v.at)?.holder ?? '';
-      if (!owner.startsWith(`${by}_`)) out.grantsByNonOwner++;
-    }
-    return out;
+    const t = this.#grantLog.tally(leases, (at) => [...timeline].reverse().find((x) => x.at <= at)?.holder ?? '');
+    return { grants: t.grants, grantsByNonOwner: t.byOther, grantsUnattributed: t.unattributed };
   }
 }
 
