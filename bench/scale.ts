@@ -29,7 +29,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, Watch, type V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
-import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { apiClientFor, typedApi } from '../src/kube/typed-api.ts';
 import { parseLease, renewedLease } from '../src/lease/record.ts';
 import { lockBody } from '../test/support/fixtures.ts';
 import { ETCD_VERSION, KUBE_VERSION } from '../test/support/testbed/assets.ts';
@@ -285,10 +285,11 @@ async function runSize(
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-scale-'));
   try {
     ({ plane, redis } = await startServers());
-    const kc = loadKubeConfig(plane.kubeconfigPath); // one pooled connection set, not a TLS handshake per call
+    const kc = plane.kubeConfig();
+    const api = apiClientFor(plane.kubeconfigPath); // one pooled connection, not a TLS handshake per call
     const namespace = await plane.createNamespace('scale-');
-    const core = kc.makeApiClient(CoreV1Api);
-    const custom = kc.makeApiClient(CustomObjectsApi);
+    const core = typedApi(api, CoreV1Api);
+    const custom = typedApi(api, CustomObjectsApi);
     const client = keepAliveClient(kc);
     raw = client;
 
@@ -346,7 +347,7 @@ async function runSize(
 
     // 2: cold start.
     const metricsPort = await freePort();
-    renewer = new Renewer(kc.makeApiClient(CoordinationV1Api), new Watch(kc), namespace);
+    renewer = new Renewer(typedApi(api, CoordinationV1Api), new Watch(kc), namespace);
     await renewer.start();
     const spawnAt = performance.now();
     controller = new LineProcess(

@@ -14,13 +14,13 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   type CoreV1Event,
-  type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
   type V1Lease,
 } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { EventReason } from '../api/v1alpha1/conditions.ts';
+import { typedApi, type ApiClient } from '../kube/typed-api.ts';
 import { LOCK_LABEL } from '../protocol/names.ts';
 import type { TimerClock } from '../runtime/clock.ts';
 import { superviseInformer, type InformerLogger, type SupervisedInformer } from '../runtime/informer.ts';
@@ -33,7 +33,8 @@ const LOCK_LOST = `reason=${EventReason.LockLost}`;
 
 /** SourcesOptions configures {@link startSources}. */
 export interface SourcesOptions {
-  readonly kc: KubeConfig;
+  /** api: the API client every list and watch goes through. */
+  readonly api: ApiClient;
   /** namespace: watch only this one; undefined: every namespace the user may list. */
   readonly namespace: string | undefined;
   readonly model: DashboardModel;
@@ -73,12 +74,12 @@ const page = (p: { readonly limit: number; readonly continue: string | undefined
  * stopped then.
  */
 export async function startSources(o: SourcesOptions): Promise<Sources> {
-  const { kc, namespace: ns, model, onChange } = o;
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  const coordination = kc.makeApiClient(CoordinationV1Api);
-  const core = kc.makeApiClient(CoreV1Api);
+  const { api, namespace: ns, model, onChange } = o;
+  const custom = typedApi(api, CustomObjectsApi);
+  const coordination = typedApi(api, CoordinationV1Api);
+  const core = typedApi(api, CoreV1Api);
   const common = {
-    kc,
+    watcher: api,
     clock: o.clock,
     log: o.log,
     ...(o.syncTimeoutMs !== undefined ? { syncTimeoutMs: o.syncTimeoutMs } : {}),
@@ -135,7 +136,7 @@ export async function startSources(o: SourcesOptions): Promise<Sources> {
   leases.onChange(fold((l: V1Lease, c) => model.applyLease(l, c)));
 
   // Events by field selector: the informer takes no field selector of its own, so it goes in the
-  // path, which client-node's Watch parses as a URL (its query parameters are added to it).
+  // path, whose query the informer's watch merges with its own.
   const eventInformer = (name: string, fieldSelector: string): SupervisedInformer<CoreV1Event> => {
     const list = (p?: Parameters<typeof page>[0]) => {
       const q = { fieldSelector, ...(p ? page(p) : {}) };

@@ -1,8 +1,10 @@
 /**
- * eventRecorder: the Event recorder (event-recorder.ts) writing through client-node's CoreV1Api,
- * for the controller. The agent uses recordEvents with its own transport and never loads this.
+ * eventRecorder: the Event recorder (event-recorder.ts) writing through client-node's CoreV1Api
+ * over the one API client (typed-api.ts), for the controller. The agent uses recordEvents with its
+ * own transport requests and never loads this.
  */
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { connect, type KubeconfigSource } from '../transport/connect.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
   recordEvents,
@@ -12,12 +14,13 @@ import {
   type RecorderOptions,
 } from './event-recorder.ts';
 import { mergePatch } from './patch.ts';
+import { typedApi } from './typed-api.ts';
 
 export type { EventRecorder, EventRetry, EventTarget, RecorderOptions } from './event-recorder.ts';
 
 /** eventWriterFrom adapts client-node's CoreV1Api to an {@link EventWriter}. */
-export function eventWriterFrom(kc: KubeConfig): EventWriter {
-  const core = kc.makeApiClient(CoreV1Api);
+export function eventWriterFrom(source: KubeconfigSource): EventWriter {
+  const core = typedApi(connect(source), CoreV1Api);
   return {
     create: (namespace, body) => core.createNamespacedEvent({ namespace, body }),
     patch: (namespace, name, body) => core.patchNamespacedEvent({ namespace, name, body }, mergePatch),
@@ -29,12 +32,12 @@ export function eventWriterFrom(kc: KubeConfig): EventWriter {
  * client-node (see event-recorder.ts recordEvents for the contract).
  */
 export function eventRecorder(
-  kc: KubeConfig,
+  source: KubeconfigSource,
   component: string,
   host: string,
   log: Logger,
   retry?: EventRetry,
   options: RecorderOptions = {},
 ): EventRecorder {
-  return recordEvents(eventWriterFrom(kc), component, host, log, retry, options);
+  return recordEvents(eventWriterFrom(source), component, host, log, retry, options);
 }

@@ -20,8 +20,8 @@
  * state), then `add`/`update` for new and changed ones. Either way an object deleted while we were
  * disconnected leaves the cache and produces one `delete`.
  */
-import { ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
+import { ListWatch, type Watch } from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
 import type { Timer, TimerClock } from './clock.ts';
 import { restartDelays, syncTimeout, type InformerBackoff } from './informer-backoff.ts';
 
@@ -47,6 +47,24 @@ export type ChangeHandler<T> = (obj: T, kind: ChangeKind) => void;
 
 export type { InformerBackoff } from './informer-backoff.ts';
 
+/**
+ * WatchStream opens one watch request and feeds it its events until the server ends it
+ * (resolves), it fails (rejects: an error with `statusCode` when refused, a `TimeoutError` when
+ * silent too long), or `signal` aborts it. The one API client (transport/client.ts `ApiClient`) is
+ * one; so the informer's watches take the same connections, credentials and request counting as
+ * every other request.
+ */
+export interface WatchStream {
+  watch(
+    spec: {
+      readonly path: string;
+      readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+      readonly signal?: AbortSignal | undefined;
+    },
+    handlers: { onEvent(type: string, object: unknown): void },
+  ): Promise<void>;
+}
+
 /** DEFAULT_PAGE_SIZE: 500 objects per page, client-go's reflector page size. */
 const DEFAULT_PAGE_SIZE = 500;
 
@@ -54,8 +72,8 @@ const DEFAULT_PAGE_SIZE = 500;
 export interface SuperviseInformerOptions<T extends KubernetesObject> {
   /** name identifies the informer in logs and errors (e.g. `pods`). */
   readonly name: string;
-  /** kc is the client configuration for the watch requests. */
-  readonly kc: KubeConfig;
+  /** watcher opens the watch requests (the API client). */
+  readonly watcher: WatchStream;
   /** path is the collection's URL path, e.g. `/api/v1/namespaces/ns/configmaps`. */
   readonly path: string;
   /**
@@ -200,46 +218,59 @@ export function superviseInformer<T extends KubernetesObject>(
 const NOOP_LOGGER: InformerLogger = Object.freeze({ info() {}, debug() {}, error() {} });
 
 /**
- * GuardedWatch is client-node's Watch that will not open a watch once `stopped()` is true, and that
- * reports a failure to start a request through `done` rather than by rejecting.
+ * GuardedWatch is the watch ListWatch drives, over a {@link WatchStream}: it will not open a watch
+ * once `stopped()` is true, reports the end of each watch through `done` once (null when the
+ * server ended it, else the error) the way client-node's Watch does, and says nothing of a watch
+ * that ListWatch itself aborted (it has stopped, or is starting another).
  */
-class GuardedWatch<T> extends Watch {
+class GuardedWatch<T> {
+  readonly #source: WatchStream;
   readonly #stopped: () => boolean;
   readonly #transform: ((obj: T) => T) | undefined;
 
-  constructor(kc: KubeConfig, stopped: () => boolean, transform: ((obj: T) => T) | undefined) {
-    super(kc);
+  constructor(source: WatchStream, stopped: () => boolean, transform: ((obj: T) => T) | undefined) {
+    this.#source = source;
     this.#stopped = stopped;
     this.#transform = transform;
   }
 
-  override async watch(
+  watch(
     path: string,
     queryParams: Record<string, string | number | boolean | undefined>,
     callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
     done: (err: unknown) => void,
   ): Promise<AbortController> {
-    if (this.#stopped()) return abortedController();
-    let controller: AbortController;
+    if (this.#stopped()) return Promise.resolve(abortedController());
+    const controller = new AbortController();
     const transform = this.#transform;
-    // ERROR and BOOKMARK events carry a Status or a bare object: only the object events are transformed.
-    const cb =
-      transform === undefined
-        ? callback
-        : (phase: string, apiObj: unknown, watchObj?: unknown): void => {
+    // A path may carry its own query (a field selector): it is merged with ListWatch's.
+    const q = path.indexOf('?');
+    const query: Record<string, string | number | boolean | undefined> =
+      q < 0 ? {} : Object.fromEntries(new URLSearchParams(path.slice(q + 1)));
+    Object.assign(query, queryParams);
+    this.#source
+      .watch(
+        { path: q < 0 ? path : path.slice(0, q), query, signal: controller.signal },
+        {
+          onEvent: (type, object) => {
+            // ERROR and BOOKMARK events carry a Status or a bare object: only the object events are transformed.
             const obj =
-              phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? transform(apiObj as T) : apiObj;
-            callback(phase, obj, watchObj);
-          };
-    try {
-      controller = await super.watch(path, queryParams, cb, done);
-    } catch (err) {
-      done(err);
-      return abortedController();
-    }
-    // Stopped while the request was being opened: client-node has already forgotten it.
-    if (this.#stopped()) controller.abort();
-    return controller;
+              transform !== undefined && (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED')
+                ? transform(object as T)
+                : object;
+            callback(type, obj, { type, object: obj });
+          },
+        },
+      )
+      .then(
+        () => {
+          if (!controller.signal.aborted) done(null);
+        },
+        (err: unknown) => {
+          if (!controller.signal.aborted) done(err);
+        },
+      );
+    return Promise.resolve(controller);
   }
 }
 
@@ -303,7 +334,7 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     this.#indexers = Object.entries(opts.indexers ?? {});
     for (const [name] of this.#indexers) this.#index.set(name, new Map());
     const transform = opts.transform;
-    const watch = new GuardedWatch(opts.kc, () => this.#stopped, transform);
+    const watch = new GuardedWatch(opts.watcher, () => this.#stopped, transform);
     const listPage = opts.listPage;
     const pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
     const list: ListPromise<T> =
@@ -328,9 +359,19 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
               l.items = l.items.map(transform);
               return l;
             };
-    this.#informer = new ListWatch<T>(opts.path, watch, list, false, opts.labelSelector, undefined, {
-      delayFn: (ms) => this.#delay(ms),
-    });
+    // ListWatch asks for client-node's Watch class, whose private field makes its type nominal;
+    // it calls nothing of it but watch(), which GuardedWatch has with the same contract.
+    this.#informer = new ListWatch<T>(
+      opts.path,
+      watch as unknown as Watch,
+      list,
+      false,
+      opts.labelSelector,
+      undefined,
+      {
+        delayFn: (ms) => this.#delay(ms),
+      },
+    );
     this.#informer.on('add', (obj) => this.#dispatch(obj, 'add'));
     this.#informer.on('update', (obj) => this.#dispatch(obj, 'update'));
     this.#informer.on('delete', (obj) => this.#dispatch(obj, 'delete'));

@@ -8,7 +8,6 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  type KubeConfig,
   type KubernetesListObject,
   type V1Lease,
   type V1Pod,
@@ -20,6 +19,7 @@ import { eventRecorder } from '../../kube/events.ts';
 import { jsonClient } from '../../kube/json-client.ts';
 import { leaseStoreOver } from '../../kube/leases.ts';
 import { podPatcherOver } from '../../kube/pods.ts';
+import { apiClientFor, typedApi, type KubeconfigSource } from '../../kube/typed-api.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
@@ -48,7 +48,8 @@ import type { StoreObserver } from './store-locks.ts';
 
 /** LockControllerOptions configures startLockController. */
 export interface LockControllerOptions {
-  readonly kc: KubeConfig;
+  /** kc: the API client, or a kubeconfig one is made for (every request and watch goes through it). */
+  readonly kc: KubeconfigSource;
   readonly redisUrl: string | undefined;
   /** namespace: watch only this one; default all namespaces. */
   readonly namespace?: string | undefined;
@@ -97,14 +98,15 @@ export interface LockController {
 
 /** startLockController starts informers, waits for them to sync, then starts the workers. */
 export async function startLockController(o: LockControllerOptions): Promise<LockController> {
-  const { kc, clock, log, metrics } = o;
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  const leaseApi = kc.makeApiClient(CoordinationV1Api);
-  const core = kc.makeApiClient(CoreV1Api);
+  const { clock, log, metrics } = o;
+  const api = apiClientFor(o.kc);
+  const custom = typedApi(api, CustomObjectsApi);
+  const leaseApi = typedApi(api, CoordinationV1Api);
+  const core = typedApi(api, CoreV1Api);
   const ns = o.namespace;
   const ilog = log.child({ component: 'informer' });
   const common = {
-    kc,
+    watcher: api,
     clock,
     log: ilog,
     ...(o.cacheSyncTimeoutMs !== undefined ? { syncTimeoutMs: o.cacheSyncTimeoutMs } : {}),
@@ -203,7 +205,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     });
   const awaitFencing = o.fencing === undefined && o.redisUrl !== undefined && o.redisUrl !== '';
   // Writes go through the lean JSON client (kube/json-client.ts); lists and watches stay with client-node.
-  const json = jsonClient(kc);
+  const json = jsonClient(api);
   const lockWriter = customResourceWriterOver(json, { group: GROUP, version: VERSION, plural: PLURAL });
   const reconciler = new DistributedLockReconciler({
     locks: o.lockView === undefined ? locks : viewedCache(locks, o.lockView),
@@ -226,7 +228,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     ),
     fencing,
     ...(o.stores !== undefined ? { stores: o.stores } : {}),
-    events: eventRecorder(kc, 'fencepost-controller', o.identity, log),
+    events: eventRecorder(api, 'fencepost-controller', o.identity, log),
     metrics,
     clock,
     log,
