@@ -54,7 +54,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   lease: { holds: 'the Lease as a lock record: parse it, build grant/renew/release bodies', imports: ['protocol'] },
   transport: {
     holds:
-      'the one API client of every binary (no @kubernetes/client-node): kubeconfig (every form kubectl loads) and in-cluster settings, kept-alive HTTPS, the typed Lease, pod, Event and custom-object requests, a list+watch informer',
+      'the one API client of every binary (no @kubernetes/client-node): kubeconfig (every form kubectl loads) and in-cluster settings, kept-alive HTTPS, the typed Lease, pod, Event and custom-object requests, the one informer fed by this client',
     imports: ['runtime'],
     forbiddenPackages: KUBERNETES_CLIENT,
   },
