@@ -1,10 +1,10 @@
 /**
- * eventRecorder: the Event recorder (event-recorder.ts) writing through client-node's CoreV1Api
- * over the one API client (typed-api.ts), for the controller. The agent uses recordEvents with its
- * own transport requests and never loads this.
+ * eventRecorder: the Event recorder (event-recorder.ts) writing through the one API client's Event
+ * requests (transport/resources.ts), for the controller. The agent calls recordEvents with the
+ * same requests and never loads this.
  */
-import { CoreV1Api } from '@kubernetes/client-node';
 import { connect, type KubeconfigSource } from '../transport/connect.ts';
+import { eventRequests } from '../transport/resources.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
   recordEvents,
@@ -13,18 +13,12 @@ import {
   type EventWriter,
   type RecorderOptions,
 } from './event-recorder.ts';
-import { mergePatch } from './patch.ts';
-import { typedApi } from './typed-api.ts';
 
 export type { EventRecorder, EventRetry, EventTarget, RecorderOptions } from './event-recorder.ts';
 
-/** eventWriterFrom adapts client-node's CoreV1Api to an {@link EventWriter}. */
+/** eventWriterFrom is the {@link EventWriter} of the API client (or kubeconfig) `source`. */
 export function eventWriterFrom(source: KubeconfigSource): EventWriter {
-  const core = typedApi(connect(source), CoreV1Api);
-  return {
-    create: (namespace, body) => core.createNamespacedEvent({ namespace, body }),
-    patch: (namespace, name, body) => core.patchNamespacedEvent({ namespace, name, body }, mergePatch),
-  };
+  return eventRequests(connect(source));
 }
 
 /**

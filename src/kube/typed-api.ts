@@ -18,6 +18,7 @@ import type { ApiClient } from '../transport/client.ts';
 import { connect, type ConnectOptions, type KubeconfigSource } from '../transport/connect.ts';
 
 export { ApiClient } from '../transport/client.ts';
+export { listPages } from '../transport/resources.ts';
 export type { KubeconfigSource, ConnectOptions } from '../transport/connect.ts';
 
 /**

@@ -4,14 +4,7 @@
  * workers running the reconciler. Workers start only after every cache has synced, so that nothing
  * is decided on the absence of an object not yet listed.
  */
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type KubernetesListObject,
-  type V1Lease,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION, storeOf, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { customResourceWriterOver } from '../../kube/custom-resources.ts';
@@ -19,7 +12,7 @@ import { eventRecorder } from '../../kube/events.ts';
 import { jsonClient } from '../../kube/json-client.ts';
 import { leaseStoreOver } from '../../kube/leases.ts';
 import { podPatcherOver } from '../../kube/pods.ts';
-import { apiClientFor, typedApi, type KubeconfigSource } from '../../kube/typed-api.ts';
+import { apiClientFor, listPages, type KubeconfigSource } from '../../kube/typed-api.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
@@ -100,9 +93,6 @@ export interface LockController {
 export async function startLockController(o: LockControllerOptions): Promise<LockController> {
   const { clock, log, metrics } = o;
   const api = apiClientFor(o.kc);
-  const custom = typedApi(api, CustomObjectsApi);
-  const leaseApi = typedApi(api, CoordinationV1Api);
-  const core = typedApi(api, CoreV1Api);
   const ns = o.namespace;
   const ilog = log.child({ component: 'informer' });
   const common = {
@@ -117,74 +107,38 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       metrics?.informerWatching.set({ informer: name }, w ? 1 : 0);
     };
 
+  // Lists are plain-JSON pages through the one API client, transformed page by page before the cache keeps them.
+  const locksPath =
+    ns !== undefined ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`;
   const locks = superviseInformer<DistributedLock>({
     ...common,
     name: 'distributedlocks',
     onStateChange: gauge('distributedlocks'),
-    path:
-      ns !== undefined ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`,
-    list: async () =>
-      (ns !== undefined
-        ? await custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
-        : await custom.listClusterCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural: PLURAL,
-          })) as KubernetesListObject<DistributedLock>,
-    listPage: async ({ limit, continue: _continue }) =>
-      (ns !== undefined
-        ? await custom.listNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            namespace: ns,
-            plural: PLURAL,
-            limit,
-            ...(_continue !== undefined ? { _continue } : {}),
-          })
-        : await custom.listClusterCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural: PLURAL,
-            limit,
-            ...(_continue !== undefined ? { _continue } : {}),
-          })) as KubernetesListObject<DistributedLock>,
+    path: locksPath,
+    listPage: listPages<DistributedLock>(api, locksPath),
     transform: withoutManagedFields,
     indexers: { [LOCK_SELECTOR_INDEX]: lockSelectorValues },
   });
+  const leasesPath =
+    ns !== undefined ? `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases` : '/apis/coordination.k8s.io/v1/leases';
   const leases = superviseInformer<V1Lease>({
     ...common,
     name: 'leases',
     labelSelector: LOCK_LABEL,
     onStateChange: gauge('leases'),
-    path:
-      ns !== undefined ? `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases` : '/apis/coordination.k8s.io/v1/leases',
-    list: () =>
-      ns !== undefined
-        ? leaseApi.listNamespacedLease({ namespace: ns, labelSelector: LOCK_LABEL })
-        : leaseApi.listLeaseForAllNamespaces({ labelSelector: LOCK_LABEL }),
-    listPage: ({ limit, continue: _continue }) => {
-      const page = { labelSelector: LOCK_LABEL, limit, ...(_continue !== undefined ? { _continue } : {}) };
-      return ns !== undefined
-        ? leaseApi.listNamespacedLease({ namespace: ns, ...page })
-        : leaseApi.listLeaseForAllNamespaces(page);
-    },
+    path: leasesPath,
+    listPage: listPages<V1Lease>(api, leasesPath, LOCK_LABEL),
     transform: withoutManagedFields,
   });
   const podSelector = o.podLabelSelector !== undefined ? { labelSelector: o.podLabelSelector } : {};
+  const podsPath = ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods';
   const pods = superviseInformer<V1Pod>({
     ...common,
     name: 'pods',
     ...podSelector,
     onStateChange: gauge('pods'),
-    path: ns !== undefined ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
-    list: () =>
-      ns !== undefined
-        ? core.listNamespacedPod({ namespace: ns, ...podSelector })
-        : core.listPodForAllNamespaces(podSelector),
-    listPage: ({ limit, continue: _continue }) => {
-      const page = { limit, ...podSelector, ...(_continue !== undefined ? { _continue } : {}) };
-      return ns !== undefined ? core.listNamespacedPod({ namespace: ns, ...page }) : core.listPodForAllNamespaces(page);
-    },
+    path: podsPath,
+    listPage: listPages<V1Pod>(api, podsPath, o.podLabelSelector),
     transform: slimPod,
     indexers: { [POD_LABEL_INDEX]: podLabelValues, [POD_MARK_INDEX]: podMarkValues },
   });
