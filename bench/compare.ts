@@ -41,7 +41,7 @@ import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { apiClientFor, typedApi } from '../src/kube/typed-api.ts';
 import { renewedLease } from '../src/lease/record.ts';
 import {
   createLock,
@@ -135,7 +135,7 @@ interface FloorSample {
   readonly watchFromSendMs: number;
   /** clientNodeCasMs: the same replace with a plain client-node KubeConfig (a new TLS connection per call). */
   readonly clientNodeCasMs: number;
-  /** pooledCasMs: the same replace with loadKubeConfig's PooledKubeConfig (what the agent and controller use). */
+  /** pooledCasMs: the same replace through the one API client (kube/typed-api.ts, what the controller uses). */
   readonly pooledCasMs: number;
 }
 
@@ -411,7 +411,7 @@ async function main(): Promise<void> {
     const floorClients: FloorClients = {
       raw,
       plain: kc.makeApiClient(CoordinationV1Api),
-      pooled: loadKubeConfig(kubeconfig).makeApiClient(CoordinationV1Api),
+      pooled: typedApi(apiClientFor(kubeconfig), CoordinationV1Api),
       namespace: fpPairNs.namespace,
       name: scratch,
     };

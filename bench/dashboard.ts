@@ -32,7 +32,7 @@ import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
 import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
 import { jsonClient, type JsonClient } from '../src/kube/json-client.ts';
-import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { apiClientFor } from '../src/kube/typed-api.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName } from '../src/protocol/names.ts';
 import { launchBrowser } from '../test/support/browser.ts';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';
@@ -119,7 +119,7 @@ async function main(): Promise<void> {
   let dashboard: ChildProcess | undefined;
   let browser: Awaited<ReturnType<typeof launchBrowser>> | undefined;
   try {
-    const kc = loadKubeConfig(plane.kubeconfigPath);
+    const kc = apiClientFor(plane.kubeconfigPath);
     const json: JsonClient = jsonClient(kc);
     const ns = await plane.createNamespace('dash-bench-');
     const lockPath = `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}`;

@@ -32,7 +32,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { parseLease, renewedLease, type LockRecord } from '../src/lease/record.ts';
-import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { apiClientFor, typedApi } from '../src/kube/typed-api.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import {
@@ -370,8 +370,8 @@ async function runSeries(
 ): Promise<SeriesResult> {
   const kc = plane.kubeConfig();
   // The controller and the agents' side (release, confirm) call the API server as the CLI does:
-  // through loadKubeConfig's pooled connections. The client-node floor keeps the plain KubeConfig.
-  const pooled = loadKubeConfig(plane.kubeconfigPath);
+  // through the one API client's pooled connection. The client-node floor keeps the plain KubeConfig.
+  const pooled = apiClientFor(plane.kubeconfigPath);
   const namespace = await plane.createNamespace(`bench-handoff-${backend.toLowerCase()}-`);
   const t = testKube(kc, namespace);
   const redisUrl = backend === 'Redis' ? redis.url : undefined;
@@ -410,8 +410,8 @@ async function runSeries(
     closers.push(() => {
       scratchWatch.stop();
     });
-    const timed = pooled.makeApiClient(TimedLeases);
-    const confirmer = pooled.makeApiClient(CoordinationV1Api);
+    const timed = typedApi(pooled, TimedLeases);
+    const confirmer = typedApi(pooled, CoordinationV1Api);
     const releaser: TestKube = { ...t, leases: timed };
     const raw = keepAliveClient(kc);
     closers.push(() => {
@@ -644,7 +644,7 @@ async function main(): Promise<void> {
           '(client-node Watch, fieldSelector metadata.name=dlock-NAME, opened before the first release) with a new holder and a larger token. ' +
           "releaseSeenToGrantSentMs / grantSentToSeenMs split at the grant's spec.acquireTime (wall clock, whole ms, stamped by the in-process controller just before its replace). " +
           "confirmCasMs: the successor's first renew (replace of the Lease as the watch delivered the grant), as its agent confirms; releaseToConfirmMs = t0 to its return. " +
-          "The controller, the release and the confirmation use loadKubeConfig (pooled connections, as the CLI); the floor's clientNode part a plain KubeConfig. " +
+          "The controller, the release and the confirmation use the one API client (a pooled connection, as the CLI); the floor's clientNode part a plain KubeConfig. " +
           'Floor, one sample before each handoff, on a scratch Lease the controller does not watch: getMs = one GET; casMs = one replace with the read resourceVersion; ' +
           'watchMs = from that replace returning to its event on a second Watch (watchFromSendMs: from the call). ' +
           'Each twice: clientNode (client-node 2.0, a new undici Agent and TLS connection per call, as the controller and fixtures make them; renewedLease body) ' +

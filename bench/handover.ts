@@ -32,7 +32,7 @@ import { Watch, type V1Lease } from '@kubernetes/client-node';
 import type { LockSnapshot } from '../src/agent/session.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { redisGuard } from '../src/guards/redis-guard.ts';
-import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { apiClientFor } from '../src/kube/typed-api.ts';
 import { parseLease } from '../src/lease/record.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { leaseName } from '../src/protocol/names.ts';
@@ -140,7 +140,7 @@ async function main(): Promise<void> {
     const namespace = await plane.createNamespace('bench-handover-');
     const t = testKube(kc, namespace);
     controller = await startLockController({
-      kc: loadKubeConfig(plane.kubeconfigPath),
+      kc: apiClientFor(plane.kubeconfigPath),
       redisUrl: redis.url,
       namespace,
       identity: 'bench-controller',

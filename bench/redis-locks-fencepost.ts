@@ -8,7 +8,7 @@
 import { acquire } from '../src/index.ts';
 import { connectStore, type StoreConnection } from '../src/client/store-acquire.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
-import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { apiClientFor } from '../src/kube/typed-api.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import { createLock, createPod, lockBody, testKube } from '../test/support/fixtures.ts';
@@ -41,7 +41,7 @@ export async function fencepostImpls(urls: readonly string[], ttlMs: number): Pr
     const namespace = await plane.createNamespace('bench-redis-locks-');
     const t = testKube(plane.kubeConfig(), namespace);
     controller = await startLockController({
-      kc: loadKubeConfig(plane.kubeconfigPath),
+      kc: apiClientFor(plane.kubeconfigPath),
       redisUrl: single,
       namespace,
       identity: 'bench-controller',

@@ -35,7 +35,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, Watch, type V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
-import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { apiClientFor, typedApi } from '../src/kube/typed-api.ts';
 import { parseLease, releasedLease, renewedLease } from '../src/lease/record.ts';
 import { lockShard } from '../src/controllers/sharding/assign.ts';
 import { lockBody } from '../test/support/fixtures.ts';
@@ -347,10 +347,11 @@ async function runSize(
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-scale-'));
   try {
     ({ plane, redis } = await startServers());
-    const kc = loadKubeConfig(plane.kubeconfigPath); // one pooled connection set, not a TLS handshake per call
+    const kc = plane.kubeConfig();
+    const api = apiClientFor(plane.kubeconfigPath); // one pooled connection, not a TLS handshake per call
     const namespace = await plane.createNamespace('scale-');
-    const core = kc.makeApiClient(CoreV1Api);
-    const custom = kc.makeApiClient(CustomObjectsApi);
+    const core = typedApi(api, CoreV1Api);
+    const custom = typedApi(api, CustomObjectsApi);
     const client = keepAliveClient(kc);
     raw = client;
 
@@ -408,7 +409,7 @@ async function runSize(
 
     // 2: cold start.
     const metricsPort = await freePort();
-    renewer = new Renewer(kc.makeApiClient(CoordinationV1Api), new Watch(kc), namespace);
+    renewer = new Renewer(typedApi(api, CoordinationV1Api), new Watch(kc), namespace);
     await renewer.start();
     const spawnAt = performance.now();
     const sharded = o.replicas > 1;
@@ -630,7 +631,7 @@ async function runSize(
     let perReplica: ReplicaResult[] | undefined;
     let kill: KillResult | undefined;
     if (sharded && completed) {
-      const leaseApi = kc.makeApiClient(CoordinationV1Api);
+      const leaseApi = typedApi(api, CoordinationV1Api);
       const shardHolders = async (): Promise<string[]> =>
         Promise.all(
           Array.from({ length: o.shards }, async (_, s) => {

@@ -54,14 +54,14 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   lease: { holds: 'the Lease as a lock record: parse it, build grant/renew/release bodies', imports: ['protocol'] },
   transport: {
     holds:
-      "the agent's own API client (no @kubernetes/client-node): kubeconfig and in-cluster settings, kept-alive HTTPS, the typed Lease, pod, Event and custom-object requests, a list+watch informer",
+      'the one API client of every binary (no @kubernetes/client-node): kubeconfig (every form kubectl loads) and in-cluster settings, kept-alive HTTPS, the typed Lease, pod, Event and custom-object requests, the one informer fed by this client',
     imports: ['runtime'],
     forbiddenPackages: KUBERNETES_CLIENT,
   },
   kube: {
     holds:
-      'adapters to the API server: kubeconfig loading, the Lease client and store, the pod patcher, the custom-resource writer, request options, events',
-    imports: ['protocol', 'runtime', 'observability'],
+      "adapters to the API server over the transport's client: client-node's typed APIs on it, the Lease client and store, the pod patcher, the custom-resource writer, request options, events",
+    imports: ['protocol', 'runtime', 'observability', 'transport'],
   },
   fencing: { holds: 'token dispensers (Redis counter, Lease high-water mark)', imports: ['protocol', 'api'] },
   stores: {

@@ -8,11 +8,11 @@
  */
 import { openStoreObserver } from '../controllers/distributedlock/store-observer.ts';
 import { randomUUID } from 'node:crypto';
-import { CoordinationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { parseControllerConfig, type ControllerConfig } from '../config/controller.ts';
 import { startLockController, type LockController } from '../controllers/distributedlock/setup.ts';
-import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { leaseClientFrom } from '../kube/leases.ts';
+import { apiClientFor, typedApi, type ApiClient } from '../kube/typed-api.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { serveProbes, type ProbeRoutes } from '../observability/http.ts';
 import { metricsAuthorizer } from '../observability/metrics-auth.ts';
@@ -33,12 +33,12 @@ export class StartupError extends Error {
 }
 
 /** checkApiServer fails fast, with one line naming the server, when it cannot be reached at start. */
-async function checkApiServer(kc: KubeConfig): Promise<void> {
-  const server = kc.getCurrentCluster()?.server ?? '(no server in kubeconfig)';
+async function checkApiServer(api: ApiClient): Promise<void> {
+  const server = api.config.server.href.replace(/\/$/, '');
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
-      kc.makeApiClient(VersionApi).getCode(),
+      api.request({ method: 'GET', path: '/version' }),
       new Promise((_, reject) => {
         timer = setTimeout(() => {
           reject(new Error('no answer within 10 s'));
@@ -62,7 +62,7 @@ const CERT_RELOAD_MS = 10_000;
  * scrape checked with the API server through the controller's own credentials (it needs `create`
  * on tokenreviews and subjectaccessreviews: the chart's `-metrics-auth` ClusterRole).
  */
-function secureMetrics(cfg: ControllerConfig, kc: KubeConfig): Pick<ProbeRoutes, 'tls' | 'authorize'> {
+function secureMetrics(cfg: ControllerConfig, client: ApiClient): Pick<ProbeRoutes, 'tls' | 'authorize'> {
   if (!cfg.metricsSecure) return {};
   const dir = cfg.metricsCertDir;
   // Read at start (a missing file fails the start with exit status 2, naming the flag) and every CERT_RELOAD_MS after.
@@ -81,7 +81,7 @@ function secureMetrics(cfg: ControllerConfig, kc: KubeConfig): Pick<ProbeRoutes,
     });
     certificate = () => self;
   }
-  const api = jsonClient(kc);
+  const api = jsonClient(client);
   return {
     tls: { certificate, ...(dir !== undefined ? { reloadMs: CERT_RELOAD_MS } : {}) },
     authorize: metricsAuthorizer({ review: (path, body) => api.request({ method: 'POST', path, body }) }),
@@ -93,7 +93,8 @@ export async function runController(argv: readonly string[]): Promise<number> {
   const cfg: ControllerConfig = parseControllerConfig(argv);
   const log: Logger = createLogger(cfg.logLevel, { component: 'controller' });
   const metrics = createControllerMetrics();
-  const kc = loadKubeConfig(cfg.kubeconfig, {
+  // One API client for every request and watch of this process: one pool, every request counted.
+  const kube = apiClientFor(cfg.kubeconfig, {
     onRequest: (r) => {
       metrics.countRestRequest(r);
     },
@@ -106,8 +107,8 @@ export async function runController(argv: readonly string[]): Promise<number> {
   // The identity must be unique per process incarnation: an elector takes over a Lease naming its own identity.
   const identity = `${cfg.identity}_${randomUUID().slice(0, 8)}`;
   // Before the API server is asked anything: an unreadable --metrics-cert-dir fails the start at once.
-  const metricsSecurity = secureMetrics(cfg, kc);
-  await checkApiServer(kc);
+  const metricsSecurity = secureMetrics(cfg, kube);
+  await checkApiServer(kube);
   // The stores of spec.store Redis and Redlock locks, observed (never written); a bad URL fails the start, naming its flag.
   const stores =
     cfg.redisStoreUrl !== undefined || cfg.redlockStoreUrl !== undefined
@@ -150,7 +151,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
     controllers = await Promise.all(
       scopes.map((namespace) =>
         startLockController({
-          kc,
+          kc: kube,
           redisUrl: cfg.redisUrl,
           namespace,
           workers: cfg.workers,
@@ -194,7 +195,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
   if (cfg.shards > 1) {
     // Sharded: every replica runs workers, each acting for the locks of the shards it holds;
     // leader_election_master_status{name=<id>-shard-<n>} is 1 on the replica holding shard n.
-    const leaseApi = kc.makeApiClient(CoordinationV1Api);
+    const leaseApi = typedApi(kube, CoordinationV1Api);
     const shardMetric = (owned: readonly number[]): void => {
       for (let s = 0; s < cfg.shards; s++)
         metrics.leader.set({ name: shardLeaseName(cfg.leaderElectionId, s) }, owned.includes(s) ? 1 : 0);
@@ -233,7 +234,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
   } else if (cfg.leaderElect) {
     leading(false);
     elector = new LeaderElector({
-      leases: leaseClientFrom(kc.makeApiClient(CoordinationV1Api)),
+      leases: leaseClientFrom(typedApi(kube, CoordinationV1Api)),
       namespace: cfg.leaderElectionNamespace,
       name: cfg.leaderElectionId,
       identity,

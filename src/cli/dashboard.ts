@@ -7,7 +7,8 @@
 import { parseDashboardArgs } from '../config/dashboard.ts';
 import { UsageError } from '../config/usage-error.ts';
 import { startDashboard } from '../dashboard/start.ts';
-import { loadKubeConfig } from '../kube/kubeconfig.ts';
+import { apiClientFor, type ApiClient } from '../kube/typed-api.ts';
+import { UnknownContextError } from '../transport/config.ts';
 import { createLogger } from '../observability/logger.ts';
 import { realClock } from '../runtime/clock.ts';
 
@@ -15,17 +16,14 @@ import { realClock } from '../runtime/clock.ts';
 export async function runDashboard(argv: readonly string[]): Promise<number> {
   const cfg = parseDashboardArgs(argv);
   const log = createLogger(cfg.logLevel, { component: 'dashboard' });
-  let kc;
+  let kc: ApiClient;
   try {
-    kc = loadKubeConfig(cfg.kubeconfig);
+    kc = apiClientFor(cfg.kubeconfig, { context: cfg.context });
   } catch (err) {
+    if (err instanceof UnknownContextError)
+      throw new UsageError('--context', `no context ${JSON.stringify(err.context)} in the kubeconfig`);
     if (cfg.kubeconfig === undefined) throw err;
     throw new UsageError('--kubeconfig', `cannot load ${JSON.stringify(cfg.kubeconfig)}: ${String(err)}`);
-  }
-  if (cfg.context !== undefined) {
-    if (kc.getContextObject(cfg.context) === null)
-      throw new UsageError('--context', `no context ${JSON.stringify(cfg.context)} in the kubeconfig`);
-    kc.setCurrentContext(cfg.context);
   }
   const dashboard = await startDashboard({
     kc,

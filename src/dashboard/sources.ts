@@ -1,7 +1,8 @@
 /**
  * The dashboard's watches: four supervised informers (runtime/informer.ts) over the user's
- * kubeconfig — DistributedLocks, the Leases labelled with a lock, the Events about locks, and the
- * agents' `LockLost` Events on their pods — each folding into the {@link DashboardModel} and
+ * kubeconfig, listing and watching through the one API client — DistributedLocks, the Leases
+ * labelled with a lock, the Events about locks, and the agents' `LockLost` Events on their pods —
+ * each folding into the {@link DashboardModel} and
  * telling `onChange` which lock changed. Read-only: list and watch, nothing else.
  *
  * Only the locks must be readable: without them there is nothing to show, so `start` waits for
@@ -9,18 +10,10 @@
  * best effort: a user who may not list them still sees the locks, from their status, and the
  * informers keep retrying with backoff in the background.
  */
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type CoreV1Event,
-  type KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
-  type V1Lease,
-} from '@kubernetes/client-node';
+import type { CoreV1Event, KubernetesObject, V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { EventReason } from '../api/v1alpha1/conditions.ts';
+import { listPages, type ApiClient } from '../kube/typed-api.ts';
 import { LOCK_LABEL } from '../protocol/names.ts';
 import type { TimerClock } from '../runtime/clock.ts';
 import { superviseInformer, type InformerLogger, type SupervisedInformer } from '../runtime/informer.ts';
@@ -33,7 +26,8 @@ const LOCK_LOST = `reason=${EventReason.LockLost}`;
 
 /** SourcesOptions configures {@link startSources}. */
 export interface SourcesOptions {
-  readonly kc: KubeConfig;
+  /** api: the API client every list and watch goes through. */
+  readonly api: ApiClient;
   /** namespace: watch only this one; undefined: every namespace the user may list. */
   readonly namespace: string | undefined;
   readonly model: DashboardModel;
@@ -59,12 +53,6 @@ function slim<T extends KubernetesObject>(obj: T): T {
   return { ...obj, metadata };
 }
 
-/** page passes the informer's paging to a client-node list call. */
-const page = (p: { readonly limit: number; readonly continue: string | undefined }) => ({
-  limit: p.limit,
-  ...(p.continue !== undefined ? { _continue: p.continue } : {}),
-});
-
 /**
  * startSources starts the informers and resolves once the locks are listed.
  *
@@ -73,12 +61,9 @@ const page = (p: { readonly limit: number; readonly continue: string | undefined
  * stopped then.
  */
 export async function startSources(o: SourcesOptions): Promise<Sources> {
-  const { kc, namespace: ns, model, onChange } = o;
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  const coordination = kc.makeApiClient(CoordinationV1Api);
-  const core = kc.makeApiClient(CoreV1Api);
+  const { api, namespace: ns, model, onChange } = o;
   const common = {
-    kc,
+    watcher: api,
     clock: o.clock,
     log: o.log,
     ...(o.syncTimeoutMs !== undefined ? { syncTimeoutMs: o.syncTimeoutMs } : {}),
@@ -90,64 +75,39 @@ export async function startSources(o: SourcesOptions): Promise<Sources> {
       if (key !== undefined) onChange(key);
     };
 
-  const listLocks = async (p?: Parameters<typeof page>[0]) =>
-    (ns !== undefined
-      ? await custom.listNamespacedCustomObject({
-          group: GROUP,
-          version: VERSION,
-          namespace: ns,
-          plural: PLURAL,
-          ...(p ? page(p) : {}),
-        })
-      : await custom.listClusterCustomObject({
-          group: GROUP,
-          version: VERSION,
-          plural: PLURAL,
-          ...(p ? page(p) : {}),
-        })) as KubernetesListObject<DistributedLock>;
+  const locksPath =
+    ns !== undefined ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`;
   const locks = superviseInformer<DistributedLock>({
     ...common,
     name: 'distributedlocks',
-    path:
-      ns !== undefined ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`,
-    list: () => listLocks(),
-    listPage: (p) => listLocks(p),
+    path: locksPath,
+    listPage: listPages<DistributedLock>(api, locksPath),
     transform: slim,
   });
   locks.onChange(fold((l: DistributedLock, c) => model.applyLock(l, c)));
 
-  const listLeases = (p?: Parameters<typeof page>[0]) => {
-    const q = { labelSelector: LOCK_LABEL, ...(p ? page(p) : {}) };
-    return ns !== undefined
-      ? coordination.listNamespacedLease({ namespace: ns, ...q })
-      : coordination.listLeaseForAllNamespaces(q);
-  };
+  const leasesPath =
+    ns !== undefined ? `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases` : '/apis/coordination.k8s.io/v1/leases';
   const leases = superviseInformer<V1Lease>({
     ...common,
     name: 'leases',
     labelSelector: LOCK_LABEL,
-    path:
-      ns !== undefined ? `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases` : '/apis/coordination.k8s.io/v1/leases',
-    list: () => listLeases(),
-    listPage: (p) => listLeases(p),
+    path: leasesPath,
+    listPage: listPages<V1Lease>(api, leasesPath, LOCK_LABEL),
     transform: slim,
   });
   leases.onChange(fold((l: V1Lease, c) => model.applyLease(l, c)));
 
   // Events by field selector: the informer takes no field selector of its own, so it goes in the
-  // path, which client-node's Watch parses as a URL (its query parameters are added to it).
+  // path, whose query the informer's list and watch send with their own.
   const eventInformer = (name: string, fieldSelector: string): SupervisedInformer<CoreV1Event> => {
-    const list = (p?: Parameters<typeof page>[0]) => {
-      const q = { fieldSelector, ...(p ? page(p) : {}) };
-      return ns !== undefined ? core.listNamespacedEvent({ namespace: ns, ...q }) : core.listEventForAllNamespaces(q);
-    };
     const base = ns !== undefined ? `/api/v1/namespaces/${ns}/events` : '/api/v1/events';
+    const path = `${base}?fieldSelector=${encodeURIComponent(fieldSelector)}`;
     const informer = superviseInformer<CoreV1Event>({
       ...common,
       name,
-      path: `${base}?fieldSelector=${encodeURIComponent(fieldSelector)}`,
-      list: () => list(),
-      listPage: (p) => list(p),
+      path,
+      listPage: listPages<CoreV1Event>(api, path),
       transform: slim,
     });
     informer.onChange(fold((e: CoreV1Event, c) => model.applyEvent(e, c)));

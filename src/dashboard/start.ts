@@ -3,8 +3,8 @@
  * the page's links, and the HTTP server that pushes every change. The `fencepost dashboard`
  * command (cli/dashboard.ts), the browser tests and the benchmark all start it this way.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import { jsonClient } from '../kube/json-client.ts';
+import { apiClientFor, type ApiClient, type KubeconfigSource } from '../kube/typed-api.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { TimerClock } from '../runtime/clock.ts';
 import type { InformerLogger } from '../runtime/informer.ts';
@@ -15,7 +15,8 @@ import { startSources } from './sources.ts';
 
 /** DashboardOptions configures {@link startDashboard}. */
 export interface DashboardOptions {
-  readonly kc: KubeConfig;
+  /** kc: the API client, or a kubeconfig one is made for. */
+  readonly kc: KubeconfigSource;
   /** namespace: only this namespace; undefined: every namespace the kubeconfig may list. */
   readonly namespace: string | undefined;
   readonly host: string;
@@ -39,9 +40,9 @@ export interface Dashboard {
   stop(): Promise<void>;
 }
 
-/** rawReader reads the objects the page links to, through the kubeconfig's pooled JSON client. */
-function rawReader(kc: KubeConfig): RawReader {
-  const json = jsonClient(kc);
+/** rawReader reads the objects the page links to, through the API client. */
+function rawReader(api: ApiClient): RawReader {
+  const json = jsonClient(api);
   const paths: Readonly<Record<RawKind, (ns: string, name: string) => string>> = {
     pods: (ns, name) => `/api/v1/namespaces/${ns}/pods/${name}`,
     leases: (ns, name) => `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${name}`,
@@ -66,13 +67,14 @@ function rawReader(kc: KubeConfig): RawReader {
  */
 export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   const model = new DashboardModel();
+  const api = apiClientFor(o.kc);
   // The server is made first so that no change is lost, but listens only once the locks are listed.
   let synced = (): boolean => false;
   const server = new DashboardServer({
     model,
     assets: loadAssets(),
     synced: () => synced(),
-    raw: rawReader(o.kc),
+    raw: rawReader(api),
     host: o.host,
     port: o.port,
     ...(o.flushMs !== undefined ? { flushMs: o.flushMs } : {}),
@@ -81,7 +83,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     },
   });
   const sources = await startSources({
-    kc: o.kc,
+    api,
     namespace: o.namespace,
     model,
     onChange: (key) => {

@@ -1,8 +1,10 @@
 /**
- * eventRecorder: the Event recorder (event-recorder.ts) writing through client-node's CoreV1Api,
- * for the controller. The agent uses recordEvents with its own transport and never loads this.
+ * eventRecorder: the Event recorder (event-recorder.ts) writing through the one API client's Event
+ * requests (transport/resources.ts), for the controller. The agent calls recordEvents with the
+ * same requests and never loads this.
  */
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { connect, type KubeconfigSource } from '../transport/connect.ts';
+import { eventRequests } from '../transport/resources.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
   recordEvents,
@@ -11,17 +13,12 @@ import {
   type EventWriter,
   type RecorderOptions,
 } from './event-recorder.ts';
-import { mergePatch } from './patch.ts';
 
 export type { EventRecorder, EventRetry, EventTarget, RecorderOptions } from './event-recorder.ts';
 
-/** eventWriterFrom adapts client-node's CoreV1Api to an {@link EventWriter}. */
-export function eventWriterFrom(kc: KubeConfig): EventWriter {
-  const core = kc.makeApiClient(CoreV1Api);
-  return {
-    create: (namespace, body) => core.createNamespacedEvent({ namespace, body }),
-    patch: (namespace, name, body) => core.patchNamespacedEvent({ namespace, name, body }, mergePatch),
-  };
+/** eventWriterFrom is the {@link EventWriter} of the API client (or kubeconfig) `source`. */
+export function eventWriterFrom(source: KubeconfigSource): EventWriter {
+  return eventRequests(connect(source));
 }
 
 /**
@@ -29,12 +26,12 @@ export function eventWriterFrom(kc: KubeConfig): EventWriter {
  * client-node (see event-recorder.ts recordEvents for the contract).
  */
 export function eventRecorder(
-  kc: KubeConfig,
+  source: KubeconfigSource,
   component: string,
   host: string,
   log: Logger,
   retry?: EventRetry,
   options: RecorderOptions = {},
 ): EventRecorder {
-  return recordEvents(eventWriterFrom(kc), component, host, log, retry, options);
+  return recordEvents(eventWriterFrom(source), component, host, log, retry, options);
 }

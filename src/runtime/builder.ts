@@ -18,7 +18,7 @@
  * The informer implementation is injected (`informer`), so this module depends only on the
  * informer's interface (informer.ts), never on how it lists and watches.
  */
-import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { TimerClock } from './clock.ts';
 import {
   Controller,
@@ -28,7 +28,13 @@ import {
   type Reconciler,
   type Result,
 } from './controller.ts';
-import type { ChangeKind, InformerLogger, SuperviseInformerOptions, SupervisedInformer } from './informer.ts';
+import type {
+  ChangeKind,
+  InformerLogger,
+  SuperviseInformerOptions,
+  SupervisedInformer,
+  WatchStream,
+} from './informer.ts';
 import { defaultControllerRateLimiter } from './ratelimiter.ts';
 import { WorkQueue, type WorkQueueHooks } from './workqueue.ts';
 
@@ -56,7 +62,11 @@ export interface ListQuery {
  * ListFn lists a collection (`path` from {@link collectionPath}) with the query's label selector,
  * page size and continue token, as the API server answers it.
  */
-export type ListFn = <T extends KubernetesObject>(path: string, q: ListQuery) => Promise<KubernetesListObject<T>>;
+export type ListFn = <T extends KubernetesObject>(
+  path: string,
+  q: ListQuery,
+  signal?: AbortSignal,
+) => Promise<KubernetesListObject<T>>;
 
 /** InformerFactory makes a supervised informer (informer.ts `superviseInformer`, or a replacement with its interface). */
 export type InformerFactory = <T extends KubernetesObject>(o: SuperviseInformerOptions<T>) => SupervisedInformer<T>;
@@ -89,7 +99,8 @@ export interface BuilderOptions {
   /** group and kind of the primary resource, for logs. */
   readonly group: string;
   readonly kind: string;
-  readonly kc: KubeConfig;
+  /** watcher opens the informers' watch requests (the API client). */
+  readonly watcher: WatchStream;
   readonly clock: TimerClock;
   readonly log: ControllerLogger & InformerLogger & { child(fields: object): InformerLogger };
   /** namespace: watch only this one; undefined: every namespace. */
@@ -240,14 +251,14 @@ export class ControllerBuilder {
     const selector = w.labelSelector !== undefined ? { labelSelector: w.labelSelector } : {};
     const inf = o.informer<T>({
       name,
-      kc: o.kc,
+      watcher: o.watcher,
       clock: o.clock,
       log: o.log.child({ component: 'informer' }),
       path,
       ...selector,
       list: () => o.list<T>(path, selector),
-      listPage: ({ limit, continue: c }) =>
-        o.list<T>(path, { ...selector, limit, ...(c !== undefined ? { continue: c } : {}) }),
+      listPage: ({ limit, continue: c, signal }) =>
+        o.list<T>(path, { ...selector, limit, ...(c !== undefined ? { continue: c } : {}) }, signal),
       ...(w.transform !== undefined ? { transform: w.transform } : {}),
       ...(w.indexers !== undefined ? { indexers: w.indexers } : {}),
       ...(o.syncTimeoutMs !== undefined ? { syncTimeoutMs: o.syncTimeoutMs } : {}),

@@ -1,28 +1,31 @@
 /**
- * Supervised informers: a list+watch cache of one resource that keeps itself running.
+ * Supervised informers: a list+watch cache of one collection that keeps itself running — the one
+ * informer of every binary (the controller's locks, Leases and pods, the dashboard's watches, the
+ * agent's Lease, through transport/informer.ts). Lists come from the caller (`list` or paged
+ * `listPage`), watches from a {@link WatchStream} (the transport's API client); nothing here loads
+ * @kubernetes/client-node at run time (its types only), so the agent bundles none of it.
  *
- * @kubernetes/client-node's `ListWatch` (what `makeInformer` returns) lists, then watches from the
- * list's resourceVersion, and re-watches by itself when a watch ends cleanly, times out, or answers
- * 410 Gone (then it relists first). On any other failure (connection refused or reset, 401/403,
- * 5xx, a failed list) it emits `error` and stops for good; the caller has to call `start()` again
- * (kubernetes-client/javascript#364, #795 and #1933). This module is that caller: it restarts the
- * informer with jittered exponential backoff, keeps the cache across restarts, tells when the first
- * list has been delivered (`start()` resolves, `hasSynced()`), and reports whether it is watching
- * right now, for health checks and metrics.
- *
- * What a restart does (read from client-node 2.0.1 `dist/cache.js`, and observed against a real API
- * server in test/integration/runtime/informer.test.ts): `start()` keeps the cache and the last
- * resourceVersion, so it does not relist; it resumes the watch from that resourceVersion, and the
- * server replays every change since, deletions included. If that resourceVersion is no longer
- * available (compacted, or the API server restarted and its watch cache starts later, as it does in
- * practice) the server answers 410 Gone, and the informer relists: `deleteItems` compares the new list
- * with the cache and emits `delete` for every cached object the list lacks (with its last known
- * state), then `add`/`update` for new and changed ones. Either way an object deleted while we were
- * disconnected leaves the cache and produces one `delete`.
+ * - It lists, then watches from the list's resourceVersion with bookmarks on; a watch that ends
+ *   cleanly (or is silent for the client's idle timeout, 30 s) is opened again at once from the
+ *   last resourceVersion seen (a bookmark's included), so nothing between the two is missed.
+ * - A 410 Gone (as the watch's HTTP answer, as an ERROR event, or from a list: the
+ *   resourceVersion was compacted, or the API server restarted and its watch cache starts later)
+ *   relists: every cached object the new list lacks is reported as `delete` with its last known
+ *   state, then `add`/`update` for new and changed ones. An object deleted while we were away
+ *   leaves the cache with one `delete` either way.
+ * - Any other failure (connection refused or reset, 401/403, 5xx, a failed list, an ERROR event)
+ *   restarts after `min(maxMs, baseMs · 2^n) · (0.5 + 0.5 · random())` for the n-th consecutive
+ *   failure (informer-backoff.ts), keeping the cache and the resourceVersion: a restart resumes the
+ *   watch, and relists only on 410. The count resets once a watch is open again.
+ * - `transform` rewrites every object before the cache keeps it (a listed page is transformed
+ *   before the next page is asked for), so the cache holds only the fields its readers use.
+ * - `start()` resolves once the first list is in the cache and a watch was accepted (synced), and
+ *   rejects after syncTimeoutMs (2 minutes) or on stop(); `watching()` says whether the cache is
+ *   being kept current right now, for health checks and metrics.
  */
-import { ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
 import type { Timer, TimerClock } from './clock.ts';
+import { isGone } from './errors.ts';
 import { restartDelays, syncTimeout, type InformerBackoff } from './informer-backoff.ts';
 
 /**
@@ -47,6 +50,32 @@ export type ChangeHandler<T> = (obj: T, kind: ChangeKind) => void;
 
 export type { InformerBackoff } from './informer-backoff.ts';
 
+/**
+ * WatchStream opens one watch request and feeds it its events until the server ends it
+ * (resolves), it fails (rejects: an error with `statusCode` when refused, a `TimeoutError` when
+ * silent too long), or `signal` aborts it. The one API client (transport/client.ts `ApiClient`) is
+ * one; so the informer's watches take the same connections, credentials and request counting as
+ * every other request.
+ */
+export interface WatchStream {
+  watch(
+    spec: {
+      readonly path: string;
+      readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+      readonly signal?: AbortSignal | undefined;
+    },
+    handlers: { onOpen?(): void; onEvent(type: string, object: unknown): void },
+  ): Promise<void>;
+}
+
+/** ListPage is one page of a list: the page size, the previous page's `continue` token, and the informer's abort signal. */
+export interface ListPage {
+  readonly limit: number;
+  readonly continue: string | undefined;
+  /** signal aborts when the informer stops; a list that honours it ends at once then. */
+  readonly signal: AbortSignal;
+}
+
 /** DEFAULT_PAGE_SIZE: 500 objects per page, client-go's reflector page size. */
 const DEFAULT_PAGE_SIZE = 500;
 
@@ -54,16 +83,17 @@ const DEFAULT_PAGE_SIZE = 500;
 export interface SuperviseInformerOptions<T extends KubernetesObject> {
   /** name identifies the informer in logs and errors (e.g. `pods`). */
   readonly name: string;
-  /** kc is the client configuration for the watch requests. */
-  readonly kc: KubeConfig;
+  /** watcher opens the watch requests (the API client). */
+  readonly watcher: WatchStream;
   /** path is the collection's URL path, e.g. `/api/v1/namespaces/ns/configmaps`. */
   readonly path: string;
   /**
    * list returns the whole collection at `path`, e.g. `() => core.listNamespacedPod({ namespace })`.
    * WARNING: it must apply the same `labelSelector` itself; the informer only passes the selector
    * to the watch, so a list without it fills the cache with objects no watch will ever update.
+   * Needed unless `listPage` is given (which then replaces it).
    */
-  readonly list: ListPromise<T>;
+  readonly list?: ListPromise<T>;
   /**
    * listPage, when given, replaces `list` for the informer's lists: it is called with a page size
    * and the `continue` token of the previous page (undefined for the first) and must pass both to
@@ -71,10 +101,7 @@ export interface SuperviseInformerOptions<T extends KubernetesObject> {
    * transformed before the next is fetched, so a large collection is never held whole in its full
    * form: at 10,000 pods that whole first list was the controller's peak of memory.
    */
-  readonly listPage?: (page: {
-    readonly limit: number;
-    readonly continue: string | undefined;
-  }) => Promise<KubernetesListObject<T>>;
+  readonly listPage?: (page: ListPage) => Promise<KubernetesListObject<T>>;
   /** pageSize is the `limit` of each `listPage` call. Defaults to {@link DEFAULT_PAGE_SIZE}. */
   readonly pageSize?: number;
   /** labelSelector restricts the watch (and, by the caller's list, the cache). Defaults to none. */
@@ -113,10 +140,11 @@ export interface SuperviseInformerOptions<T extends KubernetesObject> {
  * SupervisedInformer is a self-restarting list+watch cache of one collection.
  *
  * Caveats for readers of the cache: objects are the cache's own, shared by every reader; callers must
- * `structuredClone` one before changing it: other readers share it. Objects delivered by a list are client-node model
- * instances with `Date` timestamps and, as the API server sends list items, no `kind`/`apiVersion`;
- * objects delivered by the watch are plain JSON with string timestamps and both fields set. Do not
- * rely on either shape; read `metadata` and `spec` fields only, and compare timestamps by value.
+ * `structuredClone` one before changing it: other readers share it. Objects delivered by a list
+ * may be client-node model instances with `Date` timestamps (when `list` is a client-node typed
+ * call) and, as the API server sends list items, no `kind`/`apiVersion`; objects delivered by the
+ * watch are plain JSON with string timestamps and both fields set. Do not rely on either shape;
+ * read `metadata` and `spec` fields only, and compare timestamps by value.
  */
 export interface SupervisedInformer<T extends KubernetesObject> {
   /**
@@ -136,8 +164,9 @@ export interface SupervisedInformer<T extends KubernetesObject> {
   /**
    * watching reports whether the informer's last list/watch attempt succeeded and has not failed
    * since, i.e. whether the cache is being kept current. False before the first sync, while
-   * restarting after an error, and after `stop()`. Caveat: client-node re-watches by itself every
-   * 30 s of silence and after clean ends; those short gaps do not show here.
+   * restarting after an error, and after `stop()`. Caveat: a watch silent for the client's idle
+   * timeout (30 s) or ended cleanly by the server is opened again at once from the last
+   * resourceVersion; those short gaps do not show here.
    */
   watching(): boolean;
   /**
@@ -171,24 +200,11 @@ export interface SupervisedInformer<T extends KubernetesObject> {
 
 /**
  * superviseInformer creates a {@link SupervisedInformer} for the collection at `opts.path`; nothing
- * happens until `start()`.
+ * happens until `start()`. `path` may carry a query of its own (a field selector): it is sent with
+ * the watch's.
  *
- * Restarts: every `error` from the informer (after it has stopped itself) schedules one restart
- * after `min(maxMs, baseMs · 2^n) · (0.5 + 0.5 · random())` for the n-th consecutive failure
- * (equal jitter: half fixed, half random, never above `maxMs`). The count resets once a (re)start
- * lists (if needed) and establishes a watch without error.
- *
- * Hardening over plain `makeInformer` (which is `new ListWatch(path, new Watch(kc), list, false,
- * labelSelector)`; this builds the same thing with a guarded `Watch`):
- * - client-node does not re-check `stopped` after its awaits, so a `stop()` during a list or a
- *   re-watch delay would still open a watch afterwards; the guarded watch refuses to open, and
- *   aborts one that opened, once stopped;
- * - a watch that fails before its request is sent (credentials could not be loaded) rejects inside
- *   client-node's re-watch callback, which nothing awaits (an unhandled rejection, fatal in Node);
- *   the guarded watch turns it into an `error` event, which is restarted like any other;
- * - client-node's own re-watch delays run on `opts.clock` and end at once on `stop()`.
- *
- * @throws RangeError unless 0 < baseMs ≤ maxMs (finite) and syncTimeoutMs > 0.
+ * @throws RangeError unless 0 < baseMs ≤ maxMs (finite) and syncTimeoutMs > 0, or when neither
+ * `list` nor `listPage` is given.
  */
 export function superviseInformer<T extends KubernetesObject>(
   opts: SuperviseInformerOptions<T>,
@@ -199,50 +215,6 @@ export function superviseInformer<T extends KubernetesObject>(
 /** NOOP_LOGGER discards everything; the default when no logger is passed. */
 const NOOP_LOGGER: InformerLogger = Object.freeze({ info() {}, debug() {}, error() {} });
 
-/**
- * GuardedWatch is client-node's Watch that will not open a watch once `stopped()` is true, and that
- * reports a failure to start a request through `done` rather than by rejecting.
- */
-class GuardedWatch<T> extends Watch {
-  readonly #stopped: () => boolean;
-  readonly #transform: ((obj: T) => T) | undefined;
-
-  constructor(kc: KubeConfig, stopped: () => boolean, transform: ((obj: T) => T) | undefined) {
-    super(kc);
-    this.#stopped = stopped;
-    this.#transform = transform;
-  }
-
-  override async watch(
-    path: string,
-    queryParams: Record<string, string | number | boolean | undefined>,
-    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
-    done: (err: unknown) => void,
-  ): Promise<AbortController> {
-    if (this.#stopped()) return abortedController();
-    let controller: AbortController;
-    const transform = this.#transform;
-    // ERROR and BOOKMARK events carry a Status or a bare object: only the object events are transformed.
-    const cb =
-      transform === undefined
-        ? callback
-        : (phase: string, apiObj: unknown, watchObj?: unknown): void => {
-            const obj =
-              phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? transform(apiObj as T) : apiObj;
-            callback(phase, obj, watchObj);
-          };
-    try {
-      controller = await super.watch(path, queryParams, cb, done);
-    } catch (err) {
-      done(err);
-      return abortedController();
-    }
-    // Stopped while the request was being opened: client-node has already forgotten it.
-    if (this.#stopped()) controller.abort();
-    return controller;
-  }
-}
-
 /** continueToken: a list page's `continue` token (`_continue` in client-node's models, `continue` in raw JSON), or undefined on the last page. */
 function continueToken(list: KubernetesListObject<KubernetesObject>): string | undefined {
   const md = list.metadata as { _continue?: unknown; continue?: unknown } | undefined;
@@ -250,91 +222,89 @@ function continueToken(list: KubernetesListObject<KubernetesObject>): string | u
   return typeof token === 'string' && token !== '' ? token : undefined;
 }
 
-function abortedController(): AbortController {
-  const c = new AbortController();
-  c.abort();
-  return c;
+/**
+ * untilAborted settles with `p`, or rejects with the signal's reason once it aborts: stop() never
+ * waits on a list that does not honour the signal (a list function of the caller's).
+ */
+function untilAborted<R>(p: Promise<R>, signal: AbortSignal): Promise<R> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<R>((resolve, reject) => {
+    const onAbort = (): void => {
+      reject(signal.reason as Error);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => {
+      signal.removeEventListener('abort', onAbort);
+    });
+  });
+}
+
+function keyOf(namespace: string | undefined, name: string | undefined): string {
+  return `${namespace ?? ''}/${name ?? ''}`;
+}
+
+/** A Status as an ERROR event carries it. */
+interface WatchStatus {
+  readonly code?: number;
+  readonly reason?: string;
+  readonly message?: string;
 }
 
 class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   readonly #name: string;
   readonly #path: string;
+  readonly #query: Readonly<Record<string, string>>;
+  readonly #watcher: WatchStream;
+  readonly #listPage: (page: ListPage) => Promise<KubernetesListObject<T>>;
+  readonly #pageSize: number;
+  readonly #labelSelector: string | undefined;
+  readonly #transform: ((obj: T) => T) | undefined;
   readonly #clock: TimerClock;
   readonly #log: InformerLogger;
   /** #delayFor is the restart delay after the n-th consecutive failure (informer-backoff.ts). */
   readonly #delayFor: (failures: number) => number;
   readonly #syncTimeoutMs: number;
   readonly #onStateChange: ((watching: boolean) => void) | undefined;
-  readonly #informer: ListWatch<T>;
+  readonly #cache = new Map<string, T>();
   readonly #handlers: ChangeHandler<T>[] = [];
   readonly #indexers: readonly (readonly [string, (obj: T) => readonly string[]])[];
   /** #index: per index, per value, the keys (namespace/name) of the objects that have it. */
   readonly #index = new Map<string, Map<string, Set<string>>>();
   /** #indexed: per object key, its values in each index as last indexed. */
   readonly #indexed = new Map<string, readonly (readonly string[])[]>();
-  /** #delays are client-node's pending re-watch delays, ended early by stop(). */
-  readonly #delays = new Set<() => void>();
-
+  readonly #abort = new AbortController();
+  #rv = '';
   #started: Promise<void> | undefined;
   #resolveSync: (() => void) | undefined;
   #rejectSync: ((err: Error) => void) | undefined;
   #syncTimer: Timer | undefined;
-  #restartTimer: Timer | undefined;
   #synced = false;
   #watching = false;
   #stopped = false;
-  /** #attempting is true from calling the informer's start() until that promise settles. */
-  #attempting = false;
-  /** #attemptFailed records an error during the current attempt; the attempt's end restarts. */
-  #attemptFailed = false;
-  /** #failures counts consecutive failed attempts, the exponent of the backoff. */
-  #failures = 0;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
   #lastError: unknown;
 
   constructor(opts: SuperviseInformerOptions<T>) {
     this.#delayFor = restartDelays('superviseInformer', opts.backoff, opts.random ?? Math.random);
     this.#syncTimeoutMs = syncTimeout('superviseInformer', opts.syncTimeoutMs);
     this.#name = opts.name;
-    this.#path = opts.path;
+    const q = opts.path.indexOf('?');
+    this.#path = q < 0 ? opts.path : opts.path.slice(0, q);
+    this.#query = q < 0 ? {} : Object.fromEntries(new URLSearchParams(opts.path.slice(q + 1)));
+    this.#watcher = opts.watcher;
+    const list = opts.list;
+    if (opts.listPage !== undefined) this.#listPage = opts.listPage;
+    else if (list !== undefined) this.#listPage = () => list();
+    else throw new RangeError(`superviseInformer ${opts.name}: give list or listPage`);
+    this.#pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
+    this.#labelSelector = opts.labelSelector;
+    this.#transform = opts.transform;
     this.#clock = opts.clock;
     this.#log = opts.log ?? NOOP_LOGGER;
     this.#onStateChange = opts.onStateChange?.bind(opts);
-
     this.#indexers = Object.entries(opts.indexers ?? {});
     for (const [name] of this.#indexers) this.#index.set(name, new Map());
-    const transform = opts.transform;
-    const watch = new GuardedWatch(opts.kc, () => this.#stopped, transform);
-    const listPage = opts.listPage;
-    const pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
-    const list: ListPromise<T> =
-      listPage !== undefined
-        ? async () => {
-            const items: T[] = [];
-            let cont: string | undefined;
-            let last: KubernetesListObject<T>;
-            do {
-              last = await listPage({ limit: pageSize, continue: cont });
-              for (const item of last.items) items.push(transform !== undefined ? transform(item) : item);
-              last.items = [];
-              cont = continueToken(last);
-            } while (cont !== undefined && !this.#stopped);
-            last.items = items;
-            return last;
-          }
-        : transform === undefined
-          ? opts.list
-          : async () => {
-              const l = await opts.list();
-              l.items = l.items.map(transform);
-              return l;
-            };
-    this.#informer = new ListWatch<T>(opts.path, watch, list, false, opts.labelSelector, undefined, {
-      delayFn: (ms) => this.#delay(ms),
-    });
-    this.#informer.on('add', (obj) => this.#dispatch(obj, 'add'));
-    this.#informer.on('update', (obj) => this.#dispatch(obj, 'update'));
-    this.#informer.on('delete', (obj) => this.#dispatch(obj, 'delete'));
-    this.#informer.on('error', (err: unknown) => this.#onError(err));
   }
 
   start(): Promise<void> {
@@ -351,7 +321,7 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
       );
     }, this.#syncTimeoutMs);
     this.#log.debug(this.#fields(), 'Started informer');
-    this.#attempt();
+    this.#loop = this.#run();
     return promise;
   }
 
@@ -364,11 +334,14 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   }
 
   list(namespace?: string): T[] {
-    return [...this.#informer.list(namespace)];
+    const out: T[] = [];
+    for (const o of this.#cache.values())
+      if (namespace === undefined || o.metadata?.namespace === namespace) out.push(o);
+    return out;
   }
 
   get(namespace: string | undefined, name: string): T | undefined {
-    return this.#informer.get(name, namespace);
+    return this.#cache.get(keyOf(namespace, name));
   }
 
   byIndex(index: string, value: string): T[] {
@@ -376,8 +349,7 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     if (keys === undefined) return [];
     const out: T[] = [];
     for (const k of keys) {
-      const i = k.indexOf('/');
-      const obj = this.#informer.get(k.slice(i + 1), i > 0 ? k.slice(0, i) : undefined);
+      const obj = this.#cache.get(k);
       if (obj !== undefined) out.push(obj);
     }
     return out;
@@ -390,92 +362,156 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    this.#restartTimer?.cancel();
-    this.#restartTimer = undefined;
     this.#syncTimer?.cancel();
     this.#syncTimer = undefined;
     this.#failSync(new Error(`Informer ${this.#name} was stopped before it synced`));
-    for (const end of this.#delays) end();
-    this.#delays.clear();
+    this.#abort.abort(new Error(`informer ${this.#name} stopped`));
+    this.#wake?.();
     this.#setWatching(false);
-    // Aborts the open watch; client-node then emits an AbortError `error`, which #onError ignores.
-    await this.#informer.stop();
+    await this.#loop;
     if (this.#started !== undefined) this.#log.info(this.#fields(), 'Stopped informer');
   }
 
-  /** #attempt (re)starts the informer; its outcome arrives through #onError and #attemptEnded. */
-  #attempt(): void {
-    this.#restartTimer = undefined;
-    if (this.#stopped) return;
-    this.#attempting = true;
-    this.#attemptFailed = false;
-    void this.#informer.start().then(
-      () => this.#attemptEnded(),
-      (err: unknown) => {
-        // Rejections bypass the `error` event (a thrown list handler cannot happen: #dispatch catches).
-        this.#onError(err);
-        this.#attemptEnded();
-      },
-    );
+  /** #run lists and watches until stop(), restarting after failures (module comment). */
+  async #run(): Promise<void> {
+    let failures = 0;
+    while (!this.#stopped) {
+      let opened = false;
+      let events = 0;
+      const began = this.#clock.monotonicMs();
+      try {
+        if (this.#rv === '') await this.#relist();
+        if (this.#stopped) break;
+        let gone = false;
+        let failed: Error | undefined;
+        const watchAbort = new AbortController();
+        const onStop = (): void => {
+          watchAbort.abort(this.#abort.signal.reason);
+        };
+        this.#abort.signal.addEventListener('abort', onStop, { once: true });
+        try {
+          await this.#watcher.watch(
+            {
+              path: this.#path,
+              query: {
+                ...this.#query,
+                resourceVersion: this.#rv,
+                allowWatchBookmarks: true,
+                labelSelector: this.#labelSelector,
+              },
+              signal: watchAbort.signal,
+            },
+            {
+              onOpen: () => {
+                opened = true;
+                const recovered = failures > 0 && this.#synced;
+                failures = 0;
+                this.#lastError = undefined;
+                this.#setWatching(true);
+                this.#markSynced();
+                if (recovered) this.#log.info(this.#fields(), 'Restored informer watch');
+              },
+              onEvent: (type, obj) => {
+                events++;
+                if (type === 'ERROR') {
+                  // A Status: 410 means the resourceVersion is gone; anything else ends this watch as a failure.
+                  const status = obj as WatchStatus | undefined;
+                  if (status?.code === 410 || status?.reason === 'Expired' || status?.reason === 'Gone') gone = true;
+                  else failed = new Error(`watch ${this.#path}: ${status?.message ?? 'ERROR event'}`);
+                  watchAbort.abort(new Error('watch ERROR event'));
+                  return;
+                }
+                this.#onWatchEvent(type, obj as T);
+              },
+            },
+          );
+        } catch (err) {
+          if (this.#stopped) break;
+          if (gone) {
+            this.#rv = '';
+            continue;
+          }
+          if (failed !== undefined) throw failed;
+          if (err instanceof Error && err.name === 'TimeoutError' && opened) continue; // silent: re-watch at once
+          throw err;
+        } finally {
+          this.#abort.signal.removeEventListener('abort', onStop);
+        }
+        if (gone) this.#rv = '';
+        // A clean end. One that came at once with nothing in it (a misbehaving proxy) is paced like a failure.
+        if (!opened || (events === 0 && this.#clock.monotonicMs() - began < 1000))
+          await this.#sleep(this.#delayFor(failures++));
+      } catch (err) {
+        if (this.#stopped) break;
+        if (isGone(err)) {
+          this.#rv = '';
+          if (failures === 0) {
+            failures++;
+            continue; // relist at once, once
+          }
+        }
+        this.#lastError = err;
+        this.#setWatching(false);
+        const delayMs = this.#delayFor(failures);
+        failures++;
+        this.#log.error(
+          { ...this.#fields(), err, failures, retryInMs: Math.round(delayMs) },
+          'Failed to list or watch resource',
+        );
+        await this.#sleep(delayMs);
+      }
+    }
   }
 
-  /**
-   * #attemptEnded runs when the informer's start() settles. client-node's start() resolves after it
-   * has listed (when it had no resourceVersion) and opened the watch, or after it emitted `error`.
-   */
-  #attemptEnded(): void {
-    this.#attempting = false;
-    if (this.#stopped) return;
-    if (this.#attemptFailed) {
-      this.#scheduleRestart();
-      return;
+  /** #relist lists the collection page by page (each page transformed before the next is asked for) and reconciles the cache with it. */
+  async #relist(): Promise<void> {
+    const items: T[] = [];
+    let cont: string | undefined;
+    let last: KubernetesListObject<T>;
+    do {
+      last = await untilAborted(
+        this.#listPage({ limit: this.#pageSize, continue: cont, signal: this.#abort.signal }),
+        this.#abort.signal,
+      );
+      if (this.#stopped) return;
+      for (const item of last.items) items.push(this.#transform !== undefined ? this.#transform(item) : item);
+      cont = continueToken(last);
+    } while (cont !== undefined);
+    const fresh = new Set(items.map((o) => keyOf(o.metadata?.namespace, o.metadata?.name)));
+    for (const [key, old] of [...this.#cache]) {
+      if (fresh.has(key)) continue;
+      this.#cache.delete(key);
+      this.#dispatch(old, 'delete');
     }
-    const recovered = this.#failures > 0;
-    this.#failures = 0;
-    this.#lastError = undefined;
-    this.#setWatching(true);
-    if (!this.#synced) {
-      this.#synced = true;
-      this.#syncTimer?.cancel();
-      this.#syncTimer = undefined;
-      const resolve = this.#resolveSync;
-      this.#resolveSync = undefined;
-      this.#rejectSync = undefined;
-      this.#log.info({ ...this.#fields(), objects: this.#informer.list().length }, 'Synced informer cache');
-      resolve?.();
-    } else if (recovered) {
-      this.#log.info(this.#fields(), 'Restored informer watch');
-    }
+    for (const o of items) this.#upsert(o);
+    this.#rv = last.metadata?.resourceVersion ?? '';
   }
 
-  /** #onError handles client-node's `error` event, after which the informer has stopped itself. */
-  #onError(err: unknown): void {
-    // After stop(), the aborted watch reports an AbortError; nothing to restart.
-    if (this.#stopped) return;
-    this.#lastError = err;
-    this.#setWatching(false);
-    if (this.#attempting) {
-      this.#attemptFailed = true;
-      return;
+  #onWatchEvent(type: string, raw: T): void {
+    const rv = raw.metadata?.resourceVersion;
+    if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') {
+      const obj = this.#transform !== undefined ? this.#transform(raw) : raw;
+      if (type === 'DELETED') {
+        const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
+        if (this.#cache.delete(key)) this.#dispatch(obj, 'delete');
+      } else this.#upsert(obj);
     }
-    this.#scheduleRestart();
+    // BOOKMARK events carry only a resourceVersion: resuming from it skips nothing we need.
+    if (rv !== undefined && rv !== '') this.#rv = rv;
   }
 
-  #scheduleRestart(): void {
-    if (this.#stopped || this.#restartTimer !== undefined) return;
-    const delayMs = this.#delayFor(this.#failures);
-    this.#failures++;
-    this.#log.error(
-      { ...this.#fields(), err: this.#lastError, failures: this.#failures, retryInMs: Math.round(delayMs) },
-      'Failed to list or watch resource',
-    );
-    this.#restartTimer = this.#clock.setTimeout(() => this.#attempt(), delayMs);
+  #upsert(obj: T): void {
+    const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
+    const old = this.#cache.get(key);
+    this.#cache.set(key, obj);
+    if (old === undefined) this.#dispatch(obj, 'add');
+    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.#dispatch(obj, 'update');
   }
 
   /** #reindex moves the object's key to its current index values (none once deleted). */
   #reindex(obj: T, kind: ChangeKind): void {
     if (this.#indexers.length === 0) return;
-    const key = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+    const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
     const old = this.#indexed.get(key);
     const now = kind === 'delete' ? undefined : this.#indexers.map(([, fn]) => fn(obj));
     this.#indexers.forEach(([name], i) => {
@@ -515,6 +551,18 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     }
   }
 
+  #markSynced(): void {
+    if (this.#synced) return;
+    this.#synced = true;
+    this.#syncTimer?.cancel();
+    this.#syncTimer = undefined;
+    const resolve = this.#resolveSync;
+    this.#resolveSync = undefined;
+    this.#rejectSync = undefined;
+    this.#log.info({ ...this.#fields(), objects: this.#cache.size }, 'Synced informer cache');
+    resolve?.();
+  }
+
   #setWatching(watching: boolean): void {
     if (this.#watching === watching) return;
     this.#watching = watching;
@@ -532,17 +580,19 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     reject?.(err);
   }
 
-  /** #delay is client-node's re-watch delay on our clock; stop() ends it early. */
-  #delay(ms: number): Promise<void> {
+  /** #sleep waits on the clock; stop() ends it early. */
+  #sleep(ms: number): Promise<void> {
     if (this.#stopped) return Promise.resolve();
     return new Promise((resolve) => {
-      const end = (): void => {
+      const timer = this.#clock.setTimeout(() => {
+        this.#wake = undefined;
+        resolve();
+      }, ms);
+      this.#wake = () => {
         timer.cancel();
-        this.#delays.delete(end);
+        this.#wake = undefined;
         resolve();
       };
-      const timer = this.#clock.setTimeout(end, ms);
-      this.#delays.add(end);
     });
   }
 

@@ -15,10 +15,15 @@
  *   which runtime/errors.ts classifies as it classifies client-node's ApiException.
  * - `onRequest` is told about each request once: with the status code when the answer's head
  *   arrives, or `<error>` when none came (the shape of `rest_client_requests_total`).
+ * - every request carries the kubeconfig's impersonation (Impersonate-User, -Uid, -Group,
+ *   -Extra-*), and goes through its `proxy-url` (an HTTP CONNECT tunnel per connection) when set.
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import type { ClusterConfig } from './config.ts';
+import { connect as netConnect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import type { ClusterConfig, Impersonation } from './config.ts';
 import { Credentials, type CredentialsOptions } from './credentials.ts';
 
 /** RequestRecord is one request, for `rest_client_requests_total` (observability/metrics.ts RestRequest). */
@@ -76,6 +81,24 @@ export interface RequestSpec {
   readonly signal?: AbortSignal | undefined;
   /** timeoutMs bounds the whole request; default the client's. */
   readonly timeoutMs?: number;
+}
+
+/** RawRequest is a request whose body is already encoded and whose answer is not interpreted. */
+export interface RawRequest {
+  readonly method: string;
+  /** path below the server URL, with its query string. */
+  readonly path: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly body?: string;
+  readonly signal?: AbortSignal | undefined;
+  readonly timeoutMs?: number;
+}
+
+/** RawResponse is an answer of any status, its body read whole. */
+export interface RawResponse {
+  readonly statusCode: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer;
 }
 
 /** WatchHandlers receive a watch's stream. */
@@ -140,6 +163,30 @@ export class ApiClient {
     // A 401 may be a token rotated under us: the next request reads (or asks for) it again.
     if (res.res.statusCode === 401) this.#creds.invalidate();
     return (await readJson(res.res, res.finish, spec)) as T;
+  }
+
+  /**
+   * raw sends one request with a body already encoded and resolves with the answer whatever its
+   * status: the path for callers that bring their own (de)serialisation (kube/typed-api.ts).
+   */
+  async raw(r: RawRequest): Promise<RawResponse> {
+    const { res, finish } = await this.#send(
+      { method: r.method, path: r.path, rawBody: r.body, headers: r.headers, signal: r.signal },
+      r.timeoutMs ?? this.#timeoutMs,
+      undefined,
+    );
+    if (res.statusCode === 401) this.#creds.invalidate();
+    const chunks: Buffer[] = [];
+    try {
+      for await (const c of res) chunks.push(c as Buffer);
+    } catch (err) {
+      throw finish(err);
+    }
+    finish(undefined);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(res.headers))
+      if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v;
+    return { statusCode: res.statusCode ?? 0, headers, body: Buffer.concat(chunks) };
   }
 
   /**
@@ -212,8 +259,9 @@ export class ApiClient {
     if (this.#agent !== undefined && tls.generation === this.#generation) return this.#agent;
     const old = this.#agent;
     this.#generation = tls.generation;
+    const proxy = this.config.proxy;
     this.#agent = this.#https
-      ? new HttpsAgent({
+      ? new (proxy !== undefined ? tunnelling(HttpsAgent, proxy, true) : HttpsAgent)({
           keepAlive: true,
           ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
           ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
@@ -221,7 +269,7 @@ export class ApiClient {
           rejectUnauthorized: !this.config.insecureSkipTlsVerify,
           ...(this.config.tlsServerName !== undefined ? { servername: this.config.tlsServerName } : {}),
         })
-      : new HttpAgent({ keepAlive: true });
+      : new (proxy !== undefined ? tunnelling(HttpAgent, proxy, false) : HttpAgent)({ keepAlive: true });
     if (old !== undefined) retire(old);
     return this.#agent;
   }
@@ -232,21 +280,26 @@ export class ApiClient {
    * restarts the inactivity timer.
    */
   async #send(
-    spec: RequestSpec,
+    spec: Omit<RequestSpec, 'method'> & {
+      readonly method: string;
+      readonly rawBody?: string | undefined;
+      readonly headers?: Readonly<Record<string, string>> | undefined;
+    },
     timeoutMs: number | undefined,
     idleMs: number | undefined,
   ): Promise<{ res: IncomingMessage; finish: (err: unknown) => Error; idle: (() => void) | undefined }> {
     spec.signal?.throwIfAborted();
     const agent = this.#agentFor();
     const auth = await this.#creds.authorization();
-    const headers: Record<string, string> = { Accept: 'application/json' };
+    const headers: Record<string, string> = { Accept: 'application/json', ...spec.headers };
     if (auth !== undefined) headers.Authorization = auth;
-    let payload: string | undefined;
+    if (this.config.impersonate !== undefined) impersonationHeaders(this.config.impersonate, headers);
+    let payload: string | undefined = spec.rawBody;
     if (spec.body !== undefined) {
       payload = JSON.stringify(spec.body);
       headers['Content-Type'] = spec.contentType ?? 'application/json';
-      headers['Content-Length'] = String(Buffer.byteLength(payload));
     }
+    if (payload !== undefined) headers['Content-Length'] = String(Buffer.byteLength(payload));
     const path = this.#base + spec.path + queryString(spec.query);
     let counted = false;
     const count = (code: string): void => {
@@ -264,7 +317,7 @@ export class ApiClient {
         port: this.config.server.port !== '' ? Number(this.config.server.port) : this.#https ? 443 : 80,
         method: spec.method,
         path,
-        headers,
+        headers: impersonatedGroups(headers, this.config.impersonate),
         agent,
       });
       let timer: NodeJS.Timeout | undefined;
@@ -377,4 +430,129 @@ function retire(agent: Agent): void {
   setTimeout(() => {
     agent.destroy();
   }, RETIRE_AFTER_MS).unref();
+}
+
+/**
+ * impersonationHeaders sets the single-valued Impersonate-* headers (as client-go's
+ * ImpersonatingRoundTripper); groups and extras may repeat, so {@link impersonatedGroups} adds them
+ * as header lists.
+ */
+function impersonationHeaders(who: Impersonation, headers: Record<string, string>): void {
+  if (who.user !== undefined) headers['Impersonate-User'] = who.user;
+  if (who.uid !== undefined) headers['Impersonate-Uid'] = who.uid;
+}
+
+/** impersonatedGroups returns `headers` with one Impersonate-Group per group and one Impersonate-Extra-<key> per value. */
+function impersonatedGroups(
+  headers: Record<string, string>,
+  who: Impersonation | undefined,
+): Record<string, string | string[]> {
+  if (who === undefined || (who.groups.length === 0 && Object.keys(who.extra).length === 0)) return headers;
+  const out: Record<string, string | string[]> = { ...headers };
+  if (who.groups.length > 0) out['Impersonate-Group'] = [...who.groups];
+  // Keys are escaped as client-go escapes them: a header name carries only token characters.
+  for (const [k, v] of Object.entries(who.extra)) out[`Impersonate-Extra-${encodeURIComponent(k)}`] = [...v];
+  return out;
+}
+
+type AgentClass = typeof HttpAgent | typeof HttpsAgent;
+type CreateCallback = (err: Error | null, socket?: Socket) => void;
+
+/**
+ * tunnelling makes an Agent class whose connections are HTTP CONNECT tunnels through `proxy` (the
+ * kubeconfig's `proxy-url`), with TLS to the API server inside the tunnel when `tls`. A proxy's
+ * `user:password@` is sent as Proxy-Authorization (basic), as Go's http.Transport sends it.
+ */
+function tunnelling(Base: AgentClass, proxy: URL, tls: boolean): AgentClass {
+  class Tunnelling extends (Base as typeof HttpsAgent) {
+    override createConnection(
+      options: ConnectionOptions & { host?: string | null; port?: number | string | null },
+      callback?: (err: Error | null, stream: Duplex) => void,
+    ): undefined {
+      const cb: CreateCallback = (err, socket) => {
+        // Node's agent reads only the error when there is one; the socket otherwise.
+        if (socket !== undefined) callback?.(null, socket);
+        else callback?.(err ?? new Error('proxy tunnel failed'), undefined as unknown as Duplex);
+      };
+      const host = options.host ?? 'localhost';
+      const port = Number(options.port ?? (tls ? 443 : 80));
+      openTunnel(proxy, host, port, (err, socket) => {
+        if (err !== null || socket === undefined) {
+          cb(err ?? new Error('proxy tunnel failed'));
+          return;
+        }
+        if (!tls) {
+          cb(null, socket);
+          return;
+        }
+        const secure = tlsConnect({ ...options, socket });
+        let settled = false;
+        secure.once('secureConnect', () => {
+          settled = true;
+          cb(null, secure);
+        });
+        secure.once('error', (e: Error) => {
+          if (!settled) cb(e);
+        });
+      });
+      return undefined;
+    }
+  }
+  return Tunnelling;
+}
+
+/** PROXY_HEAD_LIMIT bounds the proxy's answer to CONNECT (its status line and headers). */
+const PROXY_HEAD_LIMIT = 16 * 1024;
+
+/** openTunnel asks `proxy` to CONNECT to host:port and hands over the socket once it answers 200. */
+function openTunnel(proxy: URL, host: string, port: number, cb: CreateCallback): void {
+  const target = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const socket = netConnect({
+    host: proxy.hostname.replace(/^\[|\]$/g, ''),
+    port: proxy.port !== '' ? Number(proxy.port) : 80,
+  });
+  let done = false;
+  const finish = (err: Error | null): void => {
+    if (done) return;
+    done = true;
+    socket.off('data', onData);
+    if (err !== null) {
+      socket.destroy();
+      cb(err);
+    } else cb(null, socket);
+  };
+  let head = Buffer.alloc(0);
+  const onData = (chunk: Buffer): void => {
+    head = Buffer.concat([head, chunk]);
+    const end = head.indexOf('\r\n\r\n');
+    if (end < 0) {
+      if (head.length > PROXY_HEAD_LIMIT)
+        finish(new Error(`proxy ${proxy.host}: no end to its answer to CONNECT ${target}`));
+      return;
+    }
+    const statusLine = head.subarray(0, head.indexOf('\r\n')).toString('latin1');
+    if (!/^HTTP\/1\.[01] 200( |$)/.test(statusLine)) {
+      finish(new Error(`proxy ${proxy.host} refused CONNECT ${target}: ${statusLine}`));
+      return;
+    }
+    // The server speaks only after the client (TLS hello, or the request): nothing follows the
+    // proxy's answer yet, but should something, it is handed on, not lost.
+    const rest = head.subarray(end + 4);
+    if (rest.length > 0) socket.unshift(rest);
+    finish(null);
+  };
+  socket.on('data', onData);
+  socket.once('error', (err) => {
+    finish(new Error(`proxy ${proxy.host}: ${err.message}`, { cause: err }));
+  });
+  socket.once('close', () => {
+    finish(new Error(`proxy ${proxy.host} closed the connection before answering CONNECT ${target}`));
+  });
+  socket.once('connect', () => {
+    const auth =
+      proxy.username !== ''
+        ? `Proxy-Authorization: Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64')}\r\n`
+        : '';
+    socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth}\r\n`);
+  });
 }

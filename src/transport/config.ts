@@ -4,12 +4,16 @@
  * kubeconfig are resolved against its directory, as kubectl does, and read later by the client
  * (so that files that rotate are read again, credentials.ts).
  *
- * Supported: `current-context`; a cluster's `server`, `certificate-authority`,
- * `certificate-authority-data`, `insecure-skip-tls-verify`, `tls-server-name`; a user's
- * `client-certificate(-data)`, `client-key(-data)`, `token`, `tokenFile`, and `exec` credential
- * plugins (client.authentication.k8s.io, exec-credential.ts). Anything else that authenticates
- * (`auth-provider`, `username`/`password`, impersonation, `proxy-url`) is refused with an error
- * naming the user or cluster and the field, rather than ignored.
+ * Supported — what kubectl 1.36 loads: `current-context`; a cluster's `server`,
+ * `certificate-authority(-data)`, `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url`
+ * (an `http://` proxy, reached with HTTP CONNECT); a user's `client-certificate(-data)`,
+ * `client-key(-data)`, `token`, `tokenFile`, `username`/`password` (HTTP basic), `exec`
+ * credential plugins (client.authentication.k8s.io, exec-credential.ts), impersonation (`as`,
+ * `as-uid`, `as-groups`, `as-user-extra`, sent as Impersonate-* headers) and the one auth provider
+ * kubectl still has, `oidc` (its `id-token`, refreshed with its `refresh-token`: oidc.ts). What
+ * kubectl refuses too (the removed `gcp` and `azure` providers) or what we do not speak (a
+ * `socks5://` or `https://` proxy) is refused with an error naming the user or cluster and the
+ * field, rather than ignored.
  */
 import { isIPv6 } from 'node:net';
 import { dirname, isAbsolute, resolve } from 'node:path';
@@ -23,6 +27,28 @@ export interface ExecConfig {
   readonly args: readonly string[];
   readonly env: readonly { readonly name: string; readonly value: string }[];
   readonly apiVersion: string;
+  /** user names the kubeconfig user, for errors. */
+  readonly user: string;
+}
+
+/** Impersonation is whom the requests act as (kubectl's --as, --as-uid, --as-group, and their kubeconfig fields). */
+export interface Impersonation {
+  readonly user: string | undefined;
+  readonly uid: string | undefined;
+  readonly groups: readonly string[];
+  /** extra: the user's extra fields, each sent as Impersonate-Extra-<key> headers. */
+  readonly extra: Readonly<Record<string, readonly string[]>>;
+}
+
+/** OidcConfig is a user's `auth-provider: {name: oidc}` config (client-go's oidc plugin fields). */
+export interface OidcConfig {
+  readonly idToken: string | undefined;
+  readonly refreshToken: string | undefined;
+  readonly issuerUrl: string | undefined;
+  readonly clientId: string | undefined;
+  readonly clientSecret: string | undefined;
+  /** ca: the identity provider's CA (`idp-certificate-authority(-data)`), if not the system's. */
+  readonly ca: Material | undefined;
   /** user names the kubeconfig user, for errors. */
   readonly user: string;
 }
@@ -42,6 +68,14 @@ export interface ClusterConfig {
   readonly token: string | undefined;
   readonly tokenFile: string | undefined;
   readonly exec: ExecConfig | undefined;
+  /** basic is a username and password sent as HTTP basic authentication. */
+  readonly basic: { readonly username: string; readonly password: string } | undefined;
+  /** oidc is the `oidc` auth provider's tokens. */
+  readonly oidc: OidcConfig | undefined;
+  /** impersonate: whom to act as, or undefined to act as oneself. */
+  readonly impersonate: Impersonation | undefined;
+  /** proxy is an HTTP proxy that requests are tunnelled through with CONNECT. */
+  readonly proxy: URL | undefined;
   /** namespace is the context's (or the ServiceAccount's) namespace, if any. */
   readonly namespace: string | undefined;
 }
@@ -51,6 +85,21 @@ export class ConfigError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'ConfigError';
+  }
+}
+
+/** UnknownContextError is a context asked for by name (--context) that the kubeconfig does not have. */
+export class UnknownContextError extends ConfigError {
+  readonly context: string;
+  /** known: the names of the contexts the kubeconfig has. */
+  readonly known: readonly string[];
+  constructor(source: string, context: string, known: readonly string[]) {
+    super(
+      `${source}: no context ${JSON.stringify(context)} in the kubeconfig (it has: ${known.length > 0 ? known.join(', ') : 'none'})`,
+    );
+    this.name = 'UnknownContextError';
+    this.context = context;
+    this.known = known;
   }
 }
 
@@ -90,6 +139,10 @@ export function inClusterConfig(
     token: undefined,
     tokenFile: `${saDir}/token`,
     exec: undefined,
+    basic: undefined,
+    oidc: undefined,
+    impersonate: undefined,
+    proxy: undefined,
     namespace: namespace?.trim() || undefined,
   };
 }
@@ -103,6 +156,14 @@ export function inClusterConfig(
  */
 export function parseKubeconfig(doc: unknown, source: string, context?: string): ClusterConfig {
   const root = asRecord(doc, source);
+  if (context !== undefined) {
+    const contexts = Array.isArray(root.contexts) ? (root.contexts as unknown[]) : [];
+    const known = contexts.flatMap((c) => {
+      const name = typeof c === 'object' && c !== null ? (c as Record<string, unknown>).name : undefined;
+      return typeof name === 'string' ? [name] : [];
+    });
+    if (!known.includes(context)) throw new UnknownContextError(source, context, known);
+  }
   const currentName = context ?? optString(root, 'current-context', source);
   if (currentName === undefined || currentName === '') throw new ConfigError(`${source}: current-context is not set`);
   const ctxAt = `${source}: contexts[${currentName}].context`;
@@ -120,13 +181,8 @@ export function parseKubeconfig(doc: unknown, source: string, context?: string):
 
   const serverText = optString(cluster, 'server', cAt);
   if (serverText === undefined || serverText === '') throw new ConfigError(`${cAt}.server is not set`);
-  if (cluster['proxy-url'] !== undefined && cluster['proxy-url'] !== null)
-    throw new ConfigError(`${cAt}.proxy-url ${JSON.stringify(cluster['proxy-url'])}: proxies are not supported`);
-  for (const field of ['auth-provider', 'username', 'password', 'as', 'as-groups', 'as-uid', 'as-user-extra'])
-    if (user[field] !== undefined && user[field] !== null)
-      throw new ConfigError(
-        `${uAt}.${field} is not supported; use a token, tokenFile, client certificate or exec plugin`,
-      );
+  const proxyText = optString(cluster, 'proxy-url', cAt);
+  const proxy = proxyText !== undefined && proxyText !== '' ? parseProxy(proxyText, `${cAt}.proxy-url`) : undefined;
 
   const material = (rec: Record<string, unknown>, fileField: string, dataField: string, at: string) => {
     const data = optString(rec, dataField, at);
@@ -147,6 +203,11 @@ export function parseKubeconfig(doc: unknown, source: string, context?: string):
   const namespace = optString(ctx, 'namespace', ctxAt);
   const tlsServerName = optString(cluster, 'tls-server-name', cAt);
   const token = optString(user, 'token', uAt);
+  const username = optString(user, 'username', uAt);
+  const password = optString(user, 'password', uAt);
+  if ((password ?? '') !== '' && (username ?? '') === '')
+    throw new ConfigError(`${uAt}.username is not set, but password is`);
+  const authProvider = user['auth-provider'];
   return {
     server: parseServer(serverText, `${cAt}.server`),
     source,
@@ -159,6 +220,13 @@ export function parseKubeconfig(doc: unknown, source: string, context?: string):
     tokenFile: tokenFile !== undefined && tokenFile !== '' ? path(tokenFile) : undefined,
     exec:
       user.exec !== undefined && user.exec !== null ? parseExec(user.exec, `${uAt}.exec`, userName ?? '') : undefined,
+    basic: username !== undefined && username !== '' ? { username, password: password ?? '' } : undefined,
+    oidc:
+      authProvider !== undefined && authProvider !== null
+        ? parseAuthProvider(authProvider, `${uAt}.auth-provider`, userName ?? '', path)
+        : undefined,
+    impersonate: parseImpersonation(user, uAt),
+    proxy,
     namespace: namespace !== undefined && namespace !== '' ? namespace : undefined,
   };
 }
@@ -211,6 +279,100 @@ function parseExec(v: unknown, where: string, user: string): ExecConfig {
       `${where}.apiVersion ${JSON.stringify(apiVersion)} is not client.authentication.k8s.io/v1 or v1beta1`,
     );
   return { command, args, env, apiVersion, user };
+}
+
+/**
+ * parseAuthProvider reads a user's `auth-provider`. kubectl 1.36 has one: `oidc`. Its `gcp` and
+ * `azure` providers were removed (kubectl answers them with an error pointing at the exec
+ * plugins that replaced them), and so are they here.
+ */
+function parseAuthProvider(v: unknown, where: string, user: string, path: (p: string) => string): OidcConfig {
+  const p = asRecord(v, where);
+  const name = optString(p, 'name', where);
+  if (name === 'gcp')
+    throw new ConfigError(
+      `${where}.name "gcp": the gcp auth provider was removed from kubectl; use the exec plugin gke-gcloud-auth-plugin`,
+    );
+  if (name === 'azure')
+    throw new ConfigError(
+      `${where}.name "azure": the azure auth provider was removed from kubectl; use the exec plugin kubelogin`,
+    );
+  if (name !== 'oidc')
+    throw new ConfigError(
+      `${where}.name ${JSON.stringify(name ?? '')} is not an auth provider kubectl has (only oidc)`,
+    );
+  const cfg = p.config === undefined || p.config === null ? {} : asRecord(p.config, `${where}.config`);
+  const at = `${where}.config`;
+  const str = (field: string): string | undefined => {
+    const s = optString(cfg, field, at);
+    return s !== undefined && s !== '' ? s : undefined;
+  };
+  const idToken = str('id-token');
+  const refreshToken = str('refresh-token');
+  const issuerUrl = str('idp-issuer-url');
+  if (idToken === undefined && refreshToken === undefined)
+    throw new ConfigError(`${at}.id-token is not set (nor a refresh-token to get one)`);
+  if (refreshToken !== undefined && issuerUrl === undefined)
+    throw new ConfigError(`${at}.idp-issuer-url is not set, but refresh-token is`);
+  if (issuerUrl !== undefined) parseServer(issuerUrl, `${at}.idp-issuer-url`);
+  const caData = str('idp-certificate-authority-data');
+  const caFile = str('idp-certificate-authority');
+  return {
+    idToken,
+    refreshToken,
+    issuerUrl,
+    clientId: str('client-id'),
+    clientSecret: str('client-secret'),
+    ca:
+      caData !== undefined
+        ? { data: decodeBase64(caData, `${at}.idp-certificate-authority-data`) }
+        : caFile !== undefined
+          ? { file: path(caFile) }
+          : undefined,
+    user,
+  };
+}
+
+/** parseImpersonation reads `as`, `as-uid`, `as-groups` and `as-user-extra`; undefined when none is set. */
+function parseImpersonation(user: Record<string, unknown>, at: string): Impersonation | undefined {
+  const as = optString(user, 'as', at);
+  const uid = optString(user, 'as-uid', at);
+  const groups = user['as-groups'] ?? [];
+  if (!Array.isArray(groups) || !groups.every((g) => typeof g === 'string'))
+    throw new ConfigError(`${at}.as-groups ${JSON.stringify(groups)} is not a list of strings`);
+  const extraIn = user['as-user-extra'] ?? {};
+  const extraRec = asRecord(extraIn, `${at}.as-user-extra`);
+  const extra: Record<string, readonly string[]> = {};
+  for (const [k, v] of Object.entries(extraRec)) {
+    if (!Array.isArray(v) || !v.every((x) => typeof x === 'string'))
+      throw new ConfigError(`${at}.as-user-extra.${k} ${JSON.stringify(v)} is not a list of strings`);
+    extra[k] = v;
+  }
+  const user_ = as !== undefined && as !== '' ? as : undefined;
+  const uid_ = uid !== undefined && uid !== '' ? uid : undefined;
+  if (user_ === undefined && uid_ === undefined && groups.length === 0 && Object.keys(extra).length === 0)
+    return undefined;
+  // The API server impersonates a user, never groups or extras alone (client-go refuses these too).
+  if (user_ === undefined)
+    throw new ConfigError(
+      `${at}.as is not set, but ${uid_ !== undefined ? 'as-uid' : groups.length > 0 ? 'as-groups' : 'as-user-extra'} is`,
+    );
+  return { user: user_, uid: uid_, groups, extra };
+}
+
+/** parseProxy reads `proxy-url`: an http:// proxy (CONNECT). kubectl also speaks https:// and socks5:// proxies; we do not. */
+function parseProxy(text: string, where: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError(`${where} ${JSON.stringify(text)} is not a URL`);
+  }
+  if (url.protocol !== 'http:')
+    throw new ConfigError(
+      `${where} ${JSON.stringify(text)}: only http:// proxies (HTTP CONNECT) are supported, not ${url.protocol.replace(/:$/, '')}://`,
+    );
+  return url;
 }
 
 function parseServer(text: string, where: string): URL {

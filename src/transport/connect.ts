@@ -3,6 +3,11 @@ import { ApiClient, type ApiClientOptions } from './client.ts';
 import { parseKubeconfig } from './config.ts';
 import { loadClusterConfig, parseKubeconfigText } from './load-config.ts';
 
+/** ConnectOptions: the client's options, and the kubeconfig context to use (kubectl's --context). */
+export interface ConnectOptions extends ApiClientOptions {
+  readonly context?: string | undefined;
+}
+
 /**
  * ExportableKubeConfig is anything that can print itself as a kubeconfig document: a
  * @kubernetes/client-node `KubeConfig` is one (`exportConfig()`), so callers that hold one can
@@ -21,14 +26,15 @@ export type KubeconfigSource = string | undefined | ApiClient | ExportableKubeCo
  *
  * @throws ConfigError when the kubeconfig cannot be read or used.
  */
-export function connect(source: KubeconfigSource, options: ApiClientOptions = {}): ApiClient {
+export function connect(source: KubeconfigSource, options: ConnectOptions = {}): ApiClient {
   if (source instanceof ApiClient) return source;
+  const { context, ...clientOptions } = options;
   if (typeof source === 'object') {
     const text = source.exportConfig();
     return new ApiClient(
-      parseKubeconfig(parseKubeconfigText(text, 'KubeConfig.exportConfig()'), 'KubeConfig.exportConfig()'),
-      options,
+      parseKubeconfig(parseKubeconfigText(text, 'KubeConfig.exportConfig()'), 'KubeConfig.exportConfig()', context),
+      clientOptions,
     );
   }
-  return new ApiClient(loadClusterConfig(source), options);
+  return new ApiClient(loadClusterConfig(source, { context }), clientOptions);
 }

@@ -16,6 +16,7 @@
 import { readFileSync } from 'node:fs';
 import type { ClusterConfig, Material } from './config.ts';
 import { runExecPlugin, type ExecCredential } from './exec-credential.ts';
+import { OidcTokens } from './oidc.ts';
 
 /** TlsMaterial is what the TLS connections are made with. */
 export interface TlsMaterial {
@@ -51,12 +52,14 @@ export class Credentials {
   #tokenReadAt = 0;
   #exec: ExecCredential | undefined;
   #execPending: Promise<ExecCredential> | undefined;
+  readonly #oidc: OidcTokens | undefined;
 
   constructor(cfg: ClusterConfig, o: CredentialsOptions = {}) {
     this.#cfg = cfg;
     this.#reloadMs = o.reloadMs ?? DEFAULT_RELOAD_MS;
     this.#nowMs = o.nowMs ?? (() => performance.now());
     this.#wallNow = o.wallNow ?? Date.now;
+    this.#oidc = cfg.oidc !== undefined ? new OidcTokens(cfg.oidc, this.#wallNow) : undefined;
   }
 
   /**
@@ -85,7 +88,11 @@ export class Credentials {
     return this.#tls;
   }
 
-  /** authorization is the Authorization header value (`Bearer …`), or undefined without a token. */
+  /**
+   * authorization is the Authorization header value, or undefined without credentials: a bearer
+   * token (token file, inline token, exec plugin, oidc provider, in client-go's order of
+   * precedence), else HTTP basic from username and password.
+   */
   async authorization(): Promise<string | undefined> {
     const cfg = this.#cfg;
     if (cfg.tokenFile !== undefined) {
@@ -107,6 +114,9 @@ export class Credentials {
       const cred = await this.#execCredential();
       return cred.token !== undefined ? `Bearer ${cred.token}` : undefined;
     }
+    if (this.#oidc !== undefined) return `Bearer ${await this.#oidc.token()}`;
+    if (cfg.basic !== undefined)
+      return `Basic ${Buffer.from(`${cfg.basic.username}:${cfg.basic.password}`).toString('base64')}`;
     return undefined;
   }
 
@@ -114,6 +124,7 @@ export class Credentials {
   invalidate(): void {
     this.#token = undefined;
     this.#exec = undefined;
+    this.#oidc?.invalidate();
   }
 
   async #execCredential(): Promise<ExecCredential> {

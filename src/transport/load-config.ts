@@ -13,6 +13,7 @@ import type { load as jsYamlLoad } from 'js-yaml';
 import {
   ConfigError,
   SERVICE_ACCOUNT_DIR,
+  UnknownContextError,
   inClusterConfig,
   mergeKubeconfigs,
   parseKubeconfig,
@@ -25,6 +26,8 @@ export interface LoadConfigOptions {
   readonly home?: string;
   /** serviceAccountDir: where the ServiceAccount is mounted; default {@link SERVICE_ACCOUNT_DIR}. */
   readonly serviceAccountDir?: string;
+  /** context: the kubeconfig context to use instead of its current-context (kubectl's --context). */
+  readonly context?: string | undefined;
 }
 
 /**
@@ -33,14 +36,16 @@ export interface LoadConfigOptions {
  * @throws ConfigError when a file cannot be read or parsed (naming it), or nothing is found.
  */
 export function loadClusterConfig(path: string | undefined, o: LoadConfigOptions = {}): ClusterConfig {
-  if (path !== undefined) return parseKubeconfig(readKubeconfig(path), path);
+  const ctx = o.context;
+  if (path !== undefined) return parseKubeconfig(readKubeconfig(path), path, ctx);
   const env = o.env ?? process.env;
   const list = (env.KUBECONFIG ?? '').split(delimiter).filter((f) => f !== '');
-  if (list.length === 1) return parseKubeconfig(readKubeconfig(list[0] ?? ''), list[0] ?? '');
-  if (list.length > 1) return parseKubeconfig(mergeKubeconfigs(list.map(readKubeconfig)), list[0] ?? '');
+  if (list.length === 1) return parseKubeconfig(readKubeconfig(list[0] ?? ''), list[0] ?? '', ctx);
+  if (list.length > 1) return parseKubeconfig(mergeKubeconfigs(list.map(readKubeconfig)), list[0] ?? '', ctx);
   const home = o.home ?? homedir();
   const own = join(home, '.kube', 'config');
-  if (home !== '' && existsSync(own)) return parseKubeconfig(readKubeconfig(own), own);
+  if (home !== '' && existsSync(own)) return parseKubeconfig(readKubeconfig(own), own, ctx);
+  if (ctx !== undefined) throw new UnknownContextError('in-cluster', ctx, []);
   const saDir = o.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
   if (existsSync(join(saDir, 'token'))) {
     let namespace: string | undefined;

@@ -9,6 +9,7 @@
  * toISOString() (lease/record.ts MicroTime has six fractional digits, as MicroTime needs).
  */
 import { isNotFound } from '../runtime/errors.ts';
+import type { ListPage } from '../runtime/informer.ts';
 import type { ApiClient } from './client.ts';
 import type { KubeObject } from './informer.ts';
 
@@ -109,6 +110,36 @@ export function eventRequests(api: ApiClient): EventRequests {
         body: patch,
         contentType: MERGE_PATCH,
       }),
+  };
+}
+
+/** ObjectList is one page of a list: its items and the list's metadata (resourceVersion, continue). */
+export interface ObjectList<T> {
+  readonly metadata?: { readonly resourceVersion?: string; readonly continue?: string };
+  items: T[];
+}
+
+/**
+ * listPages is an informer's `listPage` (runtime/informer.ts) for the collection at `path` (which
+ * may carry a query of its own, e.g. a field selector), with `labelSelector`: one GET per page,
+ * answered as plain JSON (no model classes), aborted when the informer stops.
+ */
+export function listPages<T>(
+  api: ApiClient,
+  path: string,
+  labelSelector?: string,
+): (page: ListPage) => Promise<ObjectList<T>> {
+  const q = path.indexOf('?');
+  const base = q < 0 ? path : path.slice(0, q);
+  const own: Record<string, string> = q < 0 ? {} : Object.fromEntries(new URLSearchParams(path.slice(q + 1)));
+  return async (page) => {
+    const list = await api.request<ObjectList<T> | undefined>({
+      method: 'GET',
+      path: base,
+      query: { ...own, labelSelector, limit: page.limit, continue: page.continue },
+      signal: page.signal,
+    });
+    return { ...list, items: list?.items ?? [] };
   };
 }
 

@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { startLockController, type LockControllerOptions } from '../../src/controllers/distributedlock/setup.ts';
-import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
+import { apiClientFor } from '../../src/kube/typed-api.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
 
@@ -42,7 +42,7 @@ export async function runCalibrationController(
   weakened: Partial<LockControllerOptions>,
 ): Promise<void> {
   const controller = await startLockController({
-    kc: loadKubeConfig(args.kubeconfig),
+    kc: apiClientFor(args.kubeconfig),
     redisUrl: args.redisUrl,
     namespace: args.namespace,
     identity,

@@ -15,6 +15,10 @@ export function plainClusterConfig(server: string, overrides: Partial<ClusterCon
     token: undefined,
     tokenFile: undefined,
     exec: undefined,
+    basic: undefined,
+    oidc: undefined,
+    impersonate: undefined,
+    proxy: undefined,
     namespace: undefined,
     ...overrides,
   };

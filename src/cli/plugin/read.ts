@@ -1,16 +1,17 @@
 /**
  * The plugin's only I/O: GETs and LISTs against the API server, with the kubeconfig loading every
- * fencepost command uses (kube/kubeconfig.ts: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
- * else in-cluster) plus kubectl's --context and namespace defaulting. Read-only: nothing here
- * writes (write.ts does, for handover and release --force). Requests go through the lean JSON client (kube/json-client.ts) on the kubeconfig's
- * pooled connections.
+ * fencepost command uses (transport/load-config.ts: --kubeconfig, else $KUBECONFIG, else
+ * ~/.kube/config, else in-cluster) plus kubectl's --context and namespace defaulting. Read-only:
+ * nothing here writes (write.ts does, for handover and release --force). Requests go through the
+ * lean JSON client (kube/json-client.ts) on the one API client's pooled connection.
  */
-import type { CoreV1Event, KubeConfig, V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import type { ControllerLeaseRef } from '../../config/plugin.ts';
 import { UsageError } from '../../config/usage-error.ts';
 import { jsonClient, type JsonClient } from '../../kube/json-client.ts';
-import { loadKubeConfig } from '../../kube/kubeconfig.ts';
+import { apiClientFor, type ApiClient } from '../../kube/typed-api.ts';
+import { UnknownContextError } from '../../transport/config.ts';
 import { LOCK_LABEL, leaseName, podKeys } from '../../protocol/names.ts';
 import { httpStatus, isNotFound } from '../../runtime/errors.ts';
 import { matchesSelector } from '../../controllers/distributedlock/pods.ts';
@@ -35,29 +36,25 @@ export function connect(o: {
   readonly context: string | undefined;
   readonly namespace: string | undefined;
 }): Cluster {
-  let kc: KubeConfig;
+  let api: ApiClient;
   try {
-    kc = loadKubeConfig(o.kubeconfig);
+    api = apiClientFor(o.kubeconfig, { context: o.context });
   } catch (err) {
+    if (err instanceof UnknownContextError) {
+      const known = err.known;
+      throw new UsageError(
+        '--context',
+        `no context ${JSON.stringify(err.context)} in the kubeconfig (it has: ${known.length > 0 ? known.join(', ') : 'none'})`,
+      );
+    }
     // A file named on the command line that cannot be read or parsed is bad usage, named as such.
     if (o.kubeconfig === undefined) throw err;
     throw new UsageError('--kubeconfig', `cannot load ${JSON.stringify(o.kubeconfig)}: ${failureOf(err)}`);
   }
-  if (o.context !== undefined) {
-    if (kc.getContextObject(o.context) === null) {
-      const known = kc.getContexts().map((c) => c.name);
-      throw new UsageError(
-        '--context',
-        `no context ${JSON.stringify(o.context)} in the kubeconfig (it has: ${known.length > 0 ? known.join(', ') : 'none'})`,
-      );
-    }
-    kc.setCurrentContext(o.context);
-  }
-  const ctxNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
   return {
-    json: jsonClient(kc),
-    namespace: o.namespace ?? (ctxNamespace !== undefined && ctxNamespace !== '' ? ctxNamespace : 'default'),
-    server: kc.getCurrentCluster()?.server ?? '(no server)',
+    json: jsonClient(api),
+    namespace: o.namespace ?? api.config.namespace ?? 'default',
+    server: api.config.server.href.replace(/\/$/, ''),
   };
 }
 

@@ -5,7 +5,7 @@
  * informers, the work queue and the workers, which start only after every cache has synced, so
  * that nothing is decided on the absence of an object not yet listed.
  */
-import type { KubeConfig, V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION, storeOf, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { customResourceWriterOver } from '../../kube/custom-resources.ts';
@@ -13,6 +13,7 @@ import { eventRecorder } from '../../kube/events.ts';
 import { jsonClient } from '../../kube/json-client.ts';
 import { leaseStoreOver } from '../../kube/leases.ts';
 import { podPatcherOver } from '../../kube/pods.ts';
+import { apiClientFor, type KubeconfigSource } from '../../kube/typed-api.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics, LockStateCounts } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
@@ -42,7 +43,8 @@ import type { ShardGate } from '../sharding/shard-manager.ts';
 
 /** LockControllerOptions configures startLockController. */
 export interface LockControllerOptions {
-  readonly kc: KubeConfig;
+  /** kc: the API client, or a kubeconfig one is made for (every request and watch goes through it). */
+  readonly kc: KubeconfigSource;
   readonly redisUrl: string | undefined;
   /** namespace: watch only this one; default all namespaces. */
   readonly namespace?: string | undefined;
@@ -97,21 +99,23 @@ export interface LockController {
 
 /** startLockController starts informers, waits for them to sync, then starts the workers. */
 export async function startLockController(o: LockControllerOptions): Promise<LockController> {
-  const { kc, clock, log, metrics } = o;
-  // Writes and lists go through the lean JSON client (kube/json-client.ts); watches stay with client-node.
-  const json = jsonClient(kc);
+  const { clock, log, metrics } = o;
+  // Every request goes through the one API client (transport/): watches directly, lists and writes
+  // as plain JSON (kube/json-client.ts).
+  const api = apiClientFor(o.kc);
+  const json = jsonClient(api);
   const name = 'distributedlock';
   const workers = o.workers ?? 4;
   const b = new ControllerBuilder({
     name,
     group: GROUP,
     kind: KIND,
-    kc,
+    watcher: api,
     clock,
     log,
     namespace: o.namespace,
     informer: superviseInformer,
-    list: (path, q) => json.request({ method: 'GET', path: `${path}${listQueryString(q)}` }),
+    list: (path, q, signal) => json.request({ method: 'GET', path: `${path}${listQueryString(q)}`, signal }),
     workers,
     syncTimeoutMs: o.cacheSyncTimeoutMs,
     ...(metrics !== undefined ? { hooks: controllerHooks(metrics, name) } : {}),
@@ -182,7 +186,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     ),
     fencing,
     ...(o.stores !== undefined ? { stores: o.stores } : {}),
-    events: eventRecorder(kc, 'fencepost-controller', o.identity, log),
+    events: eventRecorder(api, 'fencepost-controller', o.identity, log),
     metrics,
     clock,
     log,

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
-import { loadKubeConfig } from '../../../src/kube/kubeconfig.ts';
+import { apiClientFor } from '../../../src/kube/typed-api.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
@@ -43,7 +43,7 @@ describe('the lock controller at steady state', () => {
 
   beforeAll(async () => {
     t = testKube(sharedKubeConfig(), await freshNamespace(sharedKubeConfig(), 'steady-'));
-    const kc = loadKubeConfig(sharedKubeconfigPath(), {
+    const kc = apiClientFor(sharedKubeconfigPath(), {
       onRequest: (r) => {
         if (counting && WRITES.has(r.method)) writes.push(`${r.method} ${r.code}`);
       },

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, type V1Lease } from '@kubernetes/client-node';
 import { customResourceWriterOver } from '../../../src/kube/custom-resources.ts';
 import { jsonClient } from '../../../src/kube/json-client.ts';
-import { loadKubeConfig } from '../../../src/kube/kubeconfig.ts';
+import { apiClientFor } from '../../../src/kube/typed-api.ts';
 import { leaseStoreOver } from '../../../src/kube/leases.ts';
 import { podPatcherOver } from '../../../src/kube/pods.ts';
 import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
@@ -18,7 +18,7 @@ import { createLock, createPod, getLock, lockBody, testKube, type TestKube } fro
 
 describe('jsonClient and the stores over it', () => {
   const seen: RestRequest[] = [];
-  const kc = loadKubeConfig(sharedKubeconfigPath(), { onRequest: (r) => seen.push(r) });
+  const kc = apiClientFor(sharedKubeconfigPath(), { onRequest: (r) => seen.push(r) });
   const json = jsonClient(kc);
   const leases = leaseStoreOver(json);
   let t: TestKube;

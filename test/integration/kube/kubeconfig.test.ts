@@ -3,15 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, KubeConfig, bufferFromFileOrString } from '@kubernetes/client-node';
-import { PooledKubeConfig, loadKubeConfig } from '../../../src/kube/kubeconfig.ts';
+import { apiClientFor, typedApi, type ApiClient } from '../../../src/kube/typed-api.ts';
 import type { RestRequest } from '../../../src/observability/metrics.ts';
 import { sharedKubeconfigPath } from '../../support/env.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';
 
-// The agent and the controller make every API call through loadKubeConfig's KubeConfig. client-node
-// 2.0 opens a new TLS connection per call unless the dispatcher is shared; a TCP proxy in front
-// of the real API server counts the connections each kind of KubeConfig opens.
-describe('loadKubeConfig', () => {
+// The controller, the dashboard and the plugin make every API call through the one API client
+// (client-node's typed APIs over it: kube/typed-api.ts). client-node 2.0 on its own opens a new TLS
+// connection per call; a TCP proxy in front of the real API server counts the connections each opens.
+describe('the one API client under client-node typed APIs', () => {
   let proxy: TcpProxy;
   let dir = '';
   let kubeconfig = '';
@@ -37,24 +37,27 @@ describe('loadKubeConfig', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const callsOpen = async (kc: KubeConfig, calls: number): Promise<number> => {
+  const callsOpen = async (kc: KubeConfig | ApiClient, calls: number): Promise<number> => {
     connections.clear();
-    const core = kc.makeApiClient(CoreV1Api);
+    const core = kc instanceof KubeConfig ? kc.makeApiClient(CoreV1Api) : typedApi(kc, CoreV1Api);
     for (let i = 0; i < calls; i++) await core.readNamespace({ name: 'default' });
     return connections.size;
   };
 
   it('reuses one kept-alive connection for sequential API calls', async () => {
-    expect(await callsOpen(loadKubeConfig(kubeconfig), 5)).toBe(1);
+    expect(await callsOpen(apiClientFor(kubeconfig), 5)).toBe(1);
   });
 
   it('reports each request once (for rest_client_requests_total): its status, method and host, or <error> when no answer came', async () => {
     const seen: RestRequest[] = [];
-    const core = loadKubeConfig(kubeconfig, {
-      onRequest: (r) => {
-        seen.push(r);
-      },
-    }).makeApiClient(CoreV1Api);
+    const core = typedApi(
+      apiClientFor(kubeconfig, {
+        onRequest: (r) => {
+          seen.push(r);
+        },
+      }),
+      CoreV1Api,
+    );
     for (let i = 0; i < 3; i++) await core.readNamespace({ name: 'default' });
     await expect(core.readNamespace({ name: 'no-such-namespace' })).rejects.toThrow(/404/);
     await core.createNamespacedConfigMap({
@@ -70,18 +73,19 @@ describe('loadKubeConfig', () => {
     writeFileSync(refused, readFileSync(kubeconfig, 'utf8').replace(`https://${host}`, 'https://127.0.0.1:2')); // nothing listens on port 2
     const failing: RestRequest[] = [];
     await expect(
-      loadKubeConfig(refused, {
-        onRequest: (r) => {
-          failing.push(r);
-        },
-      })
-        .makeApiClient(CoreV1Api)
-        .readNamespace({ name: 'default' }),
+      typedApi(
+        apiClientFor(refused, {
+          onRequest: (r) => {
+            failing.push(r);
+          },
+        }),
+        CoreV1Api,
+      ).readNamespace({ name: 'default' }),
     ).rejects.toThrow();
     expect(failing).toEqual([{ code: '<error>', method: 'GET', host: '127.0.0.1:2' }]);
   });
 
-  it('reads credential files once, and starts a new pool when one of them changes (seen within credentialsCheckMs)', async () => {
+  it('reads credential files once, and starts a new pool when one of them changes (seen within reloadMs)', async () => {
     // The same credentials, copied to files of our own: a CA file whose contents change (one more newline: still
     // the same CA, so the new connections still verify) must start a new pool; a file rewritten
     // with the same bytes (a new mtime) must not; and nothing is noticed between checks.
@@ -111,8 +115,7 @@ describe('loadKubeConfig', () => {
       }),
     );
     let now = 0;
-    const kc = new PooledKubeConfig({ credentialsCheckMs: 2000, now: () => now });
-    kc.loadFromFile(withFiles);
+    const kc = apiClientFor(withFiles, { reloadMs: 2000, nowMs: () => now });
     expect(await callsOpen(kc, 3)).toBe(1);
 
     writeFileSync(ca, caBytes); // same bytes, new mtime
@@ -122,7 +125,7 @@ describe('loadKubeConfig', () => {
     writeFileSync(ca, Buffer.concat([caBytes, Buffer.from('\n')])); // rotated
     now += 1000; // within the interval: not looked at yet
     connections.clear();
-    const core = kc.makeApiClient(CoreV1Api);
+    const core = typedApi(kc, CoreV1Api);
     await core.readNamespace({ name: 'default' });
     now += 1000; // the interval has passed: the change is seen, a new pool starts
     await core.readNamespace({ name: 'default' });

@@ -11,6 +11,7 @@ import type {
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { startControlPlane, type ControlPlane } from '../../support/testbed/control-plane.ts';
+import { apiClientFor, typedApi } from '../../../src/kube/typed-api.ts';
 
 // Compile-time check: a pino Logger is an InformerLogger.
 const _pinoIsAnInformerLogger: InformerLogger = silentLogger;
@@ -46,10 +47,12 @@ function configMapInformer(
   rec: Recorder,
   extra: Partial<SuperviseInformerOptions<V1ConfigMap>> = {},
 ): SupervisedInformer<V1ConfigMap> {
-  const core = kc.makeApiClient(CoreV1Api);
+  // Lists and watches both go through the one API client, as in the controller.
+  const api = apiClientFor(kc);
+  const core = typedApi(api, CoreV1Api);
   const inf = superviseInformer<V1ConfigMap>({
     name: 'configmaps',
-    kc,
+    watcher: api,
     path: `/api/v1/namespaces/${namespace}/configmaps`,
     list: () => core.listNamespacedConfigMap({ namespace }),
     clock: realClock,

@@ -599,6 +599,8 @@ describe('connecting', () => {
   it('names a --kubeconfig that cannot be loaded as bad usage', () => {
     const load = () => connect({ kubeconfig: '/nonexistent/kubeconfig', context: undefined, namespace: undefined });
     expect(load).toThrow(UsageError);
-    expect(load).toThrow('--kubeconfig: cannot load "/nonexistent/kubeconfig": ENOENT: no such file or directory');
+    expect(load).toThrow(
+      '--kubeconfig: cannot load "/nonexistent/kubeconfig": kubeconfig /nonexistent/kubeconfig: ENOENT: no such file or directory',
+    );
   });
 });

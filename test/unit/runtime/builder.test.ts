@@ -1,4 +1,4 @@
-import { KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import {
@@ -72,7 +72,7 @@ function builder(
     name: 'widget',
     group: 'example.io',
     kind: 'Widget',
-    kc: new KubeConfig(),
+    watcher: { watch: () => Promise.reject(new Error('no watch in this test')) },
     clock,
     log: silentLogger,
     namespace,
@@ -122,9 +122,9 @@ describe('ControllerBuilder', () => {
     expect(widgets?.opts.labelSelector).toBeUndefined();
     expect(pods?.opts.path).toBe('/api/v1/namespaces/ns/pods');
     expect(pods?.opts.labelSelector).toBe('app');
-    await pods?.opts.list();
-    await pods?.opts.listPage?.({ limit: 500, continue: 'c1' });
-    await widgets?.opts.listPage?.({ limit: 500, continue: undefined });
+    await pods?.opts.list?.();
+    await pods?.opts.listPage?.({ limit: 500, continue: 'c1', signal: new AbortController().signal });
+    await widgets?.opts.listPage?.({ limit: 500, continue: undefined, signal: new AbortController().signal });
     expect(lists).toEqual([
       ['/api/v1/namespaces/ns/pods', { labelSelector: 'app' }],
       ['/api/v1/namespaces/ns/pods', { labelSelector: 'app', limit: 500, continue: 'c1' }],

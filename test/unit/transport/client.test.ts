@@ -6,7 +6,7 @@
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -177,5 +177,161 @@ describe('ApiClient', () => {
     const events: string[] = [];
     await client({}).watch({ path: '/w' }, { onEvent: (t) => events.push(t) });
     expect(events).toEqual(['BOOKMARK']);
+  });
+
+  it('sends username and password as HTTP basic, and impersonation as Impersonate-* headers (groups and extras repeated)', async () => {
+    let seen: IncomingMessage['headers'] = {};
+    let raw: string[] = [];
+    handler = (req, res) => {
+      seen = req.headers;
+      raw = req.rawHeaders;
+      res.end('{}');
+    };
+    await client({
+      basic: { username: 'admin', password: 'p:w' },
+      impersonate: { user: 'alice', uid: 'u-1', groups: ['dev', 'ops'], extra: { 'acme.io/scope': ['a', 'b'] } },
+    }).request({ method: 'GET', path: '/a' });
+    expect(seen.authorization).toBe(`Basic ${Buffer.from('admin:p:w').toString('base64')}`);
+    expect(seen['impersonate-user']).toBe('alice');
+    expect(seen['impersonate-uid']).toBe('u-1');
+    const all = (name: string): string[] => raw.filter((_v, i) => i % 2 === 1 && raw[i - 1]?.toLowerCase() === name);
+    expect(all('impersonate-group')).toEqual(['dev', 'ops']);
+    expect(all('impersonate-extra-acme.io%2fscope')).toEqual(['a', 'b']);
+  });
+
+  it('prefers a bearer token to basic credentials, as client-go does', async () => {
+    let auth: string | undefined;
+    handler = (req, res) => {
+      auth = req.headers.authorization;
+      res.end('{}');
+    };
+    await client({ token: 't', basic: { username: 'u', password: 'p' } }).request({ method: 'GET', path: '/a' });
+    expect(auth).toBe('Bearer t');
+  });
+
+  it('tunnels through an HTTP CONNECT proxy (proxy-url), one tunnel per kept-alive connection, with Proxy-Authorization', async () => {
+    const connects: { target: string; auth: string | undefined }[] = [];
+    const proxy = createServer((_req, res) => {
+      res.statusCode = 405;
+      res.end();
+    });
+    const tunnels = new Set<Socket>();
+    proxy.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
+      tunnels.add(client);
+      connects.push({ target: req.url ?? '', auth: req.headers['proxy-authorization'] });
+      const [host, port] = (req.url ?? '').split(':');
+      const upstream = netConnect({ host, port: Number(port) }, () => {
+        client.write('HTTP/1.1 200 Connection established\r\n\r\n');
+        if (head.length > 0) upstream.write(head);
+        upstream.pipe(client);
+        client.pipe(upstream);
+      });
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const proxyPort = (proxy.address() as AddressInfo).port;
+    let paths: string[] = [];
+    handler = (req, res) => {
+      paths.push(req.url ?? '');
+      res.end('{"ok":true}');
+    };
+    try {
+      const c = client({ proxy: new URL(`http://me:s%40cret@127.0.0.1:${proxyPort}`) });
+      for (let i = 0; i < 3; i++) expect(await c.request({ method: 'GET', path: `/p${i}` })).toEqual({ ok: true });
+      expect(paths).toEqual(['/p0', '/p1', '/p2']);
+      expect(connects).toEqual([
+        { target: new URL(base).host, auth: `Basic ${Buffer.from('me:s@cret').toString('base64')}` },
+      ]);
+
+      // A proxy that refuses the tunnel fails the request, naming the proxy and its answer.
+      paths = [];
+      const refusing = createServer();
+      refusing.on('connect', (_req: IncomingMessage, s: Socket) => {
+        s.end('HTTP/1.1 403 Forbidden\r\n\r\n');
+      });
+      await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
+      const port = (refusing.address() as AddressInfo).port;
+      try {
+        await expect(
+          client({ proxy: new URL(`http://127.0.0.1:${port}`) }).request({ method: 'GET', path: '/x' }),
+        ).rejects.toThrow(`proxy 127.0.0.1:${port} refused CONNECT ${new URL(base).host}: HTTP/1.1 403 Forbidden`);
+        expect(paths).toEqual([]);
+      } finally {
+        refusing.closeAllConnections();
+        await new Promise((r) => refusing.close(r));
+      }
+    } finally {
+      // A tunnel is no longer an HTTP connection of the proxy's server: it is ended by hand.
+      for (const t of tunnels) t.destroy();
+      proxy.closeAllConnections();
+      await new Promise((r) => proxy.close(r));
+    }
+  });
+
+  it('oidc: sends the id-token while it is valid; once expired, refreshes it at the issuer token endpoint (discovery), and keeps the new refresh token', async () => {
+    const jwt = (expSeconds: number, tag: string): string =>
+      `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify({ exp: expSeconds, tag })).toString('base64url')}.sig`;
+    let now = 1_000_000_000_000;
+    const fresh = jwt(now / 1000 + 3600, 'fresh');
+    const refreshed: string[] = [];
+    const seen: (string | undefined)[] = [];
+    handler = (req, res) => {
+      if (req.url === '/idp/.well-known/openid-configuration') {
+        res.end(JSON.stringify({ token_endpoint: `${base}/idp/token` }));
+        return;
+      }
+      if (req.url === '/idp/token') {
+        let body = '';
+        req.on('data', (c: Buffer) => (body += c.toString()));
+        req.on('end', () => {
+          refreshed.push(body);
+          res.end(JSON.stringify({ id_token: fresh, refresh_token: 'r2' }));
+        });
+        return;
+      }
+      seen.push(req.headers.authorization);
+      res.end('{}');
+    };
+    const valid = jwt(now / 1000 + 60, 'valid');
+    const c = client(
+      {
+        oidc: {
+          idToken: valid,
+          refreshToken: 'r1',
+          issuerUrl: `${base}/idp`,
+          clientId: 'kubectl',
+          clientSecret: undefined,
+          ca: undefined,
+          user: 'me',
+        },
+      },
+      { wallNow: () => now },
+    );
+    await c.request({ method: 'GET', path: '/a' });
+    now += 55_000; // within client-go's 10 s margin of exp: refreshed first
+    await c.request({ method: 'GET', path: '/a' });
+    await c.request({ method: 'GET', path: '/a' });
+    expect(seen).toEqual([`Bearer ${valid}`, `Bearer ${fresh}`, `Bearer ${fresh}`]);
+    expect(refreshed).toEqual(['grant_type=refresh_token&refresh_token=r1&client_id=kubectl']);
+
+    // An expired id-token without a refresh token is an error naming the user's auth provider.
+    const stale = client(
+      {
+        oidc: {
+          idToken: jwt(now / 1000 - 1, 'stale'),
+          refreshToken: undefined,
+          issuerUrl: undefined,
+          clientId: undefined,
+          clientSecret: undefined,
+          ca: undefined,
+          user: 'me',
+        },
+      },
+      { wallNow: () => now },
+    );
+    await expect(stale.request({ method: 'GET', path: '/a' })).rejects.toThrow(
+      'users[me].user.auth-provider (oidc): the id-token has expired, and there is no refresh-token to get a new one',
+    );
   });
 });

@@ -86,6 +86,51 @@ describe('parseKubeconfig', () => {
         },
       },
     },
+    {
+      name: 'an http proxy-url (HTTP CONNECT)',
+      cluster: { 'proxy-url': 'http://u:p@proxy:3128' },
+      user: {},
+      want: { proxy: new URL('http://u:p@proxy:3128') },
+    },
+    {
+      name: 'username and password (HTTP basic)',
+      cluster: {},
+      user: { username: 'admin', password: 'x' },
+      want: { basic: { username: 'admin', password: 'x' } },
+    },
+    {
+      name: 'impersonation: as, as-uid, as-groups, as-user-extra',
+      cluster: {},
+      user: { as: 'alice', 'as-uid': 'u-1', 'as-groups': ['dev', 'ops'], 'as-user-extra': { scopes: ['a', 'b'] } },
+      want: { impersonate: { user: 'alice', uid: 'u-1', groups: ['dev', 'ops'], extra: { scopes: ['a', 'b'] } } },
+    },
+    {
+      name: 'the oidc auth provider, its CA file resolved against the kubeconfig directory',
+      cluster: {},
+      user: {
+        'auth-provider': {
+          name: 'oidc',
+          config: {
+            'id-token': 'a.b.c',
+            'refresh-token': 'r',
+            'idp-issuer-url': 'https://idp.example',
+            'client-id': 'kubectl',
+            'idp-certificate-authority': 'idp-ca.crt',
+          },
+        },
+      },
+      want: {
+        oidc: {
+          idToken: 'a.b.c',
+          refreshToken: 'r',
+          issuerUrl: 'https://idp.example',
+          clientId: 'kubectl',
+          clientSecret: undefined,
+          ca: { file: '/home/dev/.kube/idp-ca.crt' },
+          user: 'me',
+        },
+      },
+    },
   ])('reads $name', ({ cluster, user, want }) => {
     const c = parseKubeconfig(doc(cluster, user, { namespace: 'team' }), '/home/dev/.kube/config');
     expect(c.server.href).toBe('https://127.0.0.1:6443/');
@@ -103,6 +148,10 @@ describe('parseKubeconfig', () => {
       token: undefined,
       tokenFile: undefined,
       exec: undefined,
+      basic: undefined,
+      oidc: undefined,
+      impersonate: undefined,
+      proxy: undefined,
       namespace: undefined,
       tlsServerName: undefined,
     });
@@ -148,9 +197,15 @@ describe('parseKubeconfig', () => {
       error: '/k: clusters[kind].cluster.insecure-skip-tls-verify "yes" is not true or false',
     },
     {
-      name: 'a proxy-url',
-      cluster: { 'proxy-url': 'http://proxy:3128' },
-      error: '/k: clusters[kind].cluster.proxy-url "http://proxy:3128": proxies are not supported',
+      name: 'a socks5 proxy-url',
+      cluster: { 'proxy-url': 'socks5://proxy:1080' },
+      error:
+        '/k: clusters[kind].cluster.proxy-url "socks5://proxy:1080": only http:// proxies (HTTP CONNECT) are supported, not socks5://',
+    },
+    {
+      name: 'a proxy-url that is not a URL',
+      cluster: { 'proxy-url': 'proxy' },
+      error: '/k: clusters[kind].cluster.proxy-url "proxy" is not a URL',
     },
     {
       name: 'a client certificate without a key',
@@ -159,15 +214,50 @@ describe('parseKubeconfig', () => {
     },
     { name: 'a token that is not a string', user: { token: 42 }, error: '/k: users[me].user.token 42 is not a string' },
     {
-      name: 'an auth-provider',
+      name: 'the gcp auth provider, which kubectl removed',
       user: { 'auth-provider': { name: 'gcp' } },
       error:
-        '/k: users[me].user.auth-provider is not supported; use a token, tokenFile, client certificate or exec plugin',
+        '/k: users[me].user.auth-provider.name "gcp": the gcp auth provider was removed from kubectl; use the exec plugin gke-gcloud-auth-plugin',
     },
     {
-      name: 'basic auth',
-      user: { username: 'admin', password: 'x' },
-      error: '/k: users[me].user.username is not supported',
+      name: 'the azure auth provider, which kubectl removed',
+      user: { 'auth-provider': { name: 'azure' } },
+      error: '/k: users[me].user.auth-provider.name "azure": the azure auth provider was removed from kubectl',
+    },
+    {
+      name: 'an auth provider kubectl never had',
+      user: { 'auth-provider': { name: 'keystone' } },
+      error: '/k: users[me].user.auth-provider.name "keystone" is not an auth provider kubectl has (only oidc)',
+    },
+    {
+      name: 'an oidc provider with neither an id-token nor a refresh-token',
+      user: { 'auth-provider': { name: 'oidc', config: {} } },
+      error: '/k: users[me].user.auth-provider.config.id-token is not set (nor a refresh-token to get one)',
+    },
+    {
+      name: 'an oidc refresh-token without an issuer',
+      user: { 'auth-provider': { name: 'oidc', config: { 'refresh-token': 'r' } } },
+      error: '/k: users[me].user.auth-provider.config.idp-issuer-url is not set, but refresh-token is',
+    },
+    {
+      name: 'a password without a username',
+      user: { password: 'x' },
+      error: '/k: users[me].user.username is not set, but password is',
+    },
+    {
+      name: 'impersonated groups without a user',
+      user: { 'as-groups': ['dev'] },
+      error: '/k: users[me].user.as is not set, but as-groups is',
+    },
+    {
+      name: 'as-groups that is not a list of strings',
+      user: { as: 'alice', 'as-groups': 'dev' },
+      error: '/k: users[me].user.as-groups "dev" is not a list of strings',
+    },
+    {
+      name: 'as-user-extra whose values are not lists',
+      user: { as: 'alice', 'as-user-extra': { scopes: 'a' } },
+      error: '/k: users[me].user.as-user-extra.scopes "a" is not a list of strings',
     },
     {
       name: 'an exec plugin without a command',
