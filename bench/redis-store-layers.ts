@@ -184,8 +184,10 @@ async function main(): Promise<void> {
       };
     });
     // The servers' side: INFO commandstats of the first server over SERVER_PAIRS pairs of
-    // acquire() alone, then of node-redlock alone (µs per EVALSHA, and per INFO: the epoch floor).
-    const serverSide: Record<string, { evalshaUsPerCall: number; infoUsPerCall: number }> = {};
+    // acquire() alone, then of node-redlock alone: every command either sends, how many per
+    // acquire+release pair (EVALSHA and EVAL: the round trips; the rest run inside the scripts)
+    // and µs per call (INFO: the epoch floor's replication ID).
+    const serverSide: Record<string, Record<string, { perPair: number; usPerCall: number }>> = {};
     const first = peerClients[0];
     for (const k of [layers.length - 2, layers.length - 1]) {
       const [name, pair] = layers[k] ?? [];
@@ -193,9 +195,14 @@ async function main(): Promise<void> {
       await first.config('RESETSTAT');
       for (let i = 0; i < SERVER_PAIRS; i++) await pair();
       const stats = await first.info('commandstats');
-      const perCall = (cmd: string): number =>
-        Number(new RegExp(`^cmdstat_${cmd}:.*usec_per_call=([0-9.]+)`, 'm').exec(stats)?.[1] ?? 0);
-      serverSide[name] = { evalshaUsPerCall: perCall('evalsha'), infoUsPerCall: perCall('info') };
+      const commands: Record<string, { perPair: number; usPerCall: number }> = {};
+      for (const m of stats.matchAll(/^cmdstat_(\w+):calls=(\d+),usec=\d+,usec_per_call=([0-9.]+)/gm)) {
+        const [, cmd = '', calls = '0', us = '0'] = m;
+        // The statistics' own commands (CONFIG RESETSTAT, this INFO) are not the pairs'.
+        if (cmd === 'config' || (cmd === 'info' && Number(calls) <= 1)) continue;
+        commands[cmd] = { perPair: Math.round((Number(calls) / SERVER_PAIRS) * 100) / 100, usPerCall: Number(us) };
+      }
+      serverSide[name] = commands;
     }
     const loadEnd = loadAverage();
     const machine = describeMachine();
@@ -225,8 +232,11 @@ async function main(): Promise<void> {
           1,
         ),
         ...Object.entries(serverSide).map(
-          ([name, v]) =>
-            `${name}, on the first server over ${SERVER_PAIRS} pairs: ${v.evalshaUsPerCall} µs per EVALSHA, ${v.infoUsPerCall} µs per INFO`,
+          ([name, cmds]) =>
+            `${name}, on the first server over ${SERVER_PAIRS} pairs, per pair (µs per call): ${Object.entries(cmds)
+              .sort(([a], [b]) => a.localeCompare(b))
+              .map(([cmd, v]) => `${cmd} ${v.perPair} (${v.usPerCall})`)
+              .join(', ')}`,
         ),
         relative(process.cwd(), file),
       ]
