@@ -58,6 +58,12 @@ interface ImplResult {
     readonly waitMs: Stats;
     /** perWorker: acquisitions per worker — how evenly the lock went round (a releasing worker that takes it straight back starves the others). */
     readonly perWorker: readonly number[];
+    /**
+     * scriptsPerGrant: the scripts (EVALSHA and EVAL, each a round trip) the first Redis ran per
+     * acquisition, from INFO commandstats: the acquires refused to waiters that lost the race, the
+     * grant, the release. Undefined for the Lease store.
+     */
+    readonly scriptsPerGrant?: number;
   };
   /** tokensIncreasing: every token seen under contention was above the one before (undefined: no tokens). */
   readonly tokensIncreasing: boolean | undefined;
@@ -104,6 +110,13 @@ async function latencies(impls: readonly { impl: BenchLockImpl; runs: number; ta
     }
   }
   return out;
+}
+
+/** scriptsPer: EVALSHA and EVAL calls in an INFO commandstats reply, per `grants`. */
+function scriptsPer(stats: string, grants: number): number {
+  let calls = 0;
+  for (const m of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
+  return Math.round((calls / Math.max(1, grants)) * 100) / 100;
 }
 
 async function contention(
@@ -177,6 +190,8 @@ async function main(): Promise<void> {
       return cs;
     };
     fp = await fencepostImpls(urls, TTL_MS);
+    const [admin] = connect(1);
+    if (admin === undefined) throw new Error('no admin client');
     const plans: { tag: string; make: () => BenchLockImpl; runs: number }[] = [
       { tag: 'fp-redis', make: () => fp?.redis() ?? unready(), runs },
       { tag: 'node-redlock-1', make: () => nodeRedlock(connect(1)), runs },
@@ -203,6 +218,8 @@ async function main(): Promise<void> {
       if (interrupt.signal.aborted) throw new Error('interrupted');
       process.stderr.write(`contention: ${p.tag}…\n`);
       const one = ones[k]?.impl ?? p.make();
+      const redisImpl = !apart(p.tag);
+      if (redisImpl) await admin.config('RESETSTAT');
       const c = await contention(
         Array.from({ length: workers }, () => p.make()),
         seconds,
@@ -213,7 +230,13 @@ async function main(): Promise<void> {
         masters: one.masters,
         issuesTokens: one.issuesTokens,
         latencyMs: summarize(lat[k] ?? []),
-        contention: { workers, perSecond: c.perSecond, waitMs: summarize(c.waits), perWorker: c.perWorker },
+        contention: {
+          workers,
+          perSecond: c.perSecond,
+          waitMs: summarize(c.waits),
+          perWorker: c.perWorker,
+          ...(redisImpl ? { scriptsPerGrant: scriptsPer(await admin.info('commandstats'), c.waits.length) } : {}),
+        },
         tokensIncreasing: c.tokensIncreasing,
         latencyP50Us: Math.round(percentile(lat[k] ?? [], 50) * 10_000) / 10,
       });
@@ -241,6 +264,8 @@ async function main(): Promise<void> {
         `${workers} workers/s`,
         'wait p50',
         'wait p99',
+        'scripts/grant',
+        'per worker min/max',
       ],
       ...results.map((r) => [
         r.name,
@@ -253,6 +278,7 @@ async function main(): Promise<void> {
         String(r.contention.perSecond),
         f(r.contention.waitMs.p50),
         f(r.contention.waitMs.p99),
+        r.contention.scriptsPerGrant?.toFixed(2) ?? '',
         `${Math.min(...r.contention.perWorker)}/${Math.max(...r.contention.perWorker)}`,
       ]),
     ];

@@ -46,6 +46,9 @@ const TTL_MS = 10_000;
 /** SERVER_PAIRS: pairs of acquire() alone, then of node-redlock alone, under INFO commandstats. */
 const SERVER_PAIRS = 2000;
 
+/** SLOW_US: the SLOWLOG threshold during the server-side pairs, in µs (Redis's default is 10,000). */
+const SLOW_US = 100;
+
 /** Pair is one timed acquire+release. */
 type Pair = () => Promise<void>;
 
@@ -187,13 +190,19 @@ async function main(): Promise<void> {
     // acquire() alone, then of node-redlock alone: every command either sends, how many per
     // acquire+release pair (EVALSHA and EVAL: the round trips; the rest run inside the scripts)
     // and µs per call (INFO: the epoch floor's replication ID).
+    // SLOWLOG: how many of those commands took more than SLOW_US on the server, and the slowest.
     const serverSide: Record<string, Record<string, { perPair: number; usPerCall: number }>> = {};
+    const slow: Record<string, { over: number; slowestUs: number }> = {};
     const first = peerClients[0];
     for (const k of [layers.length - 2, layers.length - 1]) {
       const [name, pair] = layers[k] ?? [];
       if (first === undefined || name === undefined || pair === undefined) continue;
+      await first.config('SET', 'slowlog-log-slower-than', String(SLOW_US));
+      await first.slowlog('RESET');
       await first.config('RESETSTAT');
       for (let i = 0; i < SERVER_PAIRS; i++) await pair();
+      const entries = (await first.slowlog('GET', 1000)) as [number, number, number, ...unknown[]][];
+      slow[name] = { over: entries.length, slowestUs: Math.max(0, ...entries.map((e) => Number(e[2]))) };
       const stats = await first.info('commandstats');
       const commands: Record<string, { perPair: number; usPerCall: number }> = {};
       for (const m of stats.matchAll(/^cmdstat_(\w+):calls=(\d+),usec=\d+,usec_per_call=([0-9.]+)/gm)) {
@@ -213,6 +222,7 @@ async function main(): Promise<void> {
       settings: { runs, masters, ttlMs: TTL_MS, serverPairs: SERVER_PAIRS },
       results,
       serverSide,
+      slowlog: { thresholdUs: SLOW_US, byLayer: slow },
     });
     process.stdout.write(
       [
@@ -237,6 +247,9 @@ async function main(): Promise<void> {
               .sort(([a], [b]) => a.localeCompare(b))
               .map(([cmd, v]) => `${cmd} ${v.perPair} (${v.usPerCall})`)
               .join(', ')}`,
+        ),
+        ...Object.entries(slow).map(
+          ([name, v]) => `${name}: ${v.over} commands over ${SLOW_US} µs in SLOWLOG, the slowest ${v.slowestUs} µs`,
         ),
         relative(process.cwd(), file),
       ]
