@@ -194,22 +194,38 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
       () => false,
     );
   };
-  const granted = (a: Settled<MasterAcquire>): boolean => a.ok && a.value.ok;
   return {
     async tryAcquire(owner, ttlMs, floor): Promise<Attempt> {
       // 1. The time before anything is sent: every key's TTL starts after it.
       const startedAt = o.clock.monotonicMs();
       const validity = validUntil(startedAt, ttlMs);
-      // Decided once a majority granted, or once other owners' keys alone keep a majority out of
-      // reach (the contended case). Masters that fail are waited for: the refusal then says how
-      // many granted and how many did not answer.
+      // Decided once other owners' keys alone keep a majority out of reach (the contended case),
+      // or once a majority granted in the steady state: one counter value on all of them, each
+      // there before and advanced by the same master process as last time. Then every master
+      // that grants later advances from that same value to the same token, and an observer that
+      // reads any master naming this owner (stores/observe.ts) reads the holder's token.
+      // Otherwise — a new or lost counter, a restarted or failed-over master, counters apart —
+      // every answer is waited for and the token is the largest of all, raised where it is not.
+      // Masters that fail are waited for too: a refusal then says how many granted.
       const heldThere = (a: Settled<MasterAcquire>): boolean => a.ok && !a.value.ok;
+      const steady = (as: Answers<MasterAcquire>): boolean => {
+        let value: bigint | undefined;
+        let agreeing = 0;
+        for (const a of as) {
+          if (a === undefined || !a.ok || !a.value.ok) continue;
+          if (!a.value.existed || a.value.epochChanged || (value !== undefined && a.value.counter !== value))
+            return false;
+          value = a.value.counter;
+          agreeing++;
+        }
+        return agreeing >= q;
+      };
       const answers = await gather(
         o.clock,
         timeout,
         masters,
         (m) => m.acquire(owner, ttlMs, floor),
-        (as) => count(as, granted) >= q || count(as, heldThere) > n - q,
+        (as) => count(as, heldThere) > n - q || steady(as),
       );
       const took: (Extract<MasterAcquire, { ok: true }> & { readonly master: MasterPort })[] = [];
       let held = 0;

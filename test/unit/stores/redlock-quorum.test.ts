@@ -1,5 +1,5 @@
 // The Redlock store decides at the answer that settles it (redlock/quorum.ts gather), not at the
-// last master's: two masters that never answer hold up neither a grant, a renew nor a holder's
+// last master's, in the steady state (one counter value on the majority): two masters that never answer hold up neither a grant, a renew nor a holder's
 // release, and the releases still out are what a store's close waits for (Outstanding).
 import { describe, expect, it } from 'vitest';
 import type { TimerClock } from '../../../src/runtime/clock.ts';
@@ -49,6 +49,27 @@ describe('Redlock store, decided at the majority', () => {
     expect(await backend.renew('a', 1000)).toBe('renewed');
     await backend.release('a');
     expect(released).toEqual(['m0:a', 'm1:a', 'm2:a']);
+  });
+
+  it('waits for every master when the majority is not in the steady state (a new counter): the token is the largest of all', async () => {
+    const later = <T>(v: T): Promise<T> =>
+      new Promise((resolve) => {
+        setTimeout(() => {
+          resolve(v);
+        }, 5);
+      });
+    const ports: MasterPort[] = masters(5, 5).ports.map((p, i) => ({
+      ...p,
+      // Each master floors a new counter at its own clock: the late two answer higher.
+      acquire: () => {
+        const a = { ok: true as const, counter: i < 3 ? 100n : 101n, existed: false, epochChanged: true };
+        return i < 3 ? Promise.resolve(a) : later(a);
+      },
+    }));
+    expect(await redlockBackend(ports, { clock }).tryAcquire('c', 1000, 0n)).toMatchObject({
+      granted: true,
+      token: 101n,
+    });
   });
 
   it("refuses as soon as other owners' keys hold a majority out of reach, naming those not waited for", async () => {
