@@ -9,7 +9,8 @@
  *   - the Lease store (the controller grants through the API server), for contrast.
  * Per implementation:
  *   - latency: N sequential acquire+release pairs of a free lock (each pair timed), interleaved
- *     over the implementations in 10 rounds after a warm-up round;
+ *     over the Redis implementations in 10 rounds after a warm-up round; the Lease store's after
+ *     them, on its own (see main);
  *   - contention: W workers, each with its own connections, take and release the same lock
  *     for S seconds: acquisitions per second, and each acquire's wait (p50/p99).
  * Writes .results/bench/redis-locks.json (machine, load average at start and end) and prints a table.
@@ -57,6 +58,12 @@ interface ImplResult {
     readonly waitMs: Stats;
     /** perWorker: acquisitions per worker — how evenly the lock went round (a releasing worker that takes it straight back starves the others). */
     readonly perWorker: readonly number[];
+    /**
+     * scriptsPerGrant: the scripts (EVALSHA and EVAL, each a round trip) the first Redis ran per
+     * acquisition, from INFO commandstats: the acquires refused to waiters that lost the race, the
+     * grant, the release. Undefined for the Lease store.
+     */
+    readonly scriptsPerGrant?: number;
   };
   /** tokensIncreasing: every token seen under contention was above the one before (undefined: no tokens). */
   readonly tokensIncreasing: boolean | undefined;
@@ -81,10 +88,9 @@ const ROUNDS = 10;
 /**
  * latencies times `runs` acquire+release pairs of a free lock per implementation, interleaved in
  * ROUNDS rounds (each pair timed; one warm-up round first). Each round starts with the next
- * implementation: what one leaves running in the background (the Lease store's controller goes on
- * reconciling after its last release) falls on the first pairs of whichever comes after it, and
- * with a fixed order that was always the fencepost Redis store (its p99 was 2.1–2.4 ms, the
- * peers' 0.4–0.6 ms, in the runs before this order).
+ * implementation, so that no one is always the first after the warm-up round. What one leaves
+ * running in the background falls on whichever follows it in the cycle, the same one every round:
+ * an implementation that leaves work behind (the Lease store) is timed in a call of its own.
  */
 async function latencies(impls: readonly { impl: BenchLockImpl; runs: number; tag: string }[]): Promise<number[][]> {
   const out = impls.map(() => [] as number[]);
@@ -104,6 +110,13 @@ async function latencies(impls: readonly { impl: BenchLockImpl; runs: number; ta
     }
   }
   return out;
+}
+
+/** scriptsPer: EVALSHA and EVAL calls in an INFO commandstats reply, per `grants`. */
+function scriptsPer(stats: string, grants: number): number {
+  let calls = 0;
+  for (const m of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
+  return Math.round((calls / Math.max(1, grants)) * 100) / 100;
 }
 
 async function contention(
@@ -177,6 +190,8 @@ async function main(): Promise<void> {
       return cs;
     };
     fp = await fencepostImpls(urls, TTL_MS);
+    const [admin] = connect(1);
+    if (admin === undefined) throw new Error('no admin client');
     const plans: { tag: string; make: () => BenchLockImpl; runs: number }[] = [
       { tag: 'fp-redis', make: () => fp?.redis() ?? unready(), runs },
       { tag: 'node-redlock-1', make: () => nodeRedlock(connect(1)), runs },
@@ -188,12 +203,23 @@ async function main(): Promise<void> {
     ];
     const ones = plans.map((p) => ({ impl: p.make(), runs: p.runs, tag: p.tag }));
     process.stderr.write(`latency: ${ROUNDS} interleaved rounds…\n`);
-    const lat = await latencies(ones);
+    // The Lease store's pairs are timed apart, after the others: each leaves its in-process
+    // controller reconciling for a while after the release, and in one rotation with the others
+    // that work always fell on the same implementation (rotating where a round starts does not
+    // change which one follows the Lease store in the cycle: the fencepost Redis store, whose p99
+    // was 2–7 ms while the peers' was under 1 ms).
+    const apart = (tag: string): boolean => tag === 'fp-lease';
+    const together = await latencies(ones.filter((o) => !apart(o.tag)));
+    const alone = await latencies(ones.filter((o) => apart(o.tag)));
+    let [t, a] = [0, 0];
+    const lat = ones.map((o) => (apart(o.tag) ? alone[a++] : together[t++]) ?? []);
     const measured: ImplResult[] = [];
     for (const [k, p] of plans.entries()) {
       if (interrupt.signal.aborted) throw new Error('interrupted');
       process.stderr.write(`contention: ${p.tag}…\n`);
       const one = ones[k]?.impl ?? p.make();
+      const redisImpl = !apart(p.tag);
+      if (redisImpl) await admin.config('RESETSTAT');
       const c = await contention(
         Array.from({ length: workers }, () => p.make()),
         seconds,
@@ -204,7 +230,13 @@ async function main(): Promise<void> {
         masters: one.masters,
         issuesTokens: one.issuesTokens,
         latencyMs: summarize(lat[k] ?? []),
-        contention: { workers, perSecond: c.perSecond, waitMs: summarize(c.waits), perWorker: c.perWorker },
+        contention: {
+          workers,
+          perSecond: c.perSecond,
+          waitMs: summarize(c.waits),
+          perWorker: c.perWorker,
+          ...(redisImpl ? { scriptsPerGrant: scriptsPer(await admin.info('commandstats'), c.waits.length) } : {}),
+        },
         tokensIncreasing: c.tokensIncreasing,
         latencyP50Us: Math.round(percentile(lat[k] ?? [], 50) * 10_000) / 10,
       });
@@ -232,6 +264,8 @@ async function main(): Promise<void> {
         `${workers} workers/s`,
         'wait p50',
         'wait p99',
+        'scripts/grant',
+        'per worker min/max',
       ],
       ...results.map((r) => [
         r.name,
@@ -244,6 +278,7 @@ async function main(): Promise<void> {
         String(r.contention.perSecond),
         f(r.contention.waitMs.p50),
         f(r.contention.waitMs.p99),
+        r.contention.scriptsPerGrant?.toFixed(2) ?? '',
         `${Math.min(...r.contention.perWorker)}/${Math.max(...r.contention.perWorker)}`,
       ]),
     ];

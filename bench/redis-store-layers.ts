@@ -13,9 +13,10 @@
  *   - `holdLock`: the waiter and the watchdog (stores/hold.ts) on that backend;
  *   - `acquire()`: the library call with a connectStore connection, as an app makes it.
  *
- * The pairs are interleaved one by one over the layers, so that drift falls on all alike. The
- * absolute figures move by 20% from run to run on this machine; the differences between layers
- * in one run are the result. Run it with the machine alone.
+ * The pairs are interleaved over the layers, one by one (or `--block` at a time: the tight loop
+ * of bench/redis-locks.ts, in which the peers run faster than one by one), so that drift falls on
+ * all alike. The absolute figures move by 20% from run to run on this machine; the differences
+ * between layers in one run are the result. Run it with the machine alone.
  */
 import { randomUUID } from 'node:crypto';
 import { relative } from 'node:path';
@@ -35,16 +36,21 @@ import { nodeRedlock } from './peers/redis-lock-peers.ts';
 
 const USAGE = `Usage: node bench/redis-store-layers.ts [--runs N] [--masters 1|5]
 
-  --runs N      acquire+release pairs per layer, interleaved one by one (default 10000)
+  --runs N      acquire+release pairs per layer, interleaved (default 10000)
   --masters M   1: the Redis store (default); 5: the Redlock store on five redis-servers
+  --block B     run each layer's pairs B at a time before the next layer's (default 1: one by
+                one); B > 1 is the tight loop of bench/redis-locks.ts, where the peers get faster
 
-Writes .results/bench/redis-store-layers.json (redis-store-layers-5.json for five masters).
+Writes .results/bench/redis-store-layers.json (-5 for five masters, -blockB for --block B > 1).
 `;
 
 const TTL_MS = 10_000;
 
 /** SERVER_PAIRS: pairs of acquire() alone, then of node-redlock alone, under INFO commandstats. */
 const SERVER_PAIRS = 2000;
+
+/** SLOW_US: the SLOWLOG threshold during the server-side pairs, in µs (Redis's default is 10,000). */
+const SLOW_US = 100;
 
 /** Pair is one timed acquire+release. */
 type Pair = () => Promise<void>;
@@ -67,11 +73,12 @@ function scriptPair(clients: readonly Redis[], tag: string): Pair {
 }
 
 /** parseOptions reads --runs and --masters (undefined after --help), naming a bad flag and its value. */
-function parseOptions(): { runs: number; masters: 1 | 5 } | undefined {
+function parseOptions(): { runs: number; masters: 1 | 5; block: number } | undefined {
   const { values } = parseArgs({
     options: {
       runs: { type: 'string', default: '10000' },
       masters: { type: 'string', default: '1' },
+      block: { type: 'string', default: '1' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -85,13 +92,16 @@ function parseOptions(): { runs: number; masters: 1 | 5 } | undefined {
     throw new Error(`--runs: must be a positive integer, got ${JSON.stringify(values.runs)}`);
   if (values.masters !== '1' && values.masters !== '5')
     throw new Error(`--masters: must be 1 or 5, got ${JSON.stringify(values.masters)}`);
-  return { runs, masters: values.masters === '1' ? 1 : 5 };
+  const block = Number(values.block);
+  if (!Number.isInteger(block) || block < 1 || block > runs)
+    throw new Error(`--block: must be an integer in [1, --runs], got ${JSON.stringify(values.block)}`);
+  return { runs, masters: values.masters === '1' ? 1 : 5, block };
 }
 
 async function main(): Promise<void> {
   const options = parseOptions();
   if (options === undefined) return;
-  const { runs, masters } = options;
+  const { runs, masters, block } = options;
   const loadStart = loadAverage();
   const servers = await Promise.all(Array.from({ length: masters }, () => startRedis()));
   const url =
@@ -161,15 +171,16 @@ async function main(): Promise<void> {
         },
       ],
     ];
-    process.stderr.write(`${runs} pairs per layer, interleaved…\n`);
+    process.stderr.write(`${runs} pairs per layer, interleaved ${block} at a time…\n`);
     for (const [, pair] of layers) for (let i = 0; i < 1000; i++) await pair(); // warm-up
     const times = layers.map(() => [] as number[]);
-    for (let i = 0; i < runs; i++)
-      for (const [k, [, pair]] of layers.entries()) {
-        const t0 = performance.now();
-        await pair();
-        times[k]?.push(performance.now() - t0);
-      }
+    for (let i = 0; i < runs; i += block)
+      for (const [k, [, pair]] of layers.entries())
+        for (let j = 0; j < block && i + j < runs; j++) {
+          const t0 = performance.now();
+          await pair();
+          times[k]?.push(performance.now() - t0);
+        }
     const us = (ms: number): number => Math.round(ms * 10_000) / 10;
     const base = us(percentile(times[0] ?? [], 50));
     const peerP50 = us(percentile(times[layers.length - 1] ?? [], 50));
@@ -184,29 +195,46 @@ async function main(): Promise<void> {
       };
     });
     // The servers' side: INFO commandstats of the first server over SERVER_PAIRS pairs of
-    // acquire() alone, then of node-redlock alone (µs per EVALSHA, and per INFO: the epoch floor).
-    const serverSide: Record<string, { evalshaUsPerCall: number; infoUsPerCall: number }> = {};
+    // acquire() alone, then of node-redlock alone: every command either sends, how many per
+    // acquire+release pair (EVALSHA and EVAL: the round trips; the rest run inside the scripts)
+    // and µs per call (INFO: the epoch floor's replication ID).
+    // SLOWLOG: how many of those commands took more than SLOW_US on the server, and the slowest.
+    const serverSide: Record<string, Record<string, { perPair: number; usPerCall: number }>> = {};
+    const slow: Record<string, { over: number; slowestUs: number }> = {};
     const first = peerClients[0];
     for (const k of [layers.length - 2, layers.length - 1]) {
       const [name, pair] = layers[k] ?? [];
       if (first === undefined || name === undefined || pair === undefined) continue;
+      await first.config('SET', 'slowlog-log-slower-than', String(SLOW_US));
+      await first.slowlog('RESET');
       await first.config('RESETSTAT');
       for (let i = 0; i < SERVER_PAIRS; i++) await pair();
+      const entries = (await first.slowlog('GET', 1000)) as [number, number, number, ...unknown[]][];
+      slow[name] = { over: entries.length, slowestUs: Math.max(0, ...entries.map((e) => Number(e[2]))) };
       const stats = await first.info('commandstats');
-      const perCall = (cmd: string): number =>
-        Number(new RegExp(`^cmdstat_${cmd}:.*usec_per_call=([0-9.]+)`, 'm').exec(stats)?.[1] ?? 0);
-      serverSide[name] = { evalshaUsPerCall: perCall('evalsha'), infoUsPerCall: perCall('info') };
+      const commands: Record<string, { perPair: number; usPerCall: number }> = {};
+      for (const m of stats.matchAll(/^cmdstat_(\w+):calls=(\d+),usec=\d+,usec_per_call=([0-9.]+)/gm)) {
+        const [, cmd = '', calls = '0', us = '0'] = m;
+        // The statistics' own commands (CONFIG RESETSTAT, this INFO) are not the pairs'.
+        if (cmd === 'config' || (cmd === 'info' && Number(calls) <= 1)) continue;
+        commands[cmd] = { perPair: Math.round((Number(calls) / SERVER_PAIRS) * 100) / 100, usPerCall: Number(us) };
+      }
+      serverSide[name] = commands;
     }
     const loadEnd = loadAverage();
     const machine = describeMachine();
-    const file = writeResult(masters === 1 ? 'redis-store-layers.json' : `redis-store-layers-${masters}.json`, {
-      benchmark: 'redis-store-layers',
-      machine,
-      loadAverage: { start: loadStart, end: loadEnd },
-      settings: { runs, masters, ttlMs: TTL_MS, serverPairs: SERVER_PAIRS },
-      results,
-      serverSide,
-    });
+    const file = writeResult(
+      `redis-store-layers${masters === 1 ? '' : `-${masters}`}${block === 1 ? '' : `-block${block}`}.json`,
+      {
+        benchmark: 'redis-store-layers',
+        machine,
+        loadAverage: { start: loadStart, end: loadEnd },
+        settings: { runs, masters, block, ttlMs: TTL_MS, serverPairs: SERVER_PAIRS },
+        results,
+        serverSide,
+        slowlog: { thresholdUs: SLOW_US, byLayer: slow },
+      },
+    );
     process.stdout.write(
       [
         machineLine(machine),
@@ -225,8 +253,14 @@ async function main(): Promise<void> {
           1,
         ),
         ...Object.entries(serverSide).map(
-          ([name, v]) =>
-            `${name}, on the first server over ${SERVER_PAIRS} pairs: ${v.evalshaUsPerCall} µs per EVALSHA, ${v.infoUsPerCall} µs per INFO`,
+          ([name, cmds]) =>
+            `${name}, on the first server over ${SERVER_PAIRS} pairs, per pair (µs per call): ${Object.entries(cmds)
+              .sort(([a], [b]) => a.localeCompare(b))
+              .map(([cmd, v]) => `${cmd} ${v.perPair} (${v.usPerCall})`)
+              .join(', ')}`,
+        ),
+        ...Object.entries(slow).map(
+          ([name, v]) => `${name}: ${v.over} commands over ${SLOW_US} µs in SLOWLOG, the slowest ${v.slowestUs} µs`,
         ),
         relative(process.cwd(), file),
       ]

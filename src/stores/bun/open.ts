@@ -9,7 +9,7 @@ import { lockKeys } from '../redis/keys.ts';
 import { redisLockBackend } from '../redis/lock-backend.ts';
 import { ACQUIRE_KEYS, ACQUIRE_LUA, RELEASE_LUA, RENEW_LUA } from '../redis/scripts.ts';
 import { masterPort } from '../redlock/master-port.ts';
-import { redlockBackend } from '../redlock/quorum.ts';
+import { MASTER_TIMEOUT_MS, Outstanding, redlockBackend } from '../redlock/quorum.ts';
 import { shardedLock, shardIdentity, type Shard } from '../shards.ts';
 import { REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from '../redlock/scripts.ts';
 import type { LockStore } from '../store.ts';
@@ -91,15 +91,17 @@ export async function openStore(
     }
     case 'redlock': {
       const masters = of(spec.masters).map((m) => m.master);
+      const outstanding = new Outstanding();
       return {
         kind: 'redlock',
         display: spec.display,
         lock: (namespace, name) =>
           redlockBackend(
             masters.map((m) => masterPort(m, lockKeys(namespace, name))),
-            { clock },
+            { clock, outstanding },
           ),
-        close,
+        // Releases done on a majority may still be out on the rest (redlock/quorum.ts Outstanding).
+        close: () => outstanding.settled(clock, MASTER_TIMEOUT_MS).then(close),
       };
     }
   }

@@ -16,7 +16,6 @@
  *   used again.
  */
 import { Cluster, Redis } from 'ioredis';
-import { withTimeout } from '../../runtime/timeout.ts';
 import type { Script } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 
@@ -136,8 +135,27 @@ export function defineScript(
   if (typeof command !== 'function') throw new Error(`ioredis did not define the command ${name}`);
   const call = (keys: readonly string[], args: readonly string[]): Promise<unknown> =>
     Promise.resolve((command as (...a: string[]) => unknown).call(client, ...keys, ...args));
+  if (!bound)
+    return (keys, args) =>
+      call(keys, args).catch((err: unknown) => {
+        throw failure(client, where, err);
+      });
+  // One promise and one timer per call, the error named where it settles: on the path of every
+  // acquire and release, each further promise in the chain is another turn of the microtask queue.
   return (keys, args) =>
-    (bound ? withTimeout(call(keys, args), COMMAND_TIMEOUT_MS, name) : call(keys, args)).catch((err: unknown) => {
-      throw failure(client, where, err);
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(failure(client, where, new Error(`${name}: no answer within ${COMMAND_TIMEOUT_MS} ms`)));
+      }, COMMAND_TIMEOUT_MS);
+      call(keys, args).then(
+        (reply) => {
+          clearTimeout(timer);
+          resolve(reply);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(failure(client, where, err));
+        },
+      );
     });
 }

@@ -11,7 +11,7 @@ import { RELEASE_LUA, RENEW_LUA } from '../redis/scripts.ts';
 import type { LockStore } from '../store.ts';
 import type { RedisTarget } from '../url.ts';
 import { masterPort } from './master-port.ts';
-import { quorum, redlockBackend } from './quorum.ts';
+import { MASTER_TIMEOUT_MS, Outstanding, quorum, redlockBackend } from './quorum.ts';
 import { REDLOCK_ACQUIRE_KEYS, REDLOCK_ACQUIRE_LUA, REDLOCK_RAISE_LUA } from './scripts.ts';
 
 /** OPEN_WAIT_MS: how long opening waits for the masters' first connections (a master down stays down, the rest go on). */
@@ -55,6 +55,7 @@ export async function openRedlockStore(
     masters.map((m) => m.client),
     Math.min(readyWithinMs, OPEN_WAIT_MS),
   );
+  const outstanding = new Outstanding();
   return {
     kind: 'redlock',
     display,
@@ -63,9 +64,11 @@ export async function openRedlockStore(
       const ports = masters.map((m) =>
         masterPort({ ...m, listen: (channel, fn) => m.channels.listen(channel, fn) }, keys),
       );
-      return redlockBackend(ports, { clock });
+      return redlockBackend(ports, { clock, outstanding });
     },
     async close() {
+      // Releases done on a majority may still be out on the rest: sent, not yet answered.
+      await outstanding.settled(clock, MASTER_TIMEOUT_MS);
       for (const m of masters) {
         m.channels.close();
         m.client.disconnect();

@@ -60,30 +60,122 @@ export const MASTER_TIMEOUT_MS = 500;
 
 type Settled<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
 
-/** ask runs `p` bounded by `ms` on `clock`; never rejects. */
-async function ask<T>(clock: TimerClock, ms: number, p: () => Promise<T>): Promise<Settled<T>> {
-  let timer: { cancel(): void } | undefined;
-  try {
-    const value = await Promise.race([
-      p(),
-      new Promise<never>((_, reject) => {
-        timer = clock.setTimeout(() => {
-          reject(new Error(`no answer within ${ms} ms`));
-        }, ms);
-      }),
-    ]);
-    return { ok: true, value };
-  } catch (err) {
-    return { ok: false, error: err instanceof Error ? err.message : String(err) };
-  } finally {
-    timer?.cancel();
-  }
+/** Answers: what each master answered so far, by index; undefined: no answer (yet, or within the bound). */
+type Answers<T> = readonly (Settled<T> | undefined)[];
+
+/**
+ * gather sends `p` to every master at once and resolves with their answers as soon as `decided`
+ * says the answers so far settle the question, or all have answered, or `ms` have passed (the
+ * unanswered then stay undefined); never rejects. One timer bounds all the masters together.
+ *
+ * Resolving at the deciding answer rather than the last is what node-redlock does too: on a busy
+ * machine the last of five masters answers well after the third (measured in
+ * bench/redis-store-layers.ts --masters 5), and a lock taken or released on a majority is taken
+ * or released. The answers that come later are dropped; the requests themselves are already on
+ * their connections, and each master runs a connection's commands in the order sent, so a
+ * release sent after an acquire still undoes it there.
+ */
+function gather<M, T>(
+  clock: TimerClock,
+  ms: number,
+  masters: readonly M[],
+  p: (m: M) => Promise<T>,
+  decided: (answers: Answers<T>) => boolean,
+): Promise<Answers<T>> {
+  return new Promise((resolve) => {
+    const answers: (Settled<T> | undefined)[] = masters.map(() => undefined);
+    let left = masters.length;
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      timer.cancel();
+      resolve(answers);
+    };
+    const timer = clock.setTimeout(finish, ms);
+    const settle = (i: number, a: Settled<T>): void => {
+      if (done) return;
+      answers[i] = a;
+      if (--left === 0 || decided(answers)) finish();
+    };
+    if (left === 0) finish();
+    masters.forEach((m, i) => {
+      let call: Promise<T>;
+      try {
+        call = p(m);
+      } catch (err) {
+        call = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+      call.then(
+        (value) => {
+          settle(i, { ok: true, value });
+        },
+        (err: unknown) => {
+          settle(i, { ok: false, error: err instanceof Error ? err.message : String(err) });
+        },
+      );
+    });
+  });
+}
+
+/**
+ * refusal explains an acquire that `took` of `n` masters granted, `held` refused (another owner's
+ * key) and `failed` answered with an error; the rest did not answer within the bound, or were
+ * not waited for when the held ones alone decided it.
+ */
+function refusal(n: number, took: number, held: number, failed: number): string {
+  const q = quorum(n);
+  const unanswered = n - took - held - failed;
+  const decidedByHeld = held > n - q;
+  const silent = decidedByHeld ? failed : failed + unanswered;
+  const notWaited = decidedByHeld && unanswered > 0 ? `, ${unanswered} not waited for` : '';
+  return `${took} of ${n} masters granted, ${q} needed (${held} held by another owner, ${silent} did not answer${notWaited})`;
+}
+
+/** count is how many of `answers` satisfy `f`. */
+function count<T>(answers: Answers<T>, f: (a: Settled<T>) => boolean): number {
+  let c = 0;
+  for (const a of answers) if (a !== undefined && f(a)) c++;
+  return c;
 }
 
 /** RedlockOptions: the clock the validity is measured on, and the per-master timeout. */
 export interface RedlockOptions {
   readonly clock: TimerClock & Clock;
   readonly masterTimeoutMs?: number;
+  /** outstanding: where releases still out after their majority answered are kept, for the store's close to wait for. */
+  readonly outstanding?: Outstanding;
+}
+
+/**
+ * Outstanding keeps the requests a quorum decided without (a release done on a majority, the
+ * rest still out), so that closing the store waits for them rather than cutting them off: a key
+ * left on a minority would keep the lock from a majority that has a master down, for its TTL.
+ */
+export class Outstanding {
+  readonly #out = new Set<Promise<unknown>>();
+
+  /** track keeps `p` until it settles, and returns it. */
+  track<T>(p: Promise<T>): Promise<T> {
+    this.#out.add(p);
+    const drop = (): void => {
+      this.#out.delete(p);
+    };
+    p.then(drop, drop);
+    return p;
+  }
+
+  /** settled resolves once every tracked request has settled, or after `ms` on `clock`; never rejects. */
+  settled(clock: TimerClock, ms: number): Promise<void> {
+    if (this.#out.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = clock.setTimeout(resolve, ms);
+      void Promise.allSettled([...this.#out]).then(() => {
+        timer.cancel();
+        resolve();
+      });
+    });
+  }
 }
 
 /** redlockBackend is one lock over `masters` (see the module comment). */
@@ -91,23 +183,56 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
   const n = masters.length;
   const q = quorum(n);
   const timeout = o.masterTimeoutMs ?? MASTER_TIMEOUT_MS;
+  // A failed attempt gives back what it took on every master, and waits for all of them: the
+  // next attempt must not find its own leftovers.
   const releaseAll = async (owner: string): Promise<void> => {
-    await Promise.all(masters.map((m) => ask(o.clock, timeout, () => m.release(owner))));
+    await gather(
+      o.clock,
+      timeout,
+      masters,
+      (m) => m.release(owner),
+      () => false,
+    );
   };
   return {
     async tryAcquire(owner, ttlMs, floor): Promise<Attempt> {
       // 1. The time before anything is sent: every key's TTL starts after it.
       const startedAt = o.clock.monotonicMs();
       const validity = validUntil(startedAt, ttlMs);
-      const answers = await Promise.all(
-        masters.map((m) => ask(o.clock, timeout, () => m.acquire(owner, ttlMs, floor))),
+      // Decided once other owners' keys alone keep a majority out of reach (the contended case),
+      // or once a majority granted in the steady state: one counter value on all of them, each
+      // there before and advanced by the same master process as last time. Then every master
+      // that grants later advances from that same value to the same token, and an observer that
+      // reads any master naming this owner (stores/observe.ts) reads the holder's token.
+      // Otherwise — a new or lost counter, a restarted or failed-over master, counters apart —
+      // every answer is waited for and the token is the largest of all, raised where it is not.
+      // Masters that fail are waited for too: a refusal then says how many granted.
+      const heldThere = (a: Settled<MasterAcquire>): boolean => a.ok && !a.value.ok;
+      const steady = (as: Answers<MasterAcquire>): boolean => {
+        let value: bigint | undefined;
+        let agreeing = 0;
+        for (const a of as) {
+          if (a === undefined || !a.ok || !a.value.ok) continue;
+          if (!a.value.existed || a.value.epochChanged || (value !== undefined && a.value.counter !== value))
+            return false;
+          value = a.value.counter;
+          agreeing++;
+        }
+        return agreeing >= q;
+      };
+      const answers = await gather(
+        o.clock,
+        timeout,
+        masters,
+        (m) => m.acquire(owner, ttlMs, floor),
+        (as) => count(as, heldThere) > n - q || steady(as),
       );
       const took: (Extract<MasterAcquire, { ok: true }> & { readonly master: MasterPort })[] = [];
       let held = 0;
       let heldForMs: number | undefined;
       answers.forEach((a, i) => {
         const master = masters[i];
-        if (!a.ok || master === undefined) return;
+        if (a === undefined || !a.ok || master === undefined) return;
         if (a.value.ok) took.push({ ...a.value, master });
         else {
           held++;
@@ -122,7 +247,12 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
           // Held when the others' keys alone keep a majority out of reach (not merely masters down).
           held: held > n - q,
           ...(heldForMs !== undefined && heldForMs >= 0 ? { heldForMs } : {}),
-          reason: `${took.length} of ${n} masters granted, ${q} needed (${held} held by another owner, ${n - took.length - held} did not answer)`,
+          reason: refusal(
+            n,
+            took.length,
+            held,
+            count(answers, (a) => !a.ok),
+          ),
         };
       }
       if (o.clock.monotonicMs() >= validity) {
@@ -142,8 +272,14 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
       // and counted only when a majority acknowledged it in time.
       if (took.filter((t) => t.counter === token).length >= q)
         return { granted: true, token, counterMissing, clockFloored };
-      const acks = await Promise.all(took.map((t) => ask(o.clock, timeout, () => t.master.raise(owner, token))));
-      const acked = acks.filter((a) => a.ok && a.value).length;
+      const acks = await gather(
+        o.clock,
+        timeout,
+        took,
+        (t) => t.master.raise(owner, token),
+        (as) => count(as, (a) => a.ok && a.value) >= q || count(as, (a) => !(a.ok && a.value)) > took.length - q,
+      );
+      const acked = count(acks, (a) => a.ok && a.value);
       if (acked < q || o.clock.monotonicMs() >= validity) {
         await releaseAll(owner);
         return {
@@ -158,15 +294,32 @@ export function redlockBackend(masters: readonly MasterPort[], o: RedlockOptions
       return { granted: true, token, counterMissing, clockFloored };
     },
     async renew(owner, ttlMs): Promise<RenewAnswer> {
-      const answers = await Promise.all(masters.map((m) => ask(o.clock, timeout, () => m.renew(owner, ttlMs))));
-      const yes = answers.filter((a) => a.ok && a.value).length;
-      const no = answers.filter((a) => a.ok && !a.value).length;
+      const answers = await gather(
+        o.clock,
+        timeout,
+        masters,
+        (m) => m.renew(owner, ttlMs),
+        (as) => count(as, (a) => a.ok && a.value) >= q || count(as, (a) => a.ok && !a.value) > n - q,
+      );
+      const yes = count(answers, (a) => a.ok && a.value);
+      const no = count(answers, (a) => a.ok && !a.value);
       if (yes >= q) return 'renewed';
       // So many masters say "not yours" that a majority is out of reach: lost, no need to wait.
       if (no > n - q) return 'notOwner';
       throw new Error(`${yes} of ${n} masters renewed, ${q} needed (${no} said not the owner)`);
     },
-    release: releaseAll,
+    // A holder's release is done once a majority answered: the lock is then free to be taken by
+    // a majority. The rest are on their way (a store's close waits for them: redlock/masters.ts).
+    async release(owner): Promise<void> {
+      const track = o.outstanding !== undefined ? o.outstanding.track.bind(o.outstanding) : <T>(p: Promise<T>) => p;
+      await gather(
+        o.clock,
+        timeout,
+        masters,
+        (m) => track(m.release(owner)),
+        (as) => count(as, () => true) >= q,
+      );
+    },
     subscribe: (onRelease) => subscribeAny(masters, onRelease),
   };
 }
