@@ -54,46 +54,8 @@ export function storeTimings(ttlMs: number): TermTimings {
   return { leaseDurationMs: ttlMs, renewDeadlineMs: ttlMs - driftMs(ttlMs), renewPeriodMs: renewPeriodMs(ttlMs) };
 }
 
-/** RenewOutcome is what one renew request came back with. */
-export type RenewOutcome =
-  | { readonly kind: 'renewed' }
-  /** notOwner: the key is gone or holds another owner's value (it expired, or was taken over). */
-  | { readonly kind: 'notOwner' }
-  /** failed: no answer (Redis down, timeout, too few Redlock masters answered). */
-  | { readonly kind: 'failed'; readonly error: string };
-
-/** RenewDecision: what the watchdog does next. */
-export type RenewDecision =
-  | { readonly kind: 'renewed'; readonly validUntilMs: number; readonly nextInMs: number }
-  | { readonly kind: 'retry'; readonly inMs: number }
-  | { readonly kind: 'lost'; readonly reason: string };
-
 /** RENEW_RETRY_MS: how soon a renew that got no answer is tried again (less, if validity ends sooner). */
 export const RENEW_RETRY_MS = 100;
-
-/**
- * afterRenew decides on a renew sent at `sentAtMs` that came back at `nowMs` with `outcome`, while
- * the grant was trusted until `validUntilMs`. A failure is retried until the validity passes (ride
- * out a blip; do not give up at the first error); an answer that arrives after the new validity
- * would already have passed is worth nothing. Trust never moves backwards.
- */
-export function afterRenew(
-  outcome: RenewOutcome,
-  sentAtMs: number,
-  nowMs: number,
-  validUntilMs: number,
-  ttlMs: number,
-): RenewDecision {
-  if (outcome.kind === 'notOwner') return { kind: 'lost', reason: 'the key is gone or held by another owner' };
-  if (outcome.kind === 'renewed') {
-    const until = Math.max(validUntilMs, validUntil(sentAtMs, ttlMs));
-    if (nowMs >= until) return { kind: 'lost', reason: 'the renew was answered after its validity had passed' };
-    return { kind: 'renewed', validUntilMs: until, nextInMs: renewPeriodMs(ttlMs) };
-  }
-  if (nowMs >= validUntilMs)
-    return { kind: 'lost', reason: `renews failed until the validity passed: ${outcome.error}` };
-  return { kind: 'retry', inMs: Math.min(RENEW_RETRY_MS, validUntilMs - nowMs) };
-}
 
 /** Backoff: a waiter's retry delays, capped exponential with full jitter. */
 export interface Backoff {

@@ -2,7 +2,6 @@
 // from the send, the renew schedule, what a renew's outcome means, and the waiter's backoff.
 import { describe, expect, it } from 'vitest';
 import {
-  afterRenew,
   backoffMs,
   checkTtl,
   driftMs,
@@ -37,45 +36,6 @@ describe('validity and renew schedule', () => {
   it('accepts the bounds', () => {
     expect(checkTtl(300, 'x')).toBe(300);
     expect(checkTtl(86_400_000, 'x')).toBe(86_400_000);
-  });
-});
-
-describe('afterRenew', () => {
-  const ttl = 3000; // drift 32, period 1000
-  it('a renew that succeeded extends trust from its send time and schedules the next a third later', () => {
-    expect(afterRenew({ kind: 'renewed' }, 1000, 1010, 2968, ttl)).toEqual({
-      kind: 'renewed',
-      validUntilMs: 1000 + 3000 - 32,
-      nextInMs: 1000,
-    });
-  });
-
-  it('never moves trust backwards (a renew answered out of order)', () => {
-    const d = afterRenew({ kind: 'renewed' }, 100, 200, 5000, ttl);
-    expect(d).toMatchObject({ kind: 'renewed', validUntilMs: 5000 });
-  });
-
-  it('a renew answered after its own validity is worth nothing: lost', () => {
-    expect(afterRenew({ kind: 'renewed' }, 1000, 3968, 3000, ttl)).toEqual({
-      kind: 'lost',
-      reason: 'the renew was answered after its validity had passed',
-    });
-  });
-
-  it('the key gone or another owner: lost at once, whatever validity is left', () => {
-    expect(afterRenew({ kind: 'notOwner' }, 1000, 1001, 2968, ttl)).toMatchObject({ kind: 'lost' });
-  });
-
-  it('a failure is retried soon while validity is left, never past it', () => {
-    expect(afterRenew({ kind: 'failed', error: 'down' }, 1000, 1005, 2968, ttl)).toEqual({ kind: 'retry', inMs: 100 });
-    expect(afterRenew({ kind: 'failed', error: 'down' }, 2900, 2940, 2968, ttl)).toEqual({ kind: 'retry', inMs: 28 });
-  });
-
-  it('a failure at or after the validity: lost, with the last error', () => {
-    expect(afterRenew({ kind: 'failed', error: 'ECONNREFUSED' }, 2900, 2968, 2968, ttl)).toEqual({
-      kind: 'lost',
-      reason: 'renews failed until the validity passed: ECONNREFUSED',
-    });
   });
 });
 
