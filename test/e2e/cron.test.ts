@@ -7,7 +7,7 @@ import { eventually } from '../support/env.ts';
 import { parseLease } from '../../src/lease/record.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 import { watchHolders } from './holders.ts';
-import { IMAGE, ON_KUBELET, ROOT, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
+import { IMAGE, ON_KUBELET, ROOT, dumpDiagnostics, useSharedE2eCluster } from './e2e-cluster.ts';
 
 const NS = 'e2e-cron';
 
@@ -29,7 +29,7 @@ interface RanContainer {
 // real node: fencepost's containers from the image, the curl job from an image of this machine's
 // sh and curl; the kubelet runs them, orders the sidecars and reports the exits.
 describe('a cron fleet with a run id (examples/cron-fleet.yaml)', () => {
-  const e = useE2eCluster([NS]);
+  const e = useSharedE2eCluster(NS);
 
   /** runJob creates a Job from a CronJob, waits until it is Complete, and returns each container's exit and output. */
   const runJob = async (cronJob: string, name: string): Promise<RanContainer[]> => {

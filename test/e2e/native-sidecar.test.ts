@@ -15,7 +15,7 @@ import { getStatus } from '../support/testbed/http-probe.ts';
 import { eventually } from '../support/env.ts';
 import { createLock, lockBody, testKube } from '../support/fixtures.ts';
 import type { NodeEvent } from '../support/node/node.ts';
-import { IMAGE, ON_KUBELET, ROOT, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
+import { IMAGE, ON_KUBELET, ROOT, dumpDiagnostics, useSharedE2eCluster } from './e2e-cluster.ts';
 
 const NS = 'e2e-sidecar';
 const LOCK = 'ordered';
@@ -69,7 +69,7 @@ function exampleSidecar(lock: string): V1Container {
 // first, while the agent still answers; the agent last. The order is containerd's own record of
 // the task starts and exits (`ctr events`), the readiness is what the agent tells the app.
 describe.skipIf(!ON_KUBELET)('the agent as a native sidecar on a kubelet (examples/singleton-deployment.yaml)', () => {
-  const e = useE2eCluster([NS]);
+  const e = useSharedE2eCluster(NS);
   const appLines = async (): Promise<AppLine[]> =>
     (await e.kubectl(['logs', '-n', NS, POD, '-c', 'app']).catch(() => ''))
       .split('\n')
@@ -165,7 +165,7 @@ describe.skipIf(!ON_KUBELET)('the agent as a native sidecar on a kubelet (exampl
       // The app's later lines come after its pod is deleted: follow its log through the kubelet.
       const follow = spawn(
         findBinary('kubectl'),
-        ['--kubeconfig', e.cluster.plane.kubeconfigPath, 'logs', '-f', '-n', NS, POD, '-c', 'app'],
+        ['--kubeconfig', e.facts.kubeconfigPath, 'logs', '-f', '-n', NS, POD, '-c', 'app'],
         { stdio: ['ignore', 'pipe', 'ignore'] },
       );
       let followed = '';

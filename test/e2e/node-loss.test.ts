@@ -71,7 +71,7 @@ describe.skipIf(ON_KUBELET)('a holder whose node is deleted (pod GC marks its po
       expect(lastRenewal).toBeGreaterThan(0);
 
       // 2. A candidate on a surviving node.
-      await e.core.createNamespacedPod({ namespace: NS, body: aPod('survivor', e.cluster.nodes[0] ?? '') });
+      await e.core.createNamespacedPod({ namespace: NS, body: aPod('survivor', e.facts.nodes[0] ?? '') });
       await eventually(
         async () => {
           const p = await e.core.readNamespacedPod({ namespace: NS, name: 'survivor' });

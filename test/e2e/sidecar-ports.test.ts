@@ -9,7 +9,7 @@ import type { LockSnapshot } from '../../src/agent/session.ts';
 import { eventually } from '../support/env.ts';
 import { createLock, lockBody, testKube } from '../support/fixtures.ts';
 import { findBinary } from '../support/testbed/assets.ts';
-import { IMAGE, ROOT, RUNTIME, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
+import { IMAGE, ROOT, RUNTIME, dumpDiagnostics, useSharedE2eCluster } from './e2e-cluster.ts';
 
 const run = promisify(execFile);
 const NS = 'e2e-sidecar-ports';
@@ -59,7 +59,7 @@ async function librarySidecar(dir: string): Promise<V1Container> {
 // the real node (kubelet, containerd, runc); the process runner moves ports, so it proves
 // nothing about them and is skipped.
 describe.skipIf(RUNTIME === 'process')('an app on port 8080 beside the agent sidecar of the library chart', () => {
-  const e = useE2eCluster([NS]);
+  const e = useSharedE2eCluster(NS);
   const dir = mkdtempSync(join(tmpdir(), 'fencepost-sidecar-ports-'));
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });

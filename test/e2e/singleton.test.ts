@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { getLock, testKube } from '../support/fixtures.ts';
 import { parseLease } from '../../src/lease/record.ts';
 import { eventually } from '../support/env.ts';
-import { ON_KUBELET, ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useE2eCluster } from './e2e-cluster.ts';
+import { ON_KUBELET, ROOT, SYSTEM_NAMESPACE, dumpDiagnostics, useSharedE2eCluster } from './e2e-cluster.ts';
 import { believers, watchHolders, type HolderTerm } from './holders.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 import type { LockDetail } from '../../src/dashboard/wire.ts';
@@ -17,25 +17,10 @@ const DEPLOYMENT = 'singleton-worker';
 // runs as a local process with the pod's bound ServiceAccount token; the controller is the chart's
 // Deployment (two replicas, leader election), run the same way.
 describe('a 3-replica singleton Deployment with the agent sidecar (examples/singleton-deployment.yaml)', () => {
-  // The chart's dashboard too, serving its Service (0.0.0.0 and allowRemote: under crun a pod's
-  // loopback is out of the test's reach; the process runner moves it to a loopback port anyway).
-  // On the real node (FENCEPOST_E2E_RUNTIME=kubelet) the kubelet runs every pod from the image.
-  const e = useE2eCluster(
-    [NS],
-    [
-      '--set',
-      'dashboard.enabled=true',
-      '--set',
-      'dashboard.address=0.0.0.0:8300',
-      '--set',
-      'dashboard.allowRemote=true',
-      // podGet speaks plain HTTP, as a neighbour in the pod; the secure listener (HTTPS, TokenReview
-      // and SubjectAccessReview) is covered by test/integration/controller/metrics-auth.test.ts
-      // and by the chart's install test.
-      '--set',
-      'metrics.secure=false',
-    ],
-  );
+  // The chart's dashboard too, serving its Service, and the controllers' metrics over plain HTTP:
+  // the run's cluster is installed with them (SHARED_VALUES in cluster-boot.ts). On the real node
+  // (FENCEPOST_E2E_RUNTIME=kubelet) the kubelet runs every pod from the image.
+  const e = useSharedE2eCluster(NS);
 
   /** pods lists the Deployment's pods that are Running, Ready and not terminating. */
   const readyPods = async (): Promise<{ name: string; hash: string; ip: string }[]> => {
@@ -123,7 +108,7 @@ describe('a 3-replica singleton Deployment with the agent sidecar (examples/sing
     );
     expect(new Set(pods.map((p) => p.hash)).size).toBe(1);
     const scheduled = await e.core.listNamespacedPod({ namespace: NS });
-    expect(scheduled.items.every((p) => e.cluster.nodes.includes(p.spec?.nodeName ?? ''))).toBe(true);
+    expect(scheduled.items.every((p) => e.facts.nodes.includes(p.spec?.nodeName ?? ''))).toBe(true);
 
     const { pod, token } = await oneHolder().catch(async (err: unknown) => {
       throw new Error(`${String(err)}\n${await dumpDiagnostics(e, NS)}`);

@@ -13,14 +13,17 @@ import { LONG } from '../support/tier.ts';
  */
 const LONG_ONLY = ['test/e2e/node-loss.test.ts'];
 
-// `npm run test:e2e`: each file starts its own cluster with nodes (about 5 s), installs the chart
-// with helm and runs scenarios that take tens of seconds; files run one at a time (2 cores).
+// `npm run test:e2e`: the files share the run's cluster (shared-cluster.ts boots it on the first
+// file's request: a real node with FENCEPOST_E2E_RUNTIME=kubelet; under the pod runner each file
+// boots its own, about 5 s) or boot their own (node-loss), the chart installed with helm, and run
+// scenarios that take tens of seconds; files run one at a time (2 cores).
 // eslint-disable-next-line no-restricted-syntax -- vitest reads the config's default export
 export default defineConfig({
   root: resolve(import.meta.dirname, '../..'),
   test: {
     name: 'e2e',
     include: ['test/e2e/**/*.test.ts'],
+    globalSetup: ['test/e2e/shared-cluster.ts'],
     exclude: [...configDefaults.exclude, ...(LONG ? [] : LONG_ONLY)],
     pool: 'forks',
     maxWorkers: 1,

@@ -672,54 +672,14 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
     throw err;
   }
   return {
-    name,
     ip,
-    dir,
     names,
     containerd,
     kubelet: () => {
       if (kubelet === undefined) throw new Error('kubelet not started');
       return kubelet;
     },
-    crictl: (args) => sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]),
-    events: () => recordEvents(socket, dir, pidFile, ctr),
-    async podGet(namespace, pod, url) {
-      // Asynchronous all the way: the e2e watch asks every agent at once and times each answer, and
-      // a synchronous crictl here would run the pods' requests one after another.
-      const crictl = (args: readonly string[]): Promise<string> =>
-        runAsync(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
-      const id = (await crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready']))
-        .split('\n')
-        .find((l) => l !== '');
-      if (id === undefined) return { status: 0, body: 'no such pod sandbox' };
-      let netns: string | undefined;
-      try {
-        const info = JSON.parse(await crictl(['inspectp', id])) as {
-          info?: { runtimeSpec?: { linux?: { namespaces?: { type: string; path?: string }[] } } };
-        };
-        netns = info.info?.runtimeSpec?.linux?.namespaces?.find((n) => n.type === 'network')?.path;
-      } catch {
-        return { status: 0, body: `crictl inspectp ${id} did not answer (the sandbox went away)` };
-      }
-      if (netns === undefined) return { status: 0, body: 'pod sandbox has no network namespace' };
-      const r = await runAsync('nsenter', [`--net=${netns}`, 'curl', '-s', '-m', '2', '-w', '\n%{http_code}', url]);
-      const at = r.lastIndexOf('\n');
-      return { status: Number(r.slice(at + 1)) || 0, body: r.slice(0, Math.max(at, 0)) };
-    },
-    containerPid(namespace, pod, container) {
-      const crictl = (args: readonly string[]): string =>
-        sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
-      const sandbox = crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready'])
-        .split('\n')
-        .find((l) => l !== '');
-      if (sandbox === undefined) return undefined;
-      const id = crictl(['ps', '-q', '--pod', sandbox, '--name', `^${container}$`, '--state', 'running'])
-        .split('\n')
-        .find((l) => l !== '');
-      if (id === undefined) return undefined;
-      const pid = (JSON.parse(crictl(['inspect', id])) as { info?: { pid?: number } }).info?.pid;
-      return pid !== undefined && pid > 0 ? pid : undefined;
-    },
+    ...attachNode(name, dir, pidFile),
     exposeLoopback(port) {
       changes.iptables([
         '-t',
@@ -770,6 +730,63 @@ export async function startNode(plane: ControlPlane, opts: NodeOptions = {}): Pr
     },
     startKubelet,
     stop,
+  };
+}
+
+/**
+ * NodeProbes is what a test asks of a node's runtime (its containers, their events, a pod's
+ * loopback): all of it by the node's containerd socket, so a process other than the one that
+ * started the node (a test file sharing the run's cluster) can ask too.
+ */
+export type NodeProbes = Pick<RealNode, 'name' | 'dir' | 'crictl' | 'events' | 'podGet' | 'containerPid'>;
+
+/** attachNode is the probes of the node named name whose folder is dir (its recorders' processes go to pidFile). */
+export function attachNode(name: string, dir: string, pidFile: string): NodeProbes {
+  const socket = join(dir, 'containerd.sock');
+  const ctr = (args: readonly string[]): string =>
+    sh(findBinary('ctr'), ['--address', socket, '-n', 'k8s.io', ...args]);
+  return {
+    name,
+    dir,
+    crictl: (args) => sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]),
+    events: () => recordEvents(socket, dir, pidFile, ctr),
+    async podGet(namespace, pod, url) {
+      // Asynchronous all the way: the e2e watch asks every agent at once and times each answer, and
+      // a synchronous crictl here would run the pods' requests one after another.
+      const crictl = (args: readonly string[]): Promise<string> =>
+        runAsync(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
+      const id = (await crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready']))
+        .split('\n')
+        .find((l) => l !== '');
+      if (id === undefined) return { status: 0, body: 'no such pod sandbox' };
+      let netns: string | undefined;
+      try {
+        const info = JSON.parse(await crictl(['inspectp', id])) as {
+          info?: { runtimeSpec?: { linux?: { namespaces?: { type: string; path?: string }[] } } };
+        };
+        netns = info.info?.runtimeSpec?.linux?.namespaces?.find((n) => n.type === 'network')?.path;
+      } catch {
+        return { status: 0, body: `crictl inspectp ${id} did not answer (the sandbox went away)` };
+      }
+      if (netns === undefined) return { status: 0, body: 'pod sandbox has no network namespace' };
+      const r = await runAsync('nsenter', [`--net=${netns}`, 'curl', '-s', '-m', '2', '-w', '\n%{http_code}', url]);
+      const at = r.lastIndexOf('\n');
+      return { status: Number(r.slice(at + 1)) || 0, body: r.slice(0, Math.max(at, 0)) };
+    },
+    containerPid(namespace, pod, container) {
+      const crictl = (args: readonly string[]): string =>
+        sh(findBinary('crictl'), ['--runtime-endpoint', `unix://${socket}`, ...args]);
+      const sandbox = crictl(['pods', '-q', '--namespace', namespace, '--name', `^${pod}$`, '--state', 'ready'])
+        .split('\n')
+        .find((l) => l !== '');
+      if (sandbox === undefined) return undefined;
+      const id = crictl(['ps', '-q', '--pod', sandbox, '--name', `^${container}$`, '--state', 'running'])
+        .split('\n')
+        .find((l) => l !== '');
+      if (id === undefined) return undefined;
+      const pid = (JSON.parse(crictl(['inspect', id])) as { info?: { pid?: number } }).info?.pid;
+      return pid !== undefined && pid > 0 ? pid : undefined;
+    },
   };
 }
 
