@@ -88,6 +88,15 @@ function secureMetrics(cfg: ControllerConfig, client: ApiClient): Pick<ProbeRout
   };
 }
 
+/**
+ * CREDENTIALS_RELOAD_MS: how old the controller's kubeconfig files (CA, client certificate and
+ * key, token) may get before a request reads them again. The transport's default is a minute, as
+ * client-go reads a token file; the controller checks every 2 s, as it did before the transport,
+ * so a rotated certificate or CA is in use within 2 s. A check reads three small files at most once
+ * per 2 s, and only when a request is made.
+ */
+export const CREDENTIALS_RELOAD_MS = 2_000;
+
 /** runController runs until SIGTERM/SIGINT (exit 0) or loss of leadership (exit 1). */
 export async function runController(argv: readonly string[]): Promise<number> {
   const cfg: ControllerConfig = parseControllerConfig(argv);
@@ -95,6 +104,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
   const metrics = createControllerMetrics();
   // One API client for every request and watch of this process: one pool, every request counted.
   const kube = apiClientFor(cfg.kubeconfig, {
+    reloadMs: CREDENTIALS_RELOAD_MS,
     onRequest: (r) => {
       metrics.countRestRequest(r);
     },

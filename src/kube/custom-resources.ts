@@ -1,12 +1,10 @@
 /**
  * Writes to one custom resource type: a JSON merge patch of its status subresource and a JSON Patch
- * of the object (for guarded finalizer edits). client-node's CustomObjectsApi adapted, with every
- * content type and abort signal explicit.
+ * of the object (for guarded finalizer edits), over the {@link JsonClient}, with every content type
+ * and abort signal explicit.
  */
-import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { JsonPatchOperation } from '../runtime/finalizer.ts';
 import type { JsonClient } from './json-client.ts';
-import { jsonPatchWith, mergePatchWith } from './request-options.ts';
 
 /** ResourceType names a custom resource's REST path. */
 export interface ResourceType {
@@ -41,27 +39,7 @@ export interface CustomResourceWriter {
   ): Promise<unknown>;
 }
 
-/** customResourceWriter adapts CustomObjectsApi to a {@link CustomResourceWriter} for `type`. */
-export function customResourceWriter(api: CustomObjectsApi, type: ResourceType): CustomResourceWriter {
-  const { group, version, plural } = type;
-  return {
-    async mergePatchStatus(namespace, name, status, options) {
-      await api.patchNamespacedCustomObjectStatus(
-        { group, version, namespace, plural, name, body: { status } },
-        mergePatchWith(options?.signal),
-      );
-    },
-    async jsonPatch(namespace, name, ops, options) {
-      const patched: unknown = await api.patchNamespacedCustomObject(
-        { group, version, namespace, plural, name, body: ops },
-        jsonPatchWith(options?.signal),
-      );
-      return patched;
-    },
-  };
-}
-
-/** customResourceWriterOver is {@link customResourceWriter} over a {@link JsonClient}. */
+/** customResourceWriterOver makes a {@link CustomResourceWriter} for `type` over a {@link JsonClient}. */
 export function customResourceWriterOver(json: JsonClient, type: ResourceType): CustomResourceWriter {
   const { group, version, plural } = type;
   const path = (namespace: string, name: string): string =>

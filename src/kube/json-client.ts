@@ -1,7 +1,8 @@
 /**
- * JsonClient: the lock controller's write path to the API server, JSON over the one API client
- * (transport/client.ts: its pooled connection, credentials and request counting), without
- * client-node's generated request pipeline.
+ * JsonClient: plain JSON requests over the one API client (transport/client.ts: its pooled
+ * connection, credentials and request counting), without client-node's generated request
+ * pipeline. It carries the lock controller's writes and its informers' list pages (their watches
+ * go through the same client's watcher), and the kubectl plugin's and the dashboard's reads.
  *
  * A profile of the controller granting 500 locks (bench/scale.ts --cpu-prof) spent most of its
  * busy time in client-node's per-call machinery: building the request through its middleware and

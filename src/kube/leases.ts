@@ -1,14 +1,41 @@
 /**
- * The Lease client: client-node's CoordinationV1Api adapted to the {@link LeaseClient} port that
- * the leader elector (runtime/leaderelection.ts) and the agent's session use.
+ * The Lease clients behind the {@link LeaseClient} port of the leader elector
+ * (runtime/leaderelection.ts): a typed one over client-node's CoordinationV1Api (the controller's
+ * own election and shards), and the lock controller's Lease store over the {@link JsonClient}.
  */
-import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import {
+  Observable,
+  type ConfigurationOptions,
+  type CoordinationV1Api,
+  type ObservableMiddleware,
+  type RequestContext,
+  type ResponseContext,
+  type V1Lease,
+} from '@kubernetes/client-node';
 import type { JsonClient } from './json-client.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { LeaseClient, LeaseRequestOptions } from '../runtime/leaderelection.ts';
-import { withSignal } from './request-options.ts';
 
 export type { LeaseClient, LeaseRequestOptions } from '../runtime/leaderelection.ts';
+
+/**
+ * withSignal makes client-node request options that attach `signal` to the HTTP request (the
+ * typed API's sender, kube/typed-api.ts, hands it to the transport), so an abandoned attempt does
+ * not keep a connection busy.
+ */
+function withSignal(signal: AbortSignal | undefined): ConfigurationOptions | undefined {
+  if (signal === undefined) return undefined;
+  const middleware: ObservableMiddleware = {
+    pre(context: RequestContext): Observable<RequestContext> {
+      context.setSignal(signal);
+      return new Observable(Promise.resolve(context));
+    },
+    post(context: ResponseContext): Observable<ResponseContext> {
+      return new Observable(Promise.resolve(context));
+    },
+  };
+  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
+}
 
 /**
  * leaseClientFrom adapts client-node's `CoordinationV1Api` to a {@link LeaseClient}. Abort signals
@@ -50,24 +77,6 @@ function deleteBody(resourceVersion: string | undefined): { preconditions: { res
   return resourceVersion !== undefined ? { preconditions: { resourceVersion } } : undefined;
 }
 
-/** leaseStoreFrom is {@link leaseClientFrom} plus delete: the lock controller's Lease store. */
-export function leaseStoreFrom(api: CoordinationV1Api): LeaseClient & LeaseDeleter {
-  return {
-    ...leaseClientFrom(api),
-    async delete(namespace, name, options) {
-      try {
-        const body = deleteBody(options?.resourceVersion);
-        await api.deleteNamespacedLease(
-          { namespace, name, ...(body !== undefined ? { body } : {}) },
-          withSignal(options?.signal),
-        );
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-      }
-    },
-  };
-}
-
 /** leasePath is the REST path of a namespace's Leases, or of one Lease. */
 function leasePath(namespace: string, name?: string): string {
   const base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases`;
@@ -75,9 +84,10 @@ function leasePath(namespace: string, name?: string): string {
 }
 
 /**
- * leaseStoreOver is the lock controller's Lease store over a {@link JsonClient}: the same
- * contract as {@link leaseStoreFrom} (get → undefined when absent, replace is a CAS on the body's
- * resourceVersion, delete of an absent Lease is fine), without client-node's per-call pipeline.
+ * leaseStoreOver is the lock controller's Lease store over a {@link JsonClient}: the
+ * {@link LeaseClient} contract (get → undefined when absent, replace is a CAS on the body's
+ * resourceVersion) plus delete (of an absent Lease is fine), without client-node's per-call
+ * pipeline.
  * Leases come back as plain JSON (string timestamps), as the informer's watch delivers them.
  */
 export function leaseStoreOver(json: JsonClient): LeaseClient & LeaseDeleter {

@@ -22,31 +22,17 @@
  * - `start()` resolves once the first list is in the cache and a watch was accepted (synced), and
  *   rejects after syncTimeoutMs (2 minutes) or on stop(); `watching()` says whether the cache is
  *   being kept current right now, for health checks and metrics.
+ *
+ * This file keeps the list/watch running (restarts, sync, state); the cache it fills — objects,
+ * indexes, change handlers, and what a list or a watch event does to them — is informer-cache.ts.
  */
 import type { KubernetesListObject, KubernetesObject, ListPromise } from '@kubernetes/client-node';
 import type { Timer, TimerClock } from './clock.ts';
 import { isGone } from './errors.ts';
 import { restartDelays, syncTimeout, type InformerBackoff } from './informer-backoff.ts';
+import { InformerCache, type ChangeHandler, type InformerLogger, type ListPage } from './informer-cache.ts';
 
-/**
- * InformerLogger is the logging an informer needs: pino-style calls with the structured fields
- * first and a constant message second, like pino. A pino `Logger` satisfies it.
- */
-export interface InformerLogger {
-  info(obj: object, msg: string): void;
-  debug(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
-
-/** ChangeKind says how an object changed in the cache. */
-export type ChangeKind = 'add' | 'update' | 'delete';
-
-/**
- * ChangeHandler is told about each change to the cache. It must be synchronous, cheap, and only
- * enqueue (`queue.add(keyOf(obj))`, no await, no logic); `obj` is the cache's own object (for `delete`, its last
- * known state) and must not be mutated.
- */
-export type ChangeHandler<T> = (obj: T, kind: ChangeKind) => void;
+export type { ChangeHandler, ChangeKind, InformerLogger, ListPage } from './informer-cache.ts';
 
 export type { InformerBackoff } from './informer-backoff.ts';
 
@@ -66,14 +52,6 @@ export interface WatchStream {
     },
     handlers: { onOpen?(): void; onEvent(type: string, object: unknown): void },
   ): Promise<void>;
-}
-
-/** ListPage is one page of a list: the page size, the previous page's `continue` token, and the informer's abort signal. */
-export interface ListPage {
-  readonly limit: number;
-  readonly continue: string | undefined;
-  /** signal aborts when the informer stops; a list that honours it ends at once then. */
-  readonly signal: AbortSignal;
 }
 
 /** DEFAULT_PAGE_SIZE: 500 objects per page, client-go's reflector page size. */
@@ -215,34 +193,6 @@ export function superviseInformer<T extends KubernetesObject>(
 /** NOOP_LOGGER discards everything; the default when no logger is passed. */
 const NOOP_LOGGER: InformerLogger = Object.freeze({ info() {}, debug() {}, error() {} });
 
-/** continueToken: a list page's `continue` token (`_continue` in client-node's models, `continue` in raw JSON), or undefined on the last page. */
-function continueToken(list: KubernetesListObject<KubernetesObject>): string | undefined {
-  const md = list.metadata as { _continue?: unknown; continue?: unknown } | undefined;
-  const token = md?._continue ?? md?.continue;
-  return typeof token === 'string' && token !== '' ? token : undefined;
-}
-
-/**
- * untilAborted settles with `p`, or rejects with the signal's reason once it aborts: stop() never
- * waits on a list that does not honour the signal (a list function of the caller's).
- */
-function untilAborted<R>(p: Promise<R>, signal: AbortSignal): Promise<R> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<R>((resolve, reject) => {
-    const onAbort = (): void => {
-      reject(signal.reason as Error);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(resolve, reject).finally(() => {
-      signal.removeEventListener('abort', onAbort);
-    });
-  });
-}
-
-function keyOf(namespace: string | undefined, name: string | undefined): string {
-  return `${namespace ?? ''}/${name ?? ''}`;
-}
-
 /** A Status as an ERROR event carries it. */
 interface WatchStatus {
   readonly code?: number;
@@ -255,25 +205,15 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   readonly #path: string;
   readonly #query: Readonly<Record<string, string>>;
   readonly #watcher: WatchStream;
-  readonly #listPage: (page: ListPage) => Promise<KubernetesListObject<T>>;
-  readonly #pageSize: number;
   readonly #labelSelector: string | undefined;
-  readonly #transform: ((obj: T) => T) | undefined;
   readonly #clock: TimerClock;
   readonly #log: InformerLogger;
   /** #delayFor is the restart delay after the n-th consecutive failure (informer-backoff.ts). */
   readonly #delayFor: (failures: number) => number;
   readonly #syncTimeoutMs: number;
   readonly #onStateChange: ((watching: boolean) => void) | undefined;
-  readonly #cache = new Map<string, T>();
-  readonly #handlers: ChangeHandler<T>[] = [];
-  readonly #indexers: readonly (readonly [string, (obj: T) => readonly string[]])[];
-  /** #index: per index, per value, the keys (namespace/name) of the objects that have it. */
-  readonly #index = new Map<string, Map<string, Set<string>>>();
-  /** #indexed: per object key, its values in each index as last indexed. */
-  readonly #indexed = new Map<string, readonly (readonly string[])[]>();
+  readonly #cache: InformerCache<T>;
   readonly #abort = new AbortController();
-  #rv = '';
   #started: Promise<void> | undefined;
   #resolveSync: (() => void) | undefined;
   #rejectSync: ((err: Error) => void) | undefined;
@@ -294,17 +234,22 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
     this.#query = q < 0 ? {} : Object.fromEntries(new URLSearchParams(opts.path.slice(q + 1)));
     this.#watcher = opts.watcher;
     const list = opts.list;
-    if (opts.listPage !== undefined) this.#listPage = opts.listPage;
-    else if (list !== undefined) this.#listPage = () => list();
+    let listPage: (page: ListPage) => Promise<KubernetesListObject<T>>;
+    if (opts.listPage !== undefined) listPage = opts.listPage;
+    else if (list !== undefined) listPage = () => list();
     else throw new RangeError(`superviseInformer ${opts.name}: give list or listPage`);
-    this.#pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
     this.#labelSelector = opts.labelSelector;
-    this.#transform = opts.transform;
     this.#clock = opts.clock;
     this.#log = opts.log ?? NOOP_LOGGER;
     this.#onStateChange = opts.onStateChange?.bind(opts);
-    this.#indexers = Object.entries(opts.indexers ?? {});
-    for (const [name] of this.#indexers) this.#index.set(name, new Map());
+    this.#cache = new InformerCache({
+      listPage,
+      pageSize: opts.pageSize ?? DEFAULT_PAGE_SIZE,
+      transform: opts.transform,
+      indexers: opts.indexers ?? {},
+      log: this.#log,
+      fields: () => this.#fields(),
+    });
   }
 
   start(): Promise<void> {
@@ -334,34 +279,25 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
   }
 
   list(namespace?: string): T[] {
-    const out: T[] = [];
-    for (const o of this.#cache.values())
-      if (namespace === undefined || o.metadata?.namespace === namespace) out.push(o);
-    return out;
+    return this.#cache.list(namespace);
   }
 
   get(namespace: string | undefined, name: string): T | undefined {
-    return this.#cache.get(keyOf(namespace, name));
+    return this.#cache.get(namespace, name);
   }
 
   byIndex(index: string, value: string): T[] {
-    const keys = this.#index.get(index)?.get(value);
-    if (keys === undefined) return [];
-    const out: T[] = [];
-    for (const k of keys) {
-      const obj = this.#cache.get(k);
-      if (obj !== undefined) out.push(obj);
-    }
-    return out;
+    return this.#cache.byIndex(index, value);
   }
 
   onChange(handler: ChangeHandler<T>): void {
-    this.#handlers.push(handler);
+    this.#cache.onChange(handler);
   }
 
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#cache.close();
     this.#syncTimer?.cancel();
     this.#syncTimer = undefined;
     this.#failSync(new Error(`Informer ${this.#name} was stopped before it synced`));
@@ -380,7 +316,7 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
       let events = 0;
       const began = this.#clock.monotonicMs();
       try {
-        if (this.#rv === '') await this.#relist();
+        if (this.#cache.rv === '') await this.#cache.relist(this.#abort.signal);
         if (this.#stopped) break;
         let gone = false;
         let failed: Error | undefined;
@@ -395,7 +331,7 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
               path: this.#path,
               query: {
                 ...this.#query,
-                resourceVersion: this.#rv,
+                resourceVersion: this.#cache.rv,
                 allowWatchBookmarks: true,
                 labelSelector: this.#labelSelector,
               },
@@ -421,14 +357,14 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
                   watchAbort.abort(new Error('watch ERROR event'));
                   return;
                 }
-                this.#onWatchEvent(type, obj as T);
+                this.#cache.apply(type, obj as T);
               },
             },
           );
         } catch (err) {
           if (this.#stopped) break;
           if (gone) {
-            this.#rv = '';
+            this.#cache.rv = '';
             continue;
           }
           if (failed !== undefined) throw failed;
@@ -437,14 +373,14 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
         } finally {
           this.#abort.signal.removeEventListener('abort', onStop);
         }
-        if (gone) this.#rv = '';
+        if (gone) this.#cache.rv = '';
         // A clean end. One that came at once with nothing in it (a misbehaving proxy) is paced like a failure.
         if (!opened || (events === 0 && this.#clock.monotonicMs() - began < 1000))
           await this.#sleep(this.#delayFor(failures++));
       } catch (err) {
         if (this.#stopped) break;
         if (isGone(err)) {
-          this.#rv = '';
+          this.#cache.rv = '';
           if (failures === 0) {
             failures++;
             continue; // relist at once, once
@@ -459,94 +395,6 @@ class Supervisor<T extends KubernetesObject> implements SupervisedInformer<T> {
           'Failed to list or watch resource',
         );
         await this.#sleep(delayMs);
-      }
-    }
-  }
-
-  /** #relist lists the collection page by page (each page transformed before the next is asked for) and reconciles the cache with it. */
-  async #relist(): Promise<void> {
-    const items: T[] = [];
-    let cont: string | undefined;
-    let last: KubernetesListObject<T>;
-    do {
-      last = await untilAborted(
-        this.#listPage({ limit: this.#pageSize, continue: cont, signal: this.#abort.signal }),
-        this.#abort.signal,
-      );
-      if (this.#stopped) return;
-      for (const item of last.items) items.push(this.#transform !== undefined ? this.#transform(item) : item);
-      cont = continueToken(last);
-    } while (cont !== undefined);
-    const fresh = new Set(items.map((o) => keyOf(o.metadata?.namespace, o.metadata?.name)));
-    for (const [key, old] of [...this.#cache]) {
-      if (fresh.has(key)) continue;
-      this.#cache.delete(key);
-      this.#dispatch(old, 'delete');
-    }
-    for (const o of items) this.#upsert(o);
-    this.#rv = last.metadata?.resourceVersion ?? '';
-  }
-
-  #onWatchEvent(type: string, raw: T): void {
-    const rv = raw.metadata?.resourceVersion;
-    if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') {
-      const obj = this.#transform !== undefined ? this.#transform(raw) : raw;
-      if (type === 'DELETED') {
-        const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
-        if (this.#cache.delete(key)) this.#dispatch(obj, 'delete');
-      } else this.#upsert(obj);
-    }
-    // BOOKMARK events carry only a resourceVersion: resuming from it skips nothing we need.
-    if (rv !== undefined && rv !== '') this.#rv = rv;
-  }
-
-  #upsert(obj: T): void {
-    const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
-    const old = this.#cache.get(key);
-    this.#cache.set(key, obj);
-    if (old === undefined) this.#dispatch(obj, 'add');
-    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.#dispatch(obj, 'update');
-  }
-
-  /** #reindex moves the object's key to its current index values (none once deleted). */
-  #reindex(obj: T, kind: ChangeKind): void {
-    if (this.#indexers.length === 0) return;
-    const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
-    const old = this.#indexed.get(key);
-    const now = kind === 'delete' ? undefined : this.#indexers.map(([, fn]) => fn(obj));
-    this.#indexers.forEach(([name], i) => {
-      const byValue = this.#index.get(name);
-      if (byValue === undefined) return;
-      for (const v of old?.[i] ?? []) {
-        const keys = byValue.get(v);
-        keys?.delete(key);
-        if (keys?.size === 0) byValue.delete(v);
-      }
-      for (const v of now?.[i] ?? []) {
-        let keys = byValue.get(v);
-        if (keys === undefined) byValue.set(v, (keys = new Set()));
-        keys.add(key);
-      }
-    });
-    if (now === undefined) this.#indexed.delete(key);
-    else this.#indexed.set(key, now);
-  }
-
-  #dispatch(obj: T, kind: ChangeKind): void {
-    try {
-      this.#reindex(obj, kind);
-    } catch (err) {
-      this.#log.error({ ...this.#fields(), err, kind }, 'Failed to index informer object');
-    }
-    if (this.#stopped) return;
-    for (const handler of this.#handlers) {
-      try {
-        handler(obj, kind);
-      } catch (err) {
-        this.#log.error(
-          { ...this.#fields(), err, kind, namespace: obj.metadata?.namespace, objectName: obj.metadata?.name },
-          'Failed to handle informer event',
-        );
       }
     }
   }

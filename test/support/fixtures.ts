@@ -25,6 +25,15 @@ import { releasedLease, renewedLease } from '../../src/lease/record.ts';
 import { leaseName } from '../../src/protocol/names.ts';
 import { HANDOVER_REQUEST_ANNOTATION, formatHandoverRequest } from '../../src/protocol/handover.ts';
 
+/**
+ * mergePatch and jsonPatch are the per-call options that make a client-node patch call send its
+ * body as a JSON merge patch (RFC 7386) or a JSON Patch (RFC 6902). Its custom-object patch calls
+ * default to JSON Patch and KubernetesObjectApi.patch to strategic merge (which custom resources
+ * reject), so every test patch names its content type.
+ */
+export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+export const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+
 /** lockBody builds a DistributedLock selecting `app: <app>` pods. */
 export function lockBody(name: string, app: string, spec: Partial<DistributedLockSpec> = {}): DistributedLock {
   return {
@@ -269,6 +278,6 @@ export async function askHandover(
         },
       },
     },
-    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    mergePatch,
   );
 }

@@ -3,12 +3,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
-import { mergePatch } from '../../../src/kube/patch.ts';
 import { leaseName } from '../../../src/protocol/names.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { firstEvent, startAgent, type AgentProcess } from '../../support/agent-processes.ts';
 import { eventually, sharedKubeconfigPath } from '../../support/env.ts';
-import { createLock, createPod, deleteLock, getLease, lockBody, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  deleteLock,
+  getLease,
+  lockBody,
+  type TestKube,
+  mergePatch,
+} from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import type { ManagedProcess } from '../../support/testbed/processes.ts';
 import { startTcpProxy, type TcpProxy } from '../../support/testbed/tcp-proxy.ts';

@@ -30,7 +30,6 @@ import type { Explanation } from '../../../src/cli/plugin/explain.ts';
 import type { HistoryView } from '../../../src/cli/plugin/history-view.ts';
 import type { LockStatusView } from '../../../src/cli/plugin/status-view.ts';
 import { leaseClientFrom } from '../../../src/kube/leases.ts';
-import { mergePatch } from '../../../src/kube/patch.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
@@ -44,6 +43,7 @@ import {
   releaseLease,
   serviceAccountKubeConfig,
   type TestKube,
+  mergePatch,
 } from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
 import { findBinary } from '../../support/testbed/assets.ts';

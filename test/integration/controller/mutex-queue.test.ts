@@ -24,7 +24,6 @@ import {
   type V1ValidatingAdmissionPolicyBinding,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mergePatch } from '../../../src/kube/patch.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 import { eventually, freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
@@ -37,6 +36,7 @@ import {
   setPodStatus,
   testKube,
   type TestKube,
+  mergePatch,
 } from '../../support/fixtures.ts';
 import { spawnManaged, tailLog, type ManagedProcess } from '../../support/testbed/processes.ts';
 import { agentBinary } from '../../support/agent-binary.ts';

@@ -9,8 +9,8 @@ import {
   ValidationMessage,
   VERSION,
 } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { mergePatch } from '../../../src/kube/patch.ts';
 import { freshNamespace, sharedKubeConfig } from '../../support/env.ts';
+import { mergePatch } from '../../support/fixtures.ts';
 
 type Json = Record<string, unknown>;
 

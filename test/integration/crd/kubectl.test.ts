@@ -4,9 +4,9 @@ import { resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { mergePatch } from '../../../src/kube/patch.ts';
 import { findBinary } from '../../support/testbed/assets.ts';
 import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
+import { mergePatch } from '../../support/fixtures.ts';
 
 const run = promisify(execFile);
 const example = resolve(import.meta.dirname, '../../../examples/basic-lock.yaml');

@@ -3,9 +3,16 @@ import { startDashboard, type Dashboard } from '../../../src/dashboard/start.ts'
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
-import { createLock, createPod, getLease, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
+import {
+  createLock,
+  createPod,
+  getLease,
+  lockBody,
+  testKube,
+  type TestKube,
+  mergePatch,
+} from '../../support/fixtures.ts';
 import { useLockController } from '../../support/lock-controller.ts';
-import { mergePatch } from '../../../src/kube/patch.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 
 const LEASE = { fencing: { backend: 'Lease' as const } };

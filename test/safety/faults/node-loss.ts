@@ -32,8 +32,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../../src/api/v1alpha1/distributedlock.ts';
-import { jsonPatchWith } from '../../../src/kube/request-options.ts';
-import { getLock, type TestKube } from '../../support/fixtures.ts';
+import { getLock, type TestKube, jsonPatch } from '../../support/fixtures.ts';
 import type { ClientEvent, LeaseVersion } from '../history.ts';
 import type { Ctx, FaultOutcome, Holder } from '../trial.ts';
 
@@ -92,7 +91,7 @@ export async function patchLockSpec(t: TestKube, name: string, field: string, va
       name,
       body: [{ op: 'add', path: `/spec/${field}`, value }],
     },
-    jsonPatchWith(undefined),
+    jsonPatch,
   )) as DistributedLock;
   const generation = patched.metadata?.generation ?? 0;
   for (let i = 0; i < 200; i++) {

@@ -106,7 +106,7 @@ describe('the layer rule rejects a bad import in each layer', () => {
     {
       rule: 'guards/ do not import kube/',
       path: 'src/guards/bad.ts',
-      code: "import { mergePatch } from '../kube/patch.ts';\nexport const x = mergePatch;",
+      code: "import { podPatcherOver } from '../kube/pods.ts';\nexport const x = podPatcherOver;",
       says: 'guards/ may not import kube/',
     },
     {
