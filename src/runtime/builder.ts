@@ -2,7 +2,7 @@
  * ControllerBuilder declares a controller the way controller-runtime's
  * `NewControllerManagedBy(mgr).For(...).Watches(...).WithEventFilter(...)` does, and derives the
  * wiring from the declaration: one supervised informer per watched collection (its URL path from
- * the resource and namespace, its paged list from the one list function), handlers that only map
+ * the resource and namespace, its paged list from the one list request), handlers that only map
  * a change to keys and enqueue them, one rate-limited work queue, and N workers started only once
  * every cache has synced.
  *
@@ -31,6 +31,7 @@ import {
 import type {
   ChangeKind,
   InformerLogger,
+  ListPage,
   SuperviseInformerOptions,
   SupervisedInformer,
   WatchStream,
@@ -51,22 +52,15 @@ export function collectionPath(r: Resource, namespace: string | undefined): stri
   return namespace !== undefined ? `${base}/namespaces/${namespace}/${r.plural}` : `${base}/${r.plural}`;
 }
 
-/** ListQuery is what a list request carries besides its path. */
-export interface ListQuery {
-  readonly labelSelector?: string;
-  readonly limit?: number;
-  readonly continue?: string;
-}
-
 /**
- * ListFn lists a collection (`path` from {@link collectionPath}) with the query's label selector,
- * page size and continue token, as the API server answers it.
+ * PagesFn gives an informer its paged list of a collection (`path` from {@link collectionPath}) with
+ * the watch's label selector: the one list request of every informer (transport/resources.ts
+ * `listPages` over the API client), one GET per page.
  */
-export type ListFn = <T extends KubernetesObject>(
+export type PagesFn = <T extends KubernetesObject>(
   path: string,
-  q: ListQuery,
-  signal?: AbortSignal,
-) => Promise<KubernetesListObject<T>>;
+  labelSelector: string | undefined,
+) => (page: ListPage) => Promise<KubernetesListObject<T>>;
 
 /** InformerFactory makes a supervised informer (informer.ts `superviseInformer`, or a replacement with its interface). */
 export type InformerFactory = <T extends KubernetesObject>(o: SuperviseInformerOptions<T>) => SupervisedInformer<T>;
@@ -106,7 +100,7 @@ export interface BuilderOptions {
   /** namespace: watch only this one; undefined: every namespace. */
   readonly namespace?: string | undefined;
   readonly informer: InformerFactory;
-  readonly list: ListFn;
+  readonly pages: PagesFn;
   /** workers reconciling at once. Defaults to 4. */
   readonly workers?: number;
   /** syncTimeoutMs bounds each informer's first list (informer.ts default: 2 minutes). */
@@ -256,9 +250,7 @@ export class ControllerBuilder {
       log: o.log.child({ component: 'informer' }),
       path,
       ...selector,
-      list: () => o.list<T>(path, selector),
-      listPage: ({ limit, continue: c, signal }) =>
-        o.list<T>(path, { ...selector, limit, ...(c !== undefined ? { continue: c } : {}) }, signal),
+      listPage: o.pages<T>(path, w.labelSelector),
       ...(w.transform !== undefined ? { transform: w.transform } : {}),
       ...(w.indexers !== undefined ? { indexers: w.indexers } : {}),
       ...(o.syncTimeoutMs !== undefined ? { syncTimeoutMs: o.syncTimeoutMs } : {}),

@@ -13,12 +13,12 @@ import { eventRecorder } from '../../kube/events.ts';
 import { jsonClient } from '../../kube/json-client.ts';
 import { leaseStoreOver } from '../../kube/leases.ts';
 import { podPatcherOver } from '../../kube/pods.ts';
-import { apiClientFor, type KubeconfigSource } from '../../kube/typed-api.ts';
+import { apiClientFor, listPages, type KubeconfigSource } from '../../kube/typed-api.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics, LockStateCounts } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
 import { LOCK_LABEL, leaseName } from '../../protocol/names.ts';
-import { ControllerBuilder, keyOf, type ListQuery } from '../../runtime/builder.ts';
+import { ControllerBuilder, keyOf } from '../../runtime/builder.ts';
 import type { Timer, TimerClock } from '../../runtime/clock.ts';
 import type { ObjectKey, Reconciler } from '../../runtime/controller.ts';
 import { jsonPatchFinalizerIO } from '../../runtime/finalizer.ts';
@@ -115,7 +115,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     log,
     namespace: o.namespace,
     informer: superviseInformer,
-    list: (path, q, signal) => json.request({ method: 'GET', path: `${path}${listQueryString(q)}`, signal }),
+    pages: (path, labelSelector) => listPages(api, path, labelSelector),
     workers,
     syncTimeoutMs: o.cacheSyncTimeoutMs,
     ...(metrics !== undefined ? { hooks: controllerHooks(metrics, name) } : {}),
@@ -246,16 +246,6 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       await running.stop();
     },
   };
-}
-
-/** listQueryString is a list request's query string (label selector, page size, continue token). */
-function listQueryString(q: ListQuery): string {
-  const p = new URLSearchParams();
-  if (q.labelSelector !== undefined) p.set('labelSelector', q.labelSelector);
-  if (q.limit !== undefined) p.set('limit', String(q.limit));
-  if (q.continue !== undefined) p.set('continue', q.continue);
-  const s = p.toString();
-  return s !== '' ? `?${s}` : '';
 }
 
 /** waitAtMost resolves when `p` does or after `ms`, whichever is first. */

@@ -23,6 +23,7 @@ describe('the modules each entry point loads', () => {
       expect(t.packages).toEqual([]); // no @kubernetes/client-node, ioredis (a type only), pino or prom-client
       expect(t.files.toSorted()).toEqual([
         'src/guards/http-guard.ts',
+        'src/guards/http-resource.ts',
         'src/guards/index.ts',
         'src/guards/postgres-guard.ts',
         'src/guards/redis-fenced-write-lua.ts',

@@ -1,14 +1,14 @@
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/observability/logger.ts';
-import {
-  ControllerBuilder,
-  collectionPath,
-  type InformerFactory,
-  type ListQuery,
-} from '../../../src/runtime/builder.ts';
+import { ControllerBuilder, collectionPath, type InformerFactory } from '../../../src/runtime/builder.ts';
 import type { ObjectKey, Reconciler } from '../../../src/runtime/controller.ts';
-import type { ChangeHandler, SuperviseInformerOptions, SupervisedInformer } from '../../../src/runtime/informer.ts';
+import type {
+  ChangeHandler,
+  ListPage,
+  SuperviseInformerOptions,
+  SupervisedInformer,
+} from '../../../src/runtime/informer.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';
 
 /** FakeInformer records how the builder made it, and lets a test deliver changes and fail the sync. */
@@ -64,7 +64,7 @@ const obj = (namespace: string, name: string, labels: Record<string, string> = {
 
 function builder(
   factory: InformerFactory,
-  lists: [string, ListQuery][] = [],
+  lists: [string, string | undefined, ListPage][] = [],
   namespace?: string,
 ): { b: ControllerBuilder; clock: FakeClock } {
   const clock = new FakeClock();
@@ -77,10 +77,12 @@ function builder(
     log: silentLogger,
     namespace,
     informer: factory,
-    list: <T extends KubernetesObject>(path: string, q: ListQuery) => {
-      lists.push([path, q]);
-      return Promise.resolve({ items: [] as T[] } as KubernetesListObject<T>);
-    },
+    pages:
+      <T extends KubernetesObject>(path: string, labelSelector: string | undefined) =>
+      (page: ListPage) => {
+        lists.push([path, labelSelector, page]);
+        return Promise.resolve({ items: [] as T[] } as KubernetesListObject<T>);
+      },
     workers: 1,
   });
   return { b, clock };
@@ -110,9 +112,9 @@ describe('ControllerBuilder', () => {
     );
   });
 
-  it('gives each informer its path, the label selector for the watch, and lists (whole and paged) with that same selector', async () => {
+  it('gives each informer its path, the label selector for the watch, and its paged list with that same selector', async () => {
     const { factory, made } = fakes();
-    const lists: [string, ListQuery][] = [];
+    const lists: [string, string | undefined, ListPage][] = [];
     const { b } = builder(factory, lists, 'ns');
     b.for({ resource: { group: 'example.io', version: 'v1', plural: 'widgets' } });
     b.watches({ resource: { group: '', version: 'v1', plural: 'pods' }, labelSelector: 'app' }, () => []);
@@ -122,13 +124,12 @@ describe('ControllerBuilder', () => {
     expect(widgets?.opts.labelSelector).toBeUndefined();
     expect(pods?.opts.path).toBe('/api/v1/namespaces/ns/pods');
     expect(pods?.opts.labelSelector).toBe('app');
-    await pods?.opts.list?.();
-    await pods?.opts.listPage?.({ limit: 500, continue: 'c1', signal: new AbortController().signal });
-    await widgets?.opts.listPage?.({ limit: 500, continue: undefined, signal: new AbortController().signal });
+    const signal = new AbortController().signal;
+    await pods?.opts.listPage?.({ limit: 500, continue: 'c1', signal });
+    await widgets?.opts.listPage?.({ limit: 500, continue: undefined, signal });
     expect(lists).toEqual([
-      ['/api/v1/namespaces/ns/pods', { labelSelector: 'app' }],
-      ['/api/v1/namespaces/ns/pods', { labelSelector: 'app', limit: 500, continue: 'c1' }],
-      ['/apis/example.io/v1/namespaces/ns/widgets', { limit: 500 }],
+      ['/api/v1/namespaces/ns/pods', 'app', { limit: 500, continue: 'c1', signal }],
+      ['/apis/example.io/v1/namespaces/ns/widgets', undefined, { limit: 500, continue: undefined, signal }],
     ]);
   });
 
