@@ -86,9 +86,11 @@ export class StoreLocks {
       now: this.#clock.now(),
       store: kind,
     });
-    // Heard releases of an owner whose end is still undecided are kept for the next decision.
-    if (dec.memory.ending !== undefined && heard.has(dec.memory.ending.owner))
-      StoreLocks.heard(memory, dec.memory.ending.owner);
+    // Heard releases this decision did not use are kept for the next: of an owner whose end is
+    // still undecided, and of the owner this read still found holding — its release reached the
+    // store just after the read did, and the next read, which finds the key gone, must know it.
+    for (const owner of [dec.memory.ending?.owner, dec.memory.owner])
+      if (owner !== undefined && heard.has(owner)) StoreLocks.heard(memory, owner);
     if (dec.unmark !== undefined) await acts.unmark(lock, dec.unmark);
     if (dec.mark !== undefined)
       await acts.mark(lock, dec.mark.pod, dec.mark.token, dec.mark.acquired, dec.mark.expires);
