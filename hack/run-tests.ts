@@ -1,11 +1,11 @@
 /**
  * run-tests.ts — `npm test`: runs vitest (all projects, or the arguments given), then prints the
  * totals as one plain line, "N passed, N failed, N skipped", and the slowest test files (CI's
- * time budget is spent there; every file's time goes to `.results/tests/durations.json`), and exits
+ * time budget is spent there; every file's time is kept in `.results/tests/durations.json`), and exits
  * with vitest's code.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { resultsPath } from './results.ts';
@@ -45,8 +45,21 @@ try {
       ms: f.endTime - f.startTime,
     }))
     .sort((a, b) => b.ms - a.ms);
-  // Every file's time, slowest first, for tiering the default run; the newest run replaces it.
-  writeFileSync(resultsPath('tests', 'durations.json'), JSON.stringify(slow, null, 1) + '\n');
+  // Every file's time, slowest first, for tiering the default run: this run's files replace their
+  // earlier times, the others' stay (a run of the end-to-end files alone keeps the rest's).
+  const file = resultsPath('tests', 'durations.json');
+  const ran = new Set(slow.map((f) => f.file));
+  const kept = existsSync(file)
+    ? (JSON.parse(readFileSync(file, 'utf8')) as { file: string; ms: number }[]).filter((f) => !ran.has(f.file))
+    : [];
+  writeFileSync(
+    file,
+    JSON.stringify(
+      [...slow, ...kept].sort((a, b) => b.ms - a.ms),
+      null,
+      1,
+    ) + '\n',
+  );
   slow.splice(SLOWEST);
   if (slow.length > 1)
     process.stdout.write(`slowest files: ${slow.map((f) => `${f.file} ${(f.ms / 1000).toFixed(0)} s`).join(', ')}\n`);
