@@ -197,9 +197,8 @@ export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
       const s = slots[c.index] as Slot;
       const run = s.replacing.then(async () => {
         const old = s.worker;
-        const at = performance.now();
+        const at = old.kill();
         for (const lock of locks) events.get(lock)?.push({ kind: 'killed', at, holder: identity(s, lock) });
-        old.signal('SIGKILL');
         await Promise.race([old.exited, sleep(10_000)]);
         for (const off of s.offs) off();
         await pool.give(old);

@@ -309,8 +309,9 @@ export class Ctx {
     w.send({ cmd: 'leave', trial: this.spec.id, release: true });
   }
 
-  note(kind: 'paused' | 'resumed' | 'killed', holder: string): void {
-    this.events.push({ kind, at: performance.now(), holder });
+  /** note records a fault on a holder, now or at `at` (a kill's instant: WorkerHandle.kill). */
+  note(kind: 'paused' | 'resumed' | 'killed', holder: string, at = performance.now()): void {
+    this.events.push({ kind, at, holder });
   }
 
   async leaveAll(): Promise<void> {
@@ -420,8 +421,7 @@ const scripts: Record<Exclude<FaultType, 'pause-grant' | 'clock' | 'apiserver'>,
     let h = first;
     if (point === 'check-write') h = await nextCheck(ctx);
     else await sleep(ctx.uniform(0, ctx.leaseMs));
-    h.w.signal('SIGKILL');
-    ctx.note('killed', h.id);
+    ctx.note('killed', h.id, h.w.kill());
     return { variant: point, faultMs: 0, startAt: performance.now(), above: h.token };
   },
   async partition(ctx, h) {

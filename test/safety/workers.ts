@@ -6,7 +6,8 @@
  *
  * Worker processes are reused from trial to trial (starting one costs about a second of CPU);
  * a killed worker is replaced. Every event a worker prints is stamped on arrival with the
- * runner's monotonic clock: the reference clock of the history.
+ * runner's monotonic clock: the reference clock of the history — except the lines of a killed
+ * worker read after its kill, which it wrote before dying (see {@link ArrivalClock}).
  */
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -19,6 +20,39 @@ import { parseWorkerOutput, type WorkerCommand, type WorkerOutput } from './work
 import { workerExecutable } from './worker-runtime.ts';
 
 const WORKER = resolve(import.meta.dirname, 'worker.ts');
+
+/**
+ * ArrivalClock stamps one worker's lines. A line is stamped when the runner reads it, which can be
+ * well after the worker wrote it on a loaded machine; that is harmless for a live worker (a report
+ * only ever arrives late), but not for a killed one: a `renewed` it wrote just before its SIGKILL,
+ * read after the kill was noted, would reopen a belief that no later line can close, and the
+ * history would show a dead process believing to the end of the trial. A dead process writes
+ * nothing, so every line read after the kill was written before it: such lines are stamped just
+ * before the kill's instant, which is what `kill()` returns for the caller to note the kill at.
+ */
+export class ArrivalClock {
+  readonly #now: () => number;
+  #killedAt: number | undefined;
+
+  constructor(now: () => number = () => performance.now()) {
+    this.#now = now;
+  }
+
+  /** stamp: the time to give a line read now. */
+  stamp(): number {
+    const now = this.#now();
+    return this.#killedAt !== undefined ? Math.min(now, this.#killedAt - KILL_EPSILON_MS) : now;
+  }
+
+  /** kill records the kill as happening now and returns its instant (after every line's stamp). */
+  kill(): number {
+    this.#killedAt ??= this.#now();
+    return this.#killedAt;
+  }
+}
+
+/** KILL_EPSILON_MS: how far before the kill's instant a line read after it is stamped (so that it sorts first). */
+const KILL_EPSILON_MS = 0.001;
 
 /** StampedOutput is a worker event with its arrival time on the reference clock. */
 export type StampedOutput = WorkerOutput & { readonly at: number };
@@ -37,8 +71,13 @@ export interface WorkerHandle {
   on(trial: string, listener: (e: StampedOutput) => void): () => void;
   /** waitFor resolves with the first future event of the trial that matches, or rejects after timeoutMs. */
   waitFor(trial: string, match: (e: StampedOutput) => boolean, timeoutMs: number, what: string): Promise<StampedOutput>;
-  /** signal sends SIGSTOP/SIGCONT/SIGKILL to the process (no-op once it exited). */
-  signal(sig: 'SIGSTOP' | 'SIGCONT' | 'SIGKILL'): void;
+  /** signal sends SIGSTOP or SIGCONT to the process (no-op once it exited). */
+  signal(sig: 'SIGSTOP' | 'SIGCONT'): void;
+  /**
+   * kill SIGKILLs the process and returns the kill's instant on the reference clock: note the
+   * kill at it. Lines still in the pipe are stamped before it ({@link ArrivalClock}).
+   */
+  kill(): number;
   readonly exited: Promise<void>;
   stop(): Promise<void>;
 }
@@ -90,8 +129,9 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
   const ready = new Promise<void>((r) => {
     onReady = r;
   });
+  const clock = new ArrivalClock();
   createInterface({ input: proc.stdout }).on('line', (line) => {
-    const at = performance.now();
+    const at = clock.stamp();
     const o = parseWorkerOutput(line);
     if (o === undefined) return;
     if (o.kind === 'ready') {
@@ -141,6 +181,11 @@ async function startWorker(o: PoolOptions, id: string): Promise<WorkerHandle> {
     },
     signal(sig) {
       proc.signal(sig);
+    },
+    kill() {
+      const at = clock.kill();
+      proc.signal('SIGKILL');
+      return at;
     },
     async stop() {
       if (proc.isRunning()) {

@@ -106,7 +106,7 @@ export async function handover(ctx: Ctx, h: Holder, other: WorkerHandle): Promis
       faultMs = performance.now() - faultAt;
       resumed = h.w;
     } else if (variant === 'kill-target') {
-      other.signal('SIGKILL'); // before its grant: it never believed, so there is no belief to close
+      other.kill(); // before its grant: it never believed, so there is no belief to close
     }
   }
   const g = await granted;

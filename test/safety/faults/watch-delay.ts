@@ -48,8 +48,7 @@ export async function watchDelay(ctx: Ctx, h: Holder): Promise<FaultOutcome> {
       h.w.send({ cmd: 'leave', trial: ctx.spec.id, release: true });
       await left;
     } else {
-      h.w.signal('SIGKILL');
-      ctx.note('killed', h.id);
+      ctx.note('killed', h.id, h.w.kill());
     }
     // Keep the cache stale until the successor is granted (or the trial's bound passes).
     await ctx.progress(h.token, 30_000);
