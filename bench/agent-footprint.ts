@@ -17,7 +17,12 @@
  *     /proc/<pid>/status, Pss from /proc/<pid>/smaps_rollup. RssFile is the executable's own pages
  *     (shared by every process running the same file on a node); RssAnon is what each process adds;
  * then SIGTERM (each releases its Lease) and the time to exit. Idle `node` and `bun` processes
- * show what the runtimes take by themselves. One more, unmeasured, Node agent run counts the
+ * show what the runtimes take by themselves, and two floor programs, compiled exactly as the agent
+ * is (hack/build-agent.ts compileLean) and run interpreter-only as it runs, show what any agent
+ * built this way takes before its own code: one loads every Node built-in module the agent's bundle
+ * imports, listens on loopback with node:http and keeps a TLS connection to the API server open
+ * with node:https; the other does the same with Bun's own `Bun.serve` and `fetch` and the bundle's
+ * other built-ins (what a rewrite of the agent's HTTP on Bun's APIs could reach at best). One more, unmeasured, Node agent run counts the
  * modules it loads (a `module.registerHooks` load hook given with --import); the shipped agent's
  * modules are its bundle (Bun's metafile).
  *
@@ -30,7 +35,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildAgent, bunPath, packageOf } from '../hack/build-agent.ts';
+import { buildAgent, bundledBuiltins, bunPath, compileLean, packageOf } from '../hack/build-agent.ts';
 import type { LockSnapshot } from '../src/agent/session.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { silentLogger } from '../src/observability/logger.ts';
@@ -133,6 +138,14 @@ function readMem(pid: number): Mem {
   };
 }
 
+/** memOfP50: the median of one figure over samples. */
+function memOfP50(xs: readonly Mem[], k: keyof Mem): number {
+  return percentile(
+    xs.map((m) => m[k]),
+    50,
+  );
+}
+
 type Summary = Record<'readyMs' | 'heldMs' | 'stopMs' | keyof Mem, Stats>;
 
 /** until polls check every POLL_MS until it returns a value, the process dies, or the timeout passes. */
@@ -203,6 +216,45 @@ function countModules(urls: readonly string[]): ModuleCount {
     packages: sorted,
   };
 }
+
+/** NETWORK_BUILTINS: the Node built-ins that Bun's own `Bun.serve` and `fetch` would replace. */
+const NETWORK_BUILTINS = new Set(['http', 'https', 'net', 'tls']);
+
+/**
+ * floorSource is a floor program (module comment): it imports each of `builtins` (a namespace
+ * import, used, so that the bundler keeps it and the runtime evaluates it), serves loopback HTTP
+ * and keeps one TLS connection to `FLOOR_URL` (the API server; certificates unchecked, the answer
+ * ignored), then prints `ready` and idles. `bunHttp`: with Bun.serve and fetch instead of
+ * node:http and node:https.
+ */
+function floorSource(builtins: readonly string[], bunHttp: boolean): string {
+  const names = builtins.filter((b) => !(bunHttp && NETWORK_BUILTINS.has(b)));
+  const lines = names.map((b, i) => `import * as m${i} from 'node:${b}';`);
+  lines.push(`const loaded = [${names.map((_, i) => `m${i}`).join(', ')}].map((m) => Object.keys(m).length);`);
+  const url = 'process.env.FLOOR_URL';
+  if (bunHttp)
+    lines.push(
+      `Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('ok') });`,
+      `fetch(${url}, { keepalive: true, tls: { rejectUnauthorized: false } }).then((r) => r.text()).then(() => console.log('ready', loaded.length));`,
+    );
+  else
+    lines.push(
+      `import { createServer } from 'node:http';`,
+      `import { Agent, request } from 'node:https';`,
+      `createServer((_q, s) => { s.end('ok'); }).listen(0, '127.0.0.1');`,
+      `const agent = new Agent({ keepAlive: true, rejectUnauthorized: false });`,
+      `request(${url}, { agent }, (r) => { r.resume(); r.on('end', () => console.log('ready', loaded.length)); }).end();`,
+    );
+  lines.push('setInterval(() => {}, 1000);');
+  return `${lines.join('\n')}\n`;
+}
+
+/** FloorKey names a floor program. */
+type FloorKey = 'node-http' | 'bun-http';
+const FLOOR_LABEL: Readonly<Record<FloorKey, string>> = {
+  'node-http': "floor: the agent's built-ins, node:http(s)",
+  'bun-http': 'floor: Bun.serve + fetch, other built-ins',
+};
 
 /** Subject is one kind of process measured. */
 type SubjectKey = 'shipped' | 'node' | 'client-go';
@@ -410,6 +462,39 @@ async function main(): Promise<void> {
       }
     }
 
+    // The floors: built once, run as often as the agents, each read HOLD_MS after its TLS request
+    // was answered (the agents' memory is read HOLD_MS after they hold).
+    const builtins = bundledBuiltins(build.metafile);
+    const floor: Record<FloorKey, Mem[]> = { 'node-http': [], 'bun-http': [] };
+    const floorKeys = Object.keys(floor) as FloorKey[];
+    const floorBinary = (key: FloorKey): string => join(dir, `floor-${key}`);
+    for (const key of floorKeys) {
+      const entry = join(dir, `floor-${key}.ts`);
+      writeFileSync(entry, floorSource(builtins, key === 'bun-http'));
+      compileLean(entry, floorBinary(key));
+    }
+    const apiUrl = `${kc.getCurrentCluster()?.server ?? ''}/readyz`;
+    for (let i = 1; i <= runs; i++) {
+      for (const key of floorKeys) {
+        const proc = spawnManaged(`floor-${key}-${i}`, floorBinary(key), {
+          args: [],
+          logFile: join(dir, `floor-${key}-${i}.log`),
+          // As the agent runs once it has replaced itself (src/cli/interpreter-only.ts).
+          env: { ...process.env, FLOOR_URL: apiUrl, BUN_JSC_useJIT: '0' },
+        });
+        procs.push(proc);
+        await until('"ready"', proc, signal, () =>
+          Promise.resolve(/^ready /m.test(readFileSync(proc.logFile, 'utf8')) ? true : undefined),
+        );
+        await sleep(HOLD_MS, undefined, { signal });
+        floor[key].push(readMem(proc.pid));
+        await proc.stop();
+      }
+    }
+    log(
+      floorKeys.map((k) => `${FLOOR_LABEL[k]}: RSS ${(memOfP50(floor[k], 'rssKiB') / 1024).toFixed(1)} MiB`).join('; '),
+    );
+
     // One more Node agent, not timed: count the modules it loads up to holding the lock and exiting.
     let modules: ModuleCount | { skipped: string };
     try {
@@ -481,6 +566,13 @@ async function main(): Promise<void> {
         SUBJECTS.map((k) => [k, { label: SUBJECT_LABEL[k], summary: summaryOf(samples[k]), samples: samples[k] }]),
       ) as Record<SubjectKey, { label: string; summary: Summary; samples: AgentSample[] }>,
       idle: { node: memOf(idle.node), bun: memOf(idle.bun) },
+      floor: {
+        builtins,
+        note: 'Bun-compiled as the agent is and run interpreter-only; memory read HOLD_MS after the TLS request to the API server was answered',
+        programs: Object.fromEntries(
+          floorKeys.map((k) => [k, { label: FLOOR_LABEL[k], memory: memOf(floor[k]) }]),
+        ) as Record<FloorKey, { label: string; memory: Record<keyof Mem, Stats> }>,
+      },
       sharedAgents: {
         agents: SHARED_AGENTS,
         note: 'shipped agents running at once from one executable, each holding its own lock; totals over all of them',
@@ -515,6 +607,7 @@ function table(r: {
   loadAverageAtStart: readonly number[];
   subjects: Record<SubjectKey, { label: string; summary: Summary }>;
   idle: Record<'node' | 'bun', Record<keyof Mem, Stats>>;
+  floor: { programs: Record<FloorKey, { label: string; memory: Record<keyof Mem, Stats> }> };
   modules: { node: ModuleCount | { skipped: string }; shipped: { modules: number; packages: readonly string[] } };
 }): string {
   const ms = (x: Stats): string => `${x.p50.toFixed(0)} / ${x.p90.toFixed(0)} ms`;
@@ -548,6 +641,11 @@ function table(r: {
         mib(m.fileKiB),
         mib(m.pssKiB),
       ];
+    }),
+    ...(['node-http', 'bun-http'] as const).flatMap((k) => {
+      const f = r.floor.programs[k];
+      const m = f.memory;
+      return [[f.label, '', '', '', mib(m.rssKiB), mib(m.hwmKiB), mib(m.anonKiB), mib(m.fileKiB), mib(m.pssKiB)]];
     }),
   ];
   const out = [

@@ -245,6 +245,26 @@ export function compileAgent(outfile: string, o: { readonly target?: string; rea
   compileEntry(AGENT.entry, outfile, { ...o, lean: o.target === undefined });
 }
 
+/**
+ * compileLean compiles any entry module (an absolute path) into outfile exactly as the agent is
+ * compiled, LEAN_FLAGS included: bench/agent-footprint.ts builds its floor programs with it, so
+ * that they differ from the agent in their code only.
+ */
+export function compileLean(entry: string, outfile: string): void {
+  compileEntry(entry, outfile, { lean: true });
+}
+
+/** bundledBuiltins lists the Node built-in modules (`fs`, `http` …) the bundle of a metafile imports. */
+export function bundledBuiltins(metafile = AGENT_METAFILE): string[] {
+  const meta = JSON.parse(readFileSync(metafile, 'utf8')) as {
+    inputs?: Record<string, { imports?: readonly { path: string; external?: boolean }[] }>;
+  };
+  const names = new Set<string>();
+  for (const input of Object.values(meta.inputs ?? {}))
+    for (const i of input.imports ?? []) if (i.external === true) names.add(i.path.replace(/^node:/, ''));
+  return [...names].toSorted();
+}
+
 /** compileEntry compiles `entry` into outfile with the pinned Bun (see compileAgent for `target`). */
 function compileEntry(
   entry: string,
