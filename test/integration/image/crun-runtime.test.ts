@@ -215,9 +215,12 @@ describe('a container of the image under crun', () => {
       .filter((pid) => Number.isInteger(pid) && pid > 0 && existsSync(`/proc/${pid}`));
     expect(recorded.length).toBeGreaterThanOrEqual(4); // sandbox, slirp4netns, relay, crun
     // What the next run does with the pid file of a run that was SIGKILLed: the container (crun
-    // delete -f) and the recorded processes — crun itself may already have exited on its own once
-    // its container was deleted, so 4 or 5; the check that matters is that nothing is left, below.
-    expect(reapStale(pidFile())).toBeGreaterThanOrEqual(4);
+    // delete -f), then each recorded process still running. How many of those are still running
+    // when their turn comes depends on the machine's load: crun, the relay and slirp4netns exit
+    // on their own as the container and the sandbox go (4 or 5 on a quiet machine, 3 seen under
+    // load), so the count asserted is the container and one process; the check that matters is
+    // that nothing is left, below.
+    expect(reapStale(pidFile())).toBeGreaterThanOrEqual(2);
     expect(await p.exited).not.toBe(0);
     await sandbox.stop(); // nothing left to stop
     sandbox = undefined;
