@@ -8,7 +8,8 @@
  * Both stamp arrival times with the runner's monotonic clock.
  */
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { openMonitor, type RedisMonitor } from '../support/testbed/redis-monitor.ts';
 import { parseStoreValue, type LeaseVersion, type StoreApply } from './history.ts';
 import { LOCK_LABEL, RELEASE_ANNOTATION, TOKEN_ANNOTATION, leaseName } from '../../src/protocol/names.ts';
 import { HANDOVER_MARK_ANNOTATION } from '../../src/protocol/handover.ts';
@@ -154,7 +155,7 @@ export class LeaseRecorder {
 export class StoreRecorder {
   readonly #url: string;
   readonly #byTrial = new Map<string, StoreApply[]>();
-  #monitor: Redis | undefined;
+  #monitor: RedisMonitor | undefined;
   #stopped = false;
   /** broken: the MONITOR connection ended early, so the store log is incomplete from then on. */
   broken = false;
@@ -166,9 +167,7 @@ export class StoreRecorder {
   }
 
   async start(): Promise<void> {
-    const client = new Redis(this.#url, { maxRetriesPerRequest: 1 });
-    client.on('error', () => undefined);
-    const monitor = await client.monitor();
+    const monitor = await openMonitor(this.#url);
     monitor.on('error', () => undefined);
     // A multi-key DEL names only its key: the guard's script then adds the op's write id (its
     // storeValue) to the lock's write id set, and a script runs alone, so the next ZADD is its own.
@@ -208,7 +207,6 @@ export class StoreRecorder {
       });
     });
     this.#monitor = monitor;
-    client.disconnect();
     monitor.on('end', () => {
       if (!this.#stopped) this.broken = true;
     });

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { redisGuard, type RedisGuard, type RedisWriteResult } from '../../../src/guards/redis-guard.ts';
 import { startRedis, type RedisServer } from '../../support/testbed/redis.ts';
+import { openMonitor } from '../../support/testbed/redis-monitor.ts';
 import { MAX_TOKEN, TokenError } from '../../../src/protocol/token.ts';
 
 // One mark per key (scope 'key'): where the guard keeps the mark and write id set of data key k.
@@ -209,7 +210,7 @@ describe("redisGuard with one mark per key (scope 'key') against a real redis-se
     const guards = clients.map((c) => redisGuard(c, { scope: 'key' }));
     // Load the script once so that every later call is one EVALSHA (no NOSCRIPT + EVAL pair).
     await guards[0]?.write(`${key}:warmup`, 0n, 'x');
-    const monitor = await redis.client().monitor();
+    const monitor = await openMonitor(redis.url);
     const seen: string[][] = [];
     const marker = `guard-test:end:${seed}`;
     let ended = false;

@@ -19,7 +19,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import { openMonitor, type RedisMonitor } from '../../support/testbed/redis-monitor.ts';
 import { lockKeys, type LockKeys } from '../../../src/stores/redis/keys.ts';
 import { mulberry32 } from '../../support/prng.ts';
 import { freePort } from '../../support/testbed/ports.ts';
@@ -360,11 +360,11 @@ export class StoreBed {
   private readonly applied = new Map<string, AppliedWrite[]>();
   private readonly slots: Slot[];
   private readonly guard: RedisServer;
-  private readonly monitor: Redis;
+  private readonly monitor: RedisMonitor;
   private readonly dir: string;
   readonly ttlMs: number;
 
-  private constructor(guard: RedisServer, monitor: Redis, dir: string, concurrency: number, ttlMs: number) {
+  private constructor(guard: RedisServer, monitor: RedisMonitor, dir: string, concurrency: number, ttlMs: number) {
     this.guard = guard;
     this.monitor = monitor;
     this.dir = dir;
@@ -383,7 +383,7 @@ export class StoreBed {
 
   static async start(concurrency: number, ttlMs: number): Promise<StoreBed> {
     const guard = await startRedis();
-    const monitor = await guard.client().monitor();
+    const monitor = await openMonitor(guard.url);
     const dir = mkdtempSync(join(tmpdir(), 'fencepost-store-safety-'));
     return new StoreBed(guard, monitor, dir, concurrency, ttlMs);
   }
