@@ -22,9 +22,9 @@
  * built this way takes before its own code: one loads every Node built-in module the agent's bundle
  * imports, listens on loopback with node:http and keeps a TLS connection to the API server open
  * with node:https; the other does the same with Bun's own `Bun.serve` and `fetch` and the bundle's
- * other built-ins (what a rewrite of the agent's HTTP on Bun's APIs could reach at best). One more, unmeasured, Node agent run counts the
- * modules it loads (a `module.registerHooks` load hook given with --import); the shipped agent's
- * modules are its bundle (Bun's metafile).
+ * other built-ins (what a rewrite of the agent's HTTP on Bun's APIs could reach at best). One
+ * more, unmeasured, Node agent run counts the modules it loads (a `module.registerHooks` load hook
+ * given with --import); the shipped agent's modules are its bundle (Bun's metafile).
  *
  * Writes .results/bench/agent-footprint.json and prints a table. Every process it starts is stopped
  * by PID at the end, also on failure or Ctrl-C.
@@ -136,14 +136,6 @@ function readMem(pid: number): Mem {
     fileKiB: field('status', 'RssFile'),
     pssKiB: field('smaps_rollup', 'Pss'),
   };
-}
-
-/** memOfP50: the median of one figure over samples. */
-function memOfP50(xs: readonly Mem[], k: keyof Mem): number {
-  return percentile(
-    xs.map((m) => m[k]),
-    50,
-  );
 }
 
 type Summary = Record<'readyMs' | 'heldMs' | 'stopMs' | keyof Mem, Stats>;
@@ -492,7 +484,9 @@ async function main(): Promise<void> {
       }
     }
     log(
-      floorKeys.map((k) => `${FLOOR_LABEL[k]}: RSS ${(memOfP50(floor[k], 'rssKiB') / 1024).toFixed(1)} MiB`).join('; '),
+      floorKeys
+        .map((k) => `${FLOOR_LABEL[k]}: RSS ${(stats(floor[k].map((m) => m.rssKiB)).p50 / 1024).toFixed(1)} MiB`)
+        .join('; '),
     );
 
     // One more Node agent, not timed: count the modules it loads up to holding the lock and exiting.

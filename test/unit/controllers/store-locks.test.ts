@@ -3,7 +3,7 @@
 // that found the key held (the read reached the store just before the release did); that read
 // cannot consume it, and the next read, which finds the key gone, must still know it was a release.
 import { describe, expect, it } from 'vitest';
-import type { DistributedLock } from '../../../src/api/v1alpha1/distributedlock.ts';
+import { aLock, DEFAULT_SELECTOR } from '../../support/builders.ts';
 import type { StoreRead } from '../../../src/controllers/distributedlock/decide-store.ts';
 import { LockMemories } from '../../../src/controllers/distributedlock/memory.ts';
 import {
@@ -12,12 +12,9 @@ import {
   type StoreObserver,
 } from '../../../src/controllers/distributedlock/store-locks.ts';
 
-const lock: DistributedLock = {
-  apiVersion: 'fencepost.io/v1alpha1',
-  kind: 'DistributedLock',
-  metadata: { name: 'l', namespace: 'ns', generation: 1 },
-  spec: { leaseDurationSeconds: 2, store: 'Redlock', candidates: { selector: { matchLabels: { app: 'a' } } } },
-};
+const lock = aLock('l', (d) => {
+  d.spec = { ...d.spec, store: 'Redlock' };
+});
 const owner = 'r1/p1/u1';
 const heldRead: StoreRead = { ok: true, owner, ttlMs: 9000, token: 5n, pod: { name: 'p1', uid: 'u1' } };
 const freeRead: StoreRead = { ok: true, owner: undefined, ttlMs: -2, token: undefined, pod: undefined };
@@ -25,7 +22,7 @@ const freeRead: StoreRead = { ok: true, owner: undefined, ttlMs: -2, token: unde
 describe('StoreLocks: releases heard between reads', () => {
   it('a release heard while a read that still found the key held was in flight is reported as a release', async () => {
     const memories = new LockMemories();
-    const memory = memories.of('ns/l');
+    const memory = memories.of('default/l');
     // The reads in order; `during` runs while the read is in flight (the release message arriving).
     const script: { read: StoreRead; during?: () => void }[] = [
       { read: heldRead },
@@ -54,10 +51,10 @@ describe('StoreLocks: releases heard between reads', () => {
     };
     let now = new Date('2026-12-07T00:00:00Z').getTime();
     const clock = { now: () => new Date(now), monotonicMs: () => now };
-    const pods = [{ metadata: { name: 'p1', uid: 'u1', labels: { app: 'a' } } }];
+    const pods = [{ metadata: { name: 'p1', uid: 'u1', labels: { ...DEFAULT_SELECTOR.matchLabels } } }];
     const store = new StoreLocks(observer, undefined, clock);
     for (let i = 0; i < 4; i++) {
-      await store.apply('ns/l', lock, pods, acts, memory);
+      await store.apply('default/l', lock, pods, acts, memory);
       now += 1000;
     }
     expect(events).toEqual(['StoreGranted', 'StoreReleased']);
