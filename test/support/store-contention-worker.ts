@@ -5,11 +5,15 @@
  *
  *   node store-contention-worker.ts --store <url> --lock <name> --namespace <ns> --ttl-ms <n> --guard <redis-url> --rounds <n> --hold-ms <n>
  *
+ * Once connected it says `ready` and waits for a line on stdin: the harness starts both workers'
+ * rounds together, so that they contend from the first round however long each took to start.
  * Each round: acquire (wait up to 20 s) → `acquired`; INCR `<lock>:inside` on the guard Redis
  * (`overlap` unless the answer is 1); a fenced write of `<lock>:data` = the token through the
  * guard (lock-scoped mark of `<lock>`) → `write`; hold; DECR; release → `released`. Then `done`.
  * One JSON object per line on stdout.
  */
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -36,6 +40,12 @@ const store = await connectStore(a.store ?? '');
 const data = new Redis(a.guard ?? '');
 const guard = redisGuard(data, { lock });
 try {
+  await data.ping();
+  say({ event: 'ready' });
+  const stdin = createInterface({ input: process.stdin });
+  const [line] = (await Promise.race([once(stdin, 'line'), once(stdin, 'close')])) as [string | undefined];
+  stdin.close();
+  if (line === undefined) throw new Error('stdin closed before the start line');
   for (let r = 0; r < Number(a.rounds); r++) {
     const held = await acquire(lock, {
       store,

@@ -3,7 +3,9 @@
  * the TypeScript library) and a worker of another language's client run the same rounds against the
  * same lock, at the same time, each writing through its own language's Redis guard; the events of
  * both say whether the two agree on keys, scripts and tokens:
- * - both acquire (they really contend: the rounds overlap in time);
+ * - both acquire, and they really contend: each worker says `ready` once connected and waits for a
+ *   line on stdin, and the harness starts both when both are ready, so the first round is a race
+ *   however long a JVM or a loaded machine took to start one of them;
  * - no `overlap` (an INCR of `<lock>:inside` answered more than 1: two holders at once);
  * - every token distinct, and each worker's tokens increasing;
  * - every fenced write applied (with mutual exclusion and one counter, every new holder's token
@@ -21,7 +23,7 @@ const NODE_WORKER = resolve(import.meta.dirname, 'store-contention-worker.ts');
 /** ContentionEvent is one line of a worker. */
 export interface ContentionEvent {
   readonly worker: string;
-  readonly event: 'acquired' | 'overlap' | 'write' | 'released' | 'done' | 'error';
+  readonly event: 'ready' | 'acquired' | 'overlap' | 'write' | 'released' | 'done' | 'error';
   readonly token?: string;
   readonly outcome?: 'applied' | 'stale' | 'duplicate';
   readonly message?: string;
@@ -69,6 +71,7 @@ export async function runStoreContention(o: ContentionOptions): Promise<Contenti
     String(o.holdMs ?? 20),
   ];
   const events: ContentionEvent[] = [];
+  let ready = 0;
   const procs: ManagedProcess[] = [
     spawnManaged(`contention-node-${o.lock}`, process.execPath, {
       args: [NODE_WORKER, ...flags],
@@ -83,15 +86,27 @@ export async function runStoreContention(o: ContentionOptions): Promise<Contenti
       ...(o.foreign.cwd !== undefined ? { cwd: o.foreign.cwd } : {}),
     }),
   ];
+  for (const p of procs) {
+    // A worker that dies before the start line closes its stdin under us; its exit is the finding.
+    p.stdin?.on('error', () => undefined);
+    // One that exits before both are ready must not leave the other waiting for a start line.
+    void p.exited.then(() => {
+      if (ready < procs.length) for (const q of procs) q.stdin?.end();
+    });
+  }
   const read = procs.map(async (p) => {
     if (p.stdout === null) return;
     for await (const line of createInterface({ input: p.stdout })) {
       if (line.trim() === '') continue;
+      let event: ContentionEvent;
       try {
-        events.push(JSON.parse(line) as ContentionEvent);
+        event = JSON.parse(line) as ContentionEvent;
       } catch {
-        events.push({ worker: p.name, event: 'error', message: `not a JSON line: ${line}` });
+        event = { worker: p.name, event: 'error', message: `not a JSON line: ${line}` };
       }
+      events.push(event);
+      // The start line goes to both at once, when the second of them is ready.
+      if (event.event === 'ready' && ++ready === procs.length) for (const q of procs) q.stdin?.end('start\n');
     }
   });
   let timer: NodeJS.Timeout | undefined;
@@ -120,7 +135,10 @@ export function assertContention(events: readonly ContentionEvent[], foreignWork
   expect(events.filter((e) => e.event === 'overlap')).toEqual([]);
   const workers = [...new Set(events.map((e) => e.worker))].toSorted();
   expect(workers).toEqual(['node', foreignWorker].toSorted());
-  for (const w of workers) expect(events.filter((e) => e.worker === w && e.event === 'done')).toHaveLength(1);
+  for (const w of workers) {
+    expect(events.filter((e) => e.worker === w && e.event === 'ready')).toHaveLength(1);
+    expect(events.filter((e) => e.worker === w && e.event === 'done')).toHaveLength(1);
+  }
   const acquired = events.filter((e) => e.event === 'acquired');
   const tokens = acquired.map((e) => BigInt(e.token ?? '-1'));
   expect(new Set(tokens).size).toBe(tokens.length);

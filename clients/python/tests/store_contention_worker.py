@@ -5,7 +5,9 @@ never both hold it, whichever language wrote the lock.
     python store_contention_worker.py --store URL --lock NAME --namespace NS --ttl-ms N
         --guard REDIS_URL --rounds N --hold-ms N
 
-Each round: acquire the store lock (waiting up to 20 s) -> {"event":"acquired","token":"..."};
+Once connected it prints {"event":"ready"} and waits for a line on stdin: the harness starts
+both workers' rounds together, so that they contend from the first round however long each took
+to start. Each round: acquire the store lock (waiting up to 20 s) -> {"event":"acquired","token":"..."};
 INCR "<lock>:inside" on the guard Redis ({"event":"overlap"} unless the answer is 1); a fenced
 write of the token to "<lock>:data" through fencepost.guard.RedisGuard (lock-scoped mark of
 <lock>) -> {"event":"write","token":"...","outcome":"applied"|"stale"|"duplicate"}; sleep
@@ -53,6 +55,10 @@ def main(argv: list[str]) -> int:
             store.connect(a.store) as st,
         ):
             guard = RedisGuard(g, lock=a.lock)
+            g.ping()
+            out("ready")
+            if sys.stdin.readline() == "":
+                raise EOFError("stdin closed before the start line")
             inside = f"{a.lock}:inside"
             for _ in range(a.rounds):
                 lock = st.acquire(a.lock, namespace=a.namespace, ttl=a.ttl_ms / 1000, wait=20)

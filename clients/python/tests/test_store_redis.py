@@ -422,6 +422,7 @@ def test_the_contention_worker_speaks_the_protocol(single: RedisServer, masters:
                 str(HERE / "tests/store_contention_worker.py"),
                 *(x for kv in flags.items() for x in kv),
             ],
+            input="start\n",
             capture_output=True,
             text=True,
             timeout=60,
@@ -430,7 +431,7 @@ def test_the_contention_worker_speaks_the_protocol(single: RedisServer, masters:
         assert r.returncode == 0, r.stdout + r.stderr
         lines = [json.loads(line) for line in r.stdout.splitlines()]
         assert all(e["worker"] == "python" for e in lines)
-        assert [e["event"] for e in lines] == ["acquired", "write", "released"] * 3 + ["done"]
+        assert [e["event"] for e in lines] == ["ready"] + ["acquired", "write", "released"] * 3 + ["done"]
         tokens = [e["token"] for e in lines if e["event"] == "acquired"]
         assert [int(t) for t in tokens] == sorted(int(t) for t in tokens) and len(set(tokens)) == 3
         assert {e["outcome"] for e in lines if e["event"] == "write"} == {"applied"}

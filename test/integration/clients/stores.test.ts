@@ -5,9 +5,9 @@
 //
 // - contention, on a redis:// and on a redlock:// URL: the Go, Python and Java workers each run
 //   their rounds on one lock at the same time as a Node worker (the TypeScript library;
-//   test/support/store-contention.ts), each writing through its own language's Redis guard. Both
-//   acquire, never together, every token distinct and increasing per worker, every fenced write
-//   applied, the lock really changed hands, the counter (on a majority of the masters) and the
+//   test/support/store-contention.ts), each writing through its own language's Redis guard, both
+//   started together once both are connected. Both acquire, never together, every token distinct
+//   and increasing per worker, every fenced write applied, the counter (on a majority of the masters) and the
 //   guarded data end at the highest token;
 // - the README's store example of each client, which acquires, writes through the guard under
 //   increasing tokens and releases.
@@ -41,16 +41,16 @@ const LANGUAGES: readonly Language[] = ['go', 'python', 'java'];
 const KINDS: readonly Kind[] = ['redis', 'redlock'];
 
 /**
- * Rounds and hold times per language: long enough that the two workers' rounds overlap although
- * the Node worker takes one to three seconds to start on a busy machine and the others do not.
- * minSwitches: how often the lock must at least have changed language. Neither store queues its
- * waiters; on one Redis, the Go worker's next acquire right after its own release usually reaches
- * Redis before the woken Node worker's (seen: 20 go, then 20 node), so one change is all it owes.
+ * Rounds and hold times per language. Both workers start their rounds together (the harness waits
+ * until both are connected), so the first round is a race and the loser waits for the winner's
+ * release. How often the lock changes hands after that is not promised: neither store queues its
+ * waiters, and on one Redis the releasing worker's next acquire usually reaches Redis before the
+ * woken waiter's (seen: 20 go, then 20 node). The hand-overs are printed, not asserted.
  */
-const PLAN: Readonly<Record<Language, { rounds: number; holdMs: number; minSwitches: Record<Kind, number> }>> = {
-  go: { rounds: 20, holdMs: 200, minSwitches: { redis: 1, redlock: 3 } },
-  python: { rounds: 25, holdMs: 40, minSwitches: { redis: 1, redlock: 1 } },
-  java: { rounds: 30, holdMs: 20, minSwitches: { redis: 2, redlock: 2 } },
+const PLAN: Readonly<Record<Language, { rounds: number; holdMs: number }>> = {
+  go: { rounds: 20, holdMs: 200 },
+  python: { rounds: 25, holdMs: 40 },
+  java: { rounds: 30, holdMs: 20 },
 };
 
 /** switches counts how often the holder changed worker between consecutive grants. */
@@ -186,8 +186,6 @@ describe('the Redis lock stores of TypeScript, Go, Python and Java: one conforma
         );
         expect(by('node')).toBe(plan.rounds);
         expect(by(language)).toBe(plan.rounds);
-        // They really contended: the lock went from one language to the other (and back).
-        expect(switches(events)).toBeGreaterThanOrEqual(plan.minSwitches[kind]);
         // Every grant of both came from the one counter, which ends at the largest token: on one
         // Redis exactly; on Redlock at least on a majority of the masters.
         const counter = `fencepost:fence:cross-lang/${lock}`;

@@ -5,6 +5,8 @@
 //
 //	store-worker --store <url> --lock <name> --namespace <ns> --ttl-ms <n> --guard <redis-url> --rounds <n> --hold-ms <n>
 //
+// Once connected it says "ready" and waits for a line on stdin: the harness starts both workers'
+// rounds together, so that they contend from the first round however long each took to start.
 // Each round: acquire (wait up to 20 s) → "acquired"; INCR "<lock>:inside" on the guard Redis
 // ("overlap" unless the answer is 1); a fenced write of "<lock>:data" = the token through the
 // guard (the lock-scoped mark of <lock>) → "write" with its outcome; sleep hold-ms; DECR; release →
@@ -12,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,6 +87,10 @@ func run(ctx context.Context, c config) error {
 	g, err := guard.NewRedis(data, guard.RedisOptions{Lock: c.lock})
 	if err != nil {
 		return err
+	}
+	say(event{Event: "ready"})
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return fmt.Errorf("waiting for the start line on stdin: %w", err)
 	}
 	inside := c.lock + ":inside"
 	for range c.rounds {

@@ -4,7 +4,11 @@ import io.fencepost.Json;
 import io.fencepost.LockStore;
 import io.fencepost.StoreLock;
 import io.fencepost.guard.RedisGuard;
+import java.io.BufferedReader;
+import java.io.EOFException;
+import java.io.InputStreamReader;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
@@ -20,7 +24,9 @@ import redis.clients.jedis.RedisClient;
  *       --guard REDIS_URL --rounds N --hold-ms N
  * </pre>
  *
- * Each round: acquire the store lock (waiting up to 20 s) → {@code acquired}; INCR {@code
+ * Once connected it says {@code ready} and waits for a line on stdin: the harness starts both
+ * workers' rounds together, so that they contend from the first round however long each took to
+ * start. Each round: acquire the store lock (waiting up to 20 s) → {@code acquired}; INCR {@code
  * <lock>:inside} on the guard Redis ({@code overlap} unless it answers 1); a fenced write of {@code
  * <lock>:data} = the token through the Java Redis guard (the lock-scoped mark of {@code <lock>}) →
  * {@code write}; sleep; DECR; release → {@code released}. Then {@code done} and exit 0; on an
@@ -64,6 +70,11 @@ public final class StoreContentionWorker {
     try (LockStore store = LockStore.open(a.get("store"));
         RedisClient data = RedisClient.create(URI.create(a.get("guard")))) {
       RedisGuard guard = new RedisGuard(data, lock);
+      data.ping();
+      say("event", "ready");
+      if (new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine() == null) {
+        throw new EOFException("stdin closed before the start line");
+      }
       for (int r = 0; r < rounds; r++) {
         try (StoreLock held = store.acquire(lock, options)) {
           String token = Long.toString(held.token());
