@@ -41,7 +41,8 @@ import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { apiClientFor, typedApi } from '../src/kube/typed-api.ts';
+import { apiClientFor } from '../src/kube/api-client.ts';
+import { typedApi } from '../test/support/typed-api.ts';
 import { renewedLease } from '../src/lease/record.ts';
 import {
   createLock,

@@ -32,7 +32,7 @@ import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
 import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
 import { jsonClient, type JsonClient } from '../src/kube/json-client.ts';
-import { apiClientFor } from '../src/kube/typed-api.ts';
+import { apiClientFor } from '../src/kube/api-client.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName } from '../src/protocol/names.ts';
 import { launchBrowser } from '../test/support/browser.ts';
 import { startControlPlane } from '../test/support/testbed/control-plane.ts';

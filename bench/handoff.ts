@@ -32,7 +32,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { parseLease, renewedLease, type LockRecord } from '../src/lease/record.ts';
-import { apiClientFor, typedApi } from '../src/kube/typed-api.ts';
+import { apiClientFor } from '../src/kube/api-client.ts';
+import { typedApi } from '../test/support/typed-api.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import {

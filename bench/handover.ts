@@ -32,7 +32,7 @@ import { Watch, type V1Lease } from '@kubernetes/client-node';
 import type { LockSnapshot } from '../src/agent/session.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
 import { redisGuard } from '../src/guards/redis-guard.ts';
-import { apiClientFor } from '../src/kube/typed-api.ts';
+import { apiClientFor } from '../src/kube/api-client.ts';
 import { parseLease } from '../src/lease/record.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { leaseName } from '../src/protocol/names.ts';

@@ -8,7 +8,7 @@
 import { acquire } from '../src/index.ts';
 import { connectStore, type StoreConnection } from '../src/client/store-acquire.ts';
 import { startLockController, type LockController } from '../src/controllers/distributedlock/setup.ts';
-import { apiClientFor } from '../src/kube/typed-api.ts';
+import { apiClientFor } from '../src/kube/api-client.ts';
 import { silentLogger } from '../src/observability/logger.ts';
 import { realClock } from '../src/runtime/clock.ts';
 import { createLock, createPod, lockBody, testKube } from '../test/support/fixtures.ts';

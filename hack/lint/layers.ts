@@ -51,7 +51,10 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
     imports: ['protocol'],
   },
   observability: { holds: 'logger, metrics, health and metrics endpoints', imports: ['config'] },
-  lease: { holds: 'the Lease as a lock record: parse it, build grant/renew/release bodies', imports: ['protocol'] },
+  lease: {
+    holds: 'the Lease as a lock record: parse it, build grant/renew/release bodies',
+    imports: ['protocol', 'runtime'],
+  },
   transport: {
     holds:
       'the one API client of every binary (no @kubernetes/client-node): kubeconfig (every form kubectl loads) and in-cluster settings, kept-alive HTTPS, the typed Lease, pod, Event and custom-object requests, the one informer fed by this client',
@@ -60,7 +63,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   kube: {
     holds:
-      "adapters to the API server over the transport's client: client-node's typed APIs on it, the Lease client and store, the pod patcher, the custom-resource writer, request options, events",
+      "adapters to the API server over the transport's client: the JSON request port, the pod patcher, the custom-resource writer, request options, events",
     imports: ['protocol', 'runtime', 'observability', 'transport'],
   },
   fencing: { holds: 'token dispensers (Redis counter, Lease high-water mark)', imports: ['protocol', 'api'] },
@@ -77,7 +80,18 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   controllers: {
     holds: 'the DistributedLock controller: observe → decide → act → status',
-    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'fencing', 'stores'],
+    imports: [
+      'protocol',
+      'runtime',
+      'config',
+      'api',
+      'observability',
+      'lease',
+      'kube',
+      'transport',
+      'fencing',
+      'stores',
+    ],
   },
   agent: {
     holds: 'the holder side: the lock session, the local HTTP API, state files',

@@ -8,11 +8,11 @@
  */
 import { openStoreObserver } from '../controllers/distributedlock/store-observer.ts';
 import { randomUUID } from 'node:crypto';
-import { CoordinationV1Api } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import { parseControllerConfig, type ControllerConfig } from '../config/controller.ts';
 import { startLockController, type LockController } from '../controllers/distributedlock/setup.ts';
-import { leaseClientFrom } from '../kube/leases.ts';
-import { apiClientFor, typedApi, type ApiClient } from '../kube/typed-api.ts';
+import { apiClientFor, type ApiClient } from '../kube/api-client.ts';
+import { leaseRequests, leasesPath } from '../transport/resources.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { serveProbes, type ProbeRoutes } from '../observability/http.ts';
 import { metricsAuthorizer } from '../observability/metrics-auth.ts';
@@ -205,17 +205,22 @@ export async function runController(argv: readonly string[]): Promise<number> {
   if (cfg.shards > 1) {
     // Sharded: every replica runs workers, each acting for the locks of the shards it holds;
     // leader_election_master_status{name=<id>-shard-<n>} is 1 on the replica holding shard n.
-    const leaseApi = typedApi(kube, CoordinationV1Api);
     const shardMetric = (owned: readonly number[]): void => {
       for (let s = 0; s < cfg.shards; s++)
         metrics.leader.set({ name: shardLeaseName(cfg.leaderElectionId, s) }, owned.includes(s) ? 1 : 0);
     };
     shardMetric([]);
     sharding = new ShardManager({
-      leases: leaseClientFrom(leaseApi),
+      leases: leaseRequests<V1Lease>(kube),
       members: {
         list: async (namespace, labelSelector) =>
-          (await leaseApi.listNamespacedLease({ namespace, labelSelector })).items,
+          (
+            await kube.request<{ items: V1Lease[] }>({
+              method: 'GET',
+              path: leasesPath(namespace),
+              query: { labelSelector },
+            })
+          ).items,
       },
       namespace: cfg.leaderElectionNamespace,
       id: cfg.leaderElectionId,
@@ -244,7 +249,7 @@ export async function runController(argv: readonly string[]): Promise<number> {
   } else if (cfg.leaderElect) {
     leading(false);
     elector = new LeaderElector({
-      leases: leaseClientFrom(typedApi(kube, CoordinationV1Api)),
+      leases: leaseRequests<V1Lease>(kube),
       namespace: cfg.leaderElectionNamespace,
       name: cfg.leaderElectionId,
       identity,

@@ -7,7 +7,7 @@
 import { parseDashboardArgs } from '../config/dashboard.ts';
 import { UsageError } from '../config/usage-error.ts';
 import { startDashboard } from '../dashboard/start.ts';
-import { apiClientFor, type ApiClient } from '../kube/typed-api.ts';
+import { apiClientFor, type ApiClient } from '../kube/api-client.ts';
 import { UnknownContextError } from '../transport/config.ts';
 import { createLogger } from '../observability/logger.ts';
 import { realClock } from '../runtime/clock.ts';

@@ -13,7 +13,7 @@
 import type { CoreV1Event, KubernetesObject, V1Lease } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../api/v1alpha1/distributedlock.ts';
 import { EventReason } from '../api/v1alpha1/conditions.ts';
-import { listPages, type ApiClient } from '../kube/typed-api.ts';
+import { listPages, type ApiClient } from '../kube/api-client.ts';
 import { LOCK_LABEL } from '../protocol/names.ts';
 import type { TimerClock } from '../runtime/clock.ts';
 import { superviseInformer, type InformerLogger, type SupervisedInformer } from '../runtime/informer.ts';

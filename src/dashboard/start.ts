@@ -4,7 +4,7 @@
  * command (cli/dashboard.ts), the browser tests and the benchmark all start it this way.
  */
 import { jsonClient } from '../kube/json-client.ts';
-import { apiClientFor, type ApiClient, type KubeconfigSource } from '../kube/typed-api.ts';
+import { apiClientFor, type ApiClient, type KubeconfigSource } from '../kube/api-client.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { TimerClock } from '../runtime/clock.ts';
 import type { InformerLogger } from '../runtime/informer.ts';

@@ -27,6 +27,7 @@
  *   releases copy the annotation along, so a holder granted after that write always reads it.
  */
 import type { V1Lease, V1MicroTime } from '@kubernetes/client-node';
+import { MicroTime } from '../runtime/micro-time.ts';
 import { formatHandoverMark, parseHandoverMark, type HandoverMark } from '../protocol/handover.ts';
 import { holderIdentity, parseHolderIdentity, type HolderRef } from '../protocol/holder.ts';
 import { HANDOVER_MARK_ANNOTATION } from '../protocol/handover.ts';
@@ -285,17 +286,6 @@ function withAnnotations(lease: V1Lease, set: Record<string, string | undefined>
     else annotations[k] = v;
   }
   return { ...lease, metadata: { ...lease.metadata, annotations } };
-}
-
-/**
- * MicroTime is a Date that serialises as metav1.MicroTime: six fractional digits (the API server
- * parses Lease times only so). The same class as client-node's V1MicroTime, without loading
- * client-node: JSON.stringify and client-node's serializer both call toISOString.
- */
-export class MicroTime extends Date {
-  override toISOString(): string {
-    return `${super.toISOString().slice(0, -1)}000Z`;
-  }
 }
 
 /** microTime: Lease times are metav1.MicroTime, which the API server parses only with six fractional digits. */

@@ -2,7 +2,7 @@
  * The leader Lease's record as the elector compares it (leaderelection.ts): the fields whose
  * change proves the holder alive, and the renewTime a renewal writes.
  */
-import { V1MicroTime } from '@kubernetes/client-node';
+import { MicroTime } from './micro-time.ts';
 import type { V1Lease } from '@kubernetes/client-node';
 
 /** ElectionRecord is client-go's LeaderElectionRecord: the fields whose change proves the holder is alive. */
@@ -43,7 +43,7 @@ export function sameRecord(a: ElectionRecord, b: ElectionRecord): boolean {
 export function timeKey(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
   if (value instanceof Date)
-    return Number.isNaN(value.getTime()) ? 'Invalid Date' : new V1MicroTime(value.getTime()).toISOString();
+    return Number.isNaN(value.getTime()) ? 'Invalid Date' : new MicroTime(value.getTime()).toISOString();
   return undefined;
 }
 
@@ -51,7 +51,7 @@ export function timeKey(value: unknown): string | undefined {
  * renewTimeAfter is `now`, nudged 1 ms forward when it equals the previous renewTime (a stalled or
  * stepped-back wall clock), so that every renewal changes the record others watch.
  */
-export function renewTimeAfter(now: Date, previous: unknown): V1MicroTime {
-  const renew = new V1MicroTime(now.getTime());
-  return timeKey(previous) === timeKey(renew) ? new V1MicroTime(now.getTime() + 1) : renew;
+export function renewTimeAfter(now: Date, previous: unknown): MicroTime {
+  const renew = new MicroTime(now.getTime());
+  return timeKey(previous) === timeKey(renew) ? new MicroTime(now.getTime() + 1) : renew;
 }

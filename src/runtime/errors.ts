@@ -3,10 +3,10 @@
  *
  * Every predicate here looks through `cause` chains, because the convention at I/O boundaries is to
  * wrap (`new Error('Failed to replace Lease', { cause })`) and the caller that decides "409 → requeue
- * quietly" sits above that boundary. Status codes come from the `ApiException` that
- * @kubernetes/client-node's generated APIs throw (the controller), from the `ApiError` of our own
- * transport (src/transport/, the agent), and from the plain `Error` with a numeric `statusCode`
- * that client-node's `Watch` throws when the watch request itself is refused.
+ * quietly" sits above that boundary. Status codes come from the `ApiError` of our own transport
+ * (src/transport/: every binary), and in tests also from the `ApiException` that
+ * @kubernetes/client-node's generated APIs throw and the plain `Error` with a numeric `statusCode`
+ * that its `Watch` throws when the watch request itself is refused.
  *
  * The classification is structural, so that this module loads no Kubernetes client: an `Error`
  * with a numeric `statusCode`, or with a numeric `code` and a `body` (client-node's

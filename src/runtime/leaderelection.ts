@@ -58,7 +58,7 @@
  * take-over, release with its one re-read) and the list above; the term is election-term.ts, the
  * configuration leaderelection-config.ts, the record comparison election-record.ts.
  */
-import { V1MicroTime } from '@kubernetes/client-node';
+import { MicroTime } from './micro-time.ts';
 import type { V1Lease, V1LeaseSpec } from '@kubernetes/client-node';
 import { sleep } from './clock.ts';
 import type { TimerClock } from './clock.ts';
@@ -85,14 +85,14 @@ export interface LeaseRequestOptions {
 
 /**
  * LeaseClient is the part of the coordination.k8s.io/v1 API the elector (and the agent's session)
- * needs: the port, defined here so that runtime/ depends on nothing of ours. `leaseClientFrom` in
- * src/kube/leases.ts builds one from client-node; unit tests fake it.
+ * needs: the port, defined here so that runtime/ depends on nothing of ours. `leaseRequests` in
+ * src/transport/resources.ts is the one over the API client; unit tests fake it.
  *
  * Contract: `get` resolves `undefined` for a Lease that does not exist (404) and rejects on every
  * other failure. `create` rejects with a 409 (reason AlreadyExists) when the Lease exists.
  * `replace` is a compare-and-swap: it must reject with a 409 (reason Conflict) when the
- * `metadata.resourceVersion` of `lease` is not the stored one. Errors are client-node
- * `ApiException`s or anything else {@link isConflict}/{@link isAlreadyExists} understand. Every call
+ * `metadata.resourceVersion` of `lease` is not the stored one. Errors are the transport's
+ * `ApiError`s or anything else {@link isConflict}/{@link isAlreadyExists} understand. Every call
  * resolves to the Lease as stored (with its new resourceVersion).
  */
 export interface LeaseClient {
@@ -326,7 +326,7 @@ export class LeaderElector {
     if (current === undefined) {
       const lease: V1Lease = {
         metadata: { name: this.#name, namespace: this.#namespace },
-        spec: this.#heldSpec(now, new V1MicroTime(now.getTime()), 0, undefined),
+        spec: this.#heldSpec(now, new MicroTime(now.getTime()), 0, undefined),
       };
       try {
         this.#observe(await this.#call(this.#leases.create(this.#namespace, lease, { signal }), signal), true);
@@ -357,7 +357,7 @@ export class LeaderElector {
       ? this.#heldSpec(now, current.spec?.acquireTime, current.spec?.leaseTransitions, current.spec?.renewTime)
       : this.#heldSpec(
           now,
-          new V1MicroTime(now.getTime()),
+          new MicroTime(now.getTime()),
           (current.spec?.leaseTransitions ?? 0) + 1,
           current.spec?.renewTime,
         );
@@ -395,7 +395,7 @@ export class LeaderElector {
     );
     try {
       for (let reread = false; ; reread = true) {
-        const now = new V1MicroTime(this.#clock.now().getTime());
+        const now = new MicroTime(this.#clock.now().getTime());
         const spec: V1LeaseSpec = { leaseDurationSeconds: 1, acquireTime: now, renewTime: now };
         const transitions = base.spec?.leaseTransitions;
         if (transitions !== undefined) spec.leaseTransitions = transitions;
@@ -433,7 +433,7 @@ export class LeaderElector {
   /** #heldSpec is the spec of a Lease held by this replica, renewed now. */
   #heldSpec(
     now: Date,
-    acquireTime: V1MicroTime | undefined,
+    acquireTime: MicroTime | undefined,
     transitions: number | undefined,
     previousRenew: unknown,
   ): V1LeaseSpec {

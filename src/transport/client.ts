@@ -1,7 +1,7 @@
 /**
  * ApiClient — a small HTTPS client for one API server, what the agent, `fencepost exec` and
  * acquire() speak to the API server with, and the controller, the dashboard and the kubectl plugin
- * too (client-node's generated classes ride on it: kube/typed-api.ts). Built on node:https /
+ * too (the tests' client-node generated classes ride on it: test/support/typed-api.ts). Built on node:https /
  * node:http only, so that it runs unchanged on Node and on Bun.
  *
  * Guarantees:
@@ -166,7 +166,7 @@ export class ApiClient {
 
   /**
    * raw sends one request with a body already encoded and resolves with the answer whatever its
-   * status: the path for callers that bring their own (de)serialisation (kube/typed-api.ts).
+   * status: the path for callers that bring their own (de)serialisation (test/support/typed-api.ts).
    */
   async raw(r: RawRequest): Promise<RawResponse> {
     const { res, finish } = await this.#send(

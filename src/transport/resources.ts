@@ -1,6 +1,6 @@
 /**
- * The typed requests of the agent's path, over {@link ApiClient}: Lease get/create/replace and
- * the Lease collection's path (the informer lists and watches it), a JSON merge patch of a pod's
+ * The typed requests over {@link ApiClient}: Lease get/create/replace/delete (the agent's session,
+ * the controller's grants, its own election and its shards) and the Lease collection's path (the informer lists and watches it), a JSON merge patch of a pod's
  * metadata guarded by its UID, Event create and patch, and a namespaced custom object's GET.
  *
  * Object types are the caller's (`L`, `E`, `O`): this layer speaks JSON and knows only the
@@ -28,13 +28,25 @@ export function leasesPath(namespace: string): string {
   return `/apis/coordination.k8s.io/v1/namespaces/${seg(namespace)}/leases`;
 }
 
-/** LeaseRequests are the Lease calls of the agent (the shape of runtime/leaderelection.ts LeaseClient). */
+/**
+ * LeaseRequests are the Lease calls (runtime/leaderelection.ts LeaseClient's shape, and delete).
+ * Errors are the transport's ApiError, which runtime/errors.ts classifies.
+ */
 export interface LeaseRequests<L> {
   /** get returns the Lease, or undefined when there is none (404). */
   get(namespace: string, name: string, options?: RequestOptions): Promise<L | undefined>;
   create(namespace: string, lease: L, options?: RequestOptions): Promise<L>;
   /** replace is a PUT: a compare-and-swap when the body carries a resourceVersion (409 when stale). */
   replace(namespace: string, name: string, lease: L, options?: RequestOptions): Promise<L>;
+  /**
+   * delete deletes the Lease; one already gone is not an error. With `resourceVersion`, only that
+   * version of it (a DELETE precondition: 409 when it changed since).
+   */
+  delete(
+    namespace: string,
+    name: string,
+    options?: RequestOptions & { readonly resourceVersion?: string },
+  ): Promise<void>;
 }
 
 /** leaseRequests makes {@link LeaseRequests} over `api`. */
@@ -61,6 +73,19 @@ export function leaseRequests<L extends KubeObject>(api: ApiClient): LeaseReques
         body: lease,
         signal: options?.signal,
       }),
+    async delete(namespace, name, options) {
+      const rv = options?.resourceVersion;
+      try {
+        await api.request<unknown>({
+          method: 'DELETE',
+          path: `${leasesPath(namespace)}/${seg(name)}`,
+          signal: options?.signal,
+          ...(rv !== undefined ? { body: { preconditions: { resourceVersion: rv } } } : {}),
+        });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    },
   };
 }
 

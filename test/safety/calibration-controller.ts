@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { startLockController, type LockControllerOptions } from '../../src/controllers/distributedlock/setup.ts';
-import { apiClientFor } from '../../src/kube/typed-api.ts';
+import { apiClientFor } from '../../src/kube/api-client.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { realClock } from '../../src/runtime/clock.ts';
 

@@ -10,7 +10,7 @@ import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1
 import type { ControllerLeaseRef } from '../../config/plugin.ts';
 import { UsageError } from '../../config/usage-error.ts';
 import { jsonClient, type JsonClient } from '../../kube/json-client.ts';
-import { apiClientFor, type ApiClient } from '../../kube/typed-api.ts';
+import { apiClientFor, type ApiClient } from '../../kube/api-client.ts';
 import { UnknownContextError } from '../../transport/config.ts';
 import { LOCK_LABEL, leaseName, podKeys } from '../../protocol/names.ts';
 import { httpStatus, isNotFound } from '../../runtime/errors.ts';

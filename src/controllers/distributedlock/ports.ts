@@ -1,6 +1,6 @@
 /**
  * The lock reconciler's ports: everything it reads and writes, as narrow interfaces. The
- * composition root (setup.ts) fills them with client-node adapters from src/kube/; the model test
+ * composition root (setup.ts) fills them with the adapters of src/kube/ and src/transport/; the model test
  * (test/property/race) and the reconciler's unit tests fill them with in-memory stores, so the
  * very reconciler that runs in production runs there too.
  *
@@ -10,7 +10,7 @@ import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import type { FencingBackends } from '../../fencing/backends.ts';
 import type { EventRecorder } from '../../kube/events.ts';
-import type { LeaseClient, LeaseDeleter } from '../../kube/leases.ts';
+import type { LeaseRequests } from '../../transport/resources.ts';
 import type { PodPatcher } from '../../kube/pods.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics } from '../../observability/metrics.ts';
@@ -31,7 +31,7 @@ export interface Cache<T> {
  * compare-and-swap on metadata.resourceVersion: the API server answers 409 to a stale body) and
  * `delete` (absent is not an error).
  */
-export type LeaseStore = LeaseClient & LeaseDeleter;
+export type LeaseStore = LeaseRequests<V1Lease>;
 
 /** StatusWriter writes a lock's status as a JSON merge patch (a key set to null is removed). */
 export interface StatusWriter {

@@ -11,9 +11,9 @@ import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts
 import { customResourceWriterOver } from '../../kube/custom-resources.ts';
 import { eventRecorder } from '../../kube/events.ts';
 import { jsonClient } from '../../kube/json-client.ts';
-import { leaseStoreOver } from '../../kube/leases.ts';
+import { leaseRequests } from '../../transport/resources.ts';
 import { podPatcherOver } from '../../kube/pods.ts';
-import { apiClientFor, listPages, type KubeconfigSource } from '../../kube/typed-api.ts';
+import { apiClientFor, listPages, type KubeconfigSource } from '../../kube/api-client.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ControllerMetrics, LockStateCounts } from '../../observability/metrics.ts';
 import { parseHolderIdentity } from '../../protocol/holder.ts';
@@ -101,7 +101,7 @@ export interface LockController {
 export async function startLockController(o: LockControllerOptions): Promise<LockController> {
   const { clock, log, metrics } = o;
   // Every request goes through the one API client (transport/): watches directly, lists and writes
-  // as plain JSON (kube/json-client.ts).
+  // as plain JSON (kube/json-client.ts is its port).
   const api = apiClientFor(o.kc);
   const json = jsonClient(api);
   const name = 'distributedlock';
@@ -170,7 +170,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     leases,
     pods: podCache,
     podLookup: podLookup(podCache),
-    leaseStore: leaseStoreOver(json),
+    leaseStore: leaseRequests<V1Lease>(api),
     podPatcher: podPatcherOver(json),
     statusWriter: {
       patchStatus: (lock, status, signal) =>

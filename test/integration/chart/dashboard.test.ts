@@ -89,7 +89,7 @@ describe('helm install with dashboard.enabled: a read-only dashboard on its own 
     ])
       expect((await fetch(`${url}${path}`)).status, path).toBe(200);
     expect((await fetch(`${url}/api/locks`, { method: 'POST' })).status).toBe(405);
-    expect(tailLog(dashboard?.logFile ?? '', 100_000)).not.toMatch(/forbidden|"code":403|HTTP-Code: 403/i);
+    expect(tailLog(dashboard?.logFile ?? '', 100_000)).not.toMatch(/forbidden|"code":403|"statusCode":403|HTTP 403/i);
   });
 
   it('the dashboard ServiceAccount may read what the dashboard reads, and write nothing', async () => {

@@ -283,7 +283,7 @@ describe('helm install of the chart: the RBAC it grants is enough, and no more',
       await expect(getLock(t, 'svc')).rejects.toMatchObject({ code: 404 });
     }, 20_000);
     for (const log of [controller?.logFile ?? '', ...agents.map((a) => a.logFile)]) {
-      expect(tailLog(log, 100_000), log).not.toMatch(/forbidden|"code":403|HTTP-Code: 403/i);
+      expect(tailLog(log, 100_000), log).not.toMatch(/forbidden|"code":403|"statusCode":403|HTTP 403/i);
     }
   });
 

@@ -25,11 +25,12 @@ import { tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join, resolve } from 'node:path';
 import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { KubeConfig, RbacAuthorizationV1Api, type V1Lease } from '@kubernetes/client-node';
 import type { Explanation } from '../../../src/cli/plugin/explain.ts';
 import type { HistoryView } from '../../../src/cli/plugin/history-view.ts';
 import type { LockStatusView } from '../../../src/cli/plugin/status-view.ts';
-import { leaseClientFrom } from '../../../src/kube/leases.ts';
+import { apiClientFor } from '../../../src/kube/api-client.ts';
+import { leaseRequests } from '../../../src/transport/resources.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { podKeys } from '../../../src/protocol/names.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
@@ -218,7 +219,7 @@ describe('kubectl fencepost', () => {
     // The controller's elector, on a Lease of the test's namespace (the chart's would be in its own).
     const cancel = new AbortController();
     const elector = new LeaderElector({
-      leases: leaseClientFrom(t.leases),
+      leases: leaseRequests<V1Lease>(apiClientFor(t.kc)),
       namespace: t.namespace,
       name: 'fencepost-controller',
       identity: 'controller-0_abc',

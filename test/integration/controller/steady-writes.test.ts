@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startLockController, type LockController } from '../../../src/controllers/distributedlock/setup.ts';
-import { apiClientFor } from '../../../src/kube/typed-api.ts';
+import { apiClientFor } from '../../../src/kube/api-client.ts';
 import { parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { realClock } from '../../../src/runtime/clock.ts';

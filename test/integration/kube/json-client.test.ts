@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, type V1Lease } from '@kubernetes/client-node';
 import { customResourceWriterOver } from '../../../src/kube/custom-resources.ts';
 import { jsonClient } from '../../../src/kube/json-client.ts';
-import { apiClientFor } from '../../../src/kube/typed-api.ts';
-import { leaseStoreOver } from '../../../src/kube/leases.ts';
+import { apiClientFor } from '../../../src/kube/api-client.ts';
+import { leaseRequests } from '../../../src/transport/resources.ts';
 import { podPatcherOver } from '../../../src/kube/pods.ts';
 import { GROUP, PLURAL, VERSION } from '../../../src/api/v1alpha1/distributedlock.ts';
 import type { RestRequest } from '../../../src/observability/metrics.ts';
@@ -20,7 +20,7 @@ describe('jsonClient and the stores over it', () => {
   const seen: RestRequest[] = [];
   const kc = apiClientFor(sharedKubeconfigPath(), { onRequest: (r) => seen.push(r) });
   const json = jsonClient(kc);
-  const leases = leaseStoreOver(json);
+  const leases = leaseRequests<V1Lease>(kc);
   let t: TestKube;
   beforeAll(async () => {
     t = testKube(sharedKubeConfig(), await freshNamespace(sharedKubeConfig(), 'json-'));
@@ -80,7 +80,7 @@ describe('jsonClient and the stores over it', () => {
     const wrongUid = await caught(pods.patchMetadata(t.namespace, { name: 'p', uid: 'other' }, { labels: { x: 'y' } }));
     // The API server refuses a merge patch whose metadata.uid names another incarnation with 422
     // Invalid ("field is immutable"), as it does for client-node's identical request.
-    expect(String(wrongUid)).toMatch(/HTTP-Code: 422[\s\S]*metadata\.uid/);
+    expect(String(wrongUid)).toMatch(/HTTP 422[\s\S]*metadata\.uid/);
 
     await createLock(t, lockBody('l', 'x'));
     const writer = customResourceWriterOver(json, { group: GROUP, version: VERSION, plural: PLURAL });

@@ -11,7 +11,8 @@ import type {
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { startControlPlane, type ControlPlane } from '../../support/testbed/control-plane.ts';
-import { apiClientFor, typedApi } from '../../../src/kube/typed-api.ts';
+import { apiClientFor } from '../../../src/kube/api-client.ts';
+import { typedApi } from '../../support/typed-api.ts';
 
 // Compile-time check: a pino Logger is an InformerLogger.
 const _pinoIsAnInformerLogger: InformerLogger = silentLogger;

@@ -1,9 +1,10 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CoordinationV1Api } from '@kubernetes/client-node';
+import { CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually, freshNamespace, sharedKubeConfig } from '../../support/env.ts';
 import { realClock } from '../../../src/runtime/clock.ts';
-import { leaseClientFrom } from '../../../src/kube/leases.ts';
+import { apiClientFor } from '../../../src/kube/api-client.ts';
+import { leaseRequests } from '../../../src/transport/resources.ts';
 import { LeaderElector } from '../../../src/runtime/leaderelection.ts';
 import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
 
@@ -52,7 +53,7 @@ describe('LeaderElector against a real API server', () => {
     const logs: string[] = [];
     const record = (obj: object, msg: string): void => void logs.push(`${msg} ${JSON.stringify(obj)}`);
     const elector = new LeaderElector({
-      leases: client ?? leaseClientFrom(sharedKubeConfig().makeApiClient(CoordinationV1Api)),
+      leases: client ?? leaseRequests<V1Lease>(apiClientFor(sharedKubeConfig())),
       namespace,
       name,
       identity,
@@ -86,15 +87,17 @@ describe('LeaderElector against a real API server', () => {
     return { holder: lease.spec?.holderIdentity, transitions: lease.spec?.leaseTransitions };
   }
 
-  it('leaseClientFrom keeps the LeaseClient contract: 404 is undefined, stale writes are 409, signals abort requests', async () => {
-    const client = leaseClientFrom(leases);
+  it('leaseRequests keeps the LeaseClient contract: 404 is undefined, stale writes are 409, signals abort requests', async () => {
+    const client = leaseRequests<V1Lease>(apiClientFor(kc));
     expect(await client.get(namespace, 'contract')).toBeUndefined();
     const created = await client.create(namespace, { metadata: { name: 'contract' }, spec: { holderIdentity: 'x' } });
-    await expect(client.create(namespace, { metadata: { name: 'contract' } })).rejects.toMatchObject({ code: 409 });
+    await expect(client.create(namespace, { metadata: { name: 'contract' } })).rejects.toMatchObject({
+      statusCode: 409,
+    });
     await client.replace(namespace, 'contract', { ...created, spec: { holderIdentity: 'y' } });
     await expect(
       client.replace(namespace, 'contract', { ...created, spec: { holderIdentity: 'z' } }),
-    ).rejects.toMatchObject({ code: 409 });
+    ).rejects.toMatchObject({ statusCode: 409 });
     await expect(client.get(namespace, 'contract', { signal: AbortSignal.abort() })).rejects.toMatchObject({
       name: 'AbortError',
     });
@@ -134,7 +137,7 @@ describe('LeaderElector against a real API server', () => {
   it('still releases on cancel when the cancel abandoned a renewal that the API server applied', async () => {
     // A Lease client whose replies to renewals can be held back after the server applied them, so
     // the cancel lands while the elector's cached resourceVersion is already stale.
-    const inner = leaseClientFrom(leases);
+    const inner = leaseRequests<V1Lease>(apiClientFor(kc));
     let hold = false;
     let applied: () => void = () => undefined;
     const renewalApplied = new Promise<void>((resolve) => (applied = resolve));

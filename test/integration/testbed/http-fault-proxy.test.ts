@@ -10,7 +10,8 @@ import {
   startHttpFaultProxy,
   type HttpFaultProxy,
 } from '../../support/testbed/http-fault-proxy.ts';
-import { leaseClientFrom } from '../../../src/kube/leases.ts';
+import { apiClientFor } from '../../../src/kube/api-client.ts';
+import { leaseRequests } from '../../../src/transport/resources.ts';
 
 // The HTTP fault proxy in front of the real API server: client-node, trusting the testbed CA,
 // talks to it as to the API server, and sees the faults as the API server's own answers.
@@ -89,7 +90,7 @@ describe('the HTTP fault proxy in front of the real API server', () => {
 
   it('hangs requests until heal: the client gives up at its own timeout', async () => {
     proxy.hang();
-    const client = leaseClientFrom(leases);
+    const client = leaseRequests<V1Lease>(apiClientFor(kc));
     const began = performance.now();
     await expect(client.get(namespace, 'pass', { signal: AbortSignal.timeout(300) })).rejects.toThrow();
     expect(performance.now() - began).toBeLessThan(10_000); // bounded by the client's timeout, not by the proxy

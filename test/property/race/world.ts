@@ -49,7 +49,7 @@ import { silentLogger } from '../../../src/observability/logger.ts';
 import { sameHolder, type HolderRef } from '../../../src/protocol/holder.ts';
 import { leaseName, podKeys } from '../../../src/protocol/names.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
-import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
+import type { LeaseClient, LeaseRequestOptions } from '../../../src/runtime/leaderelection.ts';
 import { aLock, neverRecorded, withLeaseSeconds } from '../../support/builders.ts';
 import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';

@@ -11,7 +11,7 @@ import type { V1Lease } from '@kubernetes/client-node';
 import { MutexRequests } from '../../../src/agent/mutex-requests.ts';
 import { RunCompletions } from '../../../src/agent/run-completions.ts';
 import { LockSession, type LeaseInformer } from '../../../src/agent/session.ts';
-import type { LeaseClient, LeaseRequestOptions } from '../../../src/kube/leases.ts';
+import type { LeaseClient, LeaseRequestOptions } from '../../../src/runtime/leaderelection.ts';
 import { grantedLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import { leaseName, LOCK_LABEL } from '../../../src/protocol/names.ts';

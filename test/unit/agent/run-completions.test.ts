@@ -8,7 +8,7 @@
 import { ApiException, type V1Lease } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { hasCompletedRun, NotRunHolderError, RunCompletions } from '../../../src/agent/run-completions.ts';
-import type { LeaseClient } from '../../../src/kube/leases.ts';
+import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
 import {
   COMPLETED_AT_TOLERANCE_MS,
   completedLease,

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { V1Lease } from '@kubernetes/client-node';
 import { LockSession, type LeaseInformer, type LockEvent } from '../../../src/agent/session.ts';
 import { grantedLease, newLease, parseLease } from '../../../src/lease/record.ts';
-import type { LeaseClient } from '../../../src/kube/leases.ts';
+import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
 import type { HolderRef } from '../../../src/protocol/holder.ts';
 import { leaseName, permitLeaseName, TOKEN_ANNOTATION } from '../../../src/protocol/names.ts';

@@ -9,7 +9,7 @@ import type { V1Lease } from '@kubernetes/client-node';
 import { LockSession, type LeaseInformer, type LockEvent } from '../../../src/agent/session.ts';
 import { grantedLease, parseLease } from '../../../src/lease/record.ts';
 import { silentLogger } from '../../../src/observability/logger.ts';
-import type { LeaseClient } from '../../../src/kube/leases.ts';
+import type { LeaseClient } from '../../../src/runtime/leaderelection.ts';
 import type { ChangeHandler } from '../../../src/runtime/informer.ts';
 import { apiClientFor } from '../../support/api-client.ts';
 import { FakeClock, flushAsync } from '../../support/fake-clock.ts';

@@ -1,10 +1,9 @@
 /**
- * The one request path under client-node's generated APIs: `typedApi(api, CoreV1Api)` is a
- * client-node API object whose requests are sent by the transport's {@link ApiClient} — its
- * kubeconfig loading (every form kubectl loads), its pooled connection, its credential re-reads,
- * its request counting, its proxy and impersonation — rather than by client-node's own fetch
- * stack. client-node keeps only what it is good at here: the typed calls and their
- * (de)serialisation, until each caller moves to the transport's typed requests.
+ * client-node's generated APIs over the one API client, for tests and benchmarks: `typedApi(api,
+ * CoreV1Api)` is a client-node API object whose requests are sent by the transport's
+ * {@link ApiClient} (its kubeconfig loading, pooled connection, credential re-reads, request
+ * counting, proxy and impersonation) rather than by client-node's own fetch stack. fencepost's
+ * binaries send their requests through the transport's typed requests and load no client-node.
  */
 import {
   ResponseContext,
@@ -14,20 +13,7 @@ import {
   type Configuration,
   type RequestContext,
 } from '@kubernetes/client-node';
-import type { ApiClient } from '../transport/client.ts';
-import { connect, type ConnectOptions, type KubeconfigSource } from '../transport/connect.ts';
-
-export { ApiClient } from '../transport/client.ts';
-export { listPages } from '../transport/resources.ts';
-export type { KubeconfigSource, ConnectOptions } from '../transport/connect.ts';
-
-/**
- * apiClientFor returns `source` itself when it is an ApiClient, else a client for the kubeconfig
- * it names (a path, undefined for kubectl's default order, or a client-node KubeConfig).
- */
-export function apiClientFor(source: KubeconfigSource, options: ConnectOptions = {}): ApiClient {
-  return connect(source, options);
-}
+import type { ApiClient } from '../../src/transport/client.ts';
 
 /** typedApi makes a client-node generated API (CoreV1Api, …) that sends through `api`. */
 export function typedApi<T>(api: ApiClient, Api: new (configuration: Configuration) => T): T {
