@@ -61,6 +61,17 @@ import { LOCK_LABEL } from '../src/protocol/names.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
+
+/**
+ * IMAGE_NODE_FLAGS: the V8 flags the image's ENTRYPOINT starts the controller with (the
+ * Dockerfile's exec form: node, flags, script). The benchmark starts its controller with them, so
+ * that it measures the process users run.
+ */
+const IMAGE_NODE_FLAGS: readonly string[] = (() => {
+  const m = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+  if (m === null) throw new Error('Dockerfile: no exec-form ENTRYPOINT');
+  return (JSON.parse(m[1] ?? '[]') as string[]).slice(1).filter((a) => a.startsWith('--'));
+})();
 const SAMPLE_MS = 2000;
 const LEASE_SECONDS = 300;
 const RENEW_PERIOD_SECONDS = 60;
@@ -75,7 +86,8 @@ const USAGE = `Usage: node bench/scale.ts [--locks LIST] [--steady S] [--timeout
   --timeout S    give up on a size after this many seconds of cold start (default 600)
   --out FILE     results file under .results/bench/ (default scale.json)
   --workers N    the controller's --workers (default 4, its default)
-  --node-options OPTS  NODE_OPTIONS for the controller (e.g. --max-old-space-size=192)
+  --node-options OPTS  NODE_OPTIONS for the controller (e.g. --max-old-space-size=192), on top of
+                 the V8 flags of the image's ENTRYPOINT, which it always runs with
   --replicas R   controller processes sharing the locks (default 1: one, --leader-elect=false)
   --shards S     their --shards (default 4 × R); with R > 1, one replica is killed after the steady phase
 `;
@@ -422,6 +434,7 @@ async function runSize(
           sharded ? `replica-${i}` : 'controller',
           process.execPath,
           [
+            ...IMAGE_NODE_FLAGS,
             MAIN,
             'controller',
             '--kubeconfig',
@@ -882,10 +895,11 @@ async function main(): Promise<void> {
         controller:
           replicas > 1
             ? `fencepost controller, ${replicas} replicas, --shards ${shards} (default Lease timings: 15 s / 10 s / 2 s), Redis fencing, --workers ${workers} each`
-            : `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}`,
+            : `fencepost controller, 1 replica, --leader-elect=false, Redis fencing, --workers ${workers}, node ${IMAGE_NODE_FLAGS.join(' ')} (the image's)`,
         replicas,
         shards: replicas > 1 ? shards : 1,
         workers,
+        nodeFlags: IMAGE_NODE_FLAGS,
         nodeOptions: values['node-options'],
         note:
           'one fresh control plane per size; pods and locks created before the controller starts; allGrantedSeconds from controller spawn to fencepost_grants_total = N; ' +
