@@ -115,7 +115,11 @@ describe('the image archive, run by crun as the chart runs it', () => {
     if (image === undefined) throw new Error('no image');
     expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     expect(image.config.User).toBe('65532:65532');
-    expect(image.config.Entrypoint).toEqual(['/usr/local/bin/node', '--max-semi-space-size=4', '/app/dist/src/cli/main.js']);
+    expect(image.config.Entrypoint).toEqual([
+      '/usr/local/bin/node',
+      '--max-semi-space-size=4',
+      '/app/dist/src/cli/main.js',
+    ]);
     for (const label of ['title', 'version', 'revision', 'created', 'source', 'licenses'])
       expect(image.config.Labels?.[`org.opencontainers.image.${label}`], label).toBeTruthy();
     const files = new Set(image.files);
