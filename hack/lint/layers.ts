@@ -27,6 +27,12 @@ export interface Layer {
 const KUBERNETES_CLIENT = ['@kubernetes/client-node'];
 
 /**
+ * SERVICES: the layers everything that talks to the API server stands on (the controller, the
+ * agent, the library and the CLI each import all of them, and more).
+ */
+const SERVICES = ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport'] as const;
+
+/**
  * LAYERS, bottom up. The rules the design asks for: protocol/ and runtime/ import nothing of
  * ours (runtime is generic controller machinery, with no lock knowledge, so not even the
  * protocol); nothing imports cli/; controllers/ and agent/ never import each other; guards/ import
@@ -80,38 +86,15 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   controllers: {
     holds: 'the DistributedLock controller: observe → decide → act → status',
-    imports: [
-      'protocol',
-      'runtime',
-      'config',
-      'api',
-      'observability',
-      'lease',
-      'kube',
-      'transport',
-      'fencing',
-      'stores',
-    ],
+    imports: [...SERVICES, 'fencing', 'stores'],
   },
   agent: {
     holds: 'the holder side: the lock session, the local HTTP API, state files',
-    imports: ['protocol', 'runtime', 'config', 'api', 'observability', 'lease', 'kube', 'transport', 'stores'],
+    imports: [...SERVICES, 'stores'],
   },
   client: {
     holds: 'the library: acquire() over the agent session, or over a Redis or Redlock store',
-    imports: [
-      'protocol',
-      'runtime',
-      'config',
-      'api',
-      'observability',
-      'lease',
-      'kube',
-      'transport',
-      'agent',
-      'guards',
-      'stores',
-    ],
+    imports: [...SERVICES, 'agent', 'guards', 'stores'],
   },
   dashboard: {
     holds:
@@ -120,23 +103,7 @@ export const LAYERS: Readonly<Record<string, Layer>> = {
   },
   cli: {
     holds: 'the command-line entry points: controller, agent, exec, the kubectl plugin, the dashboard',
-    imports: [
-      'protocol',
-      'runtime',
-      'config',
-      'api',
-      'observability',
-      'lease',
-      'kube',
-      'transport',
-      'fencing',
-      'stores',
-      'guards',
-      'controllers',
-      'agent',
-      'client',
-      'dashboard',
-    ],
+    imports: [...SERVICES, 'fencing', 'stores', 'guards', 'controllers', 'agent', 'client', 'dashboard'],
   },
   '(root)': {
     holds: 'the library entry: acquire() and the guards',

@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,29 +85,58 @@ func startRedis(t *testing.T, n int) []*testRedis {
 	return servers
 }
 
+// portsGiven are the ports freePort has handed out in this process: the kernel may give a port
+// just released to the next caller, and servers started in parallel would then share one.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// freePort is a loopback port nothing listened on a moment ago and this process has not handed
+// out before.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		portsMu.Lock()
+		fresh := !portsGiven[port]
+		portsGiven[port] = true
+		portsMu.Unlock()
+		if fresh {
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no loopback port this process has not used, in 100 tries")
 }
+
+// errPortTaken: another process answered on the port chosen for our server (it took the port
+// between freePort and our bind); launchRedis tries another.
+var errPortTaken = errors.New("port taken by another process")
 
 func launchRedis(t *testing.T, bin string, extra ...string) (*testRedis, error) {
 	dir := t.TempDir()
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &testRedis{t: t, port: port, dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+		s.url = "redis://" + s.addr
+		s.extra = extra
+		err = s.start(bin)
+		if errors.Is(err, errPortTaken) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.client = redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DisableIdentity: true})
+		return s, nil
 	}
-	s := &testRedis{t: t, port: port, dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
-	s.url = "redis://" + s.addr
-	s.extra = extra
-	if err := s.start(bin); err != nil {
-		return nil, err
-	}
-	s.client = redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DisableIdentity: true})
-	return s, nil
 }
 
 func (s *testRedis) start(bin string) error {
@@ -127,9 +160,16 @@ func (s *testRedis) start(bin string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
+		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
+			// An answer proves a server on the port, not ours: a server that lost the bind race
+			// exits while the one that won answers for it.
+			if pid := infoField(info, "process_id"); pid != strconv.Itoa(s.cmd.Process.Pid) {
+				_ = s.cmd.Process.Kill()
+				_ = s.cmd.Wait()
+				return fmt.Errorf("%s answered with process_id %s, ours is %d: %w", s.addr, pid, s.cmd.Process.Pid, errPortTaken)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -140,6 +180,16 @@ func (s *testRedis) start(bin string) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// infoField is the value of one field of an INFO answer ("" when absent).
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // startOne starts one redis-server with extra arguments and stops it when the test ends.
@@ -170,3 +220,14 @@ func (s *testRedis) stop() {
 // pause SIGSTOPs the server (it stops answering, its connections stay open); resume continues it.
 func (s *testRedis) pause()  { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
 func (s *testRedis) resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+func TestAServerThatLostTheBindRaceIsNotTakenForOurs(t *testing.T) {
+	// Another server already listens on the port: ours fails to bind and exits, and the other one
+	// answers in its place. start must say so, not hand back the other server as ours.
+	first := startOne(t)
+	s := &testRedis{t: t, port: first.port, dir: t.TempDir(), addr: first.addr}
+	err := s.start(redisServerBinary(t))
+	if !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on a port another server holds: got %v, want errPortTaken", err)
+	}
+}

@@ -121,14 +121,19 @@ function faketimePreload(): string {
   return `${mallocDebug}:${faketime}`;
 }
 
+/** PortTaken: another process answered on the port chosen for a new server. */
+class PortTaken extends Error {}
+
 /** startRedis starts redis-server (opts.binary, else redisServerBinary()) in dir (a fresh temporary folder by default). */
 export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisServer> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'fencepost-redis-'));
   mkdirSync(dir, { recursive: true });
   const binary = opts.binary ?? redisServerBinary();
-  const port = await freePort();
-  const url = `redis://127.0.0.1:${port}`;
+  // Chosen again when another process answers on the first choice (PortTaken below); fixed once
+  // the server runs, since restarts come back on the same port.
+  let port = await freePort();
+  let url = `redis://127.0.0.1:${port}`;
   let proc: ManagedProcess | undefined;
   let epoch = 0;
   const aof = opts.persistence === 'aof-always';
@@ -184,11 +189,18 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
       const c = quiet(new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null }));
       try {
         await c.connect();
-        await c.ping();
+        // An answer proves a server on the port, not ours: one that lost the bind race exits
+        // while the winner answers for it.
+        const pid = /^process_id:(\d+)/m.exec(await c.info('server'))?.[1];
+        if (pid !== String(p.pid)) {
+          await p.stop();
+          throw new PortTaken(`${url} answered with process_id ${pid ?? '?'}, ours is ${p.pid}`);
+        }
         // The sentinel survives only if the data did; lostData() compares it with our epoch.
         if ((await c.get(SENTINEL_KEY)) === null) await c.set(SENTINEL_KEY, String(++epoch));
         return;
       } catch (err) {
+        if (err instanceof PortTaken) throw err;
         if (performance.now() > deadline) throw new Error(`redis-server not ready on ${url}`, { cause: err });
       } finally {
         c.disconnect();
@@ -215,7 +227,16 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
     await p.stop();
   };
 
-  await launch();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await launch();
+      break;
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt >= 3) throw err;
+      port = await freePort();
+      url = `redis://127.0.0.1:${port}`;
+    }
+  }
   const server: RedisServer = {
     url,
     port,
