@@ -235,11 +235,11 @@ describe('the image archive, run by crun as the chart runs it', () => {
     }
   }, 120_000);
 
-  it('fails when the image lacks a file the controller needs (here: @kubernetes/client-node, hidden by an empty mount)', async () => {
+  it('fails when the image lacks a file the controller needs (here: ioredis, hidden by an empty mount)', async () => {
     const ns = await freshNamespace(sharedKubeConfig(), 'image-crun-missing-');
     const proc = runController(ns, [
       {
-        destination: '/app/node_modules/@kubernetes',
+        destination: '/app/node_modules/ioredis',
         type: 'tmpfs',
         source: 'tmpfs',
         options: ['ro', 'nosuid', 'nodev', 'size=1k'],
@@ -252,7 +252,7 @@ describe('the image archive, run by crun as the chart runs it', () => {
       ]);
       expect(code, logOf(proc)).not.toBe(0);
       expect(code).not.toBe('running');
-      expect(logOf(proc)).toMatch(/@kubernetes\/client-node/);
+      expect(logOf(proc)).toMatch(/ioredis/);
     } finally {
       await proc.stop();
     }
