@@ -31,7 +31,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
 import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from '../src/api/v1alpha1/distributedlock.ts';
-import { jsonClient, type JsonClient } from '../src/kube/json-client.ts';
+import type { JsonClient } from '../src/kube/json-client.ts';
 import { apiClientFor } from '../src/kube/api-client.ts';
 import { LOCK_LABEL, TOKEN_ANNOTATION, leaseName } from '../src/protocol/names.ts';
 import { launchBrowser } from '../test/support/browser.ts';
@@ -120,7 +120,7 @@ async function main(): Promise<void> {
   let browser: Awaited<ReturnType<typeof launchBrowser>> | undefined;
   try {
     const kc = apiClientFor(plane.kubeconfigPath);
-    const json: JsonClient = jsonClient(kc);
+    const json: JsonClient = kc;
     const ns = await plane.createNamespace('dash-bench-');
     const lockPath = `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}`;
     const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`;

@@ -17,7 +17,6 @@ import { createLogger, type Logger } from '../observability/logger.ts';
 import { serveProbes, type ProbeRoutes } from '../observability/http.ts';
 import { metricsAuthorizer } from '../observability/metrics-auth.ts';
 import { certificateFromDir, selfSignedCertificate, type ServingCertificate } from '../observability/serving-cert.ts';
-import { jsonClient } from '../kube/json-client.ts';
 import { createControllerMetrics } from '../observability/metrics.ts';
 import { realClock } from '../runtime/clock.ts';
 import { LeaderElector } from '../runtime/leaderelection.ts';
@@ -81,10 +80,9 @@ function secureMetrics(cfg: ControllerConfig, client: ApiClient): Pick<ProbeRout
     });
     certificate = () => self;
   }
-  const api = jsonClient(client);
   return {
     tls: { certificate, ...(dir !== undefined ? { reloadMs: CERT_RELOAD_MS } : {}) },
-    authorize: metricsAuthorizer({ review: (path, body) => api.request({ method: 'POST', path, body }) }),
+    authorize: metricsAuthorizer({ review: (path, body) => client.request({ method: 'POST', path, body }) }),
   };
 }
 

@@ -3,8 +3,8 @@
  * the page's links, and the HTTP server that pushes every change. The `fencepost dashboard`
  * command (cli/dashboard.ts), the browser tests and the benchmark all start it this way.
  */
-import { jsonClient } from '../kube/json-client.ts';
-import { apiClientFor, type ApiClient, type KubeconfigSource } from '../kube/api-client.ts';
+import { apiClientFor, type KubeconfigSource } from '../kube/api-client.ts';
+import type { JsonClient } from '../kube/json-client.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { TimerClock } from '../runtime/clock.ts';
 import type { InformerLogger } from '../runtime/informer.ts';
@@ -41,8 +41,7 @@ export interface Dashboard {
 }
 
 /** rawReader reads the objects the page links to, through the API client. */
-function rawReader(api: ApiClient): RawReader {
-  const json = jsonClient(api);
+function rawReader(json: JsonClient): RawReader {
   const paths: Readonly<Record<RawKind, (ns: string, name: string) => string>> = {
     pods: (ns, name) => `/api/v1/namespaces/${ns}/pods/${name}`,
     leases: (ns, name) => `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${name}`,

@@ -1,7 +1,7 @@
 /**
  * JsonClient: the port the controller's writers, the kubectl plugin and the dashboard send plain
  * JSON requests through. The one API client (transport/client.ts `ApiClient.request`: its pooled
- * connection, credentials and request counting) is one; tests may pass a fake.
+ * connection, credentials and request counting) is one, passed as it is; tests may pass a fake.
  *
  * A profile of the controller granting 500 locks (bench/scale.ts --cpu-prof) once spent most of
  * its busy time in client-node's per-call machinery: building the request through its middleware
@@ -16,21 +16,15 @@
  * deliver too.
  */
 import type { RequestSpec } from '../transport/client.ts';
-import { connect, type KubeconfigSource } from '../transport/connect.ts';
 
-/** JsonRequest is one request: a path under the server (a query string may be in it or in `query`), a JSON body, its content type. */
+/**
+ * JsonRequest is one request: a path under the server (a query string may be in it or in
+ * `query`), a JSON body, its content type.
+ */
 export type JsonRequest = Omit<RequestSpec, 'timeoutMs'>;
 
 /** JsonClient sends JSON requests to one API server. */
 export interface JsonClient {
   /** request resolves with the parsed response body, or rejects with an ApiError for any status ≥ 400. */
   request<T>(r: JsonRequest): Promise<T>;
-}
-
-/**
- * jsonClient is the {@link JsonClient} of `source`: an ApiClient itself (its pool and counting are
- * shared), or a client made for a kubeconfig (a path, or a client-node KubeConfig).
- */
-export function jsonClient(source: KubeconfigSource): JsonClient {
-  return connect(source);
 }

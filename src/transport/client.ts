@@ -1,8 +1,8 @@
 /**
  * ApiClient — a small HTTPS client for one API server, what the agent, `fencepost exec` and
  * acquire() speak to the API server with, and the controller, the dashboard and the kubectl plugin
- * too (the tests' client-node generated classes ride on it: test/support/typed-api.ts). Built on node:https /
- * node:http only, so that it runs unchanged on Node and on Bun.
+ * too (the tests' client-node generated classes ride on it: test/support/typed-api.ts). Built on
+ * node:https / node:http only, so that it runs unchanged on Node and on Bun.
  *
  * Guarantees:
  * - one kept-alive connection pool (an https.Agent) per client, that is per cluster and
@@ -166,7 +166,8 @@ export class ApiClient {
 
   /**
    * raw sends one request with a body already encoded and resolves with the answer whatever its
-   * status: the path for callers that bring their own (de)serialisation (test/support/typed-api.ts).
+   * status: the path for callers that bring their own (de)serialisation
+   * (test/support/typed-api.ts).
    */
   async raw(r: RawRequest): Promise<RawResponse> {
     const { res, finish } = await this.#send(

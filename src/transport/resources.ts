@@ -1,7 +1,8 @@
 /**
- * The typed requests over {@link ApiClient}: Lease get/create/replace/delete (the agent's session,
- * the controller's grants, its own election and its shards) and the Lease collection's path (the informer lists and watches it), a JSON merge patch of a pod's
- * metadata guarded by its UID, Event create and patch, and a namespaced custom object's GET.
+ * The typed requests over {@link ApiClient}: Lease get/create/replace/delete (the agent's
+ * session, the controller's grants, its own election and its shards) and the Lease collection's
+ * path (the informer lists and watches it), a JSON merge patch of a pod's metadata guarded by its
+ * UID, Event create and patch, and a namespaced custom object's GET.
  *
  * Object types are the caller's (`L`, `E`, `O`): this layer speaks JSON and knows only the
  * metadata it needs, so the agent can keep its Kubernetes model types (type-only imports,

@@ -9,7 +9,7 @@ import type { CoreV1Event, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type DistributedLock } from '../../api/v1alpha1/distributedlock.ts';
 import type { ControllerLeaseRef } from '../../config/plugin.ts';
 import { UsageError } from '../../config/usage-error.ts';
-import { jsonClient, type JsonClient } from '../../kube/json-client.ts';
+import type { JsonClient } from '../../kube/json-client.ts';
 import { apiClientFor, type ApiClient } from '../../kube/api-client.ts';
 import { UnknownContextError } from '../../transport/config.ts';
 import { LOCK_LABEL, leaseName, podKeys } from '../../protocol/names.ts';
@@ -52,7 +52,7 @@ export function connect(o: {
     throw new UsageError('--kubeconfig', `cannot load ${JSON.stringify(o.kubeconfig)}: ${failureOf(err)}`);
   }
   return {
-    json: jsonClient(api),
+    json: api,
     namespace: o.namespace ?? api.config.namespace ?? 'default',
     server: api.config.server.href.replace(/\/$/, ''),
   };

@@ -1,8 +1,8 @@
 /**
  * The lock reconciler's ports: everything it reads and writes, as narrow interfaces. The
- * composition root (setup.ts) fills them with the adapters of src/kube/ and src/transport/; the model test
- * (test/property/race) and the reconciler's unit tests fill them with in-memory stores, so the
- * very reconciler that runs in production runs there too.
+ * composition root (setup.ts) fills them with the adapters of src/kube/ and src/transport/; the
+ * model test (test/property/race) and the reconciler's unit tests fill them with in-memory stores,
+ * so the very reconciler that runs in production runs there too.
  *
  * Every call that reaches the API server carries the reconcile's abort signal.
  */

@@ -10,7 +10,6 @@ import { GROUP, KIND, PLURAL, VERSION, storeOf, type DistributedLock } from '../
 import { fencingBackends, type FencingBackends } from '../../fencing/backends.ts';
 import { customResourceWriterOver } from '../../kube/custom-resources.ts';
 import { eventRecorder } from '../../kube/events.ts';
-import { jsonClient } from '../../kube/json-client.ts';
 import { leaseRequests } from '../../transport/resources.ts';
 import { podPatcherOver } from '../../kube/pods.ts';
 import { apiClientFor, listPages, type KubeconfigSource } from '../../kube/api-client.ts';
@@ -103,7 +102,6 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
   // Every request goes through the one API client (transport/): watches directly, lists and writes
   // as plain JSON (kube/json-client.ts is its port).
   const api = apiClientFor(o.kc);
-  const json = jsonClient(api);
   const name = 'distributedlock';
   const workers = o.workers ?? 4;
   const b = new ControllerBuilder({
@@ -162,7 +160,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
       b.enqueueAll();
     });
   const awaitFencing = o.fencing === undefined && o.redisUrl !== undefined && o.redisUrl !== '';
-  const lockWriter = customResourceWriterOver(json, { group: GROUP, version: VERSION, plural: PLURAL });
+  const lockWriter = customResourceWriterOver(api, { group: GROUP, version: VERSION, plural: PLURAL });
   const lockCache = o.lockView === undefined ? locks : viewedCache(locks, o.lockView);
   const podCache = o.podView === undefined ? pods : viewedCache(pods, o.podView);
   const reconciler = new DistributedLockReconciler({
@@ -171,7 +169,7 @@ export async function startLockController(o: LockControllerOptions): Promise<Loc
     pods: podCache,
     podLookup: podLookup(podCache),
     leaseStore: leaseRequests<V1Lease>(api),
-    podPatcher: podPatcherOver(json),
+    podPatcher: podPatcherOver(api),
     statusWriter: {
       patchStatus: (lock, status, signal) =>
         lockWriter.mergePatchStatus(lock.metadata.namespace ?? '', lock.metadata.name ?? '', status, { signal }),

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jsonClient } from '../../../src/kube/json-client.ts';
+import { apiClientFor } from '../../../src/kube/api-client.ts';
 import { serveProbes, type ProbeServer } from '../../../src/observability/http.ts';
 import { metricsAuthorizer } from '../../../src/observability/metrics-auth.ts';
 import { createControllerMetrics } from '../../../src/observability/metrics.ts';
@@ -161,7 +161,7 @@ describe('secure /metrics (TokenReview + SubjectAccessReview)', () => {
 
     beforeAll(async () => {
       write(first);
-      const api = jsonClient(admin);
+      const api = apiClientFor(admin);
       server = await serveProbes('127.0.0.1:0', '--metrics-bind-address', {
         registry: createControllerMetrics().registry,
         tls: { certificate: () => certificateFromDir(dir, '--metrics-cert-dir'), reloadMs: 50 },

@@ -1,12 +1,11 @@
 /**
- * The controller's write path without client-node's pipeline (kube/json-client.ts and the
- * adapters over it), against the real API server: the same answers, and errors that
+ * The controller's write path without client-node's pipeline (the API client as the
+ * kube/json-client.ts port, and the adapters over it), against the real API server: the same answers, and errors that
  * runtime/errors.ts classifies as it classifies client-node's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, type V1Lease } from '@kubernetes/client-node';
 import { customResourceWriterOver } from '../../../src/kube/custom-resources.ts';
-import { jsonClient } from '../../../src/kube/json-client.ts';
 import { apiClientFor } from '../../../src/kube/api-client.ts';
 import { leaseRequests } from '../../../src/transport/resources.ts';
 import { podPatcherOver } from '../../../src/kube/pods.ts';
@@ -16,10 +15,10 @@ import { errorKind, isAlreadyExists, isConflict, isNotFound } from '../../../src
 import { freshNamespace, sharedKubeConfig, sharedKubeconfigPath } from '../../support/env.ts';
 import { createLock, createPod, getLock, lockBody, testKube, type TestKube } from '../../support/fixtures.ts';
 
-describe('jsonClient and the stores over it', () => {
+describe('the API client as the JSON port, and the stores over it', () => {
   const seen: RestRequest[] = [];
   const kc = apiClientFor(sharedKubeconfigPath(), { onRequest: (r) => seen.push(r) });
-  const json = jsonClient(kc);
+  const json = kc;
   const leases = leaseRequests<V1Lease>(kc);
   let t: TestKube;
   beforeAll(async () => {
