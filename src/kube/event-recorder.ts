@@ -16,8 +16,8 @@
  * them): a PATCH must know the name of the Event that the create before it made.
  *
  * The writes go through an {@link EventWriter} port, so that this module loads no Kubernetes
- * client: the controller passes client-node's (events.ts eventRecorder), the agent its own
- * transport's (transport/resources.ts eventRequests).
+ * client: the controller and the agent both pass the transport's (transport/resources.ts
+ * eventRequests; the controller's through events.ts eventRecorder).
  */
 import type { Logger } from '../observability/logger.ts';
 import { realClock, type Clock, type TimerClock } from '../runtime/clock.ts';

@@ -22,8 +22,8 @@ export function eventWriterFrom(source: KubeconfigSource): EventWriter {
 }
 
 /**
- * eventRecorder writes core/v1 Events as `component`, on behalf of instance `host`, through
- * client-node (see event-recorder.ts recordEvents for the contract).
+ * eventRecorder writes core/v1 Events as `component`, on behalf of instance `host`, through the
+ * one API client (see event-recorder.ts recordEvents for the contract).
  */
 export function eventRecorder(
   source: KubeconfigSource,

@@ -7,6 +7,7 @@
  * when the resourceVersion changed.
  */
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { Interner, internShared } from './interner.ts';
 
 /**
  * InformerLogger is the logging an informer needs: pino-style calls with the structured fields
@@ -59,6 +60,8 @@ export class InformerCache<T extends KubernetesObject> {
   readonly #index = new Map<string, Map<string, Set<string>>>();
   /** #indexed: per object key, its values in each index as last indexed. */
   readonly #indexed = new Map<string, readonly (readonly string[])[]>();
+  /** #interner: one copy of the strings the cached objects and their index values repeat (interner.ts). */
+  readonly #interner = new Interner();
   #closed = false;
 
   constructor(o: InformerCacheOptions<T>) {
@@ -104,21 +107,21 @@ export class InformerCache<T extends KubernetesObject> {
 
   /** relist lists the collection page by page (each page transformed before the next is asked for) and reconciles the cache with it. */
   async relist(signal: AbortSignal): Promise<void> {
-    const { listPage, pageSize, transform } = this.#o;
+    const { listPage, pageSize } = this.#o;
     const items: T[] = [];
     let cont: string | undefined;
     let last: KubernetesListObject<T>;
     do {
       last = await untilAborted(listPage({ limit: pageSize, continue: cont, signal }), signal);
       if (this.#closed) return;
-      for (const item of last.items) items.push(transform !== undefined ? transform(item) : item);
+      for (const item of last.items) items.push(this.#kept(item));
       cont = continueToken(last);
     } while (cont !== undefined);
     const fresh = new Set(items.map((o) => keyOf(o.metadata?.namespace, o.metadata?.name)));
     for (const [key, old] of [...this.#cache]) {
       if (fresh.has(key)) continue;
       this.#cache.delete(key);
-      this.#dispatch(old, 'delete');
+      this.#dispatch(key, old, 'delete');
     }
     for (const o of items) this.#upsert(o);
     this.rv = last.metadata?.resourceVersion ?? '';
@@ -128,30 +131,37 @@ export class InformerCache<T extends KubernetesObject> {
   apply(type: string, raw: T): void {
     const rv = raw.metadata?.resourceVersion;
     if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') {
-      const transform = this.#o.transform;
-      const obj = transform !== undefined ? transform(raw) : raw;
+      const obj = this.#kept(raw);
       if (type === 'DELETED') {
-        if (this.#cache.delete(keyOf(obj.metadata?.namespace, obj.metadata?.name))) this.#dispatch(obj, 'delete');
+        const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
+        if (this.#cache.delete(key)) this.#dispatch(key, obj, 'delete');
       } else this.#upsert(obj);
     }
     // BOOKMARK events carry only a resourceVersion: resuming from it skips nothing we need.
     if (rv !== undefined && rv !== '') this.rv = rv;
   }
 
+  /** #kept: the object as the cache keeps it, transformed, with its shared strings interned. */
+  #kept(raw: T): T {
+    const transform = this.#o.transform;
+    return internShared(transform !== undefined ? transform(raw) : raw, this.#interner);
+  }
+
   #upsert(obj: T): void {
     const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
     const old = this.#cache.get(key);
+    // A Map keeps the key it was first given, so the cache and the index share the add's copy.
     this.#cache.set(key, obj);
-    if (old === undefined) this.#dispatch(obj, 'add');
-    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.#dispatch(obj, 'update');
+    if (old === undefined) this.#dispatch(key, obj, 'add');
+    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.#dispatch(key, obj, 'update');
   }
 
   /** #reindex moves the object's key to its current index values (none once deleted). */
-  #reindex(obj: T, kind: ChangeKind): void {
+  #reindex(key: string, obj: T, kind: ChangeKind): void {
     if (this.#indexers.length === 0) return;
-    const key = keyOf(obj.metadata?.namespace, obj.metadata?.name);
     const old = this.#indexed.get(key);
-    const now = kind === 'delete' ? undefined : this.#indexers.map(([, fn]) => fn(obj));
+    const now =
+      kind === 'delete' ? undefined : this.#indexers.map(([, fn]) => fn(obj).map((v) => this.#interner.of(v)));
     this.#indexers.forEach(([name], i) => {
       const byValue = this.#index.get(name);
       if (byValue === undefined) return;
@@ -170,9 +180,9 @@ export class InformerCache<T extends KubernetesObject> {
     else this.#indexed.set(key, now);
   }
 
-  #dispatch(obj: T, kind: ChangeKind): void {
+  #dispatch(key: string, obj: T, kind: ChangeKind): void {
     try {
-      this.#reindex(obj, kind);
+      this.#reindex(key, obj, kind);
     } catch (err) {
       this.#o.log.error({ ...this.#o.fields(), err, kind }, 'Failed to index informer object');
     }

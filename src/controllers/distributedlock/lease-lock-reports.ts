@@ -20,6 +20,7 @@ import { isConflict, isInvalid, isNotFound } from '../../runtime/errors.ts';
 import type { HandoverAnswer } from './decide-handover.ts';
 import { describeTamper, type Decision, type Observation } from './decide.ts';
 import type { CallContext, LockIO } from './lock-io.ts';
+import { NOTHING_REPORTED } from './memory.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from './pods.ts';
 import { refusedCompletions } from './status.ts';
 
@@ -117,7 +118,7 @@ export function reportRefusedCompletions(
       `Run ${JSON.stringify(entry.runId)} recorded completed by pod ${entry.holder || '?'} was not accepted: ${why}; it does not count as completed`,
     );
   }
-  m.refused = current;
+  m.refused = current.size > 0 ? current : NOTHING_REPORTED;
 }
 
 /**
@@ -215,5 +216,5 @@ export function reportBadPriorities(
       `Pod ${p.ref.name} has annotation ${PRIORITY_ANNOTATION}=${JSON.stringify(p.invalidPriority)}, which is not an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}; it counts as 0`,
     );
   }
-  m.badPriorities = current;
+  m.badPriorities = current.size > 0 ? current : NOTHING_REPORTED;
 }

@@ -21,6 +21,12 @@ export interface Seen {
   readonly atMs: number;
 }
 
+/**
+ * NOTHING_REPORTED: the one empty set every record's report sets start as and go back to. Reports
+ * are rare, and at 10,000 locks an empty set per lock and per kind of report is megabytes of heap.
+ */
+export const NOTHING_REPORTED: ReadonlySet<string> = new Set();
+
 /** LockMemory is one lock's record; every field starts empty (see `LockMemories.of`). */
 export interface LockMemory {
   /** seen: per Lease name (the lock's own, or a permit's), its renew fingerprint last seen and our time then. */
@@ -66,8 +72,8 @@ export interface LockMemory {
     { readonly base: string; readonly status: DistributedLockStatus; readonly untilMs: number } | undefined;
   /** store: what the controller saw of a store lock (spec.store Redis or Redlock) at its last read. */
   store: StoreMemory;
-  /** heard: the owners heard releasing a store lock since its last read. */
-  readonly heard: Set<string>;
+  /** heard: the owners heard releasing a store lock since its last read; unset while there are none (most locks never have any). */
+  heard: Set<string> | undefined;
 }
 
 /** LockMemories holds one LockMemory per lock key. */
@@ -84,14 +90,14 @@ export class LockMemories {
         fencingDegraded: false,
         tampered: undefined,
         queue: undefined,
-        badPriorities: new Set(),
-        refused: new Set(),
+        badPriorities: NOTHING_REPORTED,
+        refused: NOTHING_REPORTED,
         expected: undefined,
         delivered: undefined,
         grantFailure: undefined,
         statusWritten: undefined,
         store: {},
-        heard: new Set(),
+        heard: undefined,
       };
       this.#byKey.set(key, m);
     }

@@ -17,7 +17,7 @@ import type { ControllerMetrics } from '../../observability/metrics.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { ObjectKey } from '../../runtime/controller.ts';
 import { decideStore, STORE_EVENT, type StoreRead } from './decide-store.ts';
-import type { LockMemory } from './memory.ts';
+import { NOTHING_REPORTED, type LockMemory } from './memory.ts';
 
 /** StoreKind is a store the controller observes. */
 export type StoreKind = 'Redis' | 'Redlock';
@@ -55,8 +55,9 @@ export class StoreLocks {
 
   /** heard records a release in the lock's memory (from the observer's channel listener); the caller enqueues the lock. */
   static heard(memory: LockMemory, owner: string): void {
-    if (memory.heard.size >= MAX_HEARD) memory.heard.delete(memory.heard.values().next().value ?? '');
-    memory.heard.add(owner);
+    const heard = (memory.heard ??= new Set());
+    if (heard.size >= MAX_HEARD) heard.delete(heard.values().next().value ?? '');
+    heard.add(owner);
   }
 
   /** apply reads the lock, decides, and acts; returns when to look again. */
@@ -71,8 +72,9 @@ export class StoreLocks {
     if (kind === 'Lease') throw new Error(`StoreLocks.apply: ${key} is a Lease lock`);
     const namespace = lock.metadata.namespace ?? '';
     const read = await this.#observer.read(kind, namespace, lock.metadata.name ?? '');
-    const heard = new Set(memory.heard);
-    memory.heard.clear();
+    // The decision takes the releases heard so far; any heard from here on start a new set.
+    const heard: ReadonlySet<string> = memory.heard ?? NOTHING_REPORTED;
+    memory.heard = undefined;
     const dec = decideStore({
       lock,
       read,
