@@ -94,8 +94,11 @@ LABEL org.opencontainers.image.title="fencepost" \
       org.opencontainers.image.base.name="docker.io/library/node:24.21.0-bookworm-slim"
 USER 65532:65532
 # --max-semi-space-size=4: V8 otherwise grows the young generation to 128 MiB on a large host
-# (64 MiB semi-spaces), which the controller's cold start fills with short-lived garbage; with
-# 4 MiB semi-spaces 10,000 locks peak at 308 MiB instead of 479 (bench/scale.ts reads these flags
-# from here and measures with them; docs/operations.md).
-ENTRYPOINT ["/usr/local/bin/node", "--max-semi-space-size=4", "/app/dist/src/cli/main.js"]
+# (64 MiB semi-spaces), which the controller's cold start fills with short-lived garbage.
+# --heap-growing-percent=50: the next full collection once the old generation is 1.5 times what
+# the last one kept, where V8 otherwise picks up to 4 times on a large host. With both, 10,000
+# locks peak at 246 MiB instead of 479; the controller's CPU did not move (bench/scale.ts reads
+# these flags from here and measures with them; docs/operations.md "Sizing"). Node refuses the
+# second in NODE_OPTIONS, so a pod `command:` that replaces this ENTRYPOINT must pass it to node.
+ENTRYPOINT ["/usr/local/bin/node", "--max-semi-space-size=4", "--heap-growing-percent=50", "/app/dist/src/cli/main.js"]
 CMD ["--help"]

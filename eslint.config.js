@@ -8,7 +8,7 @@ const srcDir = join(import.meta.dirname, 'src');
 
 export default tseslint.config(
   // clients/java/target: Maven's output, javadoc's scripts among it.
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'hack/testbed/*/', 'clients/java/target/'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', '.results/', 'hack/testbed/*/', 'clients/java/target/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

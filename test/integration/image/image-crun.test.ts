@@ -118,6 +118,7 @@ describe('the image archive, run by crun as the chart runs it', () => {
     expect(image.config.Entrypoint).toEqual([
       '/usr/local/bin/node',
       '--max-semi-space-size=4',
+      '--heap-growing-percent=50',
       '/app/dist/src/cli/main.js',
     ]);
     for (const label of ['title', 'version', 'revision', 'created', 'source', 'licenses'])
