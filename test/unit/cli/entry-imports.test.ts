@@ -145,4 +145,35 @@ describe('the modules each entry point loads', () => {
     },
     HANG_BOUND_MS,
   );
+
+  it(
+    'fencepost dashboard loads the dashboard and no @kubernetes/client-node, ioredis or prom-client, and nothing of the controller, the agent or exec',
+    async () => {
+      const t = await cli('dashboard', '--bogus'); // an unknown flag: fails after loading
+      expect(t.code).toBe(2);
+      expect(t.files).toContain('src/dashboard/start.ts');
+      expect(t.packages).not.toContain('@kubernetes/client-node');
+      expect(t.packages).not.toContain('ioredis');
+      expect(t.packages).not.toContain('prom-client');
+      expect(t.files.filter((f) => f.startsWith('src/controllers/'))).toEqual([]);
+      expect(t.files).not.toContain('src/cli/agent.ts');
+      expect(t.files).not.toContain('src/cli/exec.ts');
+    },
+    HANG_BOUND_MS,
+  );
+
+  it.each(['status', 'history', 'explain', 'handover', 'release'])(
+    "kubectl fencepost %s loads its command and no @kubernetes/client-node, ioredis or prom-client; of the controller only its pure decisions (explain's answers are the controller's own)",
+    async (command) => {
+      const t = await traceModules(['src/cli/kubectl-fencepost.ts', command, '--bogus'], { cwd: root });
+      expect(t.code, t.stderr).not.toBe(0);
+      expect(t.files.some((f) => f.startsWith('src/cli/plugin/'))).toBe(true);
+      expect(t.packages).not.toContain('@kubernetes/client-node');
+      expect(t.packages).not.toContain('ioredis');
+      expect(t.packages).not.toContain('prom-client');
+      expect(t.files).not.toContain('src/controllers/distributedlock/setup.ts');
+      expect(t.files).not.toContain('src/runtime/informer.ts');
+    },
+    HANG_BOUND_MS,
+  );
 });
