@@ -86,11 +86,16 @@ class RedisServer:
             while proc.poll() is None and time.monotonic() < deadline:
                 try:
                     with redis.Redis(host="127.0.0.1", port=port, socket_timeout=1) as c:
-                        c.ping()
-                    self.port, self._proc = port, proc
-                    return
+                        pid = int(c.info("server")["process_id"])
                 except redis.RedisError:
                     time.sleep(0.02)
+                    continue
+                if pid == proc.pid:
+                    self.port, self._proc = port, proc
+                    return
+                # Another redis-server took the port between free_port and our bind: it is the
+                # one answering, and ours will exit. Try again, on another port the first time.
+                break
             proc.kill()
             proc.wait()
         raise RuntimeError("redis-server did not start")

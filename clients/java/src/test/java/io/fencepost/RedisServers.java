@@ -65,13 +65,20 @@ final class RedisServers implements AutoCloseable {
     RedisServers s = new RedisServers();
     try {
       for (int i = 0; i < n; i++) {
-        int port;
-        try (ServerSocket probe = new ServerSocket(0)) {
-          port = probe.getLocalPort();
+        // A port another process takes between the probe and the server's bind is answered by
+        // that process, not ours (launch sees it): try another.
+        for (int attempt = 1; ; attempt++) {
+          int port;
+          try (ServerSocket probe = new ServerSocket(0)) {
+            port = probe.getLocalPort();
+          }
+          Server srv = new Server(port, Files.createTempDirectory("fencepost-java-redis-"));
+          s.servers.add(srv); // before launch, so that close() stops it if launch throws
+          if (s.launch(srv)) break;
+          s.servers.remove(srv);
+          s.discard(srv);
+          if (attempt == 5) throw new IllegalStateException("redis-server: every port tried was taken by another process");
         }
-        Server srv = new Server(port, Files.createTempDirectory("fencepost-java-redis-"));
-        s.servers.add(srv);
-        s.launch(srv);
       }
     } catch (Exception e) {
       s.close();
@@ -80,7 +87,12 @@ final class RedisServers implements AutoCloseable {
     return s;
   }
 
-  void launch(Server srv) throws Exception {
+  /**
+   * Starts {@code srv}'s redis-server and waits until it answers: true once our process answers
+   * (INFO's process_id), false when another process has the port (it answers instead, or ours
+   * could not bind it; ours is stopped).
+   */
+  boolean launch(Server srv) throws Exception {
     srv.process = new ProcessBuilder(binary(), "--port", Integer.toString(srv.port), "--bind", "127.0.0.1", "--save", "",
         "--appendonly", "no", "--dir", srv.dir.toString(), "--loglevel", "warning")
         .redirectErrorStream(true)
@@ -88,10 +100,15 @@ final class RedisServers implements AutoCloseable {
         .start();
     long deadline = System.nanoTime() + 15_000_000_000L;
     for (; ; ) {
-      if (!srv.process.isAlive()) throw new IllegalStateException("redis-server exited at start: " + Files.readString(srv.dir.resolve("redis.log")));
+      if (!srv.process.isAlive()) {
+        String log = Files.readString(srv.dir.resolve("redis.log"));
+        if (log.contains("Address already in use")) return false;
+        throw new IllegalStateException("redis-server exited at start: " + log);
+      }
       try (RedisClient c = srv.client()) {
-        c.ping();
-        return;
+        boolean ours = c.info("server").contains("process_id:" + srv.process.pid() + "\r\n");
+        if (!ours) kill(srv);
+        return ours;
       } catch (RuntimeException e) {
         if (System.nanoTime() > deadline) throw new IllegalStateException("redis-server not ready on " + srv.url(), e);
       }
@@ -118,13 +135,16 @@ final class RedisServers implements AutoCloseable {
 
   @Override
   public void close() {
-    for (Server srv : servers) {
-      kill(srv);
-      try (Stream<Path> files = Files.walk(srv.dir)) {
-        files.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-      } catch (IOException e) {
-        // a temporary folder left behind
-      }
+    for (Server srv : servers) discard(srv);
+  }
+
+  /** Stops {@code srv} and deletes its folder. */
+  private void discard(Server srv) {
+    kill(srv);
+    try (Stream<Path> files = Files.walk(srv.dir)) {
+      files.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException e) {
+      // a temporary folder left behind
     }
   }
 }

@@ -519,7 +519,7 @@ class StoreRedisTest {
         }
         assertTrue(heard.tryAcquire(2, TimeUnit.SECONDS), "not heard before the restart");
         one.kill(one.servers.get(0));
-        one.launch(one.servers.get(0));
+        assertTrue(one.launch(one.servers.get(0)), "restarted on its port");
         long deadline = System.nanoTime() + 5_000_000_000L;
         boolean again = false;
         while (!again && System.nanoTime() < deadline) {
