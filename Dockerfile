@@ -96,9 +96,10 @@ USER 65532:65532
 # --max-semi-space-size=4: V8 otherwise grows the young generation to 128 MiB on a large host
 # (64 MiB semi-spaces), which the controller's cold start fills with short-lived garbage.
 # --heap-growing-percent=50: the next full collection once the old generation is 1.5 times what
-# the last one kept, where V8 otherwise picks up to 4 times on a large host. With both, 10,000
-# locks peak at 246 MiB instead of 479; the controller's CPU did not move (bench/scale.ts reads
-# these flags from here and measures with them; docs/operations.md "Sizing"). Node refuses the
-# second in NODE_OPTIONS, so a pod `command:` that replaces this ENTRYPOINT must pass it to node.
+# the last one kept, where V8 otherwise picks up to 4 times on a large host. At 10,000 locks the
+# first took the peak from 479 to 302 MiB, and the second from 274 to 246-249 MiB; the
+# controller's CPU did not move (bench/scale.ts reads these flags from here and measures with
+# them; docs/operations.md "Sizing"). Node refuses the second in NODE_OPTIONS, so a pod
+# `command:` that replaces this ENTRYPOINT must pass it to node.
 ENTRYPOINT ["/usr/local/bin/node", "--max-semi-space-size=4", "--heap-growing-percent=50", "/app/dist/src/cli/main.js"]
 CMD ["--help"]
